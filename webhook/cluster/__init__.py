@@ -1,0 +1,1 @@
+"""Everything that talks to the apiserver: client, watch-backed caches, discovery, capabilities."""

@@ -1,0 +1,130 @@
+"""Settings, loaded from a YAML file and validated with pydantic.
+
+A bad config stops start-up with the field path and the reason (`ConfigError`).
+Every setting is documented in docs/configuration.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+Mode = Literal["enforce", "warn", "audit"]
+Action = Literal["deny", "warn", "audit", "off"]
+
+PUBLIC_REGISTRIES = [
+    "docker.io",
+    "registry-1.docker.io",
+    "ghcr.io",
+    "quay.io",
+    "nvcr.io",
+    "registry.k8s.io",
+]
+
+
+class ConfigError(ValueError):
+    pass
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class KueueSettings(_Model):
+    #: when set, an AdmissionCheck's spec.controllerName must equal this
+    admission_check_controller: str | None = Field(None, alias="admissionCheckController")
+    #: "namespace/name" of the Lease the admission-check controller renews (seed's readmission gate)
+    admission_lease: str | None = Field(None, alias="admissionLease")
+    #: the Lease must have been renewed within this many seconds
+    lease_max_age_seconds: float = Field(60.0, gt=0, alias="leaseMaxAgeSeconds")
+    #: LocalQueue name used when a job names none (AIPERF_K8S_JOBSET_KUEUE_DEFAULT_QUEUE_NAME)
+    default_queue_name: str | None = Field(None, alias="defaultQueueName")
+
+
+class Settings(_Model):
+    #: global mode: enforce denies on a failed deny-action check; warn returns warnings; audit only records
+    mode: Mode = "enforce"
+    #: per-check action by check name: deny | warn | audit | off (default deny)
+    checks: dict[str, Action] = Field(default_factory=dict)
+    #: what a check that did not finish by the deadline counts as
+    timeout_action: Literal["deny", "warn", "audit"] = Field("warn", alias="timeoutAction")
+    #: the longest the webhook works on one request (seconds); the apiserver's ?timeout= can only shorten it
+    budget_seconds: float = Field(4.0, gt=0, le=30, alias="budgetSeconds")
+    #: kept free of the apiserver's timeout for the response to travel back
+    safety_margin_seconds: float = Field(0.5, ge=0, le=10, alias="safetyMarginSeconds")
+    #: largest AdmissionReview body accepted (bytes)
+    max_body_bytes: int = Field(8 * 1024 * 1024, gt=1024, alias="maxBodyBytes")
+    #: longest SIGTERM waits for in-flight requests
+    drain_seconds: float = Field(10.0, ge=0, le=300, alias="drainSeconds")
+    #: registries that need no imagePullSecrets
+    public_registries: list[str] = Field(default_factory=lambda: list(PUBLIC_REGISTRIES), alias="publicRegistries")
+    #: namespace label whose value (enforce|warn|audit) overrides `mode` for that namespace
+    namespace_mode_label: str = Field("preflight.webhook.io/mode", alias="namespaceModeLabel")
+    #: object annotation listing check names to skip (comma-separated); honoured only for `skippableChecks`
+    skip_annotation: str = Field("preflight.webhook.io/skip-checks", alias="skipAnnotation")
+    skippable_checks: list[str] = Field(default_factory=list, alias="skippableChecks")
+    #: AIPERF_K8S_* settings the AIPerf operator runs with (same names, same meaning)
+    aiperf_env: dict[str, str] = Field(default_factory=dict, alias="aiperfEnv")
+    #: cached data older than this (no successful watch event/relist) is reported as stale
+    cache_stale_seconds: float = Field(120.0, gt=0, alias="cacheStaleSeconds")
+    #: at most this many requests in flight from the webhook to the apiserver
+    api_concurrency: int = Field(16, ge=1, le=256, alias="apiConcurrency")
+    #: TTL of on-demand Secret reads
+    secret_ttl_seconds: float = Field(5.0, ge=0, le=300, alias="secretTtlSeconds")
+    #: smallest Kubernetes version supported by the checks
+    min_kubernetes_version: str = Field("1.27", alias="minKubernetesVersion")
+    kueue: KueueSettings = Field(default_factory=KueueSettings)
+
+    @field_validator("checks")
+    @classmethod
+    def _known_checks(cls, v: dict[str, str]) -> dict[str, str]:
+        _require_known(v.keys(), "checks")
+        return v
+
+    @field_validator("skippable_checks")
+    @classmethod
+    def _known_skippable(cls, v: list[str]) -> list[str]:
+        _require_known(v, "skippableChecks")
+        return v
+
+    def action_for(self, check_name: str) -> Action:
+        return self.checks.get(check_name, "deny")
+
+
+def _require_known(names: Any, field: str) -> None:
+    from webhook.checks import check_names
+
+    known = set(check_names())
+    unknown = sorted(n for n in names if n not in known)
+    if unknown:
+        raise ValueError(
+            f"unknown check name(s) {', '.join(repr(n) for n in unknown)}; known: {', '.join(sorted(known))}"
+        )
+
+
+def load_settings(path: str | Path | None) -> Settings:
+    """Read and validate the config file; None means all defaults."""
+    if path is None:
+        return Settings()
+    p = Path(path)
+    try:
+        raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config file {p} does not exist") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {p} is not valid YAML: {exc}") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config file {p}: the top level must be a mapping, not {type(raw).__name__}")
+    try:
+        return Settings.model_validate(raw)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
+            lines.append(f"  {loc}: {err['msg']}")
+        raise ConfigError(f"config file {p} is invalid:\n" + "\n".join(lines)) from None

@@ -1,0 +1,69 @@
+"""A monotonic deadline shared by everything that runs for one admission request."""
+
+from __future__ import annotations
+
+import time
+
+
+class Deadline:
+    def __init__(self, seconds: float, *, clock=time.monotonic) -> None:
+        self._clock = clock
+        self.budget = max(0.0, seconds)
+        self.started = clock()
+        self.at = self.started + self.budget
+
+    def remaining(self) -> float:
+        return max(0.0, self.at - self._clock())
+
+    @property
+    def expired(self) -> bool:
+        return self._clock() >= self.at
+
+    def elapsed(self) -> float:
+        return self._clock() - self.started
+
+    def timeout(self, ceiling: float | None = None) -> float:
+        """Seconds an API call may take: what is left, capped by `ceiling`."""
+        left = self.remaining()
+        return left if ceiling is None else min(left, ceiling)
+
+
+def budget_seconds(apiserver_timeout: float | None, configured: float, margin: float) -> float:
+    """The smaller of the configured budget and the apiserver's timeout minus a safety margin."""
+    if apiserver_timeout is None:
+        return configured
+    return max(0.0, min(configured, apiserver_timeout - margin))
+
+
+def parse_go_duration(text: str | None) -> float | None:
+    """Parse the apiserver's `?timeout=` value (a Go duration such as `10s`, `2.5s`, `1m0s`, `500ms`)."""
+    if not text:
+        return None
+    units = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+    total, num, i = 0.0, "", 0
+    s = text.strip()
+    if not s:
+        return None
+    while i < len(s):
+        ch = s[i]
+        if ch.isdigit() or ch == ".":
+            num += ch
+            i += 1
+            continue
+        unit = ""
+        while i < len(s) and not (s[i].isdigit() or s[i] == "."):
+            unit += s[i]
+            i += 1
+        if not num or unit not in units:
+            return None
+        try:
+            total += float(num) * units[unit]
+        except ValueError:
+            return None
+        num = ""
+    if num:  # a bare number: seconds
+        try:
+            total += float(num)
+        except ValueError:
+            return None
+    return total

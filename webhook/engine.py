@@ -1,0 +1,169 @@
+"""The one engine: run the checks that apply to a Workload under one deadline.
+
+Blocking checks run first, one by one, and the first FAIL stops the rest (no point
+probing quotas on a cluster that does not serve JobSet). The others run concurrently.
+Nothing is dropped at the deadline: a check still running then is reported by name as
+timed out, and policy decides what that means (default: warn). An exception inside a
+check is contained: transient → warn, otherwise fail, with the error text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable, Sequence
+
+from webhook.checks.base import Check, CheckContext
+from webhook.cluster.view import ApiError, ClusterView
+from webhook.config import Settings
+from webhook.deadline import Deadline
+from webhook.results import CheckResult, PreflightResults, Status
+from webhook.workloads.base import Workload
+
+log = logging.getLogger(__name__)
+
+TIMED_OUT_PREFIX = "did not finish within"
+
+_TRANSIENT = (asyncio.TimeoutError, TimeoutError, ConnectionError)
+
+
+def is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, ApiError):
+        return exc.transient
+    if isinstance(exc, _TRANSIENT):
+        return True
+    try:
+        import aiohttp
+
+        if isinstance(exc, (aiohttp.ClientConnectionError, aiohttp.ServerTimeoutError)):
+            return True
+    except ImportError:  # pragma: no cover
+        pass
+    return False
+
+
+def timed_out_result(name: str, budget: float) -> CheckResult:
+    return CheckResult(
+        name,
+        Status.WARN,
+        f"{TIMED_OUT_PREFIX} the {budget:.1f}s budget; its verdict is unknown (timed out)",
+        hints=["Raise budgetSeconds / the webhook's timeoutSeconds, or check apiserver responsiveness"],
+    )
+
+
+def is_timed_out(result: CheckResult) -> bool:
+    return result.status is Status.WARN and result.message.startswith(TIMED_OUT_PREFIX)
+
+
+def applicable(checks: Iterable[Check], workload: Workload, settings: Settings, skip: set[str] = frozenset()) -> list[Check]:
+    return [
+        c for c in checks
+        if workload.kind in c.kinds and settings.action_for(c.name) != "off" and c.name not in skip
+    ]
+
+
+def _precondition(check: Check, ctx: CheckContext) -> CheckResult | None:
+    """Why a check cannot run for this request (a skip result), or None."""
+    wl = ctx.workload
+    if check.needs_cluster and ctx.view is None:
+        return CheckResult(check.name, Status.SKIP, "Skipped: needs a cluster (running offline)")
+    if check.needs_pod_groups and wl.incomplete_reason:
+        return CheckResult(check.name, Status.SKIP, f"Skipped: {wl.incomplete_reason}")
+    if check.local_capacity and wl.managed_by == "kueue.x-k8s.io/multikueue":
+        return CheckResult(
+            check.name,
+            Status.SKIP,
+            "Skipped: spec.managedBy is kueue.x-k8s.io/multikueue, so the job runs in another cluster",
+        )
+    if check.needs_cluster and ctx.view is not None:
+        ok, reason = ctx.view.check_capability(check)
+        if not ok:
+            return CheckResult(check.name, Status.SKIP, f"Skipped: {reason}")
+    return None
+
+
+async def _run_one(check: Check, ctx: CheckContext) -> list[CheckResult]:
+    start = time.perf_counter()
+    try:
+        out = await check.run(ctx)
+        results = out if isinstance(out, list) else [out]
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # contained: a check never takes the request down
+        text = str(exc) or type(exc).__name__
+        if is_transient(exc):
+            results = [CheckResult(check.name, Status.WARN, f"Could not complete (transient error): {text}")]
+        else:
+            log.exception("check %s raised", check.name)
+            results = [CheckResult(check.name, Status.FAIL, f"Check failed with error: {text}")]
+    ms = (time.perf_counter() - start) * 1000.0
+    for r in results:
+        if r.duration_ms is None:
+            r.duration_ms = ms
+    return results
+
+
+async def run_checks(
+    workload: Workload,
+    checks: Sequence[Check],
+    *,
+    settings: Settings,
+    deadline: Deadline,
+    view: ClusterView | None = None,
+) -> PreflightResults:
+    """Run `checks` (already filtered for the workload) and return every result, in registry order."""
+    ctx = CheckContext(workload=workload, deadline=deadline, settings=settings, view=view)
+    by_check: dict[str, list[CheckResult]] = {}
+    runnable: list[Check] = []
+    for c in checks:
+        pre = _precondition(c, ctx)
+        if pre is not None:
+            pre.duration_ms = 0.0
+            by_check[c.name] = [pre]
+        else:
+            runnable.append(c)
+
+    blocking = [c for c in runnable if c.blocking]
+    rest = [c for c in runnable if not c.blocking]
+
+    stopped_by: str | None = None
+    for c in blocking:
+        if stopped_by is not None:
+            by_check[c.name] = [CheckResult(c.name, Status.SKIP, f"Not run: blocking check {stopped_by!r} failed", duration_ms=0.0)]
+            continue
+        task = asyncio.ensure_future(_run_one(c, ctx))
+        done, _ = await asyncio.wait({task}, timeout=deadline.remaining())
+        if not done:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            by_check[c.name] = [timed_out_result(c.name, deadline.budget)]
+            by_check[c.name][0].duration_ms = deadline.elapsed() * 1000.0
+            continue
+        res = task.result()
+        by_check[c.name] = res
+        if any(r.status is Status.FAIL for r in res):
+            stopped_by = c.name
+
+    if stopped_by is not None:
+        for c in rest:
+            by_check[c.name] = [CheckResult(c.name, Status.SKIP, f"Not run: blocking check {stopped_by!r} failed", duration_ms=0.0)]
+    elif rest:
+        tasks = {asyncio.ensure_future(_run_one(c, ctx)): c for c in rest}
+        done, pending = await asyncio.wait(tasks.keys(), timeout=deadline.remaining())
+        for t in pending:
+            t.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        for t, c in tasks.items():
+            if t in done:
+                by_check[c.name] = t.result()
+            else:
+                r = timed_out_result(c.name, deadline.budget)
+                r.duration_ms = deadline.elapsed() * 1000.0
+                by_check[c.name] = [r]
+
+    ordered: list[CheckResult] = []
+    for c in checks:
+        ordered.extend(by_check.get(c.name, []))
+    return PreflightResults(ordered)

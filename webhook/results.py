@@ -1,0 +1,89 @@
+"""Check results in AIPerf's shape: CheckResult and PreflightResults.
+
+The JSON form is AIPerf's `{"passed","has_warnings","checks":[...]}` so that tools
+built for `aiperf kube preflight -o json` read ours unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class Status(str, Enum):
+    PASS = "pass"
+    FAIL = "fail"
+    WARN = "warn"
+    SKIP = "skip"
+    INFO = "info"
+
+
+@dataclass
+class CheckResult:
+    """One verdict of one check.
+
+    `message` is what users read. A FAIL's message says what is wrong, why, and
+    ends with `Fix: …` naming real objects. `details` are extra lines (never secret
+    values); `hints` are follow-ups for the CLI's text output.
+    """
+
+    name: str
+    status: Status
+    message: str
+    details: list[str] = field(default_factory=list)
+    hints: list[str] = field(default_factory=list)
+    duration_ms: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "status": self.status.value,
+            "message": self.message,
+            "details": list(self.details),
+            "hints": list(self.hints),
+            "duration_ms": None if self.duration_ms is None else round(self.duration_ms, 1),
+        }
+
+
+@dataclass
+class PreflightResults:
+    checks: list[CheckResult] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not any(c.status is Status.FAIL for c in self.checks)
+
+    @property
+    def has_warnings(self) -> bool:
+        return any(c.status is Status.WARN for c in self.checks)
+
+    def by_status(self, status: Status) -> list[CheckResult]:
+        return [c for c in self.checks if c.status is status]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "has_warnings": self.has_warnings,
+            "checks": [c.to_dict() for c in self.checks],
+        }
+
+
+def passed(name: str, message: str, **kw: Any) -> CheckResult:
+    return CheckResult(name, Status.PASS, message, **kw)
+
+
+def failed(name: str, message: str, **kw: Any) -> CheckResult:
+    return CheckResult(name, Status.FAIL, message, **kw)
+
+
+def warned(name: str, message: str, **kw: Any) -> CheckResult:
+    return CheckResult(name, Status.WARN, message, **kw)
+
+
+def skipped(name: str, message: str, **kw: Any) -> CheckResult:
+    return CheckResult(name, Status.SKIP, message, **kw)
+
+
+def info(name: str, message: str, **kw: Any) -> CheckResult:
+    return CheckResult(name, Status.INFO, message, **kw)

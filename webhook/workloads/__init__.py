@@ -1,0 +1,56 @@
+"""Adapters: one per kind, each turns an object into a Workload.
+
+`build_workload(obj, ...)` picks the adapter by apiVersion group and kind; `None` means
+no adapter handles the kind (the webhook allows it untouched).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from webhook.config import Settings
+from webhook.workloads.base import AdapterError, RuntimeLookup, Workload
+
+Adapter = Callable[..., Workload]
+
+# (group, kind) → "module:function"; imported lazily so a missing adapter never breaks the rest
+_ADAPTERS: dict[tuple[str, str], str] = {
+    ("aiperf.nvidia.com", "AIPerfJob"): "webhook.workloads.aiperf:build",
+    ("trainer.kubeflow.org", "TrainJob"): "webhook.workloads.trainjob:build",
+}
+
+
+def _group(api_version: str) -> str:
+    return api_version.split("/", 1)[0] if "/" in api_version else ""
+
+
+def adapter_for(api_version: str, kind: str) -> Adapter | None:
+    target = _ADAPTERS.get((_group(api_version), kind))
+    if target is None:
+        return None
+    import importlib
+
+    mod, fn = target.split(":")
+    return getattr(importlib.import_module(mod), fn)
+
+
+def build_workload(
+    obj: dict[str, Any],
+    *,
+    settings: Settings,
+    runtime_lookup: RuntimeLookup | None = None,
+    namespace: str | None = None,
+) -> Workload | None:
+    """The Workload for `obj`, or None if no adapter handles its kind. Raises AdapterError."""
+    if not isinstance(obj, dict):
+        raise AdapterError("the object is not a JSON object")
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    if not isinstance(api_version, str) or not isinstance(kind, str):
+        raise AdapterError("the object has no apiVersion/kind")
+    adapter = adapter_for(api_version, kind)
+    if adapter is None:
+        return None
+    return adapter(obj, settings=settings, runtime_lookup=runtime_lookup, namespace=namespace)
+
+
+__all__ = ["AdapterError", "RuntimeLookup", "Workload", "adapter_for", "build_workload"]

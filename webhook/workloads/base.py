@@ -1,0 +1,76 @@
+"""The Workload: what a job will create, as every check sees it.
+
+An adapter turns one Kubernetes object (plain JSON dict) into a Workload: its pod
+groups (a replicatedJob of the JobSet: how many pods, and the PodSpec each pod gets)
+and the objects the job's controller would derive (the JobSet, a ConfigMap).
+Kubernetes objects stay plain dicts; only this envelope is typed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass
+class PodGroup:
+    """One replicatedJob: `pods` identical pods built from `pod_spec`."""
+
+    name: str
+    pods: int
+    pod_spec: dict[str, Any]
+    pod_metadata: dict[str, Any] = field(default_factory=dict)
+    # role of the group for messages: "controller", "workers", "trainer", "dataset-initializer", ...
+    role: str = ""
+
+    def containers(self, *, init: bool = True) -> list[dict[str, Any]]:
+        out = list(self.pod_spec.get("containers") or [])
+        if init:
+            out = list(self.pod_spec.get("initContainers") or []) + out
+        return out
+
+
+@dataclass
+class Workload:
+    kind: str
+    api_version: str
+    name: str
+    namespace: str
+    obj: dict[str, Any]
+    pod_groups: list[PodGroup] = field(default_factory=list)
+    # derived objects as full manifests: {"jobSet": {...}, "configMap": {...}}
+    derived: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Kueue LocalQueue name the job asks for (label or AIPerf scheduling.queueName), if any
+    queue_name: str | None = None
+    # TrainJob spec.managedBy (kueue.x-k8s.io/multikueue → runs elsewhere)
+    managed_by: str | None = None
+    # the (Cluster)TrainingRuntime used, when known
+    runtime: dict[str, Any] | None = None
+    # why runtime-dependent facts are unknown (e.g. "runtime ClusterTrainingRuntime \"x\" not given");
+    # checks that need pod groups skip with this reason
+    incomplete_reason: str | None = None
+    # reasons the job's controller would refuse to render it: (message-with-fix) lines
+    render_errors: list[str] = field(default_factory=list)
+    # secrets the job's own controller creates (never required to pre-exist)
+    managed_secrets: set[str] = field(default_factory=set)
+    # extra secret references that are not in any pod spec: (secret, key|None, optional, field path)
+    extra_secret_refs: list[tuple[str, str | None, bool, str]] = field(default_factory=list)
+
+    @property
+    def ref(self) -> str:
+        """`AIPerfJob bench/llama-sweep`: how messages name the object."""
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+    @property
+    def total_pods(self) -> int:
+        return sum(g.pods for g in self.pod_groups)
+
+
+class RuntimeLookup(Protocol):
+    """Finds a (Cluster)TrainingRuntime; offline from the input file, online from the cache."""
+
+    def __call__(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+
+class AdapterError(ValueError):
+    """The object cannot be read as its kind at all (a client mistake, not a check verdict)."""
