@@ -14,6 +14,7 @@ from webhook.checks.base import Check
 _MODULES = (
     "render",
     "basics",
+    "runtime",
     "image",
     "configmap",
     "names",
