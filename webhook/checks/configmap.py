@@ -1,0 +1,114 @@
+"""ConfigMap Size: the AIPerfJob's run-config ConfigMap must fit 1 MiB.
+
+The AIPerf operator serialises the whole benchmark (inline datasets and prompts
+included) into one ConfigMap key, `run_config.json`, and refuses to render it when
+Σ len(key)+len(value) exceeds 1 MiB (its own measure, which counts key bytes and is
+therefore slightly stricter than the apiserver's). AIPerf reports that with a wrong
+message after admission; we say the real size and which part of the spec to shrink.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+
+from webhook.checks.base import AIPERFJOB, Check, CheckContext
+from webhook.results import CheckResult, Status
+
+NAME = "ConfigMap Size"
+CONFIGMAP_MAX_BYTES = 1_048_576
+_TOP_N = 3
+
+
+def payload_bytes(configmap: dict[str, Any]) -> int:
+    """Σ UTF-8 len(key) + len(value) over data, and key + decoded bytes over binaryData."""
+    total = 0
+    for key, value in (configmap.get("data") or {}).items():
+        total += len(str(key).encode("utf-8")) + len(str(value).encode("utf-8"))
+    for key, value in (configmap.get("binaryData") or {}).items():
+        total += len(str(key).encode("utf-8"))
+        try:
+            total += len(base64.b64decode(str(value), validate=True))
+        except (binascii.Error, ValueError):
+            total += len(str(value).encode("utf-8"))
+    return total
+
+
+def kib(n: int) -> str:
+    return f"{n / 1024:.1f} KiB"
+
+
+def largest_parts(configmap: dict[str, Any], top: int = _TOP_N) -> list[tuple[str, int]]:
+    """The biggest fields of the payload (JSON paths into each key), largest first.
+
+    Descends into the JSON of each data value while one child holds most of the bytes,
+    so the answer points at `benchmark.datasets[0].prompts`, not just `run_config.json`.
+    """
+    found: list[tuple[str, int]] = []
+    for key, value in (configmap.get("data") or {}).items():
+        try:
+            doc = json.loads(value)
+        except (TypeError, ValueError):
+            found.append((str(key), len(str(value).encode("utf-8"))))
+            continue
+        parts = _walk(doc, "", depth=0)
+        found.extend((path or str(key), size) for path, size in parts)
+    for key, value in (configmap.get("binaryData") or {}).items():
+        found.append((str(key), len(str(value))))
+    found.sort(key=lambda kv: -kv[1])
+    total = payload_bytes(configmap) or 1
+    # the biggest part always; the others only when they matter (>= 5% of the payload)
+    return [kv for i, kv in enumerate(found[:top]) if i == 0 or kv[1] * 20 >= total]
+
+
+def _size(node: Any) -> int:
+    return len(json.dumps(node, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+
+
+def _walk(node: Any, path: str, depth: int) -> list[tuple[str, int]]:
+    """Follow the child holding over half of its parent's bytes; stop where no child dominates."""
+    size = _size(node)
+    if depth >= 8 or not isinstance(node, (dict, list)) or not node:
+        return [(path, size)]
+    items = node.items() if isinstance(node, dict) else enumerate(node)
+    children = [((f"{path}.{k}" if path else str(k)) if isinstance(node, dict) else f"{path}[{k}]", v) for k, v in items]
+    sized = sorted(((p, v, _size(v)) for p, v in children), key=lambda t: -t[2])
+    top_path, top_value, top_size = sized[0]
+    if top_size * 2 <= size or not path and not isinstance(top_value, (dict, list)):
+        return [(path, size)] if path else [(p, s) for p, _, s in sized[:_TOP_N]]
+    return _walk(top_value, top_path, depth + 1) + [(p, s) for p, _, s in sized[1:_TOP_N]]
+
+
+class ConfigMapSize(Check):
+    name = NAME
+    kinds = frozenset({AIPERFJOB})
+    summary = "The AIPerfJob's run-config ConfigMap fits the 1 MiB ConfigMap limit."
+
+    async def run(self, ctx: CheckContext) -> CheckResult:
+        cm = ctx.workload.derived.get("configMap")
+        if not cm:
+            return CheckResult(self.name, Status.SKIP, "Skipped: the job derives no ConfigMap")
+        cm_name = (cm.get("metadata") or {}).get("name") or f"{ctx.workload.name}-config"
+        size = payload_bytes(cm)
+        if size <= CONFIGMAP_MAX_BYTES:
+            return CheckResult(
+                self.name,
+                Status.PASS,
+                f'ConfigMap "{cm_name}" is {kib(size)} of the 1024 KiB limit',
+            )
+        parts = largest_parts(cm)
+        biggest = ", ".join(f"{p} ({kib(s)})" for p, s in parts)
+        message = (
+            f'ConfigMap "{cm_name}" that the AIPerf operator renders from this spec would be {kib(size)} '
+            f"({size} bytes), over the 1024 KiB (1 MiB) ConfigMap limit, so the operator cannot start the benchmark; "
+            f"largest parts: {biggest}. "
+            "Fix: shrink the spec: reference datasets by file or URL instead of inlining them, "
+            "shorten inline prompts or input payloads, or split the run into several jobs"
+        )
+        details = [f"{p}: {s} bytes" for p, s in parts]
+        return CheckResult(self.name, Status.FAIL, message, details=details)
+
+
+CHECKS = [ConfigMapSize()]

@@ -1,0 +1,267 @@
+"""Image Reference: every container image parses with the reference grammar the kubelet uses.
+
+An invalid reference only shows up as ErrImagePull/InvalidImageName once the pods exist
+(after the job was accepted, quota reserved and nodes picked). AIPerf never rejects a
+reference; we parse with docker-image-py's port of distribution/reference
+(`ParseNormalizedNamed`, the same normalisation containerd and CRI-O apply), and when it
+refuses, name the part that is wrong so the fix is obvious.
+
+Explicit `:latest` warns too (AIPerf lets it pass): it moves exactly like an implicit one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from docker_image import digest as _digest
+from docker_image import reference as _reference
+from docker_image.regexp import ImageRegexps
+
+from webhook.checks.base import Check, CheckContext
+from webhook.results import CheckResult, Status
+
+NAME = "Image Reference"
+EXAMPLE = "nvcr.io/nvidia/aiperf:0.13.0"
+_PATH_COMPONENT = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$")
+_NAME_MAX = 255
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    """A parsed reference: registry (normalised, docker.io for Docker Hub), repository path, tag, digest."""
+
+    registry: str
+    path: str
+    tag: str | None
+    digest: str | None
+
+
+def parse_image(image: str) -> ImageRef:
+    """Parse like the kubelet's runtime does. Raises ValueError saying which part is invalid."""
+    try:
+        ref = _reference.Reference.parse_normalized_named(image)
+    except Exception as exc:  # the library raises several unrelated exception types
+        raise ValueError(diagnose(image) or str(exc)) from None
+    registry, path = ref.split_hostname()
+    return ImageRef(registry=registry or "docker.io", path=path, tag=ref["tag"], digest=ref["digest"])
+
+
+def diagnose(image: str) -> str | None:
+    """Which part of an unparseable reference is wrong, in words (None: nothing specific found)."""
+    if image == "":
+        return "the image is empty"
+    if image != image.strip() or any(c.isspace() for c in image):
+        return "it contains whitespace"
+    if "://" in image:
+        return f"it starts with a URL scheme ({image.split('://', 1)[0]}://); an image reference has none"
+    rest, digest = image, None
+    if "@" in image:
+        rest, digest = image.split("@", 1)
+        if "@" in digest:
+            return "it contains more than one '@'"
+        problem = _digest_problem(digest)
+        if problem:
+            return problem
+    name, tag = rest, None
+    slash = rest.rfind("/")
+    colon = rest.rfind(":")
+    if colon > slash:
+        name, tag = rest[:colon], rest[colon + 1 :]
+        if tag == "":
+            return "the tag after ':' is empty"
+        if not ImageRegexps.ANCHORED_TAG_REGEXP.match(tag):
+            return (
+                f'tag "{tag}" is invalid: a tag is 1-128 letters, digits, \'_\', \'.\' or \'-\' '
+                "and cannot start with '.' or '-'"
+            )
+    if name == "":
+        return "the repository name is empty"
+    if ImageRegexps.ANCHORED_IDENTIFIER_REGEXP.match(name):
+        return "the name is a 64-character hex image ID, not a repository name"
+    first, sep, remainder = name.partition("/")
+    has_domain = bool(sep) and (any(c in first for c in ".:") or first == "localhost" or first.lower() != first)
+    if has_domain:
+        if not ImageRegexps.ANCHORED_HOSTNAME_REGEXP.match(first):
+            return (
+                f'registry "{first}" is invalid: a registry is a host name or [IPv6] address '
+                "(letters, digits, '-' and '.') with an optional numeric :port"
+            )
+        path = remainder
+    else:
+        path = name
+    if len(path) > _NAME_MAX:
+        return f"the repository path is {len(path)} characters, over the {_NAME_MAX} allowed"
+    if path.lower() != path:
+        return f'repository "{path}" contains uppercase letters; repository paths must be lowercase'
+    for comp in path.split("/"):
+        if comp == "":
+            return f'repository "{path}" has an empty path component (\'//\' or a leading/trailing \'/\')'
+        if ":" in comp:
+            return f'repository "{path}" contains \':\' outside the registry port and the tag'
+        if not _PATH_COMPONENT.match(comp):
+            return (
+                f'path component "{comp}" is invalid: use lowercase letters and digits separated by '
+                "'.', '_', '__' or '-'"
+            )
+    return None
+
+
+def _digest_problem(digest: str) -> str | None:
+    algo, sep, hexpart = digest.partition(":")
+    if not sep or not hexpart:
+        return f'digest "{digest}" is invalid: expected <algorithm>:<hex>, e.g. sha256:<64 hex characters>'
+    try:
+        _digest.validate_digest(digest)
+    except _digest.DigestUnsupported:
+        return f'digest algorithm "{algo}" is not supported (use sha256, sha384 or sha512)'
+    except _digest.DigestInvalidLength:
+        want = _digest.DIGESTS_SIZE[algo] * 2
+        return f'digest "{digest}" is invalid: {algo} needs {want} hex characters, not {len(hexpart)}'
+    except _digest.InvalidDigest:
+        return f'digest "{digest}" is invalid: the checksum must be lowercase hex'
+    return None
+
+
+@dataclass
+class _Use:
+    """Where one image string is used: (pod group, container, is_init) in report order."""
+
+    image: str
+    where: list[tuple[str, str, bool]] = field(default_factory=list)
+    groups_without_pull_secrets: list[str] = field(default_factory=list)
+
+
+def _quote_list(names: list[str]) -> str:
+    return ", ".join(f'"{n}"' for n in names)
+
+
+def describe_uses(where: Iterable[tuple[str, str, bool]]) -> str:
+    """`container "node" in pod group "trainer"`; several containers are grouped per pod group."""
+    by_group: dict[str, tuple[list[str], list[str]]] = {}
+    for group, container, is_init in where:
+        app, init = by_group.setdefault(group, ([], []))
+        (init if is_init else app).append(container)
+    parts = []
+    for group, (app, init) in by_group.items():
+        names = []
+        if app:
+            names.append(("container " if len(app) == 1 else "containers ") + _quote_list(app))
+        if init:
+            names.append(("init container " if len(init) == 1 else "init containers ") + _quote_list(init))
+        parts.append(f'{" and ".join(names)} in pod group "{group}"')
+    return "; ".join(parts)
+
+
+def _combine(name: str, status: Status, findings: list[tuple[str, str]]) -> CheckResult:
+    """One result for several (what, fix) findings: whats joined by '; ', then one Fix."""
+    whats = [w for w, _ in findings]
+    fixes: list[str] = []
+    for _, f in findings:
+        if f not in fixes:
+            fixes.append(f)
+    message = "; ".join(whats) + ". Fix: " + "; ".join(fixes)
+    return CheckResult(name, status, message, details=[f"{w}. Fix: {f}" for w, f in findings])
+
+
+def _has_pull_secrets(pod_spec: dict[str, Any], ctx: CheckContext) -> bool:
+    if any(isinstance(s, dict) and s.get("name") for s in pod_spec.get("imagePullSecrets") or []):
+        return True
+    # a ServiceAccount's imagePullSecrets are added by the apiserver; visible only with a cluster
+    if ctx.view is not None:
+        sa_name = pod_spec.get("serviceAccountName") or "default"
+        try:
+            sa = ctx.view.get_cached("serviceaccounts", ctx.workload.namespace, sa_name)
+        except Exception:  # the cache may not hold service accounts
+            sa = None
+        if sa and any(isinstance(s, dict) and s.get("name") for s in sa.get("imagePullSecrets") or []):
+            return True
+    return False
+
+
+def _pull_secret_fix(kind: str) -> str:
+    where = "spec.podTemplate.imagePullSecrets" if kind == "AIPerfJob" else "imagePullSecrets on the pods"
+    return f"add {where} (or list the registry in publicRegistries if it needs no login)"
+
+
+class ImageReference(Check):
+    name = NAME
+    summary = "Every container image is a valid reference; warns on the moving 'latest' tag and on private registries without imagePullSecrets."
+
+    async def run(self, ctx: CheckContext) -> list[CheckResult]:
+        uses: dict[str, _Use] = {}
+        for group in ctx.workload.pod_groups:
+            pull_ok = _has_pull_secrets(group.pod_spec, ctx)
+            inits = {id(c) for c in group.pod_spec.get("initContainers") or []}
+            for c in group.containers(init=True):
+                image = c.get("image")
+                image = image if isinstance(image, str) else ""
+                use = uses.setdefault(image, _Use(image))
+                use.where.append((group.name, str(c.get("name") or "?"), id(c) in inits))
+                if not pull_ok and group.name not in use.groups_without_pull_secrets:
+                    use.groups_without_pull_secrets.append(group.name)
+
+        fails: list[tuple[str, str]] = []
+        warns: list[tuple[str, str]] = []
+        pinned = 0
+        public = {r.lower() for r in ctx.settings.public_registries}
+        for use in uses.values():
+            where = describe_uses(use.where)
+            if use.image == "":
+                fails.append((f"{where[0].upper()}{where[1:]} has no image", "set the container's image"))
+                continue
+            try:
+                ref = parse_image(use.image)
+            except ValueError as exc:
+                fails.append(
+                    (
+                        f'Image "{use.image}" used by {where} is invalid: {exc}',
+                        f'use [registry[:port]/]repository[:tag][@digest] with a lowercase repository, e.g. "{EXAMPLE}"',
+                    )
+                )
+                continue
+            if ref.digest:
+                pinned += 1
+            else:
+                if ref.tag is None:
+                    warns.append(
+                        (
+                            f'Image "{use.image}" has no tag, so it pulls whatever "latest" is when each pod starts (used by {where})',
+                            "pin a version tag or a digest",
+                        )
+                    )
+                elif ref.tag == "latest":
+                    warns.append(
+                        (
+                            f'Image "{use.image}" uses the moving tag "latest"; pods can start different builds (used by {where})',
+                            "pin a version tag or a digest",
+                        )
+                    )
+            if use.groups_without_pull_secrets and ref.registry.lower() not in public:
+                groups = _quote_list(use.groups_without_pull_secrets)
+                label = "pod group" if len(use.groups_without_pull_secrets) == 1 else "pod groups"
+                warns.append(
+                    (
+                        f'Registry "{ref.registry}" of image "{use.image}" may need a login, but {label} {groups} has no imagePullSecrets',
+                        _pull_secret_fix(ctx.workload.kind),
+                    )
+                )
+
+        results: list[CheckResult] = []
+        if fails:
+            results.append(_combine(self.name, Status.FAIL, fails))
+        if warns:
+            results.append(_combine(self.name, Status.WARN, warns))
+        if not results:
+            n = len(uses)
+            if n == 0:
+                return [CheckResult(self.name, Status.PASS, "No containers to check")]
+            noun = "image is a valid reference" if n == 1 else f"{n} images are valid references"
+            prefix = "The" if n == 1 else "All"
+            results.append(CheckResult(self.name, Status.PASS, f"{prefix} {noun} ({pinned} pinned by digest)"))
+        return results
+
+
+CHECKS = [ImageReference()]

@@ -1,0 +1,142 @@
+"""Name Length: the Job and pod names JobSet derives must be DNS-1035 labels (≤ 63 characters).
+
+JobSet names each Job `<jobset>-<replicatedJob>-<jobIdx>` and each pod
+`<jobset>-<replicatedJob>-<jobIdx>-<podIdx>-xxxxx` (5 random characters). Its webhook
+rejects the JobSet when the longest of those names is not a DNS-1035 label, which for a
+TrainJob or AIPerfJob happens after admission, inside the controller, where the user only
+sees a job that never starts. We compute the same longest names up front and say how long
+metadata.name may be.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.checks.base import Check, CheckContext
+from webhook.results import CheckResult, Status
+from webhook.workloads.base import Workload
+
+NAME = "Name Length"
+MAX_LABEL = 63
+RANDOM_SUFFIX = "-xxxxx"
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class DerivedName:
+    """The longest name of one kind ("Job" or "pod") for one replicatedJob."""
+
+    what: str
+    replicated_job: str
+    name: str
+    # characters of the name that are not the JobSet name
+    fixed: int
+
+
+def jobset_name(wl: Workload) -> str:
+    """The JobSet the job's controller creates: derived["jobSet"], else the controller's rule."""
+    js = wl.derived.get("jobSet") or {}
+    name = (js.get("metadata") or {}).get("name")
+    if isinstance(name, str) and name:
+        return name
+    return f"aiperf-{wl.name}" if wl.kind == "AIPerfJob" else wl.name
+
+
+def replicated_jobs(wl: Workload) -> list[tuple[str, int, int]]:
+    """(name, replicas, pods per Job) for every replicatedJob of the derived JobSet.
+
+    Pods per Job is `completions` (what JobSet's webhook uses), else `parallelism`, else 1.
+    Without a derived JobSet, each pod group is one replicatedJob with one Job of `pods` pods.
+    """
+    js = wl.derived.get("jobSet") or {}
+    rjobs = (js.get("spec") or {}).get("replicatedJobs")
+    if not isinstance(rjobs, list) or not rjobs:
+        return [(g.name, 1, max(g.pods, 1)) for g in wl.pod_groups]
+    out = []
+    for rj in rjobs:
+        if not isinstance(rj, dict):
+            continue
+        spec = ((rj.get("template") or {}).get("spec")) or {}
+        per_job = _int(spec.get("completions"), _int(spec.get("parallelism"), 1))
+        out.append((str(rj.get("name") or ""), max(_int(rj.get("replicas"), 1), 1), max(per_job, 1)))
+    return out
+
+
+def _int(value: Any, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def longest_names(js_name: str, rjobs: list[tuple[str, int, int]]) -> list[DerivedName]:
+    out = []
+    for rj, replicas, per_job in rjobs:
+        job = f"{js_name}-{rj}-{replicas - 1}"
+        pod = f"{job}-{per_job - 1}{RANDOM_SUFFIX}"
+        out.append(DerivedName("Job", rj, job, len(job) - len(js_name)))
+        out.append(DerivedName("pod", rj, pod, len(pod) - len(js_name)))
+    return out
+
+
+def _format_problem(name: str) -> str | None:
+    if not name or name[0] not in "abcdefghijklmnopqrstuvwxyz":
+        return "must start with a lowercase letter"
+    if not _DNS1035.match(name):
+        return "may contain only lowercase letters, digits and '-', and must end with a letter or digit"
+    return None
+
+
+class NameLength(Check):
+    name = NAME
+    summary = "The Job and pod names JobSet derives (<jobset>-<replicatedJob>-<jobIdx>-<podIdx>-xxxxx) fit 63 characters."
+
+    async def run(self, ctx: CheckContext) -> CheckResult:
+        wl = ctx.workload
+        js = jobset_name(wl)
+        names = longest_names(js, replicated_jobs(wl))
+        if not names:
+            return CheckResult(self.name, Status.SKIP, "Skipped: the job derives no Jobs")
+        longest = max(names, key=lambda n: (len(n.name), n.what == "pod"))
+        extra = len(js) - len(wl.name) if wl.name and wl.name in js else 0
+        allowed = MAX_LABEL - max(n.fixed for n in names) - extra
+
+        problems = []
+        for n in names:
+            bad = _format_problem(n.name)
+            if bad:
+                problems.append((n, bad))
+        if problems:
+            n, bad = problems[0]
+            return CheckResult(
+                self.name,
+                Status.FAIL,
+                f'{n.what} name "{n.name}" that JobSet derives from metadata.name "{wl.name}" is not a valid '
+                f"DNS-1035 label: it {bad}, so JobSet rejects the job. "
+                "Fix: use a metadata.name of lowercase letters, digits and '-' that starts with a letter",
+            )
+        if len(longest.name) > MAX_LABEL:
+            over = [n for n in names if len(n.name) > MAX_LABEL]
+            rjs = list(dict.fromkeys(n.replicated_job for n in over))
+            groups = ("replicatedJob " if len(rjs) == 1 else "replicatedJobs ") + ", ".join(f'"{r}"' for r in rjs)
+            fix = (
+                f"use a metadata.name of at most {allowed} characters"
+                if allowed > 0
+                else "shorten the replicatedJob names of the runtime"
+            )
+            return CheckResult(
+                self.name,
+                Status.FAIL,
+                f'metadata.name "{wl.name}" ({len(wl.name)} characters) is too long: JobSet would name '
+                f'{longest.what}s of {groups} like "{longest.name}" ({len(longest.name)} characters, '
+                f"over the {MAX_LABEL} allowed) and rejects the job. Fix: {fix}",
+                details=[f"{n.what} {n.name} ({len(n.name)} characters)" for n in over],
+            )
+        return CheckResult(
+            self.name,
+            Status.PASS,
+            f'Longest derived name is {len(longest.name)} of {MAX_LABEL} characters ("{longest.name}"); '
+            f"metadata.name may be up to {allowed} characters",
+        )
+
+
+CHECKS = [NameLength()]
