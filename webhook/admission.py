@@ -1,0 +1,193 @@
+"""admission.k8s.io/v1 AdmissionReview: parse the request envelope, build the response.
+
+The envelope is handled in one place (kopf's `_core/engines/admission.py` is the model):
+handlers receive a validated `AdmissionRequest` and return plain data; the HTTP layer
+only renders. `object` and `oldObject` stay plain dicts (the hot path never copies a
+Kubernetes object into a model). Unknown envelope fields are ignored, as the apiserver
+may add fields in later versions.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from webhook.policy import Decision
+
+API_VERSION = "admission.k8s.io/v1"
+KIND = "AdmissionReview"
+Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
+
+#: at most this many field errors are named in a 400 message
+_MAX_ERRORS = 5
+
+
+class ReviewError(ValueError):
+    """The body is not a usable AdmissionReview; the message names what is wrong (HTTP 400)."""
+
+
+class _Envelope(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, frozen=False)
+
+
+class GroupVersionKind(_Envelope):
+    group: str = ""
+    version: str
+    kind: str
+
+
+class GroupVersionResource(_Envelope):
+    group: str = ""
+    version: str
+    resource: str
+
+
+class UserInfo(_Envelope):
+    username: str = ""
+    uid: str = ""
+    groups: list[str] = Field(default_factory=list)
+    extra: dict[str, list[str]] = Field(default_factory=dict)
+
+
+class AdmissionRequest(_Envelope):
+    uid: str = Field(min_length=1)
+    kind: GroupVersionKind
+    resource: GroupVersionResource
+    sub_resource: str | None = Field(None, alias="subResource")
+    request_kind: GroupVersionKind | None = Field(None, alias="requestKind")
+    request_resource: GroupVersionResource | None = Field(None, alias="requestResource")
+    request_sub_resource: str | None = Field(None, alias="requestSubResource")
+    name: str = ""
+    namespace: str = ""
+    operation: Operation
+    user_info: UserInfo = Field(default_factory=UserInfo, alias="userInfo")
+    object: dict[str, Any] | None = None
+    old_object: dict[str, Any] | None = Field(None, alias="oldObject")
+    dry_run: bool = Field(False, alias="dryRun")
+    options: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _object_for_writes(self) -> "AdmissionRequest":
+        # CREATE and UPDATE always carry the object; without it there is nothing to check
+        if self.operation in ("CREATE", "UPDATE") and self.object is None:
+            raise ValueError(f"request.object is required for operation {self.operation}")
+        return self
+
+
+class AdmissionReview(_Envelope):
+    api_version: Literal["admission.k8s.io/v1"] = Field(alias="apiVersion")
+    kind: Literal["AdmissionReview"]
+    request: AdmissionRequest
+
+
+def _field_path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"
+
+
+def _describe(exc: ValidationError) -> str:
+    parts: list[str] = []
+    errors = exc.errors(include_url=False, include_input=False)
+    for err in errors[:_MAX_ERRORS]:
+        msg = err["msg"]
+        if err["type"] == "value_error":  # our own validators: the message already names the field
+            parts.append(msg.removeprefix("Value error, "))
+        else:
+            parts.append(f"{_field_path(tuple(err['loc']))}: {msg}")
+    if len(errors) > _MAX_ERRORS:
+        parts.append(f"and {len(errors) - _MAX_ERRORS} more")
+    return "; ".join(parts)
+
+
+def parse_review(data: Any) -> AdmissionReview:
+    """Validate decoded JSON as an AdmissionReview v1. Raises ReviewError naming the field path."""
+    if not isinstance(data, dict):
+        raise ReviewError(f"not an AdmissionReview: the body is a JSON {_json_type(data)}, not an object")
+    try:
+        return AdmissionReview.model_validate(data)
+    except ValidationError as exc:
+        raise ReviewError(f"not an AdmissionReview {API_VERSION}: {_describe(exc)}") from None
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    if value is None:
+        return "null"
+    return "number"
+
+
+def parse_review_bytes(body: bytes, loads: Any = json.loads) -> AdmissionReview:
+    """Decode and validate a request body. Raises ReviewError for invalid JSON too."""
+    if not body:
+        raise ReviewError("the request body is empty; expected an AdmissionReview JSON object")
+    try:
+        data = loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise ReviewError(f"the request body is not valid JSON: {_short(str(exc))}") from None
+    return parse_review(data)
+
+
+def _short(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def review_response(
+    uid: str,
+    *,
+    allowed: bool,
+    message: str | None = None,
+    warnings: list[str] | None = None,
+    audit_annotations: dict[str, str] | None = None,
+    code: int = 403,
+) -> dict[str, Any]:
+    """The AdmissionReview answer: uid echoed; a denial carries status code 403 and the message."""
+    response: dict[str, Any] = {"uid": uid, "allowed": allowed}
+    if not allowed:
+        response["status"] = {
+            "code": code,
+            "status": "Failure",
+            "reason": "Forbidden" if code == 403 else "BadRequest" if code == 400 else "",
+            "message": message or "denied by preflight-webhook",
+        }
+    if warnings:
+        response["warnings"] = list(warnings)
+    if audit_annotations:
+        response["auditAnnotations"] = dict(audit_annotations)
+    return {"apiVersion": API_VERSION, "kind": KIND, "response": response}
+
+
+def response_from_decision(uid: str, decision: Decision) -> dict[str, Any]:
+    return review_response(
+        uid,
+        allowed=decision.allowed,
+        message=decision.message,
+        warnings=decision.warnings,
+        audit_annotations=decision.audit_annotations,
+    )
+
+
+__all__ = [
+    "AdmissionRequest",
+    "AdmissionReview",
+    "GroupVersionKind",
+    "GroupVersionResource",
+    "ReviewError",
+    "UserInfo",
+    "parse_review",
+    "parse_review_bytes",
+    "response_from_decision",
+    "review_response",
+]

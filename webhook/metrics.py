@@ -1,0 +1,86 @@
+"""Prometheus metrics in a registry of our own (no process-global state, one per server).
+
+Labels are bounded and carry no object content: kind (a handled kind or "other"),
+operation, decision, check name and check status. Nothing a user typed into an
+object (names, namespaces, messages, secret names) ever becomes a label.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from webhook.results import CheckResult
+
+#: 1 ms .. 30 s: the apiserver's own timeout range ends at 30 s
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+#: decision label values
+ALLOWED, DENIED, WARNED, AUDITED = "allowed", "denied", "warned", "audited"
+UNHANDLED = "unhandled"  # no adapter for the kind: allowed without checks
+SKIPPED = "skipped"  # DELETE / CONNECT: allowed untouched
+INVALID = "invalid"  # the request itself was refused (400/413/415)
+ERROR = "error"  # our own bug: allowed (fail-open) with a warning
+OTHER_KIND = "other"
+
+
+class Metrics:
+    def __init__(self, known_kinds: Iterable[str] = (), registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry(auto_describe=True)
+        self.known_kinds = frozenset(known_kinds)
+        self.requests = Counter(
+            "preflight_webhook_requests",
+            "Admission requests answered, by kind, operation and decision.",
+            ["kind", "operation", "decision"],
+            registry=self.registry,
+        )
+        self.request_latency = Histogram(
+            "preflight_webhook_request_duration_seconds",
+            "Time from receiving an admission request to the answer, by kind and operation.",
+            ["kind", "operation"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.check_latency = Histogram(
+            "preflight_webhook_check_duration_seconds",
+            "Time one check took, by check name and result status.",
+            ["check", "status"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.in_flight = Gauge(
+            "preflight_webhook_requests_in_flight",
+            "Admission requests being worked on now.",
+            registry=self.registry,
+        )
+        self.cert_expiry = Gauge(
+            "preflight_webhook_certificate_expiry_timestamp_seconds",
+            "Unix time at which the serving certificate expires.",
+            registry=self.registry,
+        )
+        self.cert_reloads = Counter(
+            "preflight_webhook_certificate_reloads",
+            "Serving certificate reloads, by result (ok | error).",
+            ["result"],
+            registry=self.registry,
+        )
+
+    def kind_label(self, kind: str) -> str:
+        """A handled kind keeps its name; anything else is "other" (bounded cardinality)."""
+        return kind if kind in self.known_kinds else OTHER_KIND
+
+    def observe_request(self, kind: str, operation: str, decision: str, seconds: float) -> None:
+        k = self.kind_label(kind)
+        op = operation if operation in ("CREATE", "UPDATE", "DELETE", "CONNECT") else ""
+        self.requests.labels(k, op, decision).inc()
+        self.request_latency.labels(k, op).observe(seconds)
+
+    def observe_checks(self, results: Iterable[CheckResult]) -> None:
+        for r in results:
+            if r.duration_ms is not None:
+                self.check_latency.labels(r.name, r.status.value).observe(r.duration_ms / 1000.0)
+
+    def render(self) -> tuple[bytes, str]:
+        """(body, content type) for GET /metrics."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST

@@ -1,0 +1,354 @@
+"""The HTTPS server: POST /validate, GET /healthz /readyz /metrics /capabilities.
+
+Handlers stay free of policy: /validate parses the envelope (webhook.admission), hands
+the object to webhook.preflight.evaluate (the same path the CLI uses) and renders the
+decision. Error contract:
+
+- the client's mistakes are 4xx with a JSON body `{"error": "..."}` naming what is
+  wrong: 400 (invalid JSON, not an AdmissionReview), 413 (body over maxBodyBytes),
+  415 (content type is not application/json). Never a 5xx for a client's mistake.
+- an object the adapter cannot read at all is the OBJECT's problem, not the review's:
+  HTTP 200 with allowed=false, status 403 and the reason.
+- our own bugs FAIL OPEN: any unexpected exception while judging a well-formed review
+  becomes allowed=true with a warning naming the internal error, is logged (without
+  the exception text, which could quote object content) and counted as decision
+  "error". A webhook bug must not block every job in the cluster; the warning and the
+  metric make it visible.
+
+Shutdown (SIGTERM): readiness goes false at once, the listener closes, in-flight
+requests get up to Settings.drain_seconds to finish, then the process exits. Pair it
+with a preStop sleep so endpoints stop routing to the pod before SIGTERM arrives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import os
+import ssl
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+
+from webhook.admission import AdmissionRequest, ReviewError, parse_review_bytes, response_from_decision, review_response
+from webhook.checks import all_checks
+from webhook.checks.base import Check, describe
+from webhook.config import Settings
+from webhook.deadline import Deadline, budget_seconds, parse_go_duration
+from webhook.metrics import DENIED, ERROR, INVALID, SKIPPED, Metrics
+from webhook.policy import clip
+from webhook.preflight import evaluate
+from webhook.workloads import AdapterError, _ADAPTERS
+
+log = logging.getLogger("webhook.server")
+decision_log = logging.getLogger("webhook.decisions")
+
+JSON = "application/json"
+
+
+# --------------------------------------------------------------------------- JSON codec
+
+
+def _stdlib_dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def json_codec(choice: str | None = None) -> tuple[Callable[[bytes], Any], Callable[[Any], bytes], str]:
+    """(loads, dumps, name). `PREFLIGHT_WEBHOOK_JSON=stdlib|orjson|auto` picks; auto uses orjson if installed."""
+    choice = (choice or os.environ.get("PREFLIGHT_WEBHOOK_JSON") or "auto").lower()
+    if choice in ("auto", "orjson"):
+        try:
+            import orjson
+        except ImportError:
+            if choice == "orjson":
+                raise
+        else:
+            return orjson.loads, orjson.dumps, "orjson"
+    return json.loads, _stdlib_dumps, "stdlib"
+
+
+# --------------------------------------------------------------------------- the app
+
+
+class WebhookApp:
+    """The aiohttp application and the state its handlers share (one per server)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        view: Any | None = None,
+        metrics: Metrics | None = None,
+        checks: list[Check] | None = None,
+        json_choice: str | None = None,
+    ) -> None:
+        self.settings = settings
+        self.view = view
+        self.checks = all_checks() if checks is None else list(checks)
+        self.metrics = metrics or Metrics(known_kinds=(kind for _, kind in _ADAPTERS))
+        self.loads, self.dumps, self.json_name = json_codec(json_choice)
+        self.config_loaded = True
+        self.tls_loaded = False
+        self.draining = False
+        self.app = web.Application(client_max_size=settings.max_body_bytes, middlewares=[self._json_errors])
+        self.app.router.add_post("/validate", self.validate)
+        self.app.router.add_get("/healthz", self.healthz)
+        self.app.router.add_get("/readyz", self.readyz)
+        self.app.router.add_get("/metrics", self.metrics_handler)
+        self.app.router.add_get("/capabilities", self.capabilities)
+
+    # ----------------------------------------------------------------- readiness
+
+    def readiness(self) -> tuple[bool, str]:
+        if self.draining:
+            return False, "shutting down"
+        if not self.tls_loaded:
+            return False, "TLS material not loaded"
+        if not self.config_loaded:
+            return False, "configuration not loaded"
+        if self.view is not None and not getattr(self.view, "ready", False):
+            return False, str(getattr(self.view, "ready_reason", "") or "cluster view not ready")
+        return True, "ready"
+
+    # ----------------------------------------------------------------- helpers
+
+    def _json(self, data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+        return web.Response(body=self.dumps(data), status=status, content_type=JSON, headers=headers)
+
+    def _client_error(self, status: int, message: str, started: float) -> web.Response:
+        self.metrics.observe_request("", "", INVALID, time.perf_counter() - started)
+        log.info("rejected request: HTTP %d: %s", status, message)
+        return self._json({"error": message}, status=status)
+
+    @web.middleware
+    async def _json_errors(self, request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
+        """aiohttp's own 404/405/413 pages are text; answer every HTTP error in JSON instead."""
+        try:
+            return await handler(request)
+        except web.HTTPException as exc:
+            if exc.status < 400:
+                raise
+            headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
+            return self._json({"error": exc.reason}, status=exc.status, headers=headers)
+
+    # ----------------------------------------------------------------- /validate
+
+    async def validate(self, request: web.Request) -> web.StreamResponse:
+        started = time.perf_counter()
+        self.metrics.in_flight.inc()
+        try:
+            return await self._validate(request, started)
+        finally:
+            self.metrics.in_flight.dec()
+
+    async def _validate(self, request: web.Request, started: float) -> web.StreamResponse:
+        if request.content_type != JSON:
+            got = request.headers.get("Content-Type") or "none"
+            return self._client_error(415, f"Content-Type must be application/json, not {got}", started)
+        limit = self.settings.max_body_bytes
+        if request.content_length is not None and request.content_length > limit:
+            return self._client_error(
+                413, f"request body of {request.content_length} bytes exceeds the limit of {limit} bytes (maxBodyBytes)", started
+            )
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return self._client_error(413, f"request body exceeds the limit of {limit} bytes (maxBodyBytes)", started)
+        try:
+            review = parse_review_bytes(body, self.loads)
+        except ReviewError as exc:
+            return self._client_error(400, str(exc), started)
+
+        req = review.request
+        try:
+            answer, decision = await self._judge(req, request.query.get("timeout"))
+        except Exception as exc:  # our bug: fail open, visibly
+            answer, decision = self._fail_open(req, exc), ERROR
+        self.metrics.observe_request(req.kind.kind, req.operation, decision, time.perf_counter() - started)
+        self._log_decision(req, decision, answer, started)
+        return self._json(answer)
+
+    async def _judge(self, req: AdmissionRequest, timeout_param: str | None) -> tuple[dict[str, Any], str]:
+        """(AdmissionReview answer, metrics decision label) for a well-formed request."""
+        if req.operation in ("DELETE", "CONNECT"):
+            return review_response(req.uid, allowed=True), SKIPPED
+        s = self.settings
+        deadline = Deadline(budget_seconds(parse_go_duration(timeout_param), s.budget_seconds, s.safety_margin_seconds))
+        obj = req.object
+        assert obj is not None  # the envelope model requires it for CREATE/UPDATE
+        try:
+            async with asyncio.timeout(deadline.budget + s.safety_margin_seconds / 2):
+                ev = await evaluate(
+                    obj,
+                    settings=s,
+                    deadline=deadline,
+                    view=self.view,
+                    operation=req.operation,
+                    old_obj=req.old_object,
+                    namespace=req.namespace or None,
+                    checks=self.checks,
+                )
+        except AdapterError as exc:
+            kind = obj.get("kind") if isinstance(obj.get("kind"), str) else req.kind.kind
+            name = req.name or _meta(obj, "name") or _meta(obj, "generateName") or "<unnamed>"
+            ns = req.namespace or _meta(obj, "namespace") or "default"
+            msg = f'{kind} "{name}" in namespace "{ns}" cannot be read as a {kind}: {exc}'
+            return review_response(req.uid, allowed=False, message=msg), DENIED
+        self.metrics.observe_checks(ev.results.checks)
+        return response_from_decision(req.uid, ev.decision), ev.decision.outcome
+
+    def _fail_open(self, req: AdmissionRequest, exc: BaseException) -> dict[str, Any]:
+        where = _where(exc)
+        name = type(exc).__name__
+        if isinstance(exc, TimeoutError):
+            name = "timeout"
+        # the exception's text is left out on purpose: it may quote object content
+        log.error(
+            "internal error while judging uid=%s kind=%s operation=%s: %s at %s; allowed (fail-open)\n%s",
+            req.uid, req.kind.kind, req.operation, name, where, "".join(traceback.format_tb(exc.__traceback__)),
+        )
+        warning = clip(f"preflight-webhook internal error ({name} at {where}); the object was not checked")
+        return review_response(req.uid, allowed=True, warnings=[warning], audit_annotations={"decision": "error"})
+
+    def _log_decision(self, req: AdmissionRequest, decision: str, answer: dict[str, Any], started: float) -> None:
+        level = logging.INFO if decision in (DENIED, ERROR) else logging.DEBUG
+        if not decision_log.isEnabledFor(level):
+            return
+        resp = answer["response"]
+        fields = {
+            "uid": req.uid,
+            "kind": req.kind.kind,
+            "namespace": req.namespace,
+            "name": req.name or _meta(req.object, "name"),
+            "operation": req.operation,
+            "dryRun": req.dry_run,
+            "user": req.user_info.username,
+            "decision": decision,
+            "allowed": resp["allowed"],
+            "warnings": len(resp.get("warnings") or ()),
+            "failedChecks": (resp.get("auditAnnotations") or {}).get("failed-checks", ""),
+            "ms": round((time.perf_counter() - started) * 1000.0, 2),
+        }
+        decision_log.log(level, "admission decision", extra={"fields": fields})
+
+    # ----------------------------------------------------------------- other endpoints
+
+    async def healthz(self, request: web.Request) -> web.Response:
+        return self._json({"ok": True})
+
+    async def readyz(self, request: web.Request) -> web.Response:
+        ok, reason = self.readiness()
+        return self._json({"ready": ok, "reason": reason}, status=200 if ok else 503)
+
+    async def metrics_handler(self, request: web.Request) -> web.Response:
+        body, ctype = self.metrics.render()
+        resp = web.Response(body=body)
+        resp.headers["Content-Type"] = ctype
+        return resp
+
+    async def capabilities(self, request: web.Request) -> web.Response:
+        if self.view is not None:
+            try:
+                caps = self.view.capabilities()
+                if inspect.isawaitable(caps):
+                    caps = await caps
+            except Exception as exc:
+                log.error("capabilities failed: %s", type(exc).__name__)
+                return self._json({"error": f"capabilities unavailable ({type(exc).__name__})"}, status=503)
+            return self._json(caps)
+        out = []
+        for check in self.checks:
+            entry = describe(check)
+            entry.update({"value": "unknown", "source": "declared", "reason": "offline"})
+            out.append(entry)
+        return self._json(out)
+
+
+def _meta(obj: Any, key: str) -> str:
+    if not isinstance(obj, dict):
+        return ""
+    meta = obj.get("metadata")
+    value = meta.get(key) if isinstance(meta, dict) else None
+    return value if isinstance(value, str) else ""
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _where(exc: BaseException) -> str:
+    """`workloads/aiperf.py:123`: the innermost frame in our package (or the innermost frame)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return "unknown"
+    ours = [f for f in frames if f.filename.startswith(_PACKAGE_DIR)]
+    if ours:
+        return f"{ours[-1].filename[len(_PACKAGE_DIR):]}:{ours[-1].lineno}"
+    return f"{os.path.basename(frames[-1].filename)}:{frames[-1].lineno}"
+
+
+# --------------------------------------------------------------------------- the server
+
+
+class WebhookServer:
+    """Runs a WebhookApp over TLS; `shutdown()` is what SIGTERM triggers."""
+
+    def __init__(
+        self,
+        webhook: WebhookApp,
+        *,
+        ssl_context: ssl.SSLContext | None,
+        host: str = "127.0.0.1",
+        port: int = 8443,
+        reloader: Any | None = None,
+        access_log: bool = False,
+    ) -> None:
+        self.webhook = webhook
+        self.ssl_context = ssl_context
+        self.host = host
+        self.port = port
+        self.reloader = reloader
+        self._runner = web.AppRunner(
+            webhook.app,
+            handle_signals=False,
+            access_log=log if access_log else None,
+            shutdown_timeout=webhook.settings.drain_seconds,
+        )
+        self._stopped = asyncio.Event()
+
+    async def start(self) -> None:
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.ssl_context, backlog=1024)
+        await site.start()
+        if self.port == 0:  # an ephemeral port: report the real one
+            server = site._server  # noqa: SLF001 - aiohttp exposes no public accessor
+            self.port = server.sockets[0].getsockname()[1] if server and server.sockets else 0
+        self.webhook.tls_loaded = self.ssl_context is not None
+        if self.reloader is not None:
+            self.reloader.start()
+        log.info("serving on https://%s:%d (json: %s)", self.host, self.port, self.webhook.json_name)
+
+    async def shutdown(self) -> None:
+        """Readiness false, stop accepting, let in-flight requests finish (≤ drain_seconds)."""
+        if self.webhook.draining:
+            await self._stopped.wait()
+            return
+        self.webhook.draining = True
+        log.info("shutting down: draining in-flight requests for up to %.1fs", self.webhook.settings.drain_seconds)
+        try:
+            if self.reloader is not None:
+                await self.reloader.stop()
+            await self._runner.cleanup()
+        finally:
+            self._stopped.set()
+        log.info("shut down")
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()
+
+
+__all__ = ["WebhookApp", "WebhookServer", "json_codec"]

@@ -1,0 +1,327 @@
+"""TLS: the serving SSLContext, live certificate reload, and certificate generation.
+
+Reload never restarts the listener (kopf restarts its site and leaves a gap): the new
+pair is loaded into the LIVE SSLContext with `load_cert_chain`, so new handshakes get
+the new certificate and established connections keep theirs. A pair is first proven
+on a scratch context from a private copy of the bytes, so a half-written rotation
+(new cert, old key) never leaves the live context without a usable key.
+
+The generators are plain functions returning PEM bytes; `certs init`, `serve
+--self-signed` and the self-managed rotation (webhook/certmanager.py) all use them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime as dt
+import hashlib
+import ipaddress
+import logging
+import os
+import ssl
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+log = logging.getLogger(__name__)
+
+#: ECDHE key exchange with AEAD ciphers only (TLS 1.2); TLS 1.3 suites are AEAD by definition
+CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20"
+
+
+# --------------------------------------------------------------------------- contexts
+
+
+def server_context(cert_file: str | os.PathLike[str], key_file: str | os.PathLike[str]) -> ssl.SSLContext:
+    """A server SSLContext: TLS 1.2 minimum, ECDHE+AEAD ciphers, the given pair loaded."""
+    ctx = _bare_context()
+    ctx.load_cert_chain(os.fspath(cert_file), os.fspath(key_file))
+    return ctx
+
+
+def _bare_context() -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.set_ciphers(CIPHERS)
+    ctx.options |= ssl.OP_NO_COMPRESSION | ssl.OP_CIPHER_SERVER_PREFERENCE
+    return ctx
+
+
+@dataclass(frozen=True)
+class CertInfo:
+    serial: int
+    not_after: dt.datetime
+    subject: str
+
+    def __str__(self) -> str:
+        return f"serial {self.serial:x}, subject {self.subject}, expires {self.not_after.isoformat()}"
+
+
+def cert_info(cert_pem: bytes) -> CertInfo:
+    """The leaf certificate's serial, expiry and subject (for logs and metrics; no key material)."""
+    cert = x509.load_pem_x509_certificate(cert_pem)
+    return CertInfo(cert.serial_number, cert.not_valid_after_utc, cert.subject.rfc4514_string())
+
+
+class CertReloader:
+    """Watches a cert/key pair and reloads it into a live SSLContext when the files change.
+
+    Polls every `interval` seconds (mtime, then sha256 of both files: Kubernetes swaps a
+    mounted Secret through a symlink, which mtime alone can miss); `reload_now()` forces a
+    check. A failed reload keeps serving the previous pair and is retried on the next poll.
+    """
+
+    def __init__(
+        self,
+        ctx: ssl.SSLContext,
+        cert_file: str | os.PathLike[str],
+        key_file: str | os.PathLike[str],
+        *,
+        interval: float = 10.0,
+        on_reload: Callable[[CertInfo], None] | None = None,
+        on_error: Callable[[Exception], None] | None = None,
+    ) -> None:
+        self.ctx = ctx
+        self.cert_file = Path(cert_file)
+        self.key_file = Path(key_file)
+        self.interval = interval
+        self.on_reload = on_reload
+        self.on_error = on_error
+        self._stat: tuple[int, ...] | None = None
+        self._digest: str | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.info: CertInfo | None = None
+        self.last_error: str | None = None
+        self.reloads = 0
+
+    def _stat_key(self) -> tuple[int, ...]:
+        a, b = self.cert_file.stat(), self.key_file.stat()
+        return (a.st_mtime_ns, a.st_size, a.st_ino, b.st_mtime_ns, b.st_size, b.st_ino)
+
+    def load_initial(self) -> CertInfo:
+        """Load the pair into the context now; raises if it cannot be loaded (start-up)."""
+        if not self._load(force=True):
+            raise ssl.SSLError(f"cannot load {self.cert_file} / {self.key_file}: {self.last_error}")
+        assert self.info is not None
+        return self.info
+
+    def reload_now(self) -> bool:
+        """Reload if the files changed since the last load. True when a new pair was loaded."""
+        return self._load(force=False)
+
+    def _load(self, *, force: bool) -> bool:
+        try:
+            # mtime/size/inode are recorded, but the pair is hashed on every poll anyway (two small
+            # files): a same-size rewrite within the filesystem's mtime granularity is still seen
+            stat = self._stat_key()
+            cert_pem = self.cert_file.read_bytes()
+            key_pem = self.key_file.read_bytes()
+            digest = hashlib.sha256(cert_pem + b"\0" + key_pem).hexdigest()
+            if not force and digest == self._digest:
+                self._stat = stat
+                return False
+            _load_pair_bytes(self.ctx, cert_pem, key_pem)
+            info = cert_info(cert_pem)
+        except Exception as exc:  # a bad rotation never takes the server down
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            log.error("certificate reload failed; still serving the previous certificate: %s", self.last_error)
+            if self.on_error is not None:
+                self.on_error(exc)
+            return False
+        self._stat, self._digest, self.info, self.last_error = stat, digest, info, None
+        self.reloads += 1
+        log.info("serving certificate loaded: %s", info)
+        if self.on_reload is not None:
+            self.on_reload(info)
+        return True
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            self.reload_now()
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self.run(), name="cert-reloader")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+
+def _load_pair_bytes(live: ssl.SSLContext, cert_pem: bytes, key_pem: bytes) -> None:
+    """Prove the pair on a scratch context, then load the same bytes into the live one."""
+    with tempfile.TemporaryDirectory(prefix="preflight-tls-") as tmp:
+        os.chmod(tmp, 0o700)
+        cert_path, key_path = os.path.join(tmp, "tls.crt"), os.path.join(tmp, "tls.key")
+        for path, data in ((cert_path, cert_pem), (key_path, key_pem)):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+        _bare_context().load_cert_chain(cert_path, key_path)  # raises on a mismatched pair
+        live.load_cert_chain(cert_path, key_path)
+
+
+# --------------------------------------------------------------------------- generation
+
+
+@dataclass(frozen=True)
+class KeyPair:
+    """A certificate and its private key, PEM-encoded."""
+
+    cert_pem: bytes
+    key_pem: bytes
+
+
+def _new_key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def generate_ca(common_name: str = "preflight-webhook-ca", days: int = 3650) -> KeyPair:
+    """A self-signed CA (ECDSA P-256) valid for `days`, able to sign serving certificates only."""
+    key = _new_key()
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    now = _now()
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True, content_commitment=False, key_encipherment=False,
+                data_encipherment=False, key_agreement=False, key_cert_sign=True, crl_sign=True,
+                encipher_only=False, decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
+
+
+def generate_serving_cert(
+    ca: KeyPair,
+    dns_names: Sequence[str],
+    ip_addresses: Iterable[str] = (),
+    days: int = 365,
+) -> KeyPair:
+    """A serving certificate signed by `ca` with the given DNS and IP SANs (the first DNS name is the CN)."""
+    if not dns_names and not ip_addresses:
+        raise ValueError("a serving certificate needs at least one DNS name or IP address")
+    ca_cert = x509.load_pem_x509_certificate(ca.cert_pem)
+    ca_key = serialization.load_pem_private_key(ca.key_pem, password=None)
+    key = _new_key()
+    ips = [ipaddress.ip_address(ip) for ip in ip_addresses]
+    sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
+    sans += [x509.IPAddress(ip) for ip in ips]
+    cn = dns_names[0] if dns_names else str(ips[0])
+    now = _now()
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn[:64])]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True, content_commitment=False, key_encipherment=False,
+                data_encipherment=False, key_agreement=False, key_cert_sign=False, crl_sign=False,
+                encipher_only=False, decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_cert.public_key()),  # type: ignore[arg-type]
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())  # type: ignore[arg-type]
+    )
+    return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
+
+
+def service_dns_names(service: str, namespace: str) -> list[str]:
+    """The names the apiserver may use for a Service: NAME, NAME.NS, NAME.NS.svc, NAME.NS.svc.cluster.local."""
+    return [service, f"{service}.{namespace}", f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local"]
+
+
+def ca_bundle(ca_cert_pem: bytes) -> str:
+    """The base64 value for a webhook configuration's `clientConfig.caBundle`."""
+    return base64.b64encode(ca_cert_pem).decode("ascii")
+
+
+@dataclass(frozen=True)
+class CertFiles:
+    ca_cert: Path
+    cert: Path
+    key: Path
+
+
+def write_cert_files(out_dir: str | os.PathLike[str], ca: KeyPair, serving: KeyPair) -> CertFiles:
+    """Write ca.crt, tls.crt and tls.key (0600) into `out_dir`; each file is replaced atomically."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    files = CertFiles(out / "ca.crt", out / "tls.crt", out / "tls.key")
+    # key first: a reloader that sees the new cert always finds its key already in place
+    _atomic_write(files.key, serving.key_pem, 0o600)
+    _atomic_write(files.cert, serving.cert_pem, 0o644)
+    _atomic_write(files.ca_cert, ca.cert_pem, 0o644)
+    return files
+
+
+def _atomic_write(path: Path, data: bytes, mode: int) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+__all__ = [
+    "CIPHERS",
+    "CertFiles",
+    "CertInfo",
+    "CertReloader",
+    "KeyPair",
+    "ca_bundle",
+    "cert_info",
+    "generate_ca",
+    "generate_serving_cert",
+    "server_context",
+    "service_dns_names",
+    "write_cert_files",
+]
