@@ -1,0 +1,529 @@
+"""Self-managed certificates: one Secret holds the CA and the serving pair; rotation never breaks TLS.
+
+The Secret is the source of truth (as in Gatekeeper's cert-controller); the caBundle of the
+ValidatingWebhookConfiguration is derived from it and repaired when it drifts. Several
+managers may run at once (a rolling update): every write is conditioned on the
+resourceVersion that was read, and a 409 means "re-read and adopt what the other wrote".
+
+A rotation moves in three steps, each separated by a propagation delay, so that at every
+instant the certificate a replica serves is trusted by the bundle the apiserver uses:
+
+  steady        ca.crt signs tls.crt                      bundle = [ca]
+  1 ca-added    a new CA waits in ca-next.*                bundle = [ca, next]
+  2 switched    tls.* now signed by the new CA; the old    bundle = [prev, ca]
+                CA kept as ca-prev.crt
+  3 steady      ca-prev.crt dropped                        bundle = [ca]
+
+Step 1→2 waits `bundle_propagation` (the apiserver must see the new bundle before any
+replica presents the new certificate); 2→3 waits `cert_propagation` (every replica's
+mounted Secret must have been refreshed by the kubelet and reloaded before the old CA
+goes). Key material is never logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import datetime as dt
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+
+from webhook.cluster.view import ApiError
+from webhook.tls import KeyPair, generate_ca, generate_serving_cert
+
+log = logging.getLogger(__name__)
+
+ANNOTATION_PREFIX = "preflight.webhook.io/"
+#: when the current rotation step began (RFC 3339, UTC)
+STEP_SINCE = ANNOTATION_PREFIX + "rotation-step-since"
+#: set it (any value) on the Secret to start a rotation now; the manager removes it
+ROTATE_REQUEST = ANNOTATION_PREFIX + "rotate"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "preflight-webhook-certs"
+
+TLS_CRT, TLS_KEY = "tls.crt", "tls.key"
+CA_CRT, CA_KEY = "ca.crt", "ca.key"
+NEXT_CRT, NEXT_KEY = "ca-next.crt", "ca-next.key"
+PREV_CRT = "ca-prev.crt"
+
+STEADY, CA_ADDED, SWITCHED = "steady", "ca-added", "switched"
+
+
+@dataclass(frozen=True)
+class RotationSettings:
+    """How long certificates live and how long each rotation step waits."""
+
+    dns_names: tuple[str, ...]
+    ip_addresses: tuple[str, ...] = ()
+    validity_days: float = 365.0
+    renew_before_days: float = 30.0
+    bundle_propagation_seconds: float = 30.0
+    cert_propagation_seconds: float = 180.0
+    ca_common_name: str = "preflight-webhook-ca"
+
+    def __post_init__(self) -> None:
+        if self.renew_before_days >= self.validity_days:
+            raise ValueError(
+                f"renew-before ({self.renew_before_days} d) must be shorter than the validity ({self.validity_days} d)"
+            )
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the Secret should hold now, and when to look again."""
+
+    data: dict[str, bytes]
+    step: str
+    since: dt.datetime | None
+    reason: str  # why the Secret changes ("" when it does not)
+    next_due: dt.datetime | None  # the next moment the plan changes by itself
+    clear_rotate_request: bool = False
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.reason)
+
+    @property
+    def bundle(self) -> bytes:
+        """The caBundle: every CA a replica may present a certificate from, oldest first."""
+        return b"".join(self.data[k] for k in (PREV_CRT, CA_CRT, NEXT_CRT) if k in self.data)
+
+
+# --------------------------------------------------------------------------- pure planning
+
+
+def _load_cert(pem: bytes | None) -> x509.Certificate | None:
+    if not pem:
+        return None
+    try:
+        return x509.load_pem_x509_certificate(pem)
+    except ValueError:
+        return None
+
+
+def _signed_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, Exception):  # InvalidSignature is not a ValueError
+        return False
+    return True
+
+
+def _sans(cert: x509.Certificate) -> tuple[set[str], set[str]]:
+    try:
+        ext = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return set(), set()
+    return set(ext.get_values_for_type(x509.DNSName)), {str(i) for i in ext.get_values_for_type(x509.IPAddress)}
+
+
+def _key_matches(cert: x509.Certificate, key_pem: bytes | None) -> bool:
+    if not key_pem:
+        return False
+    try:
+        key = serialization.load_pem_private_key(key_pem, password=None)
+    except (ValueError, TypeError):
+        return False
+    pub = serialization.PublicFormat.SubjectPublicKeyInfo
+    enc = serialization.Encoding.DER
+    return key.public_key().public_bytes(enc, pub) == cert.public_key().public_bytes(enc, pub)
+
+
+def _parse_since(annotations: dict[str, str]) -> dt.datetime | None:
+    raw = annotations.get(STEP_SINCE)
+    if not raw:
+        return None
+    try:
+        t = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
+
+
+def decode_data(secret: dict[str, Any] | None) -> dict[str, bytes]:
+    """The Secret's data, base64-decoded; undecodable entries are dropped (and re-issued)."""
+    out: dict[str, bytes] = {}
+    for k, v in ((secret or {}).get("data") or {}).items():
+        try:
+            out[k] = base64.b64decode(v or "", validate=True)
+        except (binascii.Error, ValueError):
+            continue
+    return out
+
+
+def _issue(settings: RotationSettings, ca: KeyPair) -> KeyPair:
+    return generate_serving_cert(
+        ca, list(settings.dns_names), list(settings.ip_addresses), days=settings.validity_days  # type: ignore[arg-type]
+    )
+
+
+def _new_ca(settings: RotationSettings) -> KeyPair:
+    return generate_ca(settings.ca_common_name, days=settings.validity_days)  # type: ignore[arg-type]
+
+
+def plan(
+    data: dict[str, bytes],
+    annotations: dict[str, str],
+    now: dt.datetime,
+    settings: RotationSettings,
+) -> Plan:
+    """Decide what the Secret must hold at `now`. Pure but for key generation."""
+    renew_at = dt.timedelta(days=settings.renew_before_days)
+    since = _parse_since(annotations)
+    rotate_requested = ROTATE_REQUEST in annotations
+    ca = _load_cert(data.get(CA_CRT))
+    leaf = _load_cert(data.get(TLS_CRT))
+    ca_ok = ca is not None and bool(data.get(CA_KEY)) and _key_matches(ca, data.get(CA_KEY))
+
+    if not ca_ok:  # nothing usable (first start, or someone broke the Secret): issue afresh
+        new_ca = _new_ca(settings)
+        pair = _issue(settings, new_ca)
+        fresh = {CA_CRT: new_ca.cert_pem, CA_KEY: new_ca.key_pem, TLS_CRT: pair.cert_pem, TLS_KEY: pair.key_pem}
+        reason = "issued a new CA and serving certificate" if not data else "the stored CA was unusable; issued a new CA and serving certificate"
+        return Plan(fresh, STEADY, None, reason, now + renew_due(pair.cert_pem, renew_at, now), rotate_requested)
+    assert ca is not None
+    out = dict(data)
+
+    nxt = _load_cert(data.get(NEXT_CRT))
+    if nxt is not None and _key_matches(nxt, data.get(NEXT_KEY)):
+        # step 1 → 2 once the apiserver has had time to trust the new CA
+        due = (since or now) + dt.timedelta(seconds=settings.bundle_propagation_seconds)
+        if since is None or now >= due:
+            new_ca = KeyPair(data[NEXT_CRT], data[NEXT_KEY])
+            pair = _issue(settings, new_ca)
+            out = {
+                PREV_CRT: data[CA_CRT],
+                CA_CRT: new_ca.cert_pem,
+                CA_KEY: new_ca.key_pem,
+                TLS_CRT: pair.cert_pem,
+                TLS_KEY: pair.key_pem,
+            }
+            nd = now + dt.timedelta(seconds=settings.cert_propagation_seconds)
+            return Plan(out, SWITCHED, now, "switched the serving certificate to the new CA", nd, rotate_requested)
+        return Plan(out, CA_ADDED, since, "", due, False)
+    out.pop(NEXT_CRT, None)
+    out.pop(NEXT_KEY, None)
+
+    if PREV_CRT in data:
+        due = (since or now) + dt.timedelta(seconds=settings.cert_propagation_seconds)
+        if since is None or now >= due:
+            out.pop(PREV_CRT)
+            return Plan(out, STEADY, None, "dropped the previous CA from the bundle", None, rotate_requested)
+        return Plan(out, SWITCHED, since, "", due, False)
+
+    # steady: rotate on request or when the CA or the leaf nears its end
+    ca_left = ca.not_valid_after_utc - now
+    leaf_left = leaf.not_valid_after_utc - now if leaf is not None else dt.timedelta(0)
+    if rotate_requested or ca_left <= renew_at or (leaf is not None and leaf_left <= renew_at):
+        why = "rotation requested" if rotate_requested else "the certificate expires within renew-before"
+        new_ca = _new_ca(settings)
+        out[NEXT_CRT], out[NEXT_KEY] = new_ca.cert_pem, new_ca.key_pem
+        nd = now + dt.timedelta(seconds=settings.bundle_propagation_seconds)
+        return Plan(out, CA_ADDED, now, f"added a new CA to the bundle ({why})", nd, rotate_requested)
+
+    # the leaf is missing, not ours, or names the wrong service: re-issue under the same CA (no overlap needed)
+    dns, ips = (_sans(leaf) if leaf is not None else (set(), set()))
+    if (
+        leaf is None
+        or not _signed_by(leaf, ca)
+        or not _key_matches(leaf, data.get(TLS_KEY))
+        or dns != set(settings.dns_names)
+        or ips != set(settings.ip_addresses)
+    ):
+        pair = _issue(settings, KeyPair(data[CA_CRT], data[CA_KEY]))
+        out[TLS_CRT], out[TLS_KEY] = pair.cert_pem, pair.key_pem
+        return Plan(out, STEADY, None, "re-issued the serving certificate under the current CA", now + renew_due(pair.cert_pem, renew_at, now), rotate_requested)
+
+    nd = now + min(ca_left, leaf_left) - renew_at
+    return Plan(out, STEADY, None, "", nd, False)
+
+
+def renew_due(cert_pem: bytes, renew_at: dt.timedelta, now: dt.datetime) -> dt.timedelta:
+    cert = x509.load_pem_x509_certificate(cert_pem)
+    return max(dt.timedelta(0), cert.not_valid_after_utc - now - renew_at)
+
+
+def secret_body(
+    name: str, namespace: str, p: Plan, current: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The full Secret to write: current metadata kept (resourceVersion included), data replaced."""
+    meta: dict[str, Any] = dict((current or {}).get("metadata") or {})
+    meta["name"], meta["namespace"] = name, namespace
+    labels = dict(meta.get("labels") or {})
+    labels[MANAGED_BY_LABEL] = MANAGED_BY
+    meta["labels"] = labels
+    ann = dict(meta.get("annotations") or {})
+    ann.pop(STEP_SINCE, None)
+    if p.clear_rotate_request:
+        ann.pop(ROTATE_REQUEST, None)
+    if p.since is not None:
+        ann[STEP_SINCE] = p.since.astimezone(dt.timezone.utc).isoformat().replace("+00:00", "Z")
+    meta["annotations"] = ann
+    for k in ("managedFields", "creationTimestamp", "uid"):
+        meta.pop(k, None)
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": meta,
+        "type": "kubernetes.io/tls",
+        "data": {k: base64.b64encode(v).decode("ascii") for k, v in sorted(p.data.items())},
+    }
+
+
+def patch_ca_bundle(vwc: dict[str, Any], bundle: bytes) -> bool:
+    """Set every webhook's clientConfig.caBundle to `bundle`; True when something changed."""
+    want = base64.b64encode(bundle).decode("ascii")
+    changed = False
+    for hook in vwc.get("webhooks") or []:
+        cc = hook.setdefault("clientConfig", {})
+        if cc.get("caBundle") != want:
+            cc["caBundle"] = want
+            changed = True
+    return changed
+
+
+def bundle_certs(ca_bundle_b64: str) -> list[x509.Certificate]:
+    """The certificates of a caBundle value (for tests and `status` output)."""
+    return x509.load_pem_x509_certificates(base64.b64decode(ca_bundle_b64))
+
+
+# --------------------------------------------------------------------------- the API it needs
+
+
+class CertStore(Protocol):
+    """The four reads/writes the manager makes; raises ApiError (404, 409, ...)."""
+
+    async def get_secret(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    async def create_secret(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]: ...
+
+    async def replace_secret(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]: ...
+
+    async def get_webhook_config(self, name: str) -> dict[str, Any] | None: ...
+
+    async def replace_webhook_config(self, name: str, body: dict[str, Any]) -> dict[str, Any]: ...
+
+
+class KubeCertStore:
+    """CertStore over kubernetes_asyncio; objects stay plain dicts (raw JSON in and out)."""
+
+    def __init__(self, api_client: Any) -> None:
+        from kubernetes_asyncio import client
+
+        self._core = client.CoreV1Api(api_client)
+        self._adm = client.AdmissionregistrationV1Api(api_client)
+
+    async def _call(self, fn: Any, *args: Any, missing_ok: bool = False) -> dict[str, Any] | None:
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        try:
+            resp = await fn(*args, _preload_content=False)
+            return json.loads(await resp.read())
+        except ApiException as exc:
+            if missing_ok and exc.status == 404:
+                return None
+            raise ApiError(exc.status or 0, _api_message(exc), exc.reason or "") from None
+        except (OSError, asyncio.TimeoutError) as exc:
+            raise ApiError(0, f"{type(exc).__name__}: {exc}") from None
+
+    async def get_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return await self._call(self._core.read_namespaced_secret, name, namespace, missing_ok=True)
+
+    async def create_secret(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await self._call(self._core.create_namespaced_secret, namespace, body)  # type: ignore[return-value]
+
+    async def replace_secret(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await self._call(self._core.replace_namespaced_secret, name, namespace, body)  # type: ignore[return-value]
+
+    async def get_webhook_config(self, name: str) -> dict[str, Any] | None:
+        return await self._call(self._adm.read_validating_webhook_configuration, name, missing_ok=True)
+
+    async def replace_webhook_config(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await self._call(self._adm.replace_validating_webhook_configuration, name, body)  # type: ignore[return-value]
+
+
+def _api_message(exc: Any) -> str:
+    try:
+        return str(json.loads(exc.body).get("message") or exc.reason)
+    except (TypeError, ValueError, AttributeError):
+        return str(exc.reason or exc.status)
+
+
+# --------------------------------------------------------------------------- the manager
+
+
+@dataclass
+class ReconcileResult:
+    step: str
+    secret_changed: str  # the reason, "" when untouched
+    bundle_changed: bool
+    next_due: dt.datetime | None
+    conflicts: int = 0
+
+
+@dataclass
+class CertManager:
+    """Keeps the Secret, the caBundle and (optionally) a directory of files in step."""
+
+    store: CertStore
+    namespace: str
+    secret_name: str
+    webhook_config: str
+    settings: RotationSettings
+    write_dir: Path | None = None
+    max_conflicts: int = 5
+    _written: bytes = field(default=b"", repr=False)
+
+    async def reconcile(self, now: dt.datetime | None = None) -> ReconcileResult:
+        """One pass: Secret first (the source of truth), then the caBundle, then the files."""
+        conflicts = 0
+        while True:
+            t = now or dt.datetime.now(dt.timezone.utc)
+            current = await self.store.get_secret(self.namespace, self.secret_name)
+            if current is not None and not _is_managed(current):
+                raise ApiError(
+                    409,
+                    f'Secret "{self.namespace}/{self.secret_name}" exists but is not managed by {MANAGED_BY} '
+                    f"(label {MANAGED_BY_LABEL}); refusing to overwrite it",
+                    "NotManaged",
+                )
+            p = plan(decode_data(current), _annotations(current), t, self.settings)
+            if not p.changed:
+                break
+            body = secret_body(self.secret_name, self.namespace, p, current)
+            try:
+                if current is None:
+                    await self.store.create_secret(self.namespace, body)
+                else:
+                    await self.store.replace_secret(self.namespace, self.secret_name, body)
+            except ApiError as exc:
+                if exc.status != 409:
+                    raise
+                # another manager wrote first: re-read and adopt what it wrote
+                conflicts += 1
+                log.info("Secret %s/%s changed under us (%s); re-reading", self.namespace, self.secret_name, exc.reason or 409)
+                if conflicts >= self.max_conflicts:
+                    raise
+                continue
+            log.info("Secret %s/%s: %s (step %s)", self.namespace, self.secret_name, p.reason, p.step)
+            break
+        bundle_changed = await self._sync_bundle(p.bundle)
+        self._write_files(p)
+        return ReconcileResult(p.step, p.reason, bundle_changed, p.next_due, conflicts)
+
+    async def _sync_bundle(self, bundle: bytes) -> bool:
+        for _ in range(self.max_conflicts):
+            vwc = await self.store.get_webhook_config(self.webhook_config)
+            if vwc is None:
+                log.warning("ValidatingWebhookConfiguration %s not found; caBundle not injected", self.webhook_config)
+                return False
+            if not patch_ca_bundle(vwc, bundle):
+                return False
+            vwc.get("metadata", {}).pop("managedFields", None)
+            try:
+                await self.store.replace_webhook_config(self.webhook_config, vwc)
+            except ApiError as exc:
+                if exc.status == 409:
+                    continue
+                raise
+            log.info("ValidatingWebhookConfiguration %s: caBundle set (%d CA)", self.webhook_config, bundle.count(b"BEGIN CERTIFICATE"))
+            return True
+        raise ApiError(409, f"ValidatingWebhookConfiguration {self.webhook_config} kept changing; caBundle not set")
+
+    def _write_files(self, p: Plan) -> None:
+        """Mirror tls.crt, tls.key and the bundle (ca.crt) into write_dir, swapped atomically."""
+        if self.write_dir is None:
+            return
+        files = {TLS_CRT: p.data[TLS_CRT], TLS_KEY: p.data[TLS_KEY], CA_CRT: p.bundle}
+        stamp = b"\0".join(files[k] for k in sorted(files))
+        if stamp == self._written:
+            return
+        write_atomic_dir(self.write_dir, files)
+        self._written = stamp
+
+    async def run(self, check_interval: float, stop: asyncio.Event | None = None) -> None:
+        """Reconcile forever: at every check interval, or sooner when a rotation step is due."""
+        stop = stop or asyncio.Event()
+        while not stop.is_set():
+            wait = check_interval
+            try:
+                res = await self.reconcile()
+                if res.next_due is not None:
+                    until = (res.next_due - dt.datetime.now(dt.timezone.utc)).total_seconds()
+                    wait = min(check_interval, max(0.0, until) + 0.05)
+            except ApiError as exc:
+                log.error("certificate reconcile failed (HTTP %s): %s; retrying in %.0fs", exc.status, exc.message, check_interval)
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=wait)
+            except asyncio.TimeoutError:
+                pass
+
+
+def _annotations(obj: dict[str, Any] | None) -> dict[str, str]:
+    return dict(((obj or {}).get("metadata") or {}).get("annotations") or {})
+
+
+def _is_managed(obj: dict[str, Any]) -> bool:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return labels.get(MANAGED_BY_LABEL) == MANAGED_BY
+
+
+def write_atomic_dir(target: Path, files: dict[str, bytes]) -> None:
+    """Write files the way the kubelet updates a Secret volume: a new timestamped directory,
+    then one atomic swap of the `..data` symlink, so a reader never sees a cert with the old key."""
+    target.mkdir(parents=True, exist_ok=True)
+    new_dir = Path(tempfile.mkdtemp(prefix="..", dir=target))
+    os.chmod(new_dir, 0o700)
+    for name, data in files.items():
+        fd = os.open(new_dir / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+    data_link = target / "..data"
+    old = os.readlink(data_link) if data_link.is_symlink() else None
+    tmp_link = target / "..data_tmp"
+    if tmp_link.is_symlink() or tmp_link.exists():
+        tmp_link.unlink()
+    os.symlink(new_dir.name, tmp_link)
+    os.replace(tmp_link, data_link)
+    for name in files:
+        link = target / name
+        if not link.is_symlink():
+            if link.exists():
+                link.unlink()
+            os.symlink(f"..data/{name}", link)
+    if old and old != new_dir.name:
+        old_path = target / old
+        for child in old_path.iterdir():
+            child.unlink()
+        old_path.rmdir()
+
+
+def parse_secret_ref(ref: str) -> tuple[str, str]:
+    ns, sep, name = ref.partition("/")
+    if not sep or not ns or not name:
+        raise ValueError(f"--secret must be NAMESPACE/NAME, got {ref!r}")
+    return ns, name
+
+
+__all__: Sequence[str] = [
+    "CertManager",
+    "CertStore",
+    "KubeCertStore",
+    "Plan",
+    "RotationSettings",
+    "bundle_certs",
+    "patch_ca_bundle",
+    "plan",
+    "secret_body",
+    "write_atomic_dir",
+]
