@@ -1,0 +1,366 @@
+"""Watch-backed caches: the objects checks read on every request, kept in memory.
+
+A `Reflector` lists a resource once (paged), then follows a watch from the list's
+resourceVersion with bookmarks. It relists only when the apiserver says the version is
+gone (410) — never per request — and backs off with jitter on errors, keeping the last
+state so checks still answer while the apiserver is away (with `age` growing).
+
+`ResourceCache` is the pure part: plain dicts keyed by (namespace, name), a
+per-namespace index, and the bookkeeping that says how fresh the data is. Objects are
+slimmed on the way in (managedFields, last-applied annotations, node image lists) so
+tens of thousands of objects stay cheap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.checks.base import Permission
+from webhook.cluster.view import ApiError
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]  # (namespace or "", name)
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+@dataclass(frozen=True)
+class CacheSpec:
+    """One cached resource: where it lives and whether it is namespaced."""
+
+    resource: str
+    group: str
+    version: str
+    namespaced: bool
+
+    @property
+    def group_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if namespace and self.namespaced:
+            return f"{base}/namespaces/{namespace}/{self.resource}"
+        return f"{base}/{self.resource}"
+
+
+CORE = ""
+TRAINER = "trainer.kubeflow.org"
+KUEUE = "kueue.x-k8s.io"
+
+#: every cache the view keeps, in start order
+CACHE_SPECS: tuple[CacheSpec, ...] = (
+    CacheSpec("namespaces", CORE, "v1", False),
+    CacheSpec("resourcequotas", CORE, "v1", True),
+    CacheSpec("limitranges", CORE, "v1", True),
+    CacheSpec("serviceaccounts", CORE, "v1", True),
+    CacheSpec("nodes", CORE, "v1", False),
+    CacheSpec("services", CORE, "v1", True),
+    CacheSpec("clustertrainingruntimes", TRAINER, "v1alpha1", False),
+    CacheSpec("trainingruntimes", TRAINER, "v1alpha1", True),
+    CacheSpec("localqueues", KUEUE, "v1beta2", True),
+    CacheSpec("clusterqueues", KUEUE, "v1beta2", False),
+    CacheSpec("admissionchecks", KUEUE, "v1beta2", False),
+)
+SPECS_BY_RESOURCE = {s.resource: s for s in CACHE_SPECS}
+
+
+# --------------------------------------------------------------------------- slimming
+
+
+def _slim_metadata(meta: dict[str, Any]) -> dict[str, Any]:
+    meta.pop("managedFields", None)
+    ann = meta.get("annotations")
+    if isinstance(ann, dict) and LAST_APPLIED in ann:
+        ann = {k: v for k, v in ann.items() if k != LAST_APPLIED}
+        if ann:
+            meta["annotations"] = ann
+        else:
+            meta.pop("annotations", None)
+    return meta
+
+
+def slim(resource: str, obj: dict[str, Any]) -> dict[str, Any]:
+    """Drop what no check reads and what costs the most memory. Mutates and returns `obj`."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        _slim_metadata(meta)
+    if resource == "nodes":
+        status = obj.get("status")
+        if isinstance(status, dict):
+            for big in ("images", "volumesInUse", "volumesAttached", "daemonEndpoints", "config", "features"):
+                status.pop(big, None)
+    elif resource == "serviceaccounts":
+        obj.pop("secrets", None)  # token Secret references; imagePullSecrets are kept
+    elif resource == "services":
+        spec = obj.get("spec")
+        if isinstance(spec, dict):
+            obj["spec"] = {k: spec[k] for k in ("type", "ports", "selector", "clusterIP", "externalName") if k in spec}
+        obj.pop("status", None)
+    elif resource == "namespaces":
+        obj.pop("spec", None)  # finalizers only
+    return obj
+
+
+def key_of(obj: dict[str, Any]) -> Key | None:
+    meta = obj.get("metadata") or {}
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    return (meta.get("namespace") or "", name)
+
+
+def resource_version(obj: dict[str, Any]) -> str | None:
+    rv = (obj.get("metadata") or {}).get("resourceVersion")
+    return rv if isinstance(rv, str) and rv else None
+
+
+# --------------------------------------------------------------------------- the store
+
+
+class ResourceCache:
+    """Objects of one resource by (namespace, name), with a per-namespace index.
+
+    `synced` turns True after the first complete list and stays True (later outages keep
+    the last state). `last_ok` is the monotonic time of the last evidence that the data
+    was current: a list, an opened watch, an event, a bookmark, a clean end of a watch.
+    """
+
+    def __init__(self, resource: str, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.resource = resource
+        self._clock = clock
+        self._items: dict[Key, dict[str, Any]] = {}
+        self._by_ns: dict[str, dict[str, dict[str, Any]]] = {}
+        self.resource_version: str | None = None
+        self.synced = False
+        self.last_ok: float | None = None
+        self.last_error: str = ""
+        self.relists = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    # --- reads
+    def get(self, namespace: str | None, name: str) -> dict[str, Any] | None:
+        return self._items.get((namespace or "", name))
+
+    def list(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        if namespace is None:
+            return list(self._items.values())
+        return list(self._by_ns.get(namespace, {}).values())
+
+    def age(self) -> float | None:
+        return None if self.last_ok is None else max(0.0, self._clock() - self.last_ok)
+
+    # --- writes
+    def touch(self) -> None:
+        self.last_ok = self._clock()
+        self.last_error = ""
+
+    def replace(self, items: list[dict[str, Any]], rv: str | None) -> None:
+        """The result of a complete list: the new truth, whatever was there before."""
+        self._items.clear()
+        self._by_ns.clear()
+        for obj in items:
+            self._put(obj)
+        self.resource_version = rv
+        if self.synced:
+            self.relists += 1
+        self.synced = True
+        self.touch()
+
+    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
+        """One watch event (ADDED, MODIFIED, DELETED, BOOKMARK). ERROR is the reflector's job."""
+        rv = resource_version(obj)
+        if event_type in ("ADDED", "MODIFIED"):
+            self._put(obj)
+        elif event_type == "DELETED":
+            key = key_of(obj)
+            if key is not None:
+                self._items.pop(key, None)
+                ns = self._by_ns.get(key[0])
+                if ns is not None:
+                    ns.pop(key[1], None)
+                    if not ns:
+                        del self._by_ns[key[0]]
+        elif event_type != "BOOKMARK":
+            return
+        if rv:
+            self.resource_version = rv
+        self.touch()
+
+    def _put(self, obj: dict[str, Any]) -> None:
+        key = key_of(obj)
+        if key is None:
+            return
+        obj = slim(self.resource, obj)
+        self._items[key] = obj
+        self._by_ns.setdefault(key[0], {})[key[1]] = obj
+
+
+# --------------------------------------------------------------------------- backoff
+
+
+def backoff_delay(
+    attempt: int, *, base: float = 0.5, cap: float = 30.0, rand: Callable[[], float] = random.random
+) -> float:
+    """Delay before retry number `attempt` (0-based): exponential, capped, "equal jitter".
+
+    Half of the exponential step is fixed and half is random, so a fleet of replicas that
+    lost the apiserver together does not come back in lockstep, and no delay is ~0.
+    """
+    step = min(cap, base * (2 ** max(0, attempt)))
+    return step / 2 + rand() * step / 2
+
+
+# --------------------------------------------------------------------------- reflector
+
+
+class WatchExpired(Exception):
+    """The watch's resourceVersion is too old (410 Gone): relist."""
+
+
+def event_action(event: dict[str, Any]) -> str:
+    """What the reflector does with one watch event: "apply", "relist" (410) or "error"."""
+    etype = event.get("type")
+    if etype in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK"):
+        return "apply" if isinstance(event.get("object"), dict) else "error"
+    if etype == "ERROR":
+        status = event.get("object") or {}
+        code = status.get("code") if isinstance(status, dict) else None
+        reason = status.get("reason") if isinstance(status, dict) else None
+        return "relist" if code == 410 or reason in ("Expired", "Gone") else "error"
+    return "error"
+
+
+class Reflector:
+    """Keeps one ResourceCache in step with the apiserver, forever, in the background."""
+
+    PAGE = 500
+
+    def __init__(
+        self,
+        spec: CacheSpec,
+        client: Any,  # KubeClient (duck-typed so tests of the loop can pass a fake)
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        rand: Callable[[], float] = random.random,
+        watch_seconds: tuple[int, int] = (50, 70),
+        list_timeout: float = 60.0,
+    ) -> None:
+        self.spec = spec
+        self.client = client
+        self.cache = ResourceCache(spec.resource, clock=clock)
+        self._rand = rand
+        self._watch_seconds = watch_seconds
+        self._list_timeout = list_timeout
+        self.synced_event = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.failures = 0
+        #: set while the apiserver answers 403 to this cache's list/watch ("" otherwise)
+        self.denied = ""
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.ensure_future(self.run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def list_once(self) -> None:
+        """A complete, paged list; replaces the cache only when every page arrived."""
+        items: list[dict[str, Any]] = []
+        cont: str | None = None
+        rv: str | None = None
+        while True:
+            doc = await self.client.request(
+                "GET",
+                self.spec.path(),
+                query={"limit": self.PAGE, "continue": cont},
+                timeout=self._list_timeout,
+                kind=f"LIST {self.spec.resource}",
+            )
+            for obj in doc.get("items") or []:
+                if isinstance(obj, dict):
+                    items.append(obj)
+            meta = doc.get("metadata") or {}
+            rv = meta.get("resourceVersion") or rv
+            cont = meta.get("continue") or None
+            if not cont:
+                break
+        self.cache.replace(items, rv)
+        self.synced_event.set()
+
+    async def watch_once(self) -> None:
+        """Follow one watch until the server ends it (normal) or it fails (raises)."""
+        lo, hi = self._watch_seconds
+        seconds = int(lo + self._rand() * (hi - lo))
+        query = {
+            "watch": "true",
+            "resourceVersion": self.cache.resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": seconds,
+        }
+        first = True
+        async for event in self.client.stream(
+            self.spec.path(), query=query, read_timeout=seconds + 30, kind=f"WATCH {self.spec.resource}"
+        ):
+            if first:
+                self.cache.touch()  # the watch is open: what we hold is current
+                first = False
+            action = event_action(event)
+            if action == "apply":
+                self.cache.apply(event["type"], event["object"])
+            elif action == "relist":
+                raise WatchExpired()
+            else:
+                obj = event.get("object") or {}
+                msg = obj.get("message") if isinstance(obj, dict) else None
+                raise ApiError(int(obj.get("code") or 0) if isinstance(obj, dict) else 0, str(msg or event))
+        self.cache.touch()  # ended cleanly at timeoutSeconds: nothing was missed
+
+    async def run(self) -> None:
+        need_list = True
+        while True:
+            try:
+                if need_list:
+                    await self.list_once()
+                    need_list = False
+                self.denied = ""
+                await self.watch_once()
+                self.failures = 0
+            except asyncio.CancelledError:
+                raise
+            except WatchExpired:
+                log.info("watch of %s expired (410 Gone): relisting", self.spec.resource)
+                need_list = True
+                self.failures = 0
+            except Exception as exc:  # noqa: BLE001 - any failure: keep the last state, back off
+                if isinstance(exc, ApiError) and exc.status == 410:
+                    need_list = True
+                    continue
+                self.cache.last_error = str(exc) or type(exc).__name__
+                if isinstance(exc, ApiError) and exc.status == 403:
+                    self.denied = f"not permitted to {Permission('list', self.spec.resource, self.spec.group)}"
+                delay = backoff_delay(self.failures, rand=self._rand)
+                self.failures += 1
+                log.warning(
+                    "cache %s: %s; retrying in %.1fs (data is %s old)",
+                    self.spec.resource,
+                    self.cache.last_error,
+                    delay,
+                    "never synced" if self.cache.age() is None else f"{self.cache.age():.0f}s",
+                )
+                if self.cache.resource_version is None:
+                    need_list = True
+                await asyncio.sleep(delay)

@@ -1,0 +1,186 @@
+"""Capabilities, proven once at start-up (seed 000): what the webhook may see and use.
+
+Every permission a registered check declares (Check.permissions), plus what the caches
+and the live reads need, is asked of the apiserver with a SelfSubjectAccessReview; the
+served APIs come from discovery. From those answers each check gets a value:
+
+* yes     — every permission granted and every API it names is served (source: probed);
+            a check that needs no cluster access is yes by declaration (source: declared).
+* no      — something is missing; the engine lowers the check to skip with the reason
+            ("not permitted to list resourcequotas", "kueue.x-k8s.io/v1beta2 is not served").
+* unknown — the question could not be asked (apiserver unreachable, SSAR failed); the
+            check runs and reports what it meets (403 → "cannot verify").
+
+`required_permissions()` is the single list the Helm chart's RBAC is generated from and
+compared against: deterministic (sorted) and complete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.checks.base import Check, Permission
+from webhook.cluster.cache import CACHE_SPECS, SPECS_BY_RESOURCE, CacheSpec
+from webhook.cluster.view import ApiError
+
+YES, NO, UNKNOWN = "yes", "no", "unknown"
+PROBED, DECLARED = "probed", "declared"
+
+SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+
+#: what the view itself needs besides the checks: list+watch for every cache, get for
+#: on-demand Secret reads, and the right to ask SelfSubjectAccessReviews
+VIEW_PERMISSIONS: tuple[Permission, ...] = (
+    *(Permission(verb, s.resource, s.group) for s in CACHE_SPECS for verb in ("list", "watch")),
+    Permission("get", "secrets"),
+    Permission("create", "selfsubjectaccessreviews", "authorization.k8s.io"),
+)
+
+
+def cache_permissions(spec: CacheSpec) -> tuple[Permission, Permission]:
+    return (Permission("list", spec.resource, spec.group), Permission("watch", spec.resource, spec.group))
+
+
+def _perm_key(p: Permission) -> tuple[str, str, str, str]:
+    return (p.group, p.resource, p.subresource, p.verb)
+
+
+def required_permissions(checks: Iterable[Check] | None = None) -> list[Permission]:
+    """Every permission the webhook may use: the union over checks and the view, sorted."""
+    if checks is None:
+        from webhook.checks import all_checks
+
+        checks = all_checks()
+    perms: set[Permission] = set(VIEW_PERMISSIONS)
+    for c in checks:
+        perms.update(c.permissions)
+    return sorted(perms, key=_perm_key)
+
+
+def rbac_rules(perms: Iterable[Permission]) -> list[dict[str, Any]]:
+    """RBAC PolicyRules for `perms`, one rule per (group, resource), deterministic."""
+    grouped: dict[tuple[str, str], set[str]] = {}
+    for p in perms:
+        res = f"{p.resource}/{p.subresource}" if p.subresource else p.resource
+        grouped.setdefault((p.group, res), set()).add(p.verb)
+    return [
+        {"apiGroups": [g], "resources": [r], "verbs": sorted(v)}
+        for (g, r), v in sorted(grouped.items())
+    ]
+
+
+@dataclass(frozen=True)
+class PermissionResult:
+    """Answer of one SSAR: allowed True/False, or None when it could not be asked."""
+
+    allowed: bool | None
+    reason: str = ""
+
+
+def ssar_body(p: Permission) -> dict[str, Any]:
+    attrs: dict[str, str] = {"verb": p.verb, "resource": p.resource, "group": p.group}
+    if p.subresource:
+        attrs["subresource"] = p.subresource
+    return {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": attrs},
+    }
+
+
+def parse_ssar(doc: dict[str, Any]) -> PermissionResult:
+    status = doc.get("status") or {}
+    allowed = bool(status.get("allowed")) and not status.get("denied")
+    reason = str(status.get("reason") or status.get("evaluationError") or "")
+    return PermissionResult(allowed, reason)
+
+
+async def probe_permissions(client: Any, perms: Sequence[Permission], timeout: float) -> dict[Permission, PermissionResult]:
+    """One SSAR per permission (cluster-wide: all namespaces), concurrently, within `timeout`."""
+
+    async def one(p: Permission) -> PermissionResult:
+        try:
+            doc = await client.request("POST", SSAR_PATH, body=ssar_body(p), timeout=timeout, kind="SSAR")
+        except ApiError as exc:
+            return PermissionResult(None, f"SelfSubjectAccessReview failed: {exc.message}")
+        return parse_ssar(doc)
+
+    answers = await asyncio.gather(*(one(p) for p in perms))
+    return dict(zip(perms, answers))
+
+
+@dataclass(frozen=True)
+class Capability:
+    check: str
+    value: str
+    source: str
+    reason: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"check": self.check, "value": self.value, "source": self.source, "reason": self.reason}
+
+
+def not_permitted(perms: Iterable[Permission]) -> str:
+    return "not permitted to " + ", ".join(str(p) for p in perms)
+
+
+def cache_absence_reason(
+    spec: CacheSpec, served: Callable[[str], bool] | None, perms: dict[Permission, PermissionResult]
+) -> str:
+    """Why the cache of `spec` cannot run ("" when it can). Unknown permissions count as granted:
+    the watch will say so itself if they are not."""
+    if served is not None and not served(spec.group_version):
+        return f"{spec.group_version} is not served"
+    denied = [p for p in cache_permissions(spec) if perms.get(p, PermissionResult(None)).allowed is False]
+    return not_permitted(denied) if denied else ""
+
+
+def _cache_needed(check: Check) -> list[CacheSpec]:
+    """Caches a check reads: those it declares list or watch for."""
+    out: list[CacheSpec] = []
+    for p in check.permissions:
+        spec = SPECS_BY_RESOURCE.get(p.resource)
+        if spec is not None and spec.group == p.group and p.verb in ("list", "watch") and spec not in out:
+            out.append(spec)
+    return out
+
+
+def capability_of(
+    check: Check,
+    *,
+    served: Callable[[str], bool] | None,
+    perms: dict[Permission, PermissionResult] | None,
+    discovery_error: str = "",
+) -> Capability:
+    """The capability of one check from discovery (`served`, None = unavailable) and SSARs."""
+    if not check.needs_cluster and not check.permissions and not check.apis:
+        return Capability(check.name, YES, DECLARED, "needs no cluster access")
+    if served is None or perms is None:
+        why = discovery_error or "capabilities not probed yet"
+        return Capability(check.name, UNKNOWN, PROBED, why)
+    missing_apis = [gv for gv in check.apis if not served(gv)]
+    if missing_apis:
+        verb = "is" if len(missing_apis) == 1 else "are"
+        return Capability(check.name, NO, PROBED, f"{', '.join(missing_apis)} {verb} not served")
+    denied: list[Permission] = []
+    for p in check.permissions:
+        if perms.get(p, PermissionResult(None)).allowed is False and p not in denied:
+            denied.append(p)
+    # a cache the check reads needs list AND watch, even if the check only declared one
+    for spec in _cache_needed(check):
+        if served(spec.group_version):
+            for p in cache_permissions(spec):
+                if perms.get(p, PermissionResult(None)).allowed is False and p not in denied:
+                    denied.append(p)
+    if denied:
+        return Capability(check.name, NO, PROBED, not_permitted(denied))
+    unknown = [p for p in check.permissions if perms.get(p, PermissionResult(None)).allowed is None]
+    if unknown:
+        detail = perms.get(unknown[0], PermissionResult(None)).reason or "not asked"
+        return Capability(check.name, UNKNOWN, PROBED, f"could not verify {unknown[0]}: {detail}")
+    if not check.permissions and not check.apis:
+        return Capability(check.name, YES, DECLARED, "needs no permission beyond discovery")
+    return Capability(check.name, YES, PROBED, "")

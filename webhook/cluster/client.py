@@ -1,0 +1,252 @@
+"""One shared connection to the apiserver, bounded and coalesced.
+
+Everything the webhook sends goes through `KubeClient`: one kubernetes_asyncio ApiClient
+(one aiohttp session, one TLS setup, token refresh handled by the library), a semaphore
+that caps how many request/response calls are in flight (Settings.api_concurrency), a
+per-call timeout taken from the request's deadline, and `Coalescer` so identical reads
+issued during a burst share one request. Long-lived watch streams do not take a
+semaphore slot (they would starve it); they have their own connections.
+
+Objects stay plain JSON dicts: we use the ApiClient only for transport and auth, never
+its generated models.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import aiohttp
+from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio import config as k8s_config
+
+from webhook.cluster.view import ApiError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: extra connections kept for watch streams on top of api_concurrency
+WATCH_CONNECTIONS = 24
+
+
+def default_kubeconfig() -> str:
+    """$KUBECONFIG (may list several files) or ~/.kube/config, read at call time."""
+    return os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
+
+
+async def load_configuration(kubeconfig: str | None = None) -> k8s_client.Configuration:
+    """In-cluster config when no kubeconfig is given and we run in a pod; else the kubeconfig."""
+    cfg = k8s_client.Configuration()
+    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        k8s_config.load_incluster_config(client_configuration=cfg)
+    else:
+        await k8s_config.load_kube_config(config_file=kubeconfig or default_kubeconfig(), client_configuration=cfg)
+    return cfg
+
+
+def status_message(status: int, body: bytes | str) -> tuple[str, str]:
+    """(message, reason) from an apiserver error body: the Status message text exactly as sent."""
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        doc = None
+    if isinstance(doc, dict) and doc.get("kind") == "Status":
+        return str(doc.get("message") or ""), str(doc.get("reason") or "")
+    return (text.strip()[:500] or f"HTTP {status}"), ""
+
+
+class Coalescer(Generic[T]):
+    """Identical in-flight reads share one call.
+
+    The call runs as its own task with the first caller's timeout; every caller waits
+    (shielded) with its own timeout. A caller that joined late and still has time left
+    when the shared call timed out runs it again instead of inheriting the leader's
+    shorter budget.
+    """
+
+    def __init__(self) -> None:
+        self._inflight: dict[Hashable, asyncio.Task[T]] = {}
+        self.calls = 0  # calls actually started (for tests and benchmarks)
+
+    def inflight(self) -> int:
+        return len(self._inflight)
+
+    async def run(self, key: Hashable, timeout: float, fn: Callable[[float], Awaitable[T]]) -> T:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout
+        while True:
+            task = self._inflight.get(key)
+            mine = task is None
+            if task is None:
+                task = asyncio.ensure_future(fn(max(0.0, end - loop.time())))
+                self._inflight[key] = task
+                self.calls += 1
+                task.add_done_callback(lambda t, k=key: self._forget(k, t))
+            left = end - loop.time()
+            if left <= 0:
+                raise ApiError(0, "timed out waiting for the apiserver")
+            try:
+                return await asyncio.wait_for(asyncio.shield(task), left)
+            except (asyncio.TimeoutError, TimeoutError):
+                raise ApiError(0, "timed out waiting for the apiserver") from None
+            except ApiError as exc:
+                if exc.status == 0 and not mine and end - loop.time() > 0.05:
+                    continue  # the leader's budget ran out, ours has not: try again ourselves
+                raise
+
+    def _forget(self, key: Hashable, task: asyncio.Task[T]) -> None:
+        if self._inflight.get(key) is task:
+            del self._inflight[key]
+        if not task.cancelled():
+            task.exception()  # retrieved: nobody may be left waiting for it
+
+
+#: POSTs that write nothing: reviews are answered, never stored
+NON_PERSISTED_POSTS = ("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",)
+
+
+def assert_no_write(method: str, path: str, query: dict[str, Any] | None) -> None:
+    """The webhook never writes: every request that could write must carry dryRun=All."""
+    if method in ("GET", "HEAD"):
+        return
+    if method == "POST" and path in NON_PERSISTED_POSTS:
+        return
+    if (query or {}).get("dryRun") == "All":
+        return
+    raise ValueError(f"refusing {method} {path} without dryRun=All: the webhook never writes")
+
+
+class KubeClient:
+    """Transport: JSON in, JSON out, ApiError for everything that is not a 2xx."""
+
+    def __init__(self, configuration: k8s_client.Configuration, concurrency: int = 16) -> None:
+        configuration.connection_pool_maxsize = concurrency + WATCH_CONNECTIONS
+        self.configuration = configuration
+        self.api = k8s_client.ApiClient(configuration)
+        self.semaphore = asyncio.BoundedSemaphore(concurrency)
+        self.requests: Counter[str] = Counter()  # "GET /api/v1/secrets" style keys, no names
+        self._closed = False
+
+    async def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            await self.api.close()
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: dict[str, Any] | None = None,
+        body: Any = None,
+        accept: str = "application/json",
+        timeout: aiohttp.ClientTimeout | float | None = None,
+    ) -> aiohttp.ClientResponse:
+        params = [(k, v) for k, v in (query or {}).items() if v is not None]
+        return await self.api.call_api(
+            path,
+            method,
+            query_params=params,
+            header_params={"Accept": accept, "Content-Type": "application/json"},
+            body=body,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=timeout,
+        )
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        timeout: float,
+        query: dict[str, Any] | None = None,
+        body: Any = None,
+        accept: str = "application/json",
+        kind: str = "",
+    ) -> dict[str, Any]:
+        """One bounded call. `timeout` covers the wait for a slot and the whole exchange."""
+        assert_no_write(method, path, query)
+        if timeout <= 0:
+            raise ApiError(0, "no time left before the deadline")
+        self.requests[kind or f"{method} {path}"] += 1
+        try:
+            async with asyncio.timeout(timeout):
+                async with self.semaphore:
+                    resp = await self._send(method, path, query=query, body=body, accept=accept)
+                    try:
+                        raw = await resp.read()
+                    finally:
+                        resp.release()
+        except ApiError:
+            raise
+        except (TimeoutError, asyncio.TimeoutError):
+            raise ApiError(0, f"timed out after {timeout:.1f}s waiting for the apiserver") from None
+        except (aiohttp.ClientError, OSError) as exc:
+            raise ApiError(0, f"cannot reach the apiserver: {type(exc).__name__}: {exc}") from None
+        except k8s_client.ApiException as exc:  # raised by auth hooks, not for HTTP errors here
+            raise ApiError(exc.status or 0, str(exc.reason)) from None
+        if not 200 <= resp.status < 300:
+            message, reason = status_message(resp.status, raw)
+            raise ApiError(resp.status, message, reason)
+        try:
+            doc = json.loads(raw) if raw else {}
+        except ValueError:
+            raise ApiError(resp.status, "the apiserver answered with something that is not JSON") from None
+        return doc if isinstance(doc, dict) else {"items": doc}
+
+    async def stream(
+        self,
+        path: str,
+        *,
+        query: dict[str, Any],
+        read_timeout: float,
+        accept: str = "application/json",
+        kind: str = "",
+    ) -> AsyncIterator[dict[str, Any]]:
+        """A watch: yields decoded events (one JSON object per line) until the server ends it.
+
+        Raises ApiError when the watch cannot be opened or the connection breaks.
+        `read_timeout` detects a silent (half-open) connection.
+        """
+        self.requests[kind or f"WATCH {path}"] += 1
+        timeout = aiohttp.ClientTimeout(total=None, connect=30, sock_connect=30, sock_read=read_timeout)
+        try:
+            resp = await self._send("GET", path, query=query, accept=accept, timeout=timeout)
+        except (TimeoutError, asyncio.TimeoutError):
+            raise ApiError(0, "timed out opening a watch") from None
+        except (aiohttp.ClientError, OSError) as exc:
+            raise ApiError(0, f"cannot reach the apiserver: {type(exc).__name__}: {exc}") from None
+        try:
+            if not 200 <= resp.status < 300:
+                message, reason = status_message(resp.status, await resp.read())
+                raise ApiError(resp.status, message, reason)
+            while True:
+                try:
+                    line = await resp.content.readline()
+                except (TimeoutError, asyncio.TimeoutError):
+                    raise ApiError(0, "watch stream went silent") from None
+                except (aiohttp.ClientError, OSError) as exc:
+                    raise ApiError(0, f"watch stream broke: {type(exc).__name__}: {exc}") from None
+                if not line:
+                    return
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    raise ApiError(0, "watch stream sent a line that is not JSON") from None
+                if isinstance(event, dict):
+                    yield event
+        finally:
+            resp.release()
+            resp.close()

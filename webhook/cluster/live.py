@@ -1,0 +1,383 @@
+"""LiveClusterView: the ClusterView the server and the CLI use against a real apiserver.
+
+Start-up (in the background, retried with backoff until it succeeds):
+  discovery + /version ─► SelfSubjectAccessReview for every required permission
+  ─► log what is missing ─► start a watch-backed cache for every served, permitted
+  resource ─► ready once every started cache has synced.
+
+The hot path never waits on the apiserver for cached objects. The few live calls
+(Secret keys, dry-run creates, single GETs) are bounded by the request's deadline, go
+through one semaphore, and identical reads in flight are coalesced. Secrets are read on
+demand (never watched): see docs/cluster.md for the measurements behind that choice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+from urllib.parse import quote
+
+from webhook.checks.base import Check, Permission
+from webhook.cluster.cache import CACHE_SPECS, SPECS_BY_RESOURCE, CacheSpec, Reflector, backoff_delay
+from webhook.cluster.capabilities import (
+    NO,
+    Capability,
+    PermissionResult,
+    cache_absence_reason,
+    capability_of,
+    not_permitted,
+    probe_permissions,
+    required_permissions,
+)
+from webhook.cluster.client import Coalescer, KubeClient, load_configuration
+from webhook.cluster.discovery import Discovery, gv_path
+from webhook.cluster.view import ApiError
+from webhook.config import Settings
+from webhook.deadline import Deadline
+
+log = logging.getLogger(__name__)
+
+#: without these the webhook cannot apply the per-namespace mode label, so it cannot decide
+ESSENTIAL_PERMISSIONS = (Permission("list", "namespaces"), Permission("watch", "namespaces"))
+
+#: the longest a single live call may take even when the deadline allows more
+LIVE_CALL_CEILING = 10.0
+#: Secret key sets remembered (found Secrets only; a 404 is never cached)
+SECRET_CACHE_MAX = 4096
+
+
+def _q(part: str) -> str:
+    return quote(part, safe="")
+
+
+class LiveClusterView:
+    """ClusterView on kubernetes_asyncio; see the module docstring for the life cycle."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        client: KubeClient,
+        *,
+        checks: list[Check] | None = None,
+        discovery_refresh_seconds: float = 60.0,
+        clock: Any = time.monotonic,
+    ) -> None:
+        if checks is None:
+            from webhook.checks import all_checks
+
+            checks = all_checks()
+        self.settings = settings
+        self.client = client
+        self.checks = checks
+        self.discovery = Discovery(client, refresh_seconds=discovery_refresh_seconds)
+        self.reflectors: dict[str, Reflector] = {}
+        self.cache_reasons: dict[str, str] = {}  # resource -> why it has no cache
+        self.permissions: dict[Permission, PermissionResult] | None = None
+        self.ready = False
+        self.ready_reason = "starting: discovery and capability probe not done yet"
+        self.fatal = ""
+        self._clock = clock
+        self._secret_ttl: dict[tuple[str, str], tuple[float, frozenset[str]]] = {}
+        self._secret_reads: Coalescer[frozenset[str] | None] = Coalescer()
+        self._object_reads: Coalescer[dict[str, Any] | None] = Coalescer()
+        self._startup_task: asyncio.Task[None] | None = None
+        self._first_attempt = asyncio.Event()
+        self._probed = asyncio.Event()
+        self._synced = asyncio.Event()
+
+    # ------------------------------------------------------------------ life cycle
+
+    async def start(self, wait_seconds: float = 20.0) -> None:
+        """Begin start-up; return after the first probe attempt (or `wait_seconds`)."""
+        if self._startup_task is None:
+            self._startup_task = asyncio.ensure_future(self._startup())
+        try:
+            await asyncio.wait_for(self._first_attempt.wait(), wait_seconds)
+        except (asyncio.TimeoutError, TimeoutError):
+            pass
+
+    async def wait_probed(self, timeout: float) -> bool:
+        try:
+            await asyncio.wait_for(self._probed.wait(), timeout)
+            return True
+        except (asyncio.TimeoutError, TimeoutError):
+            return False
+
+    async def wait_synced(self, timeout: float) -> bool:
+        """True once every started cache has synced (what /readyz and the CLI wait for)."""
+        try:
+            await asyncio.wait_for(self._synced.wait(), timeout)
+            return True
+        except (asyncio.TimeoutError, TimeoutError):
+            return False
+
+    async def close(self) -> None:
+        if self._startup_task is not None:
+            self._startup_task.cancel()
+            await asyncio.gather(self._startup_task, return_exceptions=True)
+        await asyncio.gather(*(r.stop() for r in self.reflectors.values()), self.discovery.stop())
+        await self.client.close()
+
+    async def _startup(self) -> None:
+        attempt = 0
+        while True:
+            try:
+                await self.discovery.refresh()
+                perms = required_permissions(self.checks)
+                self.permissions = await probe_permissions(self.client, perms, timeout=30.0)
+                break
+            except ApiError as exc:
+                self.ready_reason = f"cannot read the apiserver's discovery: {exc.message}"
+                delay = backoff_delay(attempt)
+                attempt += 1
+                log.error("start-up: %s; retrying in %.1fs", self.ready_reason, delay)
+                self._first_attempt.set()
+                await asyncio.sleep(delay)
+        self._report_permissions()
+        for spec in CACHE_SPECS:
+            self._maybe_start_cache(spec)
+        self.discovery.on_change(lambda _snap: self._on_discovery_change())
+        self.discovery.start()
+        self._probed.set()
+        self._first_attempt.set()
+        if self.fatal:
+            self.ready_reason = self.fatal
+            log.error("not ready: %s", self.fatal)
+        await self._wait_caches()
+
+    def _report_permissions(self) -> None:
+        assert self.permissions is not None
+        denied = [p for p, r in self.permissions.items() if r.allowed is False]
+        unknown = [p for p, r in self.permissions.items() if r.allowed is None]
+        if denied:
+            log.warning("missing permissions (checks that need them are skipped): %s", ", ".join(map(str, denied)))
+        if unknown:
+            log.warning("permissions that could not be verified: %s", ", ".join(map(str, unknown)))
+        essential = [p for p in ESSENTIAL_PERMISSIONS if self.permissions.get(p, PermissionResult(None)).allowed is False]
+        caps = [self._capability(c) for c in self.checks if c.needs_cluster]
+        if essential:
+            self.fatal = f"cannot decide anything: {not_permitted(essential)} (namespace mode labels cannot be read)"
+        elif caps and all(c.value == NO for c in caps):
+            self.fatal = "cannot decide anything: every cluster check is lowered (" + "; ".join(
+                f"{c.check}: {c.reason}" for c in caps
+            ) + ")"
+        for c in caps:
+            if c.value == NO:
+                log.warning("check %r lowered to skip: %s", c.check, c.reason)
+
+    def _maybe_start_cache(self, spec: CacheSpec) -> None:
+        if spec.resource in self.reflectors or self.permissions is None:
+            return
+        reason = cache_absence_reason(spec, self.discovery.served, self.permissions)
+        if reason:
+            self.cache_reasons[spec.resource] = reason
+            return
+        self.cache_reasons.pop(spec.resource, None)
+        r = Reflector(spec, self.client)
+        self.reflectors[spec.resource] = r
+        r.start()
+
+    def _on_discovery_change(self) -> None:
+        for spec in CACHE_SPECS:
+            self._maybe_start_cache(spec)
+
+    async def _wait_caches(self) -> None:
+        pending = {name: r for name, r in self.reflectors.items()}
+        while pending:
+            if not self.fatal:
+                self.ready_reason = "starting: waiting for caches to sync: " + ", ".join(sorted(pending))
+            waits = {asyncio.ensure_future(r.synced_event.wait()): name for name, r in pending.items()}
+            done, rest = await asyncio.wait(waits.keys(), timeout=5.0, return_when=asyncio.FIRST_COMPLETED)
+            for t in rest:
+                t.cancel()
+            for t in done:
+                pending.pop(waits[t], None)
+            # a cache the apiserver refuses (403) will not sync: count it as absent, not as waiting
+            for name in [n for n, r in pending.items() if r.denied]:
+                log.warning("cache %s: %s", name, pending[name].denied)
+                pending.pop(name)
+        self._synced.set()
+        if not self.fatal:
+            self.ready = True
+            self.ready_reason = "ready"
+            log.info("cluster view ready: caches synced: %s", ", ".join(sorted(self.reflectors)) or "none")
+
+    # ------------------------------------------------------------------ cached objects
+
+    def list_cached(self, resource: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        r = self.reflectors.get(resource)
+        return [] if r is None else r.cache.list(namespace)
+
+    def get_cached(self, resource: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        r = self.reflectors.get(resource)
+        if r is None:
+            return None
+        spec = SPECS_BY_RESOURCE[resource]
+        return r.cache.get(namespace if spec.namespaced else None, name)
+
+    def cache_age(self, resource: str) -> float | None:
+        r = self.reflectors.get(resource)
+        return None if r is None else r.cache.age()
+
+    def staleness(self, resource: str) -> str:
+        """"" when fresh; otherwise a phrase for messages ("cached data is 312s old")."""
+        age = self.cache_age(resource)
+        if age is None:
+            return f"no cached {resource}"
+        if age <= self.settings.cache_stale_seconds:
+            return ""
+        return f"cached {resource} are {age:.0f}s old (apiserver unreachable?)"
+
+    def cache_status(self) -> list[dict[str, Any]]:
+        """Per cache: objects, synced, age, last error, or why it is absent (for /capabilities)."""
+        out: list[dict[str, Any]] = []
+        for spec in CACHE_SPECS:
+            r = self.reflectors.get(spec.resource)
+            if r is None:
+                out.append({"resource": spec.resource, "cached": False, "reason": self.cache_reasons.get(spec.resource, "not started")})
+                continue
+            age = r.cache.age()
+            out.append({
+                "resource": spec.resource,
+                "cached": True,
+                "synced": r.cache.synced,
+                "objects": len(r.cache),
+                "ageSeconds": None if age is None else round(age, 1),
+                "relists": r.cache.relists,
+                "lastError": r.denied or r.cache.last_error,
+            })
+        return out
+
+    # ------------------------------------------------------------------ live reads
+
+    async def secret_keys(self, namespace: str, name: str, deadline: Deadline) -> set[str] | None:
+        """Key names only: the body (and every value in it) is dropped before this returns."""
+        key = (namespace, name)
+        now = self._clock()
+        hit = self._secret_ttl.get(key)
+        if hit is not None and hit[0] > now:
+            return set(hit[1])
+
+        async def fetch(timeout: float) -> frozenset[str] | None:
+            path = f"/api/v1/namespaces/{_q(namespace)}/secrets/{_q(name)}"
+            try:
+                doc = await self.client.request("GET", path, timeout=timeout, kind="GET secret")
+            except ApiError as exc:
+                if exc.status == 404:
+                    return None
+                raise
+            keys = frozenset((doc.get("data") or {}).keys()) | frozenset((doc.get("stringData") or {}).keys())
+            doc.clear()  # values go now, not whenever the GC gets to them
+            ttl = self.settings.secret_ttl_seconds
+            if ttl > 0:
+                self._remember_secret(key, keys, ttl)
+            return keys
+
+        found = await self._secret_reads.run(key, deadline.timeout(LIVE_CALL_CEILING), fetch)
+        return None if found is None else set(found)
+
+    def _remember_secret(self, key: tuple[str, str], keys: frozenset[str], ttl: float) -> None:
+        now = self._clock()
+        if len(self._secret_ttl) >= SECRET_CACHE_MAX:
+            for k in [k for k, (exp, _) in self._secret_ttl.items() if exp <= now]:
+                del self._secret_ttl[k]
+            if len(self._secret_ttl) >= SECRET_CACHE_MAX:
+                self._secret_ttl.pop(next(iter(self._secret_ttl)))
+        self._secret_ttl[key] = (now + ttl, keys)
+
+    async def get_object(
+        self, api_version: str, resource: str, namespace: str | None, name: str, deadline: Deadline
+    ) -> dict[str, Any] | None:
+        path = gv_path(api_version)
+        if namespace:
+            path += f"/namespaces/{_q(namespace)}"
+        path += f"/{resource}/{_q(name)}"
+
+        async def fetch(timeout: float) -> dict[str, Any] | None:
+            try:
+                doc = await self.client.request("GET", path, timeout=timeout, kind=f"GET {resource}")
+            except ApiError as exc:
+                if exc.status == 404:
+                    return None
+                raise
+            (doc.get("metadata") or {}).pop("managedFields", None)
+            return doc
+
+        return await self._object_reads.run(path, deadline.timeout(LIVE_CALL_CEILING), fetch)
+
+    async def dry_run_create(
+        self, api_version: str, kind: str, namespace: str, body: dict[str, Any], deadline: Deadline
+    ) -> None:
+        """The only write the webhook sends, and it is always dryRun=All (nothing is persisted)."""
+        res = await self.discovery.resource(api_version, kind, deadline.timeout(LIVE_CALL_CEILING))
+        if res is None:
+            raise ApiError(404, f"{kind} ({api_version}) is not served by this cluster", "NotFound")
+        path = gv_path(api_version)
+        obj = dict(body)
+        if res.namespaced:
+            path += f"/namespaces/{_q(namespace)}"
+            obj["metadata"] = {**(obj.get("metadata") or {}), "namespace": namespace}
+        path += f"/{res.name}"
+        await self.client.request(
+            "POST", path, query={"dryRun": "All"}, body=obj,
+            timeout=deadline.timeout(LIVE_CALL_CEILING), kind=f"DRYRUN {res.name}",
+        )
+
+    # ------------------------------------------------------------------ discovery, capabilities
+
+    def served(self, group_version: str) -> bool:
+        return self.discovery.served(group_version)
+
+    def server_version(self) -> tuple[int, int] | None:
+        return self.discovery.server_version()
+
+    def _capability(self, check: Check) -> Capability:
+        snap_ok = self.discovery.snapshot is not None
+        cap = capability_of(
+            check,
+            served=self.discovery.served if snap_ok else None,
+            perms=self.permissions,
+            discovery_error=self.ready_reason if not snap_ok else "",
+        )
+        if cap.value != NO:
+            for p in check.permissions:  # a cache refused at run time (RBAC changed since start-up)
+                r = self.reflectors.get(p.resource)
+                if r is not None and r.denied and r.spec.group == p.group and p.verb in ("list", "watch"):
+                    return Capability(check.name, NO, cap.source, r.denied)
+        return cap
+
+    def check_capability(self, check: Check) -> tuple[bool, str]:
+        cap = self._capability(check)
+        return (False, cap.reason) if cap.value == NO else (True, "")
+
+    def capabilities(self) -> list[dict[str, str]]:
+        return [self._capability(c).as_dict() for c in self.checks]
+
+    def capability_summary(self) -> dict[str, Any]:
+        """Everything /capabilities shows: checks, caches, APIs, version, readiness."""
+        ver = self.server_version()
+        return {
+            "ready": self.ready,
+            "reason": self.ready_reason,
+            "serverVersion": None if ver is None else f"{ver[0]}.{ver[1]}",
+            "checks": self.capabilities(),
+            "caches": self.cache_status(),
+            "missingPermissions": sorted(
+                str(p) for p, r in (self.permissions or {}).items() if r.allowed is False
+            ),
+            "probed": self.permissions is not None,
+        }
+
+
+async def open_cluster_view(
+    settings: Settings, kubeconfig: str | None = None, *, wait_seconds: float = 20.0
+) -> LiveClusterView:
+    """Connect (in-cluster config when no kubeconfig is given inside a pod, else the
+    kubeconfig or the default one) and begin start-up. Returns after the first probe
+    attempt; caches keep syncing in the background (`ready`, `wait_synced`)."""
+    cfg = await load_configuration(kubeconfig)
+    view = LiveClusterView(settings, KubeClient(cfg, settings.api_concurrency))
+    await view.start(wait_seconds)
+    return view
