@@ -1,0 +1,178 @@
+"""`preflight-webhook serve`: run the admission webhook over HTTPS."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import inspect
+import ipaddress
+import logging
+import signal
+import ssl
+import sys
+from pathlib import Path
+from typing import Any
+
+from webhook.config import ConfigError, Settings, load_settings
+
+log = logging.getLogger("webhook.serve")
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "serve",
+        help="run the validating admission webhook (HTTPS)",
+        description=(
+            "Serve POST /validate (AdmissionReview v1), /healthz, /readyz, /metrics and /capabilities over "
+            "TLS. The certificate and key are reloaded when the files change. SIGTERM: readiness goes false, "
+            "in-flight requests finish (bounded by drainSeconds), then the process exits."
+        ),
+    )
+    p.add_argument("--host", default="0.0.0.0", help="address to listen on (default: 0.0.0.0)")
+    p.add_argument("--port", type=int, default=8443, help="port to listen on (default: 8443)")
+    p.add_argument("--tls-cert", metavar="FILE", help="PEM certificate (chain) to serve")
+    p.add_argument("--tls-key", metavar="FILE", help="PEM private key of --tls-cert")
+    p.add_argument(
+        "--self-signed", action="store_true",
+        help="generate a CA and serving certificate into --certs-dir and print the base64 caBundle (development)",
+    )
+    p.add_argument("--certs-dir", default="certs", metavar="DIR", help="where --self-signed writes (default: certs/)")
+    p.add_argument(
+        "--san", action="append", default=[], metavar="NAME|IP",
+        help="extra SAN for --self-signed, besides localhost, 127.0.0.1 and ::1 (repeatable)",
+    )
+    p.add_argument(
+        "--cert-reload-seconds", type=float, default=10.0, metavar="S",
+        help="how often the certificate files are checked for changes (default: 10)",
+    )
+    p.add_argument("--config", metavar="FILE", help="YAML configuration (see docs/configuration.md); default: all defaults")
+    p.add_argument("--offline", action="store_true", help="run without a cluster: cluster-backed checks are skipped")
+    p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig to use (default: in-cluster, then ~/.kube/config)")
+    p.add_argument("--access-log", action="store_true", help="log every HTTP request (aiohttp access log)")
+    return p
+
+
+def _error(msg: str) -> int:
+    print(f"error: {msg}", file=sys.stderr)
+    return 2
+
+
+def _self_signed(certs_dir: str, sans: list[str]) -> tuple[Path, Path]:
+    from webhook.tls import ca_bundle, generate_ca, generate_serving_cert, write_cert_files
+
+    dns, ips = ["localhost"], ["127.0.0.1", "::1"]
+    for san in sans:
+        try:
+            ipaddress.ip_address(san)
+            ips.append(san)
+        except ValueError:
+            dns.append(san)
+    ca = generate_ca()
+    files = write_cert_files(certs_dir, ca, generate_serving_cert(ca, dns, ips))
+    print(f"self-signed certificate for {', '.join(dns + ips)} written to {certs_dir}/", file=sys.stderr)
+    print("caBundle (base64):", file=sys.stderr)
+    print(ca_bundle(ca.cert_pem), flush=True)
+    return files.cert, files.key
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        settings = load_settings(args.config)
+    except ConfigError as exc:
+        return _error(str(exc))
+    if args.self_signed:
+        if args.tls_cert or args.tls_key:
+            return _error("--self-signed generates its own certificate; do not combine it with --tls-cert/--tls-key")
+        cert, key = _self_signed(args.certs_dir, args.san)
+    elif args.tls_cert and args.tls_key:
+        cert, key = Path(args.tls_cert), Path(args.tls_key)
+    else:
+        return _error("serve needs --tls-cert FILE and --tls-key FILE, or --self-signed for development")
+
+    from webhook.tls import CertReloader, server_context
+
+    try:
+        ctx = server_context(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        return _error(f"cannot load the TLS certificate {cert} and key {key}: {exc}")
+    reloader = CertReloader(ctx, cert, key, interval=args.cert_reload_seconds)
+    try:
+        reloader.load_initial()
+    except (OSError, ssl.SSLError) as exc:
+        return _error(str(exc))
+
+    _install_uvloop()
+    return asyncio.run(_serve(args, settings, ctx, reloader))
+
+
+def _install_uvloop() -> None:
+    """uvloop when installed (the `fast` extra); see docs/benchmarks.md for what it buys."""
+    import os
+
+    if os.environ.get("PREFLIGHT_WEBHOOK_LOOP", "auto") == "asyncio":
+        return
+    try:
+        import uvloop
+    except ImportError:
+        return
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
+async def _open_view(args: argparse.Namespace, settings: Settings) -> Any:
+    try:
+        from webhook.cluster.live import open_cluster_view
+    except ModuleNotFoundError as exc:
+        if exc.name in ("webhook.cluster.live",):
+            raise SystemExit(
+                _error("this build has no cluster client (webhook.cluster.live); pass --offline to serve without cluster checks")
+            ) from None
+        raise
+    view = open_cluster_view(settings, kubeconfig=args.kubeconfig)
+    if inspect.isawaitable(view):
+        view = await view
+    return view
+
+
+async def _serve(args: argparse.Namespace, settings: Settings, ctx: ssl.SSLContext, reloader: Any) -> int:
+    from webhook.metrics import Metrics
+    from webhook.server import WebhookApp, WebhookServer
+    from webhook.workloads import _ADAPTERS
+
+    view = None
+    if not args.offline:
+        try:
+            view = await _open_view(args, settings)
+        except SystemExit as exc:
+            return int(exc.code or 2)
+        except Exception as exc:
+            log.error("cannot connect to the cluster: %s: %s", type(exc).__name__, exc)
+            print("error: cannot connect to the cluster; check --kubeconfig, or pass --offline", file=sys.stderr)
+            return 1
+
+    metrics = Metrics(known_kinds=(kind for _, kind in _ADAPTERS))
+
+    def on_reload(info: Any) -> None:
+        metrics.cert_reloads.labels("ok").inc()
+        metrics.cert_expiry.set(info.not_after.timestamp())
+
+    reloader.on_reload = on_reload
+    reloader.on_error = lambda exc: metrics.cert_reloads.labels("error").inc()
+    if reloader.info is not None:
+        metrics.cert_expiry.set(reloader.info.not_after.timestamp())
+
+    webhook = WebhookApp(settings, view=view, metrics=metrics)
+    server = WebhookServer(webhook, ssl_context=ctx, host=args.host, port=args.port, reloader=reloader, access_log=args.access_log)
+    try:
+        await server.start()
+    except OSError as exc:
+        if view is not None:
+            await view.close()
+        return _error(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, lambda: asyncio.ensure_future(server.shutdown()))
+    await server.wait_stopped()
+    if view is not None:
+        await view.close()
+    return 0
