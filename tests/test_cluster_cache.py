@@ -1,0 +1,242 @@
+"""Pure logic of the watch-backed caches: event application, slimming, 410 relists, backoff."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from webhook.cluster.cache import (
+    LAST_APPLIED,
+    SPECS_BY_RESOURCE,
+    Reflector,
+    ResourceCache,
+    backoff_delay,
+    event_action,
+    slim,
+)
+from webhook.cluster.view import ApiError
+
+
+def obj(name: str, ns: str = "", rv: str = "1", **extra: Any) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "resourceVersion": rv}
+    if ns:
+        meta["namespace"] = ns
+    return {"metadata": meta, **extra}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_replace_then_events_follow_create_update_delete() -> None:
+    c = ResourceCache("resourcequotas")
+    c.replace([obj("q1", "a"), obj("q2", "b")], "10")
+    assert c.synced and c.resource_version == "10"
+    assert [o["metadata"]["name"] for o in c.list("a")] == ["q1"]
+    assert len(c.list()) == 2
+
+    c.apply("ADDED", obj("q3", "a", "11"))
+    c.apply("MODIFIED", obj("q1", "a", "12", spec={"hard": {"pods": "5"}}))
+    assert sorted(o["metadata"]["name"] for o in c.list("a")) == ["q1", "q3"]
+    assert c.get("a", "q1")["spec"] == {"hard": {"pods": "5"}}
+    assert c.resource_version == "12"
+
+    c.apply("DELETED", obj("q2", "b", "13"))
+    assert c.get("b", "q2") is None
+    assert c.list("b") == []
+    assert c.resource_version == "13"
+
+
+def test_bookmark_moves_resource_version_only() -> None:
+    c = ResourceCache("nodes")
+    c.replace([obj("n1")], "5")
+    c.apply("BOOKMARK", {"metadata": {"resourceVersion": "99"}})
+    assert c.resource_version == "99"
+    assert [o["metadata"]["name"] for o in c.list()] == ["n1"]
+
+
+def test_relist_replaces_everything_and_counts() -> None:
+    c = ResourceCache("namespaces")
+    c.replace([obj("a"), obj("b")], "1")
+    c.replace([obj("b")], "7")
+    assert [o["metadata"]["name"] for o in c.list()] == ["b"]
+    assert c.get(None, "a") is None
+    assert c.relists == 1
+
+
+def test_age_grows_without_news_and_resets_on_event() -> None:
+    clock = Clock()
+    c = ResourceCache("nodes", clock=clock)
+    assert c.age() is None
+    c.replace([], "1")
+    clock.now += 30
+    assert c.age() == 30
+    c.apply("BOOKMARK", {"metadata": {"resourceVersion": "2"}})
+    assert c.age() == 0
+
+
+def test_cluster_scoped_and_namespaced_keys_do_not_collide() -> None:
+    c = ResourceCache("serviceaccounts")
+    c.replace([obj("default", "a"), obj("default", "b")], "1")
+    assert c.get("a", "default") is not c.get("b", "default")
+    assert c.get(None, "default") is None
+
+
+def test_slim_drops_managed_fields_last_applied_and_node_images() -> None:
+    node = obj("n1")
+    node["metadata"]["managedFields"] = [{"manager": "kubelet"}]
+    node["metadata"]["annotations"] = {LAST_APPLIED: "{...}", "keep": "me"}
+    node["status"] = {"images": [{"names": ["x"]}], "allocatable": {"cpu": "4"}}
+    out = slim("nodes", node)
+    assert "managedFields" not in out["metadata"]
+    assert out["metadata"]["annotations"] == {"keep": "me"}
+    assert out["status"] == {"allocatable": {"cpu": "4"}}
+
+    only_last = obj("x", "a")
+    only_last["metadata"]["annotations"] = {LAST_APPLIED: "{}"}
+    assert "annotations" not in slim("resourcequotas", only_last)["metadata"]
+
+
+def test_slim_keeps_service_account_pull_secrets() -> None:
+    sa = obj("default", "a", secrets=[{"name": "tok"}], imagePullSecrets=[{"name": "reg"}])
+    out = slim("serviceaccounts", sa)
+    assert out["imagePullSecrets"] == [{"name": "reg"}]
+    assert "secrets" not in out
+
+
+@pytest.mark.parametrize(
+    ("event", "action"),
+    [
+        ({"type": "ADDED", "object": {}}, "apply"),
+        ({"type": "BOOKMARK", "object": {}}, "apply"),
+        ({"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}}, "relist"),
+        ({"type": "ERROR", "object": {"kind": "Status", "reason": "Gone"}}, "relist"),
+        ({"type": "ERROR", "object": {"kind": "Status", "code": 500}}, "error"),
+        ({"type": "MODIFIED"}, "error"),
+    ],
+)
+def test_event_action(event: dict[str, Any], action: str) -> None:
+    assert event_action(event) == action
+
+
+def test_backoff_is_exponential_capped_and_jittered() -> None:
+    lows = [backoff_delay(n, rand=lambda: 0.0) for n in range(10)]
+    highs = [backoff_delay(n, rand=lambda: 1.0) for n in range(10)]
+    assert lows[:4] == [0.25, 0.5, 1.0, 2.0]
+    assert highs[:4] == [0.5, 1.0, 2.0, 4.0]
+    assert max(highs) == 30.0 and max(lows) == 15.0  # capped, never ~0
+    assert backoff_delay(3, rand=lambda: 0.5) == 3.0
+
+
+class FakeClient:
+    """Scripted list pages and watch streams for the reflector loop."""
+
+    def __init__(self, lists: list[dict[str, Any]], watches: list[list[dict[str, Any]] | ApiError]) -> None:
+        self.lists = lists
+        self.watches = watches
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.idle = asyncio.Event()
+
+    async def request(self, method: str, path: str, *, query: dict[str, Any], timeout: float, kind: str) -> dict[str, Any]:
+        self.calls.append(("LIST", dict(query)))
+        return self.lists.pop(0)
+
+    async def stream(self, path: str, *, query: dict[str, Any], read_timeout: float, kind: str):
+        self.calls.append(("WATCH", dict(query)))
+        if not self.watches:
+            self.idle.set()
+            await asyncio.Event().wait()  # nothing more to say: block like a quiet watch
+        script = self.watches.pop(0)
+        if isinstance(script, ApiError):
+            raise script
+        for ev in script:
+            yield ev
+
+
+async def run_until_idle(r: Reflector, client: FakeClient) -> None:
+    r.start()
+    await client.idle.wait()
+    await r.stop()
+
+
+async def test_reflector_relists_on_410_error_event_and_resumes_from_new_version() -> None:
+    spec = SPECS_BY_RESOURCE["resourcequotas"]
+    client = FakeClient(
+        lists=[
+            {"metadata": {"resourceVersion": "10"}, "items": [obj("q1", "a")]},
+            {"metadata": {"resourceVersion": "50"}, "items": [obj("q9", "a")]},
+        ],
+        watches=[
+            [{"type": "ADDED", "object": obj("q2", "a", "11")}, {"type": "ERROR", "object": {"code": 410, "reason": "Expired"}}],
+        ],
+    )
+    r = Reflector(spec, client, rand=lambda: 0.0)
+    await run_until_idle(r, client)
+    kinds = [c[0] for c in client.calls]
+    assert kinds == ["LIST", "WATCH", "LIST", "WATCH"]
+    assert client.calls[1][1]["resourceVersion"] == "10"
+    assert client.calls[1][1]["allowWatchBookmarks"] == "true"
+    assert client.calls[3][1]["resourceVersion"] == "50"
+    assert [o["metadata"]["name"] for o in r.cache.list()] == ["q9"]
+    assert r.cache.relists == 1
+
+
+async def test_reflector_relists_on_http_410_when_opening_the_watch() -> None:
+    spec = SPECS_BY_RESOURCE["nodes"]
+    client = FakeClient(
+        lists=[{"metadata": {"resourceVersion": "1"}, "items": []}, {"metadata": {"resourceVersion": "2"}, "items": [obj("n")]}],
+        watches=[ApiError(410, "too old resource version")],
+    )
+    r = Reflector(spec, client, rand=lambda: 0.0)
+    await run_until_idle(r, client)
+    assert [c[0] for c in client.calls] == ["LIST", "WATCH", "LIST", "WATCH"]
+    assert r.cache.get(None, "n") is not None
+
+
+async def test_reflector_rewatches_without_relist_after_a_clean_end() -> None:
+    spec = SPECS_BY_RESOURCE["namespaces"]
+    client = FakeClient(
+        lists=[{"metadata": {"resourceVersion": "3"}, "items": [obj("a")]}],
+        watches=[[{"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "8"}}}], []],
+    )
+    r = Reflector(spec, client, rand=lambda: 0.0)
+    await run_until_idle(r, client)
+    assert [c[0] for c in client.calls] == ["LIST", "WATCH", "WATCH", "WATCH"]
+    assert [c[1].get("resourceVersion") for c in client.calls[1:]] == ["3", "8", "8"]
+
+
+async def test_reflector_paginates_and_replaces_only_when_complete() -> None:
+    spec = SPECS_BY_RESOURCE["services"]
+    client = FakeClient(
+        lists=[
+            {"metadata": {"resourceVersion": "", "continue": "tok"}, "items": [obj("s1", "a")]},
+            {"metadata": {"resourceVersion": "20"}, "items": [obj("s2", "a")]},
+        ],
+        watches=[],
+    )
+    r = Reflector(spec, client, rand=lambda: 0.0)
+    await run_until_idle(r, client)
+    assert client.calls[1] == ("LIST", {"limit": 500, "continue": "tok"})
+    assert sorted(o["metadata"]["name"] for o in r.cache.list("a")) == ["s1", "s2"]
+    assert r.cache.resource_version == "20"
+
+
+async def test_reflector_marks_denied_on_403_and_keeps_no_data() -> None:
+    spec = SPECS_BY_RESOURCE["clusterqueues"]
+
+    class Denied(FakeClient):
+        async def request(self, *a: Any, **kw: Any) -> dict[str, Any]:
+            self.idle.set()
+            raise ApiError(403, 'clusterqueues.kueue.x-k8s.io is forbidden')
+
+    client = Denied([], [])
+    r = Reflector(spec, client, rand=lambda: 0.0)
+    await run_until_idle(r, client)
+    assert r.denied == "not permitted to list clusterqueues.kueue.x-k8s.io"
+    assert not r.cache.synced

@@ -1,0 +1,172 @@
+"""Capability computation from SSAR answers and discovery; the RBAC list the chart uses."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from webhook.checks.base import Check, Permission
+from webhook.cluster.cache import SPECS_BY_RESOURCE
+from webhook.cluster.capabilities import (
+    VIEW_PERMISSIONS,
+    PermissionResult,
+    cache_absence_reason,
+    capability_of,
+    parse_ssar,
+    rbac_rules,
+    required_permissions,
+    ssar_body,
+)
+from webhook.cluster.discovery import parse_group_versions, parse_resources, parse_version
+
+LIST_RQ = Permission("list", "resourcequotas")
+WATCH_RQ = Permission("watch", "resourcequotas")
+CREATE_JS = Permission("create", "jobsets", "jobset.x-k8s.io")
+
+
+class Quotas(Check):
+    name = "Resource Quotas"
+    needs_cluster = True
+    permissions: ClassVar[tuple[Permission, ...]] = (LIST_RQ,)
+
+
+class Kueue(Check):
+    name = "Kueue"
+    needs_cluster = True
+    permissions: ClassVar[tuple[Permission, ...]] = (Permission("list", "localqueues", "kueue.x-k8s.io"),)
+    apis: ClassVar[tuple[str, ...]] = ("kueue.x-k8s.io/v1beta2",)
+
+
+class DryRun(Check):
+    name = "Dry Run"
+    needs_cluster = True
+    permissions: ClassVar[tuple[Permission, ...]] = (CREATE_JS, Permission("create", "pods"))
+
+
+class Offline(Check):
+    name = "Image Reference"
+
+
+class Basics(Check):
+    name = "Cluster Basics"
+    needs_cluster = True
+
+
+def served_all(gv: str) -> bool:
+    return True
+
+
+def granted(*perms: Permission, denied: tuple[Permission, ...] = (), unknown: tuple[Permission, ...] = ()) -> dict:
+    out = {p: PermissionResult(True) for p in perms}
+    out.update({p: PermissionResult(False) for p in denied})
+    out.update({p: PermissionResult(None, "SelfSubjectAccessReview failed: timed out") for p in unknown})
+    return out
+
+
+def test_permitted_and_served_is_yes_probed() -> None:
+    cap = capability_of(Quotas(), served=served_all, perms=granted(LIST_RQ, WATCH_RQ))
+    assert cap.as_dict() == {"check": "Resource Quotas", "value": "yes", "source": "probed", "reason": ""}
+
+
+def test_missing_list_permission_gives_the_users_reason() -> None:
+    cap = capability_of(Quotas(), served=served_all, perms=granted(WATCH_RQ, denied=(LIST_RQ,)))
+    assert (cap.value, cap.source, cap.reason) == ("no", "probed", "not permitted to list resourcequotas")
+
+
+def test_missing_watch_lowers_a_check_that_reads_the_cache() -> None:
+    cap = capability_of(Quotas(), served=served_all, perms=granted(LIST_RQ, denied=(WATCH_RQ,)))
+    assert cap.reason == "not permitted to watch resourcequotas"
+
+
+def test_api_not_served_wins_over_permissions() -> None:
+    cap = capability_of(Kueue(), served=lambda gv: gv != "kueue.x-k8s.io/v1beta2", perms=granted())
+    assert (cap.value, cap.reason) == ("no", "kueue.x-k8s.io/v1beta2 is not served")
+
+
+def test_several_missing_permissions_are_all_named_with_group() -> None:
+    perms = granted(denied=(CREATE_JS, Permission("create", "pods")))
+    cap = capability_of(DryRun(), served=served_all, perms=perms)
+    assert cap.reason == "not permitted to create jobsets.jobset.x-k8s.io, create pods"
+
+
+def test_unverifiable_permission_is_unknown_and_says_why() -> None:
+    cap = capability_of(DryRun(), served=served_all, perms=granted(Permission("create", "pods"), unknown=(CREATE_JS,)))
+    assert cap.value == "unknown"
+    assert cap.reason == "could not verify create jobsets.jobset.x-k8s.io: SelfSubjectAccessReview failed: timed out"
+
+
+def test_offline_check_is_declared_yes() -> None:
+    cap = capability_of(Offline(), served=None, perms=None)
+    assert (cap.value, cap.source, cap.reason) == ("yes", "declared", "needs no cluster access")
+
+
+def test_cluster_check_without_probe_is_unknown() -> None:
+    cap = capability_of(Quotas(), served=None, perms=None, discovery_error="cannot read the apiserver's discovery: x")
+    assert (cap.value, cap.reason) == ("unknown", "cannot read the apiserver's discovery: x")
+
+
+def test_cluster_check_needing_only_discovery_is_declared_yes() -> None:
+    cap = capability_of(Basics(), served=served_all, perms=granted())
+    assert (cap.value, cap.source) == ("yes", "declared")
+
+
+def test_cache_absence_reasons() -> None:
+    spec = SPECS_BY_RESOURCE["clusterqueues"]
+    assert cache_absence_reason(spec, lambda gv: False, {}) == "kueue.x-k8s.io/v1beta2 is not served"
+    denied = {Permission("watch", "clusterqueues", "kueue.x-k8s.io"): PermissionResult(False)}
+    assert cache_absence_reason(spec, served_all, denied) == "not permitted to watch clusterqueues.kueue.x-k8s.io"
+    assert cache_absence_reason(spec, served_all, {}) == ""  # unknown counts as granted
+
+
+def test_required_permissions_is_sorted_union_and_deterministic() -> None:
+    perms = required_permissions([DryRun(), Quotas(), Kueue()])
+    assert perms == required_permissions([Kueue(), Quotas(), DryRun()])
+    assert set(VIEW_PERMISSIONS) <= set(perms)
+    assert {CREATE_JS, Permission("create", "pods"), LIST_RQ} <= set(perms)
+    assert Permission("get", "secrets") in perms
+    assert len(perms) == len(set(perms))
+    keys = [(p.group, p.resource, p.subresource, p.verb) for p in perms]
+    assert keys == sorted(keys)
+
+
+def test_required_permissions_default_uses_the_registry() -> None:
+    from webhook.checks import all_checks
+
+    expected = set(VIEW_PERMISSIONS)
+    for c in all_checks():
+        expected.update(c.permissions)
+    assert set(required_permissions()) == expected
+
+
+def test_rbac_rules_group_verbs_per_resource() -> None:
+    rules = rbac_rules([LIST_RQ, WATCH_RQ, CREATE_JS, Permission("get", "pods", subresource="log")])
+    assert rules == [
+        {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["list", "watch"]},
+        {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["create"]},
+    ]
+
+
+def test_ssar_round_trip() -> None:
+    body = ssar_body(Permission("get", "pods", subresource="log"))
+    assert body["spec"]["resourceAttributes"] == {"verb": "get", "resource": "pods", "group": "", "subresource": "log"}
+    assert parse_ssar({"status": {"allowed": True}}) == PermissionResult(True, "")
+    assert parse_ssar({"status": {"allowed": False, "reason": "no RBAC"}}) == PermissionResult(False, "no RBAC")
+    assert parse_ssar({"status": {"allowed": True, "denied": True}}).allowed is False
+
+
+def test_discovery_parsing() -> None:
+    gvs = parse_group_versions(
+        {"versions": ["v1"]},
+        {"groups": [{"versions": [{"groupVersion": "kueue.x-k8s.io/v1beta2"}, {"groupVersion": "kueue.x-k8s.io/v1beta1"}]}]},
+    )
+    assert gvs == {"v1", "kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1"}
+    res = parse_resources({"resources": [
+        {"name": "pods", "kind": "Pod", "namespaced": True, "verbs": ["create"]},
+        {"name": "pods/log", "kind": "Pod", "namespaced": True},
+        {"name": "nodes", "kind": "Node", "namespaced": False},
+    ]})
+    assert res["Pod"].name == "pods" and res["Pod"].namespaced
+    assert res["Node"].namespaced is False
+    assert parse_version({"major": "1", "minor": "27+", "gitVersion": "v1.27.3-eks"}) == (1, 27)
+    assert parse_version({"major": "", "minor": "", "gitVersion": "v1.34.4"}) == (1, 34)
+    assert parse_version({}) is None
