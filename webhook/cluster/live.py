@@ -90,7 +90,8 @@ class LiveClusterView:
     # ------------------------------------------------------------------ life cycle
 
     async def start(self, wait_seconds: float = 20.0) -> None:
-        """Begin start-up; return after the first probe attempt (or `wait_seconds`)."""
+        """Begin start-up; return once the caches synced, the first attempt failed, or after
+        `wait_seconds` — so a CLI run sees synced caches and a server is never held up long."""
         if self._startup_task is None:
             self._startup_task = asyncio.ensure_future(self._startup())
         try:
@@ -141,7 +142,6 @@ class LiveClusterView:
         self.discovery.on_change(lambda _snap: self._on_discovery_change())
         self.discovery.start()
         self._probed.set()
-        self._first_attempt.set()
         if self.fatal:
             self.ready_reason = self.fatal
             log.error("not ready: %s", self.fatal)
@@ -199,6 +199,7 @@ class LiveClusterView:
                 log.warning("cache %s: %s", name, pending[name].denied)
                 pending.pop(name)
         self._synced.set()
+        self._first_attempt.set()
         if not self.fatal:
             self.ready = True
             self.ready_reason = "ready"
@@ -375,8 +376,9 @@ async def open_cluster_view(
     settings: Settings, kubeconfig: str | None = None, *, wait_seconds: float = 20.0
 ) -> LiveClusterView:
     """Connect (in-cluster config when no kubeconfig is given inside a pod, else the
-    kubeconfig or the default one) and begin start-up. Returns after the first probe
-    attempt; caches keep syncing in the background (`ready`, `wait_synced`)."""
+    kubeconfig or the default one) and begin start-up. Returns once the caches have
+    synced, or the apiserver could not be read, or after `wait_seconds`; start-up then
+    goes on in the background (`ready`, `ready_reason`, `wait_synced`)."""
     cfg = await load_configuration(kubeconfig)
     view = LiveClusterView(settings, KubeClient(cfg, settings.api_concurrency))
     await view.start(wait_seconds)
