@@ -97,6 +97,8 @@ def _describe(exc: ValidationError) -> str:
     errors = exc.errors(include_url=False, include_input=False)
     for err in errors[:_MAX_ERRORS]:
         msg = err["msg"]
+        if err["type"] in ("model_type", "model_attributes_type", "dict_type"):
+            msg = "Input should be a JSON object"
         if err["type"] == "value_error":  # our own validators: the message already names the field
             parts.append(msg.removeprefix("Value error, "))
         else:
