@@ -1,0 +1,107 @@
+"""A small in-memory ClusterView for unit tests of pure check logic.
+
+Only for unit tests: end-to-end tests use the live view against the real apiserver.
+Objects are plain dicts; `secrets` maps (namespace, name) to the key set or an ApiError
+to raise; `dry_run_errors` maps (kind, name) to the ApiError a dry-run create raises.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from webhook.cluster.view import ApiError
+from webhook.deadline import Deadline
+
+CLUSTER_SCOPED = {"namespaces", "nodes", "clustertrainingruntimes", "clusterqueues", "admissionchecks"}
+
+
+class FakeView:
+    def __init__(
+        self,
+        objects: dict[str, list[dict[str, Any]]] | None = None,
+        *,
+        secrets: dict[tuple[str, str], set[str] | ApiError] | None = None,
+        served: set[str] | None = None,
+        version: tuple[int, int] | None = (1, 34),
+        cache_ages: dict[str, float | None] | None = None,
+        dry_run_errors: dict[tuple[str, str], ApiError] | None = None,
+        live: dict[tuple[str, str | None, str], dict[str, Any] | ApiError] | None = None,
+    ) -> None:
+        self.objects = {k: list(v) for k, v in (objects or {}).items()}
+        self.secrets = dict(secrets or {})
+        self._served = set(served if served is not None else {"v1", "jobset.x-k8s.io/v1alpha2", "trainer.kubeflow.org/v1alpha1"})
+        self.version = version
+        self.cache_ages = dict(cache_ages or {})
+        self.dry_run_errors = dict(dry_run_errors or {})
+        self.live = dict(live or {})
+        #: every secret read and dry run, for assertions
+        self.secret_reads: list[tuple[str, str]] = []
+        self.dry_runs: list[tuple[str, str, str, dict[str, Any]]] = []
+
+    def add(self, resource: str, obj: dict[str, Any]) -> None:
+        self.objects.setdefault(resource, []).append(obj)
+
+    # --- cached ---
+    def list_cached(self, resource: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        out = []
+        for o in self.objects.get(resource, []):
+            ns = (o.get("metadata") or {}).get("namespace")
+            if namespace is None or resource in CLUSTER_SCOPED or ns == namespace:
+                out.append(copy.deepcopy(o))
+        return out
+
+    def get_cached(self, resource: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        for o in self.list_cached(resource, None if resource in CLUSTER_SCOPED else namespace):
+            if (o.get("metadata") or {}).get("name") == name:
+                return o
+        return None
+
+    def cache_age(self, resource: str) -> float | None:
+        return self.cache_ages.get(resource, 1.0)
+
+    # --- live ---
+    async def secret_keys(self, namespace: str, name: str, deadline: Deadline) -> set[str] | None:
+        self.secret_reads.append((namespace, name))
+        got = self.secrets.get((namespace, name))
+        if isinstance(got, ApiError):
+            raise got
+        return None if got is None else set(got)
+
+    async def dry_run_create(
+        self, api_version: str, kind: str, namespace: str, body: dict[str, Any], deadline: Deadline
+    ) -> None:
+        name = (body.get("metadata") or {}).get("name", "")
+        self.dry_runs.append((api_version, kind, namespace, copy.deepcopy(body)))
+        err = self.dry_run_errors.get((kind, name)) or self.dry_run_errors.get((kind, "*"))
+        if err is not None:
+            raise err
+
+    async def get_object(
+        self, api_version: str, resource: str, namespace: str | None, name: str, deadline: Deadline
+    ) -> dict[str, Any] | None:
+        got = self.live.get((resource, namespace, name))
+        if isinstance(got, ApiError):
+            raise got
+        return copy.deepcopy(got)
+
+    # --- discovery ---
+    def served(self, group_version: str) -> bool:
+        return group_version in self._served
+
+    def server_version(self) -> tuple[int, int] | None:
+        return self.version
+
+    def check_capability(self, check: Any) -> tuple[bool, str]:
+        for api in check.apis:
+            if api not in self._served:
+                return False, f"{api} is not served"
+        return True, ""
+
+
+def meta(name: str, namespace: str | None = None, **extra: Any) -> dict[str, Any]:
+    m: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        m["namespace"] = namespace
+    m.update(extra)
+    return m

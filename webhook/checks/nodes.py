@@ -1,0 +1,370 @@
+"""Nodes: can the job's pods land anywhere?
+
+Three checks over the cached Nodes, one verdict per question so that policy can act on
+each: does any Ready, schedulable (not cordoned) node match the pods' nodeSelector and
+required node affinity; does the largest pod of each group fit the allocatable of one
+such node whose taints it tolerates; and does every toleration match some node's taint
+(a misspelled toleration is the usual reason a pod stays Pending on a tainted GPU pool).
+Only allocatable is compared: the webhook does not watch pods, so free capacity is not known.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from webhook.checks.base import AIPERFJOB, Check, CheckContext
+from webhook.checks.basics import cached, plural, with_stale
+from webhook.quantity import format_quantity, parse_quantity
+from webhook.results import CheckResult, Status
+from webhook.workloads.base import PodGroup, Workload
+from webhook.workloads.podspec import pod_requests
+
+NODE_PERMISSIONS = cached("nodes")
+#: condition taints the node lifecycle controller adds and removes by itself
+_CONDITION_TAINT_PREFIX = "node.kubernetes.io/"
+
+
+# --- node facts ---------------------------------------------------------------------------
+
+
+def node_name(node: dict[str, Any]) -> str:
+    return str((node.get("metadata") or {}).get("name", "?"))
+
+
+def node_labels(node: dict[str, Any]) -> dict[str, str]:
+    return dict((node.get("metadata") or {}).get("labels") or {})
+
+
+def is_ready(node: dict[str, Any]) -> bool:
+    for c in (node.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Ready":
+            return c.get("status") == "True"
+    return False
+
+
+def is_cordoned(node: dict[str, Any]) -> bool:
+    return bool((node.get("spec") or {}).get("unschedulable"))
+
+
+def taints(node: dict[str, Any]) -> list[dict[str, Any]]:
+    return list((node.get("spec") or {}).get("taints") or [])
+
+
+# --- pod facts ----------------------------------------------------------------------------
+
+
+def required_terms(pod_spec: dict[str, Any]) -> list[dict[str, Any]] | None:
+    aff = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    if not isinstance(aff, dict):
+        return None
+    return list(aff.get("nodeSelectorTerms") or [])
+
+
+def _requirement(req: dict[str, Any], value: str | None) -> bool:
+    op = req.get("operator")
+    values = [str(v) for v in req.get("values") or []]
+    if op == "In":
+        return value is not None and value in values
+    if op == "NotIn":
+        return value is None or value not in values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt") and value is not None and values:
+        try:
+            have, want = int(value), int(values[0])
+        except ValueError:
+            return False
+        return have > want if op == "Gt" else have < want
+    return False
+
+
+def term_matches(term: dict[str, Any], node: dict[str, Any]) -> bool:
+    """A nodeSelectorTerm: every expression and field must match; an empty term matches nothing."""
+    exprs = term.get("matchExpressions") or []
+    fields = term.get("matchFields") or []
+    if not exprs and not fields:
+        return False
+    labels = node_labels(node)
+    if not all(_requirement(e, labels.get(e.get("key", ""))) for e in exprs):
+        return False
+    return all(_requirement(f, node_name(node) if f.get("key") == "metadata.name" else None) for f in fields)
+
+
+def selects(pod_spec: dict[str, Any], node: dict[str, Any]) -> bool:
+    """nodeSelector (exact labels) and required node affinity (terms ORed)."""
+    labels = node_labels(node)
+    for k, v in (pod_spec.get("nodeSelector") or {}).items():
+        if labels.get(k) != v:
+            return False
+    terms = required_terms(pod_spec)
+    if terms is not None and not any(term_matches(t, node) for t in terms):
+        return False
+    return True
+
+
+def tolerates(toleration: dict[str, Any], taint: dict[str, Any]) -> bool:
+    """Kubernetes' ToleratesTaint: effect (empty = all), key (empty with Exists = all), value for Equal."""
+    effect = toleration.get("effect") or ""
+    if effect and effect != taint.get("effect"):
+        return False
+    key = toleration.get("key") or ""
+    op = toleration.get("operator") or "Equal"
+    if op == "Exists":
+        return key == "" or key == taint.get("key")
+    return key == taint.get("key") and (toleration.get("value") or "") == (taint.get("value") or "")
+
+
+def blocking_taints(pod_spec: dict[str, Any], node: dict[str, Any]) -> list[dict[str, Any]]:
+    """NoSchedule/NoExecute taints of the node that no toleration of the pod tolerates."""
+    tols = pod_spec.get("tolerations") or []
+    return [
+        t for t in taints(node)
+        if t.get("effect") in ("NoSchedule", "NoExecute") and not any(tolerates(tol, t) for tol in tols)
+    ]
+
+
+# --- wording ------------------------------------------------------------------------------
+
+
+def selection_text(pod_spec: dict[str, Any]) -> str:
+    parts = []
+    sel = pod_spec.get("nodeSelector") or {}
+    if sel:
+        parts.append("nodeSelector {" + ", ".join(f"{k}={v}" for k, v in sel.items()) + "}")
+    terms = required_terms(pod_spec)
+    if terms is not None:
+        rendered = []
+        for t in terms:
+            exprs = [
+                f"{e.get('key')} {e.get('operator')}" + (f" [{', '.join(map(str, e.get('values') or []))}]" if e.get("values") else "")
+                for e in (t.get("matchExpressions") or []) + (t.get("matchFields") or [])
+            ]
+            rendered.append(" and ".join(exprs) or "(empty term)")
+        parts.append("required node affinity (" + " or ".join(rendered) + ")")
+    return " and ".join(parts)
+
+
+def taint_text(t: dict[str, Any]) -> str:
+    kv = t.get("key", "") + (f"={t['value']}" if t.get("value") else "")
+    return f"{kv}:{t.get('effect', '')}"
+
+
+def toleration_text(t: dict[str, Any]) -> str:
+    key = t.get("key") or "*"
+    if (t.get("operator") or "Equal") == "Equal" and t.get("value"):
+        key += f"={t['value']}"
+    return key + (f":{t['effect']}" if t.get("effect") else "")
+
+
+def pod_field(wl: Workload, field: str) -> str:
+    if wl.kind == AIPERFJOB:
+        return f"spec.podTemplate.{field}"
+    return f"{field} (in the runtime or spec.runtimePatches)"
+
+
+def _fmt_resources(req: dict[str, Decimal]) -> str:
+    return ", ".join(f"{r} {format_quantity(v, r)}" for r, v in sorted(req.items()) if v > 0) or "no requests"
+
+
+def _usable(node: dict[str, Any]) -> bool:
+    return is_ready(node) and not is_cordoned(node)
+
+
+def _selecting_groups(wl: Workload) -> list[PodGroup]:
+    return [g for g in wl.pod_groups if (g.pod_spec.get("nodeSelector") or required_terms(g.pod_spec) is not None)]
+
+
+# --- checks -------------------------------------------------------------------------------
+
+
+class NodeSelectorMatch(Check):
+    name = "Node Selector Match"
+    needs_cluster = True
+    local_capacity = True
+    permissions = NODE_PERMISSIONS
+    apis = ("v1",)
+    summary = "Some Ready, schedulable (not cordoned) node matches each pod's nodeSelector and required node affinity."
+
+    async def run(self, ctx: CheckContext) -> CheckResult:
+        assert ctx.view is not None
+        wl = ctx.workload
+        groups = _selecting_groups(wl)
+        if not groups:
+            return CheckResult(self.name, Status.SKIP, "No nodeSelector or required node affinity set")
+        nodes = ctx.view.list_cached("nodes")
+        if not nodes:
+            return with_stale(
+                CheckResult(self.name, Status.WARN, "No nodes are visible, so the pods' node selection cannot be matched"), ctx, "nodes"
+            )
+        fails: list[str] = []
+        passes: list[str] = []
+        for g in groups:
+            what = selection_text(g.pod_spec)
+            matching = [n for n in nodes if selects(g.pod_spec, n)]
+            usable = [n for n in matching if _usable(n)]
+            if usable:
+                passes.append(f"{what} of the {g.name} pods matches {plural(len(usable), 'Ready, schedulable node')}")
+                continue
+            if not matching:
+                sel = g.pod_spec.get("nodeSelector") or {}
+                label = " ".join(f"{k}={v}" for k, v in sel.items())
+                fix = (
+                    f"Fix: label a node (kubectl label node <name> {label}) or correct {pod_field(wl, 'nodeSelector')}"
+                    if sel and required_terms(g.pod_spec) is None
+                    else f"Fix: label a node to satisfy it, or correct {pod_field(wl, 'nodeSelector')} / affinity"
+                )
+                fails.append(f"No node matches {what} of the {g.name} pods (0 of {plural(len(nodes), 'node')}). {fix}.")
+            else:
+                states = ", ".join(
+                    f"{node_name(n)}: {'cordoned' if is_cordoned(n) else 'NotReady'}" for n in matching[:5]
+                )
+                cordoned = [node_name(n) for n in matching if is_cordoned(n)]
+                fix = f"uncordon (kubectl uncordon {cordoned[0]}) or repair them" if cordoned else "repair them"
+                fails.append(
+                    f"The {plural(len(matching), 'node')} matching {what} of the {g.name} pods "
+                    f"{'is' if len(matching) == 1 else 'are'} not Ready or cordoned ({states}). "
+                    f"Fix: {fix}, or label another node to match."
+                )
+        if fails:
+            return with_stale(CheckResult(self.name, Status.FAIL, " ".join(fails), details=fails + passes), ctx, "nodes")
+        return with_stale(CheckResult(self.name, Status.PASS, "; ".join(passes)), ctx, "nodes")
+
+
+class PerNodeSchedulability(Check):
+    name = "Per-Node Schedulability"
+    needs_cluster = True
+    local_capacity = True
+    permissions = NODE_PERMISSIONS
+    apis = ("v1",)
+    summary = "Each pod fits the allocatable of one Ready, schedulable node that it selects and whose taints it tolerates."
+
+    async def run(self, ctx: CheckContext) -> CheckResult:
+        assert ctx.view is not None
+        wl = ctx.workload
+        nodes = ctx.view.list_cached("nodes")
+        if not nodes:
+            return with_stale(CheckResult(self.name, Status.SKIP, "No nodes are visible"), ctx, "nodes")
+        fails: list[str] = []
+        passes: list[str] = []
+        unselected: list[str] = []
+        for g in wl.pod_groups:
+            try:
+                req = pod_requests(g.pod_spec)
+            except ValueError as exc:
+                return CheckResult(self.name, Status.WARN, f"Could not compute the requests of the {g.name} pods: {exc}")
+            selected = [n for n in nodes if _usable(n) and selects(g.pod_spec, n)]
+            if not selected:
+                unselected.append(g.name)
+                continue
+            eligible = [n for n in selected if not blocking_taints(g.pod_spec, n)]
+            if not eligible:
+                sample = selected[0]
+                bt = blocking_taints(g.pod_spec, sample)
+                t = bt[0]
+                tol = "{key: %s, operator: Exists, effect: %s}" % (t.get("key", ""), t.get("effect", ""))
+                fails.append(
+                    f"Every Ready node the {g.name} pods may use has a taint they do not tolerate "
+                    f"({node_name(sample)}: {', '.join(taint_text(x) for x in bt)}). "
+                    f"Fix: add a toleration such as {tol} to {pod_field(wl, 'tolerations')}, or use untainted nodes."
+                )
+                continue
+            need = {r: v for r, v in req.items() if v > 0}
+            fits = [n for n in eligible if _fits(need, n)]
+            if fits:
+                passes.append(f"{g.name} ({_fmt_resources(need)}) fits {len(fits)} of {plural(len(eligible), 'eligible node')}")
+                continue
+            short = []
+            for r, v in sorted(need.items()):
+                best = max(eligible, key=lambda n: _alloc(n, r))
+                if _alloc(best, r) < v:
+                    short.append(f"{r} {format_quantity(_alloc(best, r), r)} ({node_name(best)})")
+            offer = (
+                f"the most any of the {plural(len(eligible), 'eligible node')} offers is {', '.join(short)}"
+                if short
+                else f"no one of the {plural(len(eligible), 'eligible node')} has all of it at once"
+            )
+            fails.append(
+                f"No single node can fit a {g.name} pod ({_fmt_resources(need)}): {offer}. "
+                "Fix: add nodes with that much allocatable, or reduce the pod's requests."
+            )
+        if fails:
+            return with_stale(CheckResult(self.name, Status.FAIL, " ".join(fails), details=fails + passes), ctx, "nodes")
+        if not passes:
+            return with_stale(
+                CheckResult(
+                    self.name,
+                    Status.SKIP,
+                    f"No Ready, schedulable node matches the node selection of the {', '.join(unselected)} pods (see Node Selector Match)",
+                ),
+                ctx, "nodes",
+            )
+        details = [f"{name}: no Ready, schedulable node matches its node selection" for name in unselected]
+        return with_stale(CheckResult(self.name, Status.PASS, "Each pod fits a node: " + "; ".join(passes), details=details), ctx, "nodes")
+
+
+def _alloc(node: dict[str, Any], resource: str) -> Decimal:
+    raw = ((node.get("status") or {}).get("allocatable") or {}).get(resource)
+    if raw is None:
+        return Decimal(0)
+    try:
+        return parse_quantity(raw)
+    except ValueError:
+        return Decimal(0)
+
+
+def _fits(need: dict[str, Decimal], node: dict[str, Any]) -> bool:
+    return all(_alloc(node, r) >= v for r, v in need.items())
+
+
+class Tolerations(Check):
+    name = "Tolerations"
+    needs_cluster = True
+    local_capacity = True
+    permissions = NODE_PERMISSIONS
+    apis = ("v1",)
+    summary = "Every toleration matches a taint on some node (a misspelled toleration leaves pods Pending)."
+
+    async def run(self, ctx: CheckContext) -> CheckResult:
+        assert ctx.view is not None
+        wl = ctx.workload
+        users: dict[str, tuple[dict[str, Any], list[str]]] = {}
+        any_tol = False
+        for g in wl.pod_groups:
+            for tol in g.pod_spec.get("tolerations") or []:
+                if not isinstance(tol, dict):
+                    continue
+                any_tol = True
+                key = tol.get("key") or ""
+                if (tol.get("operator") == "Exists" and not key) or key.startswith(_CONDITION_TAINT_PREFIX):
+                    continue  # tolerates everything, or a condition taint that comes and goes
+                text = toleration_text(tol)
+                users.setdefault(text, (tol, []))[1].append(g.name)
+        if not any_tol:
+            return CheckResult(self.name, Status.SKIP, "No tolerations set")
+        if not users:
+            return CheckResult(self.name, Status.PASS, "The tolerations match any taint (key-less Exists) or node condition taints")
+        nodes = ctx.view.list_cached("nodes")
+        if not nodes:
+            return with_stale(CheckResult(self.name, Status.SKIP, "No nodes are visible"), ctx, "nodes")
+        all_taints = [t for n in nodes for t in taints(n)]
+        unmatched = {text: groups for text, (tol, groups) in users.items() if not any(tolerates(tol, t) for t in all_taints)}
+        if unmatched:
+            groups = sorted({g for gs in unmatched.values() for g in gs})
+            lines = [f"toleration {text} of the {', '.join(dict.fromkeys(gs))} pods matches no node's taint" for text, gs in unmatched.items()]
+            return with_stale(
+                CheckResult(
+                    self.name,
+                    Status.WARN,
+                    f"No node has a taint matching toleration {', '.join(unmatched)} ({', '.join(groups)} pods): misspelled or unneeded?",
+                    details=lines,
+                    hints=[f"Compare with the nodes' taints: kubectl get nodes -o custom-columns=NAME:.metadata.name,TAINTS:.spec.taints"],
+                ),
+                ctx, "nodes",
+            )
+        return with_stale(CheckResult(self.name, Status.PASS, f"Every toleration matches a taint on at least one node"), ctx, "nodes")
+
+
+CHECKS = [NodeSelectorMatch(), PerNodeSchedulability(), Tolerations()]
