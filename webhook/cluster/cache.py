@@ -143,6 +143,8 @@ class ResourceCache:
         self.last_ok: float | None = None
         self.last_error: str = ""
         self.relists = 0
+        #: called after every change (list or event); used to wait for a state, never polled
+        self.listeners: list[Callable[[], None]] = []
 
     def __len__(self) -> int:
         return len(self._items)
@@ -175,6 +177,7 @@ class ResourceCache:
             self.relists += 1
         self.synced = True
         self.touch()
+        self._notify()
 
     def apply(self, event_type: str, obj: dict[str, Any]) -> None:
         """One watch event (ADDED, MODIFIED, DELETED, BOOKMARK). ERROR is the reflector's job."""
@@ -195,6 +198,11 @@ class ResourceCache:
         if rv:
             self.resource_version = rv
         self.touch()
+        self._notify()
+
+    def _notify(self) -> None:
+        for fn in list(self.listeners):
+            fn()
 
     def _put(self, obj: dict[str, Any]) -> None:
         key = key_of(obj)

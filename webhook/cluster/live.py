@@ -222,6 +222,24 @@ class LiveClusterView:
         r = self.reflectors.get(resource)
         return None if r is None else r.cache.age()
 
+    async def wait_for(self, resource: str, predicate: Any, timeout: float) -> bool:
+        """Wait until `predicate(view)` holds, re-checking after each change of `resource`'s cache."""
+        r = self.reflectors.get(resource)
+        if r is None:
+            return bool(predicate(self))
+        changed = asyncio.Event()
+        r.cache.listeners.append(changed.set)
+        try:
+            async with asyncio.timeout(timeout):
+                while not predicate(self):
+                    await changed.wait()
+                    changed.clear()
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            r.cache.listeners.remove(changed.set)
+
     def staleness(self, resource: str) -> str:
         """"" when fresh; otherwise a phrase for messages ("cached data is 312s old")."""
         age = self.cache_age(resource)
