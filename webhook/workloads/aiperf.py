@@ -1,0 +1,1027 @@
+"""AIPerfJob → Workload: the JobSet and run-config ConfigMap AIPerf 0.13.0's operator renders.
+
+Reproduces `aiperf.operator.handlers.create._build_deployment` without importing AIPerf
+(its wheel pulls ~50 heavy packages): the worker arithmetic
+(`AIPerfJobSpecConverter.calculate_workers`, `apply_worker_config`), the controller and
+worker containers with the per-container split of the `AIPERF_K8S_*` budgets
+(`jobset.split_worker_pod_resources`), env, volumes, probes, security contexts and the
+podTemplate pass-through, and the `run_config.json` the ConfigMap carries. Where the
+operator would refuse to render, the refusal goes to `Workload.render_errors` with a fix.
+
+Settings: `Settings.aiperf_env` (same names as the operator's env) wins over this
+process's environment, which wins over AIPerf's defaults. The goldens in tests/oracle/
+were produced by AIPerf's own renderer and pin every detail here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import zlib
+from datetime import datetime, timezone
+from typing import Any
+
+from webhook.config import Settings
+from webhook.workloads.base import AdapterError, PodGroup, RuntimeLookup, Workload
+
+API_VERSION = "aiperf.nvidia.com/v1alpha1"
+JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+CONFIGMAP_KEY = "run_config.json"
+MAX_JOB_ID = 35  # "aiperf-<id>-controller-0-0-xxxxx" must fit a 63-char DNS label
+
+# --- AIPerfJobSpec / PodTemplateConfig fields (extra="forbid": anything else is rejected) ---
+_SPEC_KEYS = set(
+    "image imagePullPolicy resourceMode connectionsPerWorker timeoutSeconds ttlSecondsAfterFinished resultsTtlDays "
+    "keepFailedPods cancel podTemplate scheduling schemaVersion benchmark sweep multiRun plot variables randomSeed "
+    "noSweepTable skipEndpointCheck failurePolicy".split()
+)
+_POD_TEMPLATE_KEYS = set(
+    "env volumes volumeMounts nodeSelector tolerations affinity annotations labels imagePullSecrets "
+    "serviceAccountName containerSecurityContext shareProcessNamespace priorityClassName runtimeClassName "
+    "schedulerName topologySpreadConstraints hostAliases dnsPolicy dnsConfig terminationGracePeriodSeconds "
+    "podSecurityContext initContainers extraPodSpec".split()
+)
+_SCHEDULING_KEYS = {"queueName", "priorityClass"}
+_DENIED_EXTRA_POD_SPEC_KEYS = {"hostIPC", "hostPID", "securityContext", "hostNetwork", "hostUsers", "containers"}
+_POD_PASSTHROUGH = (
+    "nodeSelector",
+    "tolerations",
+    "affinity",
+    "serviceAccountName",
+    "priorityClassName",
+    "runtimeClassName",
+    "schedulerName",
+    "topologySpreadConstraints",
+    "hostAliases",
+    "dnsPolicy",
+    "dnsConfig",
+)
+
+# --- K8sEnvironment defaults (aiperf/kubernetes/environment.py) ---
+RESOURCE_DEFAULTS: dict[str, tuple[str, str]] = {
+    "SYSTEM_CONTROLLER": ("75m", "192Mi"),
+    "TIMING_MANAGER": ("50m", "192Mi"),
+    "DATASET_MANAGER": ("50m", "256Mi"),
+    "RECORDS_MANAGER": ("75m", "256Mi"),
+    "API": ("75m", "256Mi"),
+    "GPU_TELEMETRY_MANAGER": ("25m", "192Mi"),
+    "SERVER_METRICS_MANAGER": ("25m", "192Mi"),
+    "RESULTS_SIDECAR": ("25m", "192Mi"),
+    "EVENT_BUS_PROXY": ("50m", "64Mi"),
+    "WORKER_POD": ("3350m", "6Gi"),
+}
+MIN_CONTAINER_CPU_MCPU = 1
+MIN_CONTAINER_MEMORY_MIB = 1
+WORKER_IMPORT_MEMORY_FLOOR_MIB = 162
+_HEALTH = {"initial": 5, "period": 10, "timeout": 5, "failure": 10, "success": 1, "startup_period": 5, "startup_failure": 30}
+_PORTS = {
+    "SYSTEM_CONTROLLER_HEALTH": 8080,
+    "TIMING_MANAGER_HEALTH": 8082,
+    "DATASET_MANAGER_HEALTH": 8083,
+    "RECORDS_MANAGER_HEALTH": 8084,
+    "API_SERVICE": 9090,
+    "RESULTS_SIDECAR": 9091,
+    "API_SERVICE_HEALTH": 8085,
+    "GPU_TELEMETRY_MANAGER_HEALTH": 8086,
+    "SERVER_METRICS_MANAGER_HEALTH": 8087,
+    "EVENT_BUS_PROXY_HEALTH": 8088,
+    "EVENT_BUS_PROXY_PUB_FRONTEND": 5663,
+    "EVENT_BUS_PROXY_SUB_BACKEND": 5664,
+    "WORKER_HEALTH": 8080,
+    "RECORD_PROCESSOR_HEALTH": 8081,
+}
+_IPC_PATH = "/aiperf/ipc"
+_REGISTRATION_TIMEOUT = 30.0  # Environment.SERVICE.REGISTRATION_TIMEOUT
+_CONNECTION_PROBE_TIMEOUT = 60.0  # K8sEnvironment.JOBSET.WORKER_CONNECTION_PROBE_TIMEOUT
+_HEARTBEAT_INTERVAL = 10.0
+
+_CONTAINER_SECURITY = {
+    "runAsNonRoot": True,
+    "runAsUser": 1000,
+    "runAsGroup": 1000,
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+_POD_SECURITY = {
+    "runAsNonRoot": True,
+    "runAsUser": 1000,
+    "runAsGroup": 1000,
+    "fsGroup": 1000,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
+class _Env:
+    """The operator's AIPERF_* settings: Settings.aiperf_env, then os.environ, then AIPerf's default."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._over = dict(settings.aiperf_env)
+
+    def get(self, name: str, default: str) -> str:
+        if name in self._over:
+            return str(self._over[name])
+        # pydantic-settings reads env names case-insensitively
+        for k, v in os.environ.items():
+            if k.upper() == name:
+                return v
+        return default
+
+    def int(self, name: str, default: int) -> int:
+        raw = self.get(name, str(default))
+        try:
+            return int(raw)
+        except ValueError:
+            raise AdapterError(f"setting {name}={raw!r} is not an integer") from None
+
+    def bool(self, name: str, default: bool) -> bool:
+        raw = self.get(name, "true" if default else "false").strip().lower()
+        return raw in ("1", "true", "yes", "on", "y", "t")
+
+    def resources(self, key: str) -> tuple[str, str]:
+        cpu, mem = RESOURCE_DEFAULTS[key]
+        return self.get(f"AIPERF_K8S_{key}_CPU", cpu), self.get(f"AIPERF_K8S_{key}_MEMORY", mem)
+
+
+# ----------------------------------------------------------------------------- small helpers
+
+
+def _snake(key: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
+
+
+def _get(d: dict[str, Any], camel: str, default: Any = None) -> Any:
+    """A field given in camelCase or snake_case (AIPerf accepts both)."""
+    if camel in d:
+        return d[camel]
+    return d.get(_snake(camel), default)
+
+
+def _known(d: dict[str, Any], allowed: set[str]) -> set[str]:
+    return allowed | {_snake(k) for k in allowed}
+
+
+def _parse_cpu(value: str) -> float:
+    """aiperf.kubernetes.utils.parse_cpu (float cores)."""
+    if not value or value == "0":
+        return 0.0
+    if value.endswith("n"):
+        return float(value[:-1]) / 1_000_000_000
+    if value.endswith("u"):
+        return float(value[:-1]) / 1_000_000
+    if value.endswith("m"):
+        return float(value[:-1]) / 1000
+    return float(value)
+
+
+_MEM_SUFFIXES = (
+    ("Ki", 1024),
+    ("Mi", 1024**2),
+    ("Gi", 1024**3),
+    ("Ti", 1024**4),
+    ("Pi", 1024**5),
+    ("Ei", 1024**6),
+    ("k", 1000),
+    ("K", 1000),
+    ("M", 1000**2),
+    ("G", 1000**3),
+    ("T", 1000**4),
+    ("P", 1000**5),
+    ("E", 1000**6),
+)
+
+
+def _parse_memory_mib(value: str) -> int:
+    """aiperf.kubernetes.utils.parse_memory_mib (floor, never zero for a nonzero input)."""
+    value = value.strip()
+    if not value or value == "0":
+        return 0
+    total = None
+    for suffix, mult in _MEM_SUFFIXES:
+        if value.endswith(suffix):
+            total = float(value[: -len(suffix)]) * mult
+            break
+    if total is None:
+        total = float(value)
+    if total <= 0:
+        return 0
+    return max(1, int(total / 1024**2))
+
+
+def _format_mcpu(mcpu: int) -> str:
+    return str(mcpu // 1000) if mcpu % 1000 == 0 else f"{mcpu}m"
+
+
+def _split_weighted_total(total: int, weights: list[int]) -> list[int]:
+    """Largest-remainder split (aiperf.kubernetes.jobset.split_weighted_total)."""
+    if not weights:
+        return []
+    if total <= 0:
+        return [0] * len(weights)
+    total_weight = sum(weights)
+    raw = [total * w / total_weight for w in weights]
+    shares = [int(s) for s in raw]
+    remainder = total - sum(shares)
+    ranked = sorted(range(len(weights)), key=lambda i: raw[i] - shares[i], reverse=True)
+    for i in ranked[:remainder]:
+        shares[i] += 1
+    return shares
+
+
+class _RenderError(Exception):
+    """The operator would refuse to render: message already ends with a Fix."""
+
+
+def _split_with_minimum(total: int, weights: list[int], minimum: int) -> list[int]:
+    return [minimum + s for s in _split_weighted_total(total - minimum * len(weights), weights)]
+
+
+def split_worker_pod_resources(
+    cpu: str, memory: str, worker_count: int, rp_count: int, rp_cpu_request: str | None
+) -> list[tuple[str, str]]:
+    """(cpu, memory) per worker-pod container: manager, workers, record processors.
+
+    Mirrors `split_worker_pod_resources`: the WORKER_POD budget is the pod total, split by
+    measured weights; a budget that cannot cover the minima or the worker import floor is
+    the operator's ValueError, raised here as `_RenderError`.
+    """
+    n = 1 + worker_count + rp_count
+    total_mcpu = int(round(_parse_cpu(cpu) * 1000))
+    total_mib = _parse_memory_mib(memory)
+    shape = f"1 worker-pod-manager + {worker_count} worker(s) + {rp_count} record processor(s)"
+    if total_mcpu < MIN_CONTAINER_CPU_MCPU * n:
+        raise _RenderError(
+            f"WORKER_POD CPU budget ({total_mcpu}m) cannot cover the {MIN_CONTAINER_CPU_MCPU}m minimum per container "
+            f"across {n} container(s) ({shape}). Fix: raise AIPERF_K8S_WORKER_POD_CPU on the operator "
+            "(and in the webhook's aiperfEnv) or lower spec.benchmark.runtime.workersPerPod / recordProcessorsPerPod."
+        )
+    if total_mib < MIN_CONTAINER_MEMORY_MIB * n:
+        raise _RenderError(
+            f"WORKER_POD memory budget ({total_mib}Mi) cannot cover the {MIN_CONTAINER_MEMORY_MIB}Mi minimum per "
+            f"container across {n} container(s) ({shape}). Fix: raise AIPERF_K8S_WORKER_POD_MEMORY on the operator "
+            "(and in the webhook's aiperfEnv) or lower spec.benchmark.runtime.workersPerPod / recordProcessorsPerPod."
+        )
+    cpu_weights = [100] + [131] * worker_count + [389] * rp_count
+    if rp_cpu_request is None or rp_count == 0:
+        cpu_shares = _split_with_minimum(total_mcpu, cpu_weights, MIN_CONTAINER_CPU_MCPU)
+    else:
+        try:
+            rp_mcpu = int(round(_parse_cpu(rp_cpu_request) * 1000))
+        except ValueError:
+            raise _RenderError(
+                f"AIPERF_K8S_RECORD_PROCESSOR_CPU_REQUEST is not a valid Kubernetes CPU quantity: {rp_cpu_request!r}. "
+                "Fix: use a value like '500m' or '2'."
+            ) from None
+        if rp_mcpu <= 0:
+            raise _RenderError(
+                f"AIPERF_K8S_RECORD_PROCESSOR_CPU_REQUEST must be greater than zero, got {rp_cpu_request!r}. "
+                "Fix: set it to a positive CPU quantity or unset it."
+            )
+        fixed = rp_mcpu * rp_count
+        rest_weights = [100] + [131] * worker_count
+        remaining = total_mcpu - fixed
+        if remaining < MIN_CONTAINER_CPU_MCPU * len(rest_weights):
+            raise _RenderError(
+                f"WORKER_POD CPU budget ({total_mcpu}m) cannot cover the pinned record-processor CPU request "
+                f"({rp_mcpu}m x {rp_count} record processor(s) = {fixed}m) plus the {MIN_CONTAINER_CPU_MCPU}m minimum "
+                f"for each of the remaining {len(rest_weights)} container(s) (worker-pod-manager + {worker_count} "
+                "worker(s)). Fix: raise AIPERF_K8S_WORKER_POD_CPU or lower AIPERF_K8S_RECORD_PROCESSOR_CPU_REQUEST."
+            )
+        cpu_shares = _split_with_minimum(remaining, rest_weights, MIN_CONTAINER_CPU_MCPU) + [rp_mcpu] * rp_count
+    mem_weights = [128] + [128] * worker_count + [256] * rp_count
+    mem_shares = _split_with_minimum(total_mib, mem_weights, MIN_CONTAINER_MEMORY_MIB)
+    worker_mem = mem_shares[1 : 1 + worker_count]
+    if worker_mem and min(worker_mem) < WORKER_IMPORT_MEMORY_FLOOR_MIB:
+        raise _RenderError(
+            f"WORKER_POD memory budget ({total_mib}Mi) leaves worker containers below the "
+            f"{WORKER_IMPORT_MEMORY_FLOOR_MIB}Mi worker import-memory floor ({min(worker_mem)}Mi each across "
+            f"{shape}). Fix: raise AIPERF_K8S_WORKER_POD_MEMORY on the operator (and in the webhook's aiperfEnv) "
+            "or lower spec.benchmark.runtime.workersPerPod / recordProcessorsPerPod."
+        )
+    return [(_format_mcpu(c), f"{m}Mi") for c, m in zip(cpu_shares, mem_shares)]
+
+
+def _resources(cpu: str, memory: str, mode: str) -> dict[str, dict[str, str]] | None:
+    if mode == "none":
+        return None
+    out: dict[str, dict[str, str]] = {"requests": {"cpu": cpu, "memory": memory}}
+    if mode != "burstable":
+        out["limits"] = {"cpu": cpu, "memory": memory}
+    return out
+
+
+# ----------------------------------------------------------------------------- workers
+
+
+def _phases(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
+    """Phases as AIPerf normalizes them: a list, a {name: phase} map, or warmup/profiling shorthands."""
+    phases = benchmark.get("phases")
+    out: list[dict[str, Any]] = []
+    if isinstance(phases, list):
+        out = [p for p in phases if isinstance(p, dict)]
+    elif isinstance(phases, dict):
+        if "type" in phases:
+            out = [phases]
+        else:
+            out = [dict(v, name=v.get("name", k)) for k, v in phases.items() if isinstance(v, dict)]
+    for short in ("warmup", "profiling"):
+        if isinstance(benchmark.get(short), dict):
+            out.append(dict(benchmark[short], name=benchmark[short].get("name", short)))
+    return out
+
+
+def _int_or(v: Any, default: int | None) -> int | None:
+    if v is None or isinstance(v, bool):
+        return default
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return default
+
+
+def calculate_workers(spec: dict[str, Any], env: _Env) -> int:
+    """Total workers: runtime.workers verbatim, else ceil(max concurrency / connectionsPerWorker),
+    at least runtime.workersMin, rounded up to a whole number of pods."""
+    benchmark = spec.get("benchmark") or {}
+    runtime = benchmark.get("runtime") if isinstance(benchmark.get("runtime"), dict) else {}
+    explicit = _int_or(_get(runtime, "workers"), None)
+    if explicit:
+        return explicit
+    concurrency = max((c for p in _phases(benchmark) if (c := _int_or(p.get("concurrency"), None)) is not None), default=1)
+    cpw = _get(spec, "connectionsPerWorker", 100)
+    if isinstance(cpw, (int, float)) and not isinstance(cpw, bool) and not cpw >= 1:
+        cpw = 1
+    try:
+        derived = max(1, math.ceil(concurrency / cpw))
+    except TypeError:
+        raise AdapterError(f"spec.connectionsPerWorker must be an integer, not {cpw!r}") from None
+    derived = max(derived, _int_or(_get(runtime, "workersMin"), 0) or 0)
+    per_pod = _int_or(_get(runtime, "workersPerPod"), None) or env.int("AIPERF_WORKER_DEFAULT_WORKERS_PER_POD", 10)
+    if derived <= per_pod or derived % per_pod == 0:
+        return derived
+    return derived + per_pod - derived % per_pod
+
+
+def worker_topology(total: int, runtime: dict[str, Any], env: _Env) -> tuple[int, int, int]:
+    """(pods, workers per pod, record processors per pod) as `apply_worker_config` sets them."""
+    per_pod_default = _int_or(_get(runtime, "workersPerPod"), None) or env.int("AIPERF_WORKER_DEFAULT_WORKERS_PER_POD", 10)
+    if total <= per_pod_default:
+        per_pod, pods = total, 1
+    elif total % per_pod_default:
+        lower = (total // per_pod_default) * per_pod_default
+        raise _RenderError(
+            f"total_workers={total} is not a multiple of workers_per_pod={per_pod_default}, and a JobSet replicated job "
+            f"cannot express a partial final pod. Fix: set spec.benchmark.runtime.workers to a multiple of "
+            f"{per_pod_default} (e.g. {lower} or {lower + per_pod_default}), or set spec.benchmark.runtime.workersPerPod "
+            f"to a value that divides {total}."
+        )
+    else:
+        per_pod, pods = per_pod_default, total // per_pod_default
+    rp_total = _int_or(_get(runtime, "recordProcessors"), None)
+    rp_per_pod = _int_or(_get(runtime, "recordProcessorsPerPod"), None)
+    if rp_per_pod is not None:
+        if rp_total is not None and rp_total != rp_per_pod * pods:
+            raise _RenderError(
+                "runtime.record_processors must equal runtime.record_processors_per_pod multiplied by the Kubernetes "
+                f"worker pod count ({rp_per_pod} * {pods}). Fix: set spec.benchmark.runtime.recordProcessors to "
+                f"{rp_per_pod * pods} or remove it."
+            )
+    elif rp_total is not None:
+        if rp_total % pods:
+            raise _RenderError(
+                f"runtime.record_processors must be divisible by the Kubernetes worker pod count ({pods}). Fix: set "
+                "spec.benchmark.runtime.recordProcessorsPerPod explicitly or choose a divisible total."
+            )
+        rp_per_pod = rp_total // pods
+    else:
+        rp_per_pod = max(1, per_pod // env.int("AIPERF_K8S_RECORD_PROCESSOR_SCALE_FACTOR", 1))
+    return pods, per_pod, rp_per_pod
+
+
+# ----------------------------------------------------------------------------- run_config.json
+
+_ORDER: dict[str, list[str]] = {
+    "cfg": "models endpoint datasets phases artifacts slos tokenizer gpu_telemetry server_metrics network_latency otel "
+    "mlflow wandb runtime logging metrics accuracy scenario unsafe_override".split(),
+    "endpoint": "urls url_strategy type path api_key timeout streaming transport connection_reuse use_legacy_max_tokens "
+    "use_server_token_count per_chunk_usage template headers extra download_video_content request_content_type "
+    "session_header uuid_and_strip wait_for_model_timeout wait_for_model_interval wait_for_model_mode reset_kv_cache "
+    "server_profiler".split(),
+    "models": ["strategy", "items"],
+    "model": ["name", "weight", "lora", "modalities", "tokenizer"],
+    "dataset": "system_prompt system_prompt_file name type entries random_seed sampling prompts prefix_prompts turns "
+    "turn_delay turn_delay_ratio images audio video rankings isl osl".split(),
+    "prompts": "isl osl block_size batch_size cache_bust corpus sequence_distribution random_range_ratio "
+    "random_corpus_style".split(),
+    "phase": "name kind type exclude_from_results requests duration sessions concurrency concurrency_ramp "
+    "prefill_concurrency prefill_ramp grace_period cancellation sla seamless timing_mode failed_request_threshold "
+    "trajectory_start_min_ratio trajectory_start_max_ratio burst_phase_starts system_idle_gap_cap_seconds "
+    "agentic_cache_warmup_duration agentic_warmup_grace_period rate rate_ramp rate_series smoothness".split(),
+    "runtime": "ui workers record_processors service_run_type communication api_port api_host dataset_api_base_url "
+    "workers_per_pod record_processors_per_pod workers_min stats_interval".split(),
+    "artifacts": "dir prefix summary records raw trace slice_duration show_trace_timing user_files auto_plot "
+    "plot_required export_outputs_json".split(),
+    "distribution": ["value", "min", "max", "mean", "stddev", "type"],
+}
+_FLOATS = {
+    "phase": {
+        "duration",
+        "grace_period",
+        "failed_request_threshold",
+        "system_idle_gap_cap_seconds",
+        "agentic_cache_warmup_duration",
+        "agentic_warmup_grace_period",
+        "rate",
+        "smoothness",
+        "adaptive_sustain_duration",
+        "adaptive_assessment_period",
+        "adaptive_control_max",
+    },
+    "runtime": {"stats_interval"},
+    "artifacts": {"slice_duration"},
+    "model": {"weight"},
+    "distribution": {"value", "min", "max", "mean", "stddev"},
+}
+
+
+def _ordered(d: dict[str, Any], kind: str) -> dict[str, Any]:
+    """Snake-case keys in the model's field order (unknown keys keep their place after), floats coerced."""
+    snake = {_snake(k): v for k, v in d.items() if v is not None}
+    floats = _FLOATS.get(kind, set())
+    out: dict[str, Any] = {}
+    for k in _ORDER.get(kind, []) + [k for k in snake if k not in _ORDER.get(kind, [])]:
+        if k in snake:
+            v = snake[k]
+            if k in floats and isinstance(v, int) and not isinstance(v, bool):
+                v = float(v)
+            out[k] = v
+    return out
+
+
+def _distribution(v: Any) -> Any:
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return {"value": float(v)}
+    if isinstance(v, dict):
+        return _ordered(v, "distribution")
+    return v
+
+
+def _models(b: dict[str, Any]) -> Any:
+    m = b.get("models", b.get("model"))
+    if isinstance(m, str):
+        return {"items": [{"name": m}]}
+    if isinstance(m, list):
+        return {"items": [_ordered({"name": x} if isinstance(x, str) else x, "model") for x in m]}
+    if isinstance(m, dict):
+        out = _ordered(m, "models")
+        if isinstance(out.get("items"), list):
+            out["items"] = [_ordered({"name": x} if isinstance(x, str) else x, "model") for x in out["items"]]
+        return out
+    return m
+
+
+def _phase(p: dict[str, Any]) -> dict[str, Any]:
+    out = _ordered(p, "phase")
+    name = out.get("name")
+    if "kind" not in out and name in ("warmup", "profiling"):
+        out["kind"] = name
+    if out.get("kind") == "warmup" and "exclude_from_results" not in out:
+        out["exclude_from_results"] = True
+    return _ordered(out, "phase")
+
+
+def _dataset(d: dict[str, Any]) -> dict[str, Any]:
+    out = _ordered(d, "dataset")
+    if isinstance(out.get("prompts"), dict):
+        prompts = _ordered(out["prompts"], "prompts")
+        for k in ("isl", "osl"):
+            if k in prompts:
+                prompts[k] = _distribution(prompts[k])
+        out["prompts"] = prompts
+    return out
+
+
+def run_config_cfg(benchmark: dict[str, Any], job_id: str, namespace: str, pods: int, per_pod: int, rp_per_pod: int) -> dict[str, Any]:
+    """The `cfg` of run_config.json: BenchmarkConfig dumped with exclude_unset, field order kept."""
+    b = {_snake(k): v for k, v in benchmark.items()}
+    cfg: dict[str, Any] = {}
+    if "models" in b or "model" in b:
+        cfg["models"] = _models(b)
+    if isinstance(b.get("endpoint"), dict):
+        ep = _ordered(b["endpoint"], "endpoint")
+        if "url" in ep and "urls" not in ep:
+            ep["urls"] = [ep.pop("url")]
+            ep = _ordered(ep, "endpoint")
+        cfg["endpoint"] = ep
+    datasets = b.get("datasets")
+    if datasets is None and isinstance(b.get("dataset"), dict):
+        datasets = [dict(b["dataset"], name=b["dataset"].get("name", "default"))]
+    if isinstance(datasets, list):
+        cfg["datasets"] = [_dataset(d) if isinstance(d, dict) else d for d in datasets]
+    phases = _phases({k: v for k, v in b.items()})
+    if phases:
+        cfg["phases"] = [_phase(p) for p in phases]
+    artifacts = _ordered(b.get("artifacts") or {}, "artifacts")
+    artifacts["dir"] = "/results"
+    cfg["artifacts"] = _ordered(artifacts, "artifacts")
+    cfg["tokenizer"] = _ordered(b.get("tokenizer") or {}, "tokenizer")
+    runtime = _ordered(b.get("runtime") or {}, "runtime")
+    jobset = f"aiperf-{job_id}"
+    runtime.update(
+        {
+            "service_run_type": "kubernetes",
+            "ui": "simple",
+            "api_port": _PORTS["API_SERVICE"],
+            "api_host": "0.0.0.0",
+            "dataset_api_base_url": f"http://{jobset}-controller-0-0.{jobset}.{namespace}.svc.cluster.local:"
+            f"{_PORTS['API_SERVICE']}/api/dataset",
+            "communication": {"type": "dual", "ipc_path": _IPC_PATH, "tcp_host": "0.0.0.0"},
+            "workers_per_pod": per_pod,
+            "workers": pods * per_pod,
+            "record_processors_per_pod": rp_per_pod,
+            "record_processors": rp_per_pod * pods,
+        }
+    )
+    cfg["runtime"] = _ordered(runtime, "runtime")
+    logging_cfg = _ordered(b.get("logging") or {}, "logging")
+    logging_cfg.setdefault("level", "INFO")
+    cfg["logging"] = logging_cfg
+    for k, v in b.items():
+        if k in ("model", "dataset", "warmup", "profiling") or k in cfg or v is None:
+            continue
+        cfg[k] = _ordered(v, k) if isinstance(v, dict) else v
+    return {k: cfg[k] for k in _ORDER["cfg"] + [k for k in cfg if k not in _ORDER["cfg"]] if k in cfg}
+
+
+def run_epoch(obj: dict[str, Any]) -> str:
+    """The run epoch key (results_layout.epoch_key_from_body), from creationTimestamp and uid."""
+    meta = obj.get("metadata") or {}
+    ts = meta.get("creationTimestamp")
+    try:
+        dt = datetime.fromisoformat(str(ts).replace("Z", "+00:00"))
+    except ValueError:
+        return str(int(datetime.now(timezone.utc).timestamp()))
+    seconds = int(dt.timestamp())
+    if dt.microsecond:
+        return f"{seconds}{dt.microsecond:06d}"
+    uid = meta.get("uid")
+    if not uid:
+        return str(seconds)
+    return f"{seconds}{zlib.crc32(str(uid).encode('utf-8')) % 1_000_000:06d}"
+
+
+def run_config_json(spec: dict[str, Any], obj: dict[str, Any], job_id: str, namespace: str, pods: int, per_pod: int, rp: int) -> str:
+    """The exact text of run_config.json (orjson OPT_INDENT_2 == json.dumps(indent=2, ensure_ascii=False))."""
+    run: dict[str, Any] = {
+        "benchmark_id": job_id,
+        "cfg": run_config_cfg(spec.get("benchmark") or {}, job_id, namespace, pods, per_pod, rp),
+        "trial": 0,
+        "artifact_dir": "/results",
+        "label": "",
+    }
+    seed = _get(spec, "randomSeed")
+    if seed is not None:
+        run["random_seed"] = seed
+    run["variables"] = dict(spec.get("variables") or {})
+    if spec.get("plot") is not None:
+        run["plot"] = spec["plot"]
+    run["run_meta"] = {"epoch": run_epoch(obj), "job_name": (obj.get("metadata") or {}).get("name", job_id), "namespace": namespace}
+    return json.dumps(run, indent=2, ensure_ascii=False)
+
+
+# ----------------------------------------------------------------------------- JobSet
+
+
+class _Renderer:
+    def __init__(self, spec: dict[str, Any], job_id: str, namespace: str, uid: str | None, env: _Env) -> None:
+        self.spec, self.job_id, self.ns, self.uid, self.env = spec, job_id, namespace, uid, env
+        self.name = f"aiperf-{job_id}"
+        self.tmpl: dict[str, Any] = spec.get("podTemplate") or spec.get("pod_template") or {}
+        self.image = spec.get("image") or "nvcr.io/nvidia/aiperf:latest"
+        self.pull_policy = _get(spec, "imagePullPolicy")
+        self.mode = _get(spec, "resourceMode") or "burstable"
+        self.config_path = env.get("AIPERF_K8S_JOBSET_CONFIG_MOUNT_PATH", "/etc/aiperf")
+        self.datasets_path = env.get("AIPERF_K8S_JOBSET_DATASETS_PATH", "/aiperf/datasets")
+
+    # -- fragments
+    def _t(self, camel: str, default: Any = None) -> Any:
+        return _get(self.tmpl, camel, default)
+
+    def security(self) -> dict[str, Any]:
+        ctx = json.loads(json.dumps(_CONTAINER_SECURITY))
+        over = self._t("containerSecurityContext") or {}
+        if isinstance(over.get("capabilities"), dict):
+            ctx["capabilities"] = {**ctx["capabilities"], **over["capabilities"]}
+        for k, v in over.items():
+            if k == "capabilities" or (k == "privileged" and v) or (k == "allowPrivilegeEscalation" and v):
+                continue
+            ctx[k] = v
+        return ctx
+
+    def mounts(self) -> list[dict[str, Any]]:
+        return [
+            {"name": "config", "mountPath": self.config_path, "readOnly": True},
+            {"name": "ipc", "mountPath": _IPC_PATH},
+            {"name": "results", "mountPath": "/results"},
+            {"name": "datasets", "mountPath": self.datasets_path},
+            {"name": "tokenizer-cache", "mountPath": "/aiperf/hf_home"},
+            {"name": "tmp", "mountPath": "/tmp"},
+            *list(self._t("volumeMounts") or []),
+        ]
+
+    def volumes(self) -> list[dict[str, Any]]:
+        return [
+            {"name": "config", "configMap": {"name": f"{self.name}-config"}},
+            {"name": "ipc", "emptyDir": {}},
+            {"name": "results", "emptyDir": {}},
+            {"name": "datasets", "emptyDir": {}},
+            {"name": "tokenizer-cache", "emptyDir": {}},
+            {"name": "tmp", "emptyDir": {}},
+            *list(self._t("volumes") or []),
+        ]
+
+    def env_vars(self, *, controller_host: str | None = None, pod_index: bool = True, controller_pod: bool = False) -> list[dict[str, Any]]:
+        timeout = max(_REGISTRATION_TIMEOUT, _CONNECTION_PROBE_TIMEOUT * 2)
+        env: list[dict[str, Any]] = [
+            {"name": "AIPERF_DATASET_MMAP_BASE_PATH", "value": self.datasets_path},
+            {"name": "AIPERF_K8S_JOBSET_CONFIG_MOUNT_PATH", "value": self.config_path},
+            {"name": "AIPERF_JOB_ID", "value": self.job_id},
+            {"name": "AIPERF_NAMESPACE", "value": self.ns},
+            {"name": "AIPERF_OPERATOR_MANAGED", "value": "1"},
+            {"name": "AIPERF_SERVICE_HEALTH_ENABLED", "value": "true"},
+            {"name": "AIPERF_SERVICE_HEALTH_HOST", "value": "0.0.0.0"},
+            {"name": "AIPERF_SERVICE_REGISTRATION_TIMEOUT", "value": str(timeout)},
+            {"name": "AIPERF_SERVICE_REGISTRATION_MAX_ATTEMPTS", "value": str(max(10, int(timeout) + 1))},
+        ]
+        if controller_pod:
+            env.append({"name": "AIPERF_CONTROLLER_POD", "value": "1"})
+            env.append({"name": "AIPERF_UI_REALTIME_METRICS_ENABLED", "value": "true"})
+            env.append({"name": "AIPERF_K8S_CONTROLLER_HEARTBEAT_INTERVAL_SECONDS", "value": str(_HEARTBEAT_INTERVAL)})
+            if self.uid:
+                env.append({"name": "AIPERF_JOB_UID", "value": self.uid})
+        env.append({"name": "HF_HOME", "value": "/aiperf/hf_home"})
+        if pod_index:
+            env.append(
+                {
+                    "name": "AIPERF_POD_INDEX",
+                    "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['jobset.sigs.k8s.io/job-index']"}},
+                }
+            )
+        if controller_host:
+            env.append({"name": "AIPERF_K8S_ZMQ_CONTROLLER_HOST", "value": controller_host})
+        reserved = {e["name"] for e in env} | {"AIPERF_JOB_UID"}
+        env.extend(e for e in (self._t("env") or []) if (e or {}).get("name") not in reserved)
+        return env
+
+    def _probe(self, port: int, path: str = "/healthz") -> dict[str, Any]:
+        return {
+            "httpGet": {"path": path, "port": port},
+            "initialDelaySeconds": _HEALTH["initial"],
+            "periodSeconds": _HEALTH["period"],
+            "timeoutSeconds": _HEALTH["timeout"],
+            "failureThreshold": _HEALTH["failure"],
+            "successThreshold": _HEALTH["success"],
+        }
+
+    def _startup(self, port: int) -> dict[str, Any]:
+        return {
+            "httpGet": {"path": "/healthz", "port": port},
+            "initialDelaySeconds": 0,
+            "periodSeconds": _HEALTH["startup_period"],
+            "timeoutSeconds": _HEALTH["timeout"],
+            "failureThreshold": _HEALTH["startup_failure"],
+        }
+
+    def _container(self, **fields: Any) -> dict[str, Any]:
+        order = ["name", "image", "imagePullPolicy", "command", "args", "env", "resources", "volumeMounts", "ports",
+                 "startupProbe", "livenessProbe", "readinessProbe", "securityContext"]  # fmt: skip
+        fields.setdefault("image", self.image)
+        fields.setdefault("imagePullPolicy", self.pull_policy)
+        fields.setdefault("volumeMounts", self.mounts())
+        fields.setdefault("securityContext", self.security())
+        return {k: fields[k] for k in order if fields.get(k) is not None}
+
+    def service(self, name: str, service_type: str, health_port: int, resources: Any, *, service_id: str,
+                api_port: int | None = None, controller_host: str | None = None, extra_env: list[dict[str, Any]] | None = None,
+                pod_index: bool = True, controller_pod: bool = False, readiness: bool = True, startup: bool = True,
+                liveness: bool = True) -> dict[str, Any]:  # fmt: skip
+        args = ["service", "--type", service_type, "--benchmark-run", f"{self.config_path}/run_config.json",
+                "--health-port", str(health_port), "--service-id", service_id]  # fmt: skip
+        ports = [{"containerPort": health_port, "name": "health"}]
+        if api_port:
+            args += ["--api-port", str(api_port)]
+            ports.append({"containerPort": api_port, "name": "api"})
+        env = self.env_vars(controller_host=controller_host, pod_index=pod_index, controller_pod=controller_pod)
+        env += extra_env or []
+        probe_port = api_port or health_port
+        return self._container(
+            name=name,
+            command=["aiperf"],
+            args=args,
+            env=env,
+            resources=resources,
+            ports=ports,
+            startupProbe=self._startup(probe_port) if startup else None,
+            livenessProbe=self._probe(probe_port) if liveness else None,
+            readinessProbe=self._probe(probe_port, "/readyz") if readiness else None,
+        )
+
+    def res(self, key: str) -> Any:
+        return _resources(*self.env.resources(key), self.mode)
+
+    def controller_containers(self, gpu_telemetry: bool, server_metrics: bool) -> list[dict[str, Any]]:
+        sidecar_enabled = self.env.bool("AIPERF_K8S_EVENT_BUS_SIDECAR_ENABLED", True)
+        ctl = {"pod_index": False, "controller_pod": True}
+        out = [
+            self.service("control-plane", "system_controller", _PORTS["SYSTEM_CONTROLLER_HEALTH"], self.res("SYSTEM_CONTROLLER"),
+                         service_id="system_controller", readiness=False,
+                         extra_env=[{"name": "AIPERF_K8S_EVENT_BUS_SIDECAR_ENABLED", "value": str(sidecar_enabled).lower()}], **ctl),
+            self.service("dataset-manager", "dataset_manager", _PORTS["DATASET_MANAGER_HEALTH"], self.res("DATASET_MANAGER"),
+                         service_id="dataset_manager", **ctl),
+            self.service("timing-manager", "timing_manager", _PORTS["TIMING_MANAGER_HEALTH"], self.res("TIMING_MANAGER"),
+                         service_id="timing_manager", **ctl),
+            self.service("records-manager", "records_manager", _PORTS["RECORDS_MANAGER_HEALTH"], self.res("RECORDS_MANAGER"),
+                         service_id="records_manager", readiness=False, startup=False, liveness=False, **ctl),
+            self.service("api", "api", _PORTS["API_SERVICE_HEALTH"], self.res("API"), service_id="api",
+                         api_port=_PORTS["API_SERVICE"], **ctl),
+        ]  # fmt: skip
+        if gpu_telemetry:
+            out.append(self.service("gpu-telemetry-manager", "gpu_telemetry_manager", _PORTS["GPU_TELEMETRY_MANAGER_HEALTH"],
+                                    self.res("GPU_TELEMETRY_MANAGER"), service_id="gpu_telemetry_manager", **ctl))  # fmt: skip
+        if server_metrics:
+            out.append(self.service("server-metrics-manager", "server_metrics_manager", _PORTS["SERVER_METRICS_MANAGER_HEALTH"],
+                                    self.res("SERVER_METRICS_MANAGER"), service_id="server_metrics_manager", **ctl))  # fmt: skip
+        port = _PORTS["RESULTS_SIDECAR"]
+        out.append(
+            self._container(
+                name="results-sidecar",
+                command=["python", "-m", "aiperf.kubernetes.results_sidecar"],
+                env=[
+                    {"name": "AIPERF_RESULTS_DIR", "value": "/results"},
+                    {"name": "AIPERF_RESULTS_SIDECAR_PORT", "value": str(port)},
+                    {"name": "AIPERF_RESULTS_SIDECAR_LOG_LEVEL", "value": self.env.get("AIPERF_K8S_RESULTS_SIDECAR_LOG_LEVEL", "info")},
+                ],
+                resources=self.res("RESULTS_SIDECAR"),
+                volumeMounts=[{"name": "results", "mountPath": "/results", "readOnly": True}, {"name": "tmp", "mountPath": "/tmp"}],
+                ports=[{"containerPort": port, "name": "results"}],
+                startupProbe=self._startup(port),
+                livenessProbe=self._probe(port),
+                readinessProbe=self._probe(port),
+            )
+        )
+        if sidecar_enabled:
+            hp = _PORTS["EVENT_BUS_PROXY_HEALTH"]
+            out.insert(
+                0,
+                self._container(
+                    name="event-bus-proxy",
+                    command=["aiperf"],
+                    args=["proxy", "--kind", "event_bus", "--benchmark-run", f"{self.config_path}/run_config.json",
+                          "--health-port", str(hp)],  # fmt: skip
+                    env=self.env_vars(pod_index=False, controller_pod=True),
+                    resources=self.res("EVENT_BUS_PROXY"),
+                    ports=[
+                        {"containerPort": hp, "name": "health"},
+                        {"containerPort": _PORTS["EVENT_BUS_PROXY_PUB_FRONTEND"], "name": "pub-frontend"},
+                        {"containerPort": _PORTS["EVENT_BUS_PROXY_SUB_BACKEND"], "name": "sub-backend"},
+                    ],
+                    startupProbe=self._startup(hp),
+                    livenessProbe=self._probe(hp),
+                    readinessProbe=self._probe(hp, "/readyz"),
+                ),
+            )
+        return out
+
+    def worker_containers(self, workers: int, rps: int) -> list[dict[str, Any]]:
+        dns = f"{self.name}-controller-0-0.{self.name}.{self.ns}.svc.cluster.local"
+        manager = _PORTS["WORKER_HEALTH"]
+        worker_ports = list(range(manager + 1, manager + 1 + workers))
+        rp_start = max(_PORTS["RECORD_PROCESSOR_HEALTH"], manager + 1 + workers)
+        rp_ports = list(range(rp_start, rp_start + rps))
+        if self.mode == "none":
+            shares: list[Any] = [None] * (1 + workers + rps)
+        else:
+            rp_cpu = None
+            for e in self._t("env") or []:
+                if (e or {}).get("name") == "AIPERF_K8S_RECORD_PROCESSOR_CPU_REQUEST" and isinstance(e.get("value"), str):
+                    rp_cpu = e["value"]
+                    break
+            rp_cpu = rp_cpu or self.env.get("AIPERF_K8S_RECORD_PROCESSOR_CPU_REQUEST", "") or None
+            cpu, mem = self.env.resources("WORKER_POD")
+            shares = [_resources(c, m, self.mode) for c, m in split_worker_pod_resources(cpu, mem, workers, rps, rp_cpu)]
+        quiet = {"controller_host": dns, "readiness": False, "startup": False, "liveness": False}
+        out = [self.service("worker-group-manager", "worker_group_manager", manager, shares[0],
+                            service_id="worker_group_manager_$(AIPERF_POD_INDEX)", **quiet)]  # fmt: skip
+        for i, port in enumerate(worker_ports):
+            out.append(self.service(f"worker-{i}", "worker", port, shares[1 + i], service_id=f"worker_$(AIPERF_POD_INDEX)_{i}", **quiet))
+        for i, port in enumerate(rp_ports):
+            out.append(self.service(f"record-processor-{i}", "record_processor", port, shares[1 + workers + i],
+                                    service_id=f"record_processor_$(AIPERF_POD_INDEX)_{i}", **quiet))  # fmt: skip
+        return out
+
+    def pod_spec(self, containers: list[dict[str, Any]], restart: str) -> dict[str, Any]:
+        spec: dict[str, Any] = {
+            "restartPolicy": restart,
+            "containers": containers,
+            "volumes": self.volumes(),
+            "securityContext": dict(_POD_SECURITY),
+        }
+        for key in _POD_PASSTHROUGH:
+            v = self._t(key)
+            if v:
+                spec[key] = v
+        init = self._t("initContainers")
+        if init:
+            base = {k: v for k, v in self.security().items() if k != "readOnlyRootFilesystem"}
+            spec["initContainers"] = [
+                c if not isinstance(c, dict) or "securityContext" in c else {**c, "securityContext": base} for c in init
+            ]
+        if self._t("imagePullSecrets"):
+            spec["imagePullSecrets"] = list(self._t("imagePullSecrets"))
+        if self._t("shareProcessNamespace"):
+            spec["shareProcessNamespace"] = True
+        if self._t("terminationGracePeriodSeconds") is not None:
+            spec["terminationGracePeriodSeconds"] = self._t("terminationGracePeriodSeconds")
+        if self._t("podSecurityContext"):
+            spec["securityContext"] = {**_POD_SECURITY, **self._t("podSecurityContext")}
+        extra = self._t("extraPodSpec")
+        if isinstance(extra, dict):
+            spec.update({k: v for k, v in extra.items() if k not in _DENIED_EXTRA_POD_SPEC_KEYS})
+        return spec
+
+    def replicated_job(self, name: str, replicas: int, containers: list[dict[str, Any]], restart: str, backoff: int,
+                       ttl: int | None, annotations: dict[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
+        labels = dict(self._t("labels") or {})
+        labels["app"] = "aiperf"
+        labels["aiperf.nvidia.com/job-id"] = self.job_id
+        meta: dict[str, Any] = {"labels": labels}
+        ann = {**(self._t("annotations") or {}), **(annotations or {})}
+        if ann:
+            meta["annotations"] = ann
+        job: dict[str, Any] = {
+            "parallelism": 1,
+            "completions": 1,
+            "completionMode": "Indexed",
+            "backoffLimit": backoff,
+            "template": {"spec": self.pod_spec(containers, restart), "metadata": meta},
+        }
+        if ttl is not None:
+            job["ttlSecondsAfterFinished"] = ttl
+        return {"name": name, "replicas": replicas, "template": {"spec": job}}
+
+
+def _queue(spec: dict[str, Any], env: _Env, settings: Settings) -> tuple[str | None, str | None]:
+    sched = spec.get("scheduling") or {}
+    queue = _get(sched, "queueName") or env.get("AIPERF_K8S_JOBSET_KUEUE_DEFAULT_QUEUE_NAME", "") or settings.kueue.default_queue_name
+    prio = _get(sched, "priorityClass") or env.get("AIPERF_K8S_JOBSET_KUEUE_DEFAULT_PRIORITY_CLASS", "")
+    return queue or None, prio or None
+
+
+def _check_shape(spec: Any) -> dict[str, Any]:
+    if not isinstance(spec, dict):
+        raise AdapterError(f"spec must be a mapping, not {type(spec).__name__}")
+    for key in spec:
+        if key not in _known(spec, _SPEC_KEYS):
+            raise AdapterError(f"spec.{key} is not a field of AIPerfJob (AIPerf rejects unknown spec fields)")
+    if "benchmark" not in spec:
+        raise AdapterError("spec.benchmark is required")
+    if not isinstance(spec["benchmark"], dict):
+        raise AdapterError(f"spec.benchmark must be a mapping, not {type(spec['benchmark']).__name__}")
+    for field, allowed in (("podTemplate", _POD_TEMPLATE_KEYS), ("scheduling", _SCHEDULING_KEYS)):
+        sub = _get(spec, field)
+        if sub is None:
+            continue
+        if not isinstance(sub, dict):
+            raise AdapterError(f"spec.{field} must be a mapping, not {type(sub).__name__}")
+        for key in sub:
+            if key not in _known(sub, allowed):
+                raise AdapterError(f"spec.{field}.{key} is not a field of AIPerfJob (AIPerf rejects unknown fields)")
+    mode = _get(spec, "resourceMode")
+    if mode is not None and mode not in ("guaranteed", "burstable", "none"):
+        raise AdapterError(f"spec.resourceMode must be guaranteed, burstable or none, not {mode!r}")
+    image = spec.get("image")
+    if image is not None and (not isinstance(image, str) or not image.strip()):
+        raise AdapterError("spec.image must be a non-empty string")
+    return spec
+
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def _phase_errors(benchmark: dict[str, Any]) -> list[str]:
+    errors = []
+    for p in _phases(benchmark):
+        name = p.get("name")
+        if name not in ("warmup", "profiling") and not p.get("kind"):
+            errors.append(
+                f"Phase '{name}': kind is required for non-canonical phase names, so the AIPerf operator rejects the "
+                f"config. Fix: set kind: profiling (or warmup) on phase '{name}', or name it profiling/warmup."
+            )
+    return errors
+
+
+def build(
+    obj: dict[str, Any],
+    *,
+    settings: Settings,
+    runtime_lookup: RuntimeLookup | None = None,
+    namespace: str | None = None,
+) -> Workload:
+    """The Workload for one AIPerfJob. Raises AdapterError when it cannot be read as one."""
+    meta = obj.get("metadata") or {}
+    if not isinstance(meta, dict):
+        raise AdapterError("metadata must be a mapping")
+    spec = _check_shape(obj.get("spec"))
+    name = str(meta.get("name") or "")
+    ns = str(meta.get("namespace") or namespace or "default")
+    env = _Env(settings)
+    queue, prio = _queue(spec, env, settings)
+    labels = meta.get("labels") or {}
+    wl = Workload(
+        kind="AIPerfJob",
+        api_version=str(obj.get("apiVersion") or API_VERSION),
+        name=name,
+        namespace=ns,
+        obj=obj,
+        queue_name=queue or (labels.get(QUEUE_LABEL) if isinstance(labels, dict) else None),
+    )
+    job_id = name
+    if not job_id:
+        wl.render_errors.append("metadata.name is empty (generateName is not resolved at admission). Fix: set metadata.name.")
+    elif len(job_id) > MAX_JOB_ID or not _DNS_LABEL.match(job_id):
+        wl.render_errors.append(
+            f'AIPerfJob name "{job_id}" is not a DNS label of at most {MAX_JOB_ID} characters, which the AIPerf operator '
+            f'requires for its job id (pods are named aiperf-<name>-controller-0-0-xxxxx, at most 63 characters). '
+            f"Fix: rename the AIPerfJob to at most {MAX_JOB_ID} lowercase letters, digits and '-'."
+        )
+    wl.render_errors += _phase_errors(spec["benchmark"])
+    if spec.get("sweep") is not None:
+        wl.render_errors.append("A single Kubernetes benchmark run cannot include `sweep`. Fix: submit an AIPerfSweep instead.")
+    if wl.render_errors:
+        wl.incomplete_reason = "the AIPerf operator cannot render this AIPerfJob"
+        return wl
+
+    runtime = spec["benchmark"].get("runtime") if isinstance(spec["benchmark"].get("runtime"), dict) else {}
+    try:
+        total = calculate_workers(spec, env)
+        pods, per_pod, rp_per_pod = worker_topology(total, runtime, env)
+        r = _Renderer(spec, job_id, ns, meta.get("uid"), env)
+        worker_containers = r.worker_containers(per_pod, rp_per_pod)
+    except _RenderError as exc:
+        wl.render_errors.append(f"The AIPerf operator would refuse to render this job: {exc}")
+        wl.incomplete_reason = "the AIPerf operator cannot render this AIPerfJob"
+        return wl
+
+    bench = spec["benchmark"]
+    gpu = _get(bench, "gpuTelemetry") or {}
+    srv = _get(bench, "serverMetrics") or {}
+    controller = r.controller_containers(
+        gpu_telemetry=bool(gpu.get("enabled", True)) if isinstance(gpu, dict) else True,
+        server_metrics=bool(srv.get("enabled", True)) if isinstance(srv, dict) else True,
+    )
+    keep_failed = bool(_get(spec, "keepFailedPods", False))
+    controller_job = r.replicated_job(
+        "controller", 1, controller, "Never", env.int("AIPERF_K8S_JOBSET_CONTROLLER_BACKOFF_LIMIT", 0), None,
+        annotations={"prometheus.io/scrape": "true", "prometheus.io/port": str(_PORTS["API_SERVICE"]), "prometheus.io/path": "/metrics"},
+    )  # fmt: skip
+    worker_job = r.replicated_job(
+        "workers", pods, worker_containers, "OnFailure", env.int("AIPERF_K8S_JOBSET_WORKER_BACKOFF_LIMIT", 20),
+        None if keep_failed else 0,
+    )  # fmt: skip
+    js_labels = {"app": "aiperf", "aiperf.nvidia.com/job-id": job_id}
+    if queue:
+        js_labels[QUEUE_LABEL] = queue
+    if prio:
+        js_labels[PRIORITY_LABEL] = prio
+    jobset: dict[str, Any] = {
+        "apiVersion": JOBSET_API_VERSION,
+        "kind": "JobSet",
+        "metadata": {"name": r.name, "namespace": ns, "labels": js_labels},
+        "spec": {
+            "network": {"enableDNSHostnames": True},
+            "successPolicy": {"operator": "All", "targetReplicatedJobs": ["controller"]},
+            "replicatedJobs": [controller_job, worker_job],
+        },
+    }
+    if queue:
+        jobset["spec"]["suspend"] = True
+    if not keep_failed:
+        ttl = _get(spec, "ttlSecondsAfterFinished", 300)
+        if ttl is not None:
+            jobset["spec"]["ttlSecondsAfterFinished"] = ttl
+    configmap = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": f"{r.name}-config", "namespace": ns, "labels": {"app": "aiperf", "aiperf.nvidia.com/job-id": job_id}},
+        "data": {CONFIGMAP_KEY: run_config_json(spec, obj, job_id, ns, pods, per_pod, rp_per_pod)},
+    }
+    wl.derived = {"jobSet": jobset, "configMap": configmap}
+    for rj, role in ((controller_job, "controller"), (worker_job, "workers")):
+        tmpl = rj["template"]["spec"]["template"]
+        wl.pod_groups.append(PodGroup(name=rj["name"], pods=rj["replicas"], pod_spec=tmpl["spec"], pod_metadata=tmpl["metadata"], role=role))
+    return wl
