@@ -180,8 +180,16 @@ class LiveClusterView:
         r.start()
 
     def _on_discovery_change(self) -> None:
+        """An API installed after start-up gets its cache; one removed loses it (no stale ghosts)."""
         for spec in CACHE_SPECS:
-            self._maybe_start_cache(spec)
+            r = self.reflectors.get(spec.resource)
+            if r is not None and not self.discovery.served(spec.group_version):
+                log.warning("%s is no longer served: dropping the %s cache", spec.group_version, spec.resource)
+                del self.reflectors[spec.resource]
+                self.cache_reasons[spec.resource] = f"{spec.group_version} is not served"
+                asyncio.ensure_future(r.stop())
+            else:
+                self._maybe_start_cache(spec)
 
     async def _wait_caches(self) -> None:
         pending = {name: r for name, r in self.reflectors.items()}
