@@ -75,7 +75,7 @@ def decide(
     mode = mode or settings.mode
     notes = list(notes or [])
     deny: list[CheckResult] = []
-    warn_lines: list[str] = list(notes)
+    warn_lines: list[str] = [clip(n) for n in notes]  # notes obey the 120-character rule too
     audit: list[CheckResult] = []
 
     for r in results.checks:
