@@ -11,6 +11,7 @@ from webhook.cluster.capabilities import (
     PermissionResult,
     cache_absence_reason,
     capability_of,
+    fatal_reason,
     parse_ssar,
     rbac_rules,
     required_permissions,
@@ -170,3 +171,44 @@ def test_discovery_parsing() -> None:
     assert parse_version({"major": "1", "minor": "27+", "gitVersion": "v1.27.3-eks"}) == (1, 27)
     assert parse_version({"major": "", "minor": "", "gitVersion": "v1.34.4"}) == (1, 34)
     assert parse_version({}) is None
+
+
+def test_fatal_when_namespaces_cannot_be_read() -> None:
+    perms = granted(denied=(Permission("list", "namespaces"), Permission("watch", "namespaces")))
+    assert fatal_reason([Quotas()], served_all, perms) == (
+        "cannot decide anything: not permitted to list namespaces, watch namespaces (namespace mode labels cannot be read)"
+    )
+
+
+def test_fatal_when_every_cluster_check_is_lowered_but_not_when_one_remains() -> None:
+    ns = (Permission("list", "namespaces"), Permission("watch", "namespaces"))
+    perms = granted(*ns, denied=(LIST_RQ, WATCH_RQ))
+    assert fatal_reason([Quotas(), Offline()], served_all, perms) == (
+        "cannot decide anything: every cluster check is lowered "
+        "(Resource Quotas: not permitted to list resourcequotas, watch resourcequotas)"
+    )
+    assert fatal_reason([Quotas(), Basics()], served_all, perms) == ""
+    assert fatal_reason([Offline()], served_all, granted(*ns)) == ""
+
+
+def test_capabilities_table_rendering() -> None:
+    from webhook.cmd_capabilities import render_table
+
+    text = render_table({
+        "ready": False, "reason": "starting", "serverVersion": "1.34",
+        "checks": [
+            {"check": "Resource Quotas", "value": "no", "source": "probed", "reason": "not permitted to list resourcequotas"},
+            {"check": "Image Reference", "value": "yes", "source": "declared", "reason": "needs no cluster access"},
+        ],
+        "caches": [{"resource": "resourcequotas", "cached": False, "reason": "not permitted to list resourcequotas"}],
+        "missingPermissions": ["list resourcequotas"],
+    })
+    assert text.splitlines() == [
+        "CHECK            VALUE  SOURCE    REASON",
+        "Resource Quotas  no     probed    not permitted to list resourcequotas",
+        "Image Reference  yes    declared  needs no cluster access",
+        "",
+        "Kubernetes 1.34; not ready: starting",
+        "Missing permissions: list resourcequotas",
+        "Not cached: resourcequotas (not permitted to list resourcequotas)",
+    ]

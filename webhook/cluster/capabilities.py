@@ -184,3 +184,22 @@ def capability_of(
     if not check.permissions and not check.apis:
         return Capability(check.name, YES, DECLARED, "needs no permission beyond discovery")
     return Capability(check.name, YES, PROBED, "")
+
+
+#: without these the webhook cannot apply the per-namespace mode label, so it cannot decide
+ESSENTIAL_PERMISSIONS = (Permission("list", "namespaces"), Permission("watch", "namespaces"))
+
+
+def fatal_reason(
+    checks: Sequence[Check], served: Callable[[str], bool], perms: dict[Permission, PermissionResult]
+) -> str:
+    """Why the webhook cannot decide anything with these answers ("" when it can)."""
+    essential = [p for p in ESSENTIAL_PERMISSIONS if perms.get(p, PermissionResult(None)).allowed is False]
+    if essential:
+        return f"cannot decide anything: {not_permitted(essential)} (namespace mode labels cannot be read)"
+    caps = [capability_of(c, served=served, perms=perms) for c in checks if c.needs_cluster]
+    if caps and all(c.value == NO for c in caps):
+        return "cannot decide anything: every cluster check is lowered (" + "; ".join(
+            f"{c.check}: {c.reason}" for c in caps
+        ) + ")"
+    return ""

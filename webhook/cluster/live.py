@@ -27,7 +27,7 @@ from webhook.cluster.capabilities import (
     PermissionResult,
     cache_absence_reason,
     capability_of,
-    not_permitted,
+    fatal_reason,
     probe_permissions,
     required_permissions,
 )
@@ -38,9 +38,6 @@ from webhook.config import Settings
 from webhook.deadline import Deadline
 
 log = logging.getLogger(__name__)
-
-#: without these the webhook cannot apply the per-namespace mode label, so it cannot decide
-ESSENTIAL_PERMISSIONS = (Permission("list", "namespaces"), Permission("watch", "namespaces"))
 
 #: the longest a single live call may take even when the deadline allows more
 LIVE_CALL_CEILING = 10.0
@@ -155,15 +152,8 @@ class LiveClusterView:
             log.warning("missing permissions (checks that need them are skipped): %s", ", ".join(map(str, denied)))
         if unknown:
             log.warning("permissions that could not be verified: %s", ", ".join(map(str, unknown)))
-        essential = [p for p in ESSENTIAL_PERMISSIONS if self.permissions.get(p, PermissionResult(None)).allowed is False]
-        caps = [self._capability(c) for c in self.checks if c.needs_cluster]
-        if essential:
-            self.fatal = f"cannot decide anything: {not_permitted(essential)} (namespace mode labels cannot be read)"
-        elif caps and all(c.value == NO for c in caps):
-            self.fatal = "cannot decide anything: every cluster check is lowered (" + "; ".join(
-                f"{c.check}: {c.reason}" for c in caps
-            ) + ")"
-        for c in caps:
+        self.fatal = fatal_reason(self.checks, self.discovery.served, self.permissions)
+        for c in (self._capability(c) for c in self.checks if c.needs_cluster):
             if c.value == NO:
                 log.warning("check %r lowered to skip: %s", c.check, c.reason)
 
