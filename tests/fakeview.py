@@ -105,3 +105,55 @@ def meta(name: str, namespace: str | None = None, **extra: Any) -> dict[str, Any
         m["namespace"] = namespace
     m.update(extra)
     return m
+
+
+# --- building inputs for unit tests -------------------------------------------------------
+
+
+def pod(*containers: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    """A PodSpec with the given containers and extra PodSpec fields."""
+    out: dict[str, Any] = {"containers": list(containers)}
+    out.update(spec)
+    return out
+
+
+def container(name: str, requests: dict[str, Any] | None = None, limits: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+    c: dict[str, Any] = {"name": name, "image": "ghcr.io/acme/x:1"}
+    res: dict[str, Any] = {}
+    if requests:
+        res["requests"] = requests
+    if limits:
+        res["limits"] = limits
+    if res:
+        c["resources"] = res
+    c.update(extra)
+    return c
+
+
+def workload(
+    groups: list[Any] | None = None,
+    *,
+    kind: str = "TrainJob",
+    name: str = "llama-ft",
+    namespace: str = "team-a",
+    obj: dict[str, Any] | None = None,
+    **fields: Any,
+) -> Any:
+    from webhook.workloads.base import Workload
+
+    api = "trainer.kubeflow.org/v1alpha1" if kind == "TrainJob" else "aiperf.nvidia.com/v1alpha1"
+    obj = obj or {"apiVersion": api, "kind": kind, "metadata": {"name": name, "namespace": namespace}, "spec": {}}
+    return Workload(kind=kind, api_version=api, name=name, namespace=namespace, obj=obj, pod_groups=list(groups or []), **fields)
+
+
+async def run_check(check: Any, wl: Any, view: Any, settings: Any = None, budget: float = 5.0) -> Any:
+    """Run one check directly; returns its single CheckResult."""
+    from webhook.checks.base import CheckContext
+    from webhook.config import Settings
+
+    ctx = CheckContext(workload=wl, deadline=Deadline(budget), settings=settings or Settings(), view=view)
+    out = await check.run(ctx)
+    if isinstance(out, list):
+        assert len(out) == 1, out
+        return out[0]
+    return out

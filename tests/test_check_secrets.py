@@ -1,0 +1,165 @@
+"""Secrets: every reference kind, optional honoured, missing Secret/key, 403 and transient
+as "cannot verify" without hiding other findings, managed secrets skipped, exact wording."""
+
+from __future__ import annotations
+
+import asyncio
+
+from webhook.checks.secrets import Secrets
+from webhook.cluster.view import ApiError
+from webhook.deadline import Deadline
+from webhook.results import Status
+from webhook.workloads.base import PodGroup
+
+from tests.fakeview import FakeView, container, pod, run_check, workload
+
+
+def _env(name: str, secret: str, key: str, optional: bool = False) -> dict:
+    ref = {"name": secret, "key": key}
+    if optional:
+        ref["optional"] = True
+    return {"name": name, "valueFrom": {"secretKeyRef": ref}}
+
+
+def _trainjob(**extra) -> object:
+    node = pod(
+        container("node", env=[_env("HF_TOKEN", "hf-token", "token")]),
+        imagePullSecrets=[{"name": "ghcr-pull"}],
+    )
+    init = pod(container("model-initializer", envFrom=[{"secretRef": {"name": "hf-token"}}]))
+    return workload([PodGroup("model-initializer", 1, init), PodGroup("node", 4, node)], **extra)
+
+
+async def test_no_references_skips() -> None:
+    r = await run_check(Secrets(), workload([PodGroup("node", 1, pod(container("node")))]), FakeView())
+    assert (r.status, r.message) == (Status.SKIP, "No Secrets referenced")
+
+
+async def test_all_present_passes() -> None:
+    view = FakeView(secrets={("team-a", "hf-token"): {"token"}, ("team-a", "ghcr-pull"): {".dockerconfigjson"}})
+    r = await run_check(Secrets(), _trainjob(), view)
+    assert (r.status, r.message) == (Status.PASS, "2 Secrets exist with the keys used: ghcr-pull, hf-token")
+    assert sorted(view.secret_reads) == [("team-a", "ghcr-pull"), ("team-a", "hf-token")]  # one read per Secret
+
+
+async def test_missing_secret_names_every_reference_and_the_fix() -> None:
+    view = FakeView(secrets={("team-a", "ghcr-pull"): {".dockerconfigjson"}})
+    r = await run_check(Secrets(), _trainjob(), view)
+    assert r.status is Status.FAIL
+    assert r.message == (
+        'Secret "hf-token" not found in namespace "team-a" (referenced by envFrom of container model-initializer, '
+        "env HF_TOKEN of container node). Fix: kubectl create secret generic hf-token -n team-a --from-literal=token=…"
+    )
+
+
+async def test_missing_pull_secret_uses_docker_registry_fix() -> None:
+    view = FakeView(secrets={("team-a", "hf-token"): {"token"}})
+    r = await run_check(Secrets(), _trainjob(), view)
+    assert r.status is Status.FAIL
+    assert r.message == (
+        'Secret "ghcr-pull" not found in namespace "team-a" (referenced by imagePullSecrets of the node pods). '
+        "Fix: kubectl create secret docker-registry ghcr-pull -n team-a --docker-server=<registry> "
+        "--docker-username=<user> --docker-password=…"
+    )
+
+
+async def test_missing_key() -> None:
+    view = FakeView(secrets={("team-a", "hf-token"): {"hf_token"}, ("team-a", "ghcr-pull"): {".dockerconfigjson"}})
+    r = await run_check(Secrets(), _trainjob(), view)
+    assert r.status is Status.FAIL
+    assert r.message == (
+        'Secret "hf-token" in namespace "team-a" has no key "token" (referenced by env HF_TOKEN of container node). '
+        "Fix: kubectl patch secret hf-token -n team-a --type merge -p '{\"stringData\":{\"token\":\"…\"}}'"
+    )
+
+
+async def test_forbidden_warns_and_never_hides_a_missing_key() -> None:
+    view = FakeView(
+        secrets={
+            ("team-a", "hf-token"): {"other"},
+            ("team-a", "ghcr-pull"): ApiError(403, 'secrets "ghcr-pull" is forbidden'),
+        }
+    )
+    r = await run_check(Secrets(), _trainjob(), view)
+    assert r.status is Status.FAIL
+    assert r.message.startswith('Secret "hf-token" in namespace "team-a" has no key "token"')
+    assert r.message.endswith(' Also: Cannot verify Secret "ghcr-pull" in namespace "team-a" (not permitted to get secrets)')
+    # only the 403
+    view = FakeView(secrets={("team-a", "hf-token"): {"token"}, ("team-a", "ghcr-pull"): ApiError(403, "forbidden")})
+    r = await run_check(Secrets(), _trainjob(), view)
+    assert (r.status, r.message) == (
+        Status.WARN, 'Cannot verify Secret "ghcr-pull" in namespace "team-a" (not permitted to get secrets)'
+    )
+
+
+async def test_transient_error_warns() -> None:
+    view = FakeView(secrets={("team-a", "hf-token"): {"token"}, ("team-a", "ghcr-pull"): ApiError(503, "etcdserver: leader changed")})
+    r = await run_check(Secrets(), _trainjob(), view)
+    assert (r.status, r.message) == (
+        Status.WARN, 'Cannot verify Secret "ghcr-pull" in namespace "team-a" (etcdserver: leader changed)'
+    )
+
+
+async def test_404_error_is_a_missing_secret() -> None:
+    view = FakeView(secrets={("team-a", "hf-token"): ApiError(404, "not found"), ("team-a", "ghcr-pull"): {"x"}})
+    r = await run_check(Secrets(), _trainjob(), view)
+    assert r.status is Status.FAIL and r.message.startswith('Secret "hf-token" not found in namespace "team-a"')
+
+
+async def test_optional_references_are_honoured() -> None:
+    spec = pod(
+        container("c", env=[_env("A", "opt", "k", optional=True)]),
+        volumes=[
+            {"name": "v1", "secret": {"secretName": "opt-vol", "optional": True}},
+            {"name": "v2", "projected": {"sources": [{"secret": {"name": "proj", "items": [{"key": "ca.crt", "path": "ca"}]}}]}},
+        ],
+    )
+    wl = workload([PodGroup("workers", 2, spec)])
+    view = FakeView(secrets={("team-a", "proj"): {"tls.crt"}})
+    r = await run_check(Secrets(), wl, view)
+    assert view.secret_reads == [("team-a", "proj")]  # optional ones are not read
+    assert r.status is Status.FAIL
+    assert r.message.startswith('Secret "proj" in namespace "team-a" has no key "ca.crt" (referenced by volume v2 of the workers pods)')
+
+
+async def test_only_optional_passes_without_reads() -> None:
+    wl = workload([PodGroup("workers", 1, pod(container("c", env=[_env("A", "opt", "k", optional=True)])))])
+    view = FakeView()
+    r = await run_check(Secrets(), wl, view)
+    assert (r.status, r.message) == (Status.PASS, "Only optional Secret references (opt)")
+    assert view.secret_reads == []
+
+
+async def test_init_containers_extra_refs_and_managed_secrets() -> None:
+    spec = pod(container("c"), initContainers=[container("fetch", env=[_env("S3_KEY", "s3", "key")])])
+    wl = workload(
+        [PodGroup("launcher", 1, spec)],
+        extra_secret_refs=[("hf", None, False, "spec.initializer.model.secretRef")],
+        managed_secrets={"llama-ft-mpi-ssh-auth"},
+    )
+    wl.pod_groups[0].pod_spec["volumes"] = [{"name": "ssh", "secret": {"secretName": "llama-ft-mpi-ssh-auth"}}]
+    view = FakeView(secrets={("team-a", "s3"): {"key"}})
+    r = await run_check(Secrets(), wl, view)
+    assert ("team-a", "llama-ft-mpi-ssh-auth") not in view.secret_reads
+    assert r.status is Status.FAIL
+    assert r.message == (
+        'Secret "hf" not found in namespace "team-a" (referenced by spec.initializer.model.secretRef). '
+        "Fix: kubectl create secret generic hf -n team-a --from-literal=<key>=…"
+    )
+
+
+class _SlowView(FakeView):
+    async def secret_keys(self, namespace: str, name: str, deadline: Deadline) -> set[str] | None:
+        if name == "slow":
+            await asyncio.Event().wait()  # never answers; the deadline must end it
+        return await super().secret_keys(namespace, name, deadline)
+
+
+async def test_reads_are_bounded_by_the_deadline_and_findings_kept() -> None:
+    spec = pod(container("c", env=[_env("A", "slow", "k"), _env("B", "gone", "k")]))
+    wl = workload([PodGroup("workers", 1, spec)])
+    r = await run_check(Secrets(), wl, _SlowView(), budget=0.3)
+    assert r.status is Status.FAIL
+    assert r.message.startswith('Secret "gone" not found in namespace "team-a"')
+    assert r.message.endswith('Also: Cannot verify Secret "slow" in namespace "team-a" (timed out)')
+
