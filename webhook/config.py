@@ -78,6 +78,14 @@ class Settings(_Model):
     min_kubernetes_version: str = Field("1.27", alias="minKubernetesVersion")
     kueue: KueueSettings = Field(default_factory=KueueSettings)
 
+    @field_validator("checks", mode="before")
+    @classmethod
+    def _yaml_off(cls, v: Any) -> Any:
+        """YAML 1.1 reads a bare `off` as false; `Check Name: off` means the action off."""
+        if isinstance(v, dict):
+            return {k: ("off" if a is False else a) for k, a in v.items()}
+        return v
+
     @field_validator("checks")
     @classmethod
     def _known_checks(cls, v: dict[str, str]) -> dict[str, str]:
