@@ -1,0 +1,70 @@
+{{/* Names and labels shared by every template. */}}
+{{- define "pw.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "pw.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 56 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 56 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 56 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "pw.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "pw.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{- define "pw.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "pw.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* The serving ServiceAccount: the only identity the dry-run guard watches. */}}
+{{- define "pw.sa" -}}
+{{- default (include "pw.fullname" .) .Values.serviceAccount.name -}}
+{{- end -}}
+
+{{- define "pw.certsName" -}}
+{{- printf "%s-certs" (include "pw.fullname" .) -}}
+{{- end -}}
+
+{{- define "pw.secretName" -}}
+{{- default (printf "%s-tls" (include "pw.fullname" .)) .Values.certificates.secretName -}}
+{{- end -}}
+
+{{- define "pw.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Fail early on combinations that would hurt the cluster. */}}
+{{- define "pw.validate" -}}
+{{- $mode := .Values.certificates.mode -}}
+{{- if not (has $mode (list "selfManaged" "certManager" "provided")) -}}
+{{- fail (printf "certificates.mode must be selfManaged, certManager or provided, not %q" $mode) -}}
+{{- end -}}
+{{- if and (eq $mode "provided") (not .Values.certificates.secretName) -}}
+{{- fail "certificates.mode=provided needs certificates.secretName (an existing kubernetes.io/tls Secret)" -}}
+{{- end -}}
+{{- if and (eq $mode "provided") (not .Values.certificates.provided.caBundle) -}}
+{{- fail "certificates.mode=provided needs certificates.provided.caBundle (the CA that signed the Secret's certificate)" -}}
+{{- end -}}
+{{- if ge (float64 .Values.config.budgetSeconds) (float64 .Values.webhook.timeoutSeconds) -}}
+{{- fail (printf "config.budgetSeconds (%v) must be below webhook.timeoutSeconds (%v): the answer has to reach the apiserver in time" .Values.config.budgetSeconds .Values.webhook.timeoutSeconds) -}}
+{{- end -}}
+{{- if le (int .Values.terminationGracePeriodSeconds) (add (int .Values.shutdownDelaySeconds) (int .Values.config.drainSeconds)) -}}
+{{- fail (printf "terminationGracePeriodSeconds (%v) must exceed shutdownDelaySeconds + config.drainSeconds (%v)" .Values.terminationGracePeriodSeconds (add (int .Values.shutdownDelaySeconds) (int .Values.config.drainSeconds))) -}}
+{{- end -}}
+{{- end -}}
