@@ -1,0 +1,211 @@
+"""`preflight-webhook check`: output shapes, exit codes, and where text goes."""
+
+import argparse
+import io
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from webhook import cmd_check
+from webhook.results import CheckResult, PreflightResults, Status
+
+SAMPLES = Path("/work/shared/notes/samples")
+AIPERF = SAMPLES / "aiperfjob.yaml"
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="preflight-webhook")
+    cmd_check.add_parser(p.add_subparsers(dest="command"))
+    return p.parse_args(["check", *argv])
+
+
+def main(capsys, *argv: str) -> tuple[int, str, str]:
+    args = parse(*argv)
+    code = args.func(args)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def aiperf(**spec_changes) -> dict:
+    doc = yaml.safe_load(AIPERF.read_text())
+    doc["spec"].update(spec_changes)
+    return doc
+
+
+def write(tmp_path: Path, *docs: dict, name: str = "in.yaml") -> Path:
+    p = tmp_path / name
+    p.write_text(yaml.safe_dump_all(docs), encoding="utf-8")
+    return p
+
+
+def test_text_output_offline_sample_passes(capsys):
+    code, out, err = main(capsys, "-f", str(AIPERF), "--offline")
+    assert code == 0
+    lines = out.rstrip("\n").splitlines()
+    assert lines[0] == "AIPerfJob bench/llama-sweep"
+    assert "  ✓ Image Reference          The image is a valid reference (0 pinned by digest)" in lines
+    assert '  ✓ ConfigMap Size           ConfigMap "aiperf-llama-sweep-config" is ' in "\n".join(lines)
+    assert any(line.startswith("  - Secrets ") and line.endswith("Skipped: needs a cluster (running offline)") for line in lines)
+    assert lines[-1].startswith("  PASSED: ") and lines[-1].endswith("; cluster checks were skipped (offline)")
+    assert err == ""
+
+
+def test_json_output_is_only_the_aiperf_shape(capsys):
+    code, out, err = main(capsys, "-f", str(AIPERF), "--offline", "-o", "json")
+    assert code == 0
+    doc = json.loads(out)
+    assert set(doc) == {"passed", "has_warnings", "checks"}
+    assert doc["passed"] is True
+    assert all(set(c) == {"name", "status", "message", "details", "hints", "duration_ms"} for c in doc["checks"])
+    assert {"Image Reference", "ConfigMap Size", "Name Length", "Accelerator Limits"} <= {c["name"] for c in doc["checks"]}
+
+
+def test_failed_check_exits_1_and_several_documents_give_a_list(tmp_path, capsys):
+    bad = aiperf(image="Nvcr.io/nvidia/AIPerf:0.13.0")
+    bad["metadata"]["name"] = "bad-image"
+    p = write(tmp_path, aiperf(), bad)
+    code, out, err = main(capsys, "-f", str(p), "--offline", "-o", "json")
+    assert code == 1
+    docs = json.loads(out)
+    assert isinstance(docs, list) and [d["passed"] for d in docs] == [True, False]
+    image = next(c for c in docs[1]["checks"] if c["name"] == "Image Reference")
+    assert image["status"] == "fail"
+    assert image["message"].startswith('Image "Nvcr.io/nvidia/AIPerf:0.13.0" used by containers "event-bus-proxy"')
+    assert err == ""
+
+
+def test_failed_text_output_shows_symbol_details_and_decision(tmp_path, capsys):
+    p = write(tmp_path, aiperf(image="Nvcr.io/nvidia/AIPerf:0.13.0"))
+    code, out, err = main(capsys, "-f", str(p), "--offline")
+    assert code == 1
+    line = next(x for x in out.splitlines() if "Image Reference" in x)
+    assert line.startswith("  ✗ Image Reference ")
+    assert out.rstrip("\n").splitlines()[-1].startswith("  FAILED: ") and "the webhook would deny it" in out.rstrip("\n").splitlines()[-1]
+
+
+def test_stdin(monkeypatch, capsys):
+    monkeypatch.setattr("sys.stdin", io.StringIO(AIPERF.read_text()))
+    code, out, _ = main(capsys, "-f", "-", "--offline", "-o", "json")
+    assert code == 0 and json.loads(out)["passed"] is True
+
+
+def test_missing_file_exits_2_and_says_so_on_stderr(tmp_path, capsys):
+    code, out, err = main(capsys, "-f", str(tmp_path / "nope.yaml"), "--offline", "-o", "json")
+    assert (code, out) == (2, "")
+    assert err == f"error: {tmp_path / 'nope.yaml'}: no such file\n"
+
+
+def test_invalid_yaml_exits_2(tmp_path, capsys):
+    p = tmp_path / "bad.yaml"
+    p.write_text("kind: [unclosed\n")
+    code, out, err = main(capsys, "-f", str(p), "--offline")
+    assert (code, out) == (2, "")
+    assert err.startswith(f"error: {p}: document 1 is not valid YAML")
+
+
+def test_document_that_is_not_its_kind_exits_2_but_others_are_reported(tmp_path, capsys):
+    broken = aiperf()
+    broken["spec"] = 5
+    broken["metadata"]["name"] = "broken"
+    p = write(tmp_path, broken, aiperf())
+    code, out, err = main(capsys, "-f", str(p), "--offline", "-o", "json")
+    assert code == 2
+    assert err == "error: AIPerfJob bench/broken: spec must be a mapping, not int\n"
+    assert json.loads(out)["passed"] is True  # the readable document is still checked
+
+
+def test_unhandled_kinds_are_noted_and_nothing_checked_is_an_error(tmp_path, capsys):
+    p = write(tmp_path, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}})
+    code, out, err = main(capsys, "-f", str(p), "--offline")
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        "note: ConfigMap default/x: kind ConfigMap is not checked by preflight-webhook (the webhook allows it untouched)",
+        "error: no AIPerfJob or TrainJob found in the input",
+    ]
+
+
+def test_bad_config_exits_2(tmp_path, capsys):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("mode: strict\n")
+    code, out, err = main(capsys, "-f", str(AIPERF), "--offline", "--config", str(cfg))
+    assert (code, out) == (2, "")
+    assert err.startswith(f"error: config file {cfg} is invalid:\n  mode: Input should be")
+
+
+def test_config_actions_apply(tmp_path, capsys):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("checks:\n  Image Reference: off\n")
+    p = write(tmp_path, aiperf(image="Nvcr.io/nvidia/AIPerf:0.13.0"))
+    code, out, _ = main(capsys, "-f", str(p), "--offline", "--config", str(cfg), "-o", "json")
+    assert code == 0
+    assert "Image Reference" not in {c["name"] for c in json.loads(out)["checks"]}
+
+
+def test_bad_timeout_exits_2(capsys):
+    code, out, err = main(capsys, "-f", str(AIPERF), "--offline", "--timeout", "0")
+    assert (code, out, err) == (2, "", "error: --timeout must be greater than 0\n")
+
+
+def test_without_offline_a_cluster_error_suggests_offline(monkeypatch, capsys):
+    import webhook.cluster.live as live
+
+    async def refuse(settings, kubeconfig=None, **kw):
+        raise FileNotFoundError(f"kubeconfig {kubeconfig} not found")
+
+    monkeypatch.setattr(live, "open_cluster_view", refuse)
+    code, out, err = main(capsys, "-f", str(AIPERF), "--kubeconfig", "/nowhere", "-o", "json")
+    assert (code, out) == (2, "")
+    assert err == "error: cannot connect to the cluster: kubeconfig /nowhere not found. Fix: check --kubeconfig, or run with --offline\n"
+
+
+def test_with_a_cluster_view_cluster_checks_run_and_the_view_is_closed(monkeypatch, capsys):
+    import webhook.cluster.live as live
+
+    class View:
+        closed = False
+
+        def check_capability(self, check):
+            return False, "not permitted to get secrets"
+
+        def get_cached(self, resource, namespace, name):
+            return None
+
+        def list_cached(self, resource, namespace=None):
+            return []
+
+        async def close(self):
+            View.closed = True
+
+    async def open_view(settings, kubeconfig=None, **kw):
+        return View()
+
+    monkeypatch.setattr(live, "open_cluster_view", open_view)
+    code, out, err = main(capsys, "-f", str(AIPERF), "-o", "json")
+    assert code == 0
+    checks = {c["name"]: c for c in json.loads(out)["checks"]}
+    assert checks["Secrets"]["message"] == "Skipped: not permitted to get secrets"
+    assert View.closed
+
+
+def test_render_text_hints_and_details():
+    res = PreflightResults([
+        CheckResult("A", Status.WARN, "short", details=["more detail"], hints=["try this"]),
+        CheckResult("Bee", Status.INFO, "fyi"),
+    ])
+    assert cmd_check.render_text("TrainJob ns/x", res, True, False).splitlines() == [
+        "TrainJob ns/x",
+        "  ! A    short",
+        "      more detail",
+        "      hint: try this",
+        "  i Bee  fyi",
+        "  PASSED with warnings: 0 passed, 0 failed, 1 warnings, 0 skipped",
+    ]
+
+
+@pytest.mark.parametrize("argv", [[], ["-f", "x", "-o", "yaml"]])
+def test_usage_errors_exit_2(argv):
+    with pytest.raises(SystemExit) as exc:
+        parse(*argv)
+    assert exc.value.code == 2
