@@ -76,3 +76,18 @@ def test_applies_to_aiperfjobs_only():
     names = lambda w: [c.name for c in applicable(all_checks(), w, Settings())]  # noqa: E731
     assert "ConfigMap Size" in names(wl(cm("{}")))
     assert "ConfigMap Size" not in names(wl(None, kind="TrainJob"))
+
+
+async def test_on_the_aiperfjob_sample_through_the_adapter():
+    from pathlib import Path
+
+    import yaml
+
+    from webhook.workloads import build_workload
+
+    obj = yaml.safe_load(Path("/work/shared/notes/samples/aiperfjob.yaml").read_text())
+    w = build_workload(obj, settings=Settings())
+    size = payload_bytes(w.derived["configMap"])
+    assert 0 < size < CONFIGMAP_MAX_BYTES
+    r = await run(w)
+    assert (r.status, r.message) == (Status.PASS, f'ConfigMap "aiperf-llama-sweep-config" is {size / 1024:.1f} KiB of the 1024 KiB limit')

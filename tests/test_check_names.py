@@ -123,3 +123,32 @@ async def test_without_derived_jobset_pod_groups_are_used():
 async def test_skip_when_no_jobs():
     r = await run(Workload("TrainJob", "v", "x", "ns", {}))
     assert (r.status, r.message) == (Status.SKIP, "Skipped: the job derives no Jobs")
+
+
+async def test_on_the_rendered_aiperf_jobset_sample():
+    import json
+    from pathlib import Path
+
+    js = json.loads(Path("/work/shared/notes/samples/aiperf-rendered-jobset.json").read_text())
+    w = Workload("AIPerfJob", "aiperf.nvidia.com/v1alpha1", "demo", "bench", {}, derived={"jobSet": js})
+    assert replicated_jobs(w) == [("controller", 1, 1), ("workers", 2, 1)]
+    r = await run(w)
+    assert (r.status, r.message) == (
+        Status.PASS,
+        'Longest derived name is 32 of 63 characters ("aiperf-demo-controller-0-0-xxxxx"); metadata.name may be up to 35 characters',
+    )
+
+
+async def test_on_the_aiperfjob_sample_through_the_adapter():
+    from pathlib import Path
+
+    import yaml
+
+    from webhook.workloads import build_workload
+
+    obj = yaml.safe_load(Path("/work/shared/notes/samples/aiperfjob.yaml").read_text())
+    r = await run(build_workload(obj, settings=Settings()))
+    assert r.message == (
+        'Longest derived name is 39 of 63 characters ("aiperf-llama-sweep-controller-0-0-xxxxx"); '
+        "metadata.name may be up to 35 characters"
+    )
