@@ -541,21 +541,22 @@ class KueueCapacity(Check):
             nominal, borrow, _ = limits.get((f, r), (ZERO, ZERO, ""))
             return nominal + borrow - (usage.get((f, r), ZERO) if free else ZERO)
 
-        def short(free: bool) -> tuple[str, Decimal, Decimal] | None:
+        def short(free: bool) -> tuple[str, Decimal, Decimal, str | None] | None:
+            """(resource, needed, available, pod group or None for the whole job) of the first shortfall."""
             for r, v in sorted(total.items()):
                 most = sum((max(cap(f, r, free), ZERO) for f in covered_by[r]), ZERO)
                 if v > most:
-                    return r, v, most
-            for pname, need in podsets:
+                    return r, v, most, None
+            for pname, need in podsets:  # Kueue puts each pod group into one flavor
                 for r, v in sorted(need.items()):
                     best = max((cap(f, r, free) for f in covered_by[r]), default=ZERO)
                     if v > best:
-                        return r, v, best
+                        return r, v, max(best, ZERO), pname
             return None
 
         never = short(free=False)
         if never is not None:
-            r, v, most = never
+            r, v, most, pname = never
             breakdown = "; ".join(
                 f'flavor "{f}": nominalQuota {format_quantity(limits.get((f, r), (ZERO, ZERO, ""))[0], r)}'
                 + (
@@ -569,15 +570,20 @@ class KueueCapacity(Check):
                 CheckResult(
                     self.name,
                     Status.FAIL,
-                    f'The job needs {r} {format_quantity(v, r)} but ClusterQueue "{cq_name}" can provide at most '
-                    f"{format_quantity(most, r)} ({breakdown}), so Kueue would never admit it. Fix: reduce the job's pods or "
+                    (
+                        f'The job needs {r} {format_quantity(v, r)} but ClusterQueue "{cq_name}" can provide at most '
+                        if pname is None
+                        else f'The {pname} pods need {r} {format_quantity(v, r)} in one flavor but no flavor of ClusterQueue '
+                        f'"{cq_name}" holds more than '
+                    )
+                    + f"{format_quantity(most, r)} ({breakdown}), so Kueue would never admit it. Fix: reduce the job's pods or "
                     f'requests, or raise nominalQuota/borrowingLimit for {r} in ClusterQueue "{cq_name}".',
                 ),
                 ctx, "clusterqueues",
             )
         wait = short(free=True)
         if wait is not None:
-            r, v, free = wait
+            r, v, free, _ = wait
             return with_stale(
                 CheckResult(
                     self.name,

@@ -1,0 +1,349 @@
+"""Kueue Queue / Admission Checks / Capacity: queue resolution, every status, exact wording."""
+
+from __future__ import annotations
+
+import pytest
+
+from webhook.checks import kueue
+from webhook.checks.kueue import KueueAdmissionChecks, KueueCapacity, KueueQueue, selector_matches
+from webhook.cluster.view import ApiError
+from webhook.config import Settings
+from webhook.results import Status
+from webhook.workloads.base import PodGroup
+
+from tests.fakeview import FakeView, container, meta, pod, run_check, workload
+
+SERVED = {"v1", "jobset.x-k8s.io/v1alpha2", "trainer.kubeflow.org/v1alpha1", "kueue.x-k8s.io/v1beta2"}
+ACTIVE = {"conditions": [{"type": "Active", "status": "True", "reason": "Ready"}]}
+
+
+def _tj(queue: str | None = "team-a-queue", groups: list | None = None) -> object:
+    labels = {"kueue.x-k8s.io/queue-name": queue} if queue else {}
+    obj = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+           "metadata": {"name": "llama-ft", "namespace": "team-a", "labels": labels}, "spec": {}}
+    if groups is None:
+        groups = [
+            PodGroup("model-initializer", 1, pod(container("m", {"cpu": "2", "memory": "4Gi"}))),
+            PodGroup("node", 4, pod(container("node", {"cpu": "32", "nvidia.com/gpu": "8"}))),
+        ]
+    return workload(groups, obj=obj, queue_name=queue)
+
+
+def _lq(name: str = "team-a-queue", cq: str = "gpu-cq", status: dict | None = ACTIVE, **spec) -> dict:
+    o = {"metadata": meta(name, "team-a"), "spec": {"clusterQueue": cq, **spec}}
+    if status is not None:
+        o["status"] = status
+    return o
+
+
+def _cq(name: str = "gpu-cq", *, selector: dict | None = {}, status: dict | None = ACTIVE, groups: list | None = None, **spec) -> dict:
+    s: dict = {"resourceGroups": groups if groups is not None else [
+        {"coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+         "flavors": [{"name": "h100", "resources": [
+             {"name": "cpu", "nominalQuota": "256"}, {"name": "memory", "nominalQuota": "2Ti"},
+             {"name": "nvidia.com/gpu", "nominalQuota": "32"}]}]}]}
+    if selector is not None:
+        s["namespaceSelector"] = selector
+    s.update(spec)
+    o = {"metadata": meta(name), "spec": s}
+    if status is not None:
+        o["status"] = status
+    return o
+
+
+def _ns(labels: dict | None = None) -> dict:
+    return {"metadata": meta("team-a", labels={"kubernetes.io/metadata.name": "team-a", **(labels or {})})}
+
+
+def _view(*objs: tuple[str, dict], served: set[str] = SERVED, **kw) -> FakeView:
+    v = FakeView(served=served, **kw)
+    v.add("namespaces", _ns({"team": "a"}))
+    for res, o in objs:
+        v.add(res, o)
+    return v
+
+
+# --- Kueue Queue ---
+
+
+async def test_no_queue_and_no_kueue_skips() -> None:
+    r = await run_check(KueueQueue(), _tj(None), FakeView())
+    assert (r.status, r.message) == (Status.SKIP, "Kueue is not installed (kueue.x-k8s.io/v1beta2 is not served) and the job names no queue")
+
+
+async def test_no_queue_with_kueue_skips_unless_default_localqueue() -> None:
+    r = await run_check(KueueQueue(), _tj(None), _view())
+    assert (r.status, r.message) == (
+        Status.SKIP, 'The job names no Kueue queue (kueue.x-k8s.io/queue-name) and namespace "team-a" has no LocalQueue "default"'
+    )
+    r = await run_check(KueueQueue(), _tj(None), _view(("localqueues", _lq("default")), ("clusterqueues", _cq())))
+    assert (r.status, r.message) == (
+        Status.PASS,
+        'LocalQueue "default" (Kueue\'s namespace default) → ClusterQueue "gpu-cq": both Active, and the ClusterQueue selects namespace "team-a"',
+    )
+
+
+async def test_queue_requested_but_kueue_absent_fails() -> None:
+    r = await run_check(KueueQueue(), _tj(), FakeView())
+    assert r.status is Status.FAIL
+    assert r.message == (
+        'The job asks for LocalQueue "team-a-queue" (label kueue.x-k8s.io/queue-name) but Kueue is not installed '
+        "(kueue.x-k8s.io/v1beta2 is not served), so nothing would ever admit it. Fix: install Kueue, or remove label "
+        "kueue.x-k8s.io/queue-name."
+    )
+    assert KueueQueue.apis == ()  # never lowered to skip for a missing API
+
+
+async def test_old_kueue_is_named() -> None:
+    r = await run_check(KueueQueue(), _tj(), FakeView(served={"v1", "kueue.x-k8s.io/v1beta1"}))
+    assert r.status is Status.FAIL
+    assert r.message == (
+        'The job asks for LocalQueue "team-a-queue" (label kueue.x-k8s.io/queue-name) but the installed Kueue is too old: '
+        "only kueue.x-k8s.io/v1beta1 is served. Fix: upgrade Kueue to v0.15 or later."
+    )
+
+
+async def test_aiperf_queue_sources() -> None:
+    obj = {"apiVersion": "aiperf.nvidia.com/v1alpha1", "kind": "AIPerfJob", "metadata": {"name": "b", "namespace": "team-a"},
+           "spec": {"scheduling": {"queueName": "bench-queue"}}}
+    wl = workload(kind="AIPerfJob", obj=obj)
+    r = await run_check(KueueQueue(), wl, _view())
+    assert r.status is Status.FAIL
+    assert r.message.startswith('LocalQueue "bench-queue" not found in namespace "team-a" (spec.scheduling.queueName)')
+    obj["spec"] = {}
+    settings = Settings(aiperfEnv={"AIPERF_K8S_JOBSET_KUEUE_DEFAULT_QUEUE_NAME": "ops-queue"})
+    r = await run_check(KueueQueue(), workload(kind="AIPerfJob", obj=obj), _view(), settings)
+    assert r.message.startswith(
+        'LocalQueue "ops-queue" not found in namespace "team-a" (the AIPerf operator\'s default queue (kueue.defaultQueueName))'
+    )
+
+
+async def test_localqueue_missing_lists_others() -> None:
+    r = await run_check(KueueQueue(), _tj(), _view(("localqueues", _lq("cpu-queue"))))
+    assert r.status is Status.FAIL
+    assert r.message == (
+        'LocalQueue "team-a-queue" not found in namespace "team-a" (label kueue.x-k8s.io/queue-name), so Kueue would keep '
+        'the job suspended (LocalQueues in the namespace: cpu-queue). Fix: create LocalQueue "team-a-queue" in namespace '
+        '"team-a" pointing at a ClusterQueue, or correct label kueue.x-k8s.io/queue-name.'
+    )
+
+
+async def test_clusterqueue_missing() -> None:
+    r = await run_check(KueueQueue(), _tj(), _view(("localqueues", _lq())))
+    assert r.status is Status.FAIL
+    assert r.message == (
+        'ClusterQueue "gpu-cq" of LocalQueue "team-a-queue" does not exist, so Kueue never admits the job. '
+        'Fix: create ClusterQueue "gpu-cq", or recreate LocalQueue "team-a-queue" with an existing spec.clusterQueue.'
+    )
+
+
+async def test_namespace_selector_nil_and_mismatch() -> None:
+    r = await run_check(KueueQueue(), _tj(), _view(("localqueues", _lq()), ("clusterqueues", _cq(selector=None))))
+    assert r.status is Status.FAIL
+    assert r.message == (
+        'ClusterQueue "gpu-cq" has no namespaceSelector, so it admits workloads from no namespace. Fix: set '
+        'spec.namespaceSelector of ClusterQueue "gpu-cq" to {} (all) or to a selector matching namespace "team-a".'
+    )
+    cq = _cq(selector={"matchLabels": {"team": "b"}})
+    r = await run_check(KueueQueue(), _tj(), _view(("localqueues", _lq()), ("clusterqueues", cq)))
+    assert r.status is Status.FAIL
+    assert r.message == (
+        'ClusterQueue "gpu-cq" does not select namespace "team-a" (namespaceSelector team=b), so Kueue never admits the job. '
+        'Fix: label the namespace to match (kubectl label namespace team-a <key>=<value>) or widen the selector of ClusterQueue "gpu-cq".'
+    )
+
+
+async def test_inactive_queues() -> None:
+    inactive = {"conditions": [{"type": "Active", "status": "False", "reason": "FlavorNotFound", "message": "Can't admit new workloads: references missing ResourceFlavor(s): h100."}]}
+    r = await run_check(KueueQueue(), _tj(), _view(("localqueues", _lq()), ("clusterqueues", _cq(status=inactive))))
+    assert r.status is Status.FAIL
+    assert r.message == (
+        'ClusterQueue "gpu-cq" is not Active (FlavorNotFound: Can\'t admit new workloads: references missing ResourceFlavor(s): h100), '
+        "so Kueue admits nothing from it. Fix: create the ResourceFlavors it names."
+    )
+    lq_inactive = {"conditions": [{"type": "Active", "status": "False", "reason": "Stopped", "message": "stopped"}]}
+    r = await run_check(KueueQueue(), _tj(), _view(("localqueues", _lq(status=lq_inactive)), ("clusterqueues", _cq())))
+    assert r.status is Status.FAIL
+    assert r.message.startswith('LocalQueue "team-a-queue" is not Active (Stopped: stopped), so Kueue does not admit from it.')
+
+
+async def test_unreconciled_and_stopped_warn() -> None:
+    r = await run_check(KueueQueue(), _tj(), _view(("localqueues", _lq(status=None)), ("clusterqueues", _cq())))
+    assert (r.status, r.message) == (
+        Status.WARN, 'LocalQueue "team-a-queue" has no Active condition yet (is Kueue\'s controller running?)'
+    )
+    r = await run_check(KueueQueue(), _tj(), _view(("localqueues", _lq()), ("clusterqueues", _cq(stopPolicy="Hold"))))
+    assert (r.status, r.message) == (
+        Status.WARN, 'ClusterQueue "gpu-cq" is stopped (stopPolicy Hold): the job waits until it is resumed'
+    )
+
+
+@pytest.mark.parametrize(
+    "selector,expected",
+    [
+        ({}, True),
+        ({"matchLabels": {"team": "a"}}, True),
+        ({"matchLabels": {"team": "b"}}, False),
+        ({"matchExpressions": [{"key": "team", "operator": "In", "values": ["a", "b"]}]}, True),
+        ({"matchExpressions": [{"key": "team", "operator": "NotIn", "values": ["a"]}]}, False),
+        ({"matchExpressions": [{"key": "gpu", "operator": "DoesNotExist"}]}, True),
+        ({"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}, False),
+    ],
+)
+def test_selector_matches(selector: dict, expected: bool) -> None:
+    assert selector_matches(selector, {"team": "a"}) is expected
+
+
+# --- Kueue Admission Checks ---
+
+
+def _ac(name: str, controller: str = "dispatch.phpboyscout.uk/admission", active: bool | None = True) -> dict:
+    o = {"metadata": meta(name), "spec": {"controllerName": controller}}
+    if active is not None:
+        o["status"] = {"conditions": [{"type": "Active", "status": "True" if active else "False", "reason": "Ready" if active else "NotActive", "message": "x"}]}
+    return o
+
+
+def _strategy(*names: str, on: list | None = None) -> dict:
+    return {"admissionChecks": [{"name": n, **({"onFlavors": on} if on else {})} for n in names]}
+
+
+async def test_admission_checks_skip_without_queue_or_checks() -> None:
+    r = await run_check(KueueAdmissionChecks(), _tj(None), FakeView())
+    assert r.status is Status.SKIP and r.message.startswith("Skipped: Kueue is not installed")
+    r = await run_check(KueueAdmissionChecks(), _tj(), _view(("localqueues", _lq())))
+    assert (r.status, r.message) == (Status.SKIP, 'Skipped: ClusterQueue "gpu-cq" does not exist (see Kueue Queue)')
+    r = await run_check(KueueAdmissionChecks(), _tj(), _view(("localqueues", _lq()), ("clusterqueues", _cq())))
+    assert (r.status, r.message) == (Status.SKIP, 'ClusterQueue "gpu-cq" uses no AdmissionChecks')
+
+
+async def test_admission_check_missing_and_inactive() -> None:
+    cq = _cq(admissionChecksStrategy=_strategy("gate", "prov"))
+    r = await run_check(KueueAdmissionChecks(), _tj(), _view(("localqueues", _lq()), ("clusterqueues", cq), ("admissionchecks", _ac("prov", "kueue.x-k8s.io/provisioning-request", False))))
+    assert r.status is Status.FAIL
+    assert r.message == (
+        'AdmissionCheck "gate" (listed by ClusterQueue "gpu-cq") does not exist, so Kueue never admits the job. '
+        'Fix: create AdmissionCheck "gate", or remove it from spec.admissionChecksStrategy of ClusterQueue "gpu-cq". '
+        'AdmissionCheck "prov" is not Active (NotActive: x): its controller "kueue.x-k8s.io/provisioning-request" has not started. '
+        'Fix: deploy or start the controller "kueue.x-k8s.io/provisioning-request".'
+    )
+
+
+async def test_admission_checks_pass() -> None:
+    cq = _cq(admissionChecksStrategy=_strategy("gate"))
+    r = await run_check(KueueAdmissionChecks(), _tj(), _view(("localqueues", _lq()), ("clusterqueues", cq), ("admissionchecks", _ac("gate"))))
+    assert (r.status, r.message) == (Status.PASS, '1 AdmissionCheck(s) of ClusterQueue "gpu-cq" exist and are Active: gate')
+
+
+GATE = Settings(kueue={"admissionCheckController": "dispatch.phpboyscout.uk/admission", "admissionLease": "dispatch/admission", "leaseMaxAgeSeconds": 60})
+
+
+async def test_readmission_gate_controller_mismatch_and_onflavors() -> None:
+    cq = _cq(admissionChecksStrategy=_strategy("gate"))
+    objs = (("localqueues", _lq()), ("clusterqueues", cq), ("admissionchecks", _ac("gate", "example.com/other")))
+    live = {("leases", "dispatch", "admission"): {"spec": {"holderIdentity": "a", "renewTime": "2030-01-01T00:00:00.000000Z"}}}
+    r = await run_check(KueueAdmissionChecks(), _tj(), _view(*objs, live=live), GATE)
+    assert r.status is Status.FAIL
+    assert r.message == (
+        'the readmission gate is not proven: ClusterQueue "gpu-cq" lists no AdmissionCheck of controller '
+        '"dispatch.phpboyscout.uk/admission" (AdmissionCheck "gate" names controller "example.com/other"). Fix: list an '
+        'AdmissionCheck with controllerName "dispatch.phpboyscout.uk/admission" in spec.admissionChecksStrategy of ClusterQueue "gpu-cq".'
+    )
+    cq = _cq(admissionChecksStrategy=_strategy("gate", on=["h100"]))
+    r = await run_check(KueueAdmissionChecks(), _tj(), _view(("localqueues", _lq()), ("clusterqueues", cq), ("admissionchecks", _ac("gate")), live=live), GATE)
+    assert (r.status, r.message) == (
+        Status.FAIL,
+        'the readmission gate is not proven: ClusterQueue "gpu-cq" lists AdmissionCheck "gate" only on flavors h100. Fix: list it without onFlavors.',
+    )
+
+
+@pytest.mark.parametrize(
+    "lease,status,message",
+    [
+        (None, Status.FAIL, "the readmission gate is not proven: Lease dispatch/admission does not exist. Fix: deploy the admission controller, or correct kueue.admissionLease."),
+        ({"spec": {}}, Status.FAIL, "the readmission gate is not proven: the admission controller's Lease has no holder. Fix: start the admission controller."),
+        ({"spec": {"holderIdentity": "pod-1"}}, Status.FAIL, "the readmission gate is not proven: the admission controller's Lease has never been renewed. Fix: start the admission controller."),
+        ({"spec": {"holderIdentity": "pod-1", "renewTime": "2026-01-01T00:00:00.000000Z"}}, Status.FAIL,
+         "the readmission gate is not proven: the admission controller's Lease was last renewed 5m ago, beyond 60s: the controller is down or stalled. Fix: restart it."),
+        ({"spec": {"holderIdentity": "pod-1", "renewTime": "2026-01-01T00:04:30.000000Z"}}, Status.PASS,
+         '1 AdmissionCheck(s) of ClusterQueue "gpu-cq" exist and are Active: gate'),
+        (ApiError(403, "forbidden"), Status.WARN, "Cannot verify the admission controller's Lease dispatch/admission (not permitted to get leases)"),
+    ],
+)
+async def test_readmission_gate_lease(monkeypatch: pytest.MonkeyPatch, lease, status: Status, message: str) -> None:
+    from datetime import datetime, timezone
+
+    monkeypatch.setattr(kueue, "now", lambda: datetime(2026, 1, 1, 0, 5, tzinfo=timezone.utc).timestamp())
+    cq = _cq(admissionChecksStrategy=_strategy("gate"))
+    live = {("leases", "dispatch", "admission"): lease} if lease is not None else {}
+    view = _view(("localqueues", _lq()), ("clusterqueues", cq), ("admissionchecks", _ac("gate")), live=live)
+    r = await run_check(KueueAdmissionChecks(), _tj(), view, GATE)
+    assert (r.status, r.message) == (status, message)
+
+
+# --- Kueue Capacity ---
+
+
+async def test_capacity_fits_now() -> None:
+    r = await run_check(KueueCapacity(), _tj(), _view(("localqueues", _lq()), ("clusterqueues", _cq())))
+    assert (r.status, r.message) == (
+        Status.PASS, 'The job (cpu 130, memory 4Gi, nvidia.com/gpu 32) fits ClusterQueue "gpu-cq" now'
+    )
+
+
+async def test_capacity_never_fits() -> None:
+    groups = [{"coveredResources": ["cpu", "memory", "nvidia.com/gpu"], "flavors": [{"name": "h100", "resources": [
+        {"name": "cpu", "nominalQuota": "256"}, {"name": "memory", "nominalQuota": "2Ti"},
+        {"name": "nvidia.com/gpu", "nominalQuota": "8", "borrowingLimit": "8"}]}]}]
+    r = await run_check(KueueCapacity(), _tj(), _view(("localqueues", _lq()), ("clusterqueues", _cq(groups=groups, cohortName="org"))))
+    assert r.status is Status.FAIL
+    assert r.message == (
+        'The job needs nvidia.com/gpu 32 but ClusterQueue "gpu-cq" can provide at most 16 (flavor "h100": nominalQuota 8 + '
+        "borrowingLimit 8), so Kueue would never admit it. Fix: reduce the job's pods or requests, or raise "
+        'nominalQuota/borrowingLimit for nvidia.com/gpu in ClusterQueue "gpu-cq".'
+    )
+
+
+async def test_capacity_borrowing_from_cohort_without_limit() -> None:
+    small = [{"coveredResources": ["cpu", "memory", "nvidia.com/gpu"], "flavors": [{"name": "h100", "resources": [
+        {"name": "cpu", "nominalQuota": "256"}, {"name": "memory", "nominalQuota": "2Ti"}, {"name": "nvidia.com/gpu", "nominalQuota": "16"}]}]}]
+    other = _cq("other-cq", groups=[{"coveredResources": ["nvidia.com/gpu"], "flavors": [{"name": "h100", "resources": [
+        {"name": "nvidia.com/gpu", "nominalQuota": "32", "lendingLimit": "16"}]}]}], cohortName="org")
+    view = _view(("localqueues", _lq()), ("clusterqueues", _cq(groups=small, cohortName="org")), ("clusterqueues", other))
+    r = await run_check(KueueCapacity(), _tj(), view)
+    assert r.status is Status.PASS
+    view = _view(("localqueues", _lq()), ("clusterqueues", _cq(groups=small)))  # no cohort: no borrowing
+    r = await run_check(KueueCapacity(), _tj(), view)
+    assert r.status is Status.FAIL and "can provide at most 16 (flavor \"h100\": nominalQuota 16)" in r.message
+
+
+async def test_capacity_must_wait() -> None:
+    usage = {**ACTIVE, "flavorsReservation": [{"name": "h100", "resources": [{"name": "nvidia.com/gpu", "total": "24"}]}]}
+    r = await run_check(KueueCapacity(), _tj(), _view(("localqueues", _lq()), ("clusterqueues", _cq(status=usage))))
+    assert (r.status, r.message) == (
+        Status.WARN, 'ClusterQueue "gpu-cq" has nvidia.com/gpu 8 free now, the job needs 32: it waits in the queue'
+    )
+
+
+async def test_capacity_uncovered_resource() -> None:
+    groups = [{"coveredResources": ["cpu", "memory"], "flavors": [{"name": "default", "resources": [
+        {"name": "cpu", "nominalQuota": "1000"}, {"name": "memory", "nominalQuota": "4Ti"}]}]}]
+    r = await run_check(KueueCapacity(), _tj(), _view(("localqueues", _lq()), ("clusterqueues", _cq(groups=groups))))
+    assert (r.status, r.message) == (
+        Status.FAIL,
+        'ClusterQueue "gpu-cq" has no quota for nvidia.com/gpu, which the job requests, so Kueue never admits it. '
+        'Fix: add nvidia.com/gpu to a resourceGroup of ClusterQueue "gpu-cq", or use another queue.',
+    )
+
+
+async def test_capacity_per_podset_must_fit_one_flavor() -> None:
+    groups = [{"coveredResources": ["cpu"], "flavors": [
+        {"name": "a", "resources": [{"name": "cpu", "nominalQuota": "10"}]},
+        {"name": "b", "resources": [{"name": "cpu", "nominalQuota": "10"}]}]}]
+    wl = _tj(groups=[PodGroup("node", 3, pod(container("node", {"cpu": "5"})))])
+    r = await run_check(KueueCapacity(), wl, _view(("localqueues", _lq()), ("clusterqueues", _cq(groups=groups))))
+    assert r.status is Status.FAIL
+    assert r.message.startswith(
+        'The node pods need cpu 15 in one flavor but no flavor of ClusterQueue "gpu-cq" holds more than 10 '
+        '(flavor "a": nominalQuota 10; flavor "b": nominalQuota 10), so Kueue would never admit it.'
+    )
