@@ -284,7 +284,7 @@ class PerNodeSchedulability(Check):
             offer = (
                 f"the most any of the {plural(len(eligible), 'eligible node')} offers is {', '.join(short)}"
                 if short
-                else f"no one of the {plural(len(eligible), 'eligible node')} has all of it at once"
+                else f"none of the {plural(len(eligible), 'eligible node')} has all of it at once"
             )
             fails.append(
                 f"No single node can fit a {g.name} pod ({_fmt_resources(need)}): {offer}. "
