@@ -163,3 +163,12 @@ async def test_reads_are_bounded_by_the_deadline_and_findings_kept() -> None:
     assert r.message.startswith('Secret "gone" not found in namespace "team-a"')
     assert r.message.endswith('Also: Cannot verify Secret "slow" in namespace "team-a" (timed out)')
 
+
+
+async def test_same_field_in_several_groups_is_named_once() -> None:
+    spec = pod(container("c"), imagePullSecrets=[{"name": "ngc"}])
+    wl = workload([PodGroup("controller", 1, spec), PodGroup("workers", 2, dict(spec))], kind="AIPerfJob", namespace="bench")
+    r = await run_check(Secrets(), wl, FakeView())
+    assert r.message.startswith(
+        'Secret "ngc" not found in namespace "bench" (referenced by imagePullSecrets of the controller, workers pods). '
+    )

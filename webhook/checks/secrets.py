@@ -31,7 +31,7 @@ class _Use:
     """All references to one Secret."""
 
     name: str
-    refs: list[tuple[SecretRef, str]] = field(default_factory=list)  # (ref, where, prose)
+    refs: list[tuple[SecretRef, str]] = field(default_factory=list)  # (ref, where it is, in prose)
 
     @property
     def required(self) -> list[tuple[SecretRef, str]]:
@@ -63,7 +63,19 @@ def collect(wl: Workload) -> dict[str, _Use]:
 
 
 def _by(refs: list[tuple[SecretRef, str]]) -> str:
-    return ", ".join(dict.fromkeys(w for _, w in refs))
+    """Distinct referencing fields; `X of the a pods` and `X of the b pods` become `X of the a, b pods`."""
+    merged: dict[str, list[str]] = {}
+    for _, where in refs:
+        head, sep, tail = where.partition(" of the ")
+        if sep and tail.endswith(" pods"):
+            groups = merged.setdefault(head + "\0", [])
+            if tail[: -len(" pods")] not in groups:
+                groups.append(tail[: -len(" pods")])
+        else:
+            merged.setdefault(where, [])
+    return ", ".join(
+        f"{key[:-1]} of the {', '.join(groups)} pods" if key.endswith("\0") else key for key, groups in merged.items()
+    )
 
 
 def _missing_secret(use: _Use, ns: str) -> str:
