@@ -146,14 +146,18 @@ def workload(
     return Workload(kind=kind, api_version=api, name=name, namespace=namespace, obj=obj, pod_groups=list(groups or []), **fields)
 
 
-async def run_check(check: Any, wl: Any, view: Any, settings: Any = None, budget: float = 5.0) -> Any:
-    """Run one check directly; returns its single CheckResult."""
+async def run_check_all(check: Any, wl: Any, view: Any, settings: Any = None, budget: float = 5.0) -> list[Any]:
+    """Run one check directly; returns every CheckResult it gives."""
     from webhook.checks.base import CheckContext
     from webhook.config import Settings
 
     ctx = CheckContext(workload=wl, deadline=Deadline(budget), settings=settings or Settings(), view=view)
     out = await check.run(ctx)
-    if isinstance(out, list):
-        assert len(out) == 1, out
-        return out[0]
-    return out
+    return out if isinstance(out, list) else [out]
+
+
+async def run_check(check: Any, wl: Any, view: Any, settings: Any = None, budget: float = 5.0) -> Any:
+    """Run one check directly; returns its single CheckResult."""
+    out = await run_check_all(check, wl, view, settings, budget)
+    assert len(out) == 1, out
+    return out[0]

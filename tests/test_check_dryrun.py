@@ -7,7 +7,7 @@ from webhook.cluster.view import ApiError
 from webhook.results import Status
 from webhook.workloads.base import PodGroup
 
-from tests.fakeview import FakeView, container, pod, run_check, workload
+from tests.fakeview import FakeView, container, pod, run_check, run_check_all, workload
 
 PSA = (
     'pods "llama-ft-node-0-0-dryrn" is forbidden: violates PodSecurity "restricted:latest": '
@@ -85,12 +85,13 @@ async def test_rbac_denial_and_transient_warn_without_hiding_rejections() -> Non
         "Cannot verify the Pod for node (not permitted to create pods with dryRun)"
     )
     view = FakeView(dry_run_errors={("Pod", "*"): ApiError(503, "etcd timeout"), ("JobSet", "llama-ft"): ApiError(422, 'JobSet.jobset.x-k8s.io "llama-ft" is invalid: spec.replicatedJobs[0].name: Invalid value')})
-    r = await run_check(DryRun(), _wl(), view)
-    assert r.status is Status.FAIL
-    assert r.message.startswith('JobSet "llama-ft" rejected by the apiserver: JobSet.jobset.x-k8s.io "llama-ft" is invalid')
-    assert r.message.endswith(
-        "Also: Could not dry-run the Pod for model-initializer (transient error): etcd timeout; "
-        "Could not dry-run the Pod for node (transient error): etcd timeout"
+    fail, warn = await run_check_all(DryRun(), _wl(), view)
+    assert fail.status is Status.FAIL
+    assert fail.message.startswith('JobSet "llama-ft" rejected by the apiserver: JobSet.jobset.x-k8s.io "llama-ft" is invalid')
+    assert (warn.status, warn.message) == (
+        Status.WARN,
+        "Could not dry-run the Pod for model-initializer (transient error): etcd timeout; "
+        "Could not dry-run the Pod for node (transient error): etcd timeout",
     )
 
 

@@ -11,7 +11,7 @@ from webhook.deadline import Deadline
 from webhook.results import Status
 from webhook.workloads.base import PodGroup
 
-from tests.fakeview import FakeView, container, pod, run_check, workload
+from tests.fakeview import FakeView, container, pod, run_check, run_check_all, workload
 
 
 def _env(name: str, secret: str, key: str, optional: bool = False) -> dict:
@@ -80,10 +80,12 @@ async def test_forbidden_warns_and_never_hides_a_missing_key() -> None:
             ("team-a", "ghcr-pull"): ApiError(403, 'secrets "ghcr-pull" is forbidden'),
         }
     )
-    r = await run_check(Secrets(), _trainjob(), view)
-    assert r.status is Status.FAIL
-    assert r.message.startswith('Secret "hf-token" in namespace "team-a" has no key "token"')
-    assert r.message.endswith(' Also: Cannot verify Secret "ghcr-pull" in namespace "team-a" (not permitted to get secrets)')
+    fail, warn = await run_check_all(Secrets(), _trainjob(), view)
+    assert fail.status is Status.FAIL
+    assert fail.message.startswith('Secret "hf-token" in namespace "team-a" has no key "token"')
+    assert (warn.status, warn.message) == (
+        Status.WARN, 'Cannot verify Secret "ghcr-pull" in namespace "team-a" (not permitted to get secrets)'
+    )
     # only the 403
     view = FakeView(secrets={("team-a", "hf-token"): {"token"}, ("team-a", "ghcr-pull"): ApiError(403, "forbidden")})
     r = await run_check(Secrets(), _trainjob(), view)
@@ -158,10 +160,10 @@ class _SlowView(FakeView):
 async def test_reads_are_bounded_by_the_deadline_and_findings_kept() -> None:
     spec = pod(container("c", env=[_env("A", "slow", "k"), _env("B", "gone", "k")]))
     wl = workload([PodGroup("workers", 1, spec)])
-    r = await run_check(Secrets(), wl, _SlowView(), budget=0.3)
-    assert r.status is Status.FAIL
-    assert r.message.startswith('Secret "gone" not found in namespace "team-a"')
-    assert r.message.endswith('Also: Cannot verify Secret "slow" in namespace "team-a" (timed out)')
+    fail, warn = await run_check_all(Secrets(), wl, _SlowView(), budget=0.3)
+    assert fail.status is Status.FAIL
+    assert fail.message.startswith('Secret "gone" not found in namespace "team-a"')
+    assert (warn.status, warn.message) == (Status.WARN, 'Cannot verify Secret "slow" in namespace "team-a" (timed out)')
 
 
 

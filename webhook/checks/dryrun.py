@@ -87,7 +87,7 @@ class DryRun(Check):
         "(schema, Pod Security, LimitRange, quota, other webhooks and policies)."
     )
 
-    async def run(self, ctx: CheckContext) -> CheckResult:
+    async def run(self, ctx: CheckContext) -> CheckResult | list[CheckResult]:
         assert ctx.view is not None
         wl = ctx.workload
         ns = wl.namespace
@@ -136,13 +136,13 @@ class DryRun(Check):
                 text = exc.message.strip().rstrip(".")
                 fails.append(f"{subject} rejected by the apiserver: {text}. Fix: {fix_for(text, ns)}.")
 
+        out: list[CheckResult] = []
         if fails:
-            message = " ".join(fails)
-            if unknown:
-                message += " Also: " + "; ".join(unknown)
-            return CheckResult(self.name, Status.FAIL, message, details=fails + unknown)
-        if unknown:
-            return CheckResult(self.name, Status.WARN, "; ".join(unknown), details=unknown)
+            out.append(CheckResult(self.name, Status.FAIL, " ".join(fails), details=fails))
+        if unknown:  # reported next to the rejections, never instead of them
+            out.append(CheckResult(self.name, Status.WARN, "; ".join(unknown), details=unknown))
+        if out:
+            return out
         objects = [a for a in accepted if a.startswith("JobSet")]
         groups = [a for a in accepted if not a.startswith("JobSet")]
         parts = objects + ([f"a pod of each group ({', '.join(groups)})"] if groups else [])

@@ -152,14 +152,16 @@ def resolve_queue(ctx: CheckContext) -> tuple[Resolved | None, str | None]:
     return Resolved(q, lq, cq), None
 
 
-def _result(name: str, fails: list[str], warns: list[str], ok: str, ctx: CheckContext, *caches: str) -> CheckResult:
+def _result(name: str, fails: list[str], warns: list[str], ok: str, ctx: CheckContext, *caches: str) -> CheckResult | list[CheckResult]:
+    """One FAIL (all failures), one WARN (all warnings), both, or one PASS."""
+    out: list[CheckResult] = []
     if fails:
-        r = CheckResult(name, Status.FAIL, " ".join(fails + warns), details=fails + warns)
-    elif warns:
-        r = CheckResult(name, Status.WARN, "; ".join(warns), details=list(warns))
-    else:
-        r = CheckResult(name, Status.PASS, ok)
-    return with_stale(r, ctx, *caches)
+        out.append(with_stale(CheckResult(name, Status.FAIL, " ".join(fails), details=list(fails)), ctx, *caches))
+    if warns:
+        out.append(with_stale(CheckResult(name, Status.WARN, "; ".join(warns), details=list(warns)), ctx, *caches))
+    if not out:
+        return with_stale(CheckResult(name, Status.PASS, ok), ctx, *caches)
+    return out[0] if len(out) == 1 else out
 
 
 # --- Kueue Queue -------------------------------------------------------------------------
@@ -175,7 +177,7 @@ class KueueQueue(Check):
         "and its ClusterQueue exists, is Active and selects the namespace."
     )
 
-    async def run(self, ctx: CheckContext) -> CheckResult:
+    async def run(self, ctx: CheckContext) -> CheckResult | list[CheckResult]:
         assert ctx.view is not None
         view, wl = ctx.view, ctx.workload
         ns = wl.namespace
@@ -319,7 +321,7 @@ class KueueAdmissionChecks(Check):
         "(kueue.admissionCheckController) whose Lease (kueue.admissionLease) was renewed recently."
     )
 
-    async def run(self, ctx: CheckContext) -> CheckResult:
+    async def run(self, ctx: CheckContext) -> CheckResult | list[CheckResult]:
         assert ctx.view is not None
         resolved, reason = resolve_queue(ctx)
         if resolved is None:

@@ -7,8 +7,8 @@ has already applied runtime templates and patches, and turned a TrainJob initial
 controller creates (`Workload.managed_secrets`) are skipped. `optional` is honoured.
 
 The reads run concurrently and stop at the deadline. A 403 or a transient error makes
-that Secret "cannot verify" (warn) and never hides a missing Secret or key found in
-another read. Only key names are ever seen here: the view drops values on arrival.
+that Secret "cannot verify" (a WARN result) and never hides a missing Secret or key found
+in another read (a FAIL result next to it). Only key names are ever seen here: the view drops values on arrival.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ class Secrets(Check):
         "env secretKeyRef and envFrom of all containers, TrainJob initializer secretRef, runtime templates."
     )
 
-    async def run(self, ctx: CheckContext) -> CheckResult:
+    async def run(self, ctx: CheckContext) -> CheckResult | list[CheckResult]:
         assert ctx.view is not None
         wl = ctx.workload
         ns = wl.namespace
@@ -161,13 +161,13 @@ class Secrets(Check):
                     by_key.setdefault(ref.key, []).append((ref, where))
             fails += [_missing_key(use, ns, k, refs) for k, refs in sorted(by_key.items())]
 
+        out: list[CheckResult] = []
         if fails:
-            message = " ".join(fails)
-            if unknown:
-                message += " Also: " + "; ".join(unknown)
-            return CheckResult(self.name, Status.FAIL, message, details=fails + unknown)
-        if unknown:
-            return CheckResult(self.name, Status.WARN, "; ".join(unknown), details=unknown)
+            out.append(CheckResult(self.name, Status.FAIL, " ".join(fails), details=fails))
+        if unknown:  # reported next to the failures, never instead of them
+            out.append(CheckResult(self.name, Status.WARN, "; ".join(unknown), details=unknown))
+        if out:
+            return out
         n = len(to_read)
         return CheckResult(
             self.name,
