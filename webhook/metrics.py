@@ -8,6 +8,7 @@ object (names, namespaces, messages, secret names) ever becomes a label.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -66,15 +67,24 @@ class Metrics:
             registry=self.registry,
         )
 
+        # labelled children, looked up once: prometheus-client's labels() costs more than the increment
+        self._request_children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+
     def kind_label(self, kind: str) -> str:
         """A handled kind keeps its name; anything else is "other" (bounded cardinality)."""
         return kind if kind in self.known_kinds else OTHER_KIND
 
     def observe_request(self, kind: str, operation: str, decision: str, seconds: float) -> None:
-        k = self.kind_label(kind)
-        op = operation if operation in ("CREATE", "UPDATE", "DELETE", "CONNECT") else ""
-        self.requests.labels(k, op, decision).inc()
-        self.request_latency.labels(k, op).observe(seconds)
+        key = (kind, operation, decision)
+        children = self._request_children.get(key)
+        if children is None:
+            k = self.kind_label(kind)
+            op = operation if operation in ("CREATE", "UPDATE", "DELETE", "CONNECT") else ""
+            children = (self.requests.labels(k, op, decision), self.request_latency.labels(k, op))
+            if len(self._request_children) < 4096:  # kind is client-supplied: bound the cache
+                self._request_children[key] = children
+        children[0].inc()
+        children[1].observe(seconds)
 
     def observe_checks(self, results: Iterable[CheckResult]) -> None:
         for r in results:

@@ -59,16 +59,16 @@ def _stdlib_dumps(obj: Any) -> bytes:
 
 
 def json_codec(choice: str | None = None) -> tuple[Callable[[bytes], Any], Callable[[Any], bytes], str]:
-    """(loads, dumps, name). `PREFLIGHT_WEBHOOK_JSON=stdlib|orjson|auto` picks; auto uses orjson if installed."""
-    choice = (choice or os.environ.get("PREFLIGHT_WEBHOOK_JSON") or "auto").lower()
-    if choice in ("auto", "orjson"):
-        try:
-            import orjson
-        except ImportError:
-            if choice == "orjson":
-                raise
-        else:
-            return orjson.loads, orjson.dumps, "orjson"
+    """(loads, dumps, name): stdlib json unless `PREFLIGHT_WEBHOOK_JSON=orjson` (benchmarking only).
+
+    orjson does not pay for itself here (docs/benchmarks.md: ~0.03 ms of a multi-ms request)
+    and it turns integers beyond 64 bits into floats, so stdlib json is the default.
+    """
+    choice = (choice or os.environ.get("PREFLIGHT_WEBHOOK_JSON") or "stdlib").lower()
+    if choice == "orjson":
+        import orjson
+
+        return orjson.loads, orjson.dumps, "orjson"
     return json.loads, _stdlib_dumps, "stdlib"
 
 

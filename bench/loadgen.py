@@ -1,0 +1,94 @@
+"""A closed-loop HTTPS load generator: N keep-alive connections, a fixed request count, a time bound.
+
+Each of N workers owns one connection (aiohttp, limit=N) and sends the next request as soon
+as the previous answer is read. It stops by itself after `requests` answers or `duration`
+seconds, whichever comes first. Loopback only: the target must be 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+import aiohttp
+
+
+@dataclass
+class LoadResult:
+    requests: int
+    errors: int
+    seconds: float
+    latencies_ms: list[float] = field(repr=False, default_factory=list)
+    statuses: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def throughput(self) -> float:
+        return self.requests / self.seconds if self.seconds else 0.0
+
+    def percentile(self, q: float) -> float:
+        if not self.latencies_ms:
+            return float("nan")
+        xs = sorted(self.latencies_ms)
+        k = min(len(xs) - 1, max(0, round(q / 100.0 * len(xs)) - 1))
+        return xs[k]
+
+
+async def run_load(
+    url: str,
+    body: bytes,
+    *,
+    ssl_context: ssl.SSLContext,
+    connections: int = 32,
+    requests: int = 20000,
+    duration: float = 30.0,
+    warmup: int = 500,
+) -> LoadResult:
+    host = urlsplit(url).hostname
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        raise ValueError(f"loopback only: refusing to load {host}")
+    headers = {"Content-Type": "application/json"}
+    connector = aiohttp.TCPConnector(ssl=ssl_context, limit=connections, force_close=False)
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def one() -> tuple[float, int]:
+            t0 = time.perf_counter()
+            async with session.post(url, data=body, headers=headers) as r:
+                await r.read()
+                return (time.perf_counter() - t0) * 1000.0, r.status
+
+        # warm-up: open every connection and let caches settle; not measured
+        remaining = [warmup]
+
+        async def warm() -> None:
+            while remaining[0] > 0:
+                remaining[0] -= 1
+                await one()
+
+        await asyncio.gather(*(warm() for _ in range(connections)))
+
+        result = LoadResult(0, 0, 0.0)
+        budget = [requests]
+        start = time.perf_counter()
+        stop_at = start + duration
+
+        async def worker() -> None:
+            while budget[0] > 0 and time.perf_counter() < stop_at:
+                budget[0] -= 1
+                try:
+                    ms, status = await one()
+                except (aiohttp.ClientError, asyncio.TimeoutError):
+                    result.errors += 1
+                    continue
+                result.statuses[status] = result.statuses.get(status, 0) + 1
+                if status == 200:
+                    result.requests += 1
+                    result.latencies_ms.append(ms)
+                else:
+                    result.errors += 1
+
+        await asyncio.gather(*(worker() for _ in range(connections)))
+        result.seconds = time.perf_counter() - start
+        return result
