@@ -106,25 +106,14 @@ def _pod(name: str) -> str:
     })
 
 
-def _vap_active(cp: ControlPlane) -> bool:
-    vap = json.loads(cp.kubectl("get", "validatingadmissionpolicy", f"{FULL}-dry-run-only", "-o", "json").stdout)
-    status = vap.get("status") or {}
-    return status.get("observedGeneration") == vap["metadata"]["generation"] and not (
-        status.get("typeChecking") or {}).get("expressionWarnings")
-
-
 def test_dry_run_guard_refuses_real_writes_of_the_webhook_account(installed: ControlPlane) -> None:
     cp = installed
-    deadline = time.monotonic() + 30
-    while not _vap_active(cp):
-        assert time.monotonic() < deadline, "the ValidatingAdmissionPolicy was never type-checked"
-        time.sleep(0.2)
-
     dry = cp.kubectl("create", "--dry-run=server", f"--as={SA_USER}", "-f", "-", input=_pod("guard-dry"), check=False)
     assert dry.returncode == 0, dry.stderr
     assert 'pod/guard-dry created (server dry run)' in dry.stdout
 
-    # the policy's informer may lag its creation by a moment: a create that slipped through is
+    # the apiserver's policy informer may lag the policy's creation by a moment (and the harness
+    # has no controller-manager to report type-checking): a create that slipped through is
     # deleted and retried; the assertion is on the refusal, with its exact reason
     deadline = time.monotonic() + 30
     while True:
