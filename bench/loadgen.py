@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -45,6 +46,7 @@ async def run_load(
     requests: int = 20000,
     duration: float = 30.0,
     warmup: int = 500,
+    on_start: Callable[[], None] | None = None,
 ) -> LoadResult:
     host = urlsplit(url).hostname
     if host not in ("127.0.0.1", "localhost", "::1"):
@@ -69,6 +71,8 @@ async def run_load(
 
         await asyncio.gather(*(warm() for _ in range(connections)))
 
+        if on_start is not None:
+            on_start()
         result = LoadResult(0, 0, 0.0)
         budget = [requests]
         start = time.perf_counter()

@@ -50,6 +50,17 @@ class Run:
     result: LoadResult
     rss_mib: float
     load_avg: float
+    cpu_ms: float  # server CPU time (user+system) per answered request
+
+    @property
+    def capacity(self) -> float:
+        """Requests per second one core sustains at this CPU cost: insensitive to other load on the machine."""
+        return 1000.0 / self.cpu_ms if self.cpu_ms else 0.0
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def review_body(unhandled: bool = False) -> bytes:
@@ -135,18 +146,21 @@ def measure(label: str, cmd: list[str], env: dict[str, str], port: int, body: by
     try:
         answer = one_answer(port, body, client)
         load = os.getloadavg()[0]
+        cpu0 = [0.0]
         result = asyncio.run(
             run_load(
                 f"https://127.0.0.1:{port}/validate?timeout=10s", body, ssl_context=client,
                 connections=args.connections, requests=args.requests, duration=args.duration, warmup=args.warmup,
+                on_start=lambda: cpu0.__setitem__(0, cpu_seconds(proc.pid)),
             )
         )
+        cpu_ms = (cpu_seconds(proc.pid) - cpu0[0]) * 1000.0 / max(1, result.requests)
         rss = peak_rss_mib(proc.pid)
     finally:
         stop(proc)
-    run = Run(label, result, rss, load)
+    run = Run(label, result, rss, load, cpu_ms)
     print(
-        f"{label:<34} {result.throughput:8.0f} req/s  p50 {result.percentile(50):6.2f}  p95 {result.percentile(95):6.2f}  "
+        f"{label:<34} {result.throughput:8.0f} req/s  cpu {cpu_ms:5.2f} ms/req  p50 {result.percentile(50):6.2f}  p95 {result.percentile(95):6.2f}  "
         f"p99 {result.percentile(99):6.2f} ms  errors {result.errors}  RSS {rss:6.1f} MiB  load {load:.2f}",
         flush=True,
     )
@@ -219,8 +233,9 @@ def main() -> int:
 def _row(run: Run, floor: Run | None) -> str:
     r = run.result
     ratio = f"{r.throughput / floor.result.throughput:.0%}" if floor else "—"
+    cpu_ratio = f"{floor.cpu_ms / run.cpu_ms:.0%}" if floor and run.cpu_ms else "—"
     return (
-        f"| {run.label} | {r.throughput:,.0f} | {ratio} | {r.percentile(50):.2f} | {r.percentile(95):.2f} | "
+        f"| {run.label} | {r.throughput:,.0f} | {ratio} | {run.cpu_ms:.2f} | {cpu_ratio} | {r.percentile(50):.2f} | {r.percentile(95):.2f} | "
         f"{r.percentile(99):.2f} | {r.errors} | {run.rss_mib:.0f} | {run.load_avg:.2f} |"
     )
 
@@ -250,8 +265,12 @@ def render(runs: dict[str, Run], answer: dict[str, Any], args: argparse.Namespac
         "Rows \"server path only\" send the same review with an apiVersion no adapter handles: envelope parsing, "
         "metrics, response and TLS, without the adapter and the checks.",
         "",
-        "| run | req/s | vs floor | p50 | p95 | p99 | errors | RSS MiB | load avg |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "\"CPU ms/req\" is the server process's user+system CPU per answered request; \"CPU vs floor\" is "
+        "floor CPU / our CPU, i.e. the throughput ratio the two would have with a core each, independent of "
+        "whatever else the shared machine runs (the load average column shows how busy it was).",
+        "",
+        "| run | req/s | vs floor | CPU ms/req | CPU vs floor | p50 | p95 | p99 | errors | RSS MiB | load avg |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for key, run in runs.items():
         loop = key.split("/")[1]
@@ -267,9 +286,10 @@ def verdict(runs: dict[str, Run]) -> str:
             continue
         floor = runs[f"floor/{key.split('/')[1]}"]
         ratio = run.result.throughput / floor.result.throughput
+        cpu_ratio = floor.cpu_ms / run.cpu_ms if run.cpu_ms else 0.0
         ok = ratio >= TARGET_RATIO and run.result.percentile(99) <= TARGET_P99_MS and run.rss_mib <= TARGET_RSS_MIB
         out.append(
-            f"- {run.label}: {ratio:.0%} of floor, p99 {run.result.percentile(99):.1f} ms, {run.rss_mib:.0f} MiB → "
+            f"- {run.label}: {ratio:.0%} of floor ({cpu_ratio:.0%} by CPU cost), p99 {run.result.percentile(99):.1f} ms, {run.rss_mib:.0f} MiB → "
             f"{'meets' if ok else 'misses'} the target (≥ 60 %, ≤ 15 ms, ≤ 150 MiB)"
         )
     return "\n".join(out)
