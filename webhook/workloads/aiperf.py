@@ -24,7 +24,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from webhook.config import Settings
+from webhook.workloads import podspec
 from webhook.workloads.base import AdapterError, PodGroup, RuntimeLookup, Workload
+from webhook.workloads.shape import INT32_MAX, MapOf, Schema, at, boolean, clean, integer, listing, mapping, number, one_of, str_map, string, wrong
 
 API_VERSION = "aiperf.nvidia.com/v1alpha1"
 JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
@@ -32,6 +34,9 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 CONFIGMAP_KEY = "run_config.json"
 MAX_JOB_ID = 35  # "aiperf-<id>-controller-0-0-xxxxx" must fit a 63-char DNS label
+# a rendered worker container is ~2 KB of JSON: past this many per pod the JobSet cannot fit
+# etcd's 1.5 MiB object limit (and rendering it would only burn the admission budget)
+MAX_WORKER_POD_CONTAINERS = 1000
 
 # --- AIPerfJobSpec / PodTemplateConfig fields (extra="forbid": anything else is rejected) ---
 _SPEC_KEYS = set(
@@ -272,7 +277,7 @@ def split_worker_pod_resources(
     else:
         try:
             rp_mcpu = int(round(_parse_cpu(rp_cpu_request) * 1000))
-        except ValueError:
+        except (ValueError, OverflowError):
             raise _RenderError(
                 f"AIPERF_K8S_RECORD_PROCESSOR_CPU_REQUEST is not a valid Kubernetes CPU quantity: {rp_cpu_request!r}. "
                 "Fix: use a value like '500m' or '2'."
@@ -318,50 +323,49 @@ def _resources(cpu: str, memory: str, mode: str) -> dict[str, dict[str, str]] | 
 # ----------------------------------------------------------------------------- workers
 
 
-def _phases(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
-    """Phases as AIPerf normalizes them: a list, a {name: phase} map, or warmup/profiling shorthands."""
-    phases = benchmark.get("phases")
-    out: list[dict[str, Any]] = []
-    if isinstance(phases, list):
-        out = [p for p in phases if isinstance(p, dict)]
+def _phases(benchmark: dict[str, Any], path: str = "spec.benchmark") -> list[tuple[dict[str, Any], str]]:
+    """(phase, its field path) as AIPerf normalizes them: a list, a {name: phase} map, or the
+    warmup/profiling shorthands. Raises AdapterError for a phase that is not a mapping."""
+    phases, ppath = benchmark.get("phases"), at(path, "phases")
+    out: list[tuple[dict[str, Any], str]] = []
+    if isinstance(phases, dict) and "type" in phases:
+        out = [(phases, ppath)]
     elif isinstance(phases, dict):
-        if "type" in phases:
-            out = [phases]
-        else:
-            out = [dict(v, name=v.get("name", k)) for k, v in phases.items() if isinstance(v, dict)]
+        for k, v in phases.items():
+            phase = mapping(v, at(ppath, k))
+            out.append((dict(phase, name=phase.get("name", k)), at(ppath, k)))
+    elif phases is not None:
+        out = [(mapping(v, at(ppath, i)), at(ppath, i)) for i, v in enumerate(listing(phases, ppath))]
     for short in ("warmup", "profiling"):
-        if isinstance(benchmark.get(short), dict):
-            out.append(dict(benchmark[short], name=benchmark[short].get("name", short)))
+        if benchmark.get(short) is not None:
+            phase = mapping(benchmark[short], at(path, short))
+            out.append((dict(phase, name=phase.get("name", short)), at(path, short)))
     return out
 
 
-def _int_or(v: Any, default: int | None) -> int | None:
-    if v is None or isinstance(v, bool):
-        return default
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        return default
+def _count(d: dict[str, Any], camel: str, path: str) -> int | None:
+    """A non-negative count field of spec.benchmark.runtime or a phase (pydantic lax int)."""
+    key = camel if camel in d else _snake(camel)
+    return integer(d.get(key), at(path, key), lax=True, minimum=0)
 
 
 def calculate_workers(spec: dict[str, Any], env: _Env) -> int:
     """Total workers: runtime.workers verbatim, else ceil(max concurrency / connectionsPerWorker),
     at least runtime.workersMin, rounded up to a whole number of pods."""
-    benchmark = spec.get("benchmark") or {}
-    runtime = benchmark.get("runtime") if isinstance(benchmark.get("runtime"), dict) else {}
-    explicit = _int_or(_get(runtime, "workers"), None)
+    benchmark = mapping(spec.get("benchmark"), "spec.benchmark")
+    rpath = "spec.benchmark.runtime"
+    runtime = mapping(benchmark.get("runtime"), rpath)
+    explicit = _count(runtime, "workers", rpath)
     if explicit:
         return explicit
-    concurrency = max((c for p in _phases(benchmark) if (c := _int_or(p.get("concurrency"), None)) is not None), default=1)
-    cpw = _get(spec, "connectionsPerWorker", 100)
-    if isinstance(cpw, (int, float)) and not isinstance(cpw, bool) and not cpw >= 1:
-        cpw = 1
-    try:
-        derived = max(1, math.ceil(concurrency / cpw))
-    except TypeError:
-        raise AdapterError(f"spec.connectionsPerWorker must be an integer, not {cpw!r}") from None
-    derived = max(derived, _int_or(_get(runtime, "workersMin"), 0) or 0)
-    per_pod = _int_or(_get(runtime, "workersPerPod"), None) or env.int("AIPERF_WORKER_DEFAULT_WORKERS_PER_POD", 10)
+    counts = (_count(p, "concurrency", path) for p, path in _phases(benchmark))
+    concurrency = max((c for c in counts if c is not None), default=1)
+    key = "connectionsPerWorker" if "connectionsPerWorker" in spec else "connections_per_worker"
+    cpw = number(spec.get(key), at("spec", key))
+    cpw = 100 if cpw is None else max(cpw, 1)
+    derived = max(1, math.ceil(concurrency / cpw))
+    derived = max(derived, _count(runtime, "workersMin", rpath) or 0)
+    per_pod = _count(runtime, "workersPerPod", rpath) or env.int("AIPERF_WORKER_DEFAULT_WORKERS_PER_POD", 10)
     if derived <= per_pod or derived % per_pod == 0:
         return derived
     return derived + per_pod - derived % per_pod
@@ -369,7 +373,8 @@ def calculate_workers(spec: dict[str, Any], env: _Env) -> int:
 
 def worker_topology(total: int, runtime: dict[str, Any], env: _Env) -> tuple[int, int, int]:
     """(pods, workers per pod, record processors per pod) as `apply_worker_config` sets them."""
-    per_pod_default = _int_or(_get(runtime, "workersPerPod"), None) or env.int("AIPERF_WORKER_DEFAULT_WORKERS_PER_POD", 10)
+    rpath = "spec.benchmark.runtime"
+    per_pod_default = _count(runtime, "workersPerPod", rpath) or env.int("AIPERF_WORKER_DEFAULT_WORKERS_PER_POD", 10)
     if total <= per_pod_default:
         per_pod, pods = total, 1
     elif total % per_pod_default:
@@ -382,8 +387,8 @@ def worker_topology(total: int, runtime: dict[str, Any], env: _Env) -> tuple[int
         )
     else:
         per_pod, pods = per_pod_default, total // per_pod_default
-    rp_total = _int_or(_get(runtime, "recordProcessors"), None)
-    rp_per_pod = _int_or(_get(runtime, "recordProcessorsPerPod"), None)
+    rp_total = _count(runtime, "recordProcessors", rpath)
+    rp_per_pod = _count(runtime, "recordProcessorsPerPod", rpath)
     if rp_per_pod is not None:
         if rp_total is not None and rp_total != rp_per_pod * pods:
             raise _RenderError(
@@ -523,9 +528,9 @@ def run_config_cfg(benchmark: dict[str, Any], job_id: str, namespace: str, pods:
         datasets = [dict(b["dataset"], name=b["dataset"].get("name", "default"))]
     if isinstance(datasets, list):
         cfg["datasets"] = [_dataset(d) if isinstance(d, dict) else d for d in datasets]
-    phases = _phases({k: v for k, v in b.items()})
+    phases = _phases(b)
     if phases:
-        cfg["phases"] = [_phase(p) for p in phases]
+        cfg["phases"] = [_phase(p) for p, _ in phases]
     artifacts = _ordered(b.get("artifacts") or {}, "artifacts")
     artifacts["dir"] = "/results"
     cfg["artifacts"] = _ordered(artifacts, "artifacts")
@@ -598,10 +603,11 @@ def run_config_json(spec: dict[str, Any], obj: dict[str, Any], job_id: str, name
 
 
 class _Renderer:
-    def __init__(self, spec: dict[str, Any], job_id: str, namespace: str, uid: str | None, env: _Env) -> None:
+    def __init__(self, spec: dict[str, Any], template: dict[str, Any], job_id: str, namespace: str, uid: str | None,
+                 env: _Env) -> None:  # fmt: skip
         self.spec, self.job_id, self.ns, self.uid, self.env = spec, job_id, namespace, uid, env
         self.name = f"aiperf-{job_id}"
-        self.tmpl: dict[str, Any] = spec.get("podTemplate") or spec.get("pod_template") or {}
+        self.tmpl = template  # validated by _pod_template: camelCase keys, Kubernetes shapes
         self.image = spec.get("image") or "nvcr.io/nvidia/aiperf:latest"
         self.pull_policy = _get(spec, "imagePullPolicy")
         self.mode = _get(spec, "resourceMode") or "burstable"
@@ -615,7 +621,7 @@ class _Renderer:
     def security(self) -> dict[str, Any]:
         ctx = json.loads(json.dumps(_CONTAINER_SECURITY))
         over = self._t("containerSecurityContext") or {}
-        if isinstance(over.get("capabilities"), dict):
+        if "capabilities" in over:
             ctx["capabilities"] = {**ctx["capabilities"], **over["capabilities"]}
         for k, v in over.items():
             if k == "capabilities" or (k == "privileged" and v) or (k == "allowPrivilegeEscalation" and v):
@@ -675,7 +681,7 @@ class _Renderer:
         if controller_host:
             env.append({"name": "AIPERF_K8S_ZMQ_CONTROLLER_HOST", "value": controller_host})
         reserved = {e["name"] for e in env} | {"AIPERF_JOB_UID"}
-        env.extend(e for e in (self._t("env") or []) if (e or {}).get("name") not in reserved)
+        env.extend(e for e in (self._t("env") or []) if e.get("name") not in reserved)
         return env
 
     def _probe(self, port: int, path: str = "/healthz") -> dict[str, Any]:
@@ -808,7 +814,7 @@ class _Renderer:
         else:
             rp_cpu = None
             for e in self._t("env") or []:
-                if (e or {}).get("name") == "AIPERF_K8S_RECORD_PROCESSOR_CPU_REQUEST" and isinstance(e.get("value"), str):
+                if e.get("name") == "AIPERF_K8S_RECORD_PROCESSOR_CPU_REQUEST" and e.get("value"):
                     rp_cpu = e["value"]
                     break
             rp_cpu = rp_cpu or self.env.get("AIPERF_K8S_RECORD_PROCESSOR_CPU_REQUEST", "") or None
@@ -839,7 +845,7 @@ class _Renderer:
         if init:
             base = {k: v for k, v in self.security().items() if k != "readOnlyRootFilesystem"}
             spec["initContainers"] = [
-                c if not isinstance(c, dict) or "securityContext" in c else {**c, "securityContext": base} for c in init
+                c if "securityContext" in c else {**c, "securityContext": base} for c in init
             ]
         if self._t("imagePullSecrets"):
             spec["imagePullSecrets"] = list(self._t("imagePullSecrets"))
@@ -849,9 +855,8 @@ class _Renderer:
             spec["terminationGracePeriodSeconds"] = self._t("terminationGracePeriodSeconds")
         if self._t("podSecurityContext"):
             spec["securityContext"] = {**_POD_SECURITY, **self._t("podSecurityContext")}
-        extra = self._t("extraPodSpec")
-        if isinstance(extra, dict):
-            spec.update({k: v for k, v in extra.items() if k not in _DENIED_EXTRA_POD_SPEC_KEYS})
+        extra = self._t("extraPodSpec") or {}
+        spec.update({k: v for k, v in extra.items() if k not in _DENIED_EXTRA_POD_SPEC_KEYS})
         return spec
 
     def replicated_job(self, name: str, replicas: int, containers: list[dict[str, Any]], restart: str, backoff: int,
@@ -882,32 +887,110 @@ def _queue(spec: dict[str, Any], env: _Env, settings: Settings) -> tuple[str | N
     return queue or None, prio or None
 
 
-def _check_shape(spec: Any) -> dict[str, Any]:
-    if not isinstance(spec, dict):
-        raise AdapterError(f"spec must be a mapping, not {type(spec).__name__}")
-    for key in spec:
-        if key not in _known(spec, _SPEC_KEYS):
-            raise AdapterError(f"spec.{key} is not a field of AIPerfJob (AIPerf rejects unknown spec fields)")
-    if "benchmark" not in spec:
+# PodTemplateConfig field → the Kubernetes shape it is copied into the pods as
+_TEMPLATE_SCHEMA: dict[str, Schema] = {
+    **{k: podspec.POD_SPEC[k] for k in _POD_PASSTHROUGH + ("imagePullSecrets", "shareProcessNamespace",
+                                                             "terminationGracePeriodSeconds", "initContainers")},
+    "env": podspec.CONTAINER["env"],
+    "volumes": podspec.POD_SPEC["volumes"],
+    "volumeMounts": podspec.CONTAINER["volumeMounts"],
+    "annotations": MapOf("string"),
+    "labels": MapOf("string"),
+    "containerSecurityContext": podspec.SECURITY_CONTEXT,
+    "podSecurityContext": podspec.POD_SECURITY_CONTEXT,
+    "extraPodSpec": podspec.POD_SPEC,
+}  # fmt: skip
+assert set(_TEMPLATE_SCHEMA) == _POD_TEMPLATE_KEYS
+
+
+def _key(d: dict[str, Any], camel: str) -> str:
+    """The spelling of a field the object uses (camelCase wins, as `_get` reads it)."""
+    return camel if camel in d or _snake(camel) not in d else _snake(camel)
+
+
+def _no_unknown(d: dict[str, Any], allowed: set[str], path: str, what: str) -> None:
+    for key in d:
+        if key not in _known(d, allowed):
+            raise AdapterError(f"{at(path, key)} is not a field of AIPerfJob (AIPerf rejects unknown {what})")
+
+
+def _pod_template(spec: dict[str, Any]) -> dict[str, Any]:
+    """spec.podTemplate validated against the Kubernetes shapes it becomes, camelCase keys, no nulls."""
+    path = at("spec", _key(spec, "podTemplate"))
+    tmpl = mapping(_get(spec, "podTemplate"), path)
+    _no_unknown(tmpl, _POD_TEMPLATE_KEYS, path, "fields")
+    out: dict[str, Any] = {}
+    for camel, schema in _TEMPLATE_SCHEMA.items():
+        key = _key(tmpl, camel)
+        if tmpl.get(key) is not None:
+            out[camel] = clean(tmpl[key], schema, at(path, key))
+    return out
+
+
+def _check_models(models: Any, path: str) -> None:
+    if isinstance(models, str):
+        return
+    if isinstance(models, dict):
+        path = at(path, "items")
+        models = listing(models.get("items"), path)
+    elif not isinstance(models, list):
+        raise wrong(path, "a string, a list or a mapping", models)
+    for i, item in enumerate(models):
+        if not isinstance(item, (str, dict)):
+            raise wrong(at(path, i), "a string or a mapping", item)
+
+
+def _check_benchmark(bench: dict[str, Any], path: str = "spec.benchmark") -> None:
+    """The parts of BenchmarkConfig this adapter and the checks read, each at its field path."""
+    for key in ("models", "model"):
+        if bench.get(key) is not None:
+            _check_models(bench[key], at(path, key))
+    ep_path = at(path, "endpoint")
+    endpoint = mapping(bench.get("endpoint"), ep_path)
+    urls = endpoint.get("urls")
+    if not isinstance(urls, str):
+        for i, url in enumerate(listing(urls, at(ep_path, "urls"))):
+            if not isinstance(url, str):
+                raise wrong(at(at(ep_path, "urls"), i), "a string", url)
+    string(endpoint.get("url"), at(ep_path, "url"))
+    datasets = [(d, at(at(path, "datasets"), i)) for i, d in enumerate(listing(bench.get("datasets"), at(path, "datasets")))]
+    if bench.get("dataset") is not None:
+        datasets.append((bench["dataset"], at(path, "dataset")))
+    for d, dpath in datasets:
+        if not isinstance(d, dict):
+            raise wrong(dpath, "a mapping", d)
+        string(d.get("name"), at(dpath, "name"))
+        mapping(d.get("prompts"), at(dpath, "prompts"))
+    for phase, ppath in _phases(bench, path):
+        string(phase.get("name"), at(ppath, "name"))
+        string(phase.get("kind"), at(ppath, "kind"))
+    for key in ("runtime", "artifacts", "tokenizer", "logging"):
+        mapping(bench.get(key), at(path, key))
+
+
+def _check_shape(spec: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(spec, its pod template) once every field the adapter reads has the shape AIPerf's model gives it."""
+    if not isinstance(spec, dict):  # the one field where null is not "absent": a job needs a spec
+        raise wrong("spec", "a mapping", spec)
+    _no_unknown(spec, _SPEC_KEYS, "spec", "spec fields")
+    if spec.get("benchmark") is None:
         raise AdapterError("spec.benchmark is required")
-    if not isinstance(spec["benchmark"], dict):
-        raise AdapterError(f"spec.benchmark must be a mapping, not {type(spec['benchmark']).__name__}")
-    for field, allowed in (("podTemplate", _POD_TEMPLATE_KEYS), ("scheduling", _SCHEDULING_KEYS)):
-        sub = _get(spec, field)
-        if sub is None:
-            continue
-        if not isinstance(sub, dict):
-            raise AdapterError(f"spec.{field} must be a mapping, not {type(sub).__name__}")
-        for key in sub:
-            if key not in _known(sub, allowed):
-                raise AdapterError(f"spec.{field}.{key} is not a field of AIPerfJob (AIPerf rejects unknown fields)")
-    mode = _get(spec, "resourceMode")
-    if mode is not None and mode not in ("guaranteed", "burstable", "none"):
-        raise AdapterError(f"spec.resourceMode must be guaranteed, burstable or none, not {mode!r}")
+    _check_benchmark(mapping(spec["benchmark"], "spec.benchmark"))
+    template = _pod_template(spec)
+    sched_path = at("spec", _key(spec, "scheduling"))
+    sched = mapping(_get(spec, "scheduling"), sched_path)
+    _no_unknown(sched, _SCHEDULING_KEYS, sched_path, "fields")
+    for field in _SCHEDULING_KEYS:
+        string(_get(sched, field), at(sched_path, _key(sched, field)))
+    one_of(_get(spec, "resourceMode"), at("spec", _key(spec, "resourceMode")), ("guaranteed", "burstable", "none"))
+    string(_get(spec, "imagePullPolicy"), at("spec", _key(spec, "imagePullPolicy")))
     image = spec.get("image")
     if image is not None and (not isinstance(image, str) or not image.strip()):
         raise AdapterError("spec.image must be a non-empty string")
-    return spec
+    mapping(spec.get("variables"), "spec.variables")
+    boolean(_get(spec, "keepFailedPods"), at("spec", _key(spec, "keepFailedPods")))
+    integer(_get(spec, "ttlSecondsAfterFinished"), at("spec", _key(spec, "ttlSecondsAfterFinished")), minimum=0)
+    return spec, template
 
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -915,7 +998,7 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 def _phase_errors(benchmark: dict[str, Any]) -> list[str]:
     errors = []
-    for p in _phases(benchmark):
+    for p, _ in _phases(benchmark):
         name = p.get("name")
         if name not in ("warmup", "profiling") and not p.get("kind"):
             errors.append(
@@ -933,22 +1016,21 @@ def build(
     namespace: str | None = None,
 ) -> Workload:
     """The Workload for one AIPerfJob. Raises AdapterError when it cannot be read as one."""
-    meta = obj.get("metadata") or {}
-    if not isinstance(meta, dict):
-        raise AdapterError("metadata must be a mapping")
-    spec = _check_shape(obj.get("spec"))
-    name = str(meta.get("name") or "")
-    ns = str(meta.get("namespace") or namespace or "default")
+    meta = mapping(obj.get("metadata"), "metadata")
+    name = string(meta.get("name"), "metadata.name") or ""
+    ns = string(meta.get("namespace"), "metadata.namespace") or namespace or "default"
+    labels = str_map(meta.get("labels"), "metadata.labels")
+    uid = string(meta.get("uid"), "metadata.uid")
+    spec, template = _check_shape(obj.get("spec"))
     env = _Env(settings)
     queue, prio = _queue(spec, env, settings)
-    labels = meta.get("labels") or {}
     wl = Workload(
         kind="AIPerfJob",
         api_version=str(obj.get("apiVersion") or API_VERSION),
         name=name,
         namespace=ns,
         obj=obj,
-        queue_name=queue or (labels.get(QUEUE_LABEL) if isinstance(labels, dict) else None),
+        queue_name=queue or labels.get(QUEUE_LABEL),
     )
     job_id = name
     if not job_id:
@@ -966,11 +1048,18 @@ def build(
         wl.incomplete_reason = "the AIPerf operator cannot render this AIPerfJob"
         return wl
 
-    runtime = spec["benchmark"].get("runtime") if isinstance(spec["benchmark"].get("runtime"), dict) else {}
+    runtime = spec["benchmark"].get("runtime") or {}
     try:
         total = calculate_workers(spec, env)
         pods, per_pod, rp_per_pod = worker_topology(total, runtime, env)
-        r = _Renderer(spec, job_id, ns, meta.get("uid"), env)
+        if 1 + per_pod + rp_per_pod > MAX_WORKER_POD_CONTAINERS:
+            raise _RenderError(
+                f"each worker pod would hold {1 + per_pod + rp_per_pod} containers (1 worker-pod-manager + {per_pod} "
+                f"worker(s) + {rp_per_pod} record processor(s)), about 2 KB each, so the JobSet cannot fit the "
+                "apiserver's 1.5 MiB object limit. Fix: lower spec.benchmark.runtime.workersPerPod / "
+                f"recordProcessorsPerPod so a pod holds at most {MAX_WORKER_POD_CONTAINERS} containers."
+            )
+        r = _Renderer(spec, template, job_id, ns, uid, env)
         worker_containers = r.worker_containers(per_pod, rp_per_pod)
     except _RenderError as exc:
         wl.render_errors.append(f"The AIPerf operator would refuse to render this job: {exc}")

@@ -1,6 +1,10 @@
 """Facts read from a PodSpec that several checks need: referenced Secrets and ConfigMaps,
 and the pod's effective requests and limits.
 
+The PodSpec shapes the checks rely on are declared here once (`POD_SPEC`, `CONTAINER`, ...)
+and adapters validate every user-supplied pod fragment against them before it reaches a
+check, so no check meets `containers: "x"` or `resources: {requests: [1]}`.
+
 One reader for all of them, so the secrets check, the quota checks and `plan` agree on
 what a pod references and how much it asks for. Everything here is pure and takes the
 plain PodSpec dict.
@@ -12,8 +16,14 @@ from decimal import Decimal
 from typing import Any, Iterator, NamedTuple
 
 from webhook import quantity
+from webhook.workloads.shape import ListOf, MapOf, Schema, clean
 
 __all__ = [
+    "POD_SPEC",
+    "POD_TEMPLATE",
+    "CONTAINER",
+    "ENV_VAR",
+    "clean_pod_spec",
     "SecretRef",
     "secret_refs",
     "config_map_refs",
@@ -22,6 +32,191 @@ __all__ = [
     "pod_limits",
     "all_containers",
 ]
+
+
+# ----------------------------------------------------------------------------- shapes
+
+_KEY_REF: dict[str, Schema] = {"name": "string", "key": "string", "optional": "boolean"}
+_NAMED_REF: dict[str, Schema] = {"name": "string", "optional": "boolean"}
+_SELECTOR_REQ: dict[str, Schema] = {"key": "string", "operator": "string", "values": ListOf("string")}
+_LABEL_SELECTOR: dict[str, Schema] = {"matchLabels": MapOf("string"), "matchExpressions": ListOf(_SELECTOR_REQ)}
+_NODE_TERM: dict[str, Schema] = {"matchExpressions": ListOf(_SELECTOR_REQ), "matchFields": ListOf(_SELECTOR_REQ)}
+_POD_TERM: dict[str, Schema] = {
+    "labelSelector": _LABEL_SELECTOR,
+    "namespaceSelector": _LABEL_SELECTOR,
+    "namespaces": ListOf("string"),
+    "topologyKey": "string",
+    "matchLabelKeys": ListOf("string"),
+    "mismatchLabelKeys": ListOf("string"),
+}
+_POD_AFFINITY: dict[str, Schema] = {
+    "requiredDuringSchedulingIgnoredDuringExecution": ListOf(_POD_TERM),
+    "preferredDuringSchedulingIgnoredDuringExecution": ListOf({"weight": "integer", "podAffinityTerm": _POD_TERM}),
+}
+AFFINITY: dict[str, Schema] = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": ListOf(_NODE_TERM)},
+        "preferredDuringSchedulingIgnoredDuringExecution": ListOf({"weight": "integer", "preference": _NODE_TERM}),
+    },
+    "podAffinity": _POD_AFFINITY,
+    "podAntiAffinity": _POD_AFFINITY,
+}
+TOLERATION: dict[str, Schema] = {"key": "string", "operator": "string", "value": "string", "effect": "string", "tolerationSeconds": "int64"}
+_SECCOMP: dict[str, Schema] = {"type": "string", "localhostProfile": "string"}
+SECURITY_CONTEXT: dict[str, Schema] = {
+    "capabilities": {"add": ListOf("string"), "drop": ListOf("string")},
+    "privileged": "boolean",
+    "allowPrivilegeEscalation": "boolean",
+    "readOnlyRootFilesystem": "boolean",
+    "runAsNonRoot": "boolean",
+    "runAsUser": "int64",
+    "runAsGroup": "int64",
+    "procMount": "string",
+    "seccompProfile": _SECCOMP,
+}
+POD_SECURITY_CONTEXT: dict[str, Schema] = {
+    "runAsNonRoot": "boolean",
+    "runAsUser": "int64",
+    "runAsGroup": "int64",
+    "fsGroup": "int64",
+    "fsGroupChangePolicy": "string",
+    "supplementalGroups": ListOf("int64"),
+    "sysctls": ListOf({"name": "string", "value": "string"}),
+    "seccompProfile": _SECCOMP,
+}
+ENV_VAR: dict[str, Schema] = {
+    "name": "string",
+    "value": "string",
+    "valueFrom": {
+        "secretKeyRef": _KEY_REF,
+        "configMapKeyRef": _KEY_REF,
+        "fieldRef": {"fieldPath": "string", "apiVersion": "string"},
+        "resourceFieldRef": {"resource": "string", "containerName": "string", "divisor": "quantity"},
+    },
+}
+ENV_FROM: dict[str, Schema] = {"prefix": "string", "secretRef": _NAMED_REF, "configMapRef": _NAMED_REF}
+RESOURCES: dict[str, Schema] = {
+    "requests": MapOf("quantity"),
+    "limits": MapOf("quantity"),
+    "claims": ListOf({"name": "string", "request": "string"}),
+}
+VOLUME_MOUNT: dict[str, Schema] = {
+    "name": "string",
+    "mountPath": "string",
+    "subPath": "string",
+    "subPathExpr": "string",
+    "readOnly": "boolean",
+    "mountPropagation": "string",
+    "recursiveReadOnly": "string",
+}
+CONTAINER: dict[str, Schema] = {
+    "name": "string",
+    "image": "string",
+    "imagePullPolicy": "string",
+    "command": ListOf("string"),
+    "args": ListOf("string"),
+    "workingDir": "string",
+    "env": ListOf(ENV_VAR),
+    "envFrom": ListOf(ENV_FROM),
+    "resources": RESOURCES,
+    "volumeMounts": ListOf(VOLUME_MOUNT),
+    "ports": ListOf({"containerPort": "integer", "hostPort": "integer", "name": "string", "protocol": "string"}),
+    "securityContext": SECURITY_CONTEXT,
+    "restartPolicy": "string",
+    "startupProbe": {},
+    "livenessProbe": {},
+    "readinessProbe": {},
+    "lifecycle": {},
+    "stdin": "boolean",
+    "tty": "boolean",
+}
+_KEY_TO_PATH: dict[str, Schema] = {"key": "string", "path": "string", "mode": "integer"}
+_SOURCE: dict[str, Schema] = {"name": "string", "optional": "boolean", "items": ListOf(_KEY_TO_PATH), "defaultMode": "integer"}
+VOLUME: dict[str, Schema] = {
+    "name": "string",
+    "secret": {"secretName": "string", "optional": "boolean", "items": ListOf(_KEY_TO_PATH), "defaultMode": "integer"},
+    "configMap": _SOURCE,
+    "projected": {
+        "defaultMode": "integer",
+        "sources": ListOf({"secret": _SOURCE, "configMap": _SOURCE, "serviceAccountToken": {}, "downwardAPI": {}}),
+    },
+    "emptyDir": {"medium": "string", "sizeLimit": "quantity"},
+    "persistentVolumeClaim": {"claimName": "string", "readOnly": "boolean"},
+    "hostPath": {"path": "string", "type": "string"},
+}
+POD_SPEC: dict[str, Schema] = {
+    "containers": ListOf(CONTAINER),
+    "initContainers": ListOf(CONTAINER),
+    "volumes": ListOf(VOLUME),
+    "imagePullSecrets": ListOf({"name": "string"}),
+    "nodeSelector": MapOf("string"),
+    "nodeName": "string",
+    "tolerations": ListOf(TOLERATION),
+    "affinity": AFFINITY,
+    "serviceAccountName": "string",
+    "serviceAccount": "string",
+    "automountServiceAccountToken": "boolean",
+    "priorityClassName": "string",
+    "priority": "integer",
+    "preemptionPolicy": "string",
+    "runtimeClassName": "string",
+    "schedulerName": "string",
+    "schedulingGates": ListOf({"name": "string"}),
+    "restartPolicy": "string",
+    "hostname": "string",
+    "subdomain": "string",
+    "dnsPolicy": "string",
+    "dnsConfig": {"nameservers": ListOf("string"), "searches": ListOf("string"), "options": ListOf({"name": "string", "value": "string"})},
+    "hostAliases": ListOf({"ip": "string", "hostnames": ListOf("string")}),
+    "topologySpreadConstraints": ListOf(
+        {
+            "maxSkew": "integer",
+            "topologyKey": "string",
+            "whenUnsatisfiable": "string",
+            "labelSelector": _LABEL_SELECTOR,
+            "minDomains": "integer",
+            "matchLabelKeys": ListOf("string"),
+            "nodeAffinityPolicy": "string",
+            "nodeTaintsPolicy": "string",
+        }
+    ),
+    "terminationGracePeriodSeconds": "int64",
+    "activeDeadlineSeconds": "int64",
+    "shareProcessNamespace": "boolean",
+    "hostNetwork": "boolean",
+    "hostPID": "boolean",
+    "hostIPC": "boolean",
+    "hostUsers": "boolean",
+    "enableServiceLinks": "boolean",
+    "setHostnameAsFQDN": "boolean",
+    "securityContext": POD_SECURITY_CONTEXT,
+    "overhead": MapOf("quantity"),
+    "resources": RESOURCES,
+    "readinessGates": ListOf({"conditionType": "string"}),
+    "resourceClaims": ListOf({"name": "string"}),
+    "os": {"name": "string"},
+}
+OBJECT_META: dict[str, Schema] = {
+    "name": "string",
+    "generateName": "string",
+    "namespace": "string",
+    "uid": "string",
+    "labels": MapOf("string"),
+    "annotations": MapOf("string"),
+}
+POD_TEMPLATE: dict[str, Schema] = {"metadata": OBJECT_META, "spec": POD_SPEC}
+
+
+def clean_pod_spec(value: Any, path: str) -> dict[str, Any]:
+    """A user-supplied PodSpec (or a part of one), validated and without null fields.
+
+    Raises AdapterError naming the field, e.g. `spec.podTemplate.extraPodSpec.containers[0].env
+    must be a list, not string`.
+    """
+    return clean(value, POD_SPEC, path) or {}
+
+
+# ----------------------------------------------------------------------------- references
 
 
 class SecretRef(NamedTuple):

@@ -15,7 +15,9 @@ import copy
 from typing import Any
 
 from webhook.config import Settings
-from webhook.workloads.base import AdapterError, PodGroup, RuntimeLookup, Workload
+from webhook.workloads import podspec
+from webhook.workloads.base import PodGroup, RuntimeLookup, Workload
+from webhook.workloads.shape import ListOf, Schema, clean, listing, mapping, str_map, string, wrong
 
 API_GROUP = "trainer.kubeflow.org"
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
@@ -25,6 +27,50 @@ RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
 # role (ancestor step) → the container Trainer writes into
 ROLE_CONTAINER = {"trainer": "node", "dataset-initializer": "dataset-initializer", "model-initializer": "model-initializer"}
 _INITIALIZER_ROLE = {"dataset": "dataset-initializer", "model": "model-initializer"}
+
+# --- the shapes this adapter reads (TrainJob v1alpha1, JobSet v1alpha2), validated before use ---
+_JOB_SPEC: dict[str, Schema] = {
+    "parallelism": "integer",
+    "completions": "integer",
+    "backoffLimit": "integer",
+    "completionMode": "string",
+    "template": podspec.POD_TEMPLATE,
+}
+REPLICATED_JOB: dict[str, Schema] = {
+    "name": "string",
+    "replicas": "integer",
+    "dependsOn": ListOf({"name": "string", "status": "string"}),
+    "template": {"metadata": podspec.OBJECT_META, "spec": _JOB_SPEC},
+}
+JOBSET_TEMPLATE: dict[str, Schema] = {
+    "metadata": podspec.OBJECT_META,
+    "spec": {"replicatedJobs": ListOf(REPLICATED_JOB), "suspend": "boolean"},
+}
+_INITIALIZER: dict[str, Schema] = {"storageUri": "string", "env": ListOf(podspec.ENV_VAR), "secretRef": {"name": "string"}}
+TRAINJOB_SPEC: dict[str, Schema] = {
+    "runtimeRef": {"name": "string", "kind": "string", "apiGroup": "string"},
+    "trainer": {
+        "image": "string",
+        "command": ListOf("string"),
+        "args": ListOf("string"),
+        "env": ListOf(podspec.ENV_VAR),
+        "numNodes": "integer",
+        "numProcPerNode": "int-or-string",
+        "resourcesPerNode": podspec.RESOURCES,
+    },
+    "initializer": {"dataset": _INITIALIZER, "model": _INITIALIZER},
+    "runtimePatches": ListOf({"manager": "string", "trainingRuntimeSpec": {"template": JOBSET_TEMPLATE}}),
+    "suspend": "boolean",
+    "managedBy": "string",
+}
+RUNTIME_SPEC: dict[str, Schema] = {
+    "mlPolicy": {
+        "numNodes": "integer",
+        "torch": {"numProcPerNode": "int-or-string"},
+        "mpi": {"runLauncherAsNode": "boolean", "numProcPerNode": "integer"},
+    },
+    "template": JOBSET_TEMPLATE,
+}
 
 # strategic-merge keys of the PodSpec fields a runtime patch may carry (k8s.io/api patchMergeKey)
 _MERGE_KEYS = {
@@ -70,12 +116,12 @@ def strategic_merge(base: Any, patch: Any, field: str = "") -> Any:
 
 
 def _upsert_env(container: dict[str, Any], env: list[dict[str, Any]]) -> None:
-    container["env"] = strategic_merge(container.get("env") or [], [e for e in env if isinstance(e, dict)], "env")
+    container["env"] = strategic_merge(container.get("env") or [], env, "env")
 
 
 def _container(pod_spec: dict[str, Any], name: str) -> dict[str, Any] | None:
     for c in pod_spec.get("containers") or []:
-        if isinstance(c, dict) and c.get("name") == name:
+        if c.get("name") == name:
             return c
     return None
 
@@ -93,41 +139,28 @@ def _role(rj: dict[str, Any]) -> str | None:
 
 
 def _own_secret_refs(spec: dict[str, Any]) -> list[tuple[str, str | None, bool, str]]:
-    """Secrets named by the TrainJob itself (trainer env, initializer env and secretRef)."""
+    """Secrets named by the TrainJob itself (trainer env, initializer env and secretRef); `spec` is validated."""
     refs: list[tuple[str, str | None, bool, str]] = []
 
-    def env_refs(env: Any, path: str) -> None:
-        for e in env or []:
-            vf = e.get("valueFrom") if isinstance(e, dict) else None
-            ref = vf.get("secretKeyRef") if isinstance(vf, dict) else None
-            if isinstance(ref, dict) and ref.get("name"):
+    def env_refs(env: list[dict[str, Any]], path: str) -> None:
+        for e in env:
+            ref = (e.get("valueFrom") or {}).get("secretKeyRef") or {}
+            if ref.get("name"):
                 refs.append((ref["name"], ref.get("key"), bool(ref.get("optional", False)), f"{path}[{e.get('name', '?')}]"))
 
-    trainer = spec.get("trainer") or {}
-    if isinstance(trainer, dict):
-        env_refs(trainer.get("env"), "spec.trainer.env")
-    init = spec.get("initializer") or {}
-    if isinstance(init, dict):
-        for kind in ("dataset", "model"):
-            section = init.get(kind)
-            if not isinstance(section, dict):
-                continue
-            env_refs(section.get("env"), f"spec.initializer.{kind}.env")
-            sref = section.get("secretRef")
-            if isinstance(sref, dict) and sref.get("name"):
-                refs.append((sref["name"], None, False, f"spec.initializer.{kind}.secretRef"))
+    env_refs((spec.get("trainer") or {}).get("env") or [], "spec.trainer.env")
+    for kind in ("dataset", "model"):
+        section = (spec.get("initializer") or {}).get(kind) or {}
+        env_refs(section.get("env") or [], f"spec.initializer.{kind}.env")
+        sref = section.get("secretRef") or {}
+        if sref.get("name"):
+            refs.append((sref["name"], None, False, f"spec.initializer.{kind}.secretRef"))
     return refs
 
 
 def _num_nodes(spec: dict[str, Any], ml: dict[str, Any]) -> int:
-    trainer = spec.get("trainer") or {}
-    n = trainer.get("numNodes") if isinstance(trainer, dict) else None
-    if n is None:
-        n = ml.get("numNodes", 1)
-    try:
-        return max(int(n), 1)
-    except (TypeError, ValueError):
-        raise AdapterError(f"spec.trainer.numNodes must be an integer, not {n!r}") from None
+    n = (spec.get("trainer") or {}).get("numNodes")
+    return max(n if n is not None else ml.get("numNodes", 1), 1)
 
 
 def _apply_trainer(pod: dict[str, Any], trainer: dict[str, Any], wl_name: str) -> None:
@@ -140,7 +173,7 @@ def _apply_trainer(pod: dict[str, Any], trainer: dict[str, Any], wl_name: str) -
     if trainer.get("env"):
         _upsert_env(node, trainer["env"])
     res = trainer.get("resourcesPerNode")
-    if isinstance(res, dict):
+    if res is not None:
         node["resources"] = strategic_merge(node.get("resources") or {}, res)
 
 
@@ -152,20 +185,16 @@ def build(
     namespace: str | None = None,
 ) -> Workload:
     """The Workload for one TrainJob. Raises AdapterError when it cannot be read as one."""
-    meta = obj.get("metadata") or {}
-    if not isinstance(meta, dict):
-        raise AdapterError("metadata must be a mapping")
-    spec = obj.get("spec")
-    if not isinstance(spec, dict):
-        raise AdapterError(f"spec must be a mapping, not {type(spec).__name__}")
-    for field in ("trainer", "initializer", "runtimeRef"):
-        if spec.get(field) is not None and not isinstance(spec[field], dict):
-            raise AdapterError(f"spec.{field} must be a mapping, not {type(spec[field]).__name__}")
-    if spec.get("runtimePatches") is not None and not isinstance(spec["runtimePatches"], list):
-        raise AdapterError("spec.runtimePatches must be a list")
-    name = str(meta.get("name") or "")
-    ns = str(meta.get("namespace") or namespace or "default")
-    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    meta = mapping(obj.get("metadata"), "metadata")
+    raw_spec = obj.get("spec")
+    if not isinstance(raw_spec, dict):  # the one field where null is not "absent": a job needs a spec
+        raise wrong("spec", "a mapping", raw_spec)
+    spec = clean(raw_spec, TRAINJOB_SPEC, "spec")
+    # runtime patches are merged as given: a null in a patch means "delete", which clean() drops
+    patches = listing(raw_spec.get("runtimePatches"), "spec.runtimePatches")
+    name = string(meta.get("name"), "metadata.name") or ""
+    ns = string(meta.get("namespace"), "metadata.namespace") or namespace or "default"
+    labels = str_map(meta.get("labels"), "metadata.labels")
     wl = Workload(
         kind="TrainJob",
         api_version=str(obj.get("apiVersion") or f"{API_GROUP}/v1alpha1"),
@@ -196,31 +225,33 @@ def build(
         wl.extra_secret_refs = _own_secret_refs(spec)
         return wl
     wl.runtime = runtime
-    _render(wl, spec, runtime)
+    rt_path = f'{rt_kind} "{rt_name}" spec'
+    _render(wl, spec, patches, clean(mapping(runtime, f'{rt_kind} "{rt_name}"').get("spec"), RUNTIME_SPEC, rt_path) or {})
     return wl
 
 
-def _render(wl: Workload, spec: dict[str, Any], runtime: dict[str, Any]) -> None:
-    rt_spec = runtime.get("spec") or {}
-    template = copy.deepcopy(rt_spec.get("template") or {})
-    order = [rj.get("name") for rj in (template.get("spec") or {}).get("replicatedJobs") or [] if isinstance(rj, dict)]
-    for patch in spec.get("runtimePatches") or []:
-        ptmpl = ((patch or {}).get("trainingRuntimeSpec") or {}).get("template") if isinstance(patch, dict) else None
-        if isinstance(ptmpl, dict):
+def _render(wl: Workload, spec: dict[str, Any], patches: list[Any], rt_spec: dict[str, Any]) -> None:
+    """The JobSet from the validated `spec` and runtime spec; `patches` are the raw (validated) runtimePatches."""
+    template = rt_spec.get("template") or {}
+    order = [rj.get("name") for rj in (template.get("spec") or {}).get("replicatedJobs") or []]
+    for patch in patches:
+        ptmpl = (patch.get("trainingRuntimeSpec") or {}).get("template")
+        if ptmpl is not None:
             template = strategic_merge(template, ptmpl)
+    # merged patches may bring nulls (kept so that they delete); what is left is read as a JobSet
+    template = clean(template, JOBSET_TEMPLATE, "the patched JobSet template")
     jobset_spec: dict[str, Any] = template.get("spec") or {}
     # the patch merged replicatedJobs as a plain list: merge by name, then restore the runtime's order
     jobs: dict[str, dict[str, Any]] = {}
     for rj in jobset_spec.get("replicatedJobs") or []:
-        if isinstance(rj, dict):
-            n = rj.get("name")
-            jobs[n] = strategic_merge(jobs[n], rj) if n in jobs else rj
+        n = rj.get("name")
+        jobs[n] = strategic_merge(jobs[n], rj) if n in jobs else rj
     ordered = [jobs[n] for n in order if n in jobs] + [rj for n, rj in jobs.items() if n not in order]
 
     ml = rt_spec.get("mlPolicy") or {}
     num_nodes = _num_nodes(spec, ml)
     trainer = spec.get("trainer") or {}
-    mpi = ml.get("mpi") if isinstance(ml.get("mpi"), dict) else None
+    mpi = ml.get("mpi")
     launcher_as_node = bool(mpi and mpi.get("runLauncherAsNode"))
     init = spec.get("initializer") or {}
     for rj in ordered:
@@ -231,23 +262,23 @@ def _render(wl: Workload, spec: dict[str, Any], runtime: dict[str, Any]) -> None
         if role == "trainer":
             count = max(num_nodes - 1, 1) if launcher_as_node else num_nodes
             _apply_trainer(pod, trainer, wl.name)
-            if isinstance(ml.get("torch"), dict):
+            if ml.get("torch") is not None:
                 _torch_env(pod, wl.name, num_nodes, trainer, ml["torch"])
         elif rj.get("name") == "launcher" and mpi is not None:
             count = 1
             if launcher_as_node:
                 _apply_trainer(pod, trainer, wl.name)
         elif role in ("dataset-initializer", "model-initializer"):
-            section = init.get(role.split("-")[0]) if isinstance(init, dict) else None
+            section = init.get(role.split("-")[0])
             c = _container(pod, ROLE_CONTAINER[role])
-            if isinstance(section, dict) and c is not None:
+            if section is not None and c is not None:
                 env: list[dict[str, Any]] = []
                 if section.get("storageUri"):
                     env.append({"name": "STORAGE_URI", "value": section["storageUri"]})
-                env += [e for e in section.get("env") or [] if isinstance(e, dict)]
+                env += section.get("env") or []
                 _upsert_env(c, env)
-                sref = section.get("secretRef")
-                if isinstance(sref, dict) and sref.get("name"):
+                sref = section.get("secretRef") or {}
+                if sref.get("name"):
                     c["envFrom"] = list(c.get("envFrom") or []) + [{"secretRef": {"name": sref["name"]}}]
         if role is not None:
             rj["replicas"] = 1
