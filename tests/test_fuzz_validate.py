@@ -212,7 +212,7 @@ def _check(live: _Loop, errors: _Errors, body: bytes) -> None:
     assert not escaped, escaped
 
 
-FUZZ = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 
 @FUZZ
@@ -221,13 +221,13 @@ def test_mutated_reviews_never_5xx(live: _Loop, errors: _Errors, doc: Any) -> No
     _check(live, errors, json.dumps(doc).encode())
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(doc=JSON_VALUES)
 def test_random_json_never_5xx(live: _Loop, errors: _Errors, doc: Any) -> None:
     _check(live, errors, json.dumps(doc).encode())
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(body=st.binary(max_size=200))
 def test_random_bytes_never_5xx(live: _Loop, errors: _Errors, body: bytes) -> None:
     _check(live, errors, body)
