@@ -141,7 +141,7 @@ def rotation_env(control_plane: ControlPlane, tmp_path: Path) -> Iterator[dict[s
             f"--cert-propagation-seconds={CERT_WAIT}",
         )
         wait_for("the manager to write the serving pair", lambda: (certs_dir / "tls.key").exists() or manager.poll() is not None)
-        assert manager.poll() is None, (tmp_path / "certs-manage.log").read_text()
+        assert manager.poll() is None and (certs_dir / "tls.key").exists(), (tmp_path / "certs-manage.log").read_text()
         server = spawn(
             "serve", "serve", "--host=127.0.0.1", f"--port={port}", f"--tls-cert={certs_dir / 'tls.crt'}",
             f"--tls-key={certs_dir / 'tls.key'}", "--cert-reload-seconds=0.2", "--offline", f"--config={config}",
@@ -242,6 +242,7 @@ def test_rotation_under_load_has_no_tls_error(rotation_env: dict[str, Any]) -> N
         loop.stop.set()
         loop.join(timeout=60)
 
+    print(f"applies by phase: {loop.by_phase}, failed: {len(loop.failures)}")
     assert not loop.failures, f"{len(loop.failures)} failed applies, first: {loop.failures[0]}"
     assert all(loop.by_phase.get(p, 0) >= 3 for p in ("before", "overlap", "after")), loop.by_phase
     assert webhook_errors(cp) == errors_before, "the apiserver recorded webhook calling errors during rotation"

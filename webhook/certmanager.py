@@ -328,7 +328,14 @@ class KubeCertStore:
 
         try:
             resp = await fn(*args, _preload_content=False)
-            return json.loads(await resp.read())
+            body = await resp.read()
+            status = int(getattr(resp, "status", 200))
+            # without preloading, kubernetes_asyncio hands back error responses instead of raising
+            if status == 404 and missing_ok:
+                return None
+            if not 200 <= status < 300:
+                raise ApiError(status, _status_message(body, status), str(getattr(resp, "reason", "") or ""))
+            return json.loads(body)
         except ApiException as exc:
             if missing_ok and exc.status == 404:
                 return None
@@ -350,6 +357,13 @@ class KubeCertStore:
 
     async def replace_webhook_config(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         return await self._call(self._adm.replace_validating_webhook_configuration, name, body)  # type: ignore[return-value]
+
+
+def _status_message(body: bytes, status: int) -> str:
+    try:
+        return str(json.loads(body).get("message") or f"HTTP {status}")
+    except (TypeError, ValueError, AttributeError):
+        return f"HTTP {status}"
 
 
 def _api_message(exc: Any) -> str:
