@@ -34,6 +34,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+COUNT = int(os.environ.get("BENCH_SECRETS", "10000"))
 METADATA_ACCEPT = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 
 
@@ -63,8 +64,9 @@ async def _list_all(client: Any, path: str, accept: str = "application/json") ->
             return items, rv
 
 
-async def measure_variant(variant: str, kubeconfig: str, namespace: str) -> dict[str, Any]:
-    """Runs inside the child process: load one variant, report the RSS it costs."""
+async def measure_variant(variant: str, kubeconfig: str, namespace: str, trace: bool) -> dict[str, Any]:
+    """Runs inside the child process: load one variant, report what it costs: RSS growth
+    (without tracemalloc) or the bytes still allocated once loaded (with tracemalloc)."""
     from webhook.cluster.cache import ResourceCache
 
     client = await _client(kubeconfig)
@@ -72,7 +74,8 @@ async def measure_variant(variant: str, kubeconfig: str, namespace: str) -> dict
     await client.request("GET", "/version", timeout=30)
     gc.collect()
     before = rss_bytes()
-    tracemalloc.start()
+    if trace:
+        tracemalloc.start()
     t0 = time.perf_counter()
     held: Any
     path = f"/api/v1/namespaces/{namespace}/secrets"
@@ -87,13 +90,12 @@ async def measure_variant(variant: str, kubeconfig: str, namespace: str) -> dict
         held.replace(items, rv)  # managedFields dropped; values kept, as an informer would
         count = len(held)
     elif variant == "ondemand":
-        # what secret_keys() keeps per Secret: ((namespace, name), (expiry, frozenset(keys))),
-        # built from per-Secret JSON like a GET answer, without holding any body
-        items, _ = await _list_all(client, path, METADATA_ACCEPT)
+        # worst case of what secret_keys() keeps: every Secret read within one TTL, each entry
+        # ((namespace, name), (expiry, frozenset(keys))) decoded from JSON like a GET answer
+        items = []
         held = {}
-        for s in items:
-            meta = s["metadata"]
-            body = json.loads(json.dumps({"metadata": {"namespace": meta["namespace"], "name": meta["name"]},
+        for i in range(COUNT):
+            body = json.loads(json.dumps({"metadata": {"namespace": namespace, "name": f"s-{i:05d}"},
                                           "data": {"token": "x", "username": "y"}}))
             keys = frozenset(body["data"].keys())
             held[(body["metadata"]["namespace"], body["metadata"]["name"])] = (time.monotonic() + 5.0, keys)
@@ -103,8 +105,9 @@ async def measure_variant(variant: str, kubeconfig: str, namespace: str) -> dict
     load_seconds = time.perf_counter() - t0
     del items
     gc.collect()
-    retained, _peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
+    retained = tracemalloc.get_traced_memory()[0] if trace else 0
+    if trace:
+        tracemalloc.stop()
     after = rss_bytes()
     await client.close()
     return {"variant": variant, "objects": count, "rss_delta": after - before, "retained": retained, "load_seconds": load_seconds}
@@ -146,7 +149,7 @@ async def create_secrets(kubeconfig: str, namespace: str, count: int) -> None:
         await asyncio.gather(*(one(i) for i in range(count)))
 
 
-async def burst(kubeconfig: str, namespace: str, admissions: int, ttl: float) -> dict[str, Any]:
+async def burst(kubeconfig: str, namespace: str, admissions: int, ttl: float, sequential: bool) -> dict[str, Any]:
     """Requests the real LiveClusterView sends for `admissions` concurrent admissions."""
     from webhook.cluster.live import open_cluster_view
     from webhook.config import Settings
@@ -167,17 +170,22 @@ async def burst(kubeconfig: str, namespace: str, admissions: int, ttl: float) ->
         )
 
     t0 = time.perf_counter()
-    await asyncio.gather(*(admission(i) for i in range(admissions)))
+    if sequential:
+        for i in range(admissions):
+            await admission(i)
+    else:
+        await asyncio.gather(*(admission(i) for i in range(admissions)))
     elapsed = time.perf_counter() - t0
     sent = view.client.requests["GET secret"] - before
     await view.close()
-    return {"admissions": admissions, "ttl": ttl, "requests": sent, "seconds": elapsed}
+    return {"admissions": admissions, "ttl": ttl, "requests": sent, "seconds": elapsed, "sequential": sequential}
 
 
-def run_child(variant: str, kubeconfig: str, namespace: str) -> dict[str, Any]:
+def run_child(variant: str, kubeconfig: str, namespace: str, count: int, trace: bool) -> dict[str, Any]:
+    argv = [sys.executable, __file__, "--child", variant, "--kubeconfig", kubeconfig, "--namespace", namespace]
     out = subprocess.run(
-        [sys.executable, __file__, "--child", variant, "--kubeconfig", kubeconfig, "--namespace", namespace],
-        capture_output=True, text=True, check=True,
+        argv + (["--trace"] if trace else []), capture_output=True, text=True, check=True,
+        env={**os.environ, "BENCH_SECRETS": str(count)},
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -190,10 +198,11 @@ def main() -> int:
     ap.add_argument("--burst", type=int, default=200)
     ap.add_argument("--repeat", type=int, default=2, help="measurements per variant (the median is reported)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--trace", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
 
     if args.child:
-        print(json.dumps(asyncio.run(measure_variant(args.child, args.kubeconfig, args.namespace))))
+        print(json.dumps(asyncio.run(measure_variant(args.child, args.kubeconfig, args.namespace, args.trace))))
         return 0
 
     cp = None
@@ -209,29 +218,37 @@ def main() -> int:
         print(f"# {args.count} Secrets in {args.namespace} ready after {time.perf_counter() - t0:.0f}s", file=sys.stderr)
         rows = []
         for variant in ("metadata", "full", "ondemand"):
-            runs = sorted((run_child(variant, kubeconfig, args.namespace) for _ in range(args.repeat)), key=lambda r: r["rss_delta"])
+            runs = sorted(
+                (run_child(variant, kubeconfig, args.namespace, args.count, False) for _ in range(args.repeat)),
+                key=lambda r: r["rss_delta"],
+            )
             r = runs[len(runs) // 2]
+            r["retained"] = run_child(variant, kubeconfig, args.namespace, args.count, True)["retained"]
             rows.append(r)
             print(f"# {variant}: {r}", file=sys.stderr)
-        bursts = [asyncio.run(burst(kubeconfig, args.namespace, args.burst, ttl)) for ttl in (0.0, 5.0)]
+        bursts = [
+            asyncio.run(burst(kubeconfig, args.namespace, args.burst, ttl, seq))
+            for seq in (False, True) for ttl in (0.0, 5.0)
+        ]
     finally:
         if cp is not None:
             cp.stop()
 
     per10k = 10_000 / max(1, args.count)
-    print("| variant | objects | RSS growth | retained (tracemalloc) | retained per 10k Secrets |")
+    print("| variant | objects | RSS growth | RSS per 10k Secrets | retained (tracemalloc) per 10k |")
     print("|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['variant']} | {r['objects']} | {r['rss_delta'] / 2**20:.1f} MiB | "
-            f"{r['retained'] / 2**20:.1f} MiB | {r['retained'] * per10k / 2**20:.1f} MiB |"
+            f"{r['rss_delta'] * per10k / 2**20:.1f} MiB | {r['retained'] * per10k / 2**20:.1f} MiB |"
         )
     print()
-    print("| burst | Secret TTL | GET secret requests | per admission | wall time |")
+    print("| admissions (3 Secret refs each) | Secret TTL | GET secret requests | per admission | wall time |")
     print("|---|---|---|---|---|")
     for b in bursts:
+        how = "one after another" if b["sequential"] else "all at once"
         print(
-            f"| {b['admissions']} admissions x 3 refs | {b['ttl']:.0f}s | {b['requests']} | "
+            f"| {b['admissions']} {how} | {b['ttl']:.0f}s | {b['requests']} | "
             f"{b['requests'] / b['admissions']:.3f} | {b['seconds']:.2f}s |"
         )
     return 0
