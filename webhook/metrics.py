@@ -17,6 +17,9 @@ from webhook.results import CheckResult
 #: 1 ms .. 30 s: the apiserver's own timeout range ends at 30 s
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
+#: the budget is at most 30 s (budgetSeconds' ceiling); half-second steps show the ?timeout= it came from
+BUDGET_BUCKETS = (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 7.5, 10.0, 15.0, 30.0)
+
 #: decision label values
 ALLOWED, DENIED, WARNED, AUDITED = "allowed", "denied", "warned", "audited"
 UNHANDLED = "unhandled"  # no adapter for the kind: allowed without checks
@@ -48,6 +51,12 @@ class Metrics:
             "Time one check took, by check name and result status.",
             ["check", "status"],
             buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.budget = Histogram(
+            "preflight_webhook_budget_seconds",
+            "Time budget given to one admission request: budgetSeconds, shortened by the apiserver's ?timeout= minus the safety margin.",
+            buckets=BUDGET_BUCKETS,
             registry=self.registry,
         )
         self.in_flight = Gauge(

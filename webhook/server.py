@@ -179,6 +179,7 @@ class WebhookApp:
             return review_response(req.uid, allowed=True), SKIPPED
         s = self.settings
         deadline = Deadline(budget_seconds(parse_go_duration(timeout_param), s.budget_seconds, s.safety_margin_seconds))
+        self.metrics.budget.observe(deadline.budget)
         obj = req.object
         assert obj is not None  # the envelope model requires it for CREATE/UPDATE
         try:
