@@ -2,17 +2,18 @@
 
 The control plane (etcd + kube-apiserver + CRDs) is started once per session and torn
 down by PID at the end, even when tests fail. A cold cache makes the first session build
-the binaries (e2e/build.sh, ~15 min on 2 cores); a missing or broken build fails the
-session loudly instead of skipping it.
+the binaries (e2e/build.sh, ~12-15 min on 2 cores; its progress lines are shown live);
+a missing or broken build fails the session loudly instead of skipping it.
 """
 
 from __future__ import annotations
 
+import contextlib
 from typing import Iterator
 
 import pytest
 
-from e2e.controlplane import ControlPlane
+from e2e.controlplane import ControlPlane, ensure_built
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -23,7 +24,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def control_plane() -> Iterator[ControlPlane]:
+def control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
     """A started :class:`ControlPlane`: admin ``.kubeconfig``, non-admin ``.dev_kubeconfig``."""
-    with ControlPlane() as cp:
+    capman = request.config.pluginmanager.getplugin("capturemanager")
+    # Show build.sh's progress lines live: a cold build takes minutes.
+    quiet = capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext()
+    with quiet:
+        ensure_built()
+    with ControlPlane(build=False) as cp:
         yield cp

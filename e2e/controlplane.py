@@ -38,6 +38,7 @@ Only the standard library, PyYAML and cryptography are used.
 from __future__ import annotations
 
 import argparse
+import atexit
 import base64
 import contextlib
 import datetime as _dt
@@ -52,6 +53,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -332,6 +334,19 @@ def _pid_runs(pid: int, exe: str) -> bool:
     return argv0 == exe and _pid_alive(pid)
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: ask Linux to SIGKILL us when the parent goes away.
+
+    SIGKILL, not SIGTERM: kube-apiserver whose etcd went away at the same time hangs in
+    its graceful shutdown. (A temp state dir is then left behind in /tmp.)
+    """
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+
+
 def stop_pid(pid: int, timeout: float = 15.0, proc: subprocess.Popen | None = None) -> None:
     """SIGTERM, wait up to ``timeout`` (polling), then SIGKILL."""
     for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
@@ -361,7 +376,8 @@ class ControlPlane:
     ``state_dir``: where certs, kubeconfigs, logs and etcd data go. When None (tests) a
     temp dir is made and removed by :meth:`stop`; when given (the CLI) it is kept until
     ``down``. ``crds``: extra CRD files/dirs to install besides the cached upstream CRDs
-    and ``e2e/crds/*.yaml``. ``build``: run e2e/build.sh first (seconds when warm).
+    and ``e2e/crds/*.yaml`` (``install_crds=False``: none at all, e.g. to test a cluster
+    that lacks an API). ``build``: run e2e/build.sh first (seconds when warm).
     """
 
     def __init__(
@@ -370,12 +386,14 @@ class ControlPlane:
         *,
         build: bool = True,
         crds: Iterable[str | os.PathLike[str]] = (),
+        install_crds: bool = True,
         start_timeout: float = 180.0,
         extra_apiserver_args: Sequence[str] = (),
     ) -> None:
         self._given_state_dir = Path(state_dir).resolve() if state_dir is not None else None
         self._build = build
         self._extra_crds = [Path(c) for c in crds]
+        self._install_crds = install_crds
         self.start_timeout = start_timeout
         self.extra_apiserver_args = list(extra_apiserver_args)
 
@@ -436,6 +454,8 @@ class ControlPlane:
             self.stop()
             raise
         self._started = True
+        if self._given_state_dir is None:
+            atexit.register(self.stop)  # a safety net for callers that forget stop()
         return self
 
     def _start(self) -> None:
@@ -463,10 +483,12 @@ class ControlPlane:
         self._start_etcd()
         self._start_apiserver()
         self._write_state()
-        self.install_crds()
+        if self._install_crds:
+            self.install_crds()
 
     def stop(self) -> None:
         """Stop the processes (apiserver first) and remove a temp state dir. Idempotent."""
+        atexit.unregister(self.stop)
         for name in ("kube-apiserver", "etcd"):
             proc = self._procs.pop(name, None)
             if proc is not None:
@@ -559,8 +581,15 @@ class ControlPlane:
         self._logfiles.append(log)
         # A session of its own: Ctrl-C in the terminal reaches us, not the servers, so the
         # teardown (by PID) stays in charge; and `up` can leave them running after it exits.
+        # A temporary control plane also dies with its parent, even one killed by SIGKILL.
+        die_with_parent = self._given_state_dir is None and threading.current_thread() is threading.main_thread()
         proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent if die_with_parent else None,
         )
         self._procs[name] = proc
         return proc
