@@ -59,8 +59,11 @@ class Check:
     needs_pod_groups: ClassVar[bool] = True
     #: judges local capacity (skipped for jobs that run in another cluster, e.g. MultiKueue)
     local_capacity: ClassVar[bool] = False
-    #: RBAC the check needs, proven at start-up
+    #: RBAC the check needs, proven at start-up; a missing one lowers the check to skip
     permissions: ClassVar[tuple[Permission, ...]] = ()
+    #: RBAC the check uses when configured for it (e.g. the Kueue admission Lease); granted by the
+    #: chart, but a missing one only turns that part of the check into "cannot verify"
+    optional_permissions: ClassVar[tuple[Permission, ...]] = ()
     #: group/versions that must be served ("v1", "kueue.x-k8s.io/v1beta2")
     apis: ClassVar[tuple[str, ...]] = ()
     #: a one-line description for docs, `--help` and /capabilities

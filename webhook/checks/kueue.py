@@ -30,7 +30,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from webhook.checks.base import AIPERFJOB, Check, CheckContext
+from webhook.checks.base import AIPERFJOB, Check, CheckContext, Permission
 from webhook.checks.basics import KUEUE_API, cached, with_stale
 from webhook.cluster.view import ApiError
 from webhook.quantity import format_quantity, parse_quantity
@@ -316,6 +316,7 @@ class KueueAdmissionChecks(Check):
     needs_cluster = True
     needs_pod_groups = False
     permissions = (*cached("localqueues", GROUP), *cached("clusterqueues", GROUP), *cached("admissionchecks", GROUP))
+    optional_permissions = (Permission("get", "leases", "coordination.k8s.io"),)
     summary = (
         "Every AdmissionCheck of the ClusterQueue exists and is Active; optionally one belongs to the configured controller "
         "(kueue.admissionCheckController) whose Lease (kueue.admissionLease) was renewed recently."

@@ -57,6 +57,7 @@ def required_permissions(checks: Iterable[Check] | None = None) -> list[Permissi
     perms: set[Permission] = set(VIEW_PERMISSIONS)
     for c in checks:
         perms.update(c.permissions)
+        perms.update(c.optional_permissions)
     return sorted(perms, key=_perm_key)
 
 
