@@ -135,7 +135,10 @@ def test_required_permissions_default_uses_the_registry() -> None:
     expected = set(VIEW_PERMISSIONS)
     for c in all_checks():
         expected.update(c.permissions)
+        expected.update(c.optional_permissions)
     assert set(required_permissions()) == expected
+    # the Kueue admission Lease is granted, but only optionally used
+    assert Permission("get", "leases", "coordination.k8s.io") in expected
 
 
 def test_rbac_rules_group_verbs_per_resource() -> None:
