@@ -87,6 +87,7 @@ AIPERF_CASES = [
     ("metadata-list", _set("metadata", []), "metadata must be a mapping, not list"),
     ("metadata-name", _set("metadata.name", 5), "metadata.name must be a string, not int"),
     ("metadata-label", _set("metadata.labels", {"team": 1}), "metadata.labels.team must be a string, not int"),
+    ("metadata-annotations", _set("metadata.annotations", ["skip"]), "metadata.annotations must be a mapping, not list"),
     # podTemplate parts copied into every pod: the checks walk them
     ("env-item", _set("spec.podTemplate.env", [{"name": "A", "value": "1"}, "B=2"]), "spec.podTemplate.env[1] must be a mapping, not str"),
     ("env-secret-name", _set("spec.podTemplate.env[0].valueFrom.secretKeyRef.name", ["x"]), "spec.podTemplate.env[0].valueFrom.secretKeyRef.name must be a string, not list"),
@@ -147,6 +148,7 @@ TRAINJOB_CASES = [
     ("runtime-ref-name", _set("spec.runtimeRef.name", 1), "spec.runtimeRef.name must be a string, not int"),
     ("suspend", _set("spec.suspend", "yes"), "spec.suspend must be a boolean, not str"),
     ("metadata-labels", _set("metadata.labels", ["team-a-queue"]), "metadata.labels must be a mapping, not list"),
+    ("metadata-annotation", _set("metadata.annotations", {"a": 1}), "metadata.annotations.a must be a string, not int"),
     ("spec-null", _set("spec", None), "spec must be a mapping, not null"),
 ]
 

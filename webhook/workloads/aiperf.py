@@ -26,7 +26,7 @@ from typing import Any
 from webhook.config import Settings
 from webhook.workloads import podspec
 from webhook.workloads.base import AdapterError, PodGroup, RuntimeLookup, Workload
-from webhook.workloads.shape import INT32_MAX, MapOf, Schema, at, boolean, clean, integer, listing, mapping, number, one_of, str_map, string, wrong
+from webhook.workloads.shape import MapOf, Schema, at, boolean, clean, integer, listing, mapping, number, one_of, str_map, string, wrong
 
 API_VERSION = "aiperf.nvidia.com/v1alpha1"
 JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
@@ -1020,6 +1020,7 @@ def build(
     name = string(meta.get("name"), "metadata.name") or ""
     ns = string(meta.get("namespace"), "metadata.namespace") or namespace or "default"
     labels = str_map(meta.get("labels"), "metadata.labels")
+    str_map(meta.get("annotations"), "metadata.annotations")  # the skip annotation is read from here
     uid = string(meta.get("uid"), "metadata.uid")
     spec, template = _check_shape(obj.get("spec"))
     env = _Env(settings)

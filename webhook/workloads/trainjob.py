@@ -195,6 +195,7 @@ def build(
     name = string(meta.get("name"), "metadata.name") or ""
     ns = string(meta.get("namespace"), "metadata.namespace") or namespace or "default"
     labels = str_map(meta.get("labels"), "metadata.labels")
+    str_map(meta.get("annotations"), "metadata.annotations")  # the skip annotation is read from here
     wl = Workload(
         kind="TrainJob",
         api_version=str(obj.get("apiVersion") or f"{API_GROUP}/v1alpha1"),
