@@ -9,11 +9,13 @@ a missing or broken build fails the session loudly instead of skipping it.
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from pathlib import Path
+from typing import Any, Callable, Iterator
 
 import pytest
 
 from e2e.controlplane import ControlPlane, ensure_built
+from e2e.webhook import RunningWebhook
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -33,3 +35,56 @@ def control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
         ensure_built()
     with ControlPlane(build=False) as cp:
         yield cp
+
+
+# --------------------------------------------------------------------------- the webhook, registered
+# (e2e/webhook.py: RunningWebhook is the one registration helper)
+
+SAMPLES_DIR = Path(__file__).resolve().parent / "samples"
+#: the label the sample namespaces carry; the samples webhook's namespaceSelector matches it
+SAMPLES_LABEL = {"preflight-webhook/samples": "true"}
+
+
+@pytest.fixture(scope="session")
+def samples_cluster(control_plane: ControlPlane) -> ControlPlane:
+    """The control plane with e2e/samples' prerequisites (namespaces, Service, Secrets) and runtime."""
+    control_plane.kubectl(
+        "apply", "-f", str(SAMPLES_DIR / "00-prerequisites.yaml"), "-f", str(SAMPLES_DIR / "01-clustertrainingruntime.yaml")
+    )
+    return control_plane
+
+
+@pytest.fixture(scope="module")
+def webhook_setup(samples_cluster: ControlPlane) -> None:
+    """Objects a test module needs before the webhook starts (override it in the module).
+
+    The webhook's watch caches list them at start-up, so checks see them without waiting.
+    """
+
+
+@pytest.fixture(scope="module")
+def sample_webhook(samples_cluster: ControlPlane, webhook_setup: None) -> Iterator[RunningWebhook]:
+    """The webhook (enforce, failurePolicy Fail, timeoutSeconds 10) for namespaces labelled SAMPLES_LABEL."""
+    with RunningWebhook(
+        samples_cluster,
+        vwc_name="preflight-webhook-samples",
+        config={"mode": "enforce", "secretTtlSeconds": 0},
+        namespace_selector={"matchLabels": SAMPLES_LABEL},
+        probe_namespace="demo-bench",
+    ) as hook:
+        yield hook
+
+
+@pytest.fixture
+def start_webhook(control_plane: ControlPlane) -> Iterator[Callable[..., RunningWebhook]]:
+    """Factory: ``hook = start_webhook(vwc_name=..., failure_policy=..., ...)``; stopped at teardown."""
+    hooks: list[RunningWebhook] = []
+
+    def start(**kw: Any) -> RunningWebhook:
+        hook = RunningWebhook(control_plane, **kw)
+        hooks.append(hook)
+        return hook.start()
+
+    yield start
+    for hook in reversed(hooks):
+        hook.stop()
