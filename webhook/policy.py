@@ -101,6 +101,9 @@ def decide(
             if mode != "audit" and action != "audit":
                 warn_lines.append(warning_line(r))
             audit.append(r)
+    for r in results.checks:  # a verdict from stale cached data says so, whatever it is
+        if r.caveats and r.status is not Status.SKIP and mode != "audit" and settings.action_for(r.name) not in ("audit", "off"):
+            warn_lines.extend(line for line in dict.fromkeys(clip(f"[{r.name}] {c}") for c in r.caveats) if line not in warn_lines)
 
     annotations: dict[str, str] = {}
     if audit or notes:

@@ -34,6 +34,9 @@ class CheckResult:
     details: list[str] = field(default_factory=list)
     hints: list[str] = field(default_factory=list)
     duration_ms: float | None = None
+    #: lines the user must see whatever the status (the verdict came from cached data older
+    #: than cacheStaleSeconds): policy shows each as a warning. Also in `details`.
+    caveats: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {

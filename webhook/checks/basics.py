@@ -132,7 +132,10 @@ def stale_details(ctx: CheckContext, *resources: str) -> list[str]:
 
 
 def with_stale(result: CheckResult, ctx: CheckContext, *resources: str) -> CheckResult:
-    result.details.extend(stale_details(ctx, *resources))
+    """Note stale caches in the details and as caveats, so a kubectl user sees them too."""
+    lines = stale_details(ctx, *resources)
+    result.details.extend(lines)
+    result.caveats.extend(lines)
     return result
 
 

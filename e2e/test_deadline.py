@@ -1,0 +1,207 @@
+"""The deadline holds under a slow or failing apiserver (issue 4), end to end.
+
+Real kube-apiserver, real `preflight-webhook serve`, real kubectl. Only the webhook's own
+traffic to the apiserver goes through e2e/delayproxy.py (its kubeconfig names the proxy);
+kubectl and the apiserver's calls to the webhook stay direct. Every change to the proxy
+is made after the webhook is ready (caches synced) and called by the apiserver.
+
+* slow: 3 s added to every request, timeoutSeconds 3 (budget 2.5 s). The apiserver still
+  gets an answer from the webhook — no "context deadline exceeded", which is what
+  failurePolicy Fail turns a webhook timeout into — and the answer names the checks whose
+  live reads did not finish.
+* unreachable (blackhole: connections hang, nothing answers): cached checks answer from the
+  last synced state and say how old it is; live checks time out into warnings. When the
+  path heals, the stalled watch resumes and the cache catches up.
+* refused (connection refused, watches cut): the same answers, the live checks say the
+  apiserver cannot be reached, and the caches retry with backoff, not in a storm.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from e2e.controlplane import ControlPlane
+from e2e.delayproxy import DelayProxy, proxied_kubeconfig
+from e2e.webhook import RunningWebhook, wait_until
+from webhook.policy import clip
+
+LABEL = "preflight-webhook/deadline-e2e"
+SECRET, SERVICE, JOB = "api-key", "llm", "slow-bench"
+DEADLINE_EXCEEDED = "context deadline exceeded"
+#: what the live checks say when their reads did not come back within the budget
+DRY_RUN_TIMED_OUT = clip(
+    f'[Dry Run] Could not dry-run the JobSet "aiperf-{JOB}" (timed out); '
+    "Could not dry-run the Pod for controller (timed out); Could not dry-run the Pod for workers (timed out)"
+)
+
+
+def secrets_timed_out(ns: str) -> str:
+    return clip(f'[Secrets] Cannot verify Secret "{SECRET}" in namespace "{ns}" (timed out)')
+
+
+class _ThroughProxy:
+    """The control plane as the webhook sees it: its kubeconfig names the proxy.
+
+    RunningWebhook starts `serve` with `cp.kubeconfig`; everything else (kubectl, the VWC,
+    the probe) is delegated to the real control plane and talks to the apiserver directly.
+    """
+
+    def __init__(self, cp: ControlPlane, kubeconfig: Path) -> None:
+        self._cp = cp
+        self.kubeconfig = kubeconfig
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cp, name)
+
+
+def aiperfjob(ns: str) -> dict[str, Any]:
+    """An AIPerfJob whose checks need live reads (its Secret; Dry Run) and a cached Service."""
+    return {
+        "apiVersion": "aiperf.nvidia.com/v1alpha1",
+        "kind": "AIPerfJob",
+        "metadata": {"name": JOB, "namespace": ns},
+        "spec": {
+            "image": "nvcr.io/nvidia/aiperf:0.13.0",
+            "benchmark": {
+                "models": ["meta/llama-3.1-8b-instruct"],
+                "endpoint": {"urls": [f"http://{SERVICE}.{ns}.svc.cluster.local:8000"]},
+                "phases": [{"name": "profiling", "type": "concurrency", "concurrency": 1, "requests": 10}],
+            },
+            "podTemplate": {"env": [{"name": "API_KEY", "valueFrom": {"secretKeyRef": {"name": SECRET, "key": "token"}}}]},
+        },
+    }
+
+
+def service(ns: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": SERVICE, "namespace": ns},
+        "spec": {"selector": {"app": SERVICE}, "ports": [{"name": "http", "port": 8000}]},
+    }
+
+
+def prepare(cp: ControlPlane, ns: str, *, with_service: bool) -> None:
+    """Namespace (labelled for this module's VWC), default ServiceAccount, the Secret, maybe the Service."""
+    cp.ensure_namespace(ns)
+    cp.kubectl("label", "namespace", ns, f"{LABEL}={ns}", "--overwrite")
+    objs: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": SECRET, "namespace": ns}, "stringData": {"token": "not-a-real-token"}},
+    ]
+    if with_service:
+        objs.append(service(ns))
+    cp.apply(objs)
+
+
+def dry_run_apply(cp: ControlPlane, obj: dict[str, Any]) -> Any:
+    return cp.kubectl("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump(obj, sort_keys=False), check=False)
+
+
+def warnings_of(stderr: str) -> list[str]:
+    return [line.removeprefix("Warning: ") for line in stderr.splitlines() if line.startswith("Warning: ")]
+
+
+@pytest.fixture
+def proxied_webhook(
+    control_plane: ControlPlane, tmp_path: Path
+) -> Iterator[Callable[..., tuple[RunningWebhook, DelayProxy]]]:
+    """Factory: (webhook, proxy) — `serve` reaching the apiserver only through a DelayProxy."""
+    started: list[tuple[RunningWebhook, DelayProxy]] = []
+
+    def start(ns: str, **kw: Any) -> tuple[RunningWebhook, DelayProxy]:
+        assert control_plane.server_url
+        proxy = DelayProxy(control_plane.server_url).start()
+        kubeconfig = proxied_kubeconfig(control_plane.kubeconfig, proxy.url, tmp_path / f"{ns}.kubeconfig")
+        hook = RunningWebhook(
+            _ThroughProxy(control_plane, kubeconfig),  # type: ignore[arg-type]
+            vwc_name=f"preflight-webhook-{ns}",
+            name=f"{ns}.preflight.webhook.io",
+            namespace_selector={"matchLabels": {LABEL: ns}},
+            probe_namespace=ns,
+            **kw,
+        )
+        started.append((hook, proxy))
+        hook.start()
+        assert proxy.stats.chunks_up > 0, "the webhook's apiserver traffic does not go through the proxy"
+        return hook, proxy
+
+    yield start
+    for hook, proxy in reversed(started):
+        hook.stop()
+        proxy.stop()
+
+
+def test_slow_apiserver_answer_arrives_and_names_unfinished_checks(
+    control_plane: ControlPlane, proxied_webhook: Callable[..., tuple[RunningWebhook, DelayProxy]]
+) -> None:
+    ns = "e2e-deadline-slow"
+    prepare(control_plane, ns, with_service=True)
+    hook, proxy = proxied_webhook(
+        ns, failure_policy="Fail", timeout_seconds=3,
+        config={"mode": "enforce", "secretTtlSeconds": 0, "budgetSeconds": 4, "safetyMarginSeconds": 0.5},
+    )
+    job = aiperfjob(ns)
+    # healthy first: the same job passes every check, so what follows is the delay's doing
+    fast = dry_run_apply(control_plane, job)
+    assert fast.returncode == 0, fast.stderr
+    assert warnings_of(fast.stderr) == []
+
+    warned = hook.requests_total(decision="warned")
+    delayed = proxy.stats.delayed_up
+    proxy.set_delay(3.0)
+    slow = dry_run_apply(control_plane, job)
+
+    assert DEADLINE_EXCEEDED not in slow.stderr, slow.stderr  # failurePolicy Fail was not needed
+    assert slow.returncode == 0, slow.stderr
+    assert slow.stdout == f"aiperfjob.aiperf.nvidia.com/{JOB} created (server dry run)\n"
+    assert warnings_of(slow.stderr) == [secrets_timed_out(ns), DRY_RUN_TIMED_OUT]
+    assert hook.requests_total(decision="warned") == warned + 1
+    assert proxy.stats.delayed_up > delayed  # the live reads were sent, and held back 3 s
+
+
+def test_unreachable_apiserver_cached_checks_answer_with_their_age(
+    control_plane: ControlPlane, proxied_webhook: Callable[..., tuple[RunningWebhook, DelayProxy]]
+) -> None:
+    ns = "e2e-deadline-down"
+    prepare(control_plane, ns, with_service=False)
+    hook, proxy = proxied_webhook(
+        ns, failure_policy="Fail", timeout_seconds=3,
+        config={"mode": "warn", "secretTtlSeconds": 0, "cacheStaleSeconds": 1},
+    )
+    job = aiperfjob(ns)
+    proxy.blackhole()
+    # the cluster changes while the webhook cannot see it: the Service now exists
+    control_plane.apply(service(ns))
+
+    stale = re.compile(
+        r"\[Endpoint Service\] cached services are (\d+)s old \(over cacheStaleSeconds 1\); this verdict may be out of date"
+    )
+
+    def answered_stale() -> Any:
+        out = dry_run_apply(control_plane, job)
+        return out if any(stale.fullmatch(w) for w in warnings_of(out.stderr)) else None
+
+    out = wait_until("a verdict that says its cached services are stale", answered_stale, timeout=60, every=0.2)
+    assert DEADLINE_EXCEEDED not in out.stderr and out.returncode == 0, out.stderr
+    got = warnings_of(out.stderr)
+    age = [int(m.group(1)) for w in got if (m := stale.fullmatch(w))]
+    assert len(age) == 1 and age[0] >= 1
+    endpoint = [w for w in got if w.startswith("[Endpoint Service]") and not stale.fullmatch(w)]
+    assert len(endpoint) == 1 and f'Service "{SERVICE}"' in endpoint[0]  # the last synced state: no Service yet
+    assert secrets_timed_out(ns) in got
+    assert DRY_RUN_TIMED_OUT in got
+
+    # the path heals: the stalled watch delivers the Service, and the verdict follows
+    proxy.forward()
+
+    def endpoint_passes() -> bool:
+        out = dry_run_apply(control_plane, job)
+        return out.returncode == 0 and not any(w.startswith("[Endpoint Service]") and not stale.fullmatch(w) for w in warnings_of(out.stderr))
+
+    wait_until("the Endpoint Service verdict to see the new Service", endpoint_passes, timeout=60, every=0.2)
