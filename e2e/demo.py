@@ -19,6 +19,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -55,14 +56,17 @@ def note(text: str) -> None:
 
 
 def show_kubectl(cp: ControlPlane, *args: str) -> subprocess.CompletedProcess[str]:
-    """Print `$ kubectl ARGS`, run it (cwd: the repository), print its stdout and stderr as they are."""
+    """Print `$ kubectl ARGS`, run it (cwd: the repository), print its output as a terminal shows it.
+
+    stderr goes into the same pipe as stdout, so `Warning:` lines keep their real place.
+    """
     print(f"{DIM}$ kubectl {shlex.join(args)}{RESET}", flush=True)
     proc = subprocess.run(
-        [str(cp.kubectl_path), *args], cwd=ROOT, env=cp.env(), capture_output=True, text=True, timeout=120
+        [str(cp.kubectl_path), *args], cwd=ROOT, env=cp.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, timeout=120,
     )
-    for stream in (proc.stdout, proc.stderr):
-        if stream:
-            print(stream, end="" if stream.endswith("\n") else "\n", flush=True)
+    if proc.stdout:
+        print(proc.stdout, end="" if proc.stdout.endswith("\n") else "\n", flush=True)
     print(f"{DIM}(exit code {proc.returncode}){RESET}", flush=True)
     return proc
 
@@ -81,6 +85,10 @@ def up() -> int:
         print("==> cleaning up a previous demo that is no longer running")
         down(quiet=True)
 
+    # Ctrl-C (and SIGTERM) → KeyboardInterrupt → stop what was started, even when the
+    # shell started us with SIGINT ignored (a background job)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     total = 6
     cp: ControlPlane | None = None
     hook: RunningWebhook | None = None
@@ -134,8 +142,8 @@ def up() -> int:
         step(6, total, f"Done in {time.monotonic() - t0:.0f}s. The cluster and the webhook keep running:")
         print(f"\n    export KUBECONFIG={cp.kubeconfig}")
         print(f"    export PATH={cp.bin_dir}:$PATH")
-        print("    kubectl apply -f e2e/samples/aiperfjob-broken.yaml     # try it yourself")
-        print(f"    tail -f {hook.log_path}                                  # the webhook's log")
+        print("    kubectl apply -f e2e/samples/aiperfjob-broken.yaml    # try it yourself")
+        print(f"    tail -f {hook.log_path.relative_to(ROOT)}                 # the webhook's log")
         print("\n    make demo-down      # stops the webhook and the control plane\n", flush=True)
         return 0
     except KeyboardInterrupt:
@@ -181,6 +189,8 @@ def down(quiet: bool = False) -> int:
             controlplane.main(["down", "--state-dir", str(CLUSTER_DIR)])
     elif not quiet:
         say("no demo control plane recorded in .demo/")
+    # .demo/cluster is the demo's alone: also what an interrupted start left before it recorded anything
+    shutil.rmtree(CLUSTER_DIR, ignore_errors=True)
     with contextlib.suppress(OSError):
         DEMO_DIR.rmdir()  # only if empty
     return 0
