@@ -389,6 +389,7 @@ class ControlPlane:
         install_crds: bool = True,
         start_timeout: float = 180.0,
         extra_apiserver_args: Sequence[str] = (),
+        verbose: bool = True,
     ) -> None:
         self._given_state_dir = Path(state_dir).resolve() if state_dir is not None else None
         self._build = build
@@ -396,6 +397,7 @@ class ControlPlane:
         self._install_crds = install_crds
         self.start_timeout = start_timeout
         self.extra_apiserver_args = list(extra_apiserver_args)
+        self.verbose = verbose
 
         self.state_dir: Path | None = None
         self.bin_dir: Path | None = None
@@ -413,6 +415,7 @@ class ControlPlane:
         self._procs: dict[str, subprocess.Popen] = {}
         self._logfiles: list[Any] = []
         self._ssl_ctx: ssl.SSLContext | None = None
+        self._wrote_state = False
         self._started = False
 
     # ----------------------------------------------------------------- lifecycle
@@ -479,12 +482,20 @@ class ControlPlane:
         self.log_dir = self.state_dir / "logs"
         self.log_dir.mkdir(exist_ok=True)
 
+        t0 = time.monotonic()
         self._write_pki()
         self._start_etcd()
+        self._say(f"etcd ready at {self.etcd_url} ({time.monotonic() - t0:.1f}s)")
         self._start_apiserver()
+        self._say(f"kube-apiserver ready at {self.server_url} ({time.monotonic() - t0:.1f}s)")
         self._write_state()
         if self._install_crds:
             self.install_crds()
+            self._say(f"CRDs established and discoverable ({time.monotonic() - t0:.1f}s)")
+
+    def _say(self, msg: str) -> None:
+        if self.verbose:
+            print(f"==> {msg}", file=sys.stderr, flush=True)
 
     def stop(self) -> None:
         """Stop the processes (apiserver first) and remove a temp state dir. Idempotent."""
@@ -503,9 +514,10 @@ class ControlPlane:
         if self.state_dir is not None:
             if self._given_state_dir is None:
                 shutil.rmtree(self.state_dir, ignore_errors=True)
-            else:
+            elif self._wrote_state:
                 with contextlib.suppress(FileNotFoundError):
                     (self.state_dir / STATE_FILE).unlink()
+        self._wrote_state = False
         self._started = False
 
     # ----------------------------------------------------------------- pki + config files
@@ -546,6 +558,8 @@ class ControlPlane:
         )
         self.audit_log_path = self.state_dir / "audit" / "audit.log"
         self.audit_log_path.parent.mkdir(exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            self.audit_log_path.unlink()  # a reused state dir: no events from an earlier cluster
 
     def write_user_kubeconfig(self, user: str, groups: Sequence[str] = (), path: Path | None = None) -> Path:
         """Issue a client cert for ``user`` (``groups`` become O=) and write a kubeconfig for it.
@@ -723,6 +737,7 @@ class ControlPlane:
             "bin_dir": str(self.bin_dir),
         }
         _write(self.state_dir / STATE_FILE, json.dumps(state, indent=2) + "\n", 0o644)
+        self._wrote_state = True
 
     # ----------------------------------------------------------------- kubectl and friends
 
