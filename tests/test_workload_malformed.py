@@ -8,6 +8,8 @@ the object with a message that says which field is wrong and what it must be.
 from __future__ import annotations
 
 import copy
+import datetime
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from webhook.preflight import evaluate
 from webhook.results import Status
 from webhook.workloads import build_workload
 from webhook.workloads.base import AdapterError, Workload
+from webhook.workloads.shape import integer
 
 from fakeview import FakeView, meta
 
@@ -112,6 +115,12 @@ AIPERF_CASES = [
     ("extra-pod-spec", _set("spec.podTemplate.extraPodSpec", {"overhead": {"cpu": {}}}), "spec.podTemplate.extraPodSpec.overhead.cpu must be a quantity (a string such as \"500m\" or a number), not dict"),
     ("extra-init", _set("spec.podTemplate.extraPodSpec", {"initContainers": {"name": "x"}}), "spec.podTemplate.extraPodSpec.initContainers must be a list, not dict"),
     ("snake-case-key", _set("spec.podTemplate", {"node_selector": "pool"}), "spec.podTemplate.node_selector must be a mapping, not str"),
+    # YAML (the CLI's input) allows non-string keys; _snake() raised TypeError on them
+    ("yaml-int-key", _set("spec.benchmark.phases", {1: {"type": "concurrency"}}), "spec.benchmark.phases must have string keys, not int 1"),
+    ("yaml-date", _set("spec.benchmark.runtime", {"started": datetime.date(2026, 1, 15)}), "spec.benchmark.runtime.started must be a JSON value (string, number, boolean, list or mapping), not date"),
+    # max(nan, 1) is nan, and ceil(concurrency / nan) raised ValueError (the stdlib JSON parser accepts NaN)
+    ("nan", _set("spec.connectionsPerWorker", float("nan")), "spec.connectionsPerWorker must be a finite number, not nan"),
+    ("too-deep", _set("spec.variables", functools.reduce(lambda inner, _: [inner], range(150), [])), "spec.variables" + "[0]" * 99 + " is nested more than 100 levels deep"),
 ]
 
 
@@ -179,6 +188,22 @@ def test_malformed_runtime_names_the_runtime(mutate: Callable[[dict[str, Any]], 
     with pytest.raises(AdapterError) as err:
         _build(copy.deepcopy(TRAINJOB), _mutated(RUNTIME, mutate))
     assert str(err.value) == message
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [("12", 12), (" -3 ", -3), (3.0, 3), ("+-5", "p must be an integer, not str"), ("²", "p must be an integer, not str"),
+     ("1" * 30, "p must be an integer, not str"), (2.5, "p must be an integer, not float"), (True, "p must be an integer, not bool"),
+     ("-11", "p must be an integer from -10 to 2147483647, not -11")],
+)
+def test_lax_integers_read_like_pydantic(value: Any, expected: int | str) -> None:
+    """AIPerf's counts accept numeric strings and integral floats; int('²') used to raise ValueError."""
+    if isinstance(expected, int):
+        assert integer(value, "p", lax=True, minimum=-10) == expected
+    else:
+        with pytest.raises(AdapterError) as err:
+            integer(value, "p", lax=True, minimum=-10)
+        assert str(err.value) == expected
 
 
 # ----------------------------------------------------------------------------- null means absent

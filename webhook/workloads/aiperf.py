@@ -26,7 +26,22 @@ from typing import Any
 from webhook.config import Settings
 from webhook.workloads import podspec
 from webhook.workloads.base import AdapterError, PodGroup, RuntimeLookup, Workload
-from webhook.workloads.shape import MapOf, Schema, at, boolean, clean, integer, listing, mapping, number, one_of, str_map, string, wrong
+from webhook.workloads.shape import (
+    MapOf,
+    Schema,
+    at,
+    boolean,
+    clean,
+    integer,
+    listing,
+    mapping,
+    number,
+    one_of,
+    plain_json,
+    str_map,
+    string,
+    wrong,
+)
 
 API_VERSION = "aiperf.nvidia.com/v1alpha1"
 JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
@@ -328,7 +343,7 @@ def _phases(benchmark: dict[str, Any], path: str = "spec.benchmark") -> list[tup
     warmup/profiling shorthands. Raises AdapterError for a phase that is not a mapping."""
     phases, ppath = benchmark.get("phases"), at(path, "phases")
     out: list[tuple[dict[str, Any], str]] = []
-    if isinstance(phases, dict) and "type" in phases:
+    if isinstance(phases, dict) and "type" in mapping(phases, ppath):
         out = [(phases, ppath)]
     elif isinstance(phases, dict):
         for k, v in phases.items():
@@ -1016,6 +1031,7 @@ def build(
     namespace: str | None = None,
 ) -> Workload:
     """The Workload for one AIPerfJob. Raises AdapterError when it cannot be read as one."""
+    plain_json(obj)
     meta = mapping(obj.get("metadata"), "metadata")
     name = string(meta.get("name"), "metadata.name") or ""
     ns = string(meta.get("namespace"), "metadata.namespace") or namespace or "default"

@@ -14,12 +14,15 @@ keys are left alone, the apiserver judges those.
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
 from typing import Any, Union
 
 from webhook import quantity
 from webhook.workloads.base import AdapterError
 
+_DIGITS = re.compile(r"\s*[+-]?[0-9]{1,18}\s*")
 INT32_MAX = 2**31 - 1
 INT32_MIN = -(2**31)
 _SHOWN = 40  # longest value quoted back in a message
@@ -41,6 +44,34 @@ def shown(value: Any) -> str:
 def wrong(path: str, expected: str, value: Any) -> AdapterError:
     """`<path> must be <expected>, not <type>`: `spec.trainer must be a mapping, not str`."""
     return AdapterError(f"{path} must be {expected}, not {json_type(value)}")
+
+
+MAX_DEPTH = 100  # real objects nest ~30 levels; bounds every recursive reader after this check
+
+
+def plain_json(obj: Any) -> None:
+    """The object is plain JSON: string keys, finite numbers, no YAML-only types, bounded depth.
+
+    The webhook's parser guarantees most of this; the CLI's YAML loader does not (`1:` keys,
+    unquoted dates, `.nan`), and the stdlib JSON parser accepts NaN. Iterative, so a deep
+    object is an AdapterError rather than a RecursionError.
+    """
+    stack: list[tuple[Any, str, int]] = [(obj, "", 0)]
+    while stack:
+        value, path, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise AdapterError(f"{path} is nested more than {MAX_DEPTH} levels deep")
+        if isinstance(value, dict):
+            for key, v in value.items():
+                if not isinstance(key, str):
+                    raise AdapterError(f"{path or 'the object'} must have string keys, not {json_type(key)} {repr(key)[:_SHOWN]}")
+                stack.append((v, at(path, key), depth + 1))
+        elif isinstance(value, list):
+            stack.extend((v, at(path, i), depth + 1) for i, v in enumerate(value))
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise AdapterError(f"{path} must be a finite number, not {value}")
+        elif value is not None and not isinstance(value, (str, int, float)):
+            raise AdapterError(f"{path} must be a JSON value (string, number, boolean, list or mapping), not {json_type(value)}")
 
 
 def at(path: str, key: str | int) -> str:
@@ -99,7 +130,7 @@ def integer(value: Any, path: str, *, lax: bool = False, minimum: int = INT32_MI
         out = value
     elif lax and isinstance(value, float) and value.is_integer():
         out = int(value)
-    elif lax and isinstance(value, str) and value.strip().lstrip("+-").isdigit() and len(value) < 20:
+    elif lax and isinstance(value, str) and _DIGITS.fullmatch(value):
         out = int(value)
     if out is None:
         raise wrong(path, "an integer", value)

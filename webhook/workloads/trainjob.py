@@ -17,7 +17,7 @@ from typing import Any
 from webhook.config import Settings
 from webhook.workloads import podspec
 from webhook.workloads.base import PodGroup, RuntimeLookup, Workload
-from webhook.workloads.shape import ListOf, Schema, clean, listing, mapping, str_map, string, wrong
+from webhook.workloads.shape import ListOf, Schema, clean, listing, mapping, plain_json, str_map, string, wrong
 
 API_GROUP = "trainer.kubeflow.org"
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
@@ -185,6 +185,7 @@ def build(
     namespace: str | None = None,
 ) -> Workload:
     """The Workload for one TrainJob. Raises AdapterError when it cannot be read as one."""
+    plain_json(obj)
     meta = mapping(obj.get("metadata"), "metadata")
     raw_spec = obj.get("spec")
     if not isinstance(raw_spec, dict):  # the one field where null is not "absent": a job needs a spec
