@@ -41,6 +41,12 @@ DRY_RUN_TIMED_OUT = clip(
 )
 
 
+#: the caveat a verdict from the services cache carries once it is older than cacheStaleSeconds 1
+STALE = re.compile(
+    r"\[Endpoint Service\] cached services are (\d+)s old \(over cacheStaleSeconds 1\); this verdict may be out of date"
+)
+
+
 def secrets_timed_out(ns: str) -> str:
     return clip(f'[Secrets] Cannot verify Secret "{SECRET}" in namespace "{ns}" (timed out)')
 
@@ -105,6 +111,35 @@ def dry_run_apply(cp: ControlPlane, obj: dict[str, Any]) -> Any:
 
 def warnings_of(stderr: str) -> list[str]:
     return [line.removeprefix("Warning: ") for line in stderr.splitlines() if line.startswith("Warning: ")]
+
+
+def endpoint_missing(ns: str) -> str:
+    return (
+        f'Service "{SERVICE}" not found in namespace "{ns}" (endpoint URL http://{SERVICE}.{ns}.svc.cluster.local:8000). '
+        "Fix: create the Service, or correct spec.benchmark.endpoint.urls."
+    )
+
+
+def endpoint_verdicts(warnings: list[str]) -> list[str]:
+    """The Endpoint Service's own warnings (its verdict), without its stale-cache caveat."""
+    return [w for w in warnings if w.startswith("[Endpoint Service]") and not STALE.fullmatch(w)]
+
+
+def answer_from_stale_cache(cp: ControlPlane, job: dict[str, Any]) -> Any:
+    """Apply until the answer says its cached services are stale (polled, never slept for)."""
+
+    def stale() -> Any:
+        out = dry_run_apply(cp, job)
+        return out if any(STALE.fullmatch(w) for w in warnings_of(out.stderr)) else None
+
+    out = wait_until("a verdict that says its cached services are stale", stale, timeout=60, every=0.2)
+    assert DEADLINE_EXCEEDED not in out.stderr and out.returncode == 0, out.stderr  # answered, not timed out
+    return out
+
+
+def endpoint_passes(cp: ControlPlane, job: dict[str, Any]) -> bool:
+    out = dry_run_apply(cp, job)
+    return out.returncode == 0 and endpoint_verdicts(warnings_of(out.stderr)) == []
 
 
 @pytest.fixture
@@ -179,29 +214,52 @@ def test_unreachable_apiserver_cached_checks_answer_with_their_age(
     # the cluster changes while the webhook cannot see it: the Service now exists
     control_plane.apply(service(ns))
 
-    stale = re.compile(
-        r"\[Endpoint Service\] cached services are (\d+)s old \(over cacheStaleSeconds 1\); this verdict may be out of date"
-    )
-
-    def answered_stale() -> Any:
-        out = dry_run_apply(control_plane, job)
-        return out if any(stale.fullmatch(w) for w in warnings_of(out.stderr)) else None
-
-    out = wait_until("a verdict that says its cached services are stale", answered_stale, timeout=60, every=0.2)
-    assert DEADLINE_EXCEEDED not in out.stderr and out.returncode == 0, out.stderr
+    out = answer_from_stale_cache(control_plane, job)
     got = warnings_of(out.stderr)
-    age = [int(m.group(1)) for w in got if (m := stale.fullmatch(w))]
+    age = [int(m.group(1)) for w in got if (m := STALE.fullmatch(w))]
     assert len(age) == 1 and age[0] >= 1
-    endpoint = [w for w in got if w.startswith("[Endpoint Service]") and not stale.fullmatch(w)]
-    assert len(endpoint) == 1 and f'Service "{SERVICE}"' in endpoint[0]  # the last synced state: no Service yet
+    assert endpoint_verdicts(got) == [clip(f"[Endpoint Service] {endpoint_missing(ns)}")]  # the last synced state
     assert secrets_timed_out(ns) in got
     assert DRY_RUN_TIMED_OUT in got
 
     # the path heals: the stalled watch delivers the Service, and the verdict follows
     proxy.forward()
+    wait_until("the Endpoint Service verdict to see the new Service", lambda: endpoint_passes(control_plane, job), timeout=60, every=0.2)
 
-    def endpoint_passes() -> bool:
-        out = dry_run_apply(control_plane, job)
-        return out.returncode == 0 and not any(w.startswith("[Endpoint Service]") and not stale.fullmatch(w) for w in warnings_of(out.stderr))
 
-    wait_until("the Endpoint Service verdict to see the new Service", endpoint_passes, timeout=60, every=0.2)
+def test_refused_apiserver_live_checks_say_so_and_caches_back_off(
+    control_plane: ControlPlane, proxied_webhook: Callable[..., tuple[RunningWebhook, DelayProxy]]
+) -> None:
+    ns = "e2e-deadline-refused"
+    prepare(control_plane, ns, with_service=False)
+    hook, proxy = proxied_webhook(
+        ns, failure_policy="Fail", timeout_seconds=3,
+        config={"mode": "warn", "secretTtlSeconds": 0, "cacheStaleSeconds": 1},
+    )
+    job = aiperfjob(ns)
+    logged = len(hook.log_text())
+    proxy.refuse()
+    control_plane.apply(service(ns))
+
+    out = answer_from_stale_cache(control_plane, job)
+    got = warnings_of(out.stderr)
+    unreachable = "cannot reach the apiserver: "
+    secrets = f'[Secrets] Cannot verify Secret "{SECRET}" in namespace "{ns}" ({unreachable}'
+    dry_run = f'[Dry Run] Could not dry-run the JobSet "aiperf-{JOB}" (transient error): {unreachable}'
+    assert [w for w in got if w.startswith("[Secrets]")] == [w for w in got if w.startswith(secrets)] != []
+    assert [w for w in got if w.startswith("[Dry Run]")] == [w for w in got if w.startswith(dry_run)] != []
+    assert endpoint_verdicts(got) == [clip(f"[Endpoint Service] {endpoint_missing(ns)}")]
+    assert any(STALE.fullmatch(w) for w in got)
+
+    retry = re.compile(r"cache services: (.*); retrying in ([0-9.]+)s")
+
+    def retries() -> list[tuple[str, float]]:
+        found = [(m.group(1), float(m.group(2))) for m in retry.finditer(hook.log_text()[logged:])]
+        return found if len(found) >= 3 else []
+
+    found = wait_until("three retries of the services watch", retries, timeout=60)
+    delays = [d for _, d in found]
+    assert delays == sorted(delays), delays  # exponential backoff: each wait at least as long as the last
+
+    proxy.forward()
+    wait_until("the Endpoint Service verdict to see the new Service", lambda: endpoint_passes(control_plane, job), timeout=60, every=0.2)
