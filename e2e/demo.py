@@ -142,9 +142,9 @@ def up() -> int:
         step(6, total, f"Done in {time.monotonic() - t0:.0f}s. The cluster and the webhook keep running:")
         print(f"\n    export KUBECONFIG={cp.kubeconfig}")
         print(f"    export PATH={cp.bin_dir}:$PATH")
-        print("    kubectl apply -f e2e/samples/aiperfjob-broken.yaml    # try it yourself")
-        print(f"    tail -f {hook.log_path.relative_to(ROOT)}                 # the webhook's log")
-        print("\n    make demo-down      # stops the webhook and the control plane\n", flush=True)
+        print(f"    {'kubectl apply -f e2e/samples/aiperfjob-broken.yaml':<52} # try it yourself")
+        print(f"    {'tail -f ' + str(hook.log_path.relative_to(ROOT)):<52} # the webhook's log")
+        print(f"\n    {'make demo-down':<52} # stops the webhook and the control plane\n", flush=True)
         return 0
     except KeyboardInterrupt:
         print("\n==> interrupted: stopping everything the demo started", file=sys.stderr, flush=True)
