@@ -15,10 +15,10 @@ from webhook.cluster.view import ClusterView
 from webhook.config import Settings
 from webhook.deadline import Deadline
 from webhook.engine import applicable, run_checks
-from webhook.policy import Decision, decide
+from webhook.policy import Decision, clip, decide
 from webhook.results import PreflightResults, Status
 from webhook.workloads import build_workload
-from webhook.workloads.base import RuntimeLookup, Workload
+from webhook.workloads.base import AdapterError, RuntimeLookup, Workload
 
 MODES = ("enforce", "warn", "audit")
 
@@ -44,15 +44,15 @@ def _spec_of(obj: dict[str, Any] | None) -> Any:
     return None if not isinstance(obj, dict) else obj.get("spec")
 
 
-def _subject(obj: dict[str, Any], namespace: str | None) -> str:
-    meta = obj.get("metadata") or {}
-    name = meta.get("name") or meta.get("generateName") or "<unnamed>"
-    ns = meta.get("namespace") or namespace or "default"
-    return f'{obj.get("kind", "object")} "{name}" in namespace "{ns}"'
+def _subject(wl: Workload) -> str:
+    return f'{wl.kind} "{wl.name}" in namespace "{wl.namespace}"'
 
 
-def _overrides(obj: dict[str, Any], settings: Settings, view: ClusterView | None, namespace: str) -> tuple[str | None, set[str], list[str]]:
-    """(mode override, checks to skip, notes) from the namespace label and the object annotation."""
+def _overrides(wl: Workload, settings: Settings, view: ClusterView | None) -> tuple[str | None, set[str], list[str]]:
+    """(mode override, checks to skip, notes) from the namespace label and the object annotation.
+
+    Runs on the Workload, so metadata has already been validated by the adapter."""
+    namespace, obj = wl.namespace, wl.obj
     notes: list[str] = []
     mode: str | None = None
     if view is not None and namespace:
@@ -73,24 +73,6 @@ def _overrides(obj: dict[str, Any], settings: Settings, view: ClusterView | None
             else:
                 notes.append(f"annotation {settings.skip_annotation} cannot skip {name!r}: not in skippableChecks")
     return mode, skip, notes
-
-
-async def _results_for(
-    obj: dict[str, Any],
-    *,
-    settings: Settings,
-    view: ClusterView | None,
-    deadline: Deadline,
-    runtime_lookup: RuntimeLookup | None,
-    namespace: str | None,
-    checks: list[Check],
-    skip: set[str],
-) -> tuple[Workload | None, PreflightResults]:
-    wl = build_workload(obj, settings=settings, runtime_lookup=runtime_lookup, namespace=namespace)
-    if wl is None:
-        return None, PreflightResults()
-    selected = applicable(checks, wl, settings, skip)
-    return wl, await run_checks(wl, selected, settings=settings, deadline=deadline, view=view)
 
 
 async def evaluate(
@@ -114,31 +96,52 @@ async def evaluate(
     checks = all_checks() if checks is None else checks
     if runtime_lookup is None and view is not None:
         runtime_lookup = view_runtime_lookup(view)
-    ns = ((obj.get("metadata") or {}).get("namespace")) or namespace or "default"
-    if operation == "UPDATE" and old_obj is not None and _spec_of(old_obj) == _spec_of(obj):
-        wl = build_workload(obj, settings=settings, runtime_lookup=runtime_lookup, namespace=namespace)
-        return Evaluation(wl, PreflightResults(), Decision(allowed=True, outcome="allowed"))
+    if operation == "UPDATE" and isinstance(old_obj, dict) and _spec_of(old_obj) == _spec_of(obj):
+        # status, labels, finalizers: nothing the checks judge changed
+        return Evaluation(None, PreflightResults(), Decision(allowed=True, outcome="allowed"))
 
-    mode, skip, notes = _overrides(obj, settings, view, ns)
-    wl, results = await _results_for(
-        obj, settings=settings, view=view, deadline=deadline, runtime_lookup=runtime_lookup,
-        namespace=namespace, checks=checks, skip=skip,
-    )
+    def build(o: dict[str, Any]) -> Workload | None:
+        return build_workload(o, settings=settings, runtime_lookup=runtime_lookup, namespace=namespace)
+
+    try:
+        wl = build(obj)
+    except AdapterError as exc:
+        if operation == "UPDATE" and isinstance(old_obj, dict) and _unreadable(build, old_obj):
+            # stored before this webhook could judge it: never block the fix or the cancel
+            note = clip(f"pre-existing: the object cannot be read: {exc}")
+            return Evaluation(None, PreflightResults(), Decision(allowed=True, warnings=[note], outcome="warned"))
+        raise
     if wl is None:
-        return Evaluation(None, results, Decision(allowed=True, outcome="unhandled"))
+        return Evaluation(None, PreflightResults(), Decision(allowed=True, outcome="unhandled"))
+
+    mode, skip, notes = _overrides(wl, settings, view)
+    results = await run_checks(
+        wl, applicable(checks, wl, settings, skip), settings=settings, deadline=deadline, view=view
+    )
 
     preexisting: set[str] = set()
     if operation == "UPDATE" and isinstance(old_obj, dict):
         failing_now = {r.name for r in results.checks if r.status is Status.FAIL}
         if failing_now:
             try:
-                _, old_results = await _results_for(
-                    copy.deepcopy(old_obj), settings=settings, view=view, deadline=deadline,
-                    runtime_lookup=runtime_lookup, namespace=namespace,
-                    checks=[c for c in checks if c.name in failing_now], skip=skip,
-                )
-                preexisting = {r.name for r in old_results.checks if r.status is Status.FAIL}
-            except ValueError:
+                old_wl = build(copy.deepcopy(old_obj))
+            except AdapterError:
+                old_wl = None
+            if old_wl is None:
                 preexisting = failing_now  # the old object cannot even be read: never block the fix
-    decision = decide(results, settings=settings, mode=mode, subject=_subject(obj, namespace), preexisting=preexisting, notes=notes)
+            else:
+                old_checks = [c for c in applicable(checks, old_wl, settings, skip) if c.name in failing_now]
+                old_results = await run_checks(old_wl, old_checks, settings=settings, deadline=deadline, view=view)
+                preexisting = {r.name for r in old_results.checks if r.status is Status.FAIL}
+    decision = decide(
+        results, settings=settings, mode=mode, subject=_subject(wl), preexisting=preexisting, notes=notes
+    )
     return Evaluation(wl, results, decision, notes)
+
+
+def _unreadable(build: Any, obj: dict[str, Any]) -> bool:
+    try:
+        build(obj)
+    except AdapterError:
+        return True
+    return False

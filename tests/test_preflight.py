@@ -1,0 +1,119 @@
+"""evaluate(): the one path from an object to a decision (ratchet, overrides, unreadable objects)."""
+
+from __future__ import annotations
+
+import copy
+import pytest
+
+from webhook.checks import all_checks
+from webhook.config import Settings
+from webhook.deadline import Deadline
+from webhook.preflight import evaluate
+from webhook.workloads.base import AdapterError
+
+from tests.fakeview import FakeView
+
+def _job(image: str = "nvcr.io/nvidia/aiperf:0.13.0", **annotations: str) -> dict:
+    job = {
+        "apiVersion": "aiperf.nvidia.com/v1alpha1",
+        "kind": "AIPerfJob",
+        "metadata": {"name": "bench", "namespace": "team-a", "annotations": dict(annotations)},
+        "spec": {
+            "image": image,
+            "benchmark": {
+                "models": ["m"],
+                "endpoint": {"urls": ["http://llm.example.com:8000"]},
+                "phases": [{"name": "profiling", "type": "concurrency", "concurrency": 10, "requests": 10}],
+            },
+        },
+    }
+    return job
+
+
+OFFLINE = [c for c in all_checks() if not c.needs_cluster]
+BAD_IMAGE = "nvcr.io/nvidia/AIPERF:0.13.0"  # uppercase repository: an invalid reference
+
+
+async def _eval(obj, *, settings=None, view=None, operation="CREATE", old=None):
+    return await evaluate(
+        obj, settings=settings or Settings(), deadline=Deadline(5), view=view,
+        operation=operation, old_obj=old, checks=OFFLINE,
+    )
+
+
+async def test_create_with_an_invalid_image_is_denied_naming_the_object_and_check() -> None:
+    ev = await _eval(_job(BAD_IMAGE))
+    assert ev.decision.allowed is False
+    assert ev.decision.message.splitlines()[0] == 'AIPerfJob "bench" in namespace "team-a" failed 1 preflight check:'
+    assert ev.decision.message.splitlines()[1].startswith("[Image Reference] ")
+
+
+async def test_update_with_unchanged_spec_runs_no_checks() -> None:
+    old = _job(BAD_IMAGE)
+    new = copy.deepcopy(old)
+    new["metadata"]["labels"] = {"x": "y"}
+    ev = await _eval(new, operation="UPDATE", old=old)
+    assert ev.decision.allowed is True
+    assert ev.results.checks == []
+
+
+async def test_update_keeps_a_preexisting_failure_as_a_warning() -> None:
+    old = _job(BAD_IMAGE)
+    new = copy.deepcopy(old)
+    new["spec"]["connectionsPerWorker"] = 50
+    ev = await _eval(new, operation="UPDATE", old=old)
+    assert ev.decision.allowed is True
+    assert any(w.startswith("pre-existing: [Image Reference] ") for w in ev.decision.warnings)
+
+
+async def test_update_that_introduces_a_failure_is_denied() -> None:
+    old = _job()
+    new = _job(BAD_IMAGE)
+    ev = await _eval(new, operation="UPDATE", old=old)
+    assert ev.decision.allowed is False
+    assert ev.decision.denied_checks == ["Image Reference"]
+
+
+async def test_unreadable_object_raises_on_create() -> None:
+    job = _job()
+    job["spec"]["bogusKey"] = 1
+    with pytest.raises(AdapterError):
+        await _eval(job)
+
+
+async def test_update_of_an_object_that_was_already_unreadable_is_allowed_with_a_warning() -> None:
+    old = _job()
+    old["spec"]["bogusKey"] = 1
+    new = copy.deepcopy(old)
+    new["spec"]["cancel"] = True
+    ev = await _eval(new, operation="UPDATE", old=old)
+    assert ev.decision.allowed is True
+    assert len(ev.decision.warnings) == 1
+    assert ev.decision.warnings[0].startswith("pre-existing: the object cannot be read: ")
+
+
+async def test_namespace_label_switches_the_mode_and_says_so() -> None:
+    view = FakeView({"namespaces": [{"metadata": {"name": "team-a", "labels": {"preflight.webhook.io/mode": "warn"}}}]})
+    ev = await _eval(_job(BAD_IMAGE), view=view)
+    assert ev.decision.allowed is True
+    assert ev.decision.warnings[0] == "mode warn for namespace team-a (label preflight.webhook.io/mode)"
+    assert ev.decision.warnings[1].startswith("[Image Reference] ")
+    assert ev.decision.audit_annotations["mode"] == "warn"
+    assert "mode warn for namespace team-a" in ev.decision.audit_annotations["overrides"]
+
+
+async def test_skip_annotation_honoured_only_for_skippable_checks() -> None:
+    settings = Settings(skippableChecks=["Image Reference"])
+    ev = await _eval(_job(BAD_IMAGE, **{"preflight.webhook.io/skip-checks": "Image Reference, Name Length"}), settings=settings)
+    assert ev.decision.allowed is True
+    assert "Image Reference" not in [r.name for r in ev.results.checks]
+    assert "Name Length" in [r.name for r in ev.results.checks]
+    assert ev.decision.warnings == [
+        "check 'Image Reference' skipped by annotation preflight.webhook.io/skip-checks",
+        "annotation preflight.webhook.io/skip-checks cannot skip 'Name Length': not in skippableChecks",
+    ]
+
+
+async def test_unhandled_kind_is_allowed_without_checks() -> None:
+    ev = await _eval({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}})
+    assert ev.workload is None and ev.decision.allowed is True and ev.decision.outcome == "unhandled"
