@@ -32,6 +32,7 @@ import yaml
 from cryptography import x509
 
 from e2e.controlplane import ControlPlane, free_ports, stop_pid
+from e2e.webhook import validating_webhook_configuration
 
 NS = "preflight-rotation"
 SECRET = "preflight-rotation-tls"
@@ -103,22 +104,13 @@ def rotation_env(control_plane: ControlPlane, tmp_path: Path) -> Iterator[dict[s
     cp.kubectl("label", "namespace", NS, "preflight-e2e=rotation", "--overwrite")
     cp.kubectl("delete", "secret", SECRET, "-n", NS, "--ignore-not-found")
     (port,) = free_ports(1)
-    cp.apply({
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": VWC},
-        "webhooks": [{
-            "name": HOOK,
-            "admissionReviewVersions": ["v1"],
-            "sideEffects": "None",
-            "failurePolicy": "Fail",
-            "timeoutSeconds": 5,
-            "clientConfig": {"url": f"https://127.0.0.1:{port}/validate"},
-            "rules": [{"apiGroups": ["aiperf.nvidia.com"], "apiVersions": ["*"], "resources": ["aiperfjobs"],
-                       "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}],
-            "namespaceSelector": {"matchLabels": {"preflight-e2e": "rotation"}},
-        }],
-    })
+    # no caBundle: `certs manage` injects it (the registration shape is e2e/webhook.py's, like every e2e webhook)
+    cp.apply(validating_webhook_configuration(
+        VWC, HOOK, f"https://127.0.0.1:{port}/validate", failure_policy="Fail", timeout_seconds=5,
+        namespace_selector={"matchLabels": {"preflight-e2e": "rotation"}},
+        rules=[{"apiGroups": ["aiperf.nvidia.com"], "apiVersions": ["*"], "resources": ["aiperfjobs"],
+                "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}],
+    ))
     certs_dir = tmp_path / "certs"
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({"mode": "audit"}))  # every request is answered "allowed"

@@ -79,6 +79,43 @@ _SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
+def validating_webhook_configuration(
+    vwc_name: str,
+    name: str,
+    url: str,
+    *,
+    ca_bundle_b64: str | None = None,
+    failure_policy: str = "Fail",
+    timeout_seconds: int = 10,
+    namespace_selector: dict[str, Any] | None = None,
+    rules: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The one ValidatingWebhookConfiguration shape the e2e tests register (url-based, v1 reviews).
+
+    ``ca_bundle_b64`` None leaves the caBundle out (for a manager that injects it).
+    """
+    client: dict[str, Any] = {"url": url}
+    if ca_bundle_b64:
+        client["caBundle"] = ca_bundle_b64
+    hook: dict[str, Any] = {
+        "name": name,
+        "admissionReviewVersions": ["v1"],
+        "sideEffects": "None",
+        "failurePolicy": failure_policy,
+        "timeoutSeconds": timeout_seconds,
+        "clientConfig": client,
+        "rules": RULES if rules is None else rules,
+    }
+    if namespace_selector:
+        hook["namespaceSelector"] = namespace_selector
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": vwc_name},
+        "webhooks": [hook],
+    }
+
+
 class WebhookError(RuntimeError):
     """The webhook did not start, or the apiserver never called it."""
 
@@ -247,23 +284,11 @@ class RunningWebhook:
 
     def vwc(self) -> dict[str, Any]:
         """The ValidatingWebhookConfiguration that sends aiperfjobs and trainjobs here."""
-        hook: dict[str, Any] = {
-            "name": self.name,
-            "admissionReviewVersions": ["v1"],
-            "sideEffects": "None",
-            "failurePolicy": self.failure_policy,
-            "timeoutSeconds": self.timeout_seconds,
-            "clientConfig": {"url": f"{self.url}/validate", "caBundle": ca_bundle(self._ca_pem)},
-            "rules": RULES,
-        }
-        if self.namespace_selector:
-            hook["namespaceSelector"] = self.namespace_selector
-        return {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingWebhookConfiguration",
-            "metadata": {"name": self.vwc_name},
-            "webhooks": [hook],
-        }
+        return validating_webhook_configuration(
+            self.vwc_name, self.name, f"{self.url}/validate", ca_bundle_b64=ca_bundle(self._ca_pem),
+            failure_policy=self.failure_policy, timeout_seconds=self.timeout_seconds,
+            namespace_selector=self.namespace_selector,
+        )
 
     def register(self) -> None:
         self._registered = True  # before apply: a half-done apply is still cleaned up
