@@ -219,8 +219,16 @@ fetch_crds() {
 
 main() {
     local what="${1:-all}"
+    [[ "$what" == path ]] && { echo "$CACHE"; return; }
+    # One build at a time per cache (a test run and `make demo` may start together);
+    # the second waits, then finds fresh stamps.
+    mkdir -p "$CACHE"
+    exec 9>"$CACHE/.build.lock"
+    if command -v flock >/dev/null 2>&1 && ! flock -n 9; then
+        say "another e2e/build.sh holds $CACHE/.build.lock; waiting for it..."
+        flock 9
+    fi
     case "$what" in
-        path) echo "$CACHE"; return ;;
         kube-apiserver) build_kube_apiserver ;;
         etcd) build_etcd ;;
         kubectl) fetch_kubectl ;;

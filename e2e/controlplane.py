@@ -446,6 +446,7 @@ class ControlPlane:
         env = dict(os.environ)
         env["KUBECONFIG"] = str(kubeconfig or self.kubeconfig)
         env["PATH"] = f"{self.bin_dir}{os.pathsep}{env.get('PATH', '')}"
+        env["KUBECACHEDIR"] = str(self.state_dir / "kubectl-cache")  # type: ignore[operator]
         return env
 
     def start(self) -> "ControlPlane":
@@ -753,7 +754,12 @@ class ControlPlane:
 
         With ``check`` a non-zero exit raises :class:`KubectlError` carrying stderr.
         """
-        argv = [str(self.kubectl_path), f"--kubeconfig={kubeconfig or self.kubeconfig}", *args]
+        argv = [
+            str(self.kubectl_path),
+            f"--kubeconfig={kubeconfig or self.kubeconfig}",
+            f"--cache-dir={self.state_dir / 'kubectl-cache'}",  # not ~/.kube/cache: ports change every run
+            *args,
+        ]
         proc = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout)
         if check and proc.returncode != 0:
             raise KubectlError(proc.returncode, argv, proc.stdout, proc.stderr)
@@ -963,7 +969,7 @@ def _cmd_down(args: argparse.Namespace) -> int:
     for line in _stop_recorded(state_dir):
         print(f"==> {line}", file=sys.stderr)
     # Remove only what `up` wrote, never the directory's other contents.
-    for entry in ("pki", "etcd-data", "logs", "audit", "audit-policy.yaml", "admin.kubeconfig", "dev.kubeconfig"):
+    for entry in ("pki", "etcd-data", "logs", "audit", "kubectl-cache", "audit-policy.yaml", "admin.kubeconfig", "dev.kubeconfig"):
         p = state_dir / entry
         if p.is_dir():
             shutil.rmtree(p, ignore_errors=True)

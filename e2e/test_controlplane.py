@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from e2e.controlplane import ControlPlane
+from e2e.controlplane import ControlPlane, _pid_alive
 
 
 def test_server_version_is_at_least_1_27(control_plane: ControlPlane) -> None:
@@ -94,3 +98,39 @@ def test_audit_log_records_custom_resource_writes(control_plane: ControlPlane) -
     assert events, "no audit event for the AIPerfJob write"
     assert events[-1]["level"] == "Request"
     assert events[-1]["requestObject"]["metadata"]["name"] == "audited"
+
+
+def test_cli_up_status_down(tmp_path: Path) -> None:
+    """`up` leaves a working control plane behind and `down` stops it by the recorded PIDs
+    (what `make demo` / `make demo-down` rely on)."""
+    state = tmp_path / "cluster"
+    cli = [sys.executable, str(Path(__file__).parent / "controlplane.py")]
+    up = subprocess.run([*cli, "up", "--state-dir", str(state)], capture_output=True, text=True, timeout=600)
+    try:
+        assert up.returncode == 0, up.stderr
+        exports = dict(
+            line.removeprefix("export ").split("=", 1) for line in up.stdout.splitlines() if line.startswith("export ")
+        )
+        assert exports["KUBECONFIG"] == str(state / "admin.kubeconfig")
+        recorded = json.loads((state / "controlplane.json").read_text())["pids"]
+        pids = [info["pid"] for info in recorded.values()]
+        assert all(_pid_alive(pid) for pid in pids)
+
+        status = subprocess.run([*cli, "status", "--state-dir", str(state)], capture_output=True, text=True)
+        assert status.returncode == 0 and json.loads(status.stdout)["running"] == {"etcd": True, "kube-apiserver": True}
+
+        kubectl = Path(exports["PATH"].split(":")[0]) / "kubectl"
+        ns = subprocess.run(
+            [str(kubectl), "get", "crd", "aiperfjobs.aiperf.nvidia.com", "-o", "name"],
+            env={**os.environ, "KUBECONFIG": exports["KUBECONFIG"]},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert ns.returncode == 0, ns.stderr
+    finally:
+        down = subprocess.run([*cli, "down", "--state-dir", str(state)], capture_output=True, text=True, timeout=120)
+    assert down.returncode == 0, down.stderr
+    assert "stopped kube-apiserver" in down.stderr and "stopped etcd" in down.stderr
+    assert not any(_pid_alive(pid) for pid in pids)  # (a zombie awaiting its reaper counts as gone)
+    assert not state.exists()
