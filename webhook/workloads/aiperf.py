@@ -15,6 +15,7 @@ were produced by AIPerf's own renderer and pin every detail here.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -142,15 +143,13 @@ class _Env:
 
     def __init__(self, settings: Settings) -> None:
         self._over = dict(settings.aiperf_env)
+        # pydantic-settings reads env names case-insensitively; one pass over the environment
+        self._env = {k.upper(): v for k, v in os.environ.items() if k[:6].upper() == "AIPERF"}
 
     def get(self, name: str, default: str) -> str:
         if name in self._over:
             return str(self._over[name])
-        # pydantic-settings reads env names case-insensitively
-        for k, v in os.environ.items():
-            if k.upper() == name:
-                return v
-        return default
+        return self._env.get(name, default)
 
     def int(self, name: str, default: int) -> int:
         raw = self.get(name, str(default))
@@ -171,6 +170,7 @@ class _Env:
 # ----------------------------------------------------------------------------- small helpers
 
 
+@functools.lru_cache(maxsize=1024)
 def _snake(key: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
 
@@ -182,7 +182,12 @@ def _get(d: dict[str, Any], camel: str, default: Any = None) -> Any:
     return d.get(_snake(camel), default)
 
 
-def _known(d: dict[str, Any], allowed: set[str]) -> set[str]:
+def _known(d: dict[str, Any], allowed: set[str] | frozenset[str]) -> frozenset[str]:
+    return _known_names(frozenset(allowed))
+
+
+@functools.lru_cache(maxsize=256)
+def _known_names(allowed: frozenset[str]) -> frozenset[str]:
     return allowed | {_snake(k) for k in allowed}
 
 
@@ -634,6 +639,11 @@ class _Renderer:
         return _get(self.tmpl, camel, default)
 
     def security(self) -> dict[str, Any]:
+        """The containers' securityContext; one shared dict per job (consumers copy before changing)."""
+        return self._security
+
+    @functools.cached_property
+    def _security(self) -> dict[str, Any]:
         ctx = json.loads(json.dumps(_CONTAINER_SECURITY))
         over = self._t("containerSecurityContext") or {}
         if "capabilities" in over:
