@@ -208,7 +208,10 @@ async def test_unreadable_object_is_denied_with_200_and_403_status(server: Any, 
     assert resp["uid"] == "u-9"
     assert resp["allowed"] is False
     assert resp["status"]["code"] == 403
-    assert resp["status"]["message"] == 'Widget "w1" in namespace "team-a" cannot be read as a Widget: spec must be an object'
+    assert resp["status"]["message"] == (
+        'Widget "w1" in namespace "team-a" is not a valid Widget: spec must be an object. '
+        "Fix: correct that field and apply again."
+    )
 
 
 # --------------------------------------------------------------------------- bad input

@@ -45,6 +45,9 @@ from webhook.policy import clip
 from webhook.preflight import evaluate
 from webhook.workloads import AdapterError, _ADAPTERS
 
+#: an unreadable object's problem is quoted up to this length (paths carry user-chosen keys)
+ADAPTER_ERROR_MAX_CHARS = 1000
+
 log = logging.getLogger("webhook.server")
 decision_log = logging.getLogger("webhook.decisions")
 
@@ -198,7 +201,13 @@ class WebhookApp:
             kind = obj.get("kind") if isinstance(obj.get("kind"), str) else req.kind.kind
             name = req.name or _meta(obj, "name") or _meta(obj, "generateName") or "<unnamed>"
             ns = req.namespace or _meta(obj, "namespace") or "default"
-            msg = f'{kind} "{name}" in namespace "{ns}" cannot be read as a {kind}: {exc}'
+            problem = str(exc)
+            if len(problem) > ADAPTER_ERROR_MAX_CHARS:
+                problem = problem[: ADAPTER_ERROR_MAX_CHARS - 1] + "…"
+            msg = (
+                f'{kind} "{name}" in namespace "{ns}" is not a valid {kind}: {problem}. '
+                "Fix: correct that field and apply again."
+            )
             return review_response(req.uid, allowed=False, message=msg), DENIED
         self.metrics.observe_checks(ev.results.checks)
         return response_from_decision(req.uid, ev.decision), ev.decision.outcome
