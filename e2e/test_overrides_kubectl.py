@@ -6,7 +6,8 @@
 * the object annotation `preflight.webhook.io/skip-checks` skips only the checks the config
   lists in `skippableChecks`; a refused skip is said so and the job stays denied;
 * a TrainJob with `spec.managedBy: kueue.x-k8s.io/multikueue` runs in another cluster, so
-  the local-capacity checks (Resource Quotas, Dry Run) are skipped with that reason.
+  the local-capacity checks (Resource Quotas, the node checks, Dry Run) are skipped with
+  that reason.
 
 Every override is visible: one `Warning:` line in kubectl's output and the `overrides`
 audit annotation (keys prefixed by the webhook's name) in the apiserver's audit log.
