@@ -55,7 +55,7 @@ build_kube_apiserver() {
         return
     fi
     need go "Go 1.24 or newer"
-    say "building kube-apiserver $KUBERNETES_VERSION from the Go module k8s.io/kubernetes (first time: ~15 min on 2 cores; cached afterwards)..."
+    say "building kube-apiserver $KUBERNETES_VERSION from the Go module k8s.io/kubernetes (first time: ~11 min on 2 idle cores, ~25 min on busy ones; cached afterwards)..."
     local t0=$SECONDS
     local ver="${KUBERNETES_VERSION#v}" major minor patch
     IFS=. read -r major minor patch <<<"${ver%%-*}"
@@ -111,7 +111,7 @@ build_etcd() {
         return
     fi
     need go "Go 1.24 or newer"
-    say "building etcd $ETCD_VERSION from the Go module go.etcd.io/etcd/server/v3 (first time: ~3 min)..."
+    say "building etcd $ETCD_VERSION from the Go module go.etcd.io/etcd/server/v3 (first time: ~4-7 min on 2 cores)..."
     local t0=$SECONDS dir="$SRC/etcd-$ETCD_VERSION"
     rm -rf "$dir"
     mkdir -p "$dir" "$BIN"
