@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -47,7 +47,9 @@ async def run_load(
     duration: float = 30.0,
     warmup: int = 500,
     on_start: Callable[[], None] | None = None,
+    ok_statuses: Collection[int] = (200,),
 ) -> LoadResult:
+    """``ok_statuses``: answers counted as successes (e.g. 201 for a dry-run create on the apiserver)."""
     host = urlsplit(url).hostname
     if host not in ("127.0.0.1", "localhost", "::1"):
         raise ValueError(f"loopback only: refusing to load {host}")
@@ -87,7 +89,7 @@ async def run_load(
                     result.errors += 1
                     continue
                 result.statuses[status] = result.statuses.get(status, 0) + 1
-                if status == 200:
+                if status in ok_statuses:
                     result.requests += 1
                     result.latencies_ms.append(ms)
                 else:
