@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 
-.PHONY: help install build-cluster test test-unit test-e2e demo demo-down bench clean
+.PHONY: help install build-cluster oracle test test-unit test-e2e demo demo-down bench clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -30,8 +30,11 @@ test-unit: install ## unit and in-process server tests only (no cluster)
 test-e2e: install build-cluster ## end-to-end tests against a real kube-apiserver + etcd
 	$(PY) -m pytest e2e -q
 
-test: install build-cluster ## the whole suite: unit, server and end-to-end
-	$(PY) -m pytest tests e2e -q
+oracle: ## create (once) the AIPerf 0.13.0 oracle venv in ~/.cache/preflight-webhook (tests/oracle/setup.sh)
+	@bash tests/oracle/setup.sh >/dev/null
+
+test: install build-cluster oracle ## the whole suite: unit, server, AIPerf oracle and end-to-end
+	PREFLIGHT_ORACLE_PYTHON="$$(bash tests/oracle/setup.sh)" $(PY) -m pytest tests e2e -q
 
 demo: install build-cluster ## start the local control plane with the webhook and show it accept, deny and warn
 	$(PY) e2e/demo.py up

@@ -1,9 +1,10 @@
 """Live oracle: run AIPerf 0.13.0's renderer now and compare with our adapter.
 
-Runs only when PREFLIGHT_ORACLE_PYTHON names the python of a venv with the aiperf wheel
-(see tests/oracle/generate.py for how to build it); CI relies on the committed goldens.
+Runs when PREFLIGHT_ORACLE_PYTHON names the python of a venv with the aiperf wheel.
+`make test` (and so CI) creates that venv with tests/oracle/setup.sh and sets the variable;
+a bare `pytest tests` without it skips these and relies on the committed goldens.
 
-    PREFLIGHT_ORACLE_PYTHON=~/.cache/preflight-webhook/oracle-venv/bin/python \
+    PREFLIGHT_ORACLE_PYTHON="$(bash tests/oracle/setup.sh)" \
         .venv/bin/python -m pytest tests/oracle/test_oracle_live.py -q
 """
 
