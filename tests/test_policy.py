@@ -57,8 +57,12 @@ def test_warn_mode_turns_failures_into_warnings():
     d = decide(results(SECRET_FAIL, NAME_WARN), settings=Settings(mode="warn"), subject=SUBJECT)
     assert d.allowed and d.message is None
     assert d.outcome == "warned"
-    assert d.warnings == [clip(f"[Image Reference] {SECRET_FAIL.message}"), "[Name Length] something to know"]
-    assert d.warnings[0].endswith("…") and len(d.warnings[0]) == WARNING_MAX_CHARS
+    assert d.warnings == [
+        '[Image Reference] Image "Foo" used by container "node" in pod group "node" is invalid: repository "Foo" contains',
+        "[Image Reference] … uppercase letters. Fix: use a lowercase repository",
+        "[Name Length] something to know",
+    ]
+    assert all(len(w) <= WARNING_MAX_CHARS for w in d.warnings)
 
 
 def test_audit_mode_shows_nothing_and_records_everything():
@@ -117,7 +121,10 @@ def test_ratchet_preexisting_failure_never_blocks():
     d = decide(results(SECRET_FAIL, GPU_FAIL), settings=Settings(), subject=SUBJECT, preexisting={"Image Reference"})
     assert not d.allowed
     assert d.denied_checks == ["Accelerator Limits"]
-    assert d.warnings == [clip(f"pre-existing: [Image Reference] {SECRET_FAIL.message}")]
+    assert d.warnings == [
+        'pre-existing: [Image Reference] Image "Foo" used by container "node" in pod group "node" is invalid: repository "Foo"',
+        "pre-existing: [Image Reference] … contains uppercase letters. Fix: use a lowercase repository",
+    ]
     only_old = decide(results(SECRET_FAIL), settings=Settings(), subject=SUBJECT, preexisting={"Image Reference"})
     assert only_old.allowed and only_old.warnings[0].startswith("pre-existing: [Image Reference] Image")
 
@@ -137,8 +144,11 @@ def test_warnings_are_one_line_each_120_chars_and_4k_in_total():
     assert all("\n" not in w and len(w) <= WARNING_MAX_CHARS for w in d.warnings)
     assert sum(len(w.encode("utf-8")) for w in d.warnings) <= WARNINGS_MAX_TOTAL
     assert d.warnings[-1].startswith("… ") and d.warnings[-1].endswith("more finding(s); run `preflight-webhook check` for all")
-    shown = len(d.warnings) - 1
+    shown = sum(1 for w in d.warnings[:-1] if not w.split("] ", 1)[1].startswith("…"))  # findings, not lines
     assert d.warnings[-1] == f"… {100 - shown} more finding(s); run `preflight-webhook check` for all"
+    # a long finding wraps over at most three lines, continuation lines marked "…"
+    assert d.warnings[0] == "[Check 0] line one 0 line two"
+    assert d.warnings[1] == "[Check 0] … " + "y" * 107 + "…"
     assert not any(w.lower().startswith("warning:") for w in d.warnings)
 
 
@@ -146,3 +156,27 @@ def test_audit_annotation_value_is_bounded():
     many = [CheckResult(f"Check {i}", Status.FAIL, "z" * 500) for i in range(40)]
     d = decide(results(*many), settings=Settings(mode="audit"), subject=SUBJECT)
     assert len(d.audit_annotations["findings"]) <= 8192
+
+
+def test_long_finding_wraps_between_words_over_at_most_three_lines():
+    from webhook.policy import wrap
+
+    msg = 'Secret "hf-token" not found in namespace "team-a" (referenced by env HF_TOKEN of container node). Fix: kubectl create secret generic hf-token -n team-a --from-literal=token=…'
+    assert wrap(msg, "[Secrets] ") == [
+        '[Secrets] Secret "hf-token" not found in namespace "team-a" (referenced by env HF_TOKEN of container node). Fix: kubectl',
+        "[Secrets] … create secret generic hf-token -n team-a --from-literal=token=…",
+    ]
+    long = wrap("word " * 200, "[X] ")
+    assert len(long) == 3 and all(len(line) <= 120 for line in long)
+    assert long[1].startswith("[X] … word") and long[2].endswith(" …")
+    assert wrap("short", "[X] ") == ["[X] short"]
+
+
+def test_findings_annotation_stays_valid_json_when_bounded():
+    import json
+
+    many = [CheckResult(f"Check {i}", Status.FAIL, "z" * 500) for i in range(40)]
+    d = decide(results(*many), settings=Settings(mode="audit"), subject=SUBJECT)
+    findings = json.loads(d.audit_annotations["findings"])
+    assert findings[-1]["more"] == 40 - (len(findings) - 1)
+    assert findings[0] == {"check": "Check 0", "status": "fail", "message": "z" * 500}

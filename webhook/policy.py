@@ -3,7 +3,8 @@
 A decision is data (allowed, message, warnings, audit annotations); the server and the
 CLI only render it. Text rules: the denial has one header line, then one line per
 failed check `[Check Name] what is wrong. Fix: how`. Warnings are one line each, at most
-120 characters, at most 4 KiB together, no "Warning:" prefix.
+120 characters, at most 4 KiB together, no "Warning:" prefix; a longer finding goes on over
+up to three warning lines (`[Check Name] … rest`) so that its fix is not cut off.
 """
 
 from __future__ import annotations
@@ -40,20 +41,63 @@ def clip(text: str, limit: int = WARNING_MAX_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-def warning_line(r: CheckResult, prefix: str = "") -> str:
-    return clip(f"{prefix}[{r.name}] {r.message}")
+#: a finding longer than one warning goes on over at most this many warning lines
+WARNING_MAX_LINES = 3
 
 
-def _cap_total(lines: list[str]) -> list[str]:
-    out, total = [], 0
-    for i, line in enumerate(lines):
-        size = len(line.encode("utf-8"))
+def wrap(text: str, lead: str, limit: int = WARNING_MAX_CHARS, max_lines: int = WARNING_MAX_LINES) -> list[str]:
+    """`lead + text` as warning lines of at most `limit` characters, broken between words.
+
+    kubectl prints each warning on its own line, so a long finding (and its `Fix:`) stays
+    readable as two or three lines instead of being cut off; continuation lines start with
+    `lead` and "…" so they read as one finding. Past `max_lines` the last line is clipped.
+    """
+    cont = f"{lead}… "
+    lines: list[str] = []
+    current = lead
+    for word in _one_line(text).split(" "):
+        fresh = current in (lead, cont)
+        candidate = current + word if fresh else f"{current} {word}"
+        if len(candidate) <= limit or fresh:
+            current = candidate  # an over-long single word is clipped below
+        else:
+            lines.append(current)
+            current = cont + word
+    lines.append(current)
+    lines = [clip(line, limit) for line in lines]
+    if len(lines) > max_lines:
+        last = lines[max_lines - 1].rstrip("…")
+        lines = lines[: max_lines - 1] + [last[: limit - 2].rstrip() + " …"]
+    return lines
+
+
+def warning_lines(r: CheckResult, prefix: str = "") -> list[str]:
+    return wrap(r.message, f"{prefix}[{r.name}] ")
+
+
+def _cap_total(groups: list[list[str]]) -> list[str]:
+    """Whole findings, in order, while they fit 4 KiB; then one line saying how many were left out."""
+    out: list[str] = []
+    total = 0
+    for i, group in enumerate(groups):
+        size = sum(len(line.encode("utf-8")) for line in group)
         if total + size > WARNINGS_MAX_TOTAL - 64:
-            out.append(f"… {len(lines) - i} more finding(s); run `preflight-webhook check` for all")
+            out.append(f"… {len(groups) - i} more finding(s); run `preflight-webhook check` for all")
             break
-        out.append(line)
+        out.extend(group)
         total += size
     return out
+
+
+def _findings_json(results: list[CheckResult]) -> str:
+    """The findings as a JSON list that stays valid JSON within AUDIT_VALUE_MAX."""
+    findings = [{"check": r.name, "status": r.status.value, "message": r.message} for r in results]
+    value = json.dumps(findings, separators=(",", ":"))
+    while len(value) > AUDIT_VALUE_MAX and findings:
+        dropped = len(results) - len(findings) + 1
+        findings.pop()
+        value = json.dumps(findings + [{"more": dropped}], separators=(",", ":"))
+    return value
 
 
 def decide(
@@ -75,7 +119,8 @@ def decide(
     mode = mode or settings.mode
     notes = list(notes or [])
     deny: list[CheckResult] = []
-    warn_lines: list[str] = [clip(n) for n in notes]  # notes obey the 120-character rule too
+    # one group of warning lines per finding (a long finding wraps over up to three lines)
+    warn_lines: list[list[str]] = [[clip(n)] for n in notes]  # notes obey the 120-character rule too
     audit: list[CheckResult] = []
 
     for r in results.checks:
@@ -89,29 +134,28 @@ def decide(
             failing = r.status is Status.FAIL
         if failing:
             if r.name in preexisting and action == "deny":
-                warn_lines.append(warning_line(r, prefix="pre-existing: "))
+                warn_lines.append(warning_lines(r, prefix="pre-existing: "))
                 audit.append(r)
                 continue
             if action == "deny" and mode == "enforce":
                 deny.append(r)
             elif action in ("deny", "warn") and mode in ("enforce", "warn"):
-                warn_lines.append(warning_line(r))
+                warn_lines.append(warning_lines(r))
             audit.append(r)
         elif r.status is Status.WARN:
             if mode != "audit" and action != "audit":
-                warn_lines.append(warning_line(r))
+                warn_lines.append(warning_lines(r))
             audit.append(r)
     for r in results.checks:  # a verdict from stale cached data says so, whatever it is
         if r.caveats and r.status is not Status.SKIP and mode != "audit" and settings.action_for(r.name) not in ("audit", "off"):
-            warn_lines.extend(line for line in dict.fromkeys(clip(f"[{r.name}] {c}") for c in r.caveats) if line not in warn_lines)
+            for caveat in dict.fromkeys(r.caveats):
+                group = wrap(caveat, f"[{r.name}] ")
+                if group not in warn_lines:
+                    warn_lines.append(group)
 
     annotations: dict[str, str] = {}
     if audit or notes:
-        findings = [{"check": r.name, "status": r.status.value, "message": r.message} for r in audit]
-        value = json.dumps(findings, separators=(",", ":"))
-        if len(value) > AUDIT_VALUE_MAX:
-            value = value[: AUDIT_VALUE_MAX - 1] + "…"
-        annotations["findings"] = value
+        annotations["findings"] = _findings_json(audit)
         failed = sorted({r.name for r in audit if r.status is Status.FAIL or is_timed_out(r)})
         if failed:
             annotations["failed-checks"] = ",".join(failed)
@@ -127,7 +171,7 @@ def decide(
         return Decision(
             allowed=False,
             message=f"{header}\n{body}",
-            warnings=_cap_total([w for w in warn_lines]),
+            warnings=_cap_total(warn_lines),
             audit_annotations=annotations,
             outcome="denied",
             denied_checks=[r.name for r in deny],
