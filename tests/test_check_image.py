@@ -179,3 +179,13 @@ def test_parse_invalid_says_which_part(image, reason):
     with pytest.raises(ValueError) as exc:
         parse_image(image)
     assert str(exc.value) == reason
+
+
+async def test_many_containers_are_counted_not_listed():
+    res = await run(wl(group("workers", *(["nginx:latest"] * 5)), group("controller", "nginx:latest", "nginx:latest")))
+    assert [(r.status, r.message) for r in res] == [(
+        Status.WARN,
+        'Image "nginx:latest" uses the moving tag "latest"; pods can start different builds '
+        '(used by containers "c0", "c1" and 3 more in pod group "workers"; containers "c0", "c1" in pod group "controller"). '
+        "Fix: pin a version tag or a digest",
+    )]

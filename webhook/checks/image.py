@@ -134,7 +134,13 @@ class _Use:
     groups_without_pull_secrets: list[str] = field(default_factory=list)
 
 
+#: past this many containers in one pod group, a message names the first two and counts the rest
+NAMES_SHOWN = 3
+
+
 def _quote_list(names: list[str]) -> str:
+    if len(names) > NAMES_SHOWN:
+        return ", ".join(f'"{n}"' for n in names[:2]) + f" and {len(names) - 2} more"
     return ", ".join(f'"{n}"' for n in names)
 
 
