@@ -180,3 +180,14 @@ def test_findings_annotation_stays_valid_json_when_bounded():
     findings = json.loads(d.audit_annotations["findings"])
     assert findings[-1]["more"] == 40 - (len(findings) - 1)
     assert findings[0] == {"check": "Check 0", "status": "fail", "message": "z" * 500}
+
+
+def test_an_overlong_finding_keeps_its_fix():
+    from webhook.policy import warning_lines
+
+    r = CheckResult("Image Reference", Status.WARN, "what " * 80 + "is wrong. Fix: pin a version tag or a digest")
+    lines = warning_lines(r)
+    assert len(lines) == 3 and all(len(line) <= WARNING_MAX_CHARS for line in lines)
+    assert lines[0].startswith("[Image Reference] what what")
+    assert lines[1].startswith("[Image Reference] … what") and lines[1].endswith(" …")
+    assert lines[2] == "[Image Reference] … Fix: pin a version tag or a digest"

@@ -72,7 +72,16 @@ def wrap(text: str, lead: str, limit: int = WARNING_MAX_CHARS, max_lines: int = 
 
 
 def warning_lines(r: CheckResult, prefix: str = "") -> list[str]:
-    return wrap(r.message, f"{prefix}[{r.name}] ")
+    """A finding as warning lines; when it is too long, the middle goes and the `Fix:` stays."""
+    lead = f"{prefix}[{r.name}] "
+    lines = wrap(r.message, lead, max_lines=10_000)
+    if len(lines) <= WARNING_MAX_LINES:
+        return lines
+    what, sep, fix = r.message.rpartition(". Fix: ")
+    if not sep:
+        return wrap(r.message, lead)
+    fix_lines = wrap(f"… Fix: {fix}", lead, max_lines=WARNING_MAX_LINES - 1)
+    return wrap(f"{what}.", lead, max_lines=WARNING_MAX_LINES - len(fix_lines)) + fix_lines
 
 
 def _cap_total(groups: list[list[str]]) -> list[str]:
