@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 
-.PHONY: help install build-cluster oracle test test-unit test-e2e demo demo-down bench clean
+.PHONY: help install build-cluster oracle test test-unit test-e2e demo demo-down bench bench-cluster clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -44,6 +44,9 @@ demo-down: ## stop what `make demo` left running
 
 bench: install ## run the load benchmarks and write docs/benchmarks.md
 	$(PY) bench/run.py
+
+bench-cluster: install build-cluster ## cluster benchmarks against the local control plane (~5 min); write docs/benchmarks.md
+	$(PY) bench/cluster_bench.py
 
 clean: ## remove the virtualenv and caches in the work tree
 	rm -rf $(VENV) .pytest_cache .hypothesis build dist *.egg-info
