@@ -69,6 +69,7 @@ class LiveClusterView:
         self.client = client
         self.checks = checks
         self.discovery = Discovery(client, refresh_seconds=discovery_refresh_seconds)
+        self._cap_memo: dict[str, tuple[Any, Any, Capability]] = {}
         self.reflectors: dict[str, Reflector] = {}
         self.cache_reasons: dict[str, str] = {}  # resource -> why it has no cache
         self.permissions: dict[Permission, PermissionResult] | None = None
@@ -351,13 +352,20 @@ class LiveClusterView:
         return self.discovery.server_version()
 
     def _capability(self, check: Check) -> Capability:
-        snap_ok = self.discovery.snapshot is not None
-        cap = capability_of(
-            check,
-            served=self.discovery.served if snap_ok else None,
-            perms=self.permissions,
-            discovery_error=self.ready_reason if not snap_ok else "",
-        )
+        snap = self.discovery.snapshot
+        # the probed part changes only with a new discovery snapshot or permission probe:
+        # computed once per (check, snapshot, probe), not on every request
+        memo = self._cap_memo.get(check.name)
+        if memo is not None and memo[0] is snap and memo[1] is self.permissions and snap is not None:
+            cap = memo[2]
+        else:
+            cap = capability_of(
+                check,
+                served=self.discovery.served if snap is not None else None,
+                perms=self.permissions,
+                discovery_error=self.ready_reason if snap is None else "",
+            )
+            self._cap_memo[check.name] = (snap, self.permissions, cap)
         if cap.value != NO:
             for p in check.permissions:  # a cache refused at run time (RBAC changed since start-up)
                 r = self.reflectors.get(p.resource)
