@@ -28,14 +28,13 @@ import yaml
 
 from e2e.controlplane import ControlPlane
 from e2e.delayproxy import DelayProxy, proxied_kubeconfig
-from e2e.webhook import RunningWebhook, wait_until
-from webhook.policy import clip
+from e2e.webhook import RunningWebhook, findings_of, wait_until
 
 LABEL = "preflight-webhook/deadline-e2e"
 SECRET, SERVICE, JOB = "api-key", "llm", "slow-bench"
 DEADLINE_EXCEEDED = "context deadline exceeded"
 #: what the live checks say when their reads did not come back within the budget
-DRY_RUN_TIMED_OUT = clip(
+DRY_RUN_TIMED_OUT = (
     f'[Dry Run] Could not dry-run the JobSet "aiperf-{JOB}" (timed out); '
     "Could not dry-run the Pod for controller (timed out); Could not dry-run the Pod for workers (timed out)"
 )
@@ -48,7 +47,7 @@ STALE = re.compile(
 
 
 def secrets_timed_out(ns: str) -> str:
-    return clip(f'[Secrets] Cannot verify Secret "{SECRET}" in namespace "{ns}" (timed out)')
+    return f'[Secrets] Cannot verify Secret "{SECRET}" in namespace "{ns}" (timed out)'
 
 
 class _ThroughProxy:
@@ -109,9 +108,6 @@ def dry_run_apply(cp: ControlPlane, obj: dict[str, Any]) -> Any:
     return cp.kubectl("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump(obj, sort_keys=False), check=False)
 
 
-def warnings_of(stderr: str) -> list[str]:
-    return [line.removeprefix("Warning: ") for line in stderr.splitlines() if line.startswith("Warning: ")]
-
 
 def endpoint_missing(ns: str) -> str:
     return (
@@ -130,7 +126,7 @@ def answer_from_stale_cache(cp: ControlPlane, job: dict[str, Any]) -> Any:
 
     def stale() -> Any:
         out = dry_run_apply(cp, job)
-        return out if any(STALE.fullmatch(w) for w in warnings_of(out.stderr)) else None
+        return out if any(STALE.fullmatch(w) for w in findings_of(out.stderr)) else None
 
     out = wait_until("a verdict that says its cached services are stale", stale, timeout=60, every=0.2)
     assert DEADLINE_EXCEEDED not in out.stderr and out.returncode == 0, out.stderr  # answered, not timed out
@@ -139,7 +135,7 @@ def answer_from_stale_cache(cp: ControlPlane, job: dict[str, Any]) -> Any:
 
 def endpoint_passes(cp: ControlPlane, job: dict[str, Any]) -> bool:
     out = dry_run_apply(cp, job)
-    return out.returncode == 0 and endpoint_verdicts(warnings_of(out.stderr)) == []
+    return out.returncode == 0 and endpoint_verdicts(findings_of(out.stderr)) == []
 
 
 @pytest.fixture
@@ -185,7 +181,7 @@ def test_slow_apiserver_answer_arrives_and_names_unfinished_checks(
     # healthy first: the same job passes every check, so what follows is the delay's doing
     fast = dry_run_apply(control_plane, job)
     assert fast.returncode == 0, fast.stderr
-    assert warnings_of(fast.stderr) == []
+    assert findings_of(fast.stderr) == []
 
     warned = hook.requests_total(decision="warned")
     delayed = proxy.stats.delayed_up
@@ -195,7 +191,7 @@ def test_slow_apiserver_answer_arrives_and_names_unfinished_checks(
     assert DEADLINE_EXCEEDED not in slow.stderr, slow.stderr  # failurePolicy Fail was not needed
     assert slow.returncode == 0, slow.stderr
     assert slow.stdout == f"aiperfjob.aiperf.nvidia.com/{JOB} created (server dry run)\n"
-    assert warnings_of(slow.stderr) == [secrets_timed_out(ns), DRY_RUN_TIMED_OUT]
+    assert findings_of(slow.stderr) == [secrets_timed_out(ns), DRY_RUN_TIMED_OUT]
     assert hook.requests_total(decision="warned") == warned + 1
     assert proxy.stats.delayed_up > delayed  # the live reads were sent, and held back 3 s
 
@@ -215,10 +211,10 @@ def test_unreachable_apiserver_cached_checks_answer_with_their_age(
     control_plane.apply(service(ns))
 
     out = answer_from_stale_cache(control_plane, job)
-    got = warnings_of(out.stderr)
+    got = findings_of(out.stderr)
     age = [int(m.group(1)) for w in got if (m := STALE.fullmatch(w))]
     assert len(age) == 1 and age[0] >= 1
-    assert endpoint_verdicts(got) == [clip(f"[Endpoint Service] {endpoint_missing(ns)}")]  # the last synced state
+    assert endpoint_verdicts(got) == [f"[Endpoint Service] {endpoint_missing(ns)}"]  # the last synced state
     assert secrets_timed_out(ns) in got
     assert DRY_RUN_TIMED_OUT in got
 
@@ -242,13 +238,13 @@ def test_refused_apiserver_live_checks_say_so_and_caches_back_off(
     control_plane.apply(service(ns))
 
     out = answer_from_stale_cache(control_plane, job)
-    got = warnings_of(out.stderr)
+    got = findings_of(out.stderr)
     unreachable = "cannot reach the apiserver: "
     secrets = f'[Secrets] Cannot verify Secret "{SECRET}" in namespace "{ns}" ({unreachable}'
     dry_run = f'[Dry Run] Could not dry-run the JobSet "aiperf-{JOB}" (transient error): {unreachable}'
     assert [w for w in got if w.startswith("[Secrets]")] == [w for w in got if w.startswith(secrets)] != []
     assert [w for w in got if w.startswith("[Dry Run]")] == [w for w in got if w.startswith(dry_run)] != []
-    assert endpoint_verdicts(got) == [clip(f"[Endpoint Service] {endpoint_missing(ns)}")]
+    assert endpoint_verdicts(got) == [f"[Endpoint Service] {endpoint_missing(ns)}"]
     assert any(STALE.fullmatch(w) for w in got)
 
     retry = re.compile(r"cache services: (.*); retrying in ([0-9.]+)s")

@@ -27,7 +27,7 @@ import yaml
 
 from e2e.conftest import SAMPLES_DIR
 from e2e.controlplane import ControlPlane
-from e2e.webhook import ROOT, RunningWebhook, wait_until
+from e2e.webhook import ROOT, RunningWebhook, wait_until, warnings_of
 
 HOOK = "preflight.webhook.io"
 MODE_LABEL = "preflight.webhook.io/mode"
@@ -95,9 +95,6 @@ def kubectl_apply(cp: ControlPlane, obj: dict[str, Any], *args: str) -> subproce
     """`kubectl apply -f -` (kubectl names the source "STDIN"); never raises."""
     return cp.kubectl("apply", "-f", "-", *args, input=yaml.safe_dump(obj, sort_keys=False), check=False)
 
-
-def warnings_of(stderr: str) -> list[str]:
-    return [line.removeprefix("Warning: ") for line in stderr.splitlines() if line.startswith("Warning: ")]
 
 
 def denial(text: str, warnings: Sequence[str] = ()) -> str:
@@ -196,8 +193,10 @@ def test_namespace_label_warn_lets_one_team_through_while_the_rest_enforce(hook:
     assert (proc.returncode, proc.stdout) == (0, created(job)), proc.stderr
     assert warnings_of(proc.stderr) == [
         f"mode warn for namespace {WARN_NS} (label {MODE_LABEL})",
-        # one line, clipped to 120 characters
-        f'[Secrets] Secret "ngc" not found in namespace "{WARN_NS}" (referenced by imagePullSecrets of the controller, worke…',
+        # a long finding wraps between words over warning lines of at most 120 characters
+        '[Secrets] Secret "ngc" not found in namespace "e2e-ovr-team-a" (referenced by imagePullSecrets of the controller,',
+        "[Secrets] … workers pods). Fix: kubectl create secret docker-registry ngc -n e2e-ovr-team-a --docker-server=<registry>",
+        "[Secrets] … --docker-username=<user> --docker-password=…",
     ]
     assert proc.stderr == "".join(f"Warning: {w}\n" for w in warnings_of(proc.stderr))
     assert stored(cp, job)

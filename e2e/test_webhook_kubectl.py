@@ -20,7 +20,7 @@ import yaml
 
 from e2e.conftest import SAMPLES_DIR, SAMPLES_LABEL
 from e2e.controlplane import ControlPlane
-from e2e.webhook import RunningWebhook, wait_until
+from e2e.webhook import RunningWebhook, wait_until, warnings_of
 
 HOOK = "preflight.webhook.io"
 MODE_LABEL = "preflight.webhook.io/mode"
@@ -48,9 +48,6 @@ def kubectl_apply(cp: ControlPlane, obj: dict[str, Any], *args: str) -> Any:
     """`kubectl apply -f -` (kubectl names the source "STDIN"); never raises."""
     return cp.kubectl("apply", "-f", "-", *args, input=yaml.safe_dump(obj, sort_keys=False), check=False)
 
-
-def warnings_of(stderr: str) -> list[str]:
-    return [line.removeprefix("Warning: ") for line in stderr.splitlines() if line.startswith("Warning: ")]
 
 
 def denial(verb: str, text: str) -> str:
@@ -137,11 +134,12 @@ CASES = [
     Case(
         "aiperfjob-warns",
         denied=False,
-        warnings=[  # one line each, clipped to 120 characters
-            '[Image Reference] Image "nvcr.io/nvidia/aiperf:latest" uses the moving tag "latest"; pods can start '
-            "different builds (u…",
-            '[Endpoint Service] Service "llm" in "demo-bench" exposes port 8000, not 8080 '
-            "(http://llm.demo-bench.svc.cluster.local:8…",
+        warnings=[  # ≤ 120 characters each; a long finding wraps, and keeps its Fix when cut
+            '[Image Reference] Image "nvcr.io/nvidia/aiperf:latest" uses the moving tag "latest"; pods can start different builds',
+            '[Image Reference] … (used by containers "event-bus-proxy", "control-plane" and 7 more in pod group "controller"; …',
+            "[Image Reference] … Fix: pin a version tag or a digest",
+            '[Endpoint Service] Service "llm" in "demo-bench" exposes port 8000, not 8080',
+            "[Endpoint Service] … (http://llm.demo-bench.svc.cluster.local:8080)",
         ],
     ),
 ]
@@ -196,7 +194,9 @@ def test_warn_mode_allows_and_prints_every_finding_as_a_warning(hook: RunningWeb
     assert proc.stdout == "aiperfjob.aiperf.nvidia.com/llama-bench-ngc created\n"
     assert warnings_of(proc.stderr) == [
         f"mode warn for namespace {WARN_NS} (label {MODE_LABEL})",
-        f'[Secrets] Secret "ngc" not found in namespace "{WARN_NS}" (referenced by imagePullSecrets of the controller, wor…',
+        '[Secrets] Secret "ngc" not found in namespace "e2e-webhook-warn" (referenced by imagePullSecrets of the controller,',
+        "[Secrets] … workers pods). Fix: kubectl create secret docker-registry ngc -n e2e-webhook-warn --docker-server=<registry>",
+        "[Secrets] … --docker-username=<user> --docker-password=…",
     ]
     assert exists(cp, obj)
 
@@ -263,7 +263,9 @@ def test_update_ratchet_lets_a_label_change_through(hook: RunningWebhook) -> Non
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "aiperfjob.aiperf.nvidia.com/llama-bench-ngc configured\n"
     assert warnings_of(proc.stderr) == [  # a spec change: checked, but the old failure no longer blocks
-        f'pre-existing: [Secrets] Secret "ngc" not found in namespace "{ns}" (referenced by imagePullSecrets of th…',
+        'pre-existing: [Secrets] Secret "ngc" not found in namespace "e2e-webhook-ratchet" (referenced by imagePullSecrets of the',
+        "pre-existing: [Secrets] … controller, workers pods). Fix: kubectl create secret docker-registry ngc -n",
+        "pre-existing: [Secrets] … e2e-webhook-ratchet --docker-server=<registry> --docker-username=<user> --docker-password=…",
     ]
 
 

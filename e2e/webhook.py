@@ -371,3 +371,23 @@ def running_webhook(cp: ControlPlane, **kw: Any) -> Iterator[RunningWebhook]:
     """``with running_webhook(cp, config={"mode": "warn"}) as hook: ...``"""
     with RunningWebhook(cp, **kw) as hook:
         yield hook
+
+
+def warnings_of(stderr: str) -> list[str]:
+    """The `Warning: …` lines kubectl printed, without the prefix, in order."""
+    return [line.removeprefix("Warning: ") for line in stderr.splitlines() if line.startswith("Warning: ")]
+
+
+_CONTINUATION = re.compile(r"^(?:pre-existing: )?\[[^\]]+\] … ")
+
+
+def findings_of(stderr: str) -> list[str]:
+    """kubectl's warnings with each finding's continuation lines (`[Check] … rest`) joined back."""
+    out: list[str] = []
+    for w in warnings_of(stderr):
+        m = _CONTINUATION.match(w)
+        if m and out:
+            out[-1] = f"{out[-1]} {w[m.end():]}"
+        else:
+            out.append(w)
+    return out
