@@ -1,0 +1,155 @@
+"""CPU per /validate request in process, without sockets or TLS: where the webhook's own time goes.
+
+    .venv/bin/python bench/inproc.py [-n 300] [--profile pyinstrument|cprofile] [--kind aiperf,trainjob,trainjob-rt]
+
+Each request goes through `WebhookApp.validate` (content-type and size checks, body read,
+envelope parse, evaluate, metrics, decision log, JSON answer) with a stand-in for
+aiohttp's request object, so the figure is the handler's own CPU; HTTP parsing and TLS
+are what bench/run.py's "server path only" rows add on top.
+
+Kinds: `aiperf` (sample AIPerfJob, offline), `trainjob` (sample TrainJob, offline: the
+server has no runtime lookup without a cluster, so the adapter stops at the runtime
+reference), `trainjob-rt` (the sample TrainJob through `evaluate()` with the sample
+ClusterTrainingRuntime given, like `check --offline -f trainjob.yaml -f runtime.yaml`,
+plus envelope parse, metrics and the JSON answer as the handler does them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from webhook.admission import parse_review_bytes, response_from_decision  # noqa: E402
+from webhook.config import Settings  # noqa: E402
+from webhook.deadline import Deadline  # noqa: E402
+from webhook.manifests import split_runtimes  # noqa: E402
+from webhook.preflight import evaluate  # noqa: E402
+from webhook.server import WebhookApp  # noqa: E402
+
+SAMPLES = Path("/work/shared/notes/samples")
+RESOURCES = {"AIPerfJob": ("aiperf.nvidia.com", "v1alpha1", "aiperfjobs"), "TrainJob": ("trainer.kubeflow.org", "v1alpha1", "trainjobs")}
+
+
+def review(obj: dict[str, Any]) -> bytes:
+    group, version, resource = RESOURCES[obj["kind"]]
+    return json.dumps({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "bench-0000",
+            "kind": {"group": group, "version": version, "kind": obj["kind"]},
+            "resource": {"group": group, "version": version, "resource": resource},
+            "namespace": obj["metadata"].get("namespace", "default"),
+            "name": obj["metadata"]["name"],
+            "operation": "CREATE",
+            "userInfo": {"username": "bench"},
+            "object": obj,
+            "dryRun": False,
+        },
+    }).encode()
+
+
+class FakeRequest:
+    """What WebhookApp.validate reads from aiohttp's request."""
+
+    content_type = "application/json"
+    query: dict[str, str] = {}
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        self.content_length = len(body)
+        self.headers = {"Content-Type": "application/json"}
+
+    async def read(self) -> bytes:
+        return self.body
+
+
+def make_call(kind: str) -> tuple[Any, str]:
+    settings = Settings()
+    if kind in ("aiperf", "trainjob"):
+        obj = yaml.safe_load((SAMPLES / ("aiperfjob.yaml" if kind == "aiperf" else "trainjob.yaml")).read_text())
+        app = WebhookApp(settings)
+        body = review(obj)
+
+        async def call() -> Any:
+            return await app.validate(FakeRequest(body))  # type: ignore[arg-type]
+
+        return call, body
+    docs = [yaml.safe_load((SAMPLES / f).read_text()) for f in ("trainjob.yaml", "clustertrainingruntime.yaml")]
+    jobs, lookup = split_runtimes(docs)
+    body = review(jobs[0])
+    app = WebhookApp(settings)
+
+    async def call_rt() -> Any:
+        rv = parse_review_bytes(body, app.loads)
+        req = rv.request
+        ev = await evaluate(req.object, settings=settings, deadline=Deadline(settings.budget_seconds),
+                            operation=req.operation, runtime_lookup=lookup, namespace=req.namespace or None,
+                            checks=app.checks)
+        app.metrics.observe_checks(ev.results.checks)
+        app.metrics.observe_request(req.kind.kind, req.operation, ev.decision.outcome, 0.001)
+        return app.dumps(response_from_decision(req.uid, ev.decision))
+
+    return call_rt, body
+
+
+async def measure(kind: str, n: int, profile: str | None) -> None:
+    call, body = make_call(kind)
+    first = await call()
+    text = first.body if hasattr(first, "body") else first
+    answer = json.loads(text)["response"]
+    for _ in range(30):  # imports, caches
+        await call()
+    best = float("inf")
+    for _ in range(3):
+        c0 = time.process_time()
+        for _ in range(n):
+            await call()
+        best = min(best, (time.process_time() - c0) * 1000.0 / n)
+    print(f"{kind}: {best:.3f} ms CPU/request (best of 3 x {n}); body {len(body)} bytes; "
+          f"allowed={answer['allowed']} warnings={len(answer.get('warnings') or [])}", flush=True)
+    if profile == "pyinstrument":
+        from pyinstrument import Profiler
+
+        prof = Profiler(interval=0.0002, async_mode="disabled")
+        prof.start()
+        for _ in range(n):
+            await call()
+        prof.stop()
+        print(prof.output_text(unicode=False, color=False, show_all=False))
+    elif profile == "cprofile":
+        import cProfile
+        import pstats
+
+        pr = cProfile.Profile()
+        pr.enable()
+        for _ in range(n):
+            await call()
+        pr.disable()
+        pstats.Stats(pr).sort_stats("tottime").print_stats(35)
+        pstats.Stats(pr).sort_stats("cumulative").print_stats(45)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-n", type=int, default=300)
+    p.add_argument("--profile", choices=("pyinstrument", "cprofile"))
+    p.add_argument("--kind", default="aiperf,trainjob,trainjob-rt")
+    args = p.parse_args()
+    for kind in args.kind.split(","):
+        asyncio.run(measure(kind, args.n, args.profile))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
