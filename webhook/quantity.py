@@ -18,6 +18,7 @@ Grammar (k8s.io/apimachinery/pkg/api/resource):
 from __future__ import annotations
 
 import builtins
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
@@ -72,6 +73,13 @@ def parse_quantity(value: str | int | float | Decimal) -> Decimal:
         return Decimal(repr(value))
     if not isinstance(value, str):
         raise ValueError(f"quantity {value!r} must be a string or a number, not {type(value).__name__}")
+    return _parse_string(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_string(value: str) -> Decimal:
+    """parse_quantity of a string, memoized: every check re-reads the same few strings on every
+    request ("500m", "2Gi"), and Decimal results are immutable. Errors are not cached (raised anew)."""
     m = _QUANTITY.match(value)
     if m is None:
         raise ValueError(f"quantity {value!r} does not match the Kubernetes quantity format (e.g. 500m, 2, 1.5Gi, 1e3)")
