@@ -78,6 +78,7 @@ class Metrics:
 
         # labelled children, looked up once: prometheus-client's labels() costs more than the increment
         self._request_children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+        self._check_children: dict[tuple[str, str], Any] = {}
 
     def kind_label(self, kind: str) -> str:
         """A handled kind keeps its name; anything else is "other" (bounded cardinality)."""
@@ -96,9 +97,14 @@ class Metrics:
         children[1].observe(seconds)
 
     def observe_checks(self, results: Iterable[CheckResult]) -> None:
+        children = self._check_children
         for r in results:
             if r.duration_ms is not None:
-                self.check_latency.labels(r.name, r.status.value).observe(r.duration_ms / 1000.0)
+                key = (r.name, r.status.value)
+                child = children.get(key)
+                if child is None:  # check names and statuses are ours: a bounded set
+                    child = children[key] = self.check_latency.labels(*key)
+                child.observe(r.duration_ms / 1000.0)
 
     def render(self) -> tuple[bytes, str]:
         """(body, content type) for GET /metrics."""
