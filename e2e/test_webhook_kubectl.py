@@ -139,7 +139,8 @@ CASES = [
             '[Image Reference] … (used by containers "event-bus-proxy", "control-plane" and 7 more in pod group "controller"; …',
             "[Image Reference] … Fix: pin a version tag or a digest",
             '[Endpoint Service] Service "llm" in "demo-bench" exposes port 8000, not 8080',
-            "[Endpoint Service] … (http://llm.demo-bench.svc.cluster.local:8080)",
+            "[Endpoint Service] … (http://llm.demo-bench.svc.cluster.local:8080). Fix: use port 8000 in spec.benchmark.endpoint.urls,",
+            "[Endpoint Service] … or expose 8080 on the Service",
         ],
     ),
 ]

@@ -54,5 +54,7 @@ async def test_existing_service_passes_and_wrong_port_warns() -> None:
     assert (r.status, r.message) == (Status.PASS, 'Service "llm" in namespace "models" exists')
     r = await run_check(EndpointService(), _aiperf("http://llm.models.svc.cluster.local:9000"), view)
     assert (r.status, r.message) == (
-        Status.WARN, 'Service "llm" in "models" exposes port 8000, not 9000 (http://llm.models.svc.cluster.local:9000)'
+        Status.WARN,
+        'Service "llm" in "models" exposes port 8000, not 9000 (http://llm.models.svc.cluster.local:9000). '
+        "Fix: use port 8000 in spec.benchmark.endpoint.urls, or expose 9000 on the Service"
     )

@@ -81,7 +81,11 @@ class EndpointService(Check):
             ports = [p.get("port") for p in spec.get("ports") or []]
             headless = spec.get("clusterIP") == "None"
             if port is not None and ports and not headless and port not in ports and spec.get("type") != "ExternalName":
-                warns.append(f'Service "{svc}" in "{ns}" exposes port {", ".join(map(str, ports))}, not {port} ({url})')
+                exposed = ", ".join(map(str, ports))
+                warns.append(
+                    f'Service "{svc}" in "{ns}" exposes port {exposed}, not {port} ({url}). '
+                    f"Fix: use port {ports[0]} in spec.benchmark.endpoint.urls, or expose {port} on the Service"
+                )
         if fails:
             return with_stale(CheckResult(self.name, Status.FAIL, " ".join(fails), details=fails + warns), ctx, "services")
         if warns:
