@@ -10,7 +10,7 @@ are what bench/run.py's "server path only" rows add on top.
 Kinds: `aiperf` (sample AIPerfJob, offline), `trainjob` (sample TrainJob, offline: the
 server has no runtime lookup without a cluster, so the adapter stops at the runtime
 reference), `trainjob-rt` (the sample TrainJob through `evaluate()` with the sample
-ClusterTrainingRuntime given, like `check --offline -f trainjob.yaml -f runtime.yaml`,
+ClusterTrainingRuntime given, with a resourceVersion as the watch cache holds it,
 plus envelope parse, metrics and the JSON answer as the handler does them).
 """
 
@@ -86,6 +86,7 @@ def make_call(kind: str) -> tuple[Any, str]:
 
         return call, body
     docs = [yaml.safe_load((SAMPLES / f).read_text()) for f in ("trainjob.yaml", "clustertrainingruntime.yaml")]
+    docs[1]["metadata"]["resourceVersion"] = "1"  # as the watch cache holds it (the webhook's case)
     jobs, lookup = split_runtimes(docs)
     body = review(jobs[0])
     app = WebhookApp(settings)

@@ -12,6 +12,7 @@ secrets check can run.
 from __future__ import annotations
 
 import copy
+from collections import OrderedDict
 from typing import Any
 
 from webhook.config import Settings
@@ -86,6 +87,18 @@ _MERGE_KEYS = {
 }
 
 
+def _copy(value: Any) -> Any:
+    """copy.deepcopy for JSON data at a fraction of its cost (no memo); anything else goes to deepcopy."""
+    t = type(value)
+    if t is dict:
+        return {k: _copy(v) for k, v in value.items()}
+    if t is list:
+        return [_copy(v) for v in value]
+    if t is str or t is int or t is float or t is bool or value is None:
+        return value
+    return copy.deepcopy(value)
+
+
 def strategic_merge(base: Any, patch: Any, field: str = "") -> Any:
     """A strategic merge patch of plain dicts: maps merge, keyed lists merge by key, other lists replace."""
     if isinstance(base, dict) and isinstance(patch, dict):
@@ -96,23 +109,23 @@ def strategic_merge(base: Any, patch: Any, field: str = "") -> Any:
             elif k in out:
                 out[k] = strategic_merge(out[k], v, k)
             else:
-                out[k] = copy.deepcopy(v)
+                out[k] = _copy(v)
         return out
     key = _MERGE_KEYS.get(field)
     if key and isinstance(base, list) and isinstance(patch, list):
-        out_list = [copy.deepcopy(x) for x in base]
+        out_list = [_copy(x) for x in base]
         for item in patch:
             if not isinstance(item, dict) or key not in item:
-                out_list.append(copy.deepcopy(item))
+                out_list.append(_copy(item))
                 continue
             for i, existing in enumerate(out_list):
                 if isinstance(existing, dict) and existing.get(key) == item[key]:
                     out_list[i] = strategic_merge(existing, item, "")
                     break
             else:
-                out_list.append(copy.deepcopy(item))
+                out_list.append(_copy(item))
         return out_list
-    return copy.deepcopy(patch)
+    return _copy(patch)
 
 
 def _upsert_env(container: dict[str, Any], env: list[dict[str, Any]]) -> None:
@@ -169,7 +182,7 @@ def _apply_trainer(pod: dict[str, Any], trainer: dict[str, Any], wl_name: str) -
         return
     for field in ("image", "command", "args"):
         if trainer.get(field) is not None:
-            node[field] = copy.deepcopy(trainer[field])
+            node[field] = _copy(trainer[field])
     if trainer.get("env"):
         _upsert_env(node, trainer["env"])
     res = trainer.get("resourcesPerNode")
@@ -228,8 +241,37 @@ def build(
         return wl
     wl.runtime = runtime
     rt_path = f'{rt_kind} "{rt_name}" spec'
-    _render(wl, spec, patches, clean(mapping(runtime, f'{rt_kind} "{rt_name}"').get("spec"), RUNTIME_SPEC, rt_path) or {})
+    _render(wl, spec, patches, _runtime_spec(mapping(runtime, f'{rt_kind} "{rt_name}"'), rt_path))
     return wl
+
+
+#: validated runtime specs of cluster objects: id(runtime) → (runtime, resourceVersion, spec).
+#: The watch cache replaces an object on every change (new resourceVersion) and an entry keeps
+#: its object alive, so an id is never reused while cached. Objects without a resourceVersion
+#: (the CLI's input files, tests) are validated every time, as before.
+_RUNTIME_SPECS: OrderedDict[int, tuple[dict[str, Any], str, dict[str, Any]]] = OrderedDict()
+_RUNTIME_SPECS_MAX = 64
+
+
+def _runtime_spec(runtime: dict[str, Any], path: str) -> dict[str, Any]:
+    """clean(runtime spec), once per version of a cluster runtime rather than per request.
+
+    The result may be shared between requests and is never changed: _render only reads it
+    and works on copies (strategic_merge and clean both return new containers)."""
+    meta = runtime.get("metadata")
+    rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
+    if not isinstance(rv, str) or not rv:
+        return clean(runtime.get("spec"), RUNTIME_SPEC, path) or {}
+    key = id(runtime)
+    hit = _RUNTIME_SPECS.get(key)
+    if hit is not None and hit[0] is runtime and hit[1] == rv:
+        _RUNTIME_SPECS.move_to_end(key)
+        return hit[2]
+    rt_spec = clean(runtime.get("spec"), RUNTIME_SPEC, path) or {}
+    _RUNTIME_SPECS[key] = (runtime, rv, rt_spec)
+    if len(_RUNTIME_SPECS) > _RUNTIME_SPECS_MAX:
+        _RUNTIME_SPECS.popitem(last=False)
+    return rt_spec
 
 
 def _render(wl: Workload, spec: dict[str, Any], patches: list[Any], rt_spec: dict[str, Any]) -> None:
