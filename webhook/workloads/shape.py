@@ -54,8 +54,41 @@ def plain_json(obj: Any) -> None:
 
     The webhook's parser guarantees most of this; the CLI's YAML loader does not (`1:` keys,
     unquoted dates, `.nan`), and the stdlib JSON parser accepts NaN. Iterative, so a deep
-    object is an AdapterError rather than a RecursionError.
+    object is an AdapterError rather than a RecursionError. A first pass builds no paths
+    (it runs on every request); only when it finds a problem does the second name it.
     """
+    if not _is_plain_json(obj):
+        _plain_json_error(obj)
+
+
+def _is_plain_json(obj: Any) -> bool:
+    """What _plain_json_error accepts, without building a path for every node."""
+    stack: list[tuple[Any, int]] = [(obj, 0)]
+    finite = math.isfinite
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return False
+        t = type(value)
+        if t is str or t is int or t is bool or value is None:
+            continue
+        if isinstance(value, dict):
+            for key, v in value.items():
+                if not isinstance(key, str):
+                    return False
+                stack.append((v, depth + 1))
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+        elif isinstance(value, float):
+            if not finite(value):
+                return False
+        elif not isinstance(value, (str, int)):
+            return False
+    return True
+
+
+def _plain_json_error(obj: Any) -> None:
+    """Raises the AdapterError naming the first problem plain_json finds (depth-first, last key first)."""
     stack: list[tuple[Any, str, int]] = [(obj, "", 0)]
     while stack:
         value, path, depth = stack.pop()
@@ -193,15 +226,64 @@ def clean(value: Any, schema: Schema, path: str) -> Any:
     Raises AdapterError at the first wrong shape. A null field or map value means absent
     (and "delete" in a strategic merge patch) and is dropped, so readers never meet
     `"resources": null`; list items may not be null. Keys the schema does not name are kept as given.
+
+    Runs on every request over every PodSpec: a first pass builds no field paths; only
+    when it meets a wrong shape does the second pass run to name the path.
     """
+    try:
+        return _clean_fast(value, schema)
+    except AdapterError:
+        pass
+    return _clean_explain(value, schema, path)
+
+
+def _clean_fast(value: Any, schema: Schema) -> Any:
+    """_clean_explain without paths (its errors carry none; clean() re-runs to name them)."""
+    if type(schema) is dict:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise AdapterError("")
+        return {k: _clean_fast(v, schema[k]) if k in schema else v for k, v in value.items() if v is not None}
+    if type(schema) is str:
+        if schema == "string":
+            if value is None or isinstance(value, str):
+                return value
+            raise AdapterError("")
+        if schema == "any":
+            return value
+    elif isinstance(schema, ListOf):
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise AdapterError("")
+        item = schema.item
+        out = []
+        for v in value:
+            if v is None:
+                raise AdapterError("")
+            out.append(_clean_fast(v, item))
+        return out
+    elif isinstance(schema, MapOf):
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise AdapterError("")
+        inner = schema.value
+        return {k: _clean_fast(v, inner) for k, v in value.items() if v is not None}
+    return _clean_explain(value, schema, "")
+
+
+def _clean_explain(value: Any, schema: Schema, path: str) -> Any:
+    """clean() with the field path of every value at hand, for the error message."""
     if schema == "any":
         return value
     if isinstance(schema, dict):
-        return {k: clean(v, schema[k], at(path, k)) if k in schema else v for k, v in mapping(value, path).items() if v is not None}
+        return {k: _clean_explain(v, schema[k], at(path, k)) if k in schema else v for k, v in mapping(value, path).items() if v is not None}
     if isinstance(schema, ListOf):
         return [_item(v, schema.item, at(path, i)) for i, v in enumerate(listing(value, path))]
     if isinstance(schema, MapOf):
-        return {k: clean(v, schema.value, at(path, k)) for k, v in mapping(value, path).items() if v is not None}
+        return {k: _clean_explain(v, schema.value, at(path, k)) for k, v in mapping(value, path).items() if v is not None}
     if schema == "string":
         return string(value, path)
     if schema == "integer":
@@ -225,7 +307,7 @@ def clean(value: Any, schema: Schema, path: str) -> Any:
 def _item(value: Any, schema: Schema, path: str) -> Any:
     if value is None:
         raise wrong(path, _describe(schema), value)
-    return clean(value, schema, path)
+    return _clean_explain(value, schema, path)
 
 
 def _describe(schema: Schema) -> str:
