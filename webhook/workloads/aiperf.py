@@ -703,6 +703,7 @@ class _Renderer:
         self.mode = _get(spec, "resourceMode") or "burstable"
         self.config_path = env.get("AIPERF_K8S_JOBSET_CONFIG_MOUNT_PATH", "/etc/aiperf")
         self.datasets_path = env.get("AIPERF_K8S_JOBSET_DATASETS_PATH", "/aiperf/datasets")
+        self._env_cache: dict[tuple[str | None, bool, bool], list[dict[str, Any]]] = {}
 
     # -- fragments
     def _t(self, camel: str, default: Any = None) -> Any:
@@ -747,6 +748,16 @@ class _Renderer:
         ]
 
     def env_vars(self, *, controller_host: str | None = None, pod_index: bool = True, controller_pod: bool = False) -> list[dict[str, Any]]:
+        """A new list per container; its entries are shared between the containers of one job
+        (built once per variant: ~30 containers use 3 variants), like the template's own env
+        entries and the securityContext already are. Consumers copy before changing."""
+        key = (controller_host, pod_index, controller_pod)
+        cached = self._env_cache.get(key)
+        if cached is None:
+            cached = self._env_cache[key] = self._env_vars(controller_host=controller_host, pod_index=pod_index, controller_pod=controller_pod)
+        return list(cached)
+
+    def _env_vars(self, *, controller_host: str | None, pod_index: bool, controller_pod: bool) -> list[dict[str, Any]]:
         timeout = max(_REGISTRATION_TIMEOUT, _CONNECTION_PROBE_TIMEOUT * 2)
         env: list[dict[str, Any]] = [
             {"name": "AIPERF_DATASET_MMAP_BASE_PATH", "value": self.datasets_path},
