@@ -132,6 +132,12 @@ async def run_checks(
         if stopped_by is not None:
             by_check[c.name] = [CheckResult(c.name, Status.SKIP, f"Not run: blocking check {stopped_by!r} failed", duration_ms=0.0)]
             continue
+        if c.synchronous:  # never suspends: a task would only add its own cost
+            res = await _run_one(c, ctx)
+            by_check[c.name] = res
+            if any(r.status is Status.FAIL for r in res):
+                stopped_by = c.name
+            continue
         task = asyncio.ensure_future(_run_one(c, ctx))
         done, _ = await asyncio.wait({task}, timeout=deadline.remaining())
         if not done:
@@ -149,7 +155,16 @@ async def run_checks(
         for c in rest:
             by_check[c.name] = [CheckResult(c.name, Status.SKIP, f"Not run: blocking check {stopped_by!r} failed", duration_ms=0.0)]
     elif rest:
-        tasks = {asyncio.ensure_future(_run_one(c, ctx)): c for c in rest}
+        # the checks that await I/O run as tasks, and get to send their requests first (one
+        # yield); the synchronous ones then run here, in this task, while that I/O is in flight
+        tasks = {asyncio.ensure_future(_run_one(c, ctx)): c for c in rest if not c.synchronous}
+        if tasks:
+            await asyncio.sleep(0)
+        for c in rest:
+            if c.synchronous:
+                by_check[c.name] = await _run_one(c, ctx)
+        if not tasks:
+            return _ordered(checks, by_check)
         done, pending = await asyncio.wait(tasks.keys(), timeout=deadline.remaining())
         for t in pending:
             t.cancel()
@@ -163,6 +178,10 @@ async def run_checks(
                 r.duration_ms = deadline.elapsed() * 1000.0
                 by_check[c.name] = [r]
 
+    return _ordered(checks, by_check)
+
+
+def _ordered(checks: Sequence[Check], by_check: dict[str, list[CheckResult]]) -> PreflightResults:
     ordered: list[CheckResult] = []
     for c in checks:
         ordered.extend(by_check.get(c.name, []))

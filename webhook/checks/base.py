@@ -68,6 +68,10 @@ class Check:
     apis: ClassVar[tuple[str, ...]] = ()
     #: a one-line description for docs, `--help` and /capabilities
     summary: ClassVar[str] = ""
+    #: run() never awaits: it reads only the Workload and cached cluster state. The engine then
+    #: runs it in the request's own task instead of a task per check (that costs more than most
+    #: checks do). A check that awaits I/O must leave this False so the deadline can cut it off.
+    synchronous: ClassVar[bool] = False
 
     async def run(self, ctx: CheckContext) -> CheckResult | list[CheckResult]:  # pragma: no cover
         raise NotImplementedError

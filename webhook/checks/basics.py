@@ -26,6 +26,7 @@ TRAINER_INSTALL = (
 
 class KubernetesVersion(Check):
     name = "Kubernetes Version"
+    synchronous = True  # reads only the Workload and cached state
     blocking = True
     needs_cluster = True
     needs_pod_groups = False
@@ -56,6 +57,7 @@ class JobSetAPI(Check):
     """
 
     name = "JobSet API"
+    synchronous = True  # reads only the Workload and cached state
     blocking = True
     needs_cluster = True
     needs_pod_groups = False
@@ -77,6 +79,7 @@ class JobSetAPI(Check):
 
 class TrainerAPI(Check):
     name = "Trainer API"
+    synchronous = True  # reads only the Workload and cached state
     blocking = True
     needs_cluster = True
     needs_pod_groups = False

@@ -83,6 +83,7 @@ def _walk(node: Any, path: str, depth: int) -> list[tuple[str, int]]:
 
 class ConfigMapSize(Check):
     name = NAME
+    synchronous = True  # reads only the Workload and cached state
     kinds = frozenset({AIPERFJOB})
     summary = "The AIPerfJob's run-config ConfigMap fits the 1 MiB ConfigMap limit."
 

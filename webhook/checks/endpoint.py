@@ -50,6 +50,7 @@ def url_port(url: str) -> int | None:
 
 class EndpointService(Check):
     name = "Endpoint Service"
+    synchronous = True  # reads only the Workload and cached state
     kinds = frozenset({AIPERFJOB})
     needs_cluster = True
     needs_pod_groups = False

@@ -105,6 +105,7 @@ def _combine(status: Status, findings: list[tuple[str, str]]) -> CheckResult:
 
 class AcceleratorLimits(Check):
     name = NAME
+    synchronous = True  # reads only the Workload and cached state
     summary = "Extended resources (nvidia.com/gpu, …) and hugepages are requested with an equal limit, in whole numbers."
 
     async def run(self, ctx: CheckContext) -> CheckResult:

@@ -199,6 +199,7 @@ def _pull_secret_fix(kind: str) -> str:
 
 class ImageReference(Check):
     name = NAME
+    synchronous = True  # reads only the Workload and cached state
     summary = "Every container image is a valid reference; warns on the moving 'latest' tag and on private registries without imagePullSecrets."
 
     async def run(self, ctx: CheckContext) -> list[CheckResult]:

@@ -169,6 +169,7 @@ def _result(name: str, fails: list[str], warns: list[str], ok: str, ctx: CheckCo
 
 class KueueQueue(Check):
     name = "Kueue Queue"
+    synchronous = True  # reads only the Workload and cached state
     needs_cluster = True
     needs_pod_groups = False
     permissions = (*cached("localqueues", GROUP), *cached("clusterqueues", GROUP), *cached("namespaces"))
@@ -487,6 +488,7 @@ def _need_text(need: dict[str, Decimal]) -> str:
 
 class KueueCapacity(Check):
     name = "Kueue Capacity"
+    synchronous = True  # reads only the Workload and cached state
     needs_cluster = True
     permissions = (*cached("localqueues", GROUP), *cached("clusterqueues", GROUP))
     summary = (

@@ -182,6 +182,7 @@ def _selecting_groups(wl: Workload) -> list[PodGroup]:
 
 class NodeSelectorMatch(Check):
     name = "Node Selector Match"
+    synchronous = True  # reads only the Workload and cached state
     needs_cluster = True
     local_capacity = True
     permissions = NODE_PERMISSIONS
@@ -235,6 +236,7 @@ class NodeSelectorMatch(Check):
 
 class PerNodeSchedulability(Check):
     name = "Per-Node Schedulability"
+    synchronous = True  # reads only the Workload and cached state
     needs_cluster = True
     local_capacity = True
     permissions = NODE_PERMISSIONS
@@ -321,6 +323,7 @@ def _fits(need: dict[str, Decimal], node: dict[str, Any]) -> bool:
 
 class Tolerations(Check):
     name = "Tolerations"
+    synchronous = True  # reads only the Workload and cached state
     needs_cluster = True
     local_capacity = True
     permissions = NODE_PERMISSIONS

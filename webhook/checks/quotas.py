@@ -277,6 +277,7 @@ def evaluate_quota(
 
 class ResourceQuotas(Check):
     name = "Resource Quotas"
+    synchronous = True  # reads only the Workload and cached state
     needs_cluster = True
     local_capacity = True
     permissions = (*cached("resourcequotas"), *cached("limitranges"))

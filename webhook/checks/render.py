@@ -13,6 +13,7 @@ from webhook.results import CheckResult, Status
 
 class JobRender(Check):
     name = "Job Render"
+    synchronous = True  # reads only the Workload and cached state
     blocking = True
     needs_pod_groups = False
     summary = "The job's controller can render it into pods (AIPerf worker split and memory floor; TrainJob runtime merge)."

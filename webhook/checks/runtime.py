@@ -26,6 +26,7 @@ def runtime_ref(obj: dict[str, Any]) -> tuple[str, str]:
 
 class TrainingRuntime(Check):
     name = "Training Runtime"
+    synchronous = True  # reads only the Workload and cached state
     kinds = frozenset({TRAINJOB})
     needs_cluster = True
     needs_pod_groups = False

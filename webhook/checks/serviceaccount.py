@@ -15,6 +15,7 @@ from webhook.workloads.podspec import service_account
 
 class ServiceAccount(Check):
     name = "Service Account"
+    synchronous = True  # reads only the Workload and cached state
     needs_cluster = True
     permissions = cached("serviceaccounts")
     apis = ("v1",)
