@@ -210,7 +210,9 @@ class ImageReference(Check):
             for c in group.containers(init=True):
                 image = c.get("image")
                 image = image if isinstance(image, str) else ""
-                use = uses.setdefault(image, _Use(image))
+                use = uses.get(image)
+                if use is None:  # not setdefault: building a _Use per container costs more than the check
+                    use = uses[image] = _Use(image)
                 use.where.append((group.name, str(c.get("name") or "?"), id(c) in inits))
                 if not pull_ok and group.name not in use.groups_without_pull_secrets:
                     use.groups_without_pull_secrets.append(group.name)
