@@ -226,6 +226,7 @@ def pod_resources(pod_spec: Mapping[str, Any], which: str = "requests") -> dict[
     return add(total, overhead) if overhead else total
 
 
+@functools.lru_cache(maxsize=1024)  # asked for every resource of every container on every request
 def is_extended_resource(name: str) -> bool:
     """nvidia.com/gpu, amd.com/gpu, … : names outside the kubernetes.io domain with a prefix."""
     if name in _NATIVE or name.startswith("hugepages-") or name.startswith("requests."):

@@ -51,12 +51,12 @@ def container_findings(kind: str, group: str, container: dict[str, Any], is_init
     requests = res.get("requests") or {}
     limits = res.get("limits") or {}
     cname = str(container.get("name") or "?")
-    where = _where(kind, group, cname, is_init)
     out: list[tuple[str, str]] = []
     for resource in sorted(set(requests) | set(limits)):
         resource = str(resource)
         if not not_overcommittable(resource):
             continue
+        where = _where(kind, group, cname, is_init)  # here, not per container: most have no such resource
         req_raw, lim_raw = requests.get(resource), limits.get(resource)
         req = _parse(req_raw) if req_raw is not None else None
         lim = _parse(lim_raw) if lim_raw is not None else None
