@@ -303,6 +303,9 @@ async def test_node_selector_matches_no_node(cluster: ControlPlane, open_view: A
         f"No node matches nodeSelector {{pool=gpu-h100}} of the node pods (0 of {nodes} node{'s' if nodes != 1 else ''}). "
         "Fix: label a node (kubectl label node <name> pool=gpu-h100) or correct nodeSelector (in the runtime or spec.runtimePatches)."
     )
+    # by default a node-selection FAIL only warns: node pools may autoscale from zero
+    assert "Node Selector Match" not in ev.decision.denied_checks
+    assert any(w.startswith("[Node Selector Match] No node matches nodeSelector {pool=gpu-h100}") for w in ev.decision.warnings)
     # the initializer has no selector and fits nowhere either: 2 cpu fits, so Per-Node passes for it only
     per = _result(ev, "Per-Node Schedulability")
     assert per.status is Status.PASS

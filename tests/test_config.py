@@ -93,3 +93,12 @@ def test_bare_yaml_off_means_the_action_off(tmp_path):
     # YAML 1.1 reads `off` as false; the documented `Check Name: off` must still work
     s = load_settings(write(tmp_path, "checks:\n  Name Length: off\n"))
     assert s.action_for("Name Length") == "off"
+
+
+def test_node_checks_only_warn_unless_configured_to_deny():
+    # node pools that autoscale from zero have no node yet: these FAILs must not block by default
+    s = Settings()
+    assert s.action_for("Node Selector Match") == "warn"
+    assert s.action_for("Per-Node Schedulability") == "warn"
+    assert s.action_for("Secrets") == "deny"
+    assert Settings(checks={"Node Selector Match": "deny"}).action_for("Node Selector Match") == "deny"

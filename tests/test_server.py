@@ -419,6 +419,7 @@ async def test_capabilities_offline_lists_declared_checks(server: Any, client_ss
         "permissions": [],
         "apis": [],
         "summary": "The widget image is usable.",
+        "defaultAction": "deny",
         "value": "unknown",
         "source": "declared",
         "reason": "offline",

@@ -6,6 +6,7 @@ Every setting is documented in docs/configuration.md.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any, Literal
 
@@ -47,7 +48,7 @@ class KueueSettings(_Model):
 class Settings(_Model):
     #: global mode: enforce denies on a failed deny-action check; warn returns warnings; audit only records
     mode: Mode = "enforce"
-    #: per-check action by check name: deny | warn | audit | off (default deny)
+    #: per-check action by check name: deny | warn | audit | off (default: the check's own, mostly deny)
     checks: dict[str, Action] = Field(default_factory=dict)
     #: what a check that did not finish by the deadline counts as
     timeout_action: Literal["deny", "warn", "audit"] = Field("warn", alias="timeoutAction")
@@ -99,7 +100,16 @@ class Settings(_Model):
         return v
 
     def action_for(self, check_name: str) -> Action:
-        return self.checks.get(check_name, "deny")
+        """The configured action, else the check's own default (deny for most checks)."""
+        action = self.checks.get(check_name)
+        return action if action is not None else _default_actions().get(check_name, "deny")
+
+
+@functools.lru_cache(maxsize=1)
+def _default_actions() -> dict[str, Action]:
+    from webhook.checks import all_checks
+
+    return {c.name: c.default_action for c in all_checks()}
 
 
 def _require_known(names: Any, field: str) -> None:

@@ -68,6 +68,9 @@ class Check:
     apis: ClassVar[tuple[str, ...]] = ()
     #: a one-line description for docs, `--help` and /capabilities
     summary: ClassVar[str] = ""
+    #: the action when the config names none; "warn" for checks whose FAIL can be wrong in
+    #: clusters they cannot fully see (e.g. node pools that autoscale from zero)
+    default_action: ClassVar[str] = "deny"
     #: run() never awaits: it reads only the Workload and cached cluster state. The engine then
     #: runs it in the request's own task instead of a task per check (that costs more than most
     #: checks do). A check that awaits I/O must leave this False so the deadline can cut it off.
@@ -89,4 +92,5 @@ def describe(check: Check) -> dict[str, Any]:
         "permissions": [str(p) for p in check.permissions],
         "apis": list(check.apis),
         "summary": check.summary,
+        "defaultAction": check.default_action,
     }

@@ -182,6 +182,8 @@ def _selecting_groups(wl: Workload) -> list[PodGroup]:
 
 class NodeSelectorMatch(Check):
     name = "Node Selector Match"
+    # a node pool that autoscales from zero has no node yet: a FAIL here must not block by default
+    default_action = "warn"
     synchronous = True  # reads only the Workload and cached state
     needs_cluster = True
     local_capacity = True
@@ -236,6 +238,8 @@ class NodeSelectorMatch(Check):
 
 class PerNodeSchedulability(Check):
     name = "Per-Node Schedulability"
+    # a node pool that autoscales from zero has no node yet: a FAIL here must not block by default
+    default_action = "warn"
     synchronous = True  # reads only the Workload and cached state
     needs_cluster = True
     local_capacity = True
