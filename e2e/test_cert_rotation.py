@@ -23,16 +23,15 @@ import ssl
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import pytest
 import yaml
 from cryptography import x509
 
 from e2e.controlplane import ControlPlane, free_ports, stop_pid
-from e2e.webhook import validating_webhook_configuration
+from e2e.webhook import validating_webhook_configuration, wait_until as wait_for
 
 NS = "preflight-rotation"
 SECRET = "preflight-rotation-tls"
@@ -40,18 +39,6 @@ VWC = "preflight-rotation-e2e"
 HOOK = "rotation.preflight.webhook.io"
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLE_WAIT, CERT_WAIT = 3.0, 6.0
-
-
-def wait_for(what: str, cond: Callable[[], Any], timeout: float = 60.0, every: float = 0.1) -> Any:
-    """Poll `cond` until it returns something truthy (a condition wait, not a sleep-as-sync)."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = cond()
-        if last:
-            return last
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
 
 
 def bundle_ids(cp: ControlPlane) -> list[str]:

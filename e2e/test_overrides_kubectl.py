@@ -27,7 +27,7 @@ import yaml
 
 from e2e.conftest import SAMPLES_DIR
 from e2e.controlplane import ControlPlane
-from e2e.webhook import ROOT, RunningWebhook, wait_until, warnings_of
+from e2e.webhook import ROOT, RunningWebhook, stored, wait_until, warnings_of
 
 HOOK = "preflight.webhook.io"
 MODE_LABEL = "preflight.webhook.io/mode"
@@ -109,13 +109,6 @@ def created(obj: dict[str, Any]) -> str:
     return f"{obj['kind'].lower()}.{group}/{obj['metadata']['name']} created\n"
 
 
-def stored(cp: ControlPlane, obj: dict[str, Any]) -> bool:
-    kind = {"AIPerfJob": "aiperfjobs.aiperf.nvidia.com", "TrainJob": "trainjobs.trainer.kubeflow.org"}[obj["kind"]]
-    meta = obj["metadata"]
-    proc = cp.kubectl("get", kind, meta["name"], "-n", meta["namespace"], "-o", "name", check=False)
-    if proc.returncode != 0:
-        assert "NotFound" in proc.stderr, proc.stderr
-    return proc.returncode == 0
 
 
 def our_audit_annotations(cp: ControlPlane, resource: str, ns: str, name: str) -> dict[str, str]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
 import pytest
@@ -20,7 +19,7 @@ import yaml
 
 from e2e.conftest import SAMPLES_DIR, SAMPLES_LABEL
 from e2e.controlplane import ControlPlane
-from e2e.webhook import RunningWebhook, wait_until, warnings_of
+from e2e.webhook import RunningWebhook, stored as exists, warnings_of
 
 HOOK = "preflight.webhook.io"
 MODE_LABEL = "preflight.webhook.io/mode"
@@ -55,13 +54,6 @@ def denial(verb: str, text: str) -> str:
     return f'Error from server (Forbidden): error when {verb} "STDIN": admission webhook "{HOOK}" denied the request: {text}\n'
 
 
-def exists(cp: ControlPlane, obj: dict[str, Any]) -> bool:
-    kind = {"AIPerfJob": "aiperfjobs.aiperf.nvidia.com", "TrainJob": "trainjobs.trainer.kubeflow.org"}[obj["kind"]]
-    meta = obj["metadata"]
-    proc = cp.kubectl("get", kind, meta["name"], "-n", meta["namespace"], "-o", "name", check=False)
-    if proc.returncode != 0:
-        assert "NotFound" in proc.stderr, proc.stderr
-    return proc.returncode == 0
 
 
 def audit_event(cp: ControlPlane, resource: str, ns: str, name: str, verb: str = "create") -> dict[str, Any]:

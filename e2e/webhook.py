@@ -391,3 +391,15 @@ def findings_of(stderr: str) -> list[str]:
         else:
             out.append(w)
     return out
+
+
+_PLURALS = {"AIPerfJob": "aiperfjobs.aiperf.nvidia.com", "TrainJob": "trainjobs.trainer.kubeflow.org"}
+
+
+def stored(cp: ControlPlane, obj: dict[str, Any]) -> bool:
+    """Whether the apiserver holds `obj` (an AIPerfJob or TrainJob) now."""
+    meta = obj["metadata"]
+    proc = cp.kubectl("get", _PLURALS[obj["kind"]], meta["name"], "-n", meta["namespace"], "-o", "name", check=False)
+    if proc.returncode != 0:
+        assert "NotFound" in proc.stderr, proc.stderr
+    return proc.returncode == 0

@@ -6,7 +6,7 @@ import pytest
 
 from webhook.config import Settings
 from webhook.engine import timed_out_result
-from webhook.policy import WARNING_MAX_CHARS, WARNINGS_MAX_TOTAL, clip, decide
+from webhook.policy import WARNING_MAX_CHARS, WARNINGS_MAX_TOTAL, decide
 from webhook.results import CheckResult, PreflightResults, Status
 
 SUBJECT = 'TrainJob "llama-ft" in namespace "team-a"'

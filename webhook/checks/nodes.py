@@ -367,11 +367,11 @@ class Tolerations(Check):
                     Status.WARN,
                     f"No node has a taint matching toleration {', '.join(unmatched)} ({', '.join(groups)} pods): misspelled or unneeded?",
                     details=lines,
-                    hints=[f"Compare with the nodes' taints: kubectl get nodes -o custom-columns=NAME:.metadata.name,TAINTS:.spec.taints"],
+                    hints=["Compare with the nodes' taints: kubectl get nodes -o custom-columns=NAME:.metadata.name,TAINTS:.spec.taints"],
                 ),
                 ctx, "nodes",
             )
-        return with_stale(CheckResult(self.name, Status.PASS, f"Every toleration matches a taint on at least one node"), ctx, "nodes")
+        return with_stale(CheckResult(self.name, Status.PASS, "Every toleration matches a taint on at least one node"), ctx, "nodes")
 
 
 CHECKS = [NodeSelectorMatch(), PerNodeSchedulability(), Tolerations()]
