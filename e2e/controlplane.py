@@ -717,6 +717,22 @@ class ControlPlane:
                     continue
                 raise
 
+    def restart_apiserver(self) -> None:
+        """Stop kube-apiserver by its PID and start it again with the same argv (port, certs).
+
+        etcd keeps running, so the cluster's state survives: clients see the apiserver go
+        away (refused connections, cut watches) and come back at the same URL.
+        """
+        old = self._procs.pop("kube-apiserver", None)
+        if old is None:
+            raise ControlPlaneError("kube-apiserver is not running: start() first")
+        argv = [str(a) for a in old.args]  # type: ignore[union-attr]
+        stop_pid(old.pid, proc=old)
+        self._spawn("kube-apiserver", argv)
+        self._wait_ready("kube-apiserver", f"{self.server_url}/readyz", self._admin_ssl(), lambda s, b: s == 200)
+        if self._wrote_state:
+            self._write_state()  # `down` must find the new PID
+
     def _admin_cert_files(self) -> tuple[Path, Path]:
         """The admin client cert/key as files (for urllib), taken from the admin kubeconfig."""
         assert self.kubeconfig is not None and self.state_dir is not None
