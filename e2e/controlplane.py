@@ -32,7 +32,7 @@ Command line (used by ``make demo`` / ``make demo-down``)::
     python e2e/controlplane.py up --state-dir .demo/cluster     # prints export KUBECONFIG=...
     python e2e/controlplane.py down --state-dir .demo/cluster
 
-Only the standard library, PyYAML and cryptography are used.
+Only the standard library, PyYAML, cryptography and the project's own certificate code (webhook/tls.py) are used.
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ import argparse
 import atexit
 import base64
 import contextlib
-import datetime as _dt
 import hashlib
 import ipaddress
 import json
@@ -61,10 +60,14 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+if __name__ == "__main__" and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+    # run as a script: e2e/ first on sys.path would shadow the `webhook` package with e2e/webhook.py
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from webhook.tls import KeyPair, generate_ca, issue_cert  # noqa: E402
 
 E2E_DIR = Path(__file__).resolve().parent
 BUILD_SCRIPT = E2E_DIR / "build.sh"
@@ -168,110 +171,14 @@ def ensure_built(quiet: bool = False) -> Path:
 # --------------------------------------------------------------------------- certificates
 
 
-def _key() -> ec.EllipticCurvePrivateKey:
-    return ec.generate_private_key(ec.SECP256R1())
-
-
-def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
+def _sa_keypair() -> tuple[bytes, bytes]:
+    """The service-account token signing key pair (private PKCS8 PEM, public SPKI PEM)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    private = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
-
-
-def _cert_pem(cert: x509.Certificate) -> bytes:
-    return cert.public_bytes(serialization.Encoding.PEM)
-
-
-class CertificateAuthority:
-    """A throwaway CA that signs the apiserver's serving cert and the users' client certs."""
-
-    def __init__(self, common_name: str = "preflight-e2e-ca", days: int = 30) -> None:
-        self.key = _key()
-        self.days = days
-        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-        now = _dt.datetime.now(_dt.timezone.utc)
-        self.cert = (
-            x509.CertificateBuilder()
-            .subject_name(name)
-            .issuer_name(name)
-            .public_key(self.key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - _dt.timedelta(minutes=5))
-            .not_valid_after(now + _dt.timedelta(days=days))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(self.key.public_key()), critical=False)
-            .sign(self.key, hashes.SHA256())
-        )
-        self.cert_pem = _cert_pem(self.cert)
-
-    def issue(
-        self,
-        common_name: str,
-        *,
-        organizations: Sequence[str] = (),
-        dns_names: Sequence[str] = (),
-        ip_addresses: Sequence[str] = (),
-        server: bool = False,
-        client: bool = False,
-    ) -> tuple[bytes, bytes]:
-        """Return (cert_pem, key_pem) for a leaf certificate."""
-        key = _key()
-        attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
-        attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
-        now = _dt.datetime.now(_dt.timezone.utc)
-        usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + (
-            [ExtendedKeyUsageOID.CLIENT_AUTH] if client else []
-        )
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name(attrs))
-            .issuer_name(self.cert.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - _dt.timedelta(minutes=5))
-            .not_valid_after(now + _dt.timedelta(days=self.days))
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=False,
-                    crl_sign=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
-            .add_extension(
-                x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), critical=False
-            )
-        )
-        sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns_names]
-        sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]
-        if sans:
-            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        cert = builder.sign(self.key, hashes.SHA256())
-        return _cert_pem(cert), _key_pem(key)
+    public = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return private, public
 
 
 # --------------------------------------------------------------------------- helpers
@@ -411,7 +318,7 @@ class ControlPlane:
         self.ca_pem: bytes | None = None
         self.ca_path: Path | None = None
         self.log_dir: Path | None = None
-        self._ca: CertificateAuthority | None = None
+        self._ca: KeyPair | None = None
         self._procs: dict[str, subprocess.Popen] = {}
         self._logfiles: list[Any] = []
         self._ssl_ctx: ssl.SSLContext | None = None
@@ -527,11 +434,13 @@ class ControlPlane:
         assert self.state_dir is not None
         pki = self.state_dir / "pki"
         pki.mkdir(exist_ok=True)
-        self._ca = ca = CertificateAuthority()
+        # the same certificate code the webhook ships (webhook/tls.py), with client certs for users
+        self._ca = ca = generate_ca("preflight-e2e-ca", days=30)
         self.ca_pem = ca.cert_pem
         self.ca_path = _write(pki / "ca.crt", ca.cert_pem, 0o644)
         svc_ip = str(next(ipaddress.ip_network(SERVICE_CLUSTER_IP_RANGE).hosts()))
-        cert, key = ca.issue(
+        apiserver = issue_cert(
+            ca,
             "kube-apiserver",
             dns_names=[
                 "localhost",
@@ -541,19 +450,13 @@ class ControlPlane:
                 "kubernetes.default.svc.cluster.local",
             ],
             ip_addresses=["127.0.0.1", svc_ip],
-            server=True,
+            days=30,
         )
-        _write(pki / "apiserver.crt", cert, 0o644)
-        _write(pki / "apiserver.key", key)
-        sa_key = _key()
-        _write(pki / "sa.key", _key_pem(sa_key))
-        _write(
-            pki / "sa.pub",
-            sa_key.public_key().public_bytes(
-                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-            ),
-            0o644,
-        )
+        _write(pki / "apiserver.crt", apiserver.cert_pem, 0o644)
+        _write(pki / "apiserver.key", apiserver.key_pem)
+        sa_private, sa_public = _sa_keypair()
+        _write(pki / "sa.key", sa_private)
+        _write(pki / "sa.pub", sa_public, 0o644)
         self.audit_policy_path = _write(
             self.state_dir / "audit-policy.yaml", yaml.safe_dump(AUDIT_POLICY, sort_keys=False), 0o644
         )
@@ -569,7 +472,8 @@ class ControlPlane:
         identity of its own with exactly the RBAC it asks for.
         """
         assert self._ca is not None and self.state_dir is not None and self.server_url, "start() first"
-        cert, key = self._ca.issue(user, organizations=groups, client=True)
+        pair = issue_cert(self._ca, user, organizations=groups, server=False, client=True, days=30)
+        cert, key = pair.cert_pem, pair.key_pem
         b64 = lambda b: base64.b64encode(b).decode()  # noqa: E731
         config = {
             "apiVersion": "v1",

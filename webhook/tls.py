@@ -224,26 +224,30 @@ def generate_ca(common_name: str = "preflight-webhook-ca", days: int = 3650) -> 
     return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
 
 
-def generate_serving_cert(
+def issue_cert(
     ca: KeyPair,
-    dns_names: Sequence[str],
+    common_name: str,
+    *,
+    organizations: Sequence[str] = (),
+    dns_names: Sequence[str] = (),
     ip_addresses: Iterable[str] = (),
+    server: bool = True,
+    client: bool = False,
     days: int = 365,
 ) -> KeyPair:
-    """A serving certificate signed by `ca` with the given DNS and IP SANs (the first DNS name is the CN)."""
-    if not dns_names and not ip_addresses:
-        raise ValueError("a serving certificate needs at least one DNS name or IP address")
+    """A leaf certificate signed by `ca`: serving (SANs) and/or client (`organizations` = groups)."""
     ca_cert = x509.load_pem_x509_certificate(ca.cert_pem)
     ca_key = serialization.load_pem_private_key(ca.key_pem, password=None)
     key = _new_key()
-    ips = [ipaddress.ip_address(ip) for ip in ip_addresses]
     sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
-    sans += [x509.IPAddress(ip) for ip in ips]
-    cn = dns_names[0] if dns_names else str(ips[0])
+    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]
+    usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + ([ExtendedKeyUsageOID.CLIENT_AUTH] if client else [])
+    subject = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
+    subject.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name[:64]))
     now = _now()
-    cert = (
+    builder = (
         x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn[:64])]))
+        .subject_name(x509.Name(subject))
         .issuer_name(ca_cert.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
@@ -258,15 +262,30 @@ def generate_serving_cert(
             ),
             critical=True,
         )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_cert.public_key()),  # type: ignore[arg-type]
             critical=False,
         )
-        .sign(ca_key, hashes.SHA256())  # type: ignore[arg-type]
     )
+    if sans:
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    cert = builder.sign(ca_key, hashes.SHA256())  # type: ignore[arg-type]
     return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
+
+
+def generate_serving_cert(
+    ca: KeyPair,
+    dns_names: Sequence[str],
+    ip_addresses: Iterable[str] = (),
+    days: int = 365,
+) -> KeyPair:
+    """A serving certificate signed by `ca` with the given DNS and IP SANs (the first DNS name is the CN)."""
+    ips = list(ip_addresses)
+    if not dns_names and not ips:
+        raise ValueError("a serving certificate needs at least one DNS name or IP address")
+    cn = dns_names[0] if dns_names else str(ipaddress.ip_address(ips[0]))
+    return issue_cert(ca, cn, dns_names=dns_names, ip_addresses=ips, days=days)
 
 
 def service_dns_names(service: str, namespace: str) -> list[str]:
