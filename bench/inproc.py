@@ -36,7 +36,7 @@ from webhook.manifests import split_runtimes  # noqa: E402
 from webhook.preflight import evaluate  # noqa: E402
 from webhook.server import WebhookApp  # noqa: E402
 
-SAMPLES = Path("/work/shared/notes/samples")
+SAMPLES = ROOT / "tests" / "oracle" / "samples"
 RESOURCES = {"AIPerfJob": ("aiperf.nvidia.com", "v1alpha1", "aiperfjobs"), "TrainJob": ("trainer.kubeflow.org", "v1alpha1", "trainjobs")}
 
 

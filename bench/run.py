@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 from bench.loadgen import LoadResult, run_load  # noqa: E402
 from webhook.tls import generate_ca, generate_serving_cert, write_cert_files  # noqa: E402
 
-SAMPLE = Path("/work/shared/notes/samples/aiperfjob.yaml")
+SAMPLE = ROOT / "tests" / "oracle" / "samples" / "aiperfjob.yaml"
 DOC = ROOT / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- bench:validate-offline -->", "<!-- /bench:validate-offline -->"
 TARGET_RATIO, TARGET_P99_MS, TARGET_RSS_MIB = 0.60, 15.0, 150.0
@@ -257,7 +257,7 @@ def render(runs: dict[str, Run], answer: dict[str, Any], args: argparse.Namespac
         f"{args.connections} keep-alive TLS connections, {args.requests} measured requests per run "
         f"(bounded to {args.duration:.0f} s) after {args.warmup} warm-up requests; latency in ms; RSS is the server's peak (VmHWM).",
         "",
-        f"Request: CREATE of `/work/shared/notes/samples/aiperfjob.yaml`; checks registered: {', '.join(check_names())}. "
+        f"Request: CREATE of `tests/oracle/samples/aiperfjob.yaml`; checks registered: {', '.join(check_names())}. "
         f"Answer: allowed={resp.get('allowed')}, {len(resp.get('warnings') or [])} warning(s)"
         + (f": {'; '.join(resp.get('warnings') or [])}" if resp.get("warnings") else "")
         + ".",

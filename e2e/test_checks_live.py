@@ -24,7 +24,7 @@ from webhook.deadline import Deadline
 from webhook.preflight import Evaluation, evaluate
 from webhook.results import CheckResult, Status
 
-SAMPLES = Path("/work/shared/notes/samples")
+SAMPLES = Path(__file__).resolve().parents[1] / "tests" / "oracle" / "samples"
 RUNTIME = "chk-torch"
 
 

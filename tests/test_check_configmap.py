@@ -85,7 +85,7 @@ async def test_on_the_aiperfjob_sample_through_the_adapter():
 
     from webhook.workloads import build_workload
 
-    obj = yaml.safe_load(Path("/work/shared/notes/samples/aiperfjob.yaml").read_text())
+    obj = yaml.safe_load((Path(__file__).parent / "oracle" / "samples" / "aiperfjob.yaml").read_text())
     w = build_workload(obj, settings=Settings())
     size = payload_bytes(w.derived["configMap"])
     assert 0 < size < CONFIGMAP_MAX_BYTES

@@ -129,7 +129,7 @@ async def test_on_the_rendered_aiperf_jobset_sample():
     import json
     from pathlib import Path
 
-    js = json.loads(Path("/work/shared/notes/samples/aiperf-rendered-jobset.json").read_text())
+    js = json.loads((Path(__file__).parent / "oracle" / "samples" / "aiperf-rendered-jobset.json").read_text())
     w = Workload("AIPerfJob", "aiperf.nvidia.com/v1alpha1", "demo", "bench", {}, derived={"jobSet": js})
     assert replicated_jobs(w) == [("controller", 1, 1), ("workers", 2, 1)]
     r = await run(w)
@@ -146,7 +146,7 @@ async def test_on_the_aiperfjob_sample_through_the_adapter():
 
     from webhook.workloads import build_workload
 
-    obj = yaml.safe_load(Path("/work/shared/notes/samples/aiperfjob.yaml").read_text())
+    obj = yaml.safe_load((Path(__file__).parent / "oracle" / "samples" / "aiperfjob.yaml").read_text())
     r = await run(build_workload(obj, settings=Settings()))
     assert r.message == (
         'Longest derived name is 39 of 63 characters ("aiperf-llama-sweep-controller-0-0-xxxxx"); '

@@ -11,7 +11,7 @@ import yaml
 from webhook import cmd_check
 from webhook.results import CheckResult, PreflightResults, Status
 
-SAMPLES = Path("/work/shared/notes/samples")
+SAMPLES = Path(__file__).parent / "oracle" / "samples"  # copies of the design notes' samples
 AIPERF = SAMPLES / "aiperfjob.yaml"
 
 

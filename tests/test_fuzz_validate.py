@@ -28,7 +28,7 @@ from webhook.config import Settings
 from webhook.server import WebhookApp, WebhookServer
 from webhook.tls import server_context
 
-SAMPLES = Path("/work/shared/notes/samples")
+SAMPLES = Path(__file__).parent / "oracle" / "samples"  # copies of the design notes' samples
 
 
 def _sample(name: str) -> dict[str, Any]:
