@@ -45,13 +45,13 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import review, write_section  # noqa: E402
 from bench.loadgen import LoadResult, run_load  # noqa: E402
 from bench.run import cpu_seconds  # noqa: E402
 from e2e.controlplane import ControlPlane  # noqa: E402
 from e2e.webhook import RunningWebhook, parse_metrics  # noqa: E402
 
 SAMPLES = ROOT / "e2e" / "samples"
-DOC = ROOT / "docs" / "benchmarks.md"
 TRAINJOBS = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/{ns}/trainjobs"
 SAMPLE_SELECTOR = {"matchLabels": {"preflight-webhook/samples": "true"}}
 BENCH_NODES = 3  # Ready nodes present for every benchmark (the memory benchmark adds 200)
@@ -86,40 +86,6 @@ def pct(xs: list[float], q: float) -> float:
 
 def sample(name: str) -> dict[str, Any]:
     return yaml.safe_load((SAMPLES / f"{name}.yaml").read_text())
-
-
-def review(obj: dict[str, Any], resource: str, uid: str = "bench-0000") -> bytes:
-    """The AdmissionReview the apiserver would send for a CREATE of ``obj``."""
-    group, version = obj["apiVersion"].split("/")
-    return json.dumps({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": uid,
-            "kind": {"group": group, "version": version, "kind": obj["kind"]},
-            "resource": {"group": group, "version": version, "resource": resource},
-            "namespace": obj["metadata"]["namespace"],
-            "name": obj["metadata"]["name"],
-            "operation": "CREATE",
-            "userInfo": {"username": "bench"},
-            "object": obj,
-            "dryRun": False,
-        },
-    }).encode()
-
-
-def write_section(name: str, body: str) -> None:
-    """Replace (or append) the ``bench:cluster-NAME`` section; the rest of the file is left alone."""
-    begin, end = f"<!-- bench:cluster-{name} -->", f"<!-- /bench:cluster-{name} -->"
-    section = f"{begin}\n{body.rstrip()}\n{end}"
-    text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
-    if begin in text and end in text:
-        before, rest = text.split(begin, 1)
-        _, after = rest.split(end, 1)
-        text = before + section + after
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    DOC.write_text(text)
 
 
 def apiserver_count(cp: ControlPlane, resource: str, verb: str) -> float:
@@ -323,7 +289,7 @@ class ValidateRun:
 def bench_validate(cp: ControlPlane, args: argparse.Namespace, command: str) -> str:
     train = sample("trainjob-good")
     aiperf = sample("aiperfjob-good")
-    bodies = [("TrainJob", review(train, "trainjobs")), ("AIPerfJob", review(aiperf, "aiperfjobs"))]
+    bodies = [("TrainJob", review(train)), ("AIPerfJob", review(aiperf))]
     runs: list[ValidateRun] = []
     with webhook(cp, {"checks": {"Dry Run": "off"}}) as hook:
         ctx = hook_ssl(hook)
@@ -715,7 +681,7 @@ def bench_memory(cp: ControlPlane, args: argparse.Namespace, command: str) -> st
         pid = hook.pid
         assert pid is not None
         synced_rss = rss_mib(pid)
-        body = review(sample("trainjob-good"), "trainjobs")
+        body = review(sample("trainjob-good"))
         res = asyncio.run(run_load(f"{hook.url}/validate?timeout=10s", body, ssl_context=hook_ssl(hook),
                                    connections=8, requests=args.memory_requests, duration=60, warmup=16))
         after_rss, hwm = rss_mib(pid), rss_mib(pid, "VmHWM")
@@ -857,7 +823,7 @@ def main() -> int:
             print(f"==> {name} took {time.perf_counter() - t0:.0f}s", file=sys.stderr, flush=True)
             print(text, flush=True)
             if not args.no_write:
-                write_section(name, text)
+                write_section(f"cluster-{name}", text)
         for name, fn in EXTRA.items():
             if name in selected:
                 print(fn(cp, args, command), flush=True)

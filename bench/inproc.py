@@ -29,6 +29,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import review  # noqa: E402
 from webhook.admission import parse_review_bytes, response_from_decision  # noqa: E402
 from webhook.config import Settings  # noqa: E402
 from webhook.deadline import Deadline  # noqa: E402
@@ -37,26 +38,6 @@ from webhook.preflight import evaluate  # noqa: E402
 from webhook.server import WebhookApp  # noqa: E402
 
 SAMPLES = ROOT / "tests" / "oracle" / "samples"
-RESOURCES = {"AIPerfJob": ("aiperf.nvidia.com", "v1alpha1", "aiperfjobs"), "TrainJob": ("trainer.kubeflow.org", "v1alpha1", "trainjobs")}
-
-
-def review(obj: dict[str, Any]) -> bytes:
-    group, version, resource = RESOURCES[obj["kind"]]
-    return json.dumps({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "bench-0000",
-            "kind": {"group": group, "version": version, "kind": obj["kind"]},
-            "resource": {"group": group, "version": version, "resource": resource},
-            "namespace": obj["metadata"].get("namespace", "default"),
-            "name": obj["metadata"]["name"],
-            "operation": "CREATE",
-            "userInfo": {"username": "bench"},
-            "object": obj,
-            "dryRun": False,
-        },
-    }).encode()
 
 
 class FakeRequest:

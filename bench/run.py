@@ -35,12 +35,12 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import review, write_section  # noqa: E402
 from bench.loadgen import LoadResult, run_load  # noqa: E402
 from webhook.tls import generate_ca, generate_serving_cert, write_cert_files  # noqa: E402
 
 SAMPLE = ROOT / "tests" / "oracle" / "samples" / "aiperfjob.yaml"
-DOC = ROOT / "docs" / "benchmarks.md"
-BEGIN, END = "<!-- bench:validate-offline -->", "<!-- /bench:validate-offline -->"
+SECTION = "validate-offline"
 TARGET_RATIO, TARGET_P99_MS, TARGET_RSS_MIB = 0.60, 15.0, 150.0
 
 
@@ -67,22 +67,7 @@ def review_body(unhandled: bool = False) -> bytes:
     obj = yaml.safe_load(SAMPLE.read_text())
     if unhandled:  # same bytes, a kind no adapter handles: the server path without adapter and checks
         obj["apiVersion"] = "bench.example.com/v1"
-    review = {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "bench-0000",
-            "kind": {"group": "aiperf.nvidia.com", "version": "v1alpha1", "kind": "AIPerfJob"},
-            "resource": {"group": "aiperf.nvidia.com", "version": "v1alpha1", "resource": "aiperfjobs"},
-            "namespace": obj["metadata"]["namespace"],
-            "name": obj["metadata"]["name"],
-            "operation": "CREATE",
-            "userInfo": {"username": "bench"},
-            "object": obj,
-            "dryRun": False,
-        },
-    }
-    return json.dumps(review).encode()
+    return review(obj, kind={"group": "aiperf.nvidia.com", "version": "v1alpha1", "kind": "AIPerfJob"})
 
 
 def free_port() -> int:
@@ -226,7 +211,7 @@ def main() -> int:
     text = render(runs, answer, args, command.strip())
     print(text)
     if not args.no_write:
-        write_section(text)
+        write_section(SECTION, text)
     return 0
 
 
@@ -247,7 +232,6 @@ def render(runs: dict[str, Run], answer: dict[str, Any], args: argparse.Namespac
 
     resp = answer.get("response", {})
     lines = [
-        BEGIN,
         "## /validate, offline checks, sample AIPerfJob",
         "",
         f"Command: `{command}`",
@@ -275,7 +259,7 @@ def render(runs: dict[str, Run], answer: dict[str, Any], args: argparse.Namespac
     for key, run in runs.items():
         loop = key.split("/")[1]
         lines.append(_row(run, None if key.startswith("floor") else runs.get(f"floor/{loop}")))
-    lines += ["", verdict(runs), END]
+    lines += ["", verdict(runs)]
     return "\n".join(lines)
 
 
@@ -293,18 +277,6 @@ def verdict(runs: dict[str, Run]) -> str:
             f"{'meets' if ok else 'misses'} the target (≥ 60 %, ≤ 15 ms, ≤ 150 MiB)"
         )
     return "\n".join(out)
-
-
-def write_section(section: str) -> None:
-    DOC.parent.mkdir(parents=True, exist_ok=True)
-    text = DOC.read_text() if DOC.exists() else "# Benchmarks\n\nEach section is written by its benchmark script; edit the text outside the markers only.\n"
-    if BEGIN in text and END in text:
-        before, rest = text.split(BEGIN, 1)
-        _, after = rest.split(END, 1)
-        text = before + section + after
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    DOC.write_text(text)
 
 
 if __name__ == "__main__":

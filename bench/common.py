@@ -1,0 +1,48 @@
+"""What every benchmark shares: the AdmissionReview the apiserver sends, and writing a section
+of docs/benchmarks.md between its markers (the rest of the file is left alone)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "benchmarks.md"
+PLURALS = {"AIPerfJob": "aiperfjobs", "TrainJob": "trainjobs"}
+
+
+def review(obj: dict[str, Any], *, uid: str = "bench-0000", kind: dict[str, str] | None = None) -> bytes:
+    """The AdmissionReview for a CREATE of `obj`; `kind` overrides request.kind/resource's group+version."""
+    group, version = obj["apiVersion"].split("/")
+    gvk = kind or {"group": group, "version": version, "kind": obj["kind"]}
+    return json.dumps({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": gvk,
+            "resource": {"group": gvk["group"], "version": gvk["version"], "resource": PLURALS.get(obj["kind"], "unknown")},
+            "namespace": obj["metadata"].get("namespace", "default"),
+            "name": obj["metadata"]["name"],
+            "operation": "CREATE",
+            "userInfo": {"username": "bench"},
+            "object": obj,
+            "dryRun": False,
+        },
+    }).encode()
+
+
+def write_section(name: str, body: str) -> None:
+    """Replace (or append) the `<!-- bench:NAME -->` … `<!-- /bench:NAME -->` section of docs/benchmarks.md."""
+    begin, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
+    section = f"{begin}\n{body.strip()}\n{end}"
+    DOC.parent.mkdir(parents=True, exist_ok=True)
+    text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
+    if begin in text and end in text:
+        before, rest = text.split(begin, 1)
+        _, after = rest.split(end, 1)
+        text = before + section + after
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    DOC.write_text(text)
