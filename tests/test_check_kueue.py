@@ -176,6 +176,14 @@ async def test_unreconciled_and_stopped_warn() -> None:
     assert (r.status, r.message) == (
         Status.WARN, 'ClusterQueue "gpu-cq" is stopped (stopPolicy Hold): the job waits until it is resumed'
     )
+    r = await run_check(KueueQueue(), _tj(), _view(("localqueues", _lq(stopPolicy="HoldAndDrain")), ("clusterqueues", _cq())))
+    assert (r.status, r.message) == (
+        Status.WARN, 'LocalQueue "team-a-queue" is stopped (stopPolicy HoldAndDrain): the job waits until it is resumed'
+    )
+    r = await run_check(KueueQueue(), _tj(), _view(("localqueues", _lq()), ("clusterqueues", _cq(status=None))))
+    assert (r.status, r.message) == (
+        Status.WARN, 'ClusterQueue "gpu-cq" has no Active condition yet (is Kueue\'s controller running?)'
+    )
 
 
 @pytest.mark.parametrize(

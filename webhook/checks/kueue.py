@@ -232,14 +232,8 @@ class KueueQueue(Check):
 
     @staticmethod
     def _local_queue(lq: dict[str, Any], q: Queue, warns: list[str], fails: list[str]) -> None:
-        stop = (lq.get("spec") or {}).get("stopPolicy") or "None"
-        if stop != "None":
-            warns.append(f'LocalQueue "{q.name}" is stopped (stopPolicy {stop}): the job waits until it is resumed')
-            return
-        c = condition(lq, "Active")
-        if c is None:
-            warns.append(f'LocalQueue "{q.name}" has no Active condition yet (is Kueue\'s controller running?)')
-        elif c.get("status") != "True":
+        c = _stopped_or_inactive(lq, f'LocalQueue "{q.name}"', warns)
+        if c is not None:
             fails.append(
                 f'LocalQueue "{q.name}" is not Active ({_cond_text(c)}), so Kueue does not admit from it. '
                 f"Fix: kubectl describe localqueue {q.name} -n {(lq.get('metadata') or {}).get('namespace', '')} and correct what it names."
@@ -269,14 +263,8 @@ class KueueQueue(Check):
                         "so Kueue never admits the job. Fix: label the namespace to match "
                         f'(kubectl label namespace {ns} <key>=<value>) or widen the selector of ClusterQueue "{name}".'
                     )
-        stop = spec.get("stopPolicy") or "None"
-        if stop != "None":
-            warns.append(f'ClusterQueue "{name}" is stopped (stopPolicy {stop}): the job waits until it is resumed')
-            return
-        c = condition(cq, "Active")
-        if c is None:
-            warns.append(f'ClusterQueue "{name}" has no Active condition yet (is Kueue\'s controller running?)')
-        elif c.get("status") != "True":
+        c = _stopped_or_inactive(cq, f'ClusterQueue "{name}"', warns)
+        if c is not None:
             reason = c.get("reason") or ""
             fix = {
                 "FlavorNotFound": "create the ResourceFlavors it names",
@@ -284,6 +272,20 @@ class KueueQueue(Check):
                 "AdmissionCheckInactive": "start the AdmissionChecks' controllers (see Kueue Admission Checks)",
             }.get(reason, f"kubectl describe clusterqueue {name} and correct what it names")
             fails.append(f'ClusterQueue "{name}" is not Active ({_cond_text(c)}), so Kueue admits nothing from it. Fix: {fix}.')
+
+
+def _stopped_or_inactive(queue: dict[str, Any], label: str, warns: list[str]) -> dict[str, Any] | None:
+    """A Local/ClusterQueue's state: stopped or not yet reporting → a warning (the job waits);
+    an Active condition that is not True → that condition, for the caller's failure; else None."""
+    stop = (queue.get("spec") or {}).get("stopPolicy") or "None"
+    if stop != "None":
+        warns.append(f"{label} is stopped (stopPolicy {stop}): the job waits until it is resumed")
+        return None
+    c = condition(queue, "Active")
+    if c is None:
+        warns.append(f"{label} has no Active condition yet (is Kueue's controller running?)")
+        return None
+    return c if c.get("status") != "True" else None
 
 
 # --- Kueue Admission Checks ---------------------------------------------------------------
