@@ -107,13 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
-        modname = f"webhook.cmd_{name}"
-        try:
-            mod = importlib.import_module(modname)
-        except ModuleNotFoundError as exc:
-            if exc.name == modname:
-                continue  # not part of this build (yet)
-            raise
+        mod = importlib.import_module(f"webhook.cmd_{name}")
         p = mod.add_parser(sub)
         _add_logging_options(p)
         if p.get_default("func") is None:

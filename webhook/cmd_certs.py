@@ -34,13 +34,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     init.add_argument("--ip", action="append", default=[], metavar="ADDR", help="an extra IP SAN, e.g. 127.0.0.1 (repeatable)")
     init.add_argument("--force", action="store_true", help="overwrite existing files in DIR")
     init.set_defaults(func=run_init)
-    try:  # `certs manage`: the self-managed rotation loop, when this build has it
-        from webhook import cmd_certs_manage
-    except ModuleNotFoundError as exc:
-        if exc.name != "webhook.cmd_certs_manage":
-            raise
-    else:
-        cmd_certs_manage.add_parser(certs_sub)
+    from webhook import cmd_certs_manage  # `certs manage`: the self-managed rotation loop
+
+    cmd_certs_manage.add_parser(certs_sub)
     return p
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import inspect
 import json
 import sys
 from collections.abc import AsyncIterator
@@ -102,20 +101,10 @@ async def _cluster(args: argparse.Namespace, settings: Settings, err: TextIO) ->
     if args.offline:
         yield None
         return
+    from webhook.cluster.live import open_cluster_view
+
     try:
-        from webhook.cluster.live import open_cluster_view
-    except ImportError as exc:
-        print(f"error: cannot open a cluster view ({exc}); run with --offline to check without a cluster", file=err)
-        yield False
-        return
-    exit_cm = None
-    try:
-        opened = open_cluster_view(settings, kubeconfig=args.kubeconfig)
-        if hasattr(opened, "__aenter__"):
-            view = await opened.__aenter__()
-            exit_cm = opened
-        else:
-            view = await opened if inspect.isawaitable(opened) else opened
+        view = await open_cluster_view(settings, kubeconfig=args.kubeconfig)
     except Exception as exc:  # any failure to reach the cluster is an input problem for the CLI
         text = str(exc) or type(exc).__name__
         print(f"error: cannot connect to the cluster: {text}. Fix: check --kubeconfig, or run with --offline", file=err)
@@ -124,20 +113,7 @@ async def _cluster(args: argparse.Namespace, settings: Settings, err: TextIO) ->
     try:
         yield view
     finally:
-        if exit_cm is not None:
-            await exit_cm.__aexit__(None, None, None)
-        else:
-            await _close(view)
-
-
-async def _close(view: Any) -> None:
-    for closer in ("aclose", "close"):
-        fn = getattr(view, closer, None)
-        if fn is not None:
-            res = fn()
-            if inspect.isawaitable(res):
-                await res
-            return
+        await view.close()
 
 
 def _lookup(file_lookup: RuntimeLookup, view: ClusterView | None) -> RuntimeLookup:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import inspect
 import ipaddress
 import logging
 import signal
@@ -142,17 +141,9 @@ def _freeze_startup_objects() -> None:
 
 
 async def _open_view(args: argparse.Namespace, settings: Settings) -> Any:
-    try:
-        from webhook.cluster.live import open_cluster_view
-    except ModuleNotFoundError as exc:
-        if exc.name in ("webhook.cluster.live",):
-            raise SystemExit(
-                _error("this build has no cluster client (webhook.cluster.live); pass --offline to serve without cluster checks")
-            ) from None
-        raise
-    view = open_cluster_view(settings, kubeconfig=args.kubeconfig)
-    if inspect.isawaitable(view):
-        view = await view
+    from webhook.cluster.live import open_cluster_view
+
+    view = await open_cluster_view(settings, kubeconfig=args.kubeconfig)
     return view
 
 
