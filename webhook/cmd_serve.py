@@ -127,43 +127,31 @@ def _freeze_startup_objects() -> None:
     as they otherwise load on the first review.
     """
     import gc
-    import importlib
 
-    from webhook.workloads import _ADAPTERS
+    from webhook.workloads import import_adapters
 
-    for target in _ADAPTERS.values():
-        try:
-            importlib.import_module(target.split(":")[0])
-        except ImportError:  # a missing adapter never breaks the rest (webhook.workloads)
-            pass
+    import_adapters()
     gc.collect()
     gc.freeze()
-
-
-async def _open_view(args: argparse.Namespace, settings: Settings) -> Any:
-    from webhook.cluster.live import open_cluster_view
-
-    view = await open_cluster_view(settings, kubeconfig=args.kubeconfig)
-    return view
 
 
 async def _serve(args: argparse.Namespace, settings: Settings, ctx: ssl.SSLContext, reloader: Any) -> int:
     from webhook.metrics import Metrics
     from webhook.server import WebhookApp, WebhookServer
-    from webhook.workloads import _ADAPTERS
+    from webhook.workloads import known_kinds
 
     view = None
     if not args.offline:
+        from webhook.cluster.live import open_cluster_view
+
         try:
-            view = await _open_view(args, settings)
-        except SystemExit as exc:
-            return int(exc.code or 2)
+            view = await open_cluster_view(settings, kubeconfig=args.kubeconfig)
         except Exception as exc:
             log.error("cannot connect to the cluster: %s: %s", type(exc).__name__, exc)
             print("error: cannot connect to the cluster; check --kubeconfig, or pass --offline", file=sys.stderr)
             return 1
 
-    metrics = Metrics(known_kinds=(kind for _, kind in _ADAPTERS))
+    metrics = Metrics(known_kinds=known_kinds())
 
     def on_reload(info: Any) -> None:
         metrics.cert_reloads.labels("ok").inc()

@@ -43,7 +43,7 @@ from webhook.deadline import Deadline, budget_seconds, parse_go_duration
 from webhook.metrics import DENIED, ERROR, INVALID, SKIPPED, Metrics
 from webhook.policy import clip
 from webhook.preflight import evaluate
-from webhook.workloads import AdapterError, _ADAPTERS
+from webhook.workloads import AdapterError, known_kinds
 
 #: an unreadable object's problem is quoted up to this length (paths carry user-chosen keys)
 ADAPTER_ERROR_MAX_CHARS = 1000
@@ -93,7 +93,7 @@ class WebhookApp:
         self.settings = settings
         self.view = view
         self.checks = all_checks() if checks is None else list(checks)
-        self.metrics = metrics or Metrics(known_kinds=(kind for _, kind in _ADAPTERS))
+        self.metrics = metrics or Metrics(known_kinds=known_kinds())
         self.loads, self.dumps, self.json_name = json_codec(json_choice)
         self.config_loaded = True
         self.tls_loaded = False

@@ -6,6 +6,7 @@ no adapter handles the kind (the webhook allows it untouched).
 
 from __future__ import annotations
 
+import importlib
 from typing import Any, Callable
 
 from webhook.config import Settings
@@ -28,10 +29,19 @@ def adapter_for(api_version: str, kind: str) -> Adapter | None:
     target = _ADAPTERS.get((_group(api_version), kind))
     if target is None:
         return None
-    import importlib
-
     mod, fn = target.split(":")
     return getattr(importlib.import_module(mod), fn)
+
+
+def known_kinds() -> list[str]:
+    """The kinds an adapter handles (metrics pre-create their label sets from this)."""
+    return [kind for _, kind in _ADAPTERS]
+
+
+def import_adapters() -> None:
+    """Import every adapter now (at start-up) instead of on the first review of its kind."""
+    for target in _ADAPTERS.values():
+        importlib.import_module(target.split(":")[0])
 
 
 def build_workload(
@@ -53,4 +63,4 @@ def build_workload(
     return adapter(obj, settings=settings, runtime_lookup=runtime_lookup, namespace=namespace)
 
 
-__all__ = ["AdapterError", "RuntimeLookup", "Workload", "adapter_for", "build_workload"]
+__all__ = ["AdapterError", "RuntimeLookup", "Workload", "adapter_for", "build_workload", "import_adapters", "known_kinds"]
