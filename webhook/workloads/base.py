@@ -22,6 +22,11 @@ class PodGroup:
     pod_metadata: dict[str, Any] = field(default_factory=dict)
     # role of the group for messages: "controller", "workers", "trainer", "dataset-initializer", ...
     role: str = ""
+    # JobSet `dependsOn` of this replicatedJob: (group name, "Ready" | "Complete") pairs. Its pods
+    # are created only once those groups reach that status (sigs.k8s.io/jobset
+    # pkg/controllers/depends_on.go), so a group after a "Complete" dependency never runs at the
+    # same time as it (quota and Kueue arithmetic take the peak over such stages).
+    depends_on: list[tuple[str, str]] = field(default_factory=list)
 
     def containers(self, *, init: bool = True) -> list[dict[str, Any]]:
         out = list(self.pod_spec.get("containers") or [])
