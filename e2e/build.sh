@@ -48,37 +48,25 @@ print(info.get(sys.argv[1], "") if sys.argv[1] != "Hash" else (info.get("Origin"
 ' "$2" "$1"
 }
 
-build_kube_apiserver() {
-    local out="$BIN/kube-apiserver" stamp="$BIN/.kube-apiserver.version"
-    if [[ -x "$out" ]] && fresh "$stamp" "$KUBERNETES_VERSION"; then
-        say "kube-apiserver $KUBERNETES_VERSION: cached ($out)"
-        return
-    fi
-    need go "Go 1.24 or newer"
-    say "building kube-apiserver $KUBERNETES_VERSION from the Go module k8s.io/kubernetes (first time: ~11 min on 2 idle cores, ~25 min on busy ones; cached afterwards)..."
-    local t0=$SECONDS
+# kube_gomod <dir> <module-path>: write <dir>/go.mod for a main module that builds packages of
+# k8s.io/kubernetes@$KUBERNETES_VERSION. Every k8s.io/<staging> module k8s.io/kubernetes replaces
+# with ./staging/src/... must be replaced by its published v0.<minor>.<patch> (replace directives
+# of a dependency are ignored). Used by build_kube_apiserver and tests/oracle/quota/build.sh.
+kube_gomod() {
+    local dir="$1" module="$2"
     local ver="${KUBERNETES_VERSION#v}" major minor patch
     IFS=. read -r major minor patch <<<"${ver%%-*}"
     local staging_version="v0.${minor}.${patch}${ver#"${ver%%-*}"}"
-
-    local dir="$SRC/kube-apiserver-$KUBERNETES_VERSION"
-    rm -rf "$dir"
-    mkdir -p "$dir" "$BIN"
     say "  fetching k8s.io/kubernetes@$KUBERNETES_VERSION (module proxy)..."
-    local kmod kdate kcommit
+    local kmod
     kmod="$(modfield k8s.io/kubernetes@"$KUBERNETES_VERSION" GoMod)"
-    kdate="$(modfield k8s.io/kubernetes@"$KUBERNETES_VERSION" Time)"
-    kcommit="$(modfield k8s.io/kubernetes@"$KUBERNETES_VERSION" Hash)"
-    [[ -n "$kcommit" ]] || kcommit=0000000000000000000000000000000000000000
-    # Every k8s.io/<staging> module k8s.io/kubernetes replaces with ./staging/src/... must be
-    # replaced by its published v0.<minor>.<patch> (replace directives of a dependency are ignored).
     local staging
     staging="$(sed -nE 's#^[[:space:]]*(k8s\.io/[A-Za-z0-9._-]+)[[:space:]]+=>[[:space:]]+\./staging/src/.*#\1#p' "$kmod")"
     [[ -n "$staging" ]] || die "found no staging modules in $kmod"
     local goline
     goline="$(sed -nE 's/^go ([0-9.]+).*/\1/p' "$kmod" | head -1)"
     {
-        echo "module preflight-webhook.local/e2e/kube-apiserver"
+        echo "module $module"
         echo
         echo "go ${goline:-1.24.0}"
         echo
@@ -90,6 +78,28 @@ build_kube_apiserver() {
         echo ")"
     } >"$dir/go.mod"
     say "  replaced $(wc -w <<<"$staging") staging modules with $staging_version"
+}
+
+build_kube_apiserver() {
+    local out="$BIN/kube-apiserver" stamp="$BIN/.kube-apiserver.version"
+    if [[ -x "$out" ]] && fresh "$stamp" "$KUBERNETES_VERSION"; then
+        say "kube-apiserver $KUBERNETES_VERSION: cached ($out)"
+        return
+    fi
+    need go "Go 1.24 or newer"
+    say "building kube-apiserver $KUBERNETES_VERSION from the Go module k8s.io/kubernetes (first time: ~11 min on 2 idle cores, ~25 min on busy ones; cached afterwards)..."
+    local t0=$SECONDS
+    local ver="${KUBERNETES_VERSION#v}" major minor patch
+    IFS=. read -r major minor patch <<<"${ver%%-*}"
+
+    local dir="$SRC/kube-apiserver-$KUBERNETES_VERSION"
+    rm -rf "$dir"
+    mkdir -p "$dir" "$BIN"
+    kube_gomod "$dir" preflight-webhook.local/e2e/kube-apiserver
+    local kdate kcommit
+    kdate="$(modfield k8s.io/kubernetes@"$KUBERNETES_VERSION" Time)"
+    kcommit="$(modfield k8s.io/kubernetes@"$KUBERNETES_VERSION" Hash)"
+    [[ -n "$kcommit" ]] || kcommit=0000000000000000000000000000000000000000
 
     local pkg ldflags="-s -w"
     for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
@@ -246,4 +256,7 @@ main() {
     esac
 }
 
-main "$@"
+# sourced (tests/oracle/quota/build.sh reuses kube_gomod): define the functions only
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
+    main "$@"
+fi

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Build (once) the quota oracle: tests/oracle/quota/main.go against k8s.io/kubernetes at the
+# e2e version (e2e/versions.env), so the Resource Quotas check is compared with Kubernetes' own
+# ResourceQuota admission, pod evaluator, LimitRanger and v1 defaulting.
+#
+# Prints the binary's path on stdout; progress goes to stderr. The binary lives in
+# ~/.cache/preflight-webhook/quota-oracle-<k8s version>/ (never in the repository); a stamp
+# records the version and main.go's hash, so a warm run takes well under a second. The go.mod
+# comes from e2e/build.sh's kube_gomod (every k8s.io/<staging> module replaced by v0.<minor>.<patch>).
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=../../../e2e/build.sh
+source "$HERE/../../../e2e/build.sh"   # defines kube_gomod, modfield, say, die, fresh; runs nothing
+
+OUT_DIR="$CACHE_ROOT/quota-oracle-$KUBERNETES_VERSION"
+OUT="$OUT_DIR/quota-oracle"
+STAMP="$OUT_DIR/.stamp"
+WANT="$KUBERNETES_VERSION $(sha256sum "$HERE/main.go" | cut -c1-16)"
+
+if [[ -x "$OUT" ]] && fresh "$STAMP" "$WANT"; then
+    echo "$OUT"
+    exit 0
+fi
+need go "Go 1.24 or newer"
+mkdir -p "$OUT_DIR"
+exec 8>"$OUT_DIR/.lock"
+if command -v flock >/dev/null 2>&1; then flock 8; fi
+if [[ -x "$OUT" ]] && fresh "$STAMP" "$WANT"; then  # built while we waited for the lock
+    echo "$OUT"
+    exit 0
+fi
+say "building the quota oracle against k8s.io/kubernetes $KUBERNETES_VERSION (first time: a few minutes; cached afterwards)..."
+t0=$SECONDS
+SRC_DIR="$OUT_DIR/src"
+rm -rf "$SRC_DIR"
+mkdir -p "$SRC_DIR"
+cp "$HERE/main.go" "$SRC_DIR/"
+kube_gomod "$SRC_DIR" preflight-webhook.local/tests/oracle/quota
+(cd "$SRC_DIR" && go build -trimpath -ldflags "-s -w" -o "$OUT.tmp" .) >&2
+mv -f "$OUT.tmp" "$OUT"
+echo "$WANT" >"$STAMP"
+say "quota oracle built in $((SECONDS - t0))s: $OUT"
+echo "$OUT"
