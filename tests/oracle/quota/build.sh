@@ -8,14 +8,14 @@
 # records the version and main.go's hash, so a warm run takes well under a second. The go.mod
 # comes from e2e/build.sh's kube_gomod (every k8s.io/<staging> module replaced by v0.<minor>.<patch>).
 set -euo pipefail
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ORACLE_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=../../../e2e/build.sh
-source "$HERE/../../../e2e/build.sh"   # defines kube_gomod, modfield, say, die, fresh; runs nothing
+source "$ORACLE_DIR/../../../e2e/build.sh"   # defines kube_gomod, modfield, say, die, fresh; runs nothing
 
 OUT_DIR="$CACHE_ROOT/quota-oracle-$KUBERNETES_VERSION"
 OUT="$OUT_DIR/quota-oracle"
 STAMP="$OUT_DIR/.stamp"
-WANT="$KUBERNETES_VERSION $(sha256sum "$HERE/main.go" | cut -c1-16)"
+WANT="$KUBERNETES_VERSION $(sha256sum "$ORACLE_DIR/main.go" | cut -c1-16)"
 
 if [[ -x "$OUT" ]] && fresh "$STAMP" "$WANT"; then
     echo "$OUT"
@@ -34,7 +34,7 @@ t0=$SECONDS
 SRC_DIR="$OUT_DIR/src"
 rm -rf "$SRC_DIR"
 mkdir -p "$SRC_DIR"
-cp "$HERE/main.go" "$SRC_DIR/"
+cp "$ORACLE_DIR/main.go" "$SRC_DIR/"
 kube_gomod "$SRC_DIR" preflight-webhook.local/tests/oracle/quota
 (cd "$SRC_DIR" && go build -trimpath -ldflags "-s -w" -o "$OUT.tmp" .) >&2
 mv -f "$OUT.tmp" "$OUT"
