@@ -209,7 +209,8 @@ def pod_resources(pod_spec: Mapping[str, Any], which: str = "requests") -> dict[
 
     effective = max(sum(app containers) + sum(sidecars), max over init containers of
     (init + sidecars started before it)) + overhead. Sidecars are init containers with
-    restartPolicy Always.
+    restartPolicy Always. As k8s.io/component-helpers resource.PodRequests/PodLimits: the
+    overhead is added to every request, but only to the limits that are set and non-zero.
     """
     app = sum(container_resources(c, which) for c in pod_spec.get("containers") or [])
     sidecars: dict[str, Decimal] = {}
@@ -223,7 +224,11 @@ def pod_resources(pod_spec: Mapping[str, Any], which: str = "requests") -> dict[
             init_peak = maximum(init_peak, add(sidecars, r))
     total = maximum(add(app, sidecars), init_peak)
     overhead = parse_resources(pod_spec.get("overhead"))
-    return add(total, overhead) if overhead else total
+    if not overhead:
+        return total
+    if which == "limits":  # component-helpers PodLimits: overhead only on limits that are set, non-zero
+        return {k: v + overhead[k] if k in overhead and v != 0 else v for k, v in total.items()}
+    return add(total, overhead)
 
 
 @functools.lru_cache(maxsize=1024)  # asked for every resource of every container on every request

@@ -2,56 +2,179 @@
 
 A ResourceQuota is enforced when each Pod is created, one by one, with no queueing: a
 gang that does not fit is created in part and then waits forever. So the projection is
-`status.used` + every pod of the job (the whole gang, initializers included) + the
-objects the job's controller creates (`count/*`), compared per quota:
+`status.used` + the job's pods + the objects the job's controllers create, per quota,
+computed as the apiserver computes it (each step names the upstream file it follows):
 
-* requests.* and limits.* separately (bare `cpu`/`memory` mean requests); a pod without
-  a limit for a resource is not counted against limits.* of it;
-* but a quota that covers cpu or memory (requests or limits) makes the apiserver reject
-  every pod whose containers do not all set that value (`must specify limits.cpu`) —
-  a FAIL of its own, after LimitRange defaults are applied as LimitRanger would;
-* quota scopes (Terminating/NotTerminating, BestEffort/NotBestEffort, PriorityClass,
-  CrossNamespacePodAffinity) decide which pods a quota sees; scoped quotas count pods only.
+1. the pod as ResourceQuota admission sees it (`admitted_pod`): requests default from
+   limits at decode (k8s.io/kubernetes pkg/apis/core/v1/defaults.go, SetDefaults_Pod),
+   *then* LimitRanger fills what is still missing from the `Container` defaults
+   (plugin/pkg/admission/limitranger, mergePodResourceRequirements; the LimitRange items
+   themselves defaulted by SetDefaults_LimitRangeItem), then Priority admission gives a pod
+   without priorityClassName the cluster's globalDefault PriorityClass
+   (plugin/pkg/admission/priority);
+2. which quotas see the pod (`covers`): at least one hard resource the pod evaluator
+   tracks, and every scope (pkg/quota/v1/evaluator/core/pods.go, podMatchesScopeFunc;
+   PriorityClass is a label selector over {PriorityClass: name}, so DoesNotExist and
+   NotIn cover pods without a priority class);
+3. must-specify (`constraint_error`): a quota tracking cpu or memory rejects a pod whose
+   containers do not all set it (pods.go Constraints);
+4. what a pod is charged (`pod_usage`): pods.go PodUsageFunc over component-helpers
+   PodRequests/PodLimits. Extended resources are charged only as `requests.<name>`
+   (a quota on `limits.nvidia.com/gpu` tracks nothing); hugepages as `hugepages-<size>`
+   and `requests.hugepages-<size>`; a finished pod only as `count/pods`;
+5. stages: JobSet `dependsOn` (PodGroup.depends_on) starts a group only once its
+   dependencies are Ready or Complete, and pods that completed stop counting for compute
+   and `pods`. So compute and `pods` are the peak over the groups that can run at the same
+   time, `count/pods` (kept for finished pods) the sum.
 """
 
 from __future__ import annotations
 
 import copy
+import itertools
+import re
+from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, Iterable
 
-from webhook.checks.base import AIPERFJOB, Check, CheckContext
+from webhook.checks.base import AIPERFJOB, Check, CheckContext, Permission
 from webhook.checks.basics import cached, plural, with_stale
-from webhook.quantity import format_quantity, parse_quantity
+from webhook.quantity import format_quantity, parse_quantity, parse_resources, pod_resources
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import PodGroup, Workload
-from webhook.workloads.podspec import all_containers, pod_limits, pod_requests
+from webhook.workloads.podspec import all_containers
 
 ZERO = Decimal(0)
+ONE = Decimal(1)
+PRIORITY_API = "scheduling.k8s.io"
 
-#: the resources whose presence in a quota forces every container to set them
-#: (k8s.io/kubernetes pkg/quota/v1/evaluator/core/pods.go, validationSet)
-_MUST_SPECIFY = {
-    "cpu": ("requests", "cpu"),
-    "memory": ("requests", "memory"),
-    "requests.cpu": ("requests", "cpu"),
-    "requests.memory": ("requests", "memory"),
-    "limits.cpu": ("limits", "cpu"),
-    "limits.memory": ("limits", "memory"),
-}
-_BARE_REQUESTS = {"cpu", "memory", "ephemeral-storage"}
+# --- resource names (pkg/quota/v1/evaluator/core/pods.go, pkg/apis/core/v1/helper) ---------
+
+#: the resources the pod evaluator tracks by name (pods.go podResources)
+POD_RESOURCES = frozenset({
+    "count/pods", "cpu", "memory", "ephemeral-storage",
+    "requests.cpu", "requests.memory", "requests.ephemeral-storage",
+    "limits.cpu", "limits.memory", "limits.ephemeral-storage", "pods",
+})
+#: a quota on one of these makes every container set it (pods.go validationSet)
+VALIDATION_SET = frozenset({"cpu", "memory", "requests.cpu", "requests.memory", "limits.cpu", "limits.memory"})
+_QUALIFIED = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
 
-# --- which pods a quota sees ------------------------------------------------------------
+def is_native(name: str) -> bool:
+    """helper.IsNativeResource: no domain, or a *kubernetes.io/ one."""
+    return "/" not in name or "kubernetes.io/" in name
 
 
-def _best_effort(pod_spec: dict[str, Any]) -> bool:
-    """QoS BestEffort: no container requests or limits cpu or memory."""
+def is_extended(name: str) -> bool:
+    """helper.IsExtendedResourceName: a container resource charged as requests.<name>."""
+    if is_native(name) or name.startswith("requests."):
+        return False
+    qualified = f"requests.{name}"
+    prefix, _, short = qualified.rpartition("/")
+    return bool(_QUALIFIED.match(qualified)) and len(short) <= 63 and len(prefix) <= 253
+
+
+def tracked(hard_name: str) -> bool:
+    """pods.go MatchingResources: does the pod evaluator count this quota resource?"""
+    if hard_name in POD_RESOURCES or hard_name.startswith(("hugepages-", "requests.hugepages-")):
+        return True
+    return not is_native(hard_name) and hard_name.startswith("requests.")
+
+
+def _compute_usage(requests: dict[str, Decimal], limits: dict[str, Decimal]) -> dict[str, Decimal]:
+    """pods.go podComputeUsageHelper: requests and limits → quota resource names."""
+    out: dict[str, Decimal] = {"pods": ONE}
+    for r in ("cpu", "memory", "ephemeral-storage"):
+        if r in requests:
+            out[r] = out[f"requests.{r}"] = requests[r]
+        if r in limits:
+            out[f"limits.{r}"] = limits[r]
+    for r, v in requests.items():
+        if r.startswith("hugepages-"):
+            out[r] = out[f"requests.{r}"] = v
+        if is_extended(r):  # only requests.<name>: extended resources are not overcommitted
+            out[f"requests.{r}"] = v
+    return out
+
+
+# --- 1. the pod as ResourceQuota admission sees it ------------------------------------------
+
+
+def limit_range_defaults(limit_range: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(default limits, default requests) of a LimitRange's Container items, as LimitRanger reads
+    them (defaultContainerResourceRequirements: a later item wins) after SetDefaults_LimitRangeItem
+    (default ← max; defaultRequest ← default, then ← min)."""
+    limits: dict[str, Any] = {}
+    requests: dict[str, Any] = {}
+    for item in (limit_range.get("spec") or {}).get("limits") or []:
+        if not isinstance(item, dict) or item.get("type") != "Container":
+            continue
+        default = dict(item.get("default") or {})
+        for k, v in (item.get("max") or {}).items():
+            default.setdefault(k, v)
+        default_request = dict(item.get("defaultRequest") or {})
+        for k, v in default.items():
+            default_request.setdefault(k, v)
+        for k, v in (item.get("min") or {}).items():
+            default_request.setdefault(k, v)
+        requests.update(default_request)
+        limits.update(default)
+    return limits, requests
+
+
+def admitted_pod(
+    pod_spec: dict[str, Any], limit_ranges: Iterable[dict[str, Any]] = (), default_priority_class: str = ""
+) -> dict[str, Any]:
+    """The pod spec ResourceQuota admission sees (see the module docstring, step 1)."""
+    spec = copy.deepcopy(pod_spec)
+    # decode: SetDefaults_Pod, requests default from limits (containers and init containers)
+    for _, c in all_containers(spec):
+        res = c.get("resources") or {}
+        if res.get("limits"):
+            requests = res.setdefault("requests", {})
+            for k, v in res["limits"].items():
+                requests.setdefault(k, v)
+            c["resources"] = res
+    # LimitRanger: every LimitRange in turn fills only what is still missing
+    for lr in limit_ranges:
+        limits, requests = limit_range_defaults(lr)
+        if not limits and not requests:
+            continue
+        for _, c in all_containers(spec):
+            res = c.setdefault("resources", {})
+            for k, v in limits.items():
+                res.setdefault("limits", {}).setdefault(k, v)
+            for k, v in requests.items():
+                res.setdefault("requests", {}).setdefault(k, v)
+    # Priority admission: no name → the globalDefault PriorityClass's name
+    if not spec.get("priorityClassName") and default_priority_class:
+        spec["priorityClassName"] = default_priority_class
+    return spec
+
+
+def pod_level_resources(pod_spec: dict[str, Any]) -> bool:
+    """spec.resources set (PodLevelResources, on by default since 1.34): not modelled here."""
+    res = pod_spec.get("resources") or {}
+    return bool(res.get("requests") or res.get("limits"))
+
+
+# --- 2. which quotas see the pod ------------------------------------------------------------
+
+
+def _positive(values: dict[str, Any] | None) -> bool:
+    for r in ("cpu", "memory"):
+        if r in (values or {}) and parse_quantity(values[r]) > 0:  # type: ignore[index]
+            return True
+    return False
+
+
+def best_effort(pod_spec: dict[str, Any]) -> bool:
+    """QoS BestEffort (pkg/apis/core/v1/helper/qos): no positive cpu or memory request or limit."""
     for _, c in all_containers(pod_spec):
         res = c.get("resources") or {}
-        for which in ("requests", "limits"):
-            if any(r in (res.get(which) or {}) for r in ("cpu", "memory")):
-                return False
+        if _positive(res.get("requests")) or _positive(res.get("limits")):
+            return False
     return True
 
 
@@ -67,28 +190,29 @@ def _cross_namespace_affinity(pod_spec: dict[str, Any]) -> bool:
 
 
 def scope_matches(scope: str, operator: str, values: list[str], pod_spec: dict[str, Any]) -> bool:
-    """Does one quota scope (or scopeSelector expression) match this pod?"""
-    if scope == "Terminating":
-        return pod_spec.get("activeDeadlineSeconds") is not None
-    if scope == "NotTerminating":
-        return pod_spec.get("activeDeadlineSeconds") is None
+    """pods.go podMatchesScopeFunc: does one quota scope (or scopeSelector expression) match?"""
+    if scope in ("Terminating", "NotTerminating"):
+        ads = pod_spec.get("activeDeadlineSeconds")
+        terminating = isinstance(ads, int) and ads >= 0
+        return terminating if scope == "Terminating" else not terminating
     if scope == "BestEffort":
-        return _best_effort(pod_spec)
+        return best_effort(pod_spec)
     if scope == "NotBestEffort":
-        return not _best_effort(pod_spec)
+        return not best_effort(pod_spec)
     if scope == "PriorityClass":
-        # the apiserver matches the label set {PriorityClass: <name or "">}
+        # a label selector over {"PriorityClass": name}, the label absent without a name
         pcn = pod_spec.get("priorityClassName") or ""
         if operator == "Exists":
             return pcn != ""
+        if operator == "DoesNotExist":
+            return pcn == ""
         if operator == "In":
-            return pcn in values
+            return pcn != "" and pcn in values
         if operator == "NotIn":
-            return pcn not in values
-        return False  # DoesNotExist: the label is always present
+            return pcn == "" or pcn not in values
+        return False
     if scope == "CrossNamespacePodAffinity":
-        has = _cross_namespace_affinity(pod_spec)
-        return not has if operator == "DoesNotExist" else has
+        return _cross_namespace_affinity(pod_spec)
     return False  # VolumeAttributesClass and unknown scopes never match a pod
 
 
@@ -100,67 +224,71 @@ def quota_scopes(quota: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
     return out
 
 
+def quota_hard(quota: dict[str, Any]) -> dict[str, Any]:
+    return dict((quota.get("spec") or {}).get("hard") or {})
+
+
 def covers(quota: dict[str, Any], pod_spec: dict[str, Any]) -> bool:
+    """generic.Matches with the pod evaluator: a tracked hard resource, and every scope matches."""
+    if not any(tracked(r) for r in quota_hard(quota)):
+        return False
     return all(scope_matches(s, op, vals, pod_spec) for s, op, vals in quota_scopes(quota))
 
 
-# --- what the job adds ------------------------------------------------------------------
+# --- 3. must-specify ------------------------------------------------------------------------
 
 
-def apply_limit_ranges(pod_spec: dict[str, Any], limit_ranges: list[dict[str, Any]]) -> dict[str, Any]:
-    """The pod spec as LimitRanger leaves it: Container defaults fill missing limits/requests."""
-    defaults: dict[str, Any] = {}
-    default_requests: dict[str, Any] = {}
-    for lr in limit_ranges:
-        for item in (lr.get("spec") or {}).get("limits") or []:
-            if item.get("type") != "Container":
-                continue
-            for k, v in (item.get("default") or {}).items():
-                defaults.setdefault(k, v)
-            for k, v in (item.get("defaultRequest") or {}).items():
-                default_requests.setdefault(k, v)
-    if not defaults and not default_requests:
-        return pod_spec
-    spec = copy.deepcopy(pod_spec)
-    for _, c in all_containers(spec):
-        res = c.setdefault("resources", {})
-        limits = res.setdefault("limits", {})
-        requests = res.setdefault("requests", {})
-        for k, v in defaults.items():
-            limits.setdefault(k, v)
-        for k, v in default_requests.items():
-            requests.setdefault(k, v)
-        for k, v in limits.items():  # the apiserver defaults requests to limits
-            requests.setdefault(k, v)
-    return spec
-
-
-def _missing(pod_spec: dict[str, Any], which: str, resource: str) -> list[str]:
-    """Containers that do not set resources.<which>.<resource> (requests default to limits)."""
-    out = []
+def missing_by_resource(quota: dict[str, Any], pod_spec: dict[str, Any]) -> dict[str, list[str]]:
+    """pods.go Constraints: {quota resource: containers that do not set it}, for the quota's
+    cpu/memory resources. Empty when pod-level resources are set (they replace the rule)."""
+    required = {r for r in quota_hard(quota) if r in VALIDATION_SET}
+    if not required or pod_level_resources(pod_spec):
+        return {}
+    out: dict[str, list[str]] = {}
     for _, c in all_containers(pod_spec):
         res = c.get("resources") or {}
-        have = set(res.get(which) or {})
-        if which == "requests":
-            have |= set(res.get("limits") or {})
-        if resource not in have:
-            out.append(str(c.get("name", "?")))
+        have = _compute_usage(parse_resources(res.get("requests")), parse_resources(res.get("limits")))
+        for r in sorted(required - set(have)):
+            out.setdefault(r, []).append(str(c.get("name", "?")))
+    return {r: sorted(set(cs)) for r, cs in sorted(out.items())}
+
+
+def constraint_error(quota: dict[str, Any], pod_spec: dict[str, Any]) -> str:
+    """The apiserver's own text (`must specify limits.cpu for: a,b; ...`), or ""."""
+    missing = missing_by_resource(quota, pod_spec)
+    if not missing:
+        return ""
+    return "must specify " + "; ".join(f"{r} for: {','.join(cs)}" for r, cs in missing.items())
+
+
+# --- 4. what a pod is charged ---------------------------------------------------------------
+
+
+def pod_usage(pod_spec: dict[str, Any], *, finished: bool = False) -> dict[str, Decimal]:
+    """pods.go PodUsageFunc of an admitted pod: count/pods always, the rest while it runs.
+
+    Raises ValueError on an unparseable quantity."""
+    if finished:
+        return {"count/pods": ONE}
+    out = _compute_usage(pod_resources(pod_spec, "requests"), pod_resources(pod_spec, "limits"))
+    out["count/pods"] = ONE
     return out
 
 
 def job_objects(wl: Workload) -> dict[str, Decimal]:
-    """count/* of the non-pod objects the job's controllers create in the namespace."""
+    """count/* of the non-pod objects the job's controllers create in the namespace: what the
+    Workload says will exist (the adapter decides, e.g. the MPI SSH Secret only for MPI)."""
     out: dict[str, Decimal] = {}
     js = wl.derived.get("jobSet")
     if js:
         spec = js.get("spec") or {}
-        out["count/jobsets.jobset.x-k8s.io"] = Decimal(1)
+        out["count/jobsets.jobset.x-k8s.io"] = ONE
         jobs = sum(int(r.get("replicas", 1) or 0) for r in spec.get("replicatedJobs") or [])
         out["count/jobs.batch"] = Decimal(jobs)
         if (spec.get("network") or {}).get("enableDNSHostnames", True) is not False:
-            out["count/services"] = Decimal(1)  # JobSet's headless Service
+            out["count/services"] = ONE  # JobSet's headless Service
     if wl.derived.get("configMap"):
-        out["count/configmaps"] = Decimal(1)
+        out["count/configmaps"] = ONE
     if wl.managed_secrets:
         out["count/secrets"] = Decimal(len(wl.managed_secrets))
     for bare in ("services", "configmaps", "secrets"):
@@ -169,16 +297,63 @@ def job_objects(wl: Workload) -> dict[str, Decimal]:
     return out
 
 
-def group_usage(pod_spec: dict[str, Any], pods: int) -> dict[str, Decimal]:
-    """What `pods` copies of this pod add to a quota, by quota resource name."""
-    out: dict[str, Decimal] = {"pods": Decimal(pods), "count/pods": Decimal(pods)}
-    for r, v in pod_requests(pod_spec).items():
-        out[f"requests.{r}"] = v * pods
-        if r in _BARE_REQUESTS:
-            out[r] = v * pods
-    for r, v in pod_limits(pod_spec).items():
-        out[f"limits.{r}"] = v * pods
-    return out
+# --- 5. stages ------------------------------------------------------------------------------
+
+#: beyond this many groups the peak is not searched (2^n sets): every group counts at once
+MAX_STAGE_GROUPS = 12
+
+
+def finishes_before(groups: list[PodGroup]) -> set[tuple[str, str]]:
+    """(a, b): group a has completed before group b starts. b waits for a "Complete", or starts
+    after (Ready or Complete) some group that starts only after a completed."""
+    deps = {g.name: [(d, s) for d, s in g.depends_on] for g in groups}
+    memo: dict[str, set[str]] = {}
+
+    def before(b: str, seen: frozenset[str]) -> set[str]:
+        if b in memo:
+            return memo[b]
+        out: set[str] = set()
+        for d, status in deps.get(b, []):
+            if d in seen:  # a cycle: JobSet rejects it; count conservatively
+                continue
+            if status == "Complete":
+                out.add(d)
+            out |= before(d, seen | {d})
+        memo[b] = out
+        return out
+
+    return {(a, g.name) for g in groups for a in before(g.name, frozenset({g.name}))}
+
+
+def stage_peak(groups: list[PodGroup], totals: dict[str, dict[str, Decimal]]) -> dict[str, Decimal]:
+    """Per resource, the most the groups that can run at the same time use together: the
+    heaviest set of groups none of which completes before another starts. `count/pods` is
+    the sum (finished pods are still counted)."""
+    names = [g.name for g in groups if g.name in totals]
+    summed: dict[str, Decimal] = {}
+    for n in names:
+        for k, v in totals[n].items():
+            summed[k] = summed.get(k, ZERO) + v
+    order = finishes_before(groups)
+    if not order or len(names) > MAX_STAGE_GROUPS:
+        return summed
+    peak: dict[str, Decimal] = {}
+    for size in range(1, len(names) + 1):
+        for subset in itertools.combinations(names, size):
+            if any((a, b) in order or (b, a) in order for a, b in itertools.combinations(subset, 2)):
+                continue
+            together: dict[str, Decimal] = {}
+            for n in subset:
+                for k, v in totals[n].items():
+                    together[k] = together.get(k, ZERO) + v
+            for k, v in together.items():
+                if v > peak.get(k, ZERO):
+                    peak[k] = v
+    peak["count/pods"] = summed.get("count/pods", ZERO)
+    return {k: v for k, v in peak.items() if k in summed}
+
+
+# --- the verdict ----------------------------------------------------------------------------
 
 
 def _fmt(resource: str, value: Decimal) -> str:
@@ -206,73 +381,129 @@ def _fix_for_missing(wl: Workload, which: str, resource: str) -> str:
     )
 
 
+def _which(res_name: str) -> tuple[str, str]:
+    if res_name.startswith(("requests.", "limits.")):
+        which, resource = res_name.split(".", 1)
+        return which, resource
+    return "requests", res_name
+
+
+@dataclass
+class Projection:
+    """One quota against the job: what admission would see and charge."""
+
+    name: str
+    hard: dict[str, Decimal]
+    used: dict[str, Decimal]
+    scoped: bool
+    #: the groups whose pods the quota sees, with their admitted pod specs
+    covered: list[tuple[PodGroup, dict[str, Any]]]
+    #: quota resource (cpu/memory) → [(group, containers that do not set it)]
+    lacking: dict[str, list[tuple[PodGroup, list[str]]]]
+    #: what the job adds at its peak (count/pods and objects: the total)
+    job: dict[str, Decimal]
+    #: what the job adds if every group ran at once
+    summed: dict[str, Decimal]
+    problems: list[str]
+
+    def exceeded(self) -> list[str]:
+        """Hard resources the job would push over (only those it adds to: admission checks no others)."""
+        return [r for r in sorted(self.hard) if self.job.get(r, ZERO) > 0 and self.used.get(r, ZERO) + self.job[r] > self.hard[r]]
+
+
+def project(quota: dict[str, Any], wl: Workload, specs: list[tuple[PodGroup, dict[str, Any]]]) -> Projection:
+    """The numbers behind one quota's verdict; `specs` are the admitted pod specs (admitted_pod)."""
+    name = str((quota.get("metadata") or {}).get("name", "?"))
+    problems: list[str] = []
+    hard = _parse_list(quota_hard(quota), problems, f'ResourceQuota "{name}": hard')
+    used = _parse_list((quota.get("status") or {}).get("used"), problems, f'ResourceQuota "{name}": used')
+    scoped = bool(quota_scopes(quota))
+    covered = [(g, s) for g, s in specs if g.pods > 0 and covers(quota, s)]
+    lacking: dict[str, list[tuple[PodGroup, list[str]]]] = {}
+    for g, s in covered:
+        for res_name, containers in missing_by_resource(quota, s).items():
+            lacking.setdefault(res_name, []).append((g, containers))
+    totals = {g.name: {k: v * g.pods for k, v in pod_usage(s).items()} for g, s in covered}
+    job = stage_peak([g for g, _ in covered], totals)
+    summed: dict[str, Decimal] = {}
+    for t in totals.values():
+        for k, v in t.items():
+            summed[k] = summed.get(k, ZERO) + v
+    if not scoped:  # object-count evaluators match no scope
+        for k, v in job_objects(wl).items():
+            job[k] = job.get(k, ZERO) + v
+            summed[k] = summed.get(k, ZERO) + v
+    return Projection(name, hard, used, scoped, covered, lacking, job, summed, problems)
+
+
 def evaluate_quota(
     quota: dict[str, Any], wl: Workload, specs: list[tuple[PodGroup, dict[str, Any]]]
 ) -> tuple[list[str], list[str]]:
-    """(violations, details) of one quota against the job."""
-    name = (quota.get("metadata") or {}).get("name", "?")
-    ns = wl.namespace
-    details: list[str] = []
-    hard = _parse_list((quota.get("spec") or {}).get("hard"), details, f'ResourceQuota "{name}": hard')
-    used = _parse_list((quota.get("status") or {}).get("used"), details, f'ResourceQuota "{name}": used')
-    covered = [(g, s) for g, s in specs if covers(quota, s)]
-    scoped = bool(quota_scopes(quota))
-    if not covered and scoped:
+    """(violations, details) of one quota against the job; `specs` are the admitted pod specs."""
+    p = project(quota, wl, specs)
+    name, ns = p.name, wl.namespace
+    details = list(p.problems)
+    for r in sorted(p.hard):
+        if r.startswith("limits.") and is_extended(r.split(".", 1)[1]):
+            details.append(
+                f'ResourceQuota "{name}": {r} is not charged for pods (extended resources count only as requests.{r.split(".", 1)[1]})'
+            )
+    if not p.covered and p.scoped:
         details.append(f'ResourceQuota "{name}" does not apply to the job\'s pods (scopes)')
         return [], details
 
     violations: list[str] = []
-    # 1. quotas on cpu/memory reject pods whose containers do not set them
-    for res_name in sorted(set(hard) & set(_MUST_SPECIFY)):
-        which, resource = _MUST_SPECIFY[res_name]
-        lacking = [(g, _missing(s, which, resource)) for g, s in covered]
-        lacking = [(g, cs) for g, cs in lacking if cs]
-        if lacking:
-            where = "; ".join(f"container{'s' if len(cs) > 1 else ''} {', '.join(cs)} of the {g.name} pods" for g, cs in lacking)
-            violations.append(
-                f'ResourceQuota "{name}" covers {res_name}, so every container must set resources.{which}.{resource}, '
-                f"but it is not set on {where}: the apiserver would reject those pods (must specify {res_name}). "
-                f"{_fix_for_missing(wl, which, resource)}."
-            )
-
-    # 2. projected use
-    job: dict[str, Decimal] = {}
-    unlimited: dict[str, int] = {}
-    for g, s in covered:
-        for k, v in group_usage(s, g.pods).items():
-            job[k] = job.get(k, ZERO) + v
-        lim = pod_limits(s)
-        for r in pod_requests(s):
-            if r not in lim:
-                unlimited[r] = unlimited.get(r, 0) + g.pods
-    if not scoped:
-        for k, v in job_objects(wl).items():
-            job[k] = job.get(k, ZERO) + v
-    for res_name in sorted(hard):
-        add = job.get(res_name, ZERO)
+    for res_name, where_list in p.lacking.items():
+        which, resource = _which(res_name)
+        where = "; ".join(
+            f"container{'s' if len(cs) > 1 else ''} {', '.join(cs)} of the {g.name} pods" for g, cs in where_list
+        )
+        violations.append(
+            f'ResourceQuota "{name}" covers {res_name}, so every container must set resources.{which}.{resource}, '
+            f"but it is not set on {where}: the apiserver would reject those pods (must specify {res_name}). "
+            f"{_fix_for_missing(wl, which, resource)}."
+        )
+    exceeded = set(p.exceeded())
+    for res_name in sorted(p.hard):
+        add = p.job.get(res_name, ZERO)
         if add == 0:
             continue
-        if res_name.startswith("limits."):
-            r = res_name.split(".", 1)[1]
-            if unlimited.get(r):
-                details.append(
-                    f'ResourceQuota "{name}": {plural(unlimited[r], "pod")} set no limit for {r} and are not counted against {res_name}'
-                )
-        have = used.get(res_name, ZERO)
+        staged = " at its peak stage" if add < p.summed.get(res_name, ZERO) else ""
+        have = p.used.get(res_name, ZERO)
         total = have + add
-        cap = hard[res_name]
-        line = f"{res_name} {_fmt(res_name, total)} of {_fmt(res_name, cap)} (used {_fmt(res_name, have)} + job {_fmt(res_name, add)})"
-        if total > cap:
+        cap = p.hard[res_name]
+        job_text = f"job {_fmt(res_name, add)}{staged}"
+        if res_name in exceeded:
             free_note = "" if add > cap or have == 0 else ", or wait for other workloads in the namespace to free quota"
             violations.append(
                 f'ResourceQuota "{name}": {res_name} would be {_fmt(res_name, total)} (used {_fmt(res_name, have)} + '
-                f"job {_fmt(res_name, add)}) but hard is {_fmt(res_name, cap)}. Fix: raise hard {res_name} to at least "
+                f"{job_text}) but hard is {_fmt(res_name, cap)}. Fix: raise hard {res_name} to at least "
                 f"{_fmt(res_name, total)} (kubectl edit resourcequota {name} -n {ns}), or reduce the job's pods or "
                 f"requests{free_note}."
             )
         else:
-            details.append(f'ResourceQuota "{name}": {line}')
+            details.append(
+                f'ResourceQuota "{name}": {res_name} {_fmt(res_name, total)} of {_fmt(res_name, cap)} '
+                f"(used {_fmt(res_name, have)} + {job_text})"
+            )
     return violations, details
+
+
+def default_priority_class(priority_classes: list[dict[str, Any]]) -> str:
+    """The globalDefault PriorityClass's name ("" if none); the lowest value wins a tie
+    (plugin/pkg/admission/priority getDefaultPriorityClass)."""
+    best: tuple[int, str] | None = None
+    for pc in priority_classes:
+        if pc.get("globalDefault") is True:
+            value = pc.get("value", 0)
+            key = (value if isinstance(value, int) else 0, str((pc.get("metadata") or {}).get("name", "")))
+            if best is None or key[0] < best[0]:
+                best = key
+    return best[1] if best else ""
+
+
+def _uses_priority_scope(quota: dict[str, Any]) -> bool:
+    return any(s == "PriorityClass" for s, _, _ in quota_scopes(quota))
 
 
 class ResourceQuotas(Check):
@@ -281,46 +512,77 @@ class ResourceQuotas(Check):
     needs_cluster = True
     local_capacity = True
     permissions = (*cached("resourcequotas"), *cached("limitranges"))
+    #: the globalDefault PriorityClass; without it PriorityClass-scoped quotas are "cannot verify"
+    optional_permissions = (Permission("list", "priorityclasses", PRIORITY_API), Permission("watch", "priorityclasses", PRIORITY_API))
     apis = ("v1",)
     summary = (
-        "status.used plus every pod of the job (and the objects it creates) fits each ResourceQuota: "
-        "requests and limits separately, count/*, extended resources, scopes; pods lacking required limits are caught."
+        "status.used plus the job's pods (peak over JobSet dependsOn stages) and the objects it creates fit each "
+        "ResourceQuota, as the apiserver computes it: v1 defaults then LimitRange, globalDefault PriorityClass, "
+        "scopes, requests.<extended> only, must-specify cpu/memory."
     )
 
-    async def run(self, ctx: CheckContext) -> CheckResult:
+    async def run(self, ctx: CheckContext) -> CheckResult | list[CheckResult]:
         assert ctx.view is not None
         wl = ctx.workload
-        quotas = ctx.view.list_cached("resourcequotas", wl.namespace)
+        view = ctx.view
+        quotas = view.list_cached("resourcequotas", wl.namespace)
         if not quotas:
             return with_stale(
                 CheckResult(self.name, Status.PASS, f'No ResourceQuota in namespace "{wl.namespace}"'), ctx, "resourcequotas"
             )
-        limit_ranges = ctx.view.list_cached("limitranges", wl.namespace)
+        limit_ranges = sorted(
+            view.list_cached("limitranges", wl.namespace), key=lambda lr: (lr.get("metadata") or {}).get("name", "")
+        )
+        pc_known = view.cache_age("priorityclasses") is not None
+        default_pc = default_priority_class(view.list_cached("priorityclasses")) if pc_known else ""
+        unnamed = [g.name for g in wl.pod_groups if not g.pod_spec.get("priorityClassName")]
+        pod_level = [g.name for g in wl.pod_groups if pod_level_resources(g.pod_spec)]
+        if pod_level:
+            return CheckResult(
+                self.name,
+                Status.WARN,
+                f"Cannot verify ResourceQuotas: the {', '.join(pod_level)} pods set pod-level resources (spec.resources), "
+                "which this check does not model; the Dry Run check still sees the apiserver's answer for one pod",
+            )
+        violations: list[str] = []
+        unverifiable: list[str] = []
+        details: list[str] = []
         try:
-            specs = [(g, apply_limit_ranges(g.pod_spec, limit_ranges)) for g in wl.pod_groups]
-            violations: list[str] = []
-            details: list[str] = []
+            specs = [(g, admitted_pod(g.pod_spec, limit_ranges, default_pc)) for g in wl.pod_groups]
             for q in sorted(quotas, key=lambda q: (q.get("metadata") or {}).get("name", "")):
                 v, d = evaluate_quota(q, wl, specs)
+                qname = (q.get("metadata") or {}).get("name", "?")
+                if not pc_known and unnamed and _uses_priority_scope(q):
+                    # which quotas see those pods depends on the globalDefault PriorityClass
+                    unverifiable.append(
+                        f'Cannot verify ResourceQuota "{qname}" (PriorityClass scope) for the {", ".join(unnamed)} pods: '
+                        "the cluster's globalDefault PriorityClass cannot be read (not permitted to list "
+                        "priorityclasses.scheduling.k8s.io)"
+                    )
+                    details += v + d
+                    continue
                 violations += v
                 details += d
         except ValueError as exc:
             return CheckResult(self.name, Status.WARN, f"Could not compute the job's resources: {exc}")
         names = ", ".join(sorted((q.get("metadata") or {}).get("name", "?") for q in quotas))
+        out: list[CheckResult] = []
         if violations:
-            return with_stale(
-                CheckResult(self.name, Status.FAIL, " ".join(violations), details=violations + details),
-                ctx, "resourcequotas", "limitranges",
+            out.append(CheckResult(self.name, Status.FAIL, " ".join(violations), details=violations + details))
+        if unverifiable:
+            out.append(CheckResult(self.name, Status.WARN, "; ".join(unverifiable), details=unverifiable))
+        if not out:
+            out.append(
+                CheckResult(
+                    self.name,
+                    Status.PASS,
+                    f'The job fits {plural(len(quotas), "ResourceQuota")} in namespace "{wl.namespace}": {names}',
+                    details=details,
+                )
             )
-        return with_stale(
-            CheckResult(
-                self.name,
-                Status.PASS,
-                f'The job fits {plural(len(quotas), "ResourceQuota")} in namespace "{wl.namespace}": {names}',
-                details=details,
-            ),
-            ctx, "resourcequotas", "limitranges",
-        )
+        for r in out:
+            with_stale(r, ctx, "resourcequotas", "limitranges")
+        return out if len(out) > 1 else out[0]
 
 
 CHECKS = [ResourceQuotas()]

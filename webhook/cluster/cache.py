@@ -54,6 +54,7 @@ class CacheSpec:
 CORE = ""
 TRAINER = "trainer.kubeflow.org"
 KUEUE = "kueue.x-k8s.io"
+SCHEDULING = "scheduling.k8s.io"
 
 #: every cache the view keeps, in start order
 CACHE_SPECS: tuple[CacheSpec, ...] = (
@@ -63,6 +64,7 @@ CACHE_SPECS: tuple[CacheSpec, ...] = (
     CacheSpec("serviceaccounts", CORE, "v1", True),
     CacheSpec("nodes", CORE, "v1", False),
     CacheSpec("services", CORE, "v1", True),
+    CacheSpec("priorityclasses", SCHEDULING, "v1", False),  # the globalDefault, for quota scopes
     CacheSpec("clustertrainingruntimes", TRAINER, "v1alpha1", False),
     CacheSpec("trainingruntimes", TRAINER, "v1alpha1", True),
     CacheSpec("localqueues", KUEUE, "v1beta2", True),

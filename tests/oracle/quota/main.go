@@ -33,6 +33,7 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	rqadmission "k8s.io/apiserver/pkg/admission/plugin/resourcequota"
 	"k8s.io/apiserver/pkg/authentication/user"
+	quotav1 "k8s.io/apiserver/pkg/quota/v1"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	api "k8s.io/kubernetes/pkg/apis/core"
 	_ "k8s.io/kubernetes/pkg/apis/core/install"
@@ -45,6 +46,10 @@ type group struct {
 	Name  string          `json:"name"`
 	Count int             `json:"count"`
 	Pod   json.RawMessage `json:"pod"`
+	// groups whose pods have all Succeeded before this group's pods are created (a JobSet
+	// dependsOn "Complete" stage): their usage is recounted as the quota controller recounts a
+	// finished pod (PodUsageFunc: count/pods only), then this group is admitted
+	CompleteBefore []string `json:"completeBefore"`
 }
 
 type inCase struct {
@@ -74,6 +79,8 @@ type outCase struct {
 	Pods []podOut `json:"pods"`
 	// status.used of every quota after the pods that were admitted
 	Used map[string]map[string]string `json:"used"`
+	// per quota and resource, the most status.used reached at any point
+	Peak map[string]map[string]string `json:"peak"`
 }
 
 func dec(q resource.Quantity) string { return q.AsDec().String() }
@@ -116,7 +123,21 @@ func admitted(raw json.RawMessage, lrs []*corev1.LimitRange, defaultPC string) (
 }
 
 func run(c inCase) outCase {
-	res := outCase{ID: c.ID, Used: map[string]map[string]string{}}
+	res := outCase{ID: c.ID, Used: map[string]map[string]string{}, Peak: map[string]map[string]string{}}
+	var quotas []corev1.ResourceQuota
+	peak := map[string]corev1.ResourceList{}
+	track := func() {
+		for _, q := range quotas {
+			if peak[q.Name] == nil {
+				peak[q.Name] = corev1.ResourceList{}
+			}
+			for k, v := range q.Status.Used {
+				if old, ok := peak[q.Name][k]; !ok || v.Cmp(old) > 0 {
+					peak[q.Name][k] = v.DeepCopy()
+				}
+			}
+		}
+	}
 	lrs := []*corev1.LimitRange{}
 	for _, raw := range c.LimitRanges {
 		lr := &corev1.LimitRange{}
@@ -127,7 +148,6 @@ func run(c inCase) outCase {
 		legacyscheme.Scheme.Default(lr)
 		lrs = append(lrs, lr)
 	}
-	quotas := []corev1.ResourceQuota{}
 	for _, raw := range c.Quotas {
 		q := corev1.ResourceQuota{}
 		if err := json.Unmarshal(raw, &q); err != nil {
@@ -146,11 +166,28 @@ func run(c inCase) outCase {
 		}
 		quotas = append(quotas, q)
 	}
+	track()
 	evaluator := core.NewPodEvaluator(nil, clock.RealClock{})
+	admittedPods := map[string][]*corev1.Pod{}
+	completed := map[string]bool{}
 	gvk := corev1.SchemeGroupVersion.WithKind("Pod")
 	gvr := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 
 	for _, g := range c.Groups {
+		for _, done := range g.CompleteBefore {
+			if completed[done] {
+				continue
+			}
+			completed[done] = true
+			for _, p := range admittedPods[done] {
+				finished := p.DeepCopy()
+				finished.Status.Phase = corev1.PodSucceeded
+				if err := recount(quotas, evaluator, p, finished); err != nil {
+					res.Error = err.Error()
+					return res
+				}
+			}
+		}
 		phase := struct {
 			Status struct {
 				Phase string `json:"phase"`
@@ -204,6 +241,13 @@ func run(c inCase) outCase {
 				break
 			}
 			quotas = out
+			track()
+			created := &corev1.Pod{}
+			if err := legacyscheme.Scheme.Convert(p, created, nil); err != nil {
+				res.Error = err.Error()
+				return res
+			}
+			admittedPods[g.Name] = append(admittedPods[g.Name], created)
 		}
 		res.Pods = append(res.Pods, po)
 		if res.Rejected != "" {
@@ -212,8 +256,35 @@ func run(c inCase) outCase {
 	}
 	for _, q := range quotas {
 		res.Used[q.Name] = list(q.Status.Used)
+		res.Peak[q.Name] = list(peak[q.Name])
 	}
 	return res
+}
+
+// recount moves a pod's charge in every quota that matches it from `before` to `after`, as the
+// quota controller's recalculation (generic.CalculateUsageStats over PodUsageFunc) does.
+func recount(quotas []corev1.ResourceQuota, evaluator quotav1.Evaluator, before, after *corev1.Pod) error {
+	was, err := evaluator.Usage(before)
+	if err != nil {
+		return err
+	}
+	now, err := evaluator.Usage(after)
+	if err != nil {
+		return err
+	}
+	for i := range quotas {
+		m, err := evaluator.Matches(&quotas[i], before)
+		if err != nil {
+			return err
+		}
+		if !m {
+			continue
+		}
+		hard := quotav1.ResourceNames(quotas[i].Status.Hard)
+		used := quotav1.Subtract(quotas[i].Status.Used, quotav1.Mask(was, hard))
+		quotas[i].Status.Used = quotav1.Add(used, quotav1.Mask(now, hard))
+	}
+	return nil
 }
 
 func resourceNames(l corev1.ResourceList) []corev1.ResourceName {
