@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from webhook.checks import quotas as Q
+from webhook.quantity import parse_quantity
 from webhook.workloads.base import PodGroup, Workload
 
 ORACLE = os.environ.get("PREFLIGHT_QUOTA_ORACLE")
@@ -123,10 +124,13 @@ def _pod(rnd: random.Random) -> dict[str, Any]:
     return pod
 
 
-def _quota(rnd: random.Random, name: str) -> dict[str, Any]:
+def _quota(rnd: random.Random, name: str, generous: bool = False) -> dict[str, Any]:
     hard_names = rnd.sample(sorted(_HARD), k=rnd.randint(1, 4))
     hard = {n: rnd.choice(_HARD[n]) for n in hard_names}
     used = {n: rnd.choice(["0", "0", v]) for n, v in hard.items()}
+    if generous:  # room for the whole job, so the peak of status.used is compared, not a refusal
+        hard = {n: f"{parse_quantity(v) * 1000}" if n != "limits.nvidia.com/gpu" else v for n, v in hard.items()}
+        used = {n: "0" for n in hard}
     spec: dict[str, Any] = {"hard": hard}
     if rnd.random() < 0.45:
         spec.update(rnd.choice(_SCOPES))
@@ -142,14 +146,22 @@ def _limit_range(rnd: random.Random, name: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": name}, "spec": {"limits": [item]}}
 
 
+_FULL_DEFAULTS = {"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "defaults"},
+                  "spec": {"limits": [{"type": "Container", "default": {"cpu": "1", "memory": "1Gi"},
+                                       "defaultRequest": {"cpu": "250m", "memory": "256Mi"}}]}}
+
+
 def _case(rnd: random.Random, ident: str, groups: int) -> dict[str, Any]:
+    generous = groups > 1 and rnd.random() < 0.6
     case: dict[str, Any] = {
         "id": ident,
         "groups": [],
-        "quotas": [_quota(rnd, f"q{i}") for i in range(rnd.choice([1, 1, 2]))],
+        "quotas": [_quota(rnd, f"q{i}", generous) for i in range(rnd.choice([1, 1, 2]))],
         "limitRanges": [_limit_range(rnd, f"lr{i}") for i in range(rnd.choice([0, 0, 1, 1, 2]))],
         "defaultPriorityClass": rnd.choice(["", "", "low"]),
     }
+    if generous:  # every container gets cpu and memory: no must-specify refusal
+        case["limitRanges"].insert(0, _FULL_DEFAULTS)
     names = ["initializer", "launcher", "node"][-groups:] if groups > 1 else ["node"]
     for i, n in enumerate(names):
         pod = _pod(rnd)
@@ -259,5 +271,10 @@ def test_quota_arithmetic_matches_kubernetes() -> None:
     mismatches = [line for case, res in zip(cases, results) for line in _compare(case, res)]
     judged_rejections = sum(1 for r in results if r.get("rejected"))
     assert not mismatches, f"{len(mismatches)} mismatches in {len(cases)} cases:\n" + "\n".join(mismatches[:40])
-    # the generator must exercise both verdicts, or the comparison proves little
+    # the generator must exercise both verdicts and the stages, or the comparison proves little
     assert 0 < judged_rejections < len(cases)
+    staged = 0
+    for case, res in zip(cases, results):
+        if not res.get("rejected") and any(g["completeBefore"] for g in case["groups"]):
+            staged += any(p.job.get(r, 0) < p.summed.get(r, 0) for p in _ours(case)["projections"] for r in p.hard if Q.tracked(r))
+    assert staged >= 10, f"only {staged} admitted cases where a Complete stage lowers the peak"
