@@ -163,10 +163,7 @@ def pod_level_resources(pod_spec: dict[str, Any]) -> bool:
 
 
 def _positive(values: dict[str, Any] | None) -> bool:
-    for r in ("cpu", "memory"):
-        if r in (values or {}) and parse_quantity(values[r]) > 0:  # type: ignore[index]
-            return True
-    return False
+    return any(parse_quantity(v) > 0 for r, v in (values or {}).items() if r in ("cpu", "memory"))
 
 
 def best_effort(pod_spec: dict[str, Any]) -> bool:
