@@ -124,7 +124,7 @@ def _prediction(view: LiveClusterView, wl: Workload, quota: str) -> dict[str, De
     q = view.get_cached("resourcequotas", wl.namespace, quota)
     assert q is not None
     p = Q.project(q, wl, specs)
-    return {r: p.used.get(r, Decimal(0)) + p.summed.get(r, Decimal(0)) for r in p.hard if Q.tracked(r)}
+    return {r: p.used.get(r, Decimal(0)) + p.summed.get(r, Decimal(0)) for r in p.hard}
 
 
 def _workload(ns: str, name: str, groups: list[PodGroup]) -> Workload:
