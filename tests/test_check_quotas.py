@@ -343,3 +343,12 @@ def test_objects_only_those_the_workload_says_exist() -> None:
     assert "count/secrets" not in job_objects(workload(derived={"jobSet": js}))
     mpi = job_objects(workload(derived={"jobSet": js, "configMap": {"metadata": {"name": "x-mpi-hostfile"}}}, managed_secrets={"x-mpi-ssh-auth"}))
     assert (mpi["count/secrets"], mpi["secrets"], mpi["count/configmaps"]) == (1, 1, 1)
+
+
+def test_objects_counted_by_kind_and_secrets_once() -> None:
+    wl = workload(
+        derived={"hostfile": {"kind": "ConfigMap", "metadata": {"name": "x-mpi-hostfile"}},
+                 "sshSecret": {"kind": "Secret", "metadata": {"name": "x-mpi-ssh-auth"}}},
+        managed_secrets={"x-mpi-ssh-auth"},
+    )
+    assert job_objects(wl) == {"count/configmaps": 1, "configmaps": 1, "count/secrets": 1, "secrets": 1}

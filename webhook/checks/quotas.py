@@ -272,25 +272,44 @@ def pod_usage(pod_spec: dict[str, Any], *, finished: bool = False) -> dict[str, 
     return out
 
 
+#: derived-object keys of adapters that carry no "kind" of their own
+_DERIVED_KINDS = {"jobSet": "JobSet", "configMap": "ConfigMap", "secret": "Secret", "service": "Service"}
+#: object kind → the quota resources one such object counts in (generic object count
+#: evaluator `count/<resource>.<group>`, plus the legacy bare names of core kinds)
+_OBJECT_COUNTS = {
+    "ConfigMap": ("count/configmaps", "configmaps"),
+    "Secret": ("count/secrets", "secrets"),
+    "Service": ("count/services", "services"),
+}
+
+
 def job_objects(wl: Workload) -> dict[str, Decimal]:
     """count/* of the non-pod objects the job's controllers create in the namespace: what the
-    Workload says will exist (the adapter decides, e.g. the MPI SSH Secret only for MPI)."""
+    Workload says will exist (its derived manifests and managed Secrets; the adapter decides,
+    e.g. the MPI SSH Secret and hostfile ConfigMap only for MPI)."""
     out: dict[str, Decimal] = {}
-    js = wl.derived.get("jobSet")
-    if js:
-        spec = js.get("spec") or {}
-        out["count/jobsets.jobset.x-k8s.io"] = ONE
-        jobs = sum(int(r.get("replicas", 1) or 0) for r in spec.get("replicatedJobs") or [])
-        out["count/jobs.batch"] = Decimal(jobs)
-        if (spec.get("network") or {}).get("enableDNSHostnames", True) is not False:
-            out["count/services"] = ONE  # JobSet's headless Service
-    if wl.derived.get("configMap"):
-        out["count/configmaps"] = ONE
-    if wl.managed_secrets:
-        out["count/secrets"] = Decimal(len(wl.managed_secrets))
-    for bare in ("services", "configmaps", "secrets"):
-        if f"count/{bare}" in out:
-            out[bare] = out[f"count/{bare}"]
+
+    def count(*names: str, n: int = 1) -> None:
+        for name in names:
+            out[name] = out.get(name, ZERO) + n
+
+    secrets: set[str] = set(wl.managed_secrets)
+    for key, obj in wl.derived.items():
+        if not isinstance(obj, dict):
+            continue
+        kind = obj.get("kind") or _DERIVED_KINDS.get(key, "")
+        if kind == "JobSet":
+            spec = obj.get("spec") or {}
+            count("count/jobsets.jobset.x-k8s.io")
+            count("count/jobs.batch", n=sum(int(r.get("replicas", 1) or 0) for r in spec.get("replicatedJobs") or []))
+            if (spec.get("network") or {}).get("enableDNSHostnames", True) is not False:
+                count(*_OBJECT_COUNTS["Service"])  # JobSet's headless Service
+        elif kind == "Secret":
+            secrets.add(str((obj.get("metadata") or {}).get("name") or key))
+        elif kind in _OBJECT_COUNTS:
+            count(*_OBJECT_COUNTS[kind])
+    if secrets:
+        count(*_OBJECT_COUNTS["Secret"], n=len(secrets))
     return out
 
 
