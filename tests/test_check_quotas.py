@@ -13,6 +13,7 @@ from webhook.checks.quotas import (
     constraint_error,
     covers,
     default_priority_class,
+    concurrent_sets,
     finishes_before,
     job_objects,
     limit_range_defaults,
@@ -352,3 +353,9 @@ def test_objects_counted_by_kind_and_secrets_once() -> None:
         managed_secrets={"x-mpi-ssh-auth"},
     )
     assert job_objects(wl) == {"count/configmaps": 1, "configmaps": 1, "count/secrets": 1, "secrets": 1}
+
+
+def test_concurrent_sets_are_the_maximal_overlapping_groups() -> None:
+    order = {("init", "a"), ("init", "b"), ("init", "c"), ("a", "c")}
+    assert sorted(concurrent_sets(["init", "a", "b", "c"], order)) == [["a", "b"], ["b", "c"], ["init"]]
+    assert concurrent_sets(["x", "y"], set()) == [["x", "y"]]

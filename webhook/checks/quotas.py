@@ -31,7 +31,6 @@ computed as the apiserver computes it (each step names the upstream file it foll
 from __future__ import annotations
 
 import copy
-import itertools
 import re
 from dataclasses import dataclass
 from decimal import Decimal
@@ -315,8 +314,8 @@ def job_objects(wl: Workload) -> dict[str, Decimal]:
 
 # --- 5. stages ------------------------------------------------------------------------------
 
-#: beyond this many groups the peak is not searched (2^n sets): every group counts at once
-MAX_STAGE_GROUPS = 12
+#: beyond this many groups the peak is not searched: every group counts at once
+MAX_STAGE_GROUPS = 24
 
 
 def finishes_before(groups: list[PodGroup]) -> set[tuple[str, str]]:
@@ -341,10 +340,29 @@ def finishes_before(groups: list[PodGroup]) -> set[tuple[str, str]]:
     return {(a, g.name) for g in groups for a in before(g.name, frozenset({g.name}))}
 
 
+def concurrent_sets(names: list[str], order: set[tuple[str, str]]) -> list[list[str]]:
+    """The maximal sets of groups that can run at the same time: no member completes before
+    another starts (maximal cliques of the "may overlap" graph, Bron-Kerbosch with pivoting)."""
+    overlap = {a: {b for b in names if b != a and (a, b) not in order and (b, a) not in order} for a in names}
+    out: list[list[str]] = []
+
+    def grow(current: list[str], candidates: set[str], excluded: set[str]) -> None:
+        if not candidates and not excluded:
+            out.append(sorted(current))
+            return
+        pivot = max(candidates | excluded, key=lambda v: len(overlap[v] & candidates))
+        for v in sorted(candidates - overlap[pivot]):
+            grow(current + [v], candidates & overlap[v], excluded & overlap[v])
+            candidates = candidates - {v}
+            excluded = excluded | {v}
+
+    grow([], set(names), set())
+    return out
+
+
 def stage_peak(groups: list[PodGroup], totals: dict[str, dict[str, Decimal]]) -> dict[str, Decimal]:
-    """Per resource, the most the groups that can run at the same time use together: the
-    heaviest set of groups none of which completes before another starts. `count/pods` is
-    the sum (finished pods are still counted)."""
+    """Per resource, the most the groups that can run at the same time use together (the
+    heaviest of `concurrent_sets`). `count/pods` is the sum: finished pods are still counted."""
     names = [g.name for g in groups if g.name in totals]
     summed: dict[str, Decimal] = {}
     for n in names:
@@ -354,17 +372,14 @@ def stage_peak(groups: list[PodGroup], totals: dict[str, dict[str, Decimal]]) ->
     if not order or len(names) > MAX_STAGE_GROUPS:
         return summed
     peak: dict[str, Decimal] = {}
-    for size in range(1, len(names) + 1):
-        for subset in itertools.combinations(names, size):
-            if any((a, b) in order or (b, a) in order for a, b in itertools.combinations(subset, 2)):
-                continue
-            together: dict[str, Decimal] = {}
-            for n in subset:
-                for k, v in totals[n].items():
-                    together[k] = together.get(k, ZERO) + v
-            for k, v in together.items():
-                if v > peak.get(k, ZERO):
-                    peak[k] = v
+    for subset in concurrent_sets(names, order):
+        together: dict[str, Decimal] = {}
+        for n in subset:
+            for k, v in totals[n].items():
+                together[k] = together.get(k, ZERO) + v
+        for k, v in together.items():
+            if v > peak.get(k, ZERO):
+                peak[k] = v
     peak["count/pods"] = summed.get("count/pods", ZERO)
     return {k: v for k, v in peak.items() if k in summed}
 
