@@ -9,7 +9,8 @@ controller would.
 
 Covered: a `limits.nvidia.com/gpu` quota charges nothing and does not deny; a PriorityClass
 quota that sees the job's pods only through the cluster's globalDefault PriorityClass; the
-defaulting order (requests from limits at decode, before LimitRanger's defaultRequest).
+defaulting order (requests from limits at decode, before LimitRanger's defaultRequest); a
+TrainJob through the adapter and the live runtime cache, its pods then created for real.
 """
 
 from __future__ import annotations
@@ -208,3 +209,42 @@ async def test_limit_range_defaulting_order(control_plane: ControlPlane, view: L
     assert _create_pods(cp, wl) == ""
     assert _used(cp, ns, "compute") == want
     assert want["requests.cpu"] == Decimal("7.8")
+
+
+async def test_trainjob_pods_charge_what_the_check_predicts(control_plane: ControlPlane, view: LiveClusterView) -> None:
+    """The whole path: a TrainJob through the adapter (runtime from the live cache), then its pods for real."""
+    from pathlib import Path
+
+    import yaml
+
+    from webhook.preflight import evaluate
+
+    cp, ns = control_plane, "chk-quota-tj"
+    cp.ensure_namespace(ns)
+    samples = Path(__file__).resolve().parents[1] / "tests" / "oracle" / "samples"
+    rt = yaml.safe_load((samples / "clustertrainingruntime.yaml").read_text())
+    rt["metadata"]["name"] = "chk-quota-torch"
+    rt["spec"]["mlPolicy"]["torch"] = {}  # the sample's numProcPerNode is not in Trainer v2.3's CRD schema
+    cp.apply(rt)
+    tj = yaml.safe_load((samples / "trainjob.yaml").read_text())
+    tj["metadata"].update(namespace=ns, labels={})
+    tj["spec"]["runtimeRef"]["name"] = "chk-quota-torch"
+    tj["spec"].pop("runtimePatches", None)
+    tj["spec"]["trainer"].pop("env", None)
+    tj["spec"]["initializer"]["model"].pop("secretRef", None)
+    cp.apply({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "defaults", "namespace": ns},
+              "spec": {"limits": [{"type": "Container", "default": {"cpu": "64", "memory": "512Gi"}}]}})
+    hard = {"requests.cpu": "1000", "limits.cpu": "1000", "requests.memory": "10Ti", "limits.memory": "100Ti", "requests.nvidia.com/gpu": "64",
+            "limits.nvidia.com/gpu": "0", "pods": "100", "count/pods": "100"}
+    _quota(cp, ns, "team", hard)
+    await _wait_cached(view, "resourcequotas", ns, {"team"})
+    await _wait_cached(view, "limitranges", ns, {"defaults"})
+    await _wait_cached(view, "clustertrainingruntimes", None, {"chk-quota-torch"})
+    ev = await evaluate(tj, settings=Settings(), deadline=Deadline(15), view=view)
+    assert ev.workload is not None and ev.workload.pod_groups
+    [r] = [r for r in ev.results.checks if r.name == "Resource Quotas"]
+    assert r.status is Status.PASS, r.message
+    want = _prediction(view, ev.workload, "team")
+    assert _create_pods(cp, ev.workload) == ""
+    assert _used(cp, ns, "team") == want
+    assert want["requests.nvidia.com/gpu"] == 32 and want["limits.nvidia.com/gpu"] == 0
