@@ -29,6 +29,14 @@ if [[ -x "$OUT" ]] && fresh "$STAMP" "$WANT"; then  # built while we waited for 
     echo "$OUT"
     exit 0
 fi
+# the same Go modules as the kube-apiserver build: wait for a running e2e/build.sh (its lock)
+# rather than download them twice at once
+mkdir -p "$CACHE"
+exec 9>"$CACHE/.build.lock"
+if command -v flock >/dev/null 2>&1 && ! flock -n 9; then
+    say "e2e/build.sh is running (it downloads the same modules); waiting for it..."
+    flock 9
+fi
 say "building the quota oracle against k8s.io/kubernetes $KUBERNETES_VERSION (first time: a few minutes; cached afterwards)..."
 t0=$SECONDS
 SRC_DIR="$OUT_DIR/src"
