@@ -264,6 +264,10 @@ async def test_global_default_priority_class_is_set_on_pods_without_one() -> Non
     r = await run_check(ResourceQuotas(), _gang(), FakeView({"resourcequotas": [scoped], "priorityclasses": pcs}))
     assert r.status is Status.FAIL
     assert r.message.startswith('ResourceQuota "low-only": requests.cpu would be 34 (used 0 + job 34) but hard is 10.')
+    assert r.details[-1] == (
+        'The model-initializer, node pods set no priorityClassName: admission gives them the globalDefault '
+        'PriorityClass "low", which the PriorityClass scopes see'
+    )
     r = await run_check(ResourceQuotas(), _gang(), FakeView({"resourcequotas": [scoped], "priorityclasses": pcs[1:]}))
     assert r.status is Status.PASS
 

@@ -596,6 +596,11 @@ class ResourceQuotas(Check):
                 details += d
         except ValueError as exc:
             return CheckResult(self.name, Status.WARN, f"Could not compute the job's resources: {exc}")
+        if default_pc and unnamed and any(_uses_priority_scope(q) for q in quotas):
+            details.append(
+                f'The {", ".join(unnamed)} pods set no priorityClassName: admission gives them the globalDefault '
+                f'PriorityClass "{default_pc}", which the PriorityClass scopes see'
+            )
         names = ", ".join(sorted((q.get("metadata") or {}).get("name", "?") for q in quotas))
         out: list[CheckResult] = []
         if violations:
