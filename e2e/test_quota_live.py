@@ -10,7 +10,8 @@ controller would.
 Covered: a `limits.nvidia.com/gpu` quota charges nothing and does not deny; a PriorityClass
 quota that sees the job's pods only through the cluster's globalDefault PriorityClass; the
 defaulting order (requests from limits at decode, before LimitRanger's defaultRequest); a
-TrainJob through the adapter and the live runtime cache, its pods then created for real.
+TrainJob through the adapter and the live runtime cache, its pods then created for real; a
+webhook identity that may not list PriorityClasses warns "cannot verify" instead of denying.
 """
 
 from __future__ import annotations
@@ -248,3 +249,31 @@ async def test_trainjob_pods_charge_what_the_check_predicts(control_plane: Contr
     assert _create_pods(cp, ev.workload) == ""
     assert _used(cp, ns, "team") == want
     assert want["requests.nvidia.com/gpu"] == 32 and want["limits.nvidia.com/gpu"] == 0
+
+
+async def test_priority_classes_not_readable_warns_never_denies(control_plane: ControlPlane, global_default: str) -> None:
+    """A webhook identity without list/watch priorityclasses: PriorityClass quotas are 'cannot verify'."""
+    from webhook.cluster.capabilities import rbac_rules, required_permissions
+
+    cp, ns, user = control_plane, "chk-quota-nopc", "quota-no-priorityclasses"
+    cp.ensure_namespace(ns)
+    rules = [r for r in rbac_rules(required_permissions()) if r["resources"] != ["priorityclasses"]]
+    role = cp.grant(rules, user=user)
+    kubeconfig = cp.write_user_kubeconfig(user)
+    scope = {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": [global_default]}]}
+    _quota(cp, ns, "by-class", {"requests.cpu": "1"}, scopeSelector=scope)
+    v = await open_cluster_view(Settings(), kubeconfig=str(kubeconfig), wait_seconds=60)
+    try:
+        assert await v.wait_synced(60), v.ready_reason
+        assert "priorityclasses" not in v.reflectors and v.cache_age("priorityclasses") is None
+        await _wait_cached(v, "resourcequotas", ns, {"by-class"})
+        wl = _workload(ns, "nopc-job", [PodGroup("node", 2, {"containers": [_container("node", {"cpu": "1"})]})])
+        [r] = await _run(v, wl)
+        assert (r.status, r.message) == (
+            Status.WARN,
+            'Cannot verify ResourceQuota "by-class" (PriorityClass scope) for the node pods: the cluster\'s globalDefault '
+            "PriorityClass cannot be read (not permitted to list priorityclasses.scheduling.k8s.io)",
+        )
+    finally:
+        await v.close()
+        cp.revoke(role)
