@@ -126,13 +126,14 @@ CASES = [
     Case(
         "aiperfjob-warns",
         denied=False,
-        warnings=[  # ≤ 120 characters each; a long finding wraps, and keeps its Fix when cut
-            '[Image Reference] Image "nvcr.io/nvidia/aiperf:latest" uses the moving tag "latest"; pods can start different builds',
-            '[Image Reference] … (used by containers "event-bus-proxy", "control-plane" and 7 more in pod group "controller"; …',
-            "[Image Reference] … Fix: pin a version tag or a digest",
-            '[Endpoint Service] Service "llm" in "demo-bench" exposes port 8000, not 8080',
-            "[Endpoint Service] … (http://llm.demo-bench.svc.cluster.local:8080). Fix: use port 8000 in spec.benchmark.endpoint.urls,",
-            "[Endpoint Service] … or expose 8080 on the Service",
+        warnings=[  # one finding per warning, ≤ 256 characters each; a longer one goes on word for word
+            '[Image Reference] Image "nvcr.io/nvidia/aiperf:latest" uses the moving tag "latest"; pods can start different builds '
+            '(used by containers "event-bus-proxy", "control-plane" and 7 more in pod group "controller"; containers '
+            '"worker-group-manager", "worker-0",',
+            '[Image Reference] … "record-processor-0" in pod group "workers"). Fix: pin a version tag or a digest',
+            '[Endpoint Service] Service "llm" in "demo-bench" exposes port 8000, not 8080 '
+            "(http://llm.demo-bench.svc.cluster.local:8080). Fix: use port 8000 in spec.benchmark.endpoint.urls, "
+            "or expose 8080 on the Service",
         ],
     ),
 ]
