@@ -19,6 +19,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -28,9 +29,9 @@ import (
 )
 
 type oracleCase struct {
-	ClusterQueues []kueue.ClusterQueue          `json:"clusterQueues"`
-	Cohorts       []kueue.Cohort                `json:"cohorts"`
-	Usage         map[string]map[string]int64   `json:"usage"`
+	ClusterQueues []kueue.ClusterQueue        `json:"clusterQueues"`
+	Cohorts       []kueue.Cohort              `json:"cohorts"`
+	Usage         map[string]map[string]int64 `json:"usage"`
 }
 
 type answer struct {
@@ -58,7 +59,7 @@ func run(c oracleCase) (map[string]map[string]answer, error) {
 	for f := range flavors {
 		rf := &kueue.ResourceFlavor{}
 		rf.Name = string(f)
-		cache.AddOrUpdateResourceFlavor(nil, rf)
+		cache.AddOrUpdateResourceFlavor(logr.Discard(), rf)
 	}
 	for i := range c.ClusterQueues {
 		if err := cache.AddClusterQueue(ctx, &c.ClusterQueues[i]); err != nil {
