@@ -188,9 +188,11 @@ def test_warn_mode_allows_and_prints_every_finding_as_a_warning(hook: RunningWeb
     assert proc.stdout == "aiperfjob.aiperf.nvidia.com/llama-bench-ngc created\n"
     assert warnings_of(proc.stderr) == [
         f"mode warn for namespace {WARN_NS} (label {MODE_LABEL})",
-        '[Secrets] Secret "ngc" not found in namespace "e2e-webhook-warn" (referenced by imagePullSecrets of the controller,',
-        "[Secrets] … workers pods). Fix: kubectl create secret docker-registry ngc -n e2e-webhook-warn --docker-server=<registry>",
-        "[Secrets] … --docker-username=<user> --docker-password=…",
+        # a finding longer than one warning (256 characters) goes on, word for word, in the next
+        '[Secrets] Secret "ngc" not found in namespace "e2e-webhook-warn" (referenced by imagePullSecrets of the controller, '
+        "workers pods). Fix: kubectl create secret docker-registry ngc -n e2e-webhook-warn --docker-server=<registry> "
+        "--docker-username=<user>",
+        "[Secrets] … --docker-password=…",
     ]
     assert exists(cp, obj)
 
@@ -257,9 +259,9 @@ def test_update_ratchet_lets_a_label_change_through(hook: RunningWebhook) -> Non
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "aiperfjob.aiperf.nvidia.com/llama-bench-ngc configured\n"
     assert warnings_of(proc.stderr) == [  # a spec change: checked, but the old failure no longer blocks
-        'pre-existing: [Secrets] Secret "ngc" not found in namespace "e2e-webhook-ratchet" (referenced by imagePullSecrets of the',
-        "pre-existing: [Secrets] … controller, workers pods). Fix: kubectl create secret docker-registry ngc -n",
-        "pre-existing: [Secrets] … e2e-webhook-ratchet --docker-server=<registry> --docker-username=<user> --docker-password=…",
+        'pre-existing: [Secrets] Secret "ngc" not found in namespace "e2e-webhook-ratchet" (referenced by imagePullSecrets of the '
+        "controller, workers pods). Fix: kubectl create secret docker-registry ngc -n e2e-webhook-ratchet --docker-server=<registry>",
+        "pre-existing: [Secrets] … --docker-username=<user> --docker-password=…",
     ]
 
 
