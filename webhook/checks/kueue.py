@@ -11,8 +11,11 @@ checks, each a separate verdict so policy can tune them:
   belongs to the configured controller and that controller's Lease is fresh (the seed's
   readmission gate, same wording).
 * Kueue Capacity: the job's total requests (all pods at once: Kueue charges the whole
-  gang, initializers included) fit nominalQuota + borrowing of some flavor: never → fail,
-  not now → warn (it waits in the queue).
+  gang, initializers included) fit what the ClusterQueue could ever get in some flavor —
+  Kueue v0.17.0's potentialAvailable over the whole cohort tree (pkg/cache/scheduler/
+  resource_node.go: Cohort objects' own nominalQuota, nested Cohorts, lending and borrowing
+  limits): never → fail, or warn where the tree cannot be read fully; not now (Kueue's
+  available, every ClusterQueue's reservation counted) → warn (it waits in the queue).
 
 The queue is the job's (label `kueue.x-k8s.io/queue-name`, AIPerf `scheduling.queueName`),
 else for AIPerfJobs the operator's default (settings.kueue.defaultQueueName or
