@@ -513,3 +513,17 @@ async def test_capacity_waits_for_what_the_cohort_has_lent_out() -> None:
         Status.WARN,
         'ClusterQueue "gpu-cq" has cpu 3 free now (with what cohort "team" can lend), the job needs 8: it waits in the queue',
     )
+
+
+def test_cohorts_are_cached_and_optional_for_kueue_capacity() -> None:
+    """Watched like ClusterQueues; optional, so missing RBAC lowers only "never fits" to a warning."""
+    from webhook.checks.base import Permission
+    from webhook.cluster.cache import SPECS_BY_RESOURCE
+    from webhook.cluster.capabilities import required_permissions
+
+    spec = SPECS_BY_RESOURCE["cohorts"]
+    assert (spec.group_version, spec.namespaced) == ("kueue.x-k8s.io/v1beta2", False)
+    wanted = {Permission("list", "cohorts", "kueue.x-k8s.io"), Permission("watch", "cohorts", "kueue.x-k8s.io")}
+    assert set(KueueCapacity.optional_permissions) == wanted
+    assert not wanted & set(KueueCapacity.permissions)
+    assert wanted <= set(required_permissions())
