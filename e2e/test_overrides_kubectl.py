@@ -186,10 +186,11 @@ def test_namespace_label_warn_lets_one_team_through_while_the_rest_enforce(hook:
     assert (proc.returncode, proc.stdout) == (0, created(job)), proc.stderr
     assert warnings_of(proc.stderr) == [
         f"mode warn for namespace {WARN_NS} (label {MODE_LABEL})",
-        # a long finding wraps between words over warning lines of at most 120 characters
-        '[Secrets] Secret "ngc" not found in namespace "e2e-ovr-team-a" (referenced by imagePullSecrets of the controller,',
-        "[Secrets] … workers pods). Fix: kubectl create secret docker-registry ngc -n e2e-ovr-team-a --docker-server=<registry>",
-        "[Secrets] … --docker-username=<user> --docker-password=…",
+        # a finding longer than one warning (256 characters) goes on, word for word, in the next
+        '[Secrets] Secret "ngc" not found in namespace "e2e-ovr-team-a" (referenced by imagePullSecrets of the controller, '
+        "workers pods). Fix: kubectl create secret docker-registry ngc -n e2e-ovr-team-a --docker-server=<registry> "
+        "--docker-username=<user>",
+        "[Secrets] … --docker-password=…",
     ]
     assert proc.stderr == "".join(f"Warning: {w}\n" for w in warnings_of(proc.stderr))
     assert stored(cp, job)

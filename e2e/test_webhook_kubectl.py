@@ -126,13 +126,14 @@ CASES = [
     Case(
         "aiperfjob-warns",
         denied=False,
-        warnings=[  # ≤ 120 characters each; a long finding wraps, and keeps its Fix when cut
-            '[Image Reference] Image "nvcr.io/nvidia/aiperf:latest" uses the moving tag "latest"; pods can start different builds',
-            '[Image Reference] … (used by containers "event-bus-proxy", "control-plane" and 7 more in pod group "controller"; …',
-            "[Image Reference] … Fix: pin a version tag or a digest",
-            '[Endpoint Service] Service "llm" in "demo-bench" exposes port 8000, not 8080',
-            "[Endpoint Service] … (http://llm.demo-bench.svc.cluster.local:8080). Fix: use port 8000 in spec.benchmark.endpoint.urls,",
-            "[Endpoint Service] … or expose 8080 on the Service",
+        warnings=[  # one finding per warning, ≤ 256 characters each; a longer one goes on word for word
+            '[Image Reference] Image "nvcr.io/nvidia/aiperf:latest" uses the moving tag "latest"; pods can start different builds '
+            '(used by containers "event-bus-proxy", "control-plane" and 7 more in pod group "controller"; containers '
+            '"worker-group-manager", "worker-0",',
+            '[Image Reference] … "record-processor-0" in pod group "workers"). Fix: pin a version tag or a digest',
+            '[Endpoint Service] Service "llm" in "demo-bench" exposes port 8000, not 8080 '
+            "(http://llm.demo-bench.svc.cluster.local:8080). Fix: use port 8000 in spec.benchmark.endpoint.urls, "
+            "or expose 8080 on the Service",
         ],
     ),
 ]
@@ -187,9 +188,11 @@ def test_warn_mode_allows_and_prints_every_finding_as_a_warning(hook: RunningWeb
     assert proc.stdout == "aiperfjob.aiperf.nvidia.com/llama-bench-ngc created\n"
     assert warnings_of(proc.stderr) == [
         f"mode warn for namespace {WARN_NS} (label {MODE_LABEL})",
-        '[Secrets] Secret "ngc" not found in namespace "e2e-webhook-warn" (referenced by imagePullSecrets of the controller,',
-        "[Secrets] … workers pods). Fix: kubectl create secret docker-registry ngc -n e2e-webhook-warn --docker-server=<registry>",
-        "[Secrets] … --docker-username=<user> --docker-password=…",
+        # a finding longer than one warning (256 characters) goes on, word for word, in the next
+        '[Secrets] Secret "ngc" not found in namespace "e2e-webhook-warn" (referenced by imagePullSecrets of the controller, '
+        "workers pods). Fix: kubectl create secret docker-registry ngc -n e2e-webhook-warn --docker-server=<registry> "
+        "--docker-username=<user>",
+        "[Secrets] … --docker-password=…",
     ]
     assert exists(cp, obj)
 
@@ -256,9 +259,9 @@ def test_update_ratchet_lets_a_label_change_through(hook: RunningWebhook) -> Non
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "aiperfjob.aiperf.nvidia.com/llama-bench-ngc configured\n"
     assert warnings_of(proc.stderr) == [  # a spec change: checked, but the old failure no longer blocks
-        'pre-existing: [Secrets] Secret "ngc" not found in namespace "e2e-webhook-ratchet" (referenced by imagePullSecrets of the',
-        "pre-existing: [Secrets] … controller, workers pods). Fix: kubectl create secret docker-registry ngc -n",
-        "pre-existing: [Secrets] … e2e-webhook-ratchet --docker-server=<registry> --docker-username=<user> --docker-password=…",
+        'pre-existing: [Secrets] Secret "ngc" not found in namespace "e2e-webhook-ratchet" (referenced by imagePullSecrets of the '
+        "controller, workers pods). Fix: kubectl create secret docker-registry ngc -n e2e-webhook-ratchet --docker-server=<registry>",
+        "pre-existing: [Secrets] … --docker-username=<user> --docker-password=…",
     ]
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from webhook.cluster.view import ApiError
 from webhook.deadline import Deadline
 
-CLUSTER_SCOPED = {"namespaces", "nodes", "clustertrainingruntimes", "clusterqueues", "admissionchecks"}
+CLUSTER_SCOPED = {"namespaces", "nodes", "clustertrainingruntimes", "clusterqueues", "admissionchecks", "cohorts"}
 
 
 class FakeView:

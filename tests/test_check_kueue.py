@@ -299,19 +299,6 @@ async def test_capacity_fits_now() -> None:
     )
 
 
-async def test_capacity_never_fits() -> None:
-    groups = [{"coveredResources": ["cpu", "memory", "nvidia.com/gpu"], "flavors": [{"name": "h100", "resources": [
-        {"name": "cpu", "nominalQuota": "256"}, {"name": "memory", "nominalQuota": "2Ti"},
-        {"name": "nvidia.com/gpu", "nominalQuota": "8", "borrowingLimit": "8"}]}]}]
-    r = await run_check(KueueCapacity(), _tj(), _view(("localqueues", _lq()), ("clusterqueues", _cq(groups=groups, cohortName="org"))))
-    assert r.status is Status.FAIL
-    assert r.message == (
-        'The job needs nvidia.com/gpu 32 but ClusterQueue "gpu-cq" can provide at most 16 (flavor "h100": nominalQuota 8 + '
-        "borrowingLimit 8), so Kueue would never admit it. Fix: reduce the job's pods or requests, or raise "
-        'nominalQuota/borrowingLimit for nvidia.com/gpu in ClusterQueue "gpu-cq".'
-    )
-
-
 async def test_capacity_borrowing_from_cohort_without_limit() -> None:
     small = [{"coveredResources": ["cpu", "memory", "nvidia.com/gpu"], "flavors": [{"name": "h100", "resources": [
         {"name": "cpu", "nominalQuota": "256"}, {"name": "memory", "nominalQuota": "2Ti"}, {"name": "nvidia.com/gpu", "nominalQuota": "16"}]}]}]
@@ -355,3 +342,188 @@ async def test_capacity_per_podset_must_fit_one_flavor() -> None:
         'The node pods need cpu 15 in one flavor but no flavor of ClusterQueue "gpu-cq" holds more than 10 '
         '(flavor "a": nominalQuota 10; flavor "b": nominalQuota 10), so Kueue would never admit it.'
     )
+
+
+# --- Kueue Capacity over the cohort tree ---
+# The table below is Kueue v0.17.0's own TestAvailable (pkg/cache/scheduler/resource_test.go),
+# quantities in cpu cores: (name, parent, nominalQuota, borrowingLimit, lendingLimit).
+
+
+def _red(nominal: str, borrowing: str | None = None, lending: str | None = None) -> list:
+    q = {"name": "cpu", "nominalQuota": nominal}
+    if borrowing is not None:
+        q["borrowingLimit"] = borrowing
+    if lending is not None:
+        q["lendingLimit"] = lending
+    return [{"coveredResources": ["cpu"], "flavors": [{"name": "red", "resources": [q]}]}]
+
+
+def _tree_cq(name: str, cohort: str, quota: tuple, used: str | None = None) -> dict:
+    status = {**ACTIVE}
+    if used is not None:
+        status["flavorsReservation"] = [{"name": "red", "resources": [{"name": "cpu", "total": used}]}]
+    return _cq(name, groups=_red(*quota), status=status, **({"cohortName": cohort} if cohort else {}))
+
+
+def _cohort(name: str, parent: str = "", quota: tuple | None = None) -> dict:
+    spec: dict = {}
+    if parent:
+        spec["parentName"] = parent
+    if quota is not None:
+        spec["resourceGroups"] = _red(*quota)
+    return {"metadata": meta(name), "spec": spec}
+
+
+UPSTREAM_TREES = {
+    # name: (ClusterQueues (name, cohort, quota, usage), Cohorts, {cq: (potential, available)})
+    "cq borrows from cohort": (
+        [("cq1", "cohort", ("10",), "11")], [_cohort("cohort", quota=("10",))], {"cq1": ("20", "9")}),
+    "cq oversubscription spills into cohort": (
+        [("cq1", "cohort", ("10",), "31"), ("cq2", "cohort", ("10", "0", "0"), None)], [_cohort("cohort", quota=("10",))],
+        {"cq1": ("20", "0"), "cq2": ("10", "0")}),
+    "lending and borrowing limits respected": (
+        [("cq1", "cohort", ("10",), "20"), ("cq2", "cohort", ("10", "2"), "10"), ("cq3", "cohort", ("10", None, "5"), "6")],
+        [_cohort("cohort", quota=("10",))], {"cq1": ("35", "4"), "cq2": ("12", "2"), "cq3": ("40", "4")}),
+    "hierarchical cohort": (
+        [("cq1", "left", ("10",), "10"), ("cq2", "right", ("10", None, "0"), "5")],
+        [_cohort("root"), _cohort("left", "root", ("10",)), _cohort("right", "root", ("10",))],
+        {"cq1": ("30", "20"), "cq2": ("40", "25")}),
+    "hierarchical cohort respects borrowing limit": (
+        [("left-cq1", "left", ("10",), None), ("left-cq2", "left", ("10", "5"), None), ("right-cq", "right", ("10",), None)],
+        [_cohort("root"), _cohort("left", "root", ("10", "5")), _cohort("right", "root", ("10",))],
+        {"left-cq1": ("35", "35"), "left-cq2": ("15", "15"), "right-cq": ("50", "50")}),
+    "hierarchical cohort respects lending limit": (
+        [("left-cq1", "left", ("10", None, "5"), None), ("left-cq2", "left", ("10",), None),
+         ("right-cq", "right", ("0",), None), ("root-cq", "root", ("0",), None)],
+        [_cohort("root"), _cohort("left", "root", ("0", None, "5")), _cohort("right", "root", ("0",))],
+        {"left-cq1": ("20", "20"), "left-cq2": ("15", "15"), "right-cq": ("5", "5"), "root-cq": ("5", "5")}),
+    "base cqs (no cohort)": (
+        [("cq1", "", ("0",), "1"), ("cq2", "", ("5",), "2.5")], [], {"cq1": ("0", "0"), "cq2": ("5", "2.5")}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UPSTREAM_TREES))
+def test_cohort_tree_matches_kueues_own_test_table(case: str) -> None:
+    from decimal import Decimal
+
+    from webhook.checks.kueue import CohortTree
+
+    cq_rows, cohorts, want = UPSTREAM_TREES[case]
+    cqs = [_tree_cq(*row) for row in cq_rows]
+    for cq in cqs:
+        name = cq["metadata"]["name"]
+        tree = CohortTree(cq, cqs, cohorts)
+        got = (tree.potential_available(("red", "cpu")), max(Decimal(0), tree.available(("red", "cpu"))))
+        assert got == (Decimal(want[name][0]), Decimal(want[name][1])), name
+        assert tree.issues == []
+
+
+def _gpu_job() -> object:
+    return _tj(groups=[PodGroup("node", 2, pod(container("node", {"cpu": "4"})))])  # cpu 8 in all
+
+
+def _tree_view(*objs: tuple[str, dict], **kw) -> FakeView:
+    return _view(("localqueues", _lq()), *objs, **kw)
+
+
+async def test_capacity_fits_only_by_borrowing_a_cohorts_own_nominal_quota() -> None:
+    """A Cohort object's own nominalQuota is shared by its subtree (apis/kueue/v1beta2/cohort_types.go)."""
+    view = _tree_view(("clusterqueues", _tree_cq("gpu-cq", "team", ("2",))), ("cohorts", _cohort("team", quota=("6",))))
+    r = await run_check(KueueCapacity(), _gpu_job(), view)
+    assert (r.status, r.message) == (Status.PASS, 'The job (cpu 8) fits ClusterQueue "gpu-cq" now')
+
+
+async def test_capacity_nested_cohorts_and_a_parents_borrowing_limit() -> None:
+    cohorts = [_cohort("org", quota=("100",)), _cohort("team", "org", ("2", "3"))]
+    view = _tree_view(("clusterqueues", _tree_cq("gpu-cq", "team", ("2",))), *(("cohorts", c) for c in cohorts))
+    r = await run_check(KueueCapacity(), _gpu_job(), view)
+    assert (r.status, r.message) == (
+        Status.FAIL,
+        'The job needs cpu 8 but ClusterQueue "gpu-cq" can provide at most 7 (flavor "red": nominalQuota 2 + 5 borrowable '
+        'in cohort "team" → "org"), so Kueue would never admit it. Fix: reduce the job\'s pods or requests, or raise '
+        'nominalQuota/borrowingLimit for cpu in ClusterQueue "gpu-cq" or the quota cohort "team" → "org" can lend.',
+    )
+
+
+async def test_capacity_borrowing_limit_without_lenders_is_not_capacity() -> None:
+    """potentialAvailable: a borrowingLimit only caps what the cohort holds; alone in its cohort, nothing to borrow."""
+    groups = [{"coveredResources": ["cpu", "memory", "nvidia.com/gpu"], "flavors": [{"name": "h100", "resources": [
+        {"name": "cpu", "nominalQuota": "256"}, {"name": "memory", "nominalQuota": "2Ti"},
+        {"name": "nvidia.com/gpu", "nominalQuota": "8", "borrowingLimit": "8"}]}]}]
+    r = await run_check(KueueCapacity(), _tj(), _view(("localqueues", _lq()), ("clusterqueues", _cq(groups=groups, cohortName="org"))))
+    assert (r.status, r.message) == (
+        Status.FAIL,
+        'The job needs nvidia.com/gpu 32 but ClusterQueue "gpu-cq" can provide at most 8 (flavor "h100": nominalQuota 8 + 0 '
+        'borrowable in cohort "org"), so Kueue would never admit it. Fix: reduce the job\'s pods or requests, or raise '
+        'nominalQuota/borrowingLimit for nvidia.com/gpu in ClusterQueue "gpu-cq" or the quota cohort "org" can lend.',
+    )
+
+
+async def test_capacity_unreadable_cohorts_warn_never_deny() -> None:
+    view = _tree_view(("clusterqueues", _tree_cq("gpu-cq", "team", ("2",))), cache_ages={"cohorts": None})
+    r = await run_check(KueueCapacity(), _gpu_job(), view)
+    assert (r.status, r.message) == (
+        Status.WARN,
+        'The job needs cpu 8 but ClusterQueue "gpu-cq" can provide at most 2 (flavor "red": nominalQuota 2 + 0 borrowable in '
+        'cohort "team") as far as its cohort tree can be read (the Cohort objects of cohort "team" cannot be read (cached '
+        'cohorts have not synced)), so Kueue may never admit it. Fix: correct the cohort tree, or reduce the job\'s pods or '
+        'requests, or raise nominalQuota/borrowingLimit for cpu in ClusterQueue "gpu-cq" or the quota cohort "team" can lend.',
+    )
+    # a ClusterQueue in no cohort needs no Cohort: still a denial
+    view = _tree_view(("clusterqueues", _tree_cq("gpu-cq", "", ("2",))), cache_ages={"cohorts": None})
+    r = await run_check(KueueCapacity(), _gpu_job(), view)
+    assert r.status is Status.FAIL and r.caveats == []
+
+
+async def test_capacity_parent_that_does_not_exist_warns() -> None:
+    view = _tree_view(("clusterqueues", _tree_cq("gpu-cq", "team", ("2",))), ("cohorts", _cohort("team", "org", ("1",))))
+    r = await run_check(KueueCapacity(), _gpu_job(), view)
+    assert r.status is Status.WARN
+    assert r.message.startswith(
+        'The job needs cpu 8 but ClusterQueue "gpu-cq" can provide at most 3 (flavor "red": nominalQuota 2 + 1 borrowable in '
+        'cohort "team" → "org") as far as its cohort tree can be read (Cohort "org" (parentName of Cohort "team") does not '
+        "exist), so Kueue may never admit it."
+    )
+    assert r.details == ['Cohort "org" (parentName of Cohort "team") does not exist']
+
+
+async def test_capacity_cohort_cycle_warns() -> None:
+    cohorts = [_cohort("a", "b", ("10",)), _cohort("b", "a", ("10",))]
+    view = _tree_view(("clusterqueues", _tree_cq("gpu-cq", "a", ("2",))), *(("cohorts", c) for c in cohorts))
+    r = await run_check(KueueCapacity(), _gpu_job(), view)
+    assert r.status is Status.WARN
+    assert 'cohort "a" is part of a cycle of parentName references, so Kueue deactivates it' in r.message
+
+
+async def test_capacity_a_fitting_job_from_an_unreadable_tree_says_so() -> None:
+    view = _tree_view(("clusterqueues", _tree_cq("gpu-cq", "team", ("20",))), cache_ages={"cohorts": None})
+    r = await run_check(KueueCapacity(), _gpu_job(), view)
+    assert (r.status, r.message) == (
+        Status.PASS,
+        'The job (cpu 8) fits ClusterQueue "gpu-cq" now (as far as its cohort tree can be read: the Cohort objects of '
+        'cohort "team" cannot be read (cached cohorts have not synced))',
+    )
+
+
+async def test_capacity_waits_for_what_the_cohort_has_lent_out() -> None:
+    cqs = [_tree_cq("gpu-cq", "team", ("2",)), _tree_cq("other", "team", ("0",), "5")]
+    view = _tree_view(*(("clusterqueues", c) for c in cqs), ("cohorts", _cohort("team", quota=("6",))))
+    r = await run_check(KueueCapacity(), _gpu_job(), view)
+    assert (r.status, r.message) == (
+        Status.WARN,
+        'ClusterQueue "gpu-cq" has cpu 3 free now (with what cohort "team" can lend), the job needs 8: it waits in the queue',
+    )
+
+
+def test_cohorts_are_cached_and_optional_for_kueue_capacity() -> None:
+    """Watched like ClusterQueues; optional, so missing RBAC lowers only "never fits" to a warning."""
+    from webhook.checks.base import Permission
+    from webhook.cluster.cache import SPECS_BY_RESOURCE
+    from webhook.cluster.capabilities import required_permissions
+
+    spec = SPECS_BY_RESOURCE["cohorts"]
+    assert (spec.group_version, spec.namespaced) == ("kueue.x-k8s.io/v1beta2", False)
+    wanted = {Permission("list", "cohorts", "kueue.x-k8s.io"), Permission("watch", "cohorts", "kueue.x-k8s.io")}
+    assert set(KueueCapacity.optional_permissions) == wanted
+    assert not wanted & set(KueueCapacity.permissions)
+    assert wanted <= set(required_permissions())

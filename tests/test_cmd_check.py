@@ -209,3 +209,56 @@ def test_usage_errors_exit_2(argv):
     with pytest.raises(SystemExit) as exc:
         parse(*argv)
     assert exc.value.code == 2
+
+
+def test_a_failure_the_webhook_only_warns_about_is_a_warning_and_exits_0(tmp_path, capsys):
+    """Action warn: the webhook admits the object with a warning, so the CLI says the same (exit 0)."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("checks:\n  Image Reference: warn\n")
+    p = write(tmp_path, aiperf(image="Nvcr.io/nvidia/AIPerf:0.13.0"))
+    code, out, err = main(capsys, "-f", str(p), "--offline", "--config", str(cfg))
+    assert (code, err) == (0, "")
+    lines = out.rstrip("\n").splitlines()
+    image = next(i for i, x in enumerate(lines) if "Image Reference" in x)
+    assert lines[image].startswith('  ! Image Reference          Image "Nvcr.io/nvidia/AIPerf:0.13.0" used by containers')
+    assert "      the webhook admits it with this warning (the check's action is warn)" in lines[image + 1:]
+    assert lines[-1].startswith("  PASSED with warnings: ") and "0 failed" in lines[-1] and "deny" not in lines[-1]
+
+    code, out, _ = main(capsys, "-f", str(p), "--offline", "--config", str(cfg), "-o", "json")
+    doc = json.loads(out)
+    assert code == 0 and doc["passed"] is True and doc["has_warnings"] is True
+    image = next(c for c in doc["checks"] if c["name"] == "Image Reference")
+    assert image["status"] == "warn"
+    assert image["details"][-1] == "the webhook admits it with this warning (the check's action is warn)"
+
+
+@pytest.mark.parametrize(
+    "config, note",
+    [
+        ("mode: warn\n", "the webhook admits it with this warning (mode warn)"),
+        ("mode: audit\n", "the webhook admits it and records this in its audit annotations only (mode audit)"),
+        ("checks:\n  Image Reference: audit\n", "the webhook admits it and records this in its audit annotations only (the check's action is audit)"),
+    ],
+)
+def test_modes_and_audit_action_are_rendered_as_the_webhook_decides(tmp_path, capsys, config, note):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(config)
+    p = write(tmp_path, aiperf(image="Nvcr.io/nvidia/AIPerf:0.13.0"))
+    code, out, _ = main(capsys, "-f", str(p), "--offline", "--config", str(cfg), "-o", "json")
+    doc = json.loads(out)
+    image = next(c for c in doc["checks"] if c["name"] == "Image Reference")
+    assert (code, doc["passed"], image["status"], image["details"][-1]) == (0, True, "warn", note)
+
+
+def test_as_decided_renders_the_decision_not_the_raw_results():
+    from webhook.config import Settings
+    from webhook.engine import timed_out_result
+    from webhook.policy import decide
+
+    res = PreflightResults([CheckResult("Secrets", Status.FAIL, "gone. Fix: create it"), timed_out_result("Image Reference", 4.0)])
+    d = decide(res, settings=Settings(timeoutAction="deny", checks={"Secrets": "warn"}))
+    shown = cmd_check.as_decided(res, d)
+    assert [(r.name, r.status) for r in shown.checks] == [("Secrets", Status.WARN), ("Image Reference", Status.FAIL)]
+    assert not d.allowed and not shown.passed
+    text = cmd_check.render_text("TrainJob ns/x", shown, d.allowed, False).splitlines()
+    assert text[-1] == "  FAILED: 0 passed, 1 failed, 1 warnings, 0 skipped; the webhook would deny it"

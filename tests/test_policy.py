@@ -57,11 +57,12 @@ def test_warn_mode_turns_failures_into_warnings():
     d = decide(results(SECRET_FAIL, NAME_WARN), settings=Settings(mode="warn"), subject=SUBJECT)
     assert d.allowed and d.message is None
     assert d.outcome == "warned"
-    assert d.warnings == [
-        '[Image Reference] Image "Foo" used by container "node" in pod group "node" is invalid: repository "Foo" contains',
-        "[Image Reference] … uppercase letters. Fix: use a lowercase repository",
+    assert d.warnings == [  # one warning per finding, whole
+        '[Image Reference] Image "Foo" used by container "node" in pod group "node" is invalid: repository "Foo" contains '
+        "uppercase letters. Fix: use a lowercase repository",
         "[Name Length] something to know",
     ]
+    assert d.verdicts == ["warn", "warn"]
     assert all(len(w) <= WARNING_MAX_CHARS for w in d.warnings)
 
 
@@ -122,34 +123,59 @@ def test_ratchet_preexisting_failure_never_blocks():
     assert not d.allowed
     assert d.denied_checks == ["Accelerator Limits"]
     assert d.warnings == [
-        'pre-existing: [Image Reference] Image "Foo" used by container "node" in pod group "node" is invalid: repository "Foo"',
-        "pre-existing: [Image Reference] … contains uppercase letters. Fix: use a lowercase repository",
+        'pre-existing: [Image Reference] Image "Foo" used by container "node" in pod group "node" is invalid: repository "Foo" '
+        "contains uppercase letters. Fix: use a lowercase repository",
     ]
+    assert d.verdicts == ["warn", "deny"]
     only_old = decide(results(SECRET_FAIL), settings=Settings(), subject=SUBJECT, preexisting={"Image Reference"})
     assert only_old.allowed and only_old.warnings[0].startswith("pre-existing: [Image Reference] Image")
 
 
-def test_notes_are_shown_and_recorded_and_clipped():
-    long_note = "annotation preflight.webhook.io/skip-checks cannot skip " + repr("X" * 100) + ": not in skippableChecks"
+def test_notes_are_shown_and_recorded_whole():
+    long_note = "annotation preflight.webhook.io/skip-checks cannot skip " + repr("X" * 250) + ": not in skippableChecks"
     d = decide(results(PASS), settings=Settings(), subject=SUBJECT, notes=["mode warn for namespace team-a (label x)", long_note])
     assert d.allowed and d.outcome == "warned"
     assert d.warnings[0] == "mode warn for namespace team-a (label x)"
     assert all(len(w) <= WARNING_MAX_CHARS for w in d.warnings)
+    assert d.warnings[1:] == [
+        "annotation preflight.webhook.io/skip-checks cannot skip",
+        "… '" + "X" * 250 + "':",
+        "… not in skippableChecks",
+    ]
+    assert " ".join(w.removeprefix("… ") for w in d.warnings[1:]) == long_note
     assert d.audit_annotations["overrides"].startswith("mode warn for namespace team-a (label x); annotation")
 
 
-def test_warnings_are_one_line_each_120_chars_and_4k_in_total():
-    many = [CheckResult(f"Check {i}", Status.WARN, f"line one {i}\nline two " + "y" * 300) for i in range(100)]
+def test_warnings_are_one_per_finding_whole_and_4096_characters_in_total():
+    """k8s.io/apiserver pkg/endpoints/filters/warning.go: untouched while the total stays within
+    4096 runes; so whole findings while they fit, then one warning saying how many more."""
+    many = [CheckResult(f"Check {i}", Status.WARN, f"line one {i}\nline two " + "y" * 300 + " end. Fix: do it") for i in range(100)]
     d = decide(results(*many), settings=Settings(), subject=SUBJECT)
     assert all("\n" not in w and len(w) <= WARNING_MAX_CHARS for w in d.warnings)
-    assert sum(len(w.encode("utf-8")) for w in d.warnings) <= WARNINGS_MAX_TOTAL
-    assert d.warnings[-1].startswith("… ") and d.warnings[-1].endswith("more finding(s); run `preflight-webhook check` for all")
-    shown = sum(1 for w in d.warnings[:-1] if not w.split("] ", 1)[1].startswith("…"))  # findings, not lines
-    assert d.warnings[-1] == f"… {100 - shown} more finding(s); run `preflight-webhook check` for all"
-    # a long finding wraps over at most three lines, continuation lines marked "…"
+    assert sum(len(w) for w in d.warnings) <= WARNINGS_MAX_TOTAL
+    # a finding longer than one warning goes on, word for word, in the next (nothing is cut)
     assert d.warnings[0] == "[Check 0] line one 0 line two"
-    assert d.warnings[1] == "[Check 0] … " + "y" * 107 + "…"
+    assert d.warnings[1] == "[Check 0] … " + "y" * 244
+    assert d.warnings[2] == "[Check 0] … " + "y" * 56 + " end. Fix: do it"
+    shown = sum(1 for w in d.warnings[:-1] if not w.split("] ", 1)[1].startswith("…"))  # findings, not warnings
+    assert shown == 10  # 10 × ~370 characters, and room for the last warning
+    assert d.warnings[-1] == (
+        f"… {100 - shown} more finding(s) not shown: run `preflight-webhook check` on the manifest, "
+        "or read the findings audit annotation"
+    )
     assert not any(w.lower().startswith("warning:") for w in d.warnings)
+
+
+def test_findings_that_fit_need_no_tail():
+    few = [CheckResult(f"Check {i}", Status.WARN, "z" * 200) for i in range(18)]  # 18 × 210 = 3780 characters
+    d = decide(results(*few), settings=Settings(), subject=SUBJECT)
+    assert d.warnings == [f"[Check {i}] " + "z" * 200 for i in range(18)]
+
+
+def test_control_characters_are_dropped_so_the_apiserver_keeps_the_warning():
+    r = CheckResult("Image Reference", Status.WARN, "tag \x1b[31mred\x1b[0m\tand\rmore")
+    d = decide(results(r), settings=Settings(), subject=SUBJECT)
+    assert d.warnings == ["[Image Reference] tag [31mred[0m and more"]
 
 
 def test_audit_annotation_value_is_bounded():
@@ -158,18 +184,17 @@ def test_audit_annotation_value_is_bounded():
     assert len(d.audit_annotations["findings"]) <= 8192
 
 
-def test_long_finding_wraps_between_words_over_at_most_three_lines():
+def test_a_finding_that_fits_is_one_warning_a_longer_one_goes_on_word_for_word():
     from webhook.policy import wrap
 
     msg = 'Secret "hf-token" not found in namespace "team-a" (referenced by env HF_TOKEN of container node). Fix: kubectl create secret generic hf-token -n team-a --from-literal=token=…'
-    assert wrap(msg, "[Secrets] ") == [
-        '[Secrets] Secret "hf-token" not found in namespace "team-a" (referenced by env HF_TOKEN of container node). Fix: kubectl',
-        "[Secrets] … create secret generic hf-token -n team-a --from-literal=token=…",
-    ]
+    assert wrap(msg, "[Secrets] ") == ["[Secrets] " + msg]
     long = wrap("word " * 200, "[X] ")
-    assert len(long) == 3 and all(len(line) <= 120 for line in long)
-    assert long[1].startswith("[X] … word") and long[2].endswith(" …")
+    assert [len(line) for line in long] == [253, 255, 255, 255]
+    assert long[1].startswith("[X] … word") and all(line.endswith("word") for line in long)
+    assert sum(line.count("word") for line in long) == 200
     assert wrap("short", "[X] ") == ["[X] short"]
+    assert wrap("x" * 300, "[X] ") == ["[X] " + "x" * 252, "[X] … " + "x" * 48]
 
 
 def test_findings_annotation_stays_valid_json_when_bounded():
@@ -182,12 +207,22 @@ def test_findings_annotation_stays_valid_json_when_bounded():
     assert findings[0] == {"check": "Check 0", "status": "fail", "message": "z" * 500}
 
 
-def test_an_overlong_finding_keeps_its_fix():
+def test_a_long_finding_loses_nothing():
     from webhook.policy import warning_lines
 
     r = CheckResult("Image Reference", Status.WARN, "what " * 80 + "is wrong. Fix: pin a version tag or a digest")
     lines = warning_lines(r)
-    assert len(lines) == 3 and all(len(line) <= WARNING_MAX_CHARS for line in lines)
+    assert len(lines) == 2 and all(len(line) <= WARNING_MAX_CHARS for line in lines)
     assert lines[0].startswith("[Image Reference] what what")
-    assert lines[1].startswith("[Image Reference] … what") and lines[1].endswith(" …")
-    assert lines[2] == "[Image Reference] … Fix: pin a version tag or a digest"
+    assert lines[1].startswith("[Image Reference] … what") and lines[1].endswith("is wrong. Fix: pin a version tag or a digest")
+    assert " ".join(line.split("] ", 1)[1].removeprefix("… ") for line in lines) == r.message.strip()
+
+
+def test_verdicts_follow_actions_and_modes():
+    rs = results(SECRET_FAIL, GPU_FAIL, NAME_WARN, PASS)
+    s = Settings(checks={"Accelerator Limits": "warn", "Name Length": "audit"})
+    assert decide(rs, settings=s, subject=SUBJECT).verdicts == ["deny", "warn", "audit", ""]
+    assert decide(rs, settings=s, mode="warn", subject=SUBJECT).verdicts == ["warn", "warn", "audit", ""]
+    assert decide(rs, settings=s, mode="audit", subject=SUBJECT).verdicts == ["audit", "audit", "audit", ""]
+    off = Settings(checks={"Image Reference": "off"})
+    assert decide(rs, settings=off, subject=SUBJECT).verdicts == ["off", "deny", "warn", ""]

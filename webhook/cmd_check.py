@@ -1,8 +1,11 @@
 """`preflight-webhook check`: run the webhook's checks on manifests, before `kubectl apply`.
 
-Same path as the server (adapter → engine → policy, via webhook.preflight.evaluate), so
-the CLI and the webhook never disagree. Exit codes: 0 nothing failed, 1 a check failed,
-2 usage or input errors (unreadable file, a document that is not its kind, no cluster).
+Same path as the server (adapter → engine → policy, via webhook.preflight.evaluate), and the
+report renders the policy's Decision rather than the raw results, so the CLI and the webhook
+never disagree: a failing check whose action (or mode, or the namespace's mode label) makes
+the webhook warn is shown as a warning, a check the webhook would deny as FAILED. Exit
+codes: 0 the webhook would admit every document (with or without warnings), 1 it would deny
+one, 2 usage or input errors (unreadable file, a document that is not its kind, no cluster).
 With `-o json` stdout carries only AIPerf's `{"passed","has_warnings","checks":[...]}`
 (one object per checked document, a list when there are several); everything meant
 for humans goes to stderr.
@@ -13,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import sys
 from collections.abc import AsyncIterator
@@ -21,6 +25,7 @@ from typing import Any, TextIO
 from webhook.cluster.view import ClusterView
 from webhook.config import ConfigError, Settings, load_settings
 from webhook.deadline import Deadline
+from webhook.policy import AUDIT, DENY, WARN, Decision
 from webhook.results import CheckResult, PreflightResults, Status
 from webhook.workloads.base import AdapterError, RuntimeLookup
 
@@ -159,10 +164,11 @@ async def _check_all(
         if ev.workload is None:
             print(f"note: {label}: kind {obj.get('kind')} is not checked by preflight-webhook (the webhook allows it untouched)", file=err)
             continue
-        any_failed = any_failed or not ev.results.passed
-        reports.append(ev.results.to_dict())
+        shown = as_decided(ev.results, ev.decision)
+        any_failed = any_failed or not ev.decision.allowed
+        reports.append(shown.to_dict())
         if args.output == "text":
-            _print_text(ev.workload.ref, ev.results, ev.decision.allowed, view is None, out)
+            _print_text(ev.workload.ref, shown, ev.decision.allowed, view is None, out)
     if args.output == "json" and reports:
         json.dump(reports[0] if len(reports) == 1 else reports, out, indent=2)
         out.write("\n")
@@ -181,6 +187,24 @@ def _label(obj: dict[str, Any], namespace: str | None, index: int) -> str:
     return f"{obj.get('kind', 'object')} {ns}/{name}"
 
 
+def as_decided(results: PreflightResults, decision: Decision) -> PreflightResults:
+    """The results as the webhook answers them: FAIL only where the decision denies; a failure
+    the decision turns into a warning (action warn, mode warn, namespace label) or records for
+    the audit log only is WARN, with a detail saying so. Rendering only: the verdict is the
+    Decision's (webhook.policy.decide), never recomputed here."""
+    mode = decision.audit_annotations.get("mode", "")
+    out: list[CheckResult] = []
+    for r, verdict in zip(results.checks, decision.verdicts or [""] * len(results.checks)):
+        if verdict == DENY and r.status is not Status.FAIL:  # e.g. a timeout under timeoutAction deny
+            r = dataclasses.replace(r, status=Status.FAIL)
+        elif r.status is Status.FAIL and verdict in (WARN, AUDIT):
+            why = "the webhook admits it with this warning" if verdict == WARN else "the webhook admits it and records this in its audit annotations only"
+            cause = f"mode {mode}" if mode != "enforce" else f"the check's action is {verdict}"
+            r = dataclasses.replace(r, status=Status.WARN, details=[*r.details, f"{why} ({cause})"])
+        out.append(r)
+    return PreflightResults(out)
+
+
 def render_text(ref: str, results: PreflightResults, allowed: bool, offline: bool) -> str:
     """The human report for one document: header, one line per check, indented details and hints."""
     lines = [ref]
@@ -197,7 +221,7 @@ def render_text(ref: str, results: PreflightResults, allowed: bool, offline: boo
 def _summary(results: PreflightResults, allowed: bool, offline: bool) -> str:
     counts = {s: len(results.by_status(s)) for s in Status}
     parts = [f"{counts[Status.PASS]} passed", f"{counts[Status.FAIL]} failed", f"{counts[Status.WARN]} warnings", f"{counts[Status.SKIP]} skipped"]
-    verdict = "FAILED" if not results.passed else ("PASSED with warnings" if results.has_warnings else "PASSED")
+    verdict = "FAILED" if not allowed else ("PASSED with warnings" if results.has_warnings else "PASSED")
     tail = "; the webhook would deny it" if not allowed else ""
     if offline and counts[Status.SKIP]:
         tail += "; cluster checks were skipped (offline)"

@@ -1,24 +1,39 @@
 """Policy: results + mode + per-check actions → a decision, rendered once.
 
-A decision is data (allowed, message, warnings, audit annotations); the server and the
-CLI only render it. Text rules: the denial has one header line, then one line per
-failed check `[Check Name] what is wrong. Fix: how`. Warnings are one line each, at most
-120 characters, at most 4 KiB together, no "Warning:" prefix; a longer finding goes on over
-up to three warning lines (`[Check Name] … rest`) so that its fix is not cut off.
+A decision is data (allowed, message, warnings, audit annotations, and the verdict for each
+check result); the server and the CLI only render it. Text rules: the denial has one header
+line, then one line per failed check `[Check Name] what is wrong. Fix: how`.
+
+Warnings follow what the apiserver does with them (k8s.io/apiserver
+pkg/endpoints/filters/warning.go): it deduplicates identical texts, drops a text with a
+control character, and lets warnings through untouched while together they stay within
+4096 runes (`truncateAtTotalRunes`); past that it truncates EVERY warning to 256 runes
+(`truncateItemRunes`) and stops at 4096. kubectl prints each warning as one
+`Warning: <text>` line. So: one warning per finding, one line, no "Warning:" prefix, at most
+256 characters — a finding that is longer goes on, word for word, in the next warning
+(`[Check Name] … rest`), so that nothing is ever cut, not even if other webhooks' warnings
+push the request into truncation. Whole findings are sent in order while they fit 4096
+characters in all; then one last warning says how many more there are and where to read them.
 """
 
 from __future__ import annotations
 
 import json
+import unicodedata
 from dataclasses import dataclass, field
 
 from webhook.config import Settings
 from webhook.engine import is_timed_out
 from webhook.results import CheckResult, PreflightResults, Status
 
-WARNING_MAX_CHARS = 120
+#: k8s.io/apiserver pkg/endpoints/filters/warning.go truncateItemRunes (Python len() counts runes)
+WARNING_MAX_CHARS = 256
+#: the same file's truncateAtTotalRunes
 WARNINGS_MAX_TOTAL = 4096
 AUDIT_VALUE_MAX = 8192
+
+#: what each check result became in the decision (Decision.verdicts)
+DENY, WARN, AUDIT, OFF, NONE = "deny", "warn", "audit", "off", ""
 
 
 @dataclass
@@ -30,9 +45,15 @@ class Decision:
     #: label for metrics: allowed | denied | warned | audited
     outcome: str = "allowed"
     denied_checks: list[str] = field(default_factory=list)
+    #: one per results.checks entry: "deny" (in the denial), "warn" (shown as a warning),
+    #: "audit" (recorded only), "off" (the check is off), "" (nothing to report: pass, skip)
+    verdicts: list[str] = field(default_factory=list)
 
 
 def _one_line(text: str) -> str:
+    """Whitespace collapsed and control characters dropped: the apiserver drops a warning
+    that holds one (k8s.io/apimachinery pkg/util/net NewWarningHeader)."""
+    text = "".join(ch for ch in text if ch.isspace() or unicodedata.category(ch) != "Cc")
     return " ".join(text.split())
 
 
@@ -41,58 +62,57 @@ def clip(text: str, limit: int = WARNING_MAX_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-#: a finding longer than one warning goes on over at most this many warning lines
-WARNING_MAX_LINES = 3
+def wrap(text: str, lead: str, limit: int = WARNING_MAX_CHARS) -> list[str]:
+    """`lead + text` as warnings of at most `limit` characters, broken between words, nothing left out.
 
-
-def wrap(text: str, lead: str, limit: int = WARNING_MAX_CHARS, max_lines: int = WARNING_MAX_LINES) -> list[str]:
-    """`lead + text` as warning lines of at most `limit` characters, broken between words.
-
-    kubectl prints each warning on its own line, so a long finding (and its `Fix:`) stays
-    readable as two or three lines instead of being cut off; continuation lines start with
-    `lead` and "…" so they read as one finding. Past `max_lines` the last line is clipped.
+    A finding that fits is one warning; a longer one goes on in the next warnings, each
+    starting `lead` + "…" so that they read as one finding. A single word longer than a
+    warning is split (never dropped).
     """
     cont = f"{lead}… "
     lines: list[str] = []
     current = lead
     for word in _one_line(text).split(" "):
-        fresh = current in (lead, cont)
-        candidate = current + word if fresh else f"{current} {word}"
-        if len(candidate) <= limit or fresh:
-            current = candidate  # an over-long single word is clipped below
-        else:
-            lines.append(current)
-            current = cont + word
-    lines.append(current)
-    lines = [clip(line, limit) for line in lines]
-    if len(lines) > max_lines:
-        last = lines[max_lines - 1].rstrip("…")
-        lines = lines[: max_lines - 1] + [last[: limit - 2].rstrip() + " …"]
+        while True:
+            fresh = current in (lead, cont)
+            candidate = current + word if fresh else f"{current} {word}"
+            if len(candidate) <= limit:
+                current = candidate
+                break
+            if not fresh:
+                lines.append(current)
+                current = cont
+                continue
+            room = max(1, limit - len(current))  # an over-long word: fill this warning, go on with the rest
+            lines.append(current + word[:room])
+            word, current = word[room:], cont
+    if current not in (lead, cont) or not lines:
+        lines.append(current)
     return lines
 
 
 def warning_lines(r: CheckResult, prefix: str = "") -> list[str]:
-    """A finding as warning lines; when it is too long, the middle goes and the `Fix:` stays."""
-    lead = f"{prefix}[{r.name}] "
-    lines = wrap(r.message, lead, max_lines=10_000)
-    if len(lines) <= WARNING_MAX_LINES:
-        return lines
-    what, sep, fix = r.message.rpartition(". Fix: ")
-    if not sep:
-        return wrap(r.message, lead)
-    fix_lines = wrap(f"… Fix: {fix}", lead, max_lines=WARNING_MAX_LINES - 1)
-    return wrap(f"{what}.", lead, max_lines=WARNING_MAX_LINES - len(fix_lines)) + fix_lines
+    """A finding as warnings: one when it fits WARNING_MAX_CHARS, else continued word for word."""
+    return wrap(r.message, f"{prefix}[{r.name}] ")
+
+
+def more_findings(n: int) -> str:
+    return f"… {n} more finding(s) not shown: run `preflight-webhook check` on the manifest, or read the findings audit annotation"
 
 
 def _cap_total(groups: list[list[str]]) -> list[str]:
-    """Whole findings, in order, while they fit 4 KiB; then one line saying how many were left out."""
+    """Whole findings, in order, while they fit WARNINGS_MAX_TOTAL characters; then one warning
+    saying how many were left out (room for it is kept)."""
     out: list[str] = []
     total = 0
     for i, group in enumerate(groups):
-        size = sum(len(line.encode("utf-8")) for line in group)
-        if total + size > WARNINGS_MAX_TOTAL - 64:
-            out.append(f"… {len(groups) - i} more finding(s); run `preflight-webhook check` for all")
-            break
+        size = sum(len(line) for line in group)
+        rest = sum(len(line) for g in groups[i + 1:] for line in g)
+        if total + size + rest <= WARNINGS_MAX_TOTAL:
+            return out + [line for g in groups[i:] for line in g]  # everything left fits
+        if total + size + len(more_findings(len(groups) - i)) > WARNINGS_MAX_TOTAL:
+            out.append(more_findings(len(groups) - i))
+            return out
         out.extend(group)
         total += size
     return out
@@ -128,13 +148,15 @@ def decide(
     mode = mode or settings.mode
     notes = list(notes or [])
     deny: list[CheckResult] = []
-    # one group of warning lines per finding (a long finding wraps over up to three lines)
-    warn_lines: list[list[str]] = [[clip(n)] for n in notes]  # notes obey the 120-character rule too
+    # one group of warnings per finding (a finding longer than one warning goes on in the next)
+    warn_lines: list[list[str]] = [wrap(n, "") for n in notes]
     audit: list[CheckResult] = []
+    verdicts: list[str] = []
 
     for r in results.checks:
         action = settings.action_for(r.name)
         if action == "off":
+            verdicts.append(OFF)
             continue
         if is_timed_out(r):
             action = settings.timeout_action
@@ -145,16 +167,26 @@ def decide(
             if r.name in preexisting and action == "deny":
                 warn_lines.append(warning_lines(r, prefix="pre-existing: "))
                 audit.append(r)
+                verdicts.append(WARN)
                 continue
             if action == "deny" and mode == "enforce":
                 deny.append(r)
+                verdicts.append(DENY)
             elif action in ("deny", "warn") and mode in ("enforce", "warn"):
                 warn_lines.append(warning_lines(r))
+                verdicts.append(WARN)
+            else:
+                verdicts.append(AUDIT)
             audit.append(r)
         elif r.status is Status.WARN:
             if mode != "audit" and action != "audit":
                 warn_lines.append(warning_lines(r))
+                verdicts.append(WARN)
+            else:
+                verdicts.append(AUDIT)
             audit.append(r)
+        else:
+            verdicts.append(NONE)
     for r in results.checks:  # a verdict from stale cached data says so, whatever it is
         if r.caveats and r.status is not Status.SKIP and mode != "audit" and settings.action_for(r.name) not in ("audit", "off"):
             for caveat in dict.fromkeys(r.caveats):
@@ -184,6 +216,7 @@ def decide(
             audit_annotations=annotations,
             outcome="denied",
             denied_checks=[r.name for r in deny],
+            verdicts=verdicts,
         )
     outcome = "allowed"
     if audit:
@@ -191,4 +224,6 @@ def decide(
     elif warn_lines:
         outcome = "warned"
     annotations["decision"] = "allowed"
-    return Decision(allowed=True, warnings=_cap_total(warn_lines), audit_annotations=annotations, outcome=outcome)
+    return Decision(
+        allowed=True, warnings=_cap_total(warn_lines), audit_annotations=annotations, outcome=outcome, verdicts=verdicts
+    )

@@ -11,8 +11,11 @@ checks, each a separate verdict so policy can tune them:
   belongs to the configured controller and that controller's Lease is fresh (the seed's
   readmission gate, same wording).
 * Kueue Capacity: the job's total requests (all pods at once: Kueue charges the whole
-  gang, initializers included) fit nominalQuota + borrowing of some flavor: never → fail,
-  not now → warn (it waits in the queue).
+  gang, initializers included) fit what the ClusterQueue could ever get in some flavor —
+  Kueue v0.17.0's potentialAvailable over the whole cohort tree (pkg/cache/scheduler/
+  resource_node.go: Cohort objects' own nominalQuota, nested Cohorts, lending and borrowing
+  limits): never → fail, or warn where the tree cannot be read fully; not now (Kueue's
+  available, every ClusterQueue's reservation counted) → warn (it waits in the queue).
 
 The queue is the job's (label `kueue.x-k8s.io/queue-name`, AIPerf `scheduling.queueName`),
 else for AIPerfJobs the operator's default (settings.kueue.defaultQueueName or
@@ -443,44 +446,214 @@ def _q(raw: Any) -> Decimal | None:
 
 
 def _cohort(cq: dict[str, Any]) -> str:
+    """A ClusterQueue's cohort (v1beta2 spec.cohortName, v1beta1 spec.cohort)."""
     spec = cq.get("spec") or {}
     return str(spec.get("cohortName") or spec.get("cohort") or "")
 
 
-def flavor_limits(cq: dict[str, Any], all_cqs: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[Decimal, Decimal, str]]:
-    """(flavor, resource) → (nominal, borrowable, how) for the ClusterQueue.
+def _parent(cohort: dict[str, Any]) -> str:
+    """A Cohort object's parent (v1beta2/v1beta1 spec.parentName, v1alpha1 spec.parent)."""
+    spec = cohort.get("spec") or {}
+    return str(spec.get("parentName") or spec.get("parent") or "")
 
-    Borrowing needs a cohort: borrowingLimit when set, else what the cohort's other
-    ClusterQueues can lend (lendingLimit, else their nominalQuota).
-    """
-    cohort = _cohort(cq)
-    name = (cq.get("metadata") or {}).get("name")
-    lendable: dict[tuple[str, str], Decimal] = {}
-    if cohort:
-        for other in all_cqs:
-            if (other.get("metadata") or {}).get("name") == name or _cohort(other) != cohort:
-                continue
-            for rg in (other.get("spec") or {}).get("resourceGroups") or []:
-                for f in rg.get("flavors") or []:
-                    for r in f.get("resources") or []:
-                        amount = _q(r.get("lendingLimit"))
-                        if amount is None:
-                            amount = _q(r.get("nominalQuota")) or ZERO
-                        key = (str(f.get("name")), str(r.get("name")))
-                        lendable[key] = lendable.get(key, ZERO) + amount
-    out: dict[tuple[str, str], tuple[Decimal, Decimal, str]] = {}
-    for rg in (cq.get("spec") or {}).get("resourceGroups") or []:
+
+FR = tuple[str, str]  # (flavor, resource)
+
+
+@dataclass
+class Quota:
+    """One flavor/resource of a resourceGroup (pkg/cache/scheduler/resource.go ResourceQuota)."""
+
+    nominal: Decimal
+    borrowing_limit: Decimal | None = None
+    lending_limit: Decimal | None = None
+
+
+@dataclass
+class Node:
+    """A ClusterQueue or a Cohort of the tree (pkg/cache/scheduler/resource_node.go resourceNode)."""
+
+    kind: str  # "ClusterQueue" | "Cohort"
+    name: str
+    parent: str  # cohort name, "" for a root
+    quotas: dict[FR, Quota]
+    usage: dict[FR, Decimal]
+    children: list["Node"]
+
+
+def _quotas(obj: dict[str, Any], label: str, issues: list[str]) -> dict[FR, Quota]:
+    """createResourceQuotas (pkg/cache/scheduler/resource.go): every flavor × resource of every
+    resourceGroup. An unparsable quantity is an issue (the tree cannot be read fully), counted as 0."""
+    out: dict[FR, Quota] = {}
+    for rg in (obj.get("spec") or {}).get("resourceGroups") or []:
         for f in rg.get("flavors") or []:
             for r in f.get("resources") or []:
                 key = (str(f.get("name")), str(r.get("name")))
-                nominal = _q(r.get("nominalQuota")) or ZERO
-                limit = _q(r.get("borrowingLimit"))
-                if not cohort:
-                    out[key] = (nominal, ZERO, "")
-                elif limit is not None:
-                    out[key] = (nominal, limit, "borrowingLimit")
-                else:
-                    out[key] = (nominal, lendable.get(key, ZERO), f'lendable in cohort "{cohort}"')
+                vals: list[Decimal | None] = []
+                for field_ in ("nominalQuota", "borrowingLimit", "lendingLimit"):
+                    raw = r.get(field_)
+                    v = _q(raw)
+                    if raw is not None and v is None:
+                        issues.append(f'{label} has an unreadable {field_} "{raw}" for {key[1]} in flavor "{key[0]}"')
+                    vals.append(v)
+                out[key] = Quota(vals[0] or ZERO, vals[1], vals[2])
+    return out
+
+
+class CohortTree:
+    """The ClusterQueue's cohort tree as Kueue v0.17.0 builds it (pkg/cache/hierarchy/manager.go,
+    pkg/cache/scheduler/resource_node.go): ClusterQueues under their spec.cohortName, Cohort
+    objects under their spec.parentName, a Cohort that is named but has no object is an empty
+    implicit one (no quota, no limits). A Cohort object's own resourceGroups are quota shared
+    by its whole subtree.
+
+    `issues` says why the tree cannot be read fully (Cohorts unreadable, a parent that does not
+    exist, a cycle, an unreadable quantity): a "never" verdict from it is only a warning.
+    """
+
+    def __init__(self, cq: dict[str, Any], all_cqs: list[dict[str, Any]], cohorts: list[dict[str, Any]] | None) -> None:
+        self.issues: list[str] = []
+        self._subtree: dict[tuple[int, FR], Decimal] = {}
+        self._usage: dict[tuple[int, FR], Decimal] = {}
+        cq_name = str((cq.get("metadata") or {}).get("name", "?"))
+        by_cohort: dict[str, list[dict[str, Any]]] = {}
+        for other in all_cqs:
+            if (other.get("metadata") or {}).get("name") != cq_name and _cohort(other):
+                by_cohort.setdefault(_cohort(other), []).append(other)
+        objs = {str((c.get("metadata") or {}).get("name")): c for c in cohorts or []}
+        sub_cohorts: dict[str, list[str]] = {}
+        for name, c in objs.items():
+            if _parent(c):
+                sub_cohorts.setdefault(_parent(c), []).append(name)
+
+        self.cq = Node("ClusterQueue", cq_name, _cohort(cq), _quotas(cq, f'ClusterQueue "{cq_name}"', self.issues),
+                       _flavor_usage(cq), [])
+        self.path: list[Node] = []  # the ClusterQueue's ancestors, nearest first
+        if not self.cq.parent:
+            return
+        if cohorts is None:
+            self.issues.append(f'the Cohort objects of cohort "{self.cq.parent}" cannot be read (cached cohorts have not synced)')
+        seen: set[str] = set()
+        name, child = self.cq.parent, self.cq.name
+        while name:
+            if name in seen:
+                self.issues.append(f'cohort "{name}" is part of a cycle of parentName references, so Kueue deactivates it')
+                break
+            seen.add(name)
+            obj = objs.get(name)
+            if obj is None and self.path and cohorts is not None:
+                self.issues.append(f'Cohort "{name}" (parentName of Cohort "{child}") does not exist')
+            node = Node("Cohort", name, _parent(obj) if obj else "",
+                        _quotas(obj, f'Cohort "{name}"', self.issues) if obj else {}, {}, [])
+            self.path.append(node)
+            child, name = name, node.parent
+
+        # every node under the root, built once (a cycle below the path cannot happen: names are unique)
+        def build(cohort: Node, depth: int) -> None:
+            if depth > 64:
+                self.issues.append(f'the cohort tree under "{cohort.name}" is deeper than 64 levels')
+                return
+            for c in by_cohort.get(cohort.name, []):
+                n = str((c.get("metadata") or {}).get("name", "?"))
+                cohort.children.append(Node("ClusterQueue", n, cohort.name, _quotas(c, f'ClusterQueue "{n}"', self.issues),
+                                            _flavor_usage(c), []))
+            for sub in sorted(sub_cohorts.get(cohort.name, [])):
+                on_path = next((p for p in self.path if p.name == sub), None)
+                if on_path is not None:
+                    cohort.children.append(on_path)
+                    build(on_path, depth + 1)
+                    continue
+                o = objs[sub]
+                node = Node("Cohort", sub, cohort.name, _quotas(o, f'Cohort "{sub}"', self.issues), {}, [])
+                cohort.children.append(node)
+                build(node, depth + 1)
+
+        if not any("cycle" in i for i in self.issues):
+            self.path[0].children.append(self.cq)
+            build(self.path[-1], 0)
+
+    @property
+    def cohort_names(self) -> list[str]:
+        return [n.name for n in self.path]
+
+    # --- resource_node.go, over Decimal quantities ---
+
+    def subtree_quota(self, node: Node, fr: FR) -> Decimal:
+        """SubtreeQuota: own nominal + what each child exposes (its subtree minus its localQuota)."""
+        key = (id(node), fr)
+        if key not in self._subtree:
+            q = node.quotas.get(fr)
+            total = q.nominal if q else ZERO
+            for child in node.children:
+                total += self.subtree_quota(child, fr) - self.local_quota(child, fr)
+            self._subtree[key] = total
+        return self._subtree[key]
+
+    def local_quota(self, node: Node, fr: FR) -> Decimal:
+        """localQuota: what lendingLimit keeps for the subtree, never lent to the parent."""
+        q = node.quotas.get(fr)
+        if q is None or q.lending_limit is None:
+            return ZERO
+        return max(ZERO, self.subtree_quota(node, fr) - q.lending_limit)
+
+    def usage(self, node: Node, fr: FR) -> Decimal:
+        """Usage: a ClusterQueue's reservation; a Cohort's is its children's usage past their localQuota."""
+        if node.kind == "ClusterQueue":
+            return node.usage.get(fr, ZERO)
+        key = (id(node), fr)
+        if key not in self._usage:
+            self._usage[key] = sum(
+                (max(ZERO, self.usage(c, fr) - self.local_quota(c, fr)) for c in node.children), ZERO
+            )
+        return self._usage[key]
+
+    def _chain(self) -> list[Node]:
+        return [self.cq, *self.path] if not any("cycle" in i for i in self.issues) else [self.cq]
+
+    def potential_available(self, fr: FR) -> Decimal:
+        """potentialAvailable: the largest request the ClusterQueue could ever admit (no usage),
+        its localQuota plus what its parent could provide, capped by nominal + borrowingLimit."""
+        chain = self._chain()
+
+        def pa(i: int) -> Decimal:
+            node = chain[i]
+            if i == len(chain) - 1:
+                return self.subtree_quota(node, fr)
+            avail = self.local_quota(node, fr) + pa(i + 1)
+            q = node.quotas.get(fr)
+            if q is not None and q.borrowing_limit is not None:
+                avail = min(self.subtree_quota(node, fr) + q.borrowing_limit, avail)
+            return avail
+
+        return pa(0)
+
+    def available(self, fr: FR) -> Decimal:
+        """available: capacity left now, bounded by borrowingLimits and what is used up the tree."""
+        chain = self._chain()
+
+        def av(i: int) -> Decimal:
+            node = chain[i]
+            if i == len(chain) - 1:
+                return self.subtree_quota(node, fr) - self.usage(node, fr)
+            parent_avail = av(i + 1)
+            q = node.quotas.get(fr)
+            local = self.local_quota(node, fr)
+            if q is not None and q.borrowing_limit is not None:
+                stored = self.subtree_quota(node, fr) - local
+                used = max(ZERO, self.usage(node, fr) - local)
+                parent_avail = min(stored - used + q.borrowing_limit, parent_avail)
+            return max(ZERO, local - self.usage(node, fr)) + parent_avail
+
+        return av(0)
+
+
+def flavor_limits(tree: CohortTree, frs: list[FR]) -> dict[FR, tuple[Decimal, Decimal]]:
+    """(flavor, resource) → (nominalQuota, the most it can borrow) for the tree's ClusterQueue."""
+    out: dict[FR, tuple[Decimal, Decimal]] = {}
+    for fr in frs:
+        q = tree.cq.quotas.get(fr)
+        nominal = q.nominal if q else ZERO
+        out[fr] = (nominal, max(ZERO, tree.potential_available(fr) - nominal))
     return out
 
 
@@ -493,9 +666,12 @@ class KueueCapacity(Check):
     synchronous = True  # reads only the Workload and cached state
     needs_cluster = True
     permissions = (*cached("localqueues", GROUP), *cached("clusterqueues", GROUP))
+    #: the cohort tree; without it a "never" verdict for a ClusterQueue in a cohort is only a warning
+    optional_permissions = cached("cohorts", GROUP)
     summary = (
-        "The job's total requests (the whole gang, initializers included) fit the ClusterQueue's nominalQuota plus borrowing "
-        "for some flavor: never → fail; not now → warn (it waits in the queue)."
+        "The job's total requests (the whole gang, initializers included) fit what the ClusterQueue could ever get in "
+        "some flavor: its nominalQuota plus what it may borrow through its cohort tree (Kueue's potentialAvailable), "
+        "never → fail (warn when the tree cannot be read fully); not now → warn (it waits in the queue)."
     )
 
     async def run(self, ctx: CheckContext) -> CheckResult:
@@ -541,12 +717,14 @@ class KueueCapacity(Check):
                 ctx, "clusterqueues",
             )
 
-        limits = flavor_limits(cq, ctx.view.list_cached("clusterqueues"))
-        usage = _flavor_usage(cq)
+        readable = ctx.view.cache_age("cohorts") is not None
+        tree = CohortTree(cq, ctx.view.list_cached("clusterqueues"), ctx.view.list_cached("cohorts") if readable else None)
+        caches = ("clusterqueues", "cohorts") if tree.path and readable else ("clusterqueues",)
+        in_cohort = f"cohort {' → '.join(chr(34) + n + chr(34) for n in tree.cohort_names)}" if tree.path else ""
+        issues = "; ".join(dict.fromkeys(tree.issues))
 
         def cap(f: str, r: str, free: bool) -> Decimal:
-            nominal, borrow, _ = limits.get((f, r), (ZERO, ZERO, ""))
-            return nominal + borrow - (usage.get((f, r), ZERO) if free else ZERO)
+            return tree.available((f, r)) if free else tree.potential_available((f, r))
 
         def short(free: bool) -> tuple[str, Decimal, Decimal, str | None] | None:
             """(resource, needed, available, pod group or None for the whole job) of the first shortfall."""
@@ -564,45 +742,52 @@ class KueueCapacity(Check):
         never = short(free=False)
         if never is not None:
             r, v, most, pname = never
+            limits = flavor_limits(tree, [(f, r) for f in covered_by[r]])
             breakdown = "; ".join(
-                f'flavor "{f}": nominalQuota {format_quantity(limits.get((f, r), (ZERO, ZERO, ""))[0], r)}'
-                + (
-                    f" + {limits[(f, r)][2]} {format_quantity(limits[(f, r)][1], r)}"
-                    if (f, r) in limits and limits[(f, r)][2]
-                    else ""
-                )
+                f'flavor "{f}": nominalQuota {format_quantity(limits[(f, r)][0], r)}'
+                + (f" + {format_quantity(limits[(f, r)][1], r)} borrowable in {in_cohort}" if tree.path else "")
                 for f in covered_by[r]
             )
-            return with_stale(
-                CheckResult(
-                    self.name,
-                    Status.FAIL,
-                    (
-                        f'The job needs {r} {format_quantity(v, r)} but ClusterQueue "{cq_name}" can provide at most '
-                        if pname is None
-                        else f'The {pname} pods need {r} {format_quantity(v, r)} in one flavor but no flavor of ClusterQueue '
-                        f'"{cq_name}" holds more than '
-                    )
-                    + f"{format_quantity(most, r)} ({breakdown}), so Kueue would never admit it. Fix: reduce the job's pods or "
-                    f'requests, or raise nominalQuota/borrowingLimit for {r} in ClusterQueue "{cq_name}".',
-                ),
-                ctx, "clusterqueues",
+            what = (
+                f'The job needs {r} {format_quantity(v, r)} but ClusterQueue "{cq_name}" can provide at most '
+                if pname is None
+                else f'The {pname} pods need {r} {format_quantity(v, r)} in one flavor but no flavor of ClusterQueue '
+                f'"{cq_name}" holds more than '
+            ) + f"{format_quantity(most, r)} ({breakdown})"
+            fix = (
+                f"reduce the job's pods or requests, or raise nominalQuota/borrowingLimit for {r} in ClusterQueue "
+                f'"{cq_name}"' + (f' or the quota {in_cohort} can lend' if tree.path else "") + "."
             )
+            if issues:  # the tree is not fully known: never a denial
+                return with_stale(
+                    CheckResult(
+                        self.name, Status.WARN,
+                        f"{what} as far as its cohort tree can be read ({issues}), so Kueue may never admit it. "
+                        f"Fix: correct the cohort tree, or {fix}",
+                        details=list(dict.fromkeys(tree.issues)),
+                    ),
+                    ctx, *caches,
+                )
+            return with_stale(
+                CheckResult(self.name, Status.FAIL, f"{what}, so Kueue would never admit it. Fix: {fix}"), ctx, *caches,
+            )
+        caveat = f" (as far as its cohort tree can be read: {issues})" if issues else ""
         wait = short(free=True)
         if wait is not None:
             r, v, free, _ = wait
+            lend = f" (with what {in_cohort} can lend)" if tree.path else ""
             return with_stale(
                 CheckResult(
                     self.name,
                     Status.WARN,
-                    f'ClusterQueue "{cq_name}" has {r} {format_quantity(free, r)} free now, the job needs '
-                    f"{format_quantity(v, r)}: it waits in the queue",
+                    f'ClusterQueue "{cq_name}" has {r} {format_quantity(free, r)} free now{lend}, the job needs '
+                    f"{format_quantity(v, r)}: it waits in the queue{caveat}",
                 ),
-                ctx, "clusterqueues",
+                ctx, *caches,
             )
         return with_stale(
-            CheckResult(self.name, Status.PASS, f'The job ({_need_text(total)}) fits ClusterQueue "{cq_name}" now'),
-            ctx, "clusterqueues",
+            CheckResult(self.name, Status.PASS, f'The job ({_need_text(total)}) fits ClusterQueue "{cq_name}" now{caveat}'),
+            ctx, *caches,
         )
 
 

@@ -70,6 +70,7 @@ CACHE_SPECS: tuple[CacheSpec, ...] = (
     CacheSpec("localqueues", KUEUE, "v1beta2", True),
     CacheSpec("clusterqueues", KUEUE, "v1beta2", False),
     CacheSpec("admissionchecks", KUEUE, "v1beta2", False),
+    CacheSpec("cohorts", KUEUE, "v1beta2", False),
 )
 SPECS_BY_RESOURCE = {s.resource: s for s in CACHE_SPECS}
 
