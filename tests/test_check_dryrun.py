@@ -231,6 +231,16 @@ async def test_rejections_of_the_probe_itself_only_warn() -> None:
     ]
 
 
+async def test_a_policy_on_owner_references_themselves_still_denies() -> None:
+    text = "ValidatingAdmissionPolicy 'owned-by-replicaset' with binding 'b' denied request: pods need a ReplicaSet ownerReference"
+    view = FakeView(dry_run_errors={("Pod", "llama-ft-node-0-0-dryrn"): ApiError(422, text)})
+    r = await run_check(DryRun(), _wl(), view)
+    assert (r.status, r.message) == (
+        Status.FAIL,
+        f"Pod for node rejected by the apiserver: {text}. Fix: satisfy the ValidatingAdmissionPolicy named in the message.",
+    )
+
+
 async def test_a_missing_object_the_job_needs_still_denies() -> None:
     """`not found` about anything but the probe's owners is the job's problem."""
     text = 'pods "llama-ft-node-0-0-dryrn" is forbidden: error looking up service account team-a/trainer: serviceaccount "trainer" not found'

@@ -61,7 +61,7 @@ async def test_missing_pull_secret_warns_by_default() -> None:
     assert r.status is Status.WARN
     assert r.message == (
         'Secret "ghcr-pull" not found in namespace "team-a" (referenced by imagePullSecrets of the node pods); '
-        "the kubelet pulls the images without it, which works only for public images. "
+        "the kubelet pulls without it, which works only for public images. "
         "Fix: kubectl create secret docker-registry ghcr-pull -n team-a --docker-server=<registry> "
         "--docker-username=<user> --docker-password=…"
     )
@@ -73,8 +73,8 @@ async def test_missing_pull_secret_denies_for_a_private_registry() -> None:
     r = await run_check(Secrets(), _trainjob(), view, settings)
     assert r.status is Status.FAIL
     assert r.message == (
-        'Secret "ghcr-pull" not found in namespace "team-a" (referenced by imagePullSecrets of the node pods), '
-        'so image "ghcr.io/acme/x:1" of private registry "ghcr.io/acme" (privateRegistries) cannot be pulled. '
+        'Secret "ghcr-pull" not found in namespace "team-a" (referenced by imagePullSecrets of the node pods); '
+        'private registry "ghcr.io/acme" needs it for image "ghcr.io/acme/x:1". '
         "Fix: kubectl create secret docker-registry ghcr-pull -n team-a --docker-server=ghcr.io "
         "--docker-username=<user> --docker-password=…"
     )

@@ -39,6 +39,8 @@ from webhook.workloads.base import PodGroup, Workload
 _REPORT_MARGIN = 0.05
 _RBAC_DENIED = re.compile(r"cannot create resource")
 _WEBHOOK = re.compile(r'admission webhook "([^"]+)" denied the request')
+#: words with which a policy says an owner is absent or unknown (next to "ownerReference")
+_ABSENT = re.compile(r"not found|not exist|n't exist|must exist|unknown|\buid\b")
 
 #: the name the apiserver would complete: generateName + 5 random characters (this suffix)
 PROBE_SUFFIX = "dryrn"
@@ -244,16 +246,19 @@ def jobset_for(wl: Workload) -> dict[str, Any] | None:
 def probe_only(text: str, status: int, kind: str, body: dict[str, Any]) -> str | None:
     """Why a rejection concerns only the probe object, not what the controllers will create
     (None when it concerns the job). The probe differs from the real object only in its owners,
-    which do not exist yet, their placeholder uids, and its name."""
+    which do not exist yet, their placeholder uids, and its name. So: `blockOwnerDeletion`, a
+    placeholder uid, `<Kind> "<owner>" not found`, an ownerReference said to be absent or
+    unknown, or a 409 for the Pod's name. A policy that wants an ownerReference the probe has
+    not ("pods need a controller ownerReference") is about the job: it stays a rejection."""
     meta = body.get("metadata") or {}
     owners = [o for o in meta.get("ownerReferences") or [] if isinstance(o, dict)]
     lowered = text.lower()
     for o in owners:
         named = f'{o.get("kind")} "{o.get("name")}"'
         if (
-            "ownerreference" in lowered
-            or "blockownerdeletion" in lowered
+            "blockownerdeletion" in lowered
             or str(o.get("uid")) in text
+            or ("ownerreference" in lowered and _ABSENT.search(lowered))
             or re.search(rf'\b{re.escape(str(o.get("kind")))}s?(\.[\w.-]+)?\s+"{re.escape(str(o.get("name")))}"\s+not found', text, re.I)
         ):
             return f"its ownerReference to {named}, which exists only once the job runs"

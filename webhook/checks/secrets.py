@@ -152,15 +152,14 @@ def _missing_pull_secret(use: _Use, ns: str, private: list[str]) -> tuple[Status
     head = f'Secret "{use.name}" not found in namespace "{ns}" (referenced by {_by(use.required)})'
     if not found:
         return Status.WARN, (
-            f"{head}; the kubelet pulls the images without it, which works only for public images. Fix: {_pull_fix(use, ns)}"
+            f"{head}; the kubelet pulls without it, which works only for public images. Fix: {_pull_fix(use, ns)}"
         )
     image, entry = found[0]
     more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
     registry = parse_image(image).registry
     server = "https://index.docker.io/v1/" if registry == "docker.io" else registry
     return Status.FAIL, (
-        f'{head}, so image "{image}"{more} of private registry "{entry}" (privateRegistries) cannot be pulled. '
-        f"Fix: {_pull_fix(use, ns, server)}"
+        f'{head}; private registry "{entry}" needs it for image "{image}"{more}. Fix: {_pull_fix(use, ns, server)}'
     )
 
 
