@@ -203,12 +203,9 @@ class Secrets(Check):
         if not to_read:
             if not not_read:
                 return CheckResult(self.name, Status.PASS, f"Only optional Secret references ({', '.join(sorted(uses))})")
-            return CheckResult(
-                self.name,
-                Status.PASS,
-                f"No referenced Secret is read by the kubelet: {'; '.join(not_read)}",
-                details=not_read,
-            )
+            optional = sorted(n for n, u in uses.items() if all(r.optional for r, _ in u.refs))
+            parts = not_read + ([f"optional: {', '.join(optional)}"] if optional else [])
+            return CheckResult(self.name, Status.PASS, f"No referenced Secret is required: {'; '.join(parts)}", details=not_read)
 
         view = ctx.view
         tasks = {asyncio.ensure_future(view.secret_keys(ns, u.name, ctx.deadline)): u for u in to_read}
