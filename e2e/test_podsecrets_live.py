@@ -239,7 +239,7 @@ async def test_no_bare_pods_policy_does_not_deny_good_jobs(cluster: ControlPlane
     ev = await _evaluate(aiperf, view)
     r = _result(ev, "Dry Run")
     assert (r.status, r.message) == (
-        Status.PASS, 'The apiserver accepts (dryRun=All) JobSet "llama-bench" and a pod of each group (controller, workers)'
+        Status.PASS, 'The apiserver accepts (dryRun=All) JobSet "aiperf-llama-bench" and a pod of each group (controller, workers)'
     )
     assert "Dry Run" not in ev.decision.denied_checks
     assert cluster.kubectl("get", "pods,jobsets", "-n", ns, "-o", "name").stdout.strip() == ""  # nothing written
@@ -254,7 +254,8 @@ async def test_a_policy_refusing_the_absent_owner_only_warns(cluster: ControlPla
     assert r.status is Status.WARN
     assert r.details == [
         f"Cannot verify the Pod for {group}: the rejection concerns only the dry-run probe (its ownerReference to "
-        f'Job "llama-ft-{group}-0", which exists only once the job runs): ValidatingAdmissionPolicy \'ps-owner-exists\' '
+        f'Job "llama-ft-{group}-0", which exists only once the job runs): pods "llama-ft-{group}-0-0-dryrn" is forbidden: '
+        f"ValidatingAdmissionPolicy 'ps-owner-exists' "
         f"with binding 'ps-owner-exists' denied request: Job \"llama-ft-{group}-0\" not found"
         for group in ("model-initializer", "node")
     ]
