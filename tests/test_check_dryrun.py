@@ -231,6 +231,21 @@ async def test_rejections_of_the_probe_itself_only_warn() -> None:
     ]
 
 
+async def test_owner_references_permission_enforcement_is_about_the_probe() -> None:
+    """The OwnerReferencesPermissionEnforcement plugin judges the webhook's RBAC, not the job."""
+    text = (
+        'pods "llama-ft-node-0-0-dryrn" is forbidden: cannot set blockOwnerDeletion if an ownerReference refers to a '
+        "resource you can't set finalizers on: , <nil>"
+    )
+    view = FakeView(dry_run_errors={("Pod", "llama-ft-node-0-0-dryrn"): ApiError(403, text, "Forbidden")})
+    r = await run_check(DryRun(), _wl(), view)
+    assert (r.status, r.message) == (
+        Status.WARN,
+        "Cannot verify the Pod for node: the rejection concerns only the dry-run probe (its ownerReference to "
+        f'Job "llama-ft-node-0", which exists only once the job runs): {text}',
+    )
+
+
 async def test_a_policy_on_owner_references_themselves_still_denies() -> None:
     text = "ValidatingAdmissionPolicy 'owned-by-replicaset' with binding 'b' denied request: pods need a ReplicaSet ownerReference"
     view = FakeView(dry_run_errors={("Pod", "llama-ft-node-0-0-dryrn"): ApiError(422, text)})
