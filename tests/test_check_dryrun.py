@@ -130,12 +130,20 @@ def test_pod_for_long_names_are_cut_as_the_job_controller_cuts_them() -> None:
     assert p["metadata"]["name"] == "x" * 50 + "-node-0-dryrn"  # 63, the longest generated name
 
 
-def test_jobset_for_a_trainjob_is_owned_by_it() -> None:
+def test_jobset_for_is_owned_by_the_job() -> None:
     body = jobset_for(_wl())
     assert body is not None
     assert body["metadata"]["ownerReferences"] == [
         {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "llama-ft",
          "uid": placeholder_uid("TrainJob", "team-a", "llama-ft"), "controller": True}
+    ]
+    js = {"metadata": {"name": "aiperf-bench"}, "spec": {"replicatedJobs": []}}
+    aiperf = workload([], kind="AIPerfJob", name="bench", derived={"jobSet": js})
+    aiperf.api_version = "aiperf.nvidia.com/v1alpha1"
+    body = jobset_for(aiperf)
+    assert body is not None and body["metadata"]["ownerReferences"] == [
+        {"apiVersion": "aiperf.nvidia.com/v1alpha1", "kind": "AIPerfJob", "name": "bench",
+         "uid": placeholder_uid("AIPerfJob", "team-a", "bench"), "controller": True}
     ]
 
 

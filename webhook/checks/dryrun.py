@@ -222,10 +222,11 @@ def pod_for(wl: Workload, group: PodGroup) -> dict[str, Any]:
 
 
 def jobset_for(wl: Workload) -> dict[str, Any] | None:
-    """The derived JobSet; for a TrainJob owned by it, as Trainer's jobset plugin builds it
-    (kubeflow/trainer v2.3.0 pkg/runtime/framework/plugins/jobset/jobset.go: a controller
-    ownerReference to the TrainJob, whose uid is a placeholder; blockOwnerDeletion left out
-    as for the pod)."""
+    """The derived JobSet, owned by the job as its controller creates it: a controller
+    ownerReference to the TrainJob (kubeflow/trainer v2.3.0
+    pkg/runtime/framework/plugins/jobset/jobset.go) or the AIPerfJob (AIPerf 0.13.0
+    aiperf/operator/handlers/create.py, OwnerReference.for_aiperf_job), whose uid is a
+    placeholder; blockOwnerDeletion left out as for the pod."""
     js = wl.derived.get("jobSet")
     if not js:
         return None
@@ -235,7 +236,7 @@ def jobset_for(wl: Workload) -> dict[str, Any] | None:
     body.setdefault("metadata", {})["namespace"] = wl.namespace
     body["metadata"].pop("resourceVersion", None)
     body["metadata"].pop("uid", None)
-    if wl.kind == "TrainJob" and not body["metadata"].get("ownerReferences"):
+    if not body["metadata"].get("ownerReferences"):
         body["metadata"]["ownerReferences"] = [
             {"apiVersion": wl.api_version, "kind": wl.kind, "name": wl.name,
              "uid": placeholder_uid(wl.kind, wl.namespace, wl.name), "controller": True}
