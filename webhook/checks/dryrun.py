@@ -300,8 +300,8 @@ class DryRun(Check):
     permissions = (Permission("create", "jobsets", "jobset.x-k8s.io"), Permission("create", "pods"))
     apis = ("v1", JOBSET_API)
     summary = (
-        "The JobSet and one Pod per pod group pass the apiserver's admission with dryRun=All "
-        "(schema, Pod Security, LimitRange, quota, other webhooks and policies)."
+        "The JobSet and, per pod group, the first Pod as the Job controller creates it pass the apiserver's "
+        "admission with dryRun=All (schema, Pod Security, LimitRange, quota, other webhooks and policies)."
     )
 
     async def run(self, ctx: CheckContext) -> CheckResult | list[CheckResult]:
