@@ -166,7 +166,8 @@ def pod_for(wl: Workload, group: PodGroup) -> dict[str, Any]:
             f"{_int(coordinator.get('podIndex'), 0)}.{subdomain}"
         )
         labels[_JS + "coordinator"] = annotations[_JS + "coordinator"] = endpoint
-    job_annotations = _str_map(job_template.get("metadata", {}).get("annotations") if isinstance(job_template.get("metadata"), dict) else None)
+    job_meta = job_template.get("metadata")
+    job_annotations = _str_map(job_meta.get("annotations") if isinstance(job_meta, dict) else None)
     for source in (_str_map((js.get("metadata") or {}).get("annotations")), job_annotations):
         if _EXCLUSIVE in source:
             annotations[_EXCLUSIVE] = source[_EXCLUSIVE]
@@ -184,7 +185,8 @@ def pod_for(wl: Workload, group: PodGroup) -> dict[str, Any]:
     if network.get("enableDNSHostnames", True) is not False:  # the JobSet webhook defaults it to true
         spec["subdomain"] = subdomain
     if _EXCLUSIVE in annotations and _NODE_SELECTOR_STRATEGY in annotations:
-        spec["nodeSelector"] = {**_str_map(spec.get("nodeSelector")), "alpha.jobset.sigs.k8s.io/namespaced-job": f"{wl.namespace}_{job_name}"}
+        namespaced_job = {"alpha.jobset.sigs.k8s.io/namespaced-job": f"{wl.namespace}_{job_name}"}
+        spec["nodeSelector"] = {**_str_map(spec.get("nodeSelector")), **namespaced_job}
         spec["tolerations"] = list(spec.get("tolerations") or []) + [
             {"key": "alpha.jobset.sigs.k8s.io/no-schedule", "operator": "Exists", "effect": "NoSchedule"}
         ]
@@ -199,12 +201,13 @@ def pod_for(wl: Workload, group: PodGroup) -> dict[str, Any]:
         if job_spec.get("backoffLimitPerIndex") is not None:
             annotations["batch.kubernetes.io/job-index-failure-count"] = "0"
         spec["hostname"] = f"{job_name}-0"
+        field_ref = {"fieldPath": f"metadata.labels['{COMPLETION_INDEX}']"}  # PodIndexLabel on
+        index_env = {"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": field_ref}}
         for kind in ("initContainers", "containers"):
             for c in spec.get(kind) or []:
-                if isinstance(c, dict) and not any(isinstance(e, dict) and e.get("name") == "JOB_COMPLETION_INDEX" for e in c.get("env") or []):
-                    c["env"] = list(c.get("env") or []) + [
-                        {"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{COMPLETION_INDEX}']"}}}
-                    ]
+                env = (c.get("env") or []) if isinstance(c, dict) else None
+                if env is not None and not any(isinstance(e, dict) and e.get("name") == index_env["name"] for e in env):
+                    c["env"] = list(env) + [copy.deepcopy(index_env)]
     generate_name = _generate_name(job_name, indexed)
     finalizers = [f for f in meta.get("finalizers") or [] if isinstance(f, str)]
     if JOB_TRACKING_FINALIZER not in finalizers:
@@ -255,12 +258,13 @@ def probe_only(text: str, status: int, kind: str, body: dict[str, Any]) -> str |
     owners = [o for o in meta.get("ownerReferences") or [] if isinstance(o, dict)]
     lowered = text.lower()
     for o in owners:
-        named = f'{o.get("kind")} "{o.get("name")}"'
+        kind_of, name_of = str(o.get("kind")), str(o.get("name"))
+        named = f'{kind_of} "{name_of}"'
         if (
             "blockownerdeletion" in lowered
             or str(o.get("uid")) in text
             or ("ownerreference" in lowered and _ABSENT.search(lowered))
-            or re.search(rf'\b{re.escape(str(o.get("kind")))}s?(\.[\w.-]+)?\s+"{re.escape(str(o.get("name")))}"\s+not found', text, re.I)
+            or re.search(rf'\b{re.escape(kind_of)}s?(\.[\w.-]+)?\s+"{re.escape(name_of)}"\s+not found', text, re.I)
         ):
             return f"its ownerReference to {named}, which exists only once the job runs"
     if kind == "Pod" and status == 409:

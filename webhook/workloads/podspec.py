@@ -357,9 +357,8 @@ def secret_refs(pod_spec: dict[str, Any]) -> list[SecretRef]:
             held = src.get(field_name)
             name = held if field_name == "secretName" else _name(held)
             if isinstance(name, str) and name:
-                refs.append(
-                    SecretRef(name, None, False, f"volumes[{vname}].{source}.{field_name}", unused or _plugin_unused(source, src, vname))
-                )
+                why = unused or _plugin_unused(source, src, vname)
+                refs.append(SecretRef(name, None, False, f"volumes[{vname}].{source}.{field_name}", why))
     for kind, c in all_containers(pod_spec):
         cname = c.get("name", "?")
         for env in c.get("env") or []:
@@ -445,7 +444,11 @@ def describe_path(path: str) -> str:
         return f"envFrom of {kind} {m.group(2)}"
     if path.startswith("imagePullSecrets"):
         return "imagePullSecrets"
-    m = re.fullmatch(r"volumes\[(.+?)\]\.[A-Za-z]+(?:\.sources\[\d+\]\.(?:secret|configMap))?(?:\.(?:secretName|secretRef|nodePublishSecretRef))?(?:\.items\[\d+\])?", path)
+    m = re.fullmatch(
+        r"volumes\[(.+?)\]\.[A-Za-z]+(?:\.sources\[\d+\]\.(?:secret|configMap))?"
+        r"(?:\.(?:secretName|secretRef|nodePublishSecretRef))?(?:\.items\[\d+\])?",
+        path,
+    )
     if m:
         return f"volume {m.group(1)}"
     return path
