@@ -68,7 +68,8 @@ def sample_webhook(samples_cluster: ControlPlane, webhook_setup: None) -> Iterat
     with RunningWebhook(
         samples_cluster,
         vwc_name="preflight-webhook-samples",
-        config={"mode": "enforce", "secretTtlSeconds": 0},
+        # nvcr.io declared private: the missing pull Secret of aiperfjob-broken denies (else it only warns)
+        config={"mode": "enforce", "secretTtlSeconds": 0, "privateRegistries": ["nvcr.io"]},
         namespace_selector={"matchLabels": SAMPLES_LABEL},
         probe_namespace="demo-bench",
     ) as hook:

@@ -113,7 +113,7 @@ def up() -> int:
         hook = RunningWebhook(
             cp,
             vwc_name="preflight-webhook-demo",
-            config={"mode": "enforce"},
+            config={"mode": "enforce", "privateRegistries": ["nvcr.io"]},  # aiperfjob-broken's pull Secret is needed
             namespace_selector={"matchLabels": {"preflight-webhook/samples": "true"}},
             probe_namespace="demo-bench",
             workdir=WEBHOOK_DIR,

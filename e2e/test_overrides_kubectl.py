@@ -39,7 +39,7 @@ SCOPE_LABEL = {"preflight-webhook/overrides": "true"}
 WARN_NS, ENFORCED_NS, AUDIT_NS = "e2e-ovr-team-a", "e2e-ovr-team-b", "e2e-ovr-team-c"
 SKIP_NS, QUOTA_NS = "e2e-ovr-skip", "e2e-ovr-quota"
 
-CONFIG: dict[str, Any] = {"mode": "enforce", "secretTtlSeconds": 0, "skippableChecks": ["Secrets"]}
+CONFIG: dict[str, Any] = {"mode": "enforce", "secretTtlSeconds": 0, "skippableChecks": ["Secrets"], "privateRegistries": ["nvcr.io"]}
 
 #: the one quota of QUOTA_NS: 1 CPU, while the TrainJob's 2 nodes request 1 CPU each
 QUOTA: dict[str, Any] = {
@@ -52,8 +52,9 @@ QUOTA: dict[str, Any] = {
 
 def secrets_message(ns: str) -> str:
     return (
-        f'Secret "ngc" not found in namespace "{ns}" (referenced by imagePullSecrets of the controller, workers pods). '
-        f"Fix: kubectl create secret docker-registry ngc -n {ns} --docker-server=<registry> "
+        f'Secret "ngc" not found in namespace "{ns}" (referenced by imagePullSecrets of the controller, workers pods); '
+        'private registry "nvcr.io" needs it for image "nvcr.io/nvidia/aiperf:0.13.0". '
+        f"Fix: kubectl create secret docker-registry ngc -n {ns} --docker-server=nvcr.io "
         "--docker-username=<user> --docker-password=…"
     )
 
@@ -188,7 +189,7 @@ def test_namespace_label_warn_lets_one_team_through_while_the_rest_enforce(hook:
         f"mode warn for namespace {WARN_NS} (label {MODE_LABEL})",
         # a finding longer than one warning (256 characters) goes on, word for word, in the next
         '[Secrets] Secret "ngc" not found in namespace "e2e-ovr-team-a" (referenced by imagePullSecrets of the controller, '
-        "workers pods). Fix: kubectl create secret docker-registry ngc -n e2e-ovr-team-a --docker-server=<registry> "
+        "workers pods). Fix: kubectl create secret docker-registry ngc -n e2e-ovr-team-a --docker-server=nvcr.io "
         "--docker-username=<user>",
         "[Secrets] … --docker-password=…",
     ]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from webhook.checks.dryrun import DryRun, fix_for, pod_for
+import hashlib
+
+from webhook.checks.dryrun import DryRun, fix_for, jobset_for, placeholder_uid, pod_for
 from webhook.cluster.view import ApiError
 from webhook.results import Status
 from webhook.workloads.base import PodGroup
@@ -25,20 +27,124 @@ def _wl() -> object:
     return workload(groups, derived={"jobSet": js})
 
 
-def test_pod_for_builds_a_representative_pod() -> None:
+JOB_UID = placeholder_uid("Job", "team-a", "llama-ft-node-0")
+JS_KEYS = {
+    "jobset.sigs.k8s.io/jobset-name": "llama-ft",
+    "jobset.sigs.k8s.io/jobset-uid": placeholder_uid("JobSet", "team-a", "llama-ft"),
+    "jobset.sigs.k8s.io/replicatedjob-name": "node",
+    "jobset.sigs.k8s.io/restart-attempt": "0",
+    "jobset.sigs.k8s.io/replicatedjob-replicas": "1",
+    "jobset.sigs.k8s.io/global-replicas": "1",
+    "jobset.sigs.k8s.io/job-index": "0",
+    "jobset.sigs.k8s.io/job-key": hashlib.sha1(b"team-a/llama-ft-node-0").hexdigest(),
+    "jobset.sigs.k8s.io/job-global-index": "0",
+    "jobset.sigs.k8s.io/group-name": "default",
+    "jobset.sigs.k8s.io/group-replicas": "1",
+    "jobset.sigs.k8s.io/job-group-index": "0",
+}
+
+
+def test_pod_for_builds_the_pod_the_job_controller_creates() -> None:
+    """JobSet constructJob + labelAndAnnotateObject, Job generateSelector, Job controller manageJob (index 0)."""
     wl = _wl()
     p = pod_for(wl, wl.pod_groups[1])
+    index_env = {"name": "JOB_COMPLETION_INDEX",
+                 "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['batch.kubernetes.io/job-completion-index']"}}}
     assert p == {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
             "name": "llama-ft-node-0-0-dryrn",
+            "generateName": "llama-ft-node-0-0-",
             "namespace": "team-a",
-            "labels": {"app": "train", "jobset.sigs.k8s.io/jobset-name": "llama-ft", "jobset.sigs.k8s.io/replicatedjob-name": "node"},
-            "annotations": {"a": "b"},
+            "labels": {
+                "app": "train",
+                **JS_KEYS,
+                "job-name": "llama-ft-node-0",
+                "batch.kubernetes.io/job-name": "llama-ft-node-0",
+                "controller-uid": JOB_UID,
+                "batch.kubernetes.io/controller-uid": JOB_UID,
+                "batch.kubernetes.io/job-completion-index": "0",
+            },
+            "annotations": {"a": "b", **JS_KEYS, "batch.kubernetes.io/job-completion-index": "0"},
+            "finalizers": ["batch.kubernetes.io/job-tracking"],
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "llama-ft-node-0", "uid": JOB_UID, "controller": True}],
         },
-        "spec": wl.pod_groups[1].pod_spec,
+        "spec": {
+            "containers": [{"name": "node", "image": "ghcr.io/acme/x:1", "env": [index_env]}],
+            "subdomain": "llama-ft",
+            "hostname": "llama-ft-node-0-0",
+            "restartPolicy": "OnFailure",
+        },
     }
+    assert "env" not in wl.pod_groups[1].pod_spec["containers"][0]  # the group's spec is not touched
+
+
+def test_pod_for_follows_the_jobset_spec() -> None:
+    js = {
+        "metadata": {"name": "big", "annotations": {"alpha.jobset.sigs.k8s.io/exclusive-topology": "rack",
+                                                      "alpha.jobset.sigs.k8s.io/node-selector": "true"}},
+        "spec": {
+            "network": {"enableDNSHostnames": True, "subdomain": "net"},
+            "coordinator": {"replicatedJob": "driver", "jobIndex": 0, "podIndex": 0},
+            "replicatedJobs": [
+                {"name": "driver", "replicas": 1, "groupName": "a"},
+                {"name": "workers", "replicas": 3, "groupName": "b",
+                 "template": {"spec": {"completionMode": "NonIndexed", "manualSelector": True}}},
+                {"name": "eval", "replicas": 2, "groupName": "b", "template": {"spec": {"backoffLimitPerIndex": 1}}},
+            ],
+        },
+    }
+    spec = pod(container("w", env=[{"name": "JOB_COMPLETION_INDEX", "value": "7"}]), restartPolicy="Never")
+    groups = [PodGroup("workers", 3, spec), PodGroup("eval", 2, pod(container("e")))]
+    wl = workload(groups, derived={"jobSet": js})
+    w = pod_for(wl, groups[0])
+    assert w["metadata"]["generateName"] == "big-workers-0-"  # NonIndexed: getPodsPrefix
+    assert "batch.kubernetes.io/job-completion-index" not in w["metadata"]["labels"]
+    assert "hostname" not in w["spec"] and w["spec"]["subdomain"] == "net"
+    assert "job-name" not in w["metadata"]["labels"]  # manualSelector: no generated selector labels
+    assert w["spec"]["restartPolicy"] == "Never"
+    assert w["metadata"]["labels"]["jobset.sigs.k8s.io/coordinator"] == "big-driver-0-0.net"
+    assert w["spec"]["nodeSelector"] == {"alpha.jobset.sigs.k8s.io/namespaced-job": "team-a_big-workers-0"}
+    assert w["spec"]["tolerations"] == [{"key": "alpha.jobset.sigs.k8s.io/no-schedule", "operator": "Exists", "effect": "NoSchedule"}]
+    e = pod_for(wl, groups[1])
+    labels = e["metadata"]["labels"]
+    assert (labels["jobset.sigs.k8s.io/global-replicas"], labels["jobset.sigs.k8s.io/job-global-index"]) == ("6", "4")
+    assert (labels["jobset.sigs.k8s.io/group-replicas"], labels["jobset.sigs.k8s.io/job-group-index"]) == ("5", "3")
+    assert e["metadata"]["annotations"]["batch.kubernetes.io/job-index-failure-count"] == "0"
+    assert e["spec"]["hostname"] == "big-eval-0-0"
+    assert e["metadata"]["annotations"]["alpha.jobset.sigs.k8s.io/exclusive-topology"] == "rack"
+    # the user's own JOB_COMPLETION_INDEX is kept, as addCompletionIndexEnvVariable does
+    assert pod_for(wl, PodGroup("workers", 1, spec))["spec"]["containers"][0]["env"] == [{"name": "JOB_COMPLETION_INDEX", "value": "7"}]
+    # no DNS hostnames: no subdomain
+    js["spec"]["network"] = {"enableDNSHostnames": False}
+    assert "subdomain" not in pod_for(wl, groups[1])["spec"]
+
+
+def test_pod_for_long_names_are_cut_as_the_job_controller_cuts_them() -> None:
+    name = "x" * 50
+    wl = workload([PodGroup("node", 1, pod(container("c")))], name=name)
+    p = pod_for(wl, wl.pod_groups[0])
+    # Job "<50 x>-node-0" + "-0-" is 60 characters: cut to 58 keeping the index (podGenerateNameWithIndex)
+    assert p["metadata"]["generateName"] == "x" * 50 + "-node" + "-0-"
+    assert p["metadata"]["name"] == "x" * 50 + "-node-0-dryrn"  # 63, the longest generated name
+
+
+def test_jobset_for_is_owned_by_the_job() -> None:
+    body = jobset_for(_wl())
+    assert body is not None
+    assert body["metadata"]["ownerReferences"] == [
+        {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "llama-ft",
+         "uid": placeholder_uid("TrainJob", "team-a", "llama-ft"), "controller": True}
+    ]
+    js = {"metadata": {"name": "aiperf-bench"}, "spec": {"replicatedJobs": []}}
+    aiperf = workload([], kind="AIPerfJob", name="bench", derived={"jobSet": js})
+    aiperf.api_version = "aiperf.nvidia.com/v1alpha1"
+    body = jobset_for(aiperf)
+    assert body is not None and body["metadata"]["ownerReferences"] == [
+        {"apiVersion": "aiperf.nvidia.com/v1alpha1", "kind": "AIPerfJob", "name": "bench",
+         "uid": placeholder_uid("AIPerfJob", "team-a", "bench"), "controller": True}
+    ]
 
 
 async def test_all_accepted() -> None:
@@ -101,6 +207,70 @@ async def test_existing_jobset_is_not_a_rejection() -> None:
     assert r.status is Status.PASS
     assert r.message == (
         'The apiserver accepts (dryRun=All) JobSet "llama-ft" (already exists) and a pod of each group (model-initializer, node)'
+    )
+
+
+async def test_rejections_of_the_probe_itself_only_warn() -> None:
+    """The owner Job does not exist yet and its uid is a placeholder: a policy refusing that is not refusing the job."""
+    owner = 'admission webhook "owners.example.com" denied the request: ownerReference Job "llama-ft-node-0" must exist'
+    absent = 'jobs.batch "llama-ft-model-initializer-0" not found'
+    view = FakeView(dry_run_errors={("Pod", "llama-ft-node-0-0-dryrn"): ApiError(400, owner),
+                                    ("Pod", "llama-ft-model-initializer-0-0-dryrn"): ApiError(404, absent, "NotFound")})
+    r = await run_check(DryRun(), _wl(), view)
+    assert (r.status, r.message) == (
+        Status.WARN,
+        "Cannot verify the Pod for model-initializer: the rejection concerns only the dry-run probe (its ownerReference to "
+        'Job "llama-ft-model-initializer-0", which exists only once the job runs): jobs.batch "llama-ft-model-initializer-0" not found; '
+        "Cannot verify the Pod for node: the rejection concerns only the dry-run probe (its ownerReference to "
+        f'Job "llama-ft-node-0", which exists only once the job runs): {owner}',
+    )
+    uid = placeholder_uid("TrainJob", "team-a", "llama-ft")
+    view = FakeView(dry_run_errors={("JobSet", "llama-ft"): ApiError(403, f"owner uid {uid} is unknown"),
+                                    ("Pod", "*"): ApiError(409, 'pods "llama-ft-node-0-0-dryrn" already exists', "AlreadyExists")})
+    r = await run_check(DryRun(), _wl(), view)
+    assert r.status is Status.WARN
+    assert r.details == [
+        'Cannot verify the JobSet "llama-ft": the rejection concerns only the dry-run probe (its ownerReference to TrainJob '
+        f'"llama-ft", which exists only once the job runs): owner uid {uid} is unknown',
+        "Cannot verify the Pod for model-initializer: the rejection concerns only the dry-run probe "
+        '(its name "llama-ft-model-initializer-0-0-dryrn" is taken): pods "llama-ft-node-0-0-dryrn" already exists',
+        "Cannot verify the Pod for node: the rejection concerns only the dry-run probe "
+        '(its name "llama-ft-node-0-0-dryrn" is taken): pods "llama-ft-node-0-0-dryrn" already exists',
+    ]
+
+
+async def test_owner_references_permission_enforcement_is_about_the_probe() -> None:
+    """The OwnerReferencesPermissionEnforcement plugin judges the webhook's RBAC, not the job."""
+    text = (
+        'pods "llama-ft-node-0-0-dryrn" is forbidden: cannot set blockOwnerDeletion if an ownerReference refers to a '
+        "resource you can't set finalizers on: , <nil>"
+    )
+    view = FakeView(dry_run_errors={("Pod", "llama-ft-node-0-0-dryrn"): ApiError(403, text, "Forbidden")})
+    r = await run_check(DryRun(), _wl(), view)
+    assert (r.status, r.message) == (
+        Status.WARN,
+        "Cannot verify the Pod for node: the rejection concerns only the dry-run probe (its ownerReference to "
+        f'Job "llama-ft-node-0", which exists only once the job runs): {text}',
+    )
+
+
+async def test_a_policy_on_owner_references_themselves_still_denies() -> None:
+    text = "ValidatingAdmissionPolicy 'owned-by-replicaset' with binding 'b' denied request: pods need a ReplicaSet ownerReference"
+    view = FakeView(dry_run_errors={("Pod", "llama-ft-node-0-0-dryrn"): ApiError(422, text)})
+    r = await run_check(DryRun(), _wl(), view)
+    assert (r.status, r.message) == (
+        Status.FAIL,
+        f"Pod for node rejected by the apiserver: {text}. Fix: satisfy the ValidatingAdmissionPolicy named in the message.",
+    )
+
+
+async def test_a_missing_object_the_job_needs_still_denies() -> None:
+    """`not found` about anything but the probe's owners is the job's problem."""
+    text = 'pods "llama-ft-node-0-0-dryrn" is forbidden: error looking up service account team-a/trainer: serviceaccount "trainer" not found'
+    view = FakeView(dry_run_errors={("Pod", "llama-ft-node-0-0-dryrn"): ApiError(403, text)})
+    r = await run_check(DryRun(), _wl(), view)
+    assert (r.status, r.message) == (
+        Status.FAIL, f"Pod for node rejected by the apiserver: {text}. Fix: create the ServiceAccount (see Service Account)."
     )
 
 

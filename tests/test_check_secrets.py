@@ -1,11 +1,13 @@
-"""Secrets: every reference kind, optional honoured, missing Secret/key, 403 and transient
-as "cannot verify" without hiding other findings, managed secrets skipped, exact wording."""
+"""Secrets: every reference kind, optional honoured, unmounted volumes never read, a missing
+pull Secret warns unless the image is on a private registry, missing Secret/key, 403 and
+transient as "cannot verify" without hiding other findings, managed secrets skipped, exact wording."""
 
 from __future__ import annotations
 
 import asyncio
 
-from webhook.checks.secrets import Secrets
+from webhook.checks.secrets import Secrets, private_registry
+from webhook.config import Settings
 from webhook.cluster.view import ApiError
 from webhook.deadline import Deadline
 from webhook.results import Status
@@ -52,15 +54,64 @@ async def test_missing_secret_names_every_reference_and_the_fix() -> None:
     )
 
 
-async def test_missing_pull_secret_uses_docker_registry_fix() -> None:
+async def test_missing_pull_secret_warns_by_default() -> None:
+    """The kubelet records FailedToRetrieveImagePullSecret and pulls anonymously: public images still start."""
     view = FakeView(secrets={("team-a", "hf-token"): {"token"}})
     r = await run_check(Secrets(), _trainjob(), view)
-    assert r.status is Status.FAIL
+    assert r.status is Status.WARN
     assert r.message == (
-        'Secret "ghcr-pull" not found in namespace "team-a" (referenced by imagePullSecrets of the node pods). '
+        'Secret "ghcr-pull" not found in namespace "team-a" (referenced by imagePullSecrets of the node pods); '
+        "the kubelet pulls without it, which works only for public images. "
         "Fix: kubectl create secret docker-registry ghcr-pull -n team-a --docker-server=<registry> "
         "--docker-username=<user> --docker-password=…"
     )
+
+
+async def test_missing_pull_secret_denies_for_a_private_registry() -> None:
+    view = FakeView(secrets={("team-a", "hf-token"): {"token"}})
+    settings = Settings(privateRegistries=["ghcr.io/acme"])
+    r = await run_check(Secrets(), _trainjob(), view, settings)
+    assert r.status is Status.FAIL
+    assert r.message == (
+        'Secret "ghcr-pull" not found in namespace "team-a" (referenced by imagePullSecrets of the node pods); '
+        'private registry "ghcr.io/acme" needs it for image "ghcr.io/acme/x:1". '
+        "Fix: kubectl create secret docker-registry ghcr-pull -n team-a --docker-server=ghcr.io "
+        "--docker-username=<user> --docker-password=…"
+    )
+    # another registry declared private: this image may be public, so it only warns
+    r = await run_check(Secrets(), _trainjob(), view, Settings(privateRegistries=["nvcr.io"]))
+    assert r.status is Status.WARN
+
+
+async def test_a_pull_secret_also_used_by_env_still_denies() -> None:
+    spec = pod(container("c", env=[_env("T", "both", "token")]), imagePullSecrets=[{"name": "both"}])
+    r = await run_check(Secrets(), workload([PodGroup("node", 1, spec)]), FakeView())
+    assert r.status is Status.FAIL
+    assert r.message.startswith(
+        'Secret "both" not found in namespace "team-a" (referenced by imagePullSecrets of the node pods, env T of container c). '
+    )
+
+
+def test_private_registry_matching() -> None:
+    private = ["nvcr.io", "ghcr.io/acme", "docker.io/corp", "registry.local:5000"]
+    assert private_registry("nvcr.io/nvidia/aiperf:0.13.0", private) == "nvcr.io"
+    assert private_registry("ghcr.io/acme/x:1", private) == "ghcr.io/acme"
+    assert private_registry("ghcr.io/acmeco/x:1", private) is None  # a path prefix ends at a /
+    assert private_registry("corp/trainer:2", private) == "docker.io/corp"  # Docker Hub names are normalised
+    assert private_registry("python:3.12", private) is None
+    assert private_registry("registry.local:5000/x", private) == "registry.local:5000"
+    assert private_registry("Not An Image", private) is None
+    assert private_registry("nvcr.io/x", []) is None
+
+
+def test_private_registries_setting_is_validated() -> None:
+    assert Settings(privateRegistries=[" NVCR.io/ ", "ghcr.io/acme"]).private_registries == ["nvcr.io", "ghcr.io/acme"]
+    assert Settings().private_registries == []
+    import pytest
+
+    for bad in ("https://nvcr.io", "", "a b"):
+        with pytest.raises(ValueError, match="is not a registry host"):
+            Settings(privateRegistries=[bad])
 
 
 async def test_missing_key() -> None:
@@ -116,6 +167,7 @@ async def test_optional_references_are_honoured() -> None:
             {"name": "v2", "projected": {"sources": [{"secret": {"name": "proj", "items": [{"key": "ca.crt", "path": "ca"}]}}]}},
         ],
     )
+    spec["containers"][0]["volumeMounts"] = [{"name": "v1", "mountPath": "/a"}, {"name": "v2", "mountPath": "/b"}]
     wl = workload([PodGroup("workers", 2, spec)])
     view = FakeView(secrets={("team-a", "proj"): {"tls.crt"}})
     r = await run_check(Secrets(), wl, view)
@@ -172,5 +224,50 @@ async def test_same_field_in_several_groups_is_named_once() -> None:
     wl = workload([PodGroup("controller", 1, spec), PodGroup("workers", 2, dict(spec))], kind="AIPerfJob", namespace="bench")
     r = await run_check(Secrets(), wl, FakeView())
     assert r.message.startswith(
-        'Secret "ngc" not found in namespace "bench" (referenced by imagePullSecrets of the controller, workers pods). '
+        'Secret "ngc" not found in namespace "bench" (referenced by imagePullSecrets of the controller, workers pods); '
+    )
+
+
+async def test_volumes_no_container_mounts_are_never_read() -> None:
+    """The kubelet sets up only mounted volumes (GetPodVolumeNames): an unmounted Secret volume never blocks."""
+    spec = pod(
+        container("c", volumeMounts=[{"name": "creds", "mountPath": "/creds"}]),
+        volumes=[
+            {"name": "creds", "csi": {"driver": "secrets-store.csi.k8s.io", "nodePublishSecretRef": {"name": "vault-creds"}}},
+            {"name": "spare", "secret": {"secretName": "spare-tls"}},
+            {"name": "idle", "csi": {"driver": "d", "nodePublishSecretRef": {"name": "idle-creds"}}},
+        ],
+    )
+    wl = workload([PodGroup("node", 2, spec)])
+    view = FakeView()
+    r = await run_check(Secrets(), wl, view)
+    assert view.secret_reads == [("team-a", "vault-creds")]
+    assert (r.status, r.message) == (
+        Status.FAIL,
+        'Secret "vault-creds" not found in namespace "team-a" (referenced by volume creds of the node pods). '
+        "Fix: kubectl create secret generic vault-creds -n team-a --from-literal=<key>=…",
+    )
+    view = FakeView(secrets={("team-a", "vault-creds"): {"token"}})
+    r = await run_check(Secrets(), wl, view)
+    assert (r.status, r.message) == (Status.PASS, "1 Secret exists with the keys used: vault-creds")
+    assert r.details == [
+        'Secret "idle-creds" is not read: volume idle is mounted by no container',
+        'Secret "spare-tls" is not read: volume spare is mounted by no container',
+    ]
+
+
+async def test_only_unused_references_pass_without_reads() -> None:
+    spec = pod(
+        container("c", volumeMounts=[{"name": "lun", "mountPath": "/data"}]),
+        volumes=[
+            {"name": "lun", "iscsi": {"targetPortal": "10.0.0.1:3260", "iqn": "iqn.x", "lun": 0, "secretRef": {"name": "chap"}}},
+            {"name": "spare", "secret": {"secretName": "spare-tls", "optional": True}},
+        ],
+    )
+    view = FakeView()
+    r = await run_check(Secrets(), workload([PodGroup("node", 1, spec)]), view)
+    assert view.secret_reads == []
+    assert (r.status, r.message) == (
+        Status.PASS,
+        'No referenced Secret is required: Secret "chap" is not read: iscsi volume lun uses no CHAP authentication; optional: spare-tls',
     )

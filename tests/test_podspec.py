@@ -2,7 +2,7 @@
 
 from decimal import Decimal
 
-from webhook.workloads.podspec import SecretRef, config_map_refs, pod_limits, pod_requests, secret_refs, service_account
+from webhook.workloads.podspec import SecretRef, config_map_refs, mounted_volumes, pod_limits, pod_requests, secret_refs, service_account
 
 POD = {
     "imagePullSecrets": [{"name": "ngc"}, {}],
@@ -35,6 +35,7 @@ POD = {
                 {"name": "CM", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "a"}}},
             ],
             "envFrom": [{"secretRef": {"name": "bulk", "optional": True}}],
+            "volumeMounts": [{"name": "keys", "mountPath": "/keys"}, {"name": "bundle", "mountPath": "/bundle"}],
         }
     ],
 }
@@ -43,7 +44,7 @@ POD = {
 def test_secret_refs_cover_every_source_in_order():
     assert secret_refs(POD) == [
         SecretRef("ngc", None, False, "imagePullSecrets[0]"),
-        SecretRef("s3", None, True, "volumes[creds].secret"),
+        SecretRef("s3", None, True, "volumes[creds].secret", "volume creds is mounted by no container"),
         SecretRef("tls", "tls.crt", False, "volumes[keys].secret.items[0]"),
         SecretRef("tls", "tls.key", False, "volumes[keys].secret.items[1]"),
         SecretRef("proj", "k", False, "volumes[bundle].projected.sources[1].secret.items[0]"),
@@ -111,3 +112,57 @@ def test_requests_default_to_limits_and_limits_are_summed():
     pod = {"containers": [_c("gpu", None, {"nvidia.com/gpu": "8"}), _c("x", {"cpu": "1"}, {"cpu": "2"})]}
     assert pod_requests(pod) == {"nvidia.com/gpu": Decimal(8), "cpu": Decimal(1)}
     assert pod_limits(pod) == {"nvidia.com/gpu": Decimal(8), "cpu": Decimal(2)}
+
+
+# every volume plugin VisitPodSecretNames lists (k8s.io/kubernetes pkg/api/v1/pod/util.go)
+PLUGINS = {
+    "containers": [
+        {
+            "name": "c",
+            "volumeMounts": [{"name": n, "mountPath": f"/{n}"} for n in
+                             ("az", "ceph", "cin", "flex", "rbd", "sio", "iscsi-chap", "iscsi", "sos", "csi")],
+            "volumeDevices": [{"name": "blk", "devicePath": "/dev/x"}],
+        }
+    ],
+    "volumes": [
+        {"name": "az", "azureFile": {"secretName": "az-key", "shareName": "s"}},
+        {"name": "ceph", "cephfs": {"monitors": ["m"], "secretRef": {"name": "ceph-key"}}},
+        {"name": "cin", "cinder": {"volumeID": "v", "secretRef": {"name": "cinder-key"}}},
+        {"name": "flex", "flexVolume": {"driver": "d", "secretRef": {"name": "flex-key"}}},
+        {"name": "rbd", "rbd": {"monitors": ["m"], "image": "i", "secretRef": {"name": "rbd-key"}}},
+        {"name": "sio", "scaleIO": {"gateway": "g", "system": "s", "secretRef": {"name": "sio-key"}}},
+        {"name": "iscsi-chap", "iscsi": {"targetPortal": "p", "iqn": "q", "lun": 0, "chapAuthSession": True,
+                                          "secretRef": {"name": "chap"}}},
+        {"name": "iscsi", "iscsi": {"targetPortal": "p", "iqn": "q", "lun": 0, "secretRef": {"name": "no-chap"}}},
+        {"name": "sos", "storageos": {"volumeName": "v", "secretRef": {"name": "sos-key"}}},
+        {"name": "csi", "csi": {"driver": "secrets-store.csi.k8s.io", "nodePublishSecretRef": {"name": "csi-creds"}}},
+        {"name": "blk", "csi": {"driver": "d", "nodePublishSecretRef": {"name": "blk-creds"}}},
+        {"name": "idle", "csi": {"driver": "d", "nodePublishSecretRef": {"name": "idle-creds"}}},
+        {"name": "bad", "csi": {"driver": "d", "nodePublishSecretRef": "x"}, "rbd": {"secretRef": {}}},
+    ],
+}
+
+
+def test_secret_refs_cover_every_volume_plugin_visit_pod_secret_names_lists():
+    assert secret_refs(PLUGINS) == [
+        SecretRef("az-key", None, False, "volumes[az].azureFile.secretName"),
+        SecretRef("ceph-key", None, False, "volumes[ceph].cephfs.secretRef"),
+        SecretRef("cinder-key", None, False, "volumes[cin].cinder.secretRef",
+                  "cinder volume cin is served by the Cinder CSI driver, which is not given the Secret"),
+        SecretRef("flex-key", None, False, "volumes[flex].flexVolume.secretRef"),
+        SecretRef("rbd-key", None, False, "volumes[rbd].rbd.secretRef"),
+        SecretRef("sio-key", None, False, "volumes[sio].scaleIO.secretRef"),
+        SecretRef("chap", None, False, "volumes[iscsi-chap].iscsi.secretRef"),
+        SecretRef("no-chap", None, False, "volumes[iscsi].iscsi.secretRef", "iscsi volume iscsi uses no CHAP authentication"),
+        SecretRef("sos-key", None, False, "volumes[sos].storageos.secretRef"),
+        SecretRef("csi-creds", None, False, "volumes[csi].csi.nodePublishSecretRef"),
+        SecretRef("blk-creds", None, False, "volumes[blk].csi.nodePublishSecretRef"),
+        SecretRef("idle-creds", None, False, "volumes[idle].csi.nodePublishSecretRef", "volume idle is mounted by no container"),
+    ]
+    assert {r.describe() for r in secret_refs(PLUGINS)} >= {"volume csi", "volume az", "volume iscsi"}
+
+
+def test_mounted_volumes_are_mounts_and_devices_of_every_container():
+    spec = {"initContainers": [{"name": "i", "volumeMounts": [{"name": "a"}]}],
+            "containers": [{"name": "c", "volumeDevices": [{"name": "b"}], "volumeMounts": [None, {"name": 3}]}]}
+    assert mounted_volumes(spec) == {"a", "b"}

@@ -62,6 +62,10 @@ class Settings(_Model):
     drain_seconds: float = Field(10.0, ge=0, le=300, alias="drainSeconds")
     #: registries that need no imagePullSecrets
     public_registries: list[str] = Field(default_factory=lambda: list(PUBLIC_REGISTRIES), alias="publicRegistries")
+    #: registries (or registry/path prefixes) whose images cannot be pulled without credentials: a
+    #: missing imagePullSecret for such an image denies; for any other image it only warns (the
+    #: kubelet then pulls anonymously, pkg/kubelet/kubelet_pods.go getPullSecretsForPod)
+    private_registries: list[str] = Field(default_factory=list, alias="privateRegistries")
     #: namespace label whose value (enforce|warn|audit) overrides `mode` for that namespace
     namespace_mode_label: str = Field("preflight.webhook.io/mode", alias="namespaceModeLabel")
     #: object annotation listing check names to skip (comma-separated); honoured only for `skippableChecks`
@@ -86,6 +90,17 @@ class Settings(_Model):
         if isinstance(v, dict):
             return {k: ("off" if a is False else a) for k, a in v.items()}
         return v
+
+    @field_validator("private_registries")
+    @classmethod
+    def _registry_prefixes(cls, v: list[str]) -> list[str]:
+        out = []
+        for entry in v:
+            e = entry.strip().rstrip("/").lower()
+            if not e or "://" in e or any(ch.isspace() for ch in e):
+                raise ValueError(f"{entry!r} is not a registry host[:port][/path] (e.g. nvcr.io or ghcr.io/my-org)")
+            out.append(e)
+        return out
 
     @field_validator("checks")
     @classmethod

@@ -1,10 +1,22 @@
-"""Secrets: every Secret (and key) the pods need exists in the namespace.
+"""Secrets: every Secret (and key) the pods need exists in the namespace, as the kubelet needs it.
 
 A missing Secret does not fail the job; it leaves pods in CreateContainerConfigError or
-ContainerCreating forever. References come from every pod group's PodSpec (the adapter
-has already applied runtime templates and patches, and turned a TrainJob initializer's
-`secretRef` into `envFrom`), plus `Workload.extra_secret_refs`; Secrets the job's own
-controller creates (`Workload.managed_secrets`) are skipped. `optional` is honoured.
+ContainerCreating forever. References come from every pod group's PodSpec, the same ones
+k8s.io/kubernetes pkg/api/v1/pod/util.go VisitPodSecretNames lists (see
+`podspec.secret_refs`; the adapter has already applied runtime templates and patches, and
+turned a TrainJob initializer's `secretRef` into `envFrom`), plus `Workload.extra_secret_refs`;
+Secrets the job's own controller creates (`Workload.managed_secrets`) are skipped.
+
+What counts is what the kubelet does with each reference:
+- `optional: true` never stops the pod, so it is not read;
+- a volume no container mounts is never set up (pkg/kubelet/volumemanager/populator
+  desired_state_of_world_populator.go skips it), so its Secret is not read; nor the Secret of
+  an iscsi volume without CHAP or of a cinder volume (`SecretRef.unused` says why);
+- a missing imagePullSecret is only a warning event (pkg/kubelet/kubelet_pods.go
+  getPullSecretsForPod) and the image is pulled without credentials, which works for public
+  images: it warns, and denies only for an image of a registry the configuration declares
+  private (`privateRegistries`);
+- env, envFrom and every mounted volume's Secret stop the pod: deny.
 
 The reads run concurrently and stop at the deadline. A 403 or a transient error makes
 that Secret "cannot verify" (a WARN result) and never hides a missing Secret or key found
@@ -17,6 +29,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from webhook.checks.base import Check, CheckContext, Permission
+from webhook.checks.image import parse_image
 from webhook.cluster.view import ApiError
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import Workload
@@ -32,14 +45,26 @@ class _Use:
 
     name: str
     refs: list[tuple[SecretRef, str]] = field(default_factory=list)  # (ref, where it is, in prose)
+    #: images of the pods that name this Secret in imagePullSecrets (first use first)
+    pull_images: list[str] = field(default_factory=list)
 
     @property
     def required(self) -> list[tuple[SecretRef, str]]:
-        return [(r, w) for r, w in self.refs if not r.optional]
+        """References the kubelet reads and needs: not optional, not in an unused volume."""
+        return [(r, w) for r, w in self.refs if not r.optional and not r.unused]
+
+    @property
+    def blocking(self) -> list[tuple[SecretRef, str]]:
+        """Required references whose absence stops the pod (all but imagePullSecrets)."""
+        return [(r, w) for r, w in self.required if not _is_pull(r)]
 
     @property
     def pull_secret(self) -> bool:
-        return any(r.field_path.startswith("imagePullSecrets") for r, _ in self.refs)
+        return any(_is_pull(r) for r, _ in self.refs)
+
+
+def _is_pull(ref: SecretRef) -> bool:
+    return ref.field_path.startswith("imagePullSecrets")
 
 
 def _where(ref: SecretRef, group: str | None) -> str:
@@ -53,7 +78,13 @@ def collect(wl: Workload) -> dict[str, _Use]:
     uses: dict[str, _Use] = {}
     for g in wl.pod_groups:
         for ref in secret_refs(g.pod_spec):
-            uses.setdefault(ref.name, _Use(ref.name)).refs.append((ref, _where(ref, g.name)))
+            use = uses.setdefault(ref.name, _Use(ref.name))
+            use.refs.append((ref, _where(ref, g.name)))
+            if _is_pull(ref):
+                for c in g.containers(init=True):
+                    image = c.get("image")
+                    if isinstance(image, str) and image and image not in use.pull_images:
+                        use.pull_images.append(image)
     for name, key, optional, path in wl.extra_secret_refs:
         ref = SecretRef(name, key, optional, path)
         uses.setdefault(name, _Use(name)).refs.append((ref, _where(ref, None)))
@@ -81,15 +112,55 @@ def _by(refs: list[tuple[SecretRef, str]]) -> str:
 def _missing_secret(use: _Use, ns: str) -> str:
     refs = use.required
     if use.pull_secret:
-        fix = (
-            f"kubectl create secret docker-registry {use.name} -n {ns} "
-            "--docker-server=<registry> --docker-username=<user> --docker-password=…"
-        )
+        fix = _pull_fix(use, ns)
     else:
         keys = sorted({r.key for r, _ in refs if r.key})
         literals = " ".join(f"--from-literal={k}=…" for k in keys) or "--from-literal=<key>=…"
         fix = f"kubectl create secret generic {use.name} -n {ns} {literals}"
     return f'Secret "{use.name}" not found in namespace "{ns}" (referenced by {_by(refs)}). Fix: {fix}'
+
+
+def private_registry(image: str, private: list[str]) -> str | None:
+    """The `privateRegistries` entry an image belongs to: its registry host, or a registry/path
+    prefix of its normalised name (`docker.io/my-org` for `my-org/app`). None when it matches
+    none or does not parse (the Image Reference check reports that)."""
+    if not private:
+        return None
+    try:
+        ref = parse_image(image)
+    except ValueError:
+        return None
+    registry = ref.registry.lower()
+    full = f"{registry}/{ref.path}"
+    for entry in private:
+        if entry == registry or full == entry or full.startswith(entry + "/"):
+            return entry
+    return None
+
+
+def _pull_fix(use: _Use, ns: str, server: str = "<registry>") -> str:
+    return (
+        f"kubectl create secret docker-registry {use.name} -n {ns} "
+        f"--docker-server={server} --docker-username=<user> --docker-password=…"
+    )
+
+
+def _missing_pull_secret(use: _Use, ns: str, private: list[str]) -> tuple[Status, str]:
+    """A missing Secret named only in imagePullSecrets: the kubelet records a warning event and
+    pulls without it, so only an image of a declared private registry is sure to fail."""
+    found = [(image, entry) for image in use.pull_images if (entry := private_registry(image, private)) is not None]
+    head = f'Secret "{use.name}" not found in namespace "{ns}" (referenced by {_by(use.required)})'
+    if not found:
+        return Status.WARN, (
+            f"{head}; the kubelet pulls without it, which works only for public images. Fix: {_pull_fix(use, ns)}"
+        )
+    image, entry = found[0]
+    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    registry = parse_image(image).registry
+    server = "https://index.docker.io/v1/" if registry == "docker.io" else registry
+    return Status.FAIL, (
+        f'{head}; private registry "{entry}" needs it for image "{image}"{more}. Fix: {_pull_fix(use, ns, server)}'
+    )
 
 
 def _missing_key(use: _Use, ns: str, key: str, refs: list[tuple[SecretRef, str]]) -> str:
@@ -114,8 +185,9 @@ class Secrets(Check):
     permissions = (Permission("get", "secrets"),)
     apis = ("v1",)
     summary = (
-        "Every referenced Secret and key exists: imagePullSecrets, secret and projected volumes (items, optional), "
-        "env secretKeyRef and envFrom of all containers, TrainJob initializer secretRef, runtime templates."
+        "Every Secret and key the kubelet needs exists: env secretKeyRef and envFrom of all containers, mounted secret, "
+        "projected and volume-plugin (csi nodePublishSecretRef, ...) volumes, optional honoured; a missing imagePullSecret "
+        "warns (denies for privateRegistries)."
     )
 
     async def run(self, ctx: CheckContext) -> CheckResult | list[CheckResult]:
@@ -127,8 +199,13 @@ class Secrets(Check):
             skipped = f" ({len(wl.managed_secrets)} created by the job's controller)" if wl.managed_secrets else ""
             return CheckResult(self.name, Status.SKIP, f"No Secrets referenced{skipped}")
         to_read = [u for u in uses.values() if u.required]
+        not_read = _not_read(uses)
         if not to_read:
-            return CheckResult(self.name, Status.PASS, f"Only optional Secret references ({', '.join(sorted(uses))})")
+            if not not_read:
+                return CheckResult(self.name, Status.PASS, f"Only optional Secret references ({', '.join(sorted(uses))})")
+            optional = sorted(n for n, u in uses.items() if all(r.optional for r, _ in u.refs))
+            parts = not_read + ([f"optional: {', '.join(optional)}"] if optional else [])
+            return CheckResult(self.name, Status.PASS, f"No referenced Secret is required: {'; '.join(parts)}", details=not_read)
 
         view = ctx.view
         tasks = {asyncio.ensure_future(view.secret_keys(ns, u.name, ctx.deadline)): u for u in to_read}
@@ -145,15 +222,16 @@ class Secrets(Check):
                 unknown.append(_cannot_verify(use.name, ns, asyncio.TimeoutError()))
                 continue
             exc = task.exception()
-            if exc is not None:
-                if isinstance(exc, ApiError) and exc.not_found:
+            if exc is not None and not (isinstance(exc, ApiError) and exc.not_found):
+                unknown.append(_cannot_verify(use.name, ns, exc))
+                continue
+            keys = task.result() if exc is None else None
+            if keys is None:
+                if use.blocking:
                     fails.append(_missing_secret(use, ns))
                 else:
-                    unknown.append(_cannot_verify(use.name, ns, exc))
-                continue
-            keys = task.result()
-            if keys is None:
-                fails.append(_missing_secret(use, ns))
+                    status, text = _missing_pull_secret(use, ns, ctx.settings.private_registries)
+                    (fails if status is Status.FAIL else unknown).append(text)
                 continue
             by_key: dict[str, list[tuple[SecretRef, str]]] = {}
             for ref, where in use.required:
@@ -172,8 +250,23 @@ class Secrets(Check):
         return CheckResult(
             self.name,
             Status.PASS,
-            f"{n} Secret{'s' if n != 1 else ''} exist with the keys used: {', '.join(sorted(u.name for u in to_read))}",
+            f"{n} Secret{'s exist' if n != 1 else ' exists'} with the keys used: {', '.join(sorted(u.name for u in to_read))}",
+            details=not_read,
         )
+
+
+def _not_read(uses: dict[str, _Use]) -> list[str]:
+    """`Secret "x" is not read: volume v is mounted by no container`, for every Secret some
+    non-optional reference of which the kubelet never resolves (and no other reference needs)."""
+    out = []
+    for name in sorted(uses):
+        use = uses[name]
+        if use.required:
+            continue
+        reasons = sorted({r.unused for r, _ in use.refs if r.unused and not r.optional})
+        if reasons:
+            out.append(f'Secret "{name}" is not read: {", ".join(reasons)}')
+    return out
 
 
 CHECKS = [Secrets()]

@@ -26,6 +26,7 @@ __all__ = [
     "clean_pod_spec",
     "SecretRef",
     "secret_refs",
+    "mounted_volumes",
     "config_map_refs",
     "service_account",
     "pod_requests",
@@ -223,16 +224,21 @@ class SecretRef(NamedTuple):
     """One reference to a Secret (or to one key of it) from a pod.
 
     `key` is None when the whole Secret is used (imagePullSecrets, envFrom, a secret
-    volume without items). `optional` follows Kubernetes: an optional reference never
-    stops the pod. `field_path` says where the reference is, e.g.
+    volume without items, a volume plugin's secretRef). `optional` follows Kubernetes: an
+    optional reference never stops the pod. `field_path` says where the reference is, e.g.
     `containers[node].env[HF_TOKEN]` or `volumes[creds].secret.items[0]`.
-    Same shape as `Workload.extra_secret_refs` entries.
+    `unused` is empty when the kubelet reads the Secret, else why it never does (the
+    volume is mounted by no container; an iscsi volume without CHAP; a cinder volume,
+    which CSI migration hands to a driver without the Secret): such a reference can be
+    missing without stopping the pod.
+    The first four fields are the shape of `Workload.extra_secret_refs` entries.
     """
 
     name: str
     key: str | None
     optional: bool
     field_path: str
+    unused: str = ""
 
     def describe(self) -> str:
         """Prose for messages: `env HF_TOKEN of container node`."""
@@ -261,41 +267,98 @@ def _items_keys(items: Any) -> list[tuple[int, str]]:
     return out
 
 
-def _secret_source(src: dict[str, Any], name_field: str, path: str) -> list[SecretRef]:
+def _secret_source(src: dict[str, Any], name_field: str, path: str, unused: str) -> list[SecretRef]:
     """A `secret` volume source or projected `secret` source, honouring `optional` and items[].key."""
     name = src.get(name_field)
     if not isinstance(name, str) or not name:
         return []
-    optional = bool(src.get("optional", False))
+    optional = src.get("optional") is True
     keys = _items_keys(src.get("items"))
     if not keys:
-        return [SecretRef(name, None, optional, path)]
-    return [SecretRef(name, key, optional, f"{path}.items[{i}]") for i, key in keys]
+        return [SecretRef(name, None, optional, path, unused)]
+    return [SecretRef(name, key, optional, f"{path}.items[{i}]", unused) for i, key in keys]
+
+
+#: volume plugins that name a Secret, as k8s.io/kubernetes pkg/api/v1/pod/util.go
+#: VisitPodSecretNames lists them: (volume source field, field holding the Secret's name)
+#: where the holder is a LocalObjectReference (`{name}`) unless the field is `secretName`.
+_PLUGIN_SECRETS: tuple[tuple[str, str], ...] = (
+    ("azureFile", "secretName"),
+    ("cephfs", "secretRef"),
+    ("cinder", "secretRef"),
+    ("flexVolume", "secretRef"),
+    ("rbd", "secretRef"),
+    ("scaleIO", "secretRef"),
+    ("iscsi", "secretRef"),
+    ("storageos", "secretRef"),
+    ("csi", "nodePublishSecretRef"),
+)
+
+
+def mounted_volumes(pod_spec: dict[str, Any]) -> set[str]:
+    """Names of the volumes some init or app container mounts (volumeMounts) or uses as a device
+    (volumeDevices): the only volumes the kubelet sets up (k8s.io/kubernetes
+    pkg/volume/util/util.go GetPodVolumeNames; the volume manager skips every other volume,
+    pkg/kubelet/volumemanager/populator/desired_state_of_world_populator.go)."""
+    names: set[str] = set()
+    for _, c in all_containers(pod_spec):
+        for field_name in ("volumeMounts", "volumeDevices"):
+            for m in c.get(field_name) or []:
+                if isinstance(m, dict) and isinstance(m.get("name"), str):
+                    names.add(m["name"])
+    return names
+
+
+def _plugin_unused(source: str, src: dict[str, Any], vname: str) -> str:
+    """Why the kubelet of Kubernetes 1.34 never reads a mounted volume plugin's Secret ("" if it does)."""
+    if source == "iscsi" and src.get("chapAuthDiscovery") is not True and src.get("chapAuthSession") is not True:
+        # pkg/volume/iscsi/iscsi.go createSecretMap reads the Secret only for CHAP authentication
+        return f"iscsi volume {vname} uses no CHAP authentication"
+    if source == "cinder":
+        # the in-tree plugin is gone; csi-translation-lib plugins/openstack_cinder.go drops secretRef
+        return f"cinder volume {vname} is served by the Cinder CSI driver, which is not given the Secret"
+    return ""
 
 
 def secret_refs(pod_spec: dict[str, Any]) -> list[SecretRef]:
     """Every Secret the pod references, in PodSpec order.
 
-    Covers imagePullSecrets; `secret` volumes and projected `secret` sources (with
-    `optional` and `items[].key`); env `secretKeyRef` and `envFrom.secretRef` of
-    containers and initContainers. Duplicates are kept: each reference has its own path.
+    The same references as k8s.io/kubernetes pkg/api/v1/pod/util.go VisitPodSecretNames:
+    imagePullSecrets; env `secretKeyRef` and `envFrom.secretRef` of containers and
+    initContainers; `secret` volumes and projected `secret` sources (with `optional` and
+    `items[].key`), and the Secret of the azureFile, cephfs, cinder, flexVolume, rbd,
+    scaleIO, iscsi, storageos and csi (`nodePublishSecretRef`) volume plugins. A volume no
+    container mounts is never set up, so its references carry `unused` (see `SecretRef`).
+    Duplicates are kept: each reference has its own path.
     """
     refs: list[SecretRef] = []
     for i, ps in enumerate(pod_spec.get("imagePullSecrets") or []):
         n = _name(ps)
         if n:
             refs.append(SecretRef(n, None, False, f"imagePullSecrets[{i}]"))
+    mounted = mounted_volumes(pod_spec)
     for vol in pod_spec.get("volumes") or []:
         if not isinstance(vol, dict):
             continue
         vname = vol.get("name", "?")
+        unused = "" if vname in mounted else f"volume {vname} is mounted by no container"
         if isinstance(vol.get("secret"), dict):
-            refs += _secret_source(vol["secret"], "secretName", f"volumes[{vname}].secret")
+            refs += _secret_source(vol["secret"], "secretName", f"volumes[{vname}].secret", unused)
         projected = vol.get("projected")
         if isinstance(projected, dict):
             for j, source in enumerate(projected.get("sources") or []):
                 if isinstance(source, dict) and isinstance(source.get("secret"), dict):
-                    refs += _secret_source(source["secret"], "name", f"volumes[{vname}].projected.sources[{j}].secret")
+                    path = f"volumes[{vname}].projected.sources[{j}].secret"
+                    refs += _secret_source(source["secret"], "name", path, unused)
+        for source, field_name in _PLUGIN_SECRETS:
+            src = vol.get(source)
+            if not isinstance(src, dict):
+                continue
+            held = src.get(field_name)
+            name = held if field_name == "secretName" else _name(held)
+            if isinstance(name, str) and name:
+                why = unused or _plugin_unused(source, src, vname)
+                refs.append(SecretRef(name, None, False, f"volumes[{vname}].{source}.{field_name}", why))
     for kind, c in all_containers(pod_spec):
         cname = c.get("name", "?")
         for env in c.get("env") or []:
@@ -305,12 +368,12 @@ def secret_refs(pod_spec: dict[str, Any]) -> list[SecretRef]:
             if isinstance(ref, dict) and _name(ref):
                 key = ref.get("key") if isinstance(ref.get("key"), str) else None
                 refs.append(
-                    SecretRef(ref["name"], key, bool(ref.get("optional", False)), f"{kind}[{cname}].env[{env.get('name', '?')}]")
+                    SecretRef(ref["name"], key, ref.get("optional") is True, f"{kind}[{cname}].env[{env.get('name', '?')}]")
                 )
         for j, ef in enumerate(c.get("envFrom") or []):
             if isinstance(ef, dict) and isinstance(ef.get("secretRef"), dict) and _name(ef["secretRef"]):
                 sr = ef["secretRef"]
-                refs.append(SecretRef(sr["name"], None, bool(sr.get("optional", False)), f"{kind}[{cname}].envFrom[{j}]"))
+                refs.append(SecretRef(sr["name"], None, sr.get("optional") is True, f"{kind}[{cname}].envFrom[{j}]"))
     return refs
 
 
@@ -381,7 +444,11 @@ def describe_path(path: str) -> str:
         return f"envFrom of {kind} {m.group(2)}"
     if path.startswith("imagePullSecrets"):
         return "imagePullSecrets"
-    m = re.fullmatch(r"volumes\[(.+?)\]\.(secret|configMap|projected\.sources\[\d+\]\.(?:secret|configMap))(?:\.items\[\d+\])?", path)
+    m = re.fullmatch(
+        r"volumes\[(.+?)\]\.[A-Za-z]+(?:\.sources\[\d+\]\.(?:secret|configMap))?"
+        r"(?:\.(?:secretName|secretRef|nodePublishSecretRef))?(?:\.items\[\d+\])?",
+        path,
+    )
     if m:
         return f"volume {m.group(1)}"
     return path
