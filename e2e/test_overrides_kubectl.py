@@ -189,9 +189,9 @@ def test_namespace_label_warn_lets_one_team_through_while_the_rest_enforce(hook:
         f"mode warn for namespace {WARN_NS} (label {MODE_LABEL})",
         # a finding longer than one warning (256 characters) goes on, word for word, in the next
         '[Secrets] Secret "ngc" not found in namespace "e2e-ovr-team-a" (referenced by imagePullSecrets of the controller, '
-        "workers pods). Fix: kubectl create secret docker-registry ngc -n e2e-ovr-team-a --docker-server=nvcr.io "
-        "--docker-username=<user>",
-        "[Secrets] … --docker-password=…",
+        'workers pods); private registry "nvcr.io" needs it for image "nvcr.io/nvidia/aiperf:0.13.0". '
+        "Fix: kubectl create secret docker-registry ngc -n",
+        "[Secrets] … e2e-ovr-team-a --docker-server=nvcr.io --docker-username=<user> --docker-password=…",
     ]
     assert proc.stderr == "".join(f"Warning: {w}\n" for w in warnings_of(proc.stderr))
     assert stored(cp, job)

@@ -191,9 +191,9 @@ def test_warn_mode_allows_and_prints_every_finding_as_a_warning(hook: RunningWeb
         f"mode warn for namespace {WARN_NS} (label {MODE_LABEL})",
         # a finding longer than one warning (256 characters) goes on, word for word, in the next
         '[Secrets] Secret "ngc" not found in namespace "e2e-webhook-warn" (referenced by imagePullSecrets of the controller, '
-        "workers pods). Fix: kubectl create secret docker-registry ngc -n e2e-webhook-warn --docker-server=nvcr.io "
-        "--docker-username=<user>",
-        "[Secrets] … --docker-password=…",
+        'workers pods); private registry "nvcr.io" needs it for image "nvcr.io/nvidia/aiperf:0.13.0". '
+        "Fix: kubectl create secret docker-registry ngc",
+        "[Secrets] … -n e2e-webhook-warn --docker-server=nvcr.io --docker-username=<user> --docker-password=…",
     ]
     assert exists(cp, obj)
 
@@ -262,8 +262,10 @@ def test_update_ratchet_lets_a_label_change_through(hook: RunningWebhook) -> Non
     assert proc.stdout == "aiperfjob.aiperf.nvidia.com/llama-bench-ngc configured\n"
     assert warnings_of(proc.stderr) == [  # a spec change: checked, but the old failure no longer blocks
         'pre-existing: [Secrets] Secret "ngc" not found in namespace "e2e-webhook-ratchet" (referenced by imagePullSecrets of the '
-        "controller, workers pods). Fix: kubectl create secret docker-registry ngc -n e2e-webhook-ratchet --docker-server=nvcr.io",
-        "pre-existing: [Secrets] … --docker-username=<user> --docker-password=…",
+        'controller, workers pods); private registry "nvcr.io" needs it for image "nvcr.io/nvidia/aiperf:0.13.0". '
+        "Fix: kubectl create secret",
+        "pre-existing: [Secrets] … docker-registry ngc -n e2e-webhook-ratchet --docker-server=nvcr.io --docker-username=<user> "
+        "--docker-password=…",
     ]
 
 
