@@ -10,6 +10,7 @@ may add fields in later versions.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -139,6 +140,58 @@ def parse_review_bytes(body: bytes, loads: Any = json.loads) -> AdmissionReview:
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise ReviewError(f"the request body is not valid JSON: {_short(str(exc))}") from None
     return parse_review(data)
+
+
+# --------------------------------------------------------------------------- the body before parsing
+
+
+def estimate_values(data: bytes) -> int:
+    """An upper bound on the JSON values `data` parses into, at memchr speed (no parse).
+
+    Every value after the first of an array or object follows a comma, and every first
+    value opens a container, so values ≤ commas + brackets + 1. Commas and brackets inside
+    strings only make the estimate larger, never smaller.
+    """
+    return data.count(b",") + data.count(b"[") + data.count(b"{") + 1
+
+
+_HEAD = 8192  # the apiserver writes every envelope field before `object` (Go field order)
+_UID = re.compile(rb'"request"\s*:\s*\{\s*"uid"\s*:\s*"([^"\\]{1,256})"')
+_FIELDS = {
+    "operation": re.compile(rb'"operation"\s*:\s*"([A-Z]{1,16})"'),
+    "name": re.compile(rb'"name"\s*:\s*"([^"\\]{0,253})"'),
+    "namespace": re.compile(rb'"namespace"\s*:\s*"([^"\\]{0,63})"'),
+    "kind": re.compile(rb'"request"\s*:\s*\{\s*"uid"\s*:\s*"[^"]*"\s*,\s*"kind"\s*:\s*\{[^{}]*?"kind"\s*:\s*"([^"\\]{1,63})"'),
+}
+
+
+def peek_envelope(body: bytes) -> dict[str, str] | None:
+    """uid, operation, kind, name and namespace of an AdmissionReview read from its head, without parsing it.
+
+    For a body too large to parse: the apiserver (Go's encoding/json, struct field order)
+    writes `{"kind":"AdmissionReview","apiVersion":...,"request":{"uid":...,"kind":{...},
+    ...,"name":...,"namespace":...,"operation":...,"userInfo":...,"object":...}}`, so these
+    fields come before the object. None when the uid is not where the apiserver puts it.
+    """
+    head = body[:_HEAD]
+    m = _UID.search(head)
+    if m is None:
+        return None
+    out = {"uid": m.group(1).decode("utf-8", "replace")}
+    for key, rx in _FIELDS.items():
+        found = rx.search(head)
+        out[key] = found.group(1).decode("utf-8", "replace") if found else ""
+    return out
+
+
+def split_old_object(body: bytes) -> tuple[bytes, bytes]:
+    """(the body up to `"oldObject":`, the rest): the apiserver writes oldObject after object.
+
+    A key spelled `"oldObject":` can only appear unescaped as a key, never inside a string,
+    so the last one is request.oldObject (or a key nested in it).
+    """
+    i = body.rfind(b'"oldObject":')
+    return (body, b"") if i < 0 else (body[:i], body[i:])
 
 
 def _short(text: str, limit: int = 200) -> str:
