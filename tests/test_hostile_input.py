@@ -277,7 +277,7 @@ def test_the_default_body_limit_fits_what_the_apiserver_can_send() -> None:
 
 
 async def test_a_lone_surrogate_is_400_json(server_with_widgets: Any, client_ssl: ssl.SSLContext) -> None:
-    raw = json.dumps(review(widget(name="w1"))).replace('"name": "w1"', '"name": "w\\ud800"')
+    raw = json.dumps(review(widget("bad", name="w1"))).replace('"name": "w1"', '"name": "w\\ud800"', 1)
     status, body, _ = await call(server_with_widgets, client_ssl, raw)
     assert status == 400
     assert body == {

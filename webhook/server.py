@@ -34,6 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import ContentEncodingError
 
 from webhook.admission import (
     AdmissionRequest,
@@ -172,6 +173,13 @@ class WebhookApp:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
             return self._client_error(413, f"request body exceeds the limit of {limit} bytes (maxBodyBytes)", started)
+        except web.RequestPayloadError as exc:  # the client's body, not our bug: 400, never a 5xx
+            if isinstance(exc.__cause__, ContentEncodingError):
+                encoding = request.headers.get("Content-Encoding", "").strip().lower() or "encoded"
+                return self._client_error(
+                    400, f"the request body is not valid {encoding}, as its Content-Encoding says it is", started
+                )
+            return self._client_error(400, "the request body could not be read (truncated or malformed)", started)
         too_big = self._too_big_to_parse(body, started)
         if too_big is not None:
             return too_big
