@@ -236,6 +236,23 @@ async def test_a_body_that_parses_into_too_many_values_is_refused_before_parsing
     )
 
 
+async def test_an_object_over_max_bytes_is_too_large_to_check_without_parsing(
+    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext
+) -> None:
+    """A few values but megabytes of text (one long string): bounded by bytes, etcd's 1.5 MiB by default."""
+    server = await start_webhook(checks=CHECKS)
+    obj = widget()
+    obj["spec"]["pad"] = "x" * (2 * 2**20)
+    status, body, _ = await call(server, client_ssl, review(obj, uid="big-2"))
+    resp = body["response"]
+    assert (status, resp["uid"], resp["allowed"]) == (200, "big-2", False)
+    assert resp["status"]["message"].split("\n")[1] == (
+        "[Object Size] too large to check: request.object is 2.0 MiB (limit 1.5 MiB, objectLimits.maxBytes; "
+        "etcd's default limit, so it could not be stored anyway). Fix: remove what the job does not need "
+        "(inline data belongs in a ConfigMap, a volume or a URL)"
+    )
+
+
 async def test_a_body_too_large_without_a_readable_uid_is_413(
     start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext
 ) -> None:

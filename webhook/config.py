@@ -59,6 +59,9 @@ class ObjectLimits(_Model):
     max_values: int = Field(10_000, ge=100, le=1_000_000, alias="maxValues")
     #: entries in any one list or map (models, datasets, phases, env, volumes, containers, labels, ...)
     max_items: int = Field(1_000, ge=10, le=100_000, alias="maxItems")
+    #: bytes of request.object as the apiserver sends it; etcd stores at most 1.5 MiB by default
+    #: (--max-request-bytes), so a larger object could not be stored anyway
+    max_bytes: int = Field(1_572_864, ge=65_536, le=64 * 2**20, alias="maxBytes")
 
 
 class Settings(_Model):

@@ -204,16 +204,19 @@ class WebhookApp:
         `[[],[],...]` is a million lists), so the values are estimated first, at memchr speed.
         An object within objectLimits.maxValues has at most `4 × maxValues` (its
         last-applied-configuration annotation repeats it, commas in strings count too); a
-        body past that is answered from the envelope's head without being parsed: "too
-        large to check" under objectLimits.action, or 413 when the head is not the
-        apiserver's.
+        body past that, or whose object is over objectLimits.maxBytes, is answered from the
+        envelope's head without being parsed: "too large to check" under objectLimits.action,
+        or 413 when the head is not the apiserver's.
         """
         limits = self.settings.object_limits
         most = 4 * limits.max_values
-        if estimate_values(body) <= most:
+        if len(body) <= limits.max_bytes and estimate_values(body) <= most:
             return None
         new_part, old_part = split_old_object(body)
         new_values, old_values = estimate_values(new_part), estimate_values(old_part)
+
+        def over(values: int, part: bytes) -> bool:
+            return values > most or len(part) > limits.max_bytes
         head = peek_envelope(body)
         if head is None:
             return self._client_error(
@@ -227,19 +230,26 @@ class WebhookApp:
             # never judged: DELETE/CONNECT, and kinds without an adapter, are allowed untouched
             decision = SKIPPED if operation in ("DELETE", "CONNECT") else UNHANDLED
             return self._answer(review_response(head["uid"], allowed=True), kind, operation, decision, started)
-        if new_values <= most:
+        if not over(new_values, new_part):
             # the size is in the old object, stored before the bound (etcd keeps it under 1.5 MiB):
             # parsed and judged as usual, so the ratchet can compare the two
             return None
-        problem = (
-            f"too large to check: request.object holds about {new_values} JSON values, more than the {most} "
-            f"an object within objectLimits.maxValues ({limits.max_values}) can hold. Fix: remove what the job "
-            "does not need, or ask the webhook's operator to raise objectLimits.maxValues"
-        )
+        if new_values > most:
+            problem = (
+                f"too large to check: request.object holds about {new_values} JSON values, more than the {most} "
+                f"an object within objectLimits.maxValues ({limits.max_values}) can hold. Fix: remove what the job "
+                "does not need, or ask the webhook's operator to raise objectLimits.maxValues"
+            )
+        else:
+            problem = (
+                f"too large to check: request.object is {_mib(len(new_part))} (limit {_mib(limits.max_bytes)}, "
+                "objectLimits.maxBytes; etcd's default limit, so it could not be stored anyway). Fix: remove what "
+                "the job does not need (inline data belongs in a ConfigMap, a volume or a URL)"
+            )
         stub = {"kind": kind, "metadata": {"name": head["name"], "namespace": head["namespace"]}}
         ev = too_large_evaluation(
             problem, settings=self.settings, obj=stub, view=self.view, namespace=head["namespace"] or None,
-            preexisting=operation == "UPDATE" and old_values > most,
+            preexisting=operation == "UPDATE" and over(old_values, old_part),
         )  # fmt: skip
         return self._answer(response_from_decision(head["uid"], ev.decision), kind, operation, ev.decision.outcome, started)
 
@@ -354,6 +364,10 @@ class WebhookApp:
             entry.update({"value": "unknown", "source": "declared", "reason": "offline"})
             out.append(entry)
         return self._json(out)
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
 
 
 def _meta(obj: Any, key: str) -> str:
