@@ -217,12 +217,13 @@ class WebhookApp:
 
         def over(values: int, part: bytes) -> bool:
             return values > most or len(part) > limits.max_bytes
+
         head = peek_envelope(body)
-        if head is None:
+        if head is None:  # not what the apiserver sends (request.uid first): no review to answer
             return self._client_error(
                 413,
-                f"the request body holds about {estimate_values(body)} JSON values, more than an AdmissionReview "
-                f"of objects within objectLimits.maxValues ({limits.max_values}) can hold",
+                f"the request body ({_mib(len(body))}, about {estimate_values(body)} JSON values) is larger than an "
+                "AdmissionReview of an object within objectLimits, and does not start as the apiserver's do",
                 started,
             )
         kind, operation = head["kind"], head["operation"]
