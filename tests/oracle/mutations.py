@@ -18,6 +18,12 @@ import yaml
 
 SAMPLE = Path(__file__).parent / "specs" / "sample.yaml"
 DELETE = object()
+#: the sample's benchmark without its phases (for the warmup/profiling shorthands)
+BENCH = {
+    "models": ["meta/llama-3.1-8b-instruct"],
+    "endpoint": {"urls": ["http://llm.models.svc.cluster.local:8000"]},
+    "datasets": [{"name": "main", "type": "synthetic", "entries": 100, "prompts": {"isl": 128, "osl": 64}}],
+}
 
 # name: (path under spec, value, AIPerf's verdict)
 MUTATIONS: dict[str, tuple[tuple[Any, ...], Any, str]] = {
@@ -48,10 +54,8 @@ MUTATIONS: dict[str, tuple[tuple[Any, ...], Any, str]] = {
     "phase seamless 'no'": (("benchmark", "phases", 0, "seamless"), "no", "accepts"),
     "phases as a map": (("benchmark", "phases"), {"profiling": {"type": "concurrency", "concurrency": 10}}, "rejects"),
     "phases as one phase": (("benchmark", "phases"), {"type": "concurrency", "concurrency": 10}, "rejects"),
-    "profiling shorthand": (("benchmark",), {"models": ["m"], "endpoint": {"urls": ["http://m:8000"]},
-                                            "profiling": {"type": "concurrency", "concurrency": 10}}, "accepts"),
-    "profiling shorthand without type": (("benchmark",), {"models": ["m"], "endpoint": {"urls": ["http://m:8000"]},
-                                                         "profiling": {"concurrency": 10}}, "rejects"),
+    "profiling shorthand": (("benchmark",), {**BENCH, "profiling": {"type": "concurrency", "concurrency": 10, "requests": 5}}, "accepts"),
+    "profiling shorthand without type": (("benchmark",), {**BENCH, "profiling": {"concurrency": 10, "requests": 5}}, "rejects"),
     # datasets
     "dataset type 0": (("benchmark", "datasets", 0, "type"), 0, "rejects"),
     "dataset type 'bogus'": (("benchmark", "datasets", 0, "type"), "bogus", "rejects"),
