@@ -230,8 +230,11 @@ def peek_envelope(body: bytes) -> dict[str, str] | None:
     if m is None:
         return None
     out = {"uid": m.group(1).decode("utf-8", "replace")}
+    # name, namespace and operation come before userInfo; past it, a "name" is the object's content
+    cut = head.find(b'"userInfo"')
+    envelope = head[:cut] if cut > 0 else head
     for key, rx in _FIELDS.items():
-        found = rx.search(head)
+        found = rx.search(envelope)
         out[key] = found.group(1).decode("utf-8", "replace") if found else ""
     return out
 
