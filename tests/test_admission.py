@@ -140,3 +140,30 @@ def test_response_from_decision() -> None:
     assert resp["warnings"] == ["[Y] meh"]
     assert resp["auditAnnotations"] == {"decision": "denied"}
     json.dumps(resp)  # serialisable as is
+
+
+# --------------------------------------------------------------------------- the head of a body too large to parse
+
+
+def test_peek_envelope_reads_the_fields_the_apiserver_writes_before_the_object() -> None:
+    from webhook.admission import peek_envelope
+
+    # Go's encoding/json writes AdmissionReview/AdmissionRequest fields in struct order
+    body = (
+        b'{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"705ab4f5-6393-11e8",'
+        b'"kind":{"group":"aiperf.nvidia.com","version":"v1alpha1","kind":"AIPerfJob"},'
+        b'"resource":{"group":"aiperf.nvidia.com","version":"v1alpha1","resource":"aiperfjobs"},'
+        b'"requestKind":{"group":"aiperf.nvidia.com","version":"v1alpha1","kind":"AIPerfJob"},'
+        b'"namespace":"team-a","operation":"CREATE","userInfo":{"username":"alice"},'
+        b'"object":{"apiVersion":"aiperf.nvidia.com/v1alpha1","kind":"AIPerfJob","metadata":{"generateName":"b-"},'
+        b'"spec":{"benchmark":{"datasets":[{"name":"main"}]}}}}}'
+    )
+    assert peek_envelope(body) == {
+        "uid": "705ab4f5-6393-11e8", "operation": "CREATE", "name": "", "namespace": "team-a", "kind": "AIPerfJob",
+    }  # fmt: skip
+
+
+def test_peek_envelope_needs_the_uid_first_in_request() -> None:
+    from webhook.admission import peek_envelope
+
+    assert peek_envelope(b'{"request":{"object":{"metadata":{"uid":"x"}},"uid":"y"}}') is None

@@ -262,3 +262,54 @@ def test_as_decided_renders_the_decision_not_the_raw_results():
     assert not d.allowed and not shown.passed
     text = cmd_check.render_text("TrainJob ns/x", shown, d.allowed, False).splitlines()
     assert text[-1] == "  FAILED: 0 passed, 1 failed, 1 warnings, 0 skipped; the webhook would deny it"
+
+
+# --------------------------------------------------------------------------- hostile YAML (issue 14 §5)
+
+BILLION_LAUGHS = """\
+apiVersion: aiperf.nvidia.com/v1alpha1
+kind: AIPerfJob
+metadata: {name: lol, namespace: default}
+spec:
+  a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]
+  b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]
+  c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]
+  d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]
+  e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]
+  f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]
+  g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f, *f]
+  h: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g, *g]
+  i: &i [*h, *h, *h, *h, *h, *h, *h, *h, *h, *h]
+"""
+
+
+def test_a_billion_laughs_is_refused_with_exit_2(tmp_path, capsys):
+    p = tmp_path / "lol.yaml"
+    p.write_text("---\n" + BILLION_LAUGHS)
+    code, out, err = main(capsys, "-f", str(p), "--offline")
+    assert code == 2
+    assert out == ""
+    assert err.strip() == f"error: {p}: document 1 is refused: YAML aliases expand it to more than 1000000 values"
+
+
+def test_a_recursive_alias_is_refused_with_exit_2(tmp_path, capsys):
+    p = tmp_path / "loop.yaml"
+    p.write_text("apiVersion: v1\nkind: X\nmetadata: {name: x}\nspec: &s {again: *s}\n")
+    code, _, err = main(capsys, "-f", str(p), "--offline")
+    assert code == 2
+    assert "document 1 is refused: YAML aliases expand it to a recursive alias" in err
+
+
+@pytest.mark.parametrize(("fmt", "text"), [
+    ("yaml", "apiVersion: v1\nkind: X\nspec: " + "[" * 5000 + "]" * 5000 + "\n"),
+    ("json", '{"apiVersion": "v1", "kind": "X", "spec": ' + "[" * 5000 + "]" * 5000 + "}"),
+])  # fmt: skip
+def test_nesting_deeper_than_the_recursion_limit_is_exit_2_not_a_traceback(tmp_path, capsys, fmt, text):
+    p = tmp_path / f"deep.{fmt}"
+    p.write_text(text)
+    code, out, err = main(capsys, "-f", str(p), "--offline")
+    assert code == 2
+    assert "Traceback" not in err
+    assert err.strip() == (
+        f"error: {p}: document 1 is nested too deeply to read (more levels than Python's recursion limit)"
+    )

@@ -242,3 +242,28 @@ def test_ip_sans_round_trip() -> None:
     cert = x509.load_pem_x509_certificate(pair.cert_pem)
     assert _sans(cert) == ([], ["10.0.0.7"])
     assert cert.subject.rfc4514_string() == "CN=10.0.0.7"
+
+
+@pytest.mark.parametrize("when", ["expired", "not yet valid"])
+async def test_an_expired_or_future_pair_is_refused_and_the_old_certificate_kept(
+    start_webhook: Any, ca: trustme.CA, cert_files: tuple[Path, Path], client_ssl: ssl.SSLContext, when: str
+) -> None:
+    """A rotation that delivers a pair the apiserver would refuse must not replace a working one."""
+    import datetime as dt
+
+    crt, key = cert_files
+    old_serial = x509.load_pem_x509_certificate(crt.read_bytes()).serial_number
+    errors: list[Exception] = []
+    server = await start_webhook()
+    server.reloader.on_error = errors.append
+    now = dt.datetime.now(dt.timezone.utc)
+    if when == "expired":
+        bad = ca.issue_cert("127.0.0.1", not_before=now - dt.timedelta(days=10), not_after=now - dt.timedelta(days=1))
+    else:
+        bad = ca.issue_cert("127.0.0.1", not_before=now + dt.timedelta(days=1), not_after=now + dt.timedelta(days=10))
+    _write_leaf(bad, crt, key)
+    assert server.reloader.reload_now() is False
+    assert server.reloader.last_error.startswith(f"CertificateNotValid: the certificate (serial {_serial(bad):x}) is {when}")
+    assert len(errors) == 1  # cmd_serve counts these in preflight_webhook_certificate_reloads{result="error"}
+    assert server.reloader.info.serial == old_serial
+    assert await _peer_serial(server.port, client_ssl) == old_serial

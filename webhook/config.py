@@ -45,6 +45,25 @@ class KueueSettings(_Model):
     default_queue_name: str | None = Field(None, alias="defaultQueueName")
 
 
+class ObjectLimits(_Model):
+    """Bounds checked before any rendering: an object past them is answered "too large to check".
+
+    The AIPerfJob CRD keeps unknown fields, so the apiserver lets in objects up to its 3 MiB
+    request limit; rendering and checking such an object costs seconds of CPU and hundreds of
+    MiB. These bounds are far above any real job (a large AIPerfJob has a few hundred values).
+    """
+
+    #: what an object past a bound counts as: deny | warn | audit (deny denies only in enforce mode)
+    action: Literal["deny", "warn", "audit"] = "deny"
+    #: JSON values (objects, arrays, strings, numbers, booleans, nulls) in the whole object
+    max_values: int = Field(10_000, ge=100, le=1_000_000, alias="maxValues")
+    #: entries in any one list or map (models, datasets, phases, env, volumes, containers, labels, ...)
+    max_items: int = Field(1_000, ge=10, le=100_000, alias="maxItems")
+    #: bytes of request.object as the apiserver sends it; etcd stores at most 1.5 MiB by default
+    #: (--max-request-bytes), so a larger object could not be stored anyway
+    max_bytes: int = Field(1_572_864, ge=65_536, le=64 * 2**20, alias="maxBytes")
+
+
 class Settings(_Model):
     #: global mode: enforce denies on a failed deny-action check; warn returns warnings; audit only records
     mode: Mode = "enforce"
@@ -56,8 +75,11 @@ class Settings(_Model):
     budget_seconds: float = Field(4.0, gt=0, le=30, alias="budgetSeconds")
     #: kept free of the apiserver's timeout for the response to travel back
     safety_margin_seconds: float = Field(0.5, ge=0, le=10, alias="safetyMarginSeconds")
-    #: largest AdmissionReview body accepted (bytes)
-    max_body_bytes: int = Field(8 * 1024 * 1024, gt=1024, alias="maxBodyBytes")
+    #: largest AdmissionReview body accepted (bytes): the apiserver sends at most its 3 MiB request
+    #: limit for `object` plus etcd's 1.5 MiB for `oldObject` (an UPDATE) and the envelope
+    max_body_bytes: int = Field(6 * 1024 * 1024, gt=1024, alias="maxBodyBytes")
+    #: size/complexity bounds checked before rendering ("too large to check")
+    object_limits: ObjectLimits = Field(default_factory=ObjectLimits, alias="objectLimits")
     #: longest SIGTERM waits for in-flight requests
     drain_seconds: float = Field(10.0, ge=0, le=300, alias="drainSeconds")
     #: registries that need no imagePullSecrets

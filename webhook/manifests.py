@@ -20,6 +20,66 @@ __all__ = ["load_documents", "split_runtimes", "RUNTIME_KINDS"]
 
 RUNTIME_KINDS = ("TrainingRuntime", "ClusterTrainingRuntime")
 
+#: a document may expand (YAML aliases included) to at most this many values; the checks
+#: themselves stop at objectLimits (10000 by default), this only keeps the loader itself bounded
+MAX_EXPANDED_VALUES = 1_000_000
+
+
+class _TooBig(ValueError):
+    pass
+
+
+def _expanded_size(node: yaml.Node, limit: int) -> int:
+    """Values in `node` as constructed, aliases expanded, counted over the node graph (each
+    distinct node once), so a billion laughs is measured without being expanded."""
+    size: dict[int, int] = {}
+    open_: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(node, False)]
+    while stack:
+        n, done = stack.pop()
+        key = id(n)
+        if key in size:
+            continue
+        if isinstance(n, yaml.MappingNode):
+            children = [c for pair in n.value for c in pair]
+        elif isinstance(n, yaml.SequenceNode):
+            children = list(n.value)
+        else:
+            children = []
+        if done:
+            open_.discard(key)
+            size[key] = total = 1 + sum(size[id(c)] for c in children)
+            if total > limit:
+                raise _TooBig(f"more than {limit} values")
+            continue
+        open_.add(key)
+        stack.append((n, True))
+        for c in children:
+            if id(c) in open_:
+                raise _TooBig("a recursive alias (a value that contains itself)")
+            if id(c) not in size:
+                stack.append((c, False))
+    return size[id(node)]
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that measures each document before constructing it (alias expansion bounded)."""
+
+    def compose_document(self) -> yaml.Node | None:  # type: ignore[override]
+        node = super().compose_document()
+        if node is not None:
+            _expanded_size(node, MAX_EXPANDED_VALUES)
+        return node
+
+
+def _load_all(text: str) -> Any:
+    loader = _BoundedLoader(text)
+    try:
+        while loader.check_data():
+            yield loader.get_data()
+    finally:
+        loader.dispose()
+
 
 def _read(path_or_dash: str) -> tuple[str, str]:
     if path_or_dash == "-":
@@ -64,18 +124,26 @@ def parse_documents(text: str, source: str = "input") -> list[dict[str, Any]]:
         except json.JSONDecodeError as exc:
             # YAML is a superset of JSON-ish flow style; only report JSON errors if YAML fails too
             try:
-                docs = list(yaml.safe_load_all(text))
-            except yaml.YAMLError:
+                docs = list(_load_all(text))
+            except (yaml.YAMLError, _TooBig, RecursionError):
                 raise ValueError(f"{source}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        except RecursionError:
+            raise ValueError(f"{source}: document 1 is nested too deeply to read (more levels than Python's recursion limit)") from None
     else:
         docs = []
-        loader = yaml.safe_load_all(text)
+        loader = _load_all(text)
         index = 0
         while True:
             try:
                 doc = next(loader)
             except StopIteration:
                 break
+            except _TooBig as exc:
+                raise ValueError(f"{source}: document {index + 1} is refused: YAML aliases expand it to {exc}") from None
+            except RecursionError:
+                raise ValueError(
+                    f"{source}: document {index + 1} is nested too deeply to read (more levels than Python's recursion limit)"
+                ) from None
             except yaml.YAMLError as exc:
                 mark = getattr(exc, "problem_mark", None)
                 where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""

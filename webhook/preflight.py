@@ -14,13 +14,18 @@ from webhook.checks.base import Check
 from webhook.cluster.view import ClusterView
 from webhook.config import Settings
 from webhook.deadline import Deadline
-from webhook.engine import applicable, run_checks
+from webhook.engine import applicable, run_checks, timed_out_result
 from webhook.policy import Decision, clip, decide
-from webhook.results import PreflightResults, Status
-from webhook.workloads import build_workload
+from webhook.results import CheckResult, PreflightResults, Status
+from webhook.workloads import adapter_for, build_workload
 from webhook.workloads.base import AdapterError, RuntimeLookup, Workload
+from webhook.workloads.shape import size_problem
 
 MODES = ("enforce", "warn", "audit")
+#: the name the "too large to check" verdict is reported under (objectLimits)
+OBJECT_SIZE = "Object Size"
+#: the name a whole evaluation that ran past the deadline is reported under (timeoutAction)
+EVALUATION = "Preflight"
 
 
 @dataclass
@@ -46,6 +51,94 @@ def _spec_of(obj: dict[str, Any] | None) -> Any:
 
 def _subject(wl: Workload) -> str:
     return f'{wl.kind} "{wl.name}" in namespace "{wl.namespace}"'
+
+
+def _raw_subject(obj: dict[str, Any], namespace: str | None) -> tuple[str, str]:
+    """(`Kind "name" in namespace "ns"`, ns) read defensively: for verdicts given before the adapter ran."""
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+
+    def text(v: Any) -> str:
+        return v if isinstance(v, str) else ""
+
+    kind = text(obj.get("kind")) or "object"
+    name = text(meta.get("name")) or text(meta.get("generateName")) or "<unnamed>"
+    ns = text(meta.get("namespace")) or namespace or "default"
+    return f'{kind} "{name}" in namespace "{ns}"', ns
+
+
+def _namespace_mode(view: ClusterView | None, namespace: str, settings: Settings) -> tuple[str | None, list[str]]:
+    if view is None or not namespace:
+        return None, []
+    ns = view.get_cached("namespaces", None, namespace) or {}
+    value = ((ns.get("metadata") or {}).get("labels") or {}).get(settings.namespace_mode_label)
+    if value in MODES and value != settings.mode:
+        return value, [f"mode {value} for namespace {namespace} (label {settings.namespace_mode_label})"]
+    return None, []
+
+
+def _single_verdict(
+    result: CheckResult,
+    action: str,
+    *,
+    settings: Settings,
+    obj: dict[str, Any],
+    view: ClusterView | None,
+    namespace: str | None,
+    preexisting: bool = False,
+) -> Evaluation:
+    """A decision on one finding about the whole object, under `action` (not a registered check's)."""
+    subject, ns = _raw_subject(obj, namespace)
+    mode, notes = _namespace_mode(view, ns, settings)
+    local = settings.model_copy(update={"checks": {**settings.checks, result.name: action}})
+    results = PreflightResults([result])
+    decision = decide(
+        results, settings=local, mode=mode, subject=subject,
+        preexisting={result.name} if preexisting else set(), notes=notes,
+    )  # fmt: skip
+    return Evaluation(None, results, decision, notes)
+
+
+def too_large(obj: Any, settings: Settings) -> str | None:
+    """The "too large to check" text for `obj` under settings.objectLimits, or None."""
+    lim = settings.object_limits
+    return size_problem(obj, max_values=lim.max_values, max_items=lim.max_items)
+
+
+def too_large_evaluation(
+    problem: str,
+    *,
+    settings: Settings,
+    obj: dict[str, Any],
+    view: ClusterView | None = None,
+    namespace: str | None = None,
+    preexisting: bool = False,
+) -> Evaluation:
+    """The "too large to check" verdict under objectLimits.action (`obj` only names the subject).
+
+    `preexisting`: an UPDATE whose old object was as large (ratchet: never blocks the fix)."""
+    result = CheckResult(OBJECT_SIZE, Status.FAIL, problem, duration_ms=0.0)
+    action = settings.object_limits.action
+    return _single_verdict(result, action, settings=settings, obj=obj, view=view, namespace=namespace, preexisting=preexisting)
+
+
+def timed_out_evaluation(
+    obj: dict[str, Any],
+    *,
+    settings: Settings,
+    deadline: Deadline,
+    view: ClusterView | None = None,
+    namespace: str | None = None,
+) -> Evaluation:
+    """The evaluation of an object whose judging ran past the deadline: timeoutAction decides.
+
+    Whatever layer noticed the deadline (a check, the engine, or the server's outer timeout
+    around the whole evaluation), the configured timeout action is the verdict, never an
+    internal error that fails open.
+    """
+    result = timed_out_result(EVALUATION, deadline.budget)
+    result.duration_ms = deadline.elapsed() * 1000.0
+    return _single_verdict(result, settings.timeout_action, settings=settings, obj=obj, view=view, namespace=namespace)
 
 
 def _overrides(wl: Workload, settings: Settings, view: ClusterView | None) -> tuple[str | None, set[str], list[str]]:
@@ -99,6 +192,14 @@ async def evaluate(
     if operation == "UPDATE" and isinstance(old_obj, dict) and _spec_of(old_obj) == _spec_of(obj):
         # status, labels, finalizers: nothing the checks judge changed
         return Evaluation(None, PreflightResults(), Decision(allowed=True, outcome="allowed"))
+
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    if isinstance(api_version, str) and isinstance(kind, str) and adapter_for(api_version, kind) is not None:
+        problem = too_large(obj, settings)
+        if problem is not None:  # before any rendering: its cost grows with the object
+            # ratchet: an object already stored too large can still be fixed or cancelled
+            pre = operation == "UPDATE" and isinstance(old_obj, dict) and too_large(old_obj, settings) is not None
+            return too_large_evaluation(problem, settings=settings, obj=obj, view=view, namespace=namespace, preexisting=pre)
 
     def build(o: dict[str, Any]) -> Workload | None:
         return build_workload(o, settings=settings, runtime_lookup=runtime_lookup, namespace=namespace)

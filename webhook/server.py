@@ -34,15 +34,25 @@ from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import ContentEncodingError
 
-from webhook.admission import AdmissionRequest, ReviewError, parse_review_bytes, response_from_decision, review_response
+from webhook.admission import (
+    AdmissionRequest,
+    ReviewError,
+    estimate_values,
+    parse_review_bytes,
+    peek_envelope,
+    response_from_decision,
+    review_response,
+    split_old_object,
+)
 from webhook.checks import all_checks
 from webhook.checks.base import Check, describe
 from webhook.config import Settings
 from webhook.deadline import Deadline, budget_seconds, parse_go_duration
-from webhook.metrics import DENIED, ERROR, INVALID, SKIPPED, Metrics
+from webhook.metrics import DENIED, ERROR, INVALID, SKIPPED, UNHANDLED, Metrics
 from webhook.policy import clip
-from webhook.preflight import evaluate
+from webhook.preflight import evaluate, timed_out_evaluation, too_large_evaluation
 from webhook.workloads import AdapterError, known_kinds
 
 #: an unreadable object's problem is quoted up to this length (paths carry user-chosen keys)
@@ -93,7 +103,8 @@ class WebhookApp:
         self.settings = settings
         self.view = view
         self.checks = all_checks() if checks is None else list(checks)
-        self.metrics = metrics or Metrics(known_kinds=known_kinds())
+        self.kinds = frozenset(known_kinds())
+        self.metrics = metrics or Metrics(known_kinds=sorted(self.kinds))
         self.loads, self.dumps, self.json_name = json_codec(json_choice)
         self.config_loaded = True
         self.tls_loaded = False
@@ -162,6 +173,16 @@ class WebhookApp:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
             return self._client_error(413, f"request body exceeds the limit of {limit} bytes (maxBodyBytes)", started)
+        except web.RequestPayloadError as exc:  # the client's body, not our bug: 400, never a 5xx
+            if isinstance(exc.__cause__, ContentEncodingError):
+                encoding = request.headers.get("Content-Encoding", "").strip().lower() or "encoded"
+                return self._client_error(
+                    400, f"the request body is not valid {encoding}, as its Content-Encoding says it is", started
+                )
+            return self._client_error(400, "the request body could not be read (truncated or malformed)", started)
+        too_big = self._too_big_to_parse(body, started)
+        if too_big is not None:
+            return too_big
         try:
             review = parse_review_bytes(body, self.loads)
         except ReviewError as exc:
@@ -176,6 +197,67 @@ class WebhookApp:
         self._log_decision(req, decision, answer, started)
         return self._json(answer)
 
+    def _too_big_to_parse(self, body: bytes, started: float) -> web.Response | None:
+        """The answer to a body that would parse into more values than objectLimits allows, or None.
+
+        Parsing costs time and memory in proportion to the values, not the bytes (3 MiB of
+        `[[],[],...]` is a million lists), so the values are estimated first, at memchr speed.
+        An object within objectLimits.maxValues has at most `4 × maxValues` (its
+        last-applied-configuration annotation repeats it, commas in strings count too); a
+        body past that, or whose object is over objectLimits.maxBytes, is answered from the
+        envelope's head without being parsed: "too large to check" under objectLimits.action,
+        or 413 when the head is not the apiserver's.
+        """
+        limits = self.settings.object_limits
+        most = 4 * limits.max_values
+        if len(body) <= limits.max_bytes and estimate_values(body) <= most:
+            return None
+        new_part, old_part = split_old_object(body)
+        new_values, old_values = estimate_values(new_part), estimate_values(old_part)
+
+        def over(values: int, part: bytes) -> bool:
+            return values > most or len(part) > limits.max_bytes
+
+        head = peek_envelope(body)
+        if head is None:  # not what the apiserver sends (request.uid first): no review to answer
+            return self._client_error(
+                413,
+                f"the request body ({_mib(len(body))}, about {estimate_values(body)} JSON values) is larger than an "
+                "AdmissionReview of an object within objectLimits, and does not start as the apiserver's do",
+                started,
+            )
+        kind, operation = head["kind"], head["operation"]
+        if operation in ("DELETE", "CONNECT") or kind not in self.kinds:
+            # never judged: DELETE/CONNECT, and kinds without an adapter, are allowed untouched
+            decision = SKIPPED if operation in ("DELETE", "CONNECT") else UNHANDLED
+            return self._answer(review_response(head["uid"], allowed=True), kind, operation, decision, started)
+        if not over(new_values, new_part):
+            # the size is in the old object, stored before the bound (etcd keeps it under 1.5 MiB):
+            # parsed and judged as usual, so the ratchet can compare the two
+            return None
+        if new_values > most:
+            problem = (
+                f"too large to check: request.object holds about {new_values} JSON values, more than the {most} "
+                f"an object within objectLimits.maxValues ({limits.max_values}) can hold. Fix: remove what the job "
+                "does not need, or ask the webhook's operator to raise objectLimits.maxValues"
+            )
+        else:
+            problem = (
+                f"too large to check: request.object is {_mib(len(new_part))} (limit {_mib(limits.max_bytes)}, "
+                "objectLimits.maxBytes; etcd's default limit, so it could not be stored anyway). Fix: remove what "
+                "the job does not need (inline data belongs in a ConfigMap, a volume or a URL)"
+            )
+        stub = {"kind": kind, "metadata": {"name": head["name"], "namespace": head["namespace"]}}
+        ev = too_large_evaluation(
+            problem, settings=self.settings, obj=stub, view=self.view, namespace=head["namespace"] or None,
+            preexisting=operation == "UPDATE" and over(old_values, old_part),
+        )  # fmt: skip
+        return self._answer(response_from_decision(head["uid"], ev.decision), kind, operation, ev.decision.outcome, started)
+
+    def _answer(self, answer: dict[str, Any], kind: str, operation: str, decision: str, started: float) -> web.Response:
+        self.metrics.observe_request(kind, operation, decision, time.perf_counter() - started)
+        return self._json(answer)
+
     async def _judge(self, req: AdmissionRequest, timeout_param: str | None) -> tuple[dict[str, Any], str]:
         """(AdmissionReview answer, metrics decision label) for a well-formed request."""
         if req.operation in ("DELETE", "CONNECT"):
@@ -185,8 +267,9 @@ class WebhookApp:
         self.metrics.budget.observe(deadline.budget)
         obj = req.object
         assert obj is not None  # the envelope model requires it for CREATE/UPDATE
+        outer = asyncio.timeout(deadline.budget + s.safety_margin_seconds / 2)
         try:
-            async with asyncio.timeout(deadline.budget + s.safety_margin_seconds / 2):
+            async with outer:
                 ev = await evaluate(
                     obj,
                     settings=s,
@@ -197,6 +280,11 @@ class WebhookApp:
                     namespace=req.namespace or None,
                     checks=self.checks,
                 )
+        except TimeoutError:
+            if not outer.expired():
+                raise  # a TimeoutError of our own making: a bug, fails open
+            # the deadline, noticed here rather than by a check: timeoutAction decides, as for a check
+            ev = timed_out_evaluation(obj, settings=s, deadline=deadline, view=self.view, namespace=req.namespace or None)
         except AdapterError as exc:
             kind = obj.get("kind") if isinstance(obj.get("kind"), str) else req.kind.kind
             name = req.name or _meta(obj, "name") or _meta(obj, "generateName") or "<unnamed>"
@@ -277,6 +365,10 @@ class WebhookApp:
             entry.update({"value": "unknown", "source": "declared", "reason": "offline"})
             out.append(entry)
         return self._json(out)
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
 
 
 def _meta(obj: Any, key: str) -> str:

@@ -75,7 +75,8 @@ class CertReloader:
 
     Polls every `interval` seconds (mtime, then sha256 of both files: Kubernetes swaps a
     mounted Secret through a symlink, which mtime alone can miss); `reload_now()` forces a
-    check. A failed reload keeps serving the previous pair and is retried on the next poll.
+    check. A failed reload keeps serving the previous pair and is retried on the next poll; a pair
+    outside its validity period (expired, or not yet valid) counts as failed, as a mismatched one does.
     """
 
     def __init__(
@@ -127,8 +128,10 @@ class CertReloader:
             if not force and digest == self._digest:
                 self._stat = stat
                 return False
-            _load_pair_bytes(self.ctx, cert_pem, key_pem)
             info = cert_info(cert_pem)
+            if not force:  # at start-up there is no previous pair to keep: serve and let the logs say
+                _require_valid_now(cert_pem, info)
+            _load_pair_bytes(self.ctx, cert_pem, key_pem)
         except Exception as exc:  # a bad rotation never takes the server down
             self.last_error = f"{type(exc).__name__}: {exc}"
             log.error("certificate reload failed; still serving the previous certificate: %s", self.last_error)
@@ -156,6 +159,20 @@ class CertReloader:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
+
+
+class CertificateNotValid(ValueError):
+    """A rotated certificate outside its validity period: the previous pair is kept."""
+
+
+def _require_valid_now(cert_pem: bytes, info: CertInfo) -> None:
+    """An expired (or not yet valid) pair would fail every apiserver handshake; keep the old one instead."""
+    cert = x509.load_pem_x509_certificate(cert_pem)
+    now = dt.datetime.now(dt.timezone.utc)
+    if cert.not_valid_after_utc <= now:
+        raise CertificateNotValid(f"the certificate (serial {info.serial:x}) is expired since {cert.not_valid_after_utc.isoformat()}")
+    if cert.not_valid_before_utc > now:
+        raise CertificateNotValid(f"the certificate (serial {info.serial:x}) is not yet valid until {cert.not_valid_before_utc.isoformat()}")
 
 
 def _load_pair_bytes(live: ssl.SSLContext, cert_pem: bytes, key_pem: bytes) -> None:

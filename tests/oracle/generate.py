@@ -74,9 +74,29 @@ def render_one(path: Path) -> dict:
     return out
 
 
+def verdicts(path: Path) -> dict[str, str]:
+    """{case: "accepts" | "rejects: <reason>"} for a JSON file of {case: AIPerfJob} (default env)."""
+    import tempfile
+
+    out: dict[str, str] = {}
+    for case, body in json.loads(path.read_text()).items():
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml") as fh:
+            fh.write(json.dumps(body))
+            fh.flush()
+            try:
+                result = render_one(Path(fh.name))
+            except Exception as exc:  # a converter that raises something else still refuses the spec
+                result = {"error": f"{type(exc).__name__}: {exc}"}
+        out[case] = f"rejects: {result['error']}" if "error" in result else "accepts"
+    return out
+
+
 def main() -> int:
     if len(sys.argv) == 3 and sys.argv[1] == "--one":
         print(json.dumps(render_one(Path(sys.argv[2]))))
+        return 0
+    if len(sys.argv) == 3 and sys.argv[1] == "--verdicts":
+        print(json.dumps(verdicts(Path(sys.argv[2]))))
         return 0
     GOLDEN.mkdir(exist_ok=True)
     for path in sorted(SPECS.glob("*.yaml")):

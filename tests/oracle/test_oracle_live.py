@@ -55,3 +55,20 @@ def test_live_oracle_agrees(path, monkeypatch):
     else:
         assert wl.derived["jobSet"] == want["jobSet"]
         assert wl.derived["configMap"]["data"] == want["configMap"]["data"]
+
+
+def test_live_oracle_typed_field_mutations(tmp_path):
+    """Every recorded verdict of tests/oracle/mutations.py is AIPerf's own (one subprocess for all)."""
+    from tests.oracle.mutations import MUTATIONS, mutated
+
+    bodies = {case: mutated(path, value) for case, (path, value, _) in MUTATIONS.items()}
+    src = tmp_path / "mutations.json"
+    src.write_text(json.dumps(bodies))
+    proc_env = {k: v for k, v in os.environ.items() if not k.startswith("AIPERF_")}
+    out = subprocess.run(
+        [os.path.expanduser(ORACLE_PYTHON or ""), str(HERE / "generate.py"), "--verdicts", str(src)],
+        env=proc_env, capture_output=True, text=True, check=True, timeout=600,
+    )  # fmt: skip
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    wrong = {case: got[case] for case, (_, _, want) in MUTATIONS.items() if got[case].split(":")[0] != want}
+    assert not wrong, f"recorded verdicts that AIPerf 0.13.0 does not give: {wrong}"

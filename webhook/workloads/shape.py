@@ -317,3 +317,70 @@ def _describe(schema: Schema) -> str:
         return "a list"
     names = {"string": "a string", "integer": "an integer", "int64": "an integer", "boolean": "a boolean", "int-or-string": "an integer or a string"}
     return names.get(str(schema), "a quantity")
+
+
+# ----------------------------------------------------------------------------- size bound
+
+#: how a too-long list or map is named in the answer, by its last key
+_NOUNS = {
+    "models": "models",
+    "items": "models",
+    "datasets": "datasets",
+    "phases": "phases",
+    "urls": "endpoint URLs",
+    "env": "env entries",
+    "envFrom": "envFrom entries",
+    "volumes": "volumes",
+    "volumeMounts": "volume mounts",
+    "containers": "containers",
+    "initContainers": "init containers",
+    "labels": "labels",
+    "annotations": "annotations",
+    "tolerations": "tolerations",
+    "imagePullSecrets": "image pull secrets",
+}
+_PATH_DEPTH = 8  # paths are spelled out this deep; deeper values are counted under their ancestor's path
+_PART_DEPTH = 3  # the "largest part" is reported at this depth (spec.benchmark.models)
+
+
+def size_problem(obj: Any, *, max_values: int, max_items: int) -> str | None:
+    """Why `obj` is too large to check, or None: a bound checked before any rendering.
+
+    Counts every JSON value and looks at the length of every list and map, iteratively and
+    stopping at the first bound crossed, so its own cost is bounded by `max_values` whatever
+    the object's size. The text is the verdict's body: `too large to check: 280000 models in
+    spec.benchmark.models (limit 1000). Fix: ...`.
+    """
+    if not isinstance(obj, (dict, list)):
+        return None
+    stack: list[tuple[Any, str, int, str]] = [(obj, "", 0, "")]
+    count = 0
+    parts: dict[str, int] = {}
+    while stack:
+        value, path, depth, part = stack.pop()
+        size = len(value)
+        if size > max_items:
+            key = path.rsplit(".", 1)[-1].split("[", 1)[0]
+            where = path or "the object"
+            noun = f"{_NOUNS[key]} in {where}" if key in _NOUNS and path.endswith(key) else f"entries in {where}"
+            return (
+                f"too large to check: {size} {noun} (limit {max_items}). Fix: keep {where} to at most {max_items} "
+                "entries (split a benchmark over several jobs), or ask the webhook's operator to raise objectLimits.maxItems"
+            )
+        count += size
+        if part:
+            parts[part] = parts.get(part, 0) + size
+        if count > max_values:
+            largest = max(parts.items(), key=lambda kv: kv[1]) if parts else ("the object", count)
+            return (
+                f"too large to check: more than {max_values} JSON values (limit {max_values}; the largest part is "
+                f"{largest[0]} with {largest[1]}). Fix: remove what the job does not need from {largest[0]}, or ask "
+                "the webhook's operator to raise objectLimits.maxValues"
+            )
+        deeper = depth + 1
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, v in items:
+            if isinstance(v, (dict, list)):
+                child = at(path, key) if deeper <= _PATH_DEPTH else path
+                stack.append((v, child, deeper, child if deeper == _PART_DEPTH else part))
+    return None
