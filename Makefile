@@ -30,11 +30,13 @@ test-unit: install ## unit and in-process server tests only (no cluster)
 test-e2e: install build-cluster ## end-to-end tests against a real kube-apiserver + etcd
 	$(PY) -m pytest e2e -q
 
-oracle: ## create (once) the AIPerf 0.13.0 oracle venv in ~/.cache/preflight-webhook (tests/oracle/setup.sh)
+oracle: ## create (once) the AIPerf 0.13.0 oracle venv and build the Trainer v2.3.0 oracle in ~/.cache/preflight-webhook
 	@bash tests/oracle/setup.sh >/dev/null
+	@bash tests/oracle/trainer/build.sh >/dev/null
 
-test: install build-cluster oracle ## the whole suite: unit, server, AIPerf oracle and end-to-end
-	PREFLIGHT_ORACLE_PYTHON="$$(bash tests/oracle/setup.sh)" $(PY) -m pytest tests e2e -q
+test: install build-cluster oracle ## the whole suite: unit, server, AIPerf and Trainer oracles and end-to-end
+	PREFLIGHT_ORACLE_PYTHON="$$(bash tests/oracle/setup.sh)" PREFLIGHT_TRAINER_ORACLE="$$(bash tests/oracle/trainer/build.sh)" \
+		$(PY) -m pytest tests e2e -q
 
 demo: install build-cluster ## start the local control plane with the webhook and show it accept, deny and warn
 	$(PY) e2e/demo.py up
