@@ -28,7 +28,7 @@ import pytest
 import yaml
 
 from webhook.config import Settings
-from webhook.workloads.podspec import pod_limits, pod_requests, secret_refs
+from webhook.workloads.podspec import config_map_refs, pod_limits, pod_requests, secret_refs
 from webhook.workloads.trainjob import build
 
 ORACLE = os.environ.get("PREFLIGHT_TRAINER_ORACLE")
@@ -285,6 +285,8 @@ def _facts_of_pod(spec: dict[str, Any]) -> dict[str, Any]:
         "requests": pod_requests(spec),
         "limits": pod_limits(spec),
         "secrets": sorted({(r.name, r.key, r.optional) for r in secret_refs(spec)}, key=str),
+        "configMaps": sorted({(name, optional) for name, optional, _ in config_map_refs(spec)}),
+        "pvcs": sorted(v["persistentVolumeClaim"]["claimName"] for v in spec.get("volumes") or [] if v.get("persistentVolumeClaim")),
     }
 
 
