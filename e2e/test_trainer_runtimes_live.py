@@ -83,6 +83,11 @@ async def test_torchtune_trainjob_passes_dry_run(control_plane: ControlPlane, ru
     control_plane.ensure_namespace(ns)
     tj = _trainjob("tune", ns, runtimes["torchtune"]["metadata"]["name"])
     ev = await _evaluate(tj, view)
+    r = _result(ev, "Dry Run")
+    assert (r.status, r.message) == (
+        Status.PASS,
+        'The apiserver accepts (dryRun=All) JobSet "tune" and a pod of each group (dataset-initializer, model-initializer, node)',
+    )
     assert ev.workload is not None
     pvc = {"name": "initializer", "persistentVolumeClaim": {"claimName": "initializer-tune"}}
     assert [(g.name, g.pods, pvc in (g.pod_spec.get("volumes") or [])) for g in ev.workload.pod_groups] == [
@@ -90,11 +95,6 @@ async def test_torchtune_trainjob_passes_dry_run(control_plane: ControlPlane, ru
         ("model-initializer", 1, True),
         ("node", 1, True),
     ]
-    r = _result(ev, "Dry Run")
-    assert (r.status, r.message) == (
-        Status.PASS,
-        'The apiserver accepts (dryRun=All) JobSet "tune" and a pod of each group (dataset-initializer, model-initializer, node)',
-    )
     # nothing was written
     assert control_plane.kubectl("get", "pods,jobsets,pvc", "-n", ns, "-o", "name").stdout.strip() == ""
 
