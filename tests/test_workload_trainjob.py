@@ -271,3 +271,28 @@ def test_strategic_merge_rules():
 def test_unreadable_trainjobs(spec, message):
     with pytest.raises(AdapterError, match=message):
         build({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "x"}, "spec": spec}, settings=Settings())
+
+
+def test_cached_runtime_spec_is_never_changed_by_rendering():
+    # a cluster runtime (resourceVersion set) is validated once and shared between requests
+    rt = _rt("flux", {"numNodes": 1, "flux": {}}, [_rj("node", "trainer", [{"name": "node", "image": "u", "env": [{"name": "A", "value": "1"}]}])])
+    rt["metadata"]["resourceVersion"] = "7"
+    before = copy.deepcopy(rt)
+    tj = _tj("flux", trainer={"numNodes": 2, "env": [{"name": "A", "value": "2"}], "resourcesPerNode": {"limits": {"cpu": "2"}}})
+    first, second = (_build(tj, rt).pod_groups[0].pod_spec for _ in range(2))
+    assert first == second and [c["name"] for c in second["initContainers"]] == ["flux-installer"]
+    assert rt == before
+
+
+def test_replicas_forced_only_for_trainer_and_initializer_jobs():
+    rt = _rt(
+        "r",
+        {"numNodes": 1, "torch": {}},
+        [
+            _rj("node", "trainer", [{"name": "node", "image": "t"}], replicas=3),
+            _rj("helper", "something-else", [{"name": "h", "image": "h"}], replicas=2),
+        ],
+    )
+    wl = _build(_tj("r"), rt)
+    assert [(g.name, g.pods) for g in wl.pod_groups] == [("node", 1), ("helper", 2)]
+    assert [rj["replicas"] for rj in wl.derived["jobSet"]["spec"]["replicatedJobs"]] == [1, 2]

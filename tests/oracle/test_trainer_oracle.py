@@ -96,13 +96,16 @@ SYNTHETIC = {
             _rjob("node", "trainer", [dict(_WORKER)]),
         ],
     ),
-    # no mlPolicy: the template's parallelism and replicas count, resourcesPerNode is not applied
+    # no mlPolicy: the template's parallelism and replicas count (the trainer job's replicas are forced to 1),
+    # resourcesPerNode is not applied
     "plain": _runtime(
         "plain",
         None,
         [
-            _rjob("node", "trainer", [{"name": "node", "image": "plain/train:1", "resources": {"limits": {"cpu": "1"}}}], job={"parallelism": 3}),
+            _rjob("node", "trainer", [{"name": "node", "image": "plain/train:1", "resources": {"limits": {"cpu": "1"}}}], job={"parallelism": 3}, replicas=3),
             _rjob("sidecar", None, [{"name": "sc", "image": "plain/side:1"}], job={"parallelism": 2}, replicas=2),
+            # an ancestor label Trainer does not know: the job keeps its replicas
+            _rjob("helper", "something-else", [{"name": "h", "image": "plain/helper:1"}], replicas=2),
         ],
     ),
     # a namespaced TrainingRuntime with its own numNodes and initializers
