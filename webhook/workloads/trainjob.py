@@ -1,14 +1,15 @@
-"""TrainJob → Workload: the JobSet Kubeflow Trainer v2.3 builds from a TrainJob and its runtime.
+"""TrainJob → Workload: the JobSet Kubeflow Trainer v2.3.0 builds from a TrainJob and its runtime,
+and the pods JobSet v0.12.0 creates from it.
 
-Mirrors pkg/runtime/core/trainingruntime.go and plugins/{jobset,torch,mpi,plainml}: the
-(Cluster)TrainingRuntime's JobSet template, runtimePatches strategic-merged in, the
-trainer's image/command/args/env and resourcesPerNode put into container `node` of the
-job labelled `trainer.kubeflow.org/trainjob-ancestor-step: trainer`, numNodes, the MPI
-launcher rule, and the initializers' STORAGE_URI/env/secretRef. Without the runtime the
-pod groups are unknown; the TrainJob's own secret references are still recorded so the
-secrets check can run.
+Mirrors, in their order: pkg/runtime/core/trainingruntime.go (runtimePatches, newRuntimeInfo:
+pod counts and resourcesPerNode), the ML policy plugins' EnforceMLPolicy
+(pkg/runtime/framework/plugins/{plainml,torch,jax,xgboost,mpi,flux}), the JobSet builder
+(plugins/jobset/{jobset.go,builder.go}, with pkg/apply's whole-entry env upsert), and JobSet's
+volumeClaimPolicies volumes (sigs.k8s.io/jobset pkg/controllers/volume_claim_policy.go). The
+rules are spelled out in docs/workloads.md; tests/oracle/test_trainer_oracle.py compares the
+result with Trainer's and JobSet's own code. Without the runtime the pod groups are unknown;
+the TrainJob's own secret references are still recorded so the secrets check can run.
 """
-
 from __future__ import annotations
 
 import copy
