@@ -26,10 +26,8 @@ import (
 	"io"
 	"os"
 	"sort"
-	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -394,6 +392,4 @@ func main() {
 		fmt.Fprintln(os.Stderr, "trainer-oracle:", err)
 		os.Exit(1)
 	}
-	_ = strings.TrimSpace
-	_ = metav1.Now
 }
