@@ -217,6 +217,30 @@ def _variants(rt_id: str, runtime: dict[str, Any]) -> dict[str, dict[str, Any]]:
             ],
         },
     }
+    if rt_id.startswith("torchtune"):
+        # the Trainer SDK's torchtune TrainJob: Trainer appends the recipe to `tune run`
+        out["tune-run"] = {
+            "trainer": {"command": ["tune", "run"], "numNodes": 1, "resourcesPerNode": {"limits": {"nvidia.com/gpu": "4"}}},
+        }
+    if rt_id == "torch-ns":
+        # a patch may set env on containers other than node and the initializers: strategic merge by name
+        logger_patch = {
+            "name": "node",
+            "template": {
+                "spec": {
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {"name": "logger", "env": [{"name": "LOG_TOKEN", "valueFrom": {"secretKeyRef": {"name": "log-token", "key": "t"}}}]}
+                            ]
+                        }
+                    }
+                }
+            },
+        }
+        out["patched-sidecar-env"] = {
+            "runtimePatches": [{"manager": "example.com/logs", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [logger_patch]}}}}]
+        }
     if rt_id in WITH_INITIALIZERS:
         out["initializers"] = {
             "trainer": {"numNodes": 2},
@@ -265,7 +289,10 @@ def _case_ids() -> list[str]:
     # ids only (no files needed at collection time)
     ids = []
     for rt_id in list(UPSTREAM) + list(SYNTHETIC):
-        variants = ["bare", "nodes3-gpu", "nodes1-env", "patched"] + (["initializers"] if rt_id in WITH_INITIALIZERS else [])
+        variants = ["bare", "nodes3-gpu", "nodes1-env", "patched"]
+        variants += ["tune-run"] if rt_id.startswith("torchtune") else []
+        variants += ["patched-sidecar-env"] if rt_id == "torch-ns" else []
+        variants += ["initializers"] if rt_id in WITH_INITIALIZERS else []
         ids += [f"{rt_id}/{v}" for v in variants]
     return ids
 
