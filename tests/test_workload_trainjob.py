@@ -196,8 +196,18 @@ def test_flux_adds_installer_init_container_and_volumes():
     assert [(c["name"], c["image"]) for c in g.pod_spec["initContainers"]] == [("flux-installer", "acme/flux-view:1")]
     assert {v["name"] for v in g.pod_spec["volumes"]} == {"spack-install", "flux-install", "tj-flux-entrypoint", "shared-memory", "flux-curve"}
     assert wl.managed_secrets == {"tj-flux-curve"} and wl.derived["configMap"]["metadata"]["name"] == "tj-flux-entrypoint"
-    (g,) = _build(_tj("flux", trainer={}), rt).pod_groups
-    assert g.pod_spec["initContainers"][0]["image"] == "ghcr.io/converged-computing/flux-view-ubuntu:tag-jammy"
+    wl = _build(_tj("flux", trainer={}), rt)
+    assert wl.pod_groups[0].pod_spec["initContainers"][0]["image"] == "ghcr.io/converged-computing/flux-view-ubuntu:tag-jammy"
+    assert wl.render_errors == []
+
+
+def test_flux_without_trainer_is_a_render_error():
+    rt = _rt("flux", {"numNodes": 1, "flux": {}}, [_rj("node", "trainer", [{"name": "node", "image": "ubuntu:jammy"}])])
+    assert _build(_tj("flux"), rt).render_errors == [
+        'Kubeflow Trainer v2.3 cannot render a TrainJob on the Flux runtime ClusterTrainingRuntime "flux" without '
+        "spec.trainer (its Flux plugin reads spec.trainer), so no JobSet or pod is ever created. "
+        "Fix: set spec.trainer, e.g. trainer: {numNodes: 1}."
+    ]
 
 
 def test_volume_claim_policies_add_pvc_volumes():

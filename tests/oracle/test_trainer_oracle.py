@@ -51,7 +51,8 @@ UPSTREAM = {
     "torchtune-qwen": "qwen2_5_1.5B.yaml",
 }
 
-# Cases the oracle cannot judge, with the reason; the test asserts the oracle indeed fails on them.
+# Cases the oracle cannot judge, with the reason; the test asserts the oracle indeed fails on them
+# and that the adapter reports the failure as a render error (the Job Render check).
 UNJUDGEABLE = {
     "flux/bare": "Trainer's Flux plugin dereferences spec.trainer, so a Flux TrainJob without one panics in the controller",
 }
@@ -342,7 +343,7 @@ def _our_facts(tj: dict[str, Any], rt: dict[str, Any]) -> dict[str, Any]:
         return copy.deepcopy(rt) if ok else None
 
     wl = build(copy.deepcopy(tj), settings=Settings(), runtime_lookup=lookup)
-    assert wl.incomplete_reason is None and not wl.render_errors
+    assert wl.incomplete_reason is None and not wl.render_errors, wl.render_errors
     cm = wl.derived.get("configMap")
     return {
         "order": [g.name for g in wl.pod_groups],
@@ -360,6 +361,8 @@ def test_trainer_oracle_agrees(case_id, oracle):
     tj, rt, answer = oracle[case_id]
     if case_id in UNJUDGEABLE:
         assert answer.get("error"), f"{case_id} is listed as unjudgeable ({UNJUDGEABLE[case_id]}) but the oracle rendered it"
+        wl = build(copy.deepcopy(tj), settings=Settings(), runtime_lookup=lambda kind, ns, name: copy.deepcopy(rt))
+        assert wl.render_errors, f"the oracle fails on {case_id} ({answer['error']}) but the adapter reports no render error"
         pytest.skip(f"the oracle cannot judge {case_id}: {UNJUDGEABLE[case_id]}")
     assert not answer.get("error"), answer.get("error")
     want, got = _oracle_facts(answer), _our_facts(tj, rt)

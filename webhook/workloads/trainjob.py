@@ -231,7 +231,16 @@ def build(
         return wl
     wl.runtime = runtime
     rt_path = f'{rt_kind} "{rt_name}" spec'
-    _render(wl, spec, patches, _runtime_spec(mapping(runtime, f'{rt_kind} "{rt_name}"'), rt_path))
+    rt_spec = _runtime_spec(mapping(runtime, f'{rt_kind} "{rt_name}"'), rt_path)
+    if (rt_spec.get("mlPolicy") or {}).get("flux") is not None and spec.get("trainer") is None:
+        # T:pkg/runtime/framework/plugins/flux/flux.go EnforceMLPolicy reads spec.trainer.env and
+        # sets spec.trainer.command without a nil check: the controller fails on every reconcile
+        wl.render_errors.append(
+            f'Kubeflow Trainer v2.3 cannot render a TrainJob on the Flux runtime {rt_kind} "{rt_name}" without '
+            "spec.trainer (its Flux plugin reads spec.trainer), so no JobSet or pod is ever created. "
+            "Fix: set spec.trainer, e.g. trainer: {numNodes: 1}."
+        )
+    _render(wl, spec, patches, rt_spec)
     return wl
 
 
