@@ -133,12 +133,18 @@ def test_mpi_deepspeed_pod_counts_and_gpus():
     assert [r.name for r in secret_refs(node.pod_spec)] == ["tj-mpi-ssh-auth"] * 3
     assert wl.managed_secrets == {"tj-mpi-ssh-auth"}
     assert wl.derived["configMap"]["metadata"]["name"] == "tj-mpi-hostfile"
+    # slots: the runtime's numProcPerNode 1 becomes the 4 GPUs per node
     assert wl.derived["configMap"]["data"]["hostfile"].splitlines() == [
-        "tj-node-0-0.tj slots=1",
-        "tj-node-0-1.tj slots=1",
-        "tj-node-0-2.tj slots=1",
-        "tj-launcher-0-0.tj slots=1",
+        "tj-node-0-0.tj slots=4",
+        "tj-node-0-1.tj slots=4",
+        "tj-node-0-2.tj slots=4",
+        "tj-launcher-0-0.tj slots=4",
     ]
+    env = {e["name"]: e.get("value") for e in launcher.pod_spec["containers"][0]["env"]}
+    assert env["OMPI_MCA_orte_set_default_slots"] == "4"
+    # trainer.numProcPerNode wins
+    tj["spec"]["trainer"]["numProcPerNode"] = 2
+    assert _build(tj, DEEPSPEED).derived["configMap"]["data"]["hostfile"].splitlines()[0] == "tj-node-0-0.tj slots=2"
 
 
 def test_mpi_without_num_nodes_keeps_template_counts():

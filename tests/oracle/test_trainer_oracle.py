@@ -334,6 +334,7 @@ def _oracle_facts(answer: dict[str, Any]) -> dict[str, Any]:
         "dependsOn": {rj["name"]: [(d["name"], d["status"]) for d in rj.get("dependsOn") or []] for rj in rjobs},
         "secrets": sorted(o["metadata"]["name"] for o in objects if o["kind"] == "Secret"),
         "configMaps": sorted(o["metadata"]["name"] for o in objects if o["kind"] == "ConfigMap"),
+        "hostfile": next((o["data"]["hostfile"] for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-mpi-hostfile")), None),
     }
 
 
@@ -353,6 +354,7 @@ def _our_facts(tj: dict[str, Any], rt: dict[str, Any]) -> dict[str, Any]:
         # Trainer also applies `<name>-runtime-snapshot` for every TrainJob (pkg/runtime/core/snapshot.go),
         # outside NewObjects' result; derived["configMap"] is the runtime's own ConfigMap
         "configMaps": [cm["metadata"]["name"]] if cm else [],
+        "hostfile": (cm.get("data") or {}).get("hostfile") if cm and cm["metadata"]["name"].endswith("-mpi-hostfile") else None,
     }
 
 
@@ -372,6 +374,7 @@ def test_trainer_oracle_agrees(case_id, oracle):
     assert got["dependsOn"] == want["dependsOn"]
     assert got["secrets"] == want["secrets"]
     assert got["configMaps"] == want["configMaps"]
+    assert got["hostfile"] == want["hostfile"]
 
 
 def test_enough_cases_cover_every_upstream_runtime():

@@ -331,6 +331,7 @@ def _render(wl: Workload, spec: dict[str, Any], patches: list[Any], rt_spec: dic
         # T:…/plugins/mpi/mpi.go: numNodes sizes the job *named* `node`; the trainer (launcher) keeps its count
         if tj_nodes is not None and "node" in counts:
             counts["node"] = max(tj_nodes - 1, 1) if launcher_as_node else tj_nodes
+        mpi = dict(mpi, numProcPerNode=_mpi_slots(ordered, mpi, trainer, res_per_node))
         _mpi_policy(wl.name, ordered, mpi)
     elif first_trainer is not None and tj_nodes is not None:
         # torch, jax, xgboost, and plainml (no policy, or flux): numNodes sizes the first trainer job
@@ -479,6 +480,33 @@ def _upsert_mounts(container: dict[str, Any], mounts: list[dict[str, Any]]) -> N
 
 
 MPI_SSH_SECRET_SUFFIX = "-mpi-ssh-auth"
+
+
+def _node_resources(ordered: list[dict[str, Any]]) -> dict[str, Any]:
+    """T:pkg/runtime/runtime.go ExtractResourcePerNodeFromRuntime: container `node` of the first job
+    named `node` or labelled trainer that has resources."""
+    for rj in ordered:
+        if rj.get("name") == "node" or _role(rj) == "trainer":
+            for c in _pod_spec(rj).get("containers") or []:
+                if c.get("name") == "node" and c.get("resources") is not None:
+                    return c["resources"]
+    return {}
+
+
+def _mpi_slots(ordered: list[dict[str, Any]], mpi: dict[str, Any], trainer: dict[str, Any], res_per_node: dict[str, Any] | None) -> int:
+    """Processes per node (hostfile slots): trainer.numProcPerNode, else the runtime's; a runtime value
+    of 1 becomes the GPUs per node when there are more (T:…/plugins/mpi/mpi.go EnforceMLPolicy)."""
+    if trainer.get("numProcPerNode") is not None:
+        try:
+            return int(trainer["numProcPerNode"])
+        except (TypeError, ValueError):
+            pass
+    nproc = mpi.get("numProcPerNode") if mpi.get("numProcPerNode") is not None else 1
+    if nproc == 1:
+        gpus = _gpus(res_per_node if res_per_node is not None else _node_resources(ordered))
+        if gpus > 1:
+            return gpus
+    return int(nproc)
 
 
 def _mpi_policy(name: str, ordered: list[dict[str, Any]], mpi: dict[str, Any]) -> None:
