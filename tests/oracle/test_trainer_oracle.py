@@ -5,8 +5,9 @@ tests/oracle/trainer/build.sh (cached in ~/.cache/preflight-webhook/trainer-orac
 generated TrainJob + runtime it applies the CRD defaults, runs Trainer's runtime framework
 (runtimecore.New + Runtime.NewObjects) and JobSet's reconciler, and returns the Jobs. Each case
 then compares, replicatedJob by replicatedJob: the pod groups and their pod counts, every
-container and init container with its image, the per-pod requests and limits, the Secrets the
-pods reference, the JobSet dependsOn, and the Secrets and ConfigMaps Trainer creates.
+container and init container with its image and env, the per-pod requests and limits, the
+Secrets the pods reference, the ConfigMaps and PVCs they mount, the JobSet dependsOn, and the
+Secrets and ConfigMaps Trainer creates (with the MPI hostfile).
 
 Runs when PREFLIGHT_TRAINER_ORACLE names the binary (`make test` sets it); a bare `pytest tests`
 skips these.
@@ -28,7 +29,7 @@ import pytest
 import yaml
 
 from webhook.config import Settings
-from webhook.workloads.podspec import config_map_refs, pod_limits, pod_requests, secret_refs
+from webhook.workloads.podspec import all_containers, config_map_refs, pod_limits, pod_requests, secret_refs
 from webhook.workloads.trainjob import build
 
 ORACLE = os.environ.get("PREFLIGHT_TRAINER_ORACLE")
@@ -317,6 +318,7 @@ def _facts_of_pod(spec: dict[str, Any]) -> dict[str, Any]:
         "limits": pod_limits(spec),
         "secrets": sorted({(r.name, r.key, r.optional) for r in secret_refs(spec)}, key=str),
         "configMaps": sorted({(name, optional) for name, optional, _ in config_map_refs(spec)}),
+        "env": {c.get("name"): sorted(json.dumps(e, sort_keys=True) for e in c.get("env") or []) for _, c in all_containers(spec)},
         "pvcs": sorted(v["persistentVolumeClaim"]["claimName"] for v in spec.get("volumes") or [] if v.get("persistentVolumeClaim")),
     }
 

@@ -338,10 +338,16 @@ def _render(wl: Workload, spec: dict[str, Any], patches: list[Any], rt_spec: dic
         counts[str(first_trainer.get("name"))] = tj_nodes
     if flux is not None:
         _flux_policy(wl.name, ordered, trainer)
-    if first_trainer is not None and ml is not None and ml.get("torch") is not None and spec.get("trainer") is not None:
+    if first_trainer is not None and ml is not None and spec.get("trainer") is not None:
         node = _container(_pod_spec(first_trainer), "node")
-        if node is not None:
-            _torch_env(node, wl.name, counts[str(first_trainer.get("name"))], trainer, res_per_node, _pod_spec(first_trainer))
+        n = counts[str(first_trainer.get("name"))]
+        if node is not None and ml.get("torch") is not None:
+            _torch_env(node, wl.name, n, trainer, res_per_node, _pod_spec(first_trainer))
+        elif node is not None and ml.get("jax") is not None:
+            _framework_env(node, _jax_env(wl.name, n))
+        elif node is not None and ml.get("xgboost") is not None:
+            gpus = _gpus(res_per_node if res_per_node is not None else _node_resources(ordered))
+            _framework_env(node, _xgboost_env(wl.name, n * max(gpus, 1)))
 
     # 4. the JobSet builder
     for rj in ordered:
@@ -646,6 +652,36 @@ def _torch_env(
     if not any(p.get("containerPort") == 29500 for p in ports):
         ports.append({"containerPort": 29500})
     node["ports"] = ports
+
+
+_COMPLETION_INDEX = {"fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}
+
+
+def _framework_env(node: dict[str, Any], env: list[dict[str, Any]]) -> None:
+    _upsert_env(node, env)
+    ports = list(node.get("ports") or [])
+    if not any(p.get("containerPort") == 29500 for p in ports):
+        ports.append({"containerPort": 29500})
+    node["ports"] = ports
+
+
+def _jax_env(name: str, num_nodes: int) -> list[dict[str, Any]]:
+    """T:…/plugins/jax/jax.go EnforceMLPolicy."""
+    return [
+        {"name": "JAX_NUM_PROCESSES", "value": str(num_nodes)},
+        {"name": "JAX_PROCESS_ID", "valueFrom": _COMPLETION_INDEX},
+        {"name": "JAX_COORDINATOR_ADDRESS", "value": f"{name}-node-0-0.{name}:29500"},
+    ]
+
+
+def _xgboost_env(name: str, workers: int) -> list[dict[str, Any]]:
+    """T:…/plugins/xgboost/xgboost.go EnforceMLPolicy: one worker per GPU (or per node without GPUs)."""
+    return [
+        {"name": "DMLC_TRACKER_URI", "value": f"{name}-node-0-0.{name}"},
+        {"name": "DMLC_TRACKER_PORT", "value": "29500"},
+        {"name": "DMLC_TASK_ID", "valueFrom": _COMPLETION_INDEX},
+        {"name": "DMLC_NUM_WORKER", "value": str(workers)},
+    ]
 
 
 def _first_number(resources: dict[str, Any], match: Any) -> int:
