@@ -312,3 +312,25 @@ def test_replicas_forced_only_for_trainer_and_initializer_jobs():
     wl = _build(_tj("r"), rt)
     assert [(g.name, g.pods) for g in wl.pod_groups] == [("node", 1), ("helper", 2)]
     assert [rj["replicas"] for rj in wl.derived["jobSet"]["spec"]["replicatedJobs"]] == [1, 2]
+
+
+def _env_of(wl, group=0):
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in wl.pod_groups[group].pod_spec["containers"][0].get("env") or []}
+
+
+def test_framework_env_of_torch_jax_xgboost():
+    node = [{"name": "node", "image": "x"}]
+    torch = _rt("t", {"numNodes": 1, "torch": {}}, [_rj("node", "trainer", node)])
+    env = _env_of(_build(_tj("t", trainer={"numNodes": 2, "resourcesPerNode": {"requests": {"cpu": "6"}}}), torch))
+    # `auto` without GPUs becomes the CPUs per node (T:…/plugins/torch/torch.go)
+    assert (env["PET_NNODES"], env["PET_NPROC_PER_NODE"], env["PET_MASTER_ADDR"]) == ("2", "6", "tj-node-0-0.tj")
+    assert _env_of(_build(_tj("t", trainer={"resourcesPerNode": GPUS}), torch))["PET_NPROC_PER_NODE"] == "auto"
+    jax = _rt("j", {"numNodes": 1, "jax": {}}, [_rj("node", "trainer", node)])
+    env = _env_of(_build(_tj("j", trainer={"numNodes": 3}), jax))
+    assert (env["JAX_NUM_PROCESSES"], env["JAX_COORDINATOR_ADDRESS"]) == ("3", "tj-node-0-0.tj:29500")
+    xgb = _rt("x", {"numNodes": 1, "xgboost": {}}, [_rj("node", "trainer", node)])
+    # one worker per GPU
+    assert _env_of(_build(_tj("x", trainer={"numNodes": 2, "resourcesPerNode": GPUS}), xgb))["DMLC_NUM_WORKER"] == "8"
+    assert _env_of(_build(_tj("x", trainer={"numNodes": 2}), xgb))["DMLC_NUM_WORKER"] == "2"
+    # no spec.trainer: the plugins set nothing
+    assert _env_of(_build(_tj("x"), xgb)) == {}
