@@ -154,9 +154,9 @@ build_kube_bin() {
 
 # The Debian packages a real node needs (e2e/node.py): container runtime, CNI plugins, packet
 # filter tools, and the image tools that build our Dockerfile and its base.
-NODE_PACKAGES=(containerd runc containernetworking-plugins iptables conntrack buildah mmdebstrap)
+NODE_PACKAGES=(containerd runc containernetworking-plugins iptables nftables conntrack buildah mmdebstrap)
 # command each package provides (same order), to tell which are missing
-NODE_COMMANDS=(containerd runc /usr/lib/cni/bridge iptables conntrack buildah mmdebstrap)
+NODE_COMMANDS=(containerd runc /usr/lib/cni/bridge iptables nft conntrack buildah mmdebstrap)
 
 node_missing() {
     local i missing=()

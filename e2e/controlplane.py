@@ -297,6 +297,9 @@ class ControlPlane:
         start_timeout: float = 180.0,
         extra_apiserver_args: Sequence[str] = (),
         verbose: bool = True,
+        bind_address: str = "127.0.0.1",
+        service_cidr: str = SERVICE_CLUSTER_IP_RANGE,
+        kubelet_client: bool = False,
     ) -> None:
         self._given_state_dir = Path(state_dir).resolve() if state_dir is not None else None
         self._build = build
@@ -305,6 +308,12 @@ class ControlPlane:
         self.start_timeout = start_timeout
         self.extra_apiserver_args = list(extra_apiserver_args)
         self.verbose = verbose
+        # e2e/node.py: the apiserver listens on (and advertises) its bridge address, so pods
+        # reach it through the `kubernetes` Service; that address is local to this machine.
+        self.bind_address = bind_address
+        self.service_cidr = service_cidr
+        # e2e/node.py: a client certificate for the apiserver's calls to kubelets (logs, exec)
+        self.kubelet_client = kubelet_client
 
         self.state_dir: Path | None = None
         self.bin_dir: Path | None = None
@@ -438,7 +447,7 @@ class ControlPlane:
         self._ca = ca = generate_ca("preflight-e2e-ca", days=30)
         self.ca_pem = ca.cert_pem
         self.ca_path = _write(pki / "ca.crt", ca.cert_pem, 0o644)
-        svc_ip = str(next(ipaddress.ip_network(SERVICE_CLUSTER_IP_RANGE).hosts()))
+        svc_ip = str(next(ipaddress.ip_network(self.service_cidr).hosts()))
         apiserver = issue_cert(
             ca,
             "kube-apiserver",
@@ -449,7 +458,7 @@ class ControlPlane:
                 "kubernetes.default.svc",
                 "kubernetes.default.svc.cluster.local",
             ],
-            ip_addresses=["127.0.0.1", svc_ip],
+            ip_addresses=sorted({"127.0.0.1", self.bind_address, svc_ip}),
             days=30,
         )
         _write(pki / "apiserver.crt", apiserver.cert_pem, 0o644)
@@ -457,6 +466,10 @@ class ControlPlane:
         sa_private, sa_public = _sa_keypair()
         _write(pki / "sa.key", sa_private)
         _write(pki / "sa.pub", sa_public, 0o644)
+        if self.kubelet_client:
+            kc = issue_cert(ca, "kube-apiserver-kubelet-client", organizations=["system:masters"], server=False, client=True, days=30)
+            _write(pki / "kubelet-client.crt", kc.cert_pem, 0o644)
+            _write(pki / "kubelet-client.key", kc.key_pem)
         self.audit_policy_path = _write(
             self.state_dir / "audit-policy.yaml", yaml.safe_dump(AUDIT_POLICY, sort_keys=False), 0o644
         )
@@ -579,12 +592,12 @@ class ControlPlane:
         pki = self.state_dir / "pki"
         for attempt in range(attempts):
             (port,) = free_ports(1)
-            self.server_url = f"https://127.0.0.1:{port}"
+            self.server_url = f"https://{self.bind_address}:{port}"
             argv = [
                 str(self.bin_dir / "kube-apiserver"),
                 f"--etcd-servers={self.etcd_url}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
+                f"--bind-address={self.bind_address}",
+                f"--advertise-address={self.bind_address}",
                 f"--secure-port={port}",
                 f"--cert-dir={pki}",
                 f"--tls-cert-file={pki / 'apiserver.crt'}",
@@ -595,7 +608,7 @@ class ControlPlane:
                 f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
                 f"--service-account-key-file={pki / 'sa.pub'}",
                 f"--service-account-signing-key-file={pki / 'sa.key'}",
-                f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+                f"--service-cluster-ip-range={self.service_cidr}",
                 f"--enable-admission-plugins={ADMISSION_PLUGINS}",
                 f"--audit-policy-file={self.audit_policy_path}",
                 f"--audit-log-path={self.audit_log_path}",
@@ -604,6 +617,15 @@ class ControlPlane:
                 "--allow-privileged=true",
                 "--profiling=false",
                 "--v=1",
+                *(
+                    [
+                        f"--kubelet-client-certificate={pki / 'kubelet-client.crt'}",
+                        f"--kubelet-client-key={pki / 'kubelet-client.key'}",
+                        "--kubelet-preferred-address-types=InternalIP",
+                    ]
+                    if self.kubelet_client
+                    else []
+                ),
                 *self.extra_apiserver_args,
             ]
             self._spawn("kube-apiserver", argv)

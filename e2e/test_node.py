@@ -1,0 +1,63 @@
+"""The real single-node cluster (e2e/node.py): it comes up, keeps its addresses on this
+machine, and its teardown leaves nothing behind.
+
+Marked ``node``: ``pytest e2e -m "not node"`` skips them; ``make test`` runs them. On a
+machine where the node cannot run (not root, packages missing), they FAIL with the reason.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import subprocess
+
+import pytest
+
+from e2e.node import NODE_NAME, Node, _cgroup_dirs, default_route_devs, snapshot, diff_snapshots
+
+pytestmark = pytest.mark.node
+
+
+def _route_dev(addr: str) -> str:
+    out = subprocess.run(["ip", "-j", "route", "get", addr], capture_output=True, text=True, check=True).stdout
+    return json.loads(out)[0].get("dev", "")
+
+
+def test_node_comes_up_keeps_its_ranges_local_and_tears_down_clean() -> None:
+    before = snapshot()
+    node = Node(start_timeout=150)
+    node.start()
+    try:
+        pids = dict(node.pids)
+        assert set(pids) >= {"etcd", "kube-apiserver", "containerd", "kubelet", "kube-proxy", "kube-controller-manager", "kube-scheduler"}
+        nodes = json.loads(node.cp.kubectl("get", "nodes", "-o", "json").stdout)["items"]  # type: ignore[union-attr]
+        assert [n["metadata"]["name"] for n in nodes] == [NODE_NAME]
+        addrs = {a["type"]: a["address"] for a in nodes[0]["status"]["addresses"]}
+        assert addrs["InternalIP"] == node.bridge_ip
+        # the apiserver and the node live on the bridge, a local address
+        assert ipaddress.ip_address(node.bridge_ip) in ipaddress.ip_network(node.pod_cidr)
+        # Every address of the pod and Service ranges is routed into the bridge, never out by the default route.
+        default_devs = default_route_devs()
+        for cidr in (node.pod_cidr, node.service_cidr):
+            net = ipaddress.ip_network(cidr)
+            for addr in (net[2], net[10], net[-2]):  # (net[1] of the pod range is the bridge's own, local address)
+                dev = _route_dev(str(addr))
+                assert dev == node.bridge, f"{addr} ({cidr}) routed via {dev}"
+                assert dev not in default_devs
+        # the `kubernetes` Service's ClusterIP answers from the host (kube-proxy's rules)
+        svc = json.loads(node.cp.kubectl("get", "svc", "kubernetes", "-o", "json").stdout)  # type: ignore[union-attr]
+        assert ipaddress.ip_address(svc["spec"]["clusterIP"]) in ipaddress.ip_network(node.service_cidr)
+        # nothing addressed to the ranges tried to leave by the default route
+        counters = node.guard_counters()
+        assert len(counters) == 2 * len(default_devs)
+        assert sum(counters.values()) == 0, counters
+        cgroup_root = node.cgroup_root
+        assert _cgroup_dirs(cgroup_root)
+    finally:
+        left = node.stop()
+    assert left == []
+    for name, pid in pids.items():
+        assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z", name
+    assert _cgroup_dirs(cgroup_root) == []
+    assert diff_snapshots(before, snapshot()) == []
