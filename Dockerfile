@@ -5,11 +5,13 @@
 # /install onto the same pinned slim Python: no compiler, no build backend, no source tree.
 # It runs as a numeric non-root UID (runAsNonRoot can verify it) and needs no shell: the
 # ENTRYPOINT is exec form and the chart's preStop uses the kubelet's own sleep action.
-# Pin the base by digest as well (python:3.11.11-slim-bookworm@sha256:...) in your registry.
+# Pin the base by digest as well (--build-arg BASE_IMAGE=python:3.11.11-slim-bookworm@sha256:...).
 
-ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm
+# BASE_IMAGE: any Python 3.11+ image whose `python` is first on PATH and installs into /usr/local
+# (e2e/images.sh builds one locally with mmdebstrap for the in-cluster tests).
+ARG BASE_IMAGE=python:3.11.11-slim-bookworm
 
-FROM ${PYTHON_IMAGE} AS builder
+FROM ${BASE_IMAGE} AS builder
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 COPY pyproject.toml README.md ./
@@ -18,7 +20,7 @@ RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
  && python -m pip install --prefix=/install --only-binary=:all: /wheels/*.whl \
  && python -m compileall -q /install
 
-FROM ${PYTHON_IMAGE}
+FROM ${BASE_IMAGE}
 LABEL org.opencontainers.image.title="preflight-webhook" \
       org.opencontainers.image.description="Validating admission webhook for AIPerfJobs and TrainJobs" \
       org.opencontainers.image.licenses="Apache-2.0"

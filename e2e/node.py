@@ -375,6 +375,7 @@ class Node:
         self._write_state()
         self._start_containerd()
         self._say(f"containerd ready ({time.monotonic() - t0:.1f}s)")
+        self.load_image(build_images("pause") / "pause.tar")
         self._start_kube_proxy()
         self._start_kubelet()
         self._start_controllers()
@@ -520,6 +521,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     def load_image(self, archive: Path) -> None:
         """Import an OCI/docker archive into the node's containerd (pods use it with pullPolicy IfNotPresent/Never)."""
         self.ctr("images", "import", "--all-platforms", str(archive))
+
+    def load_webhook_image(self) -> str:
+        """Build (or reuse) the image from our Dockerfile and load it; returns ``repository:tag``."""
+        self.load_image(build_images("webhook") / "webhook.tar")
+        return f"{WEBHOOK_IMAGE_REPOSITORY}:{WEBHOOK_IMAGE_TAG}"
 
     def _component_kubeconfig(self, user: str, groups: Sequence[str] = ()) -> Path:
         assert self.cp is not None and self.state_dir is not None
@@ -864,7 +870,25 @@ def _split_rule(rule: str) -> list[str]:
 # --------------------------------------------------------------------------- images
 
 
+IMAGES_SCRIPT = Path(__file__).resolve().parent / "images.sh"
 PAUSE_IMAGE = "localhost/preflight/pause:local"
+WEBHOOK_IMAGE_REPOSITORY = "localhost/preflight/preflight-webhook"
+WEBHOOK_IMAGE_TAG = "e2e"
+
+
+def build_images(what: str = "all") -> Path:
+    """Run e2e/images.sh (seconds when warm) and return the directory holding the archives."""
+    t0 = time.monotonic()
+    proc = subprocess.run(["bash", str(IMAGES_SCRIPT), what], capture_output=True, text=True, timeout=1800)
+    if proc.returncode != 0:
+        raise NodeError(f"e2e/images.sh {what} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    for line in proc.stderr.splitlines():
+        if "built in" in line:
+            print(line, file=sys.stderr, flush=True)
+    out = subprocess.run(["bash", str(IMAGES_SCRIPT), "path"], capture_output=True, text=True, check=True).stdout.strip()
+    if time.monotonic() - t0 > 5:
+        print(f"==> node: images ({what}) ready in {time.monotonic() - t0:.0f}s", file=sys.stderr, flush=True)
+    return Path(out)
 
 
 # --------------------------------------------------------------------------- CLI

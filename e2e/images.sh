@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Build (once) the images the real node (e2e/node.py) runs, without pulling any image:
+#
+#   e2e/images.sh [all|pause|base|webhook|path]
+#
+#   pause    the sandbox image: e2e/nodeimage/pause.go, FROM scratch
+#   base     Debian bookworm + Python 3.11 made by mmdebstrap, laid out like the official python
+#            image (a venv at /usr/local, so `python` and pip install into /usr/local)
+#   webhook  the repository's Dockerfile, built by buildah with --build-arg BASE_IMAGE=<base>
+#
+# Each lands as a docker-archive in $CACHE/images/*.tar (ctr -n k8s.io images import loads it)
+# with a stamp: pause and base by their recipe, webhook by a hash of the files the Dockerfile
+# copies, so a warm run takes seconds. buildah's storage is $CACHE/images/storage (vfs driver,
+# chroot isolation: no mounts or network namespaces are left behind). Needs root, buildah,
+# mmdebstrap and Go (bash e2e/build.sh node installs the packages).
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/.." && pwd)"
+CACHE_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/preflight-webhook"
+OUT="${PREFLIGHT_IMAGES_CACHE:-$CACHE_ROOT/images}"
+STORE="$OUT/storage"
+
+PAUSE_IMAGE=localhost/preflight/pause:local
+BASE_IMAGE=localhost/preflight/python-base:3.11-bookworm
+WEBHOOK_IMAGE=localhost/preflight/preflight-webhook:e2e
+DEBIAN_SUITE=bookworm
+
+say() { printf '==> %s\n' "$*" >&2; }
+die() { printf 'e2e/images.sh: error: %s\n' "$*" >&2; exit 1; }
+fresh() { [[ -f "$1" && "$(cat "$1")" == "$2" ]]; }
+bah() { buildah --root "$STORE/root" --runroot "$STORE/run" --storage-driver vfs "$@"; }
+
+export GOFLAGS=-mod=mod CGO_ENABLED=0 GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
+
+build_pause() {
+    local want stamp="$OUT/.pause.version"
+    want="$(cat "$HERE/nodeimage/pause.go" "$HERE/nodeimage/go.mod" | sha256sum | cut -c1-16)"
+    if [[ -f "$OUT/pause.tar" ]] && fresh "$stamp" "$want"; then say "pause image: cached"; return; fi
+    say "building the pause image (Go, FROM scratch)..."
+    local t0=$SECONDS tmp
+    tmp="$(mktemp -d)"
+    (cd "$HERE/nodeimage" && go build -trimpath -ldflags "-s -w" -o "$tmp/pause" .)
+    local c
+    c="$(bah from scratch)"
+    bah copy "$c" "$tmp/pause" /pause
+    bah config --entrypoint '["/pause"]' --user 65535:65535 "$c"
+    bah commit -q "$c" "$PAUSE_IMAGE" >/dev/null
+    bah rm "$c" >/dev/null
+    rm -f "$OUT/pause.tar"
+    bah push -q "$PAUSE_IMAGE" "docker-archive:$OUT/pause.tar:$PAUSE_IMAGE"
+    rm -rf "$tmp"
+    echo "$want" >"$stamp"
+    say "pause image built in $((SECONDS - t0))s ($(du -h "$OUT/pause.tar" | cut -f1))"
+}
+
+build_base() {
+    local want="recipe=1 suite=$DEBIAN_SUITE python3.11" stamp="$OUT/.base.version"
+    if bah inspect "$BASE_IMAGE" >/dev/null 2>&1 && fresh "$stamp" "$want"; then say "base image: cached"; return; fi
+    command -v mmdebstrap >/dev/null || die "mmdebstrap missing (as root: bash e2e/build.sh node)"
+    say "building the base image: Debian $DEBIAN_SUITE + Python 3.11 with mmdebstrap (~1.5 min)..."
+    local t0=$SECONDS tmp
+    tmp="$(mktemp -d)"
+    # shellcheck disable=SC2016
+    mmdebstrap --variant=minbase --include=python3.11,python3.11-venv,ca-certificates \
+        --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
+        --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
+        --dpkgopt='path-exclude=/usr/share/info/*' \
+        --customize-hook='chroot "$1" python3.11 -m venv /usr/local' \
+        --customize-hook='rm -rf "$1"/var/cache/apt/* "$1"/var/lib/apt/lists/* "$1"/var/log/*' \
+        "$DEBIAN_SUITE" "$tmp/base.tar" >&2
+    local c
+    c="$(bah from scratch)"
+    bah add "$c" "$tmp/base.tar" /
+    bah config --env PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin --env LANG=C.UTF-8 --cmd '["python3"]' "$c"
+    bah commit -q "$c" "$BASE_IMAGE" >/dev/null
+    bah rm "$c" >/dev/null
+    rm -rf "$tmp"
+    echo "$want" >"$stamp"
+    say "base image built in $((SECONDS - t0))s"
+}
+
+# what the Dockerfile copies, plus the Dockerfile and the base recipe
+webhook_sources_hash() {
+    (cd "$REPO" && find Dockerfile pyproject.toml README.md webhook -type f -not -name '*.pyc' -not -path '*/__pycache__/*' -print0 \
+        | sort -z | xargs -0 sha256sum; cat "$OUT/.base.version" 2>/dev/null) | sha256sum | cut -c1-16
+}
+
+build_webhook() {
+    build_base
+    local want stamp="$OUT/.webhook.version"
+    want="$(webhook_sources_hash)"
+    if [[ -f "$OUT/webhook.tar" ]] && fresh "$stamp" "$want"; then say "webhook image: cached"; return; fi
+    say "building the webhook image from the Dockerfile (buildah, BASE_IMAGE=$BASE_IMAGE)..."
+    local t0=$SECONDS trust=()
+    # A machine whose egress re-signs TLS (its CA in the system bundle, as here): pip inside the
+    # build must trust that CA too. Mounted for the RUN steps only, so the image stays as a user's.
+    local bundle="${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}"
+    if [[ -f "$bundle" ]]; then
+        printf '[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n' >"$OUT/pip.conf"
+        trust=(-v "$bundle:/etc/ssl/certs/ca-certificates.crt:ro" -v "$OUT/pip.conf:/etc/pip.conf:ro")
+    fi
+    bah bud -q --isolation chroot --network host --layers=false "${trust[@]}" --build-arg "BASE_IMAGE=$BASE_IMAGE" \
+        -t "$WEBHOOK_IMAGE" -f "$REPO/Dockerfile" "$REPO" >/dev/null
+    rm -f "$OUT/webhook.tar"
+    bah push -q "$WEBHOOK_IMAGE" "docker-archive:$OUT/webhook.tar:$WEBHOOK_IMAGE"
+    echo "$want" >"$stamp"
+    say "webhook image built in $((SECONDS - t0))s ($(du -h "$OUT/webhook.tar" | cut -f1) archive)"
+}
+
+main() {
+    local what="${1:-all}"
+    [[ "$what" == path ]] && { echo "$OUT"; return; }
+    [[ "$(id -u)" == 0 ]] || die "needs root (buildah storage, chroot isolation)"
+    command -v buildah >/dev/null || die "buildah missing (as root: bash e2e/build.sh node)"
+    mkdir -p "$OUT"
+    exec 9>"$OUT/.build.lock"
+    flock 9
+    case "$what" in
+        pause) build_pause ;;
+        base) build_base ;;
+        webhook) build_webhook ;;
+        all) build_pause; build_webhook ;;
+        *) die "usage: $0 [all|pause|base|webhook|path]" ;;
+    esac
+}
+
+main "$@"
