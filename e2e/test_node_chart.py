@@ -1,0 +1,159 @@
+"""The product as users run it: our Dockerfile's image, `helm install` of the chart with its
+default values (only the image repository, tag and pull policy overridden), the webhook
+serving from its pods on a real node (e2e/node.py), called by the apiserver through its Service.
+
+Marked ``node`` (``pytest e2e -m "not node"`` skips it; ``make test`` runs it).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from e2e.node import Node, NodeError
+
+pytestmark = pytest.mark.node
+
+ROOT = Path(__file__).resolve().parents[1]
+CHART = ROOT / "charts" / "preflight-webhook"
+SAMPLES = ROOT / "e2e" / "samples"
+NS = "preflight-system"
+RELEASE = "preflight-webhook"  # the chart's full name is then the release name
+NAME = "preflight-webhook"
+
+
+class Installed:
+    def __init__(self, node: Node, image: str) -> None:
+        self.node = node
+        self.cp = node.cp
+        self.image = image
+
+    def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        return self.cp.kubectl(*args, check=check, input=input)  # type: ignore[union-attr]
+
+    def helm(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        cp = self.cp
+        assert cp is not None
+        argv = [str(cp.helm_path), f"--kubeconfig={cp.kubeconfig}", *args]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=cp.env())
+        if proc.returncode != 0:
+            raise NodeError(f"helm {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}\n{self.diagnose()}")
+        return proc
+
+    def diagnose(self) -> str:
+        out = self.kubectl("get", "pods,deploy,svc,endpointslices,secrets", "-n", NS, "-o", "wide", check=False).stdout
+        events = self.kubectl("get", "events", "-n", NS, "--sort-by=.lastTimestamp", check=False).stdout[-3000:]
+        return f"{out}\n{events}\nkubelet:\n{self.node.log_tail('kubelet', 15)}"
+
+    def pods(self) -> list[dict]:
+        sel = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component!=certs"
+        items = json.loads(self.kubectl("get", "pods", "-n", NS, "-l", sel, "-o", "json").stdout)["items"]
+        return items
+
+
+def _webhook_answers(inst: Installed) -> bool | str:
+    proc = inst.kubectl("apply", "--dry-run=server", "-f", str(SAMPLES / "trainjob-good.yaml"), check=False)
+    return True if proc.returncode == 0 else proc.stderr.strip()[-300:]
+
+
+@pytest.fixture(scope="module")
+def installed() -> Iterator[Installed]:
+    node = Node(start_timeout=180)
+    node.start()
+    try:
+        t0 = time.monotonic()
+        image = node.load_webhook_image()
+        repo, tag = image.rsplit(":", 1)
+        inst = Installed(node, image)
+        prereq = ("apply", "-f", str(SAMPLES / "00-prerequisites.yaml"), "-f", str(SAMPLES / "01-clustertrainingruntime.yaml"))
+        # a real controller-manager may create a namespace's `default` ServiceAccount between
+        # kubectl's get and create (AlreadyExists): the second apply then configures it
+        if inst.kubectl(*prereq, check=False).returncode != 0:
+            inst.kubectl(*prereq)
+        inst.helm(
+            "install", RELEASE, str(CHART), "--namespace", NS, "--create-namespace",
+            "--set", f"image.repository={repo}", "--set", f"image.tag={tag}", "--set", "image.pullPolicy=Never",
+            "--wait", "--timeout", "5m",
+        )
+        # the certificate pod has made the Secret and injected the caBundle once the apiserver's call succeeds
+        node._wait("the apiserver calling the webhook through its Service", ["kubelet", "kube-proxy"], lambda: _webhook_answers(inst), 180)
+        print(f"==> helm install to the webhook answering: {time.monotonic() - t0:.0f}s")
+        yield inst
+    finally:
+        left = node.stop()
+        assert left == [], left
+
+
+def test_two_webhook_pods_ready_running_the_dockerfile_image_restricted(installed: Installed) -> None:
+    pods = installed.pods()
+    assert len(pods) == 2
+    for pod in pods:
+        ready = {c["type"]: c["status"] for c in pod["status"]["conditions"]}
+        assert ready["Ready"] == "True", pod["metadata"]["name"]
+        (c,) = pod["spec"]["containers"]
+        assert c["image"] == installed.image
+        sc = c["securityContext"]
+        assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False
+        assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+        # the process really runs as the non-root UID on a read-only root
+        name = pod["metadata"]["name"]
+        out = installed.kubectl(
+            "exec", "-n", NS, name, "--", "python", "-c",
+            "import os\ntry:\n open('/x','w')\nexcept OSError as e:\n print(os.getuid(), e.errno)",
+        ).stdout.split()
+        assert out == ["65532", "30"]  # EROFS
+
+
+def test_certificate_pod_made_the_secret_and_injected_the_ca_bundle(installed: Installed) -> None:
+    vwc = json.loads(installed.kubectl("get", "validatingwebhookconfiguration", NAME, "-o", "json").stdout)
+    for hook in vwc["webhooks"]:
+        assert hook["clientConfig"].get("caBundle")
+        assert hook["clientConfig"]["service"]["namespace"] == NS
+        svc = hook["clientConfig"]["service"]["name"]
+    service = json.loads(installed.kubectl("get", "svc", "-n", NS, svc, "-o", "json").stdout)
+    assert service["spec"]["clusterIP"]
+    slices = json.loads(installed.kubectl("get", "endpointslices", "-n", NS, "-l", f"kubernetes.io/service-name={svc}", "-o", "json").stdout)
+    # (the certificate pod matches the Service's selector too, but has no `https` port: it lands
+    # in a slice without ports, which kube-proxy never routes to)
+    ips = {
+        a
+        for s in slices["items"]
+        if any(p.get("name") == "https" for p in s.get("ports") or [])
+        for e in s.get("endpoints") or []
+        for a in e["addresses"]
+    }
+    assert ips == {p["status"]["podIP"] for p in installed.pods()}
+
+
+def test_samples_get_the_demo_verdicts(installed: Installed) -> None:
+    good = installed.kubectl("apply", "-f", str(SAMPLES / "aiperfjob-good.yaml"), "-f", str(SAMPLES / "trainjob-good.yaml"))
+    assert "created" in good.stdout
+    broken = installed.kubectl("apply", "-f", str(SAMPLES / "trainjob-broken.yaml"), check=False)
+    assert broken.returncode != 0
+    assert 'admission webhook "' in broken.stderr and "denied the request" in broken.stderr
+    assert "hf_token" in broken.stderr
+    warns = installed.kubectl("apply", "--dry-run=server", "-f", str(SAMPLES / "aiperfjob-warns.yaml"), check=False)
+    assert warns.returncode == 0 and "Warning:" in warns.stderr
+    # nvcr.io is private only when declared (privateRegistries, empty by default): with the
+    # chart's defaults the missing pull Secret warns instead of denying (make demo declares it).
+    ngc = installed.kubectl("apply", "--dry-run=server", "-f", str(SAMPLES / "aiperfjob-broken.yaml"), check=False)
+    assert ngc.returncode == 0 and "Warning:" in ngc.stderr and '"ngc"' in ngc.stderr
+    # the guard chain saw nothing addressed to the pod/Service ranges leave by the default route
+    assert sum(installed.node.guard_counters().values()) == 0
+
+
+def test_capabilities_from_the_pod_lower_nothing_for_a_missing_permission(installed: Installed) -> None:
+    svc = f"/api/v1/namespaces/{NS}/services/https:{NAME}:443/proxy/capabilities"
+    status, body = installed.cp.get_raw(svc)  # type: ignore[union-attr]
+    assert status == 200, body
+    caps = json.loads(body)
+    # every check is fully available: the chart's RBAC grants all each probe needs
+    lowered = [c for c in caps if c["value"] != "yes"]
+    assert lowered == []
+    assert {c["source"] for c in caps} <= {"declared", "probed"}
+    assert any(c["source"] == "probed" for c in caps)
