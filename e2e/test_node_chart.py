@@ -157,3 +157,109 @@ def test_capabilities_from_the_pod_lower_nothing_for_a_missing_permission(instal
     assert lowered == []
     assert {c["source"] for c in caps} <= {"declared", "probed"}
     assert any(c["source"] == "probed" for c in caps)
+
+
+# --------------------------------------------------------------------------- reliability on the node
+# Each test runs a bounded stream of server-side dry-run applies from a client beside the
+# node while the webhook is disturbed, and counts the applies that failed.
+
+
+class ApplyStream:
+    """``kubectl apply --dry-run=server`` of the good TrainJob, back to back, in a thread."""
+
+    def __init__(self, inst: Installed, sample: str = "trainjob-good.yaml", limit: int = 2000) -> None:
+        import threading
+
+        self.inst, self.sample, self.limit = inst, sample, limit
+        self.ok = 0
+        self.failures: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set() and self.ok + len(self.failures) < self.limit:
+            proc = self.inst.kubectl("apply", "--dry-run=server", "-f", str(SAMPLES / self.sample), check=False)
+            if proc.returncode == 0:
+                self.ok += 1
+            else:
+                self.failures.append(proc.stderr.strip()[-400:])
+
+    def __enter__(self) -> "ApplyStream":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        # a few more applies after the disturbance settled, then stop
+        settled = self.ok + len(self.failures) + 5
+        deadline = time.monotonic() + 60
+        while self.ok + len(self.failures) < settled and time.monotonic() < deadline and self._thread.is_alive():
+            time.sleep(0.1)
+        self._stop.set()
+        self._thread.join(timeout=60)
+
+    @property
+    def total(self) -> int:
+        return self.ok + len(self.failures)
+
+
+def _wait_rollout(inst: Installed) -> None:
+    inst.kubectl("rollout", "status", f"deployment/{NAME}", "-n", NS, "--timeout=300s")
+    inst.node._wait(
+        "two Ready webhook pods",
+        ["kubelet"],
+        lambda: sum(
+            1
+            for p in inst.pods()
+            if not p["metadata"].get("deletionTimestamp")
+            and any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
+        )
+        == 2,
+        300,
+    )
+
+
+def test_rollout_restart_fails_no_apply(installed: Installed) -> None:
+    with ApplyStream(installed) as stream:
+        installed.kubectl("rollout", "restart", f"deployment/{NAME}", "-n", NS)
+        _wait_rollout(installed)
+    print(f"==> rollout restart: {stream.total} applies, {len(stream.failures)} failed")
+    assert stream.failures == []
+    assert stream.ok > 0
+
+
+def test_deleting_a_webhook_pod_fails_no_apply(installed: Installed) -> None:
+    victim = installed.pods()[0]["metadata"]["name"]
+    with ApplyStream(installed) as stream:
+        installed.kubectl("delete", "pod", victim, "-n", NS, "--wait=true", "--timeout=120s")
+        _wait_rollout(installed)
+    print(f"==> deleting pod {victim}: {stream.total} applies, {len(stream.failures)} failed")
+    assert stream.failures == []
+    assert stream.ok > 0
+
+
+def test_helm_upgrade_to_warn_mode_answers_in_the_new_mode(installed: Installed) -> None:
+    def verdict() -> bool | str:
+        proc = installed.kubectl("apply", "--dry-run=server", "-f", str(SAMPLES / "trainjob-broken.yaml"), check=False)
+        return True if proc.returncode == 0 and "Warning:" in proc.stderr and "hf_token" in proc.stderr else "still denied"
+
+    assert verdict() == "still denied"
+    t0 = time.monotonic()
+    installed.helm("upgrade", RELEASE, str(CHART), "--namespace", NS, "--reuse-values", "--set", "config.mode=warn")
+    installed.node._wait("the broken TrainJob warned instead of denied", ["kubelet"], verdict, 300)
+    print(f"==> helm upgrade config.mode=warn: the new mode answered after {time.monotonic() - t0:.0f}s")
+    _wait_rollout(installed)
+
+
+def test_helm_uninstall_leaves_no_webhook_configuration_or_policy(installed: Installed) -> None:
+    installed.helm("uninstall", RELEASE, "--namespace", NS, "--wait", "--timeout", "5m")
+    left = installed.kubectl(
+        "get",
+        "validatingwebhookconfigurations,mutatingwebhookconfigurations,validatingadmissionpolicies,validatingadmissionpolicybindings",
+        "-o", "name",
+    ).stdout.split()
+    assert [n for n in left if RELEASE in n or "preflight" in n] == []
+    cluster_wide = installed.kubectl("get", "clusterroles,clusterrolebindings", "-o", "name").stdout.split()
+    assert [n for n in cluster_wide if RELEASE in n] == []
+    # without the webhook the broken TrainJob is no longer judged
+    proc = installed.kubectl("apply", "--dry-run=server", "-f", str(SAMPLES / "trainjob-broken.yaml"), check=False)
+    assert proc.returncode == 0, proc.stderr
