@@ -237,6 +237,60 @@ def test_deleting_a_webhook_pod_fails_no_apply(installed: Installed) -> None:
     assert stream.ok > 0
 
 
+def _secret_data(inst: Installed) -> dict[str, str]:
+    return json.loads(inst.kubectl("get", "secret", "-n", NS, f"{NAME}-tls", "-o", "json").stdout)["data"]
+
+
+def _pods_serve_cert_of(inst: Installed, ca_pem: bytes) -> bool | str:
+    """Every webhook pod's TLS handshake verifies against ``ca_pem`` (pod IPs are on the bridge)."""
+    import socket
+    import ssl
+
+    for pod in inst.pods():
+        ctx = ssl.create_default_context(cadata=ca_pem.decode())
+        ctx.check_hostname = False
+        try:
+            with socket.create_connection((pod["status"]["podIP"], 8443), timeout=5) as raw:
+                with ctx.wrap_socket(raw):
+                    pass
+        except (ssl.SSLError, OSError) as e:
+            return f"{pod['metadata']['name']}: {e}"
+    return True
+
+
+def test_certificate_rotation_causes_no_tls_error(installed: Installed) -> None:
+    """A rotation requested by annotation, run by the certificate Deployment, under the stream.
+
+    The propagation waits are shortened (values the chart exposes) to keep the test short;
+    certPropagationSeconds stays above the kubelet's refresh of mounted Secrets (~60-90 s).
+    """
+    import base64
+
+    installed.helm(
+        "upgrade", RELEASE, str(CHART), "--namespace", NS, "--reuse-values",
+        "--set", "certificates.selfManaged.bundlePropagationSeconds=10",
+        "--set", "certificates.selfManaged.certPropagationSeconds=120",
+        "--set", "certificates.selfManaged.checkIntervalSeconds=5",
+    )
+    installed.kubectl("rollout", "status", f"deployment/{NAME}-certs", "-n", NS, "--timeout=300s")
+    _wait_rollout(installed)
+    ca0 = _secret_data(installed)["ca.crt"]
+
+    def steady() -> bool | str:
+        data = _secret_data(installed)
+        if data["ca.crt"] == ca0 or "ca-prev.crt" in data or "ca-next.crt" in data:
+            return f"keys {sorted(data)}"
+        return _pods_serve_cert_of(installed, base64.b64decode(data["ca.crt"]))
+
+    t0 = time.monotonic()
+    with ApplyStream(installed) as stream:
+        installed.kubectl("annotate", "secret", "-n", NS, f"{NAME}-tls", "preflight.webhook.io/rotate=now")
+        installed.node._wait("the rotation back to steady with the pods serving the new CA's certificate", ["kubelet"], steady, 600)
+    print(f"==> certificate rotation: {time.monotonic() - t0:.0f}s, {stream.total} applies, {len(stream.failures)} failed")
+    assert stream.failures == []
+    assert stream.ok > 0
+
+
 def test_helm_upgrade_to_warn_mode_answers_in_the_new_mode(installed: Installed) -> None:
     def verdict() -> bool | str:
         proc = installed.kubectl("apply", "--dry-run=server", "-f", str(SAMPLES / "trainjob-broken.yaml"), check=False)
