@@ -911,8 +911,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"export KUBECONFIG={node.cp.kubeconfig}")  # type: ignore[union-attr]
             print(f"export PATH={node.bin_dir}:$PATH")
             return 0
+        before_file = state_dir / "snapshot.json"
+        before = json.loads(before_file.read_text()) if before_file.exists() else None
         teardown(state_dir, bin_dir=cache_dir() / "bin")
-        return 0
+        left = diff_snapshots(before, snapshot()) if before is not None else []
+        for line in left:
+            print(f"e2e/node.py: left behind: {line}", file=sys.stderr)
+        if before is not None and not left:
+            shutil.rmtree(state_dir, ignore_errors=True)
+        return 1 if left else 0
     except ControlPlaneError as e:
         print(f"e2e/node.py: error: {e}", file=sys.stderr)
         return 1
