@@ -1,5 +1,6 @@
 # preflight-webhook: every entry point a newcomer needs.
 #   make demo        the local control plane + the webhook registered + sample applies (accepted, denied, warned)
+#   make demo-cluster  the same on a real single node: our image, `helm install`, the webhook's pods (root)
 #   make test        the whole test suite (unit, in-process TLS server, end-to-end against a real kube-apiserver)
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -7,7 +8,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 
-.PHONY: help install build-cluster oracle test test-unit test-e2e demo demo-down bench bench-cluster clean
+.PHONY: help install build-cluster oracle test test-unit test-e2e demo demo-down demo-cluster demo-cluster-down bench bench-cluster clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -48,6 +49,12 @@ demo: install build-cluster ## start the local control plane with the webhook an
 
 demo-down: ## stop what `make demo` left running
 	$(PY) e2e/demo.py down
+
+demo-cluster: install build-cluster ## (root) a real single node, our image, `helm install` of the chart, the samples applied
+	$(PY) e2e/demo_cluster.py up
+
+demo-cluster-down: ## stop what `make demo-cluster` left running (by PID) and remove it
+	$(PY) e2e/demo_cluster.py down
 
 bench: install ## run the load benchmarks and write docs/benchmarks.md
 	$(PY) bench/run.py

@@ -114,7 +114,17 @@ def up() -> int:
             cp,
             vwc_name="preflight-webhook-demo",
             config={"mode": "enforce", "privateRegistries": ["nvcr.io"]},  # aiperfjob-broken's pull Secret is needed
-            namespace_selector={"matchLabels": {"preflight-webhook/samples": "true"}},
+            # every namespace the chart judges (all but the system ones), so a newcomer's own
+            # namespace is checked too, as after `helm install`
+            namespace_selector={
+                "matchExpressions": [
+                    {
+                        "key": "kubernetes.io/metadata.name",
+                        "operator": "NotIn",
+                        "values": ["kube-system", "kube-node-lease", "kube-public"],
+                    }
+                ]
+            },
             probe_namespace="demo-bench",
             workdir=WEBHOOK_DIR,
         )

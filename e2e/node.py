@@ -126,6 +126,10 @@ REQUIRED_COMMANDS = {
     "nft": "nftables",
 }
 CNI_BIN_DIR = Path("/usr/lib/cni")
+CHART_DIR = Path(__file__).resolve().parents[1] / "charts" / "preflight-webhook"
+SAMPLES_DIR = Path(__file__).resolve().parent / "samples"
+CHART_RELEASE = "preflight-webhook"  # the chart's full name is then the release name
+CHART_NAMESPACE = "preflight-system"
 
 
 _SEQ = 0
@@ -526,6 +530,43 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         """Build (or reuse) the image from our Dockerfile and load it; returns ``repository:tag``."""
         self.load_image(build_images("webhook") / "webhook.tar")
         return f"{WEBHOOK_IMAGE_REPOSITORY}:{WEBHOOK_IMAGE_TAG}"
+
+    def helm(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        """The cached helm against this node (admin); raises NodeError with its output and the release's state."""
+        assert self.cp is not None
+        argv = [str(self.cp.helm_path), f"--kubeconfig={self.cp.kubeconfig}", *args]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=self.cp.env())
+        if proc.returncode != 0:
+            raise NodeError(f"helm {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}\n{self.describe(CHART_NAMESPACE)}")
+        return proc
+
+    def describe(self, namespace: str) -> str:
+        """Pods, Deployments, Services, Secrets and recent events of ``namespace``, and the kubelet's log tail."""
+        assert self.cp is not None
+        out = self.cp.kubectl("get", "pods,deploy,svc,endpointslices,secrets", "-n", namespace, "-o", "wide", check=False).stdout
+        events = self.cp.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp", check=False).stdout[-3000:]
+        return f"{out}\n{events}\nkubelet:\n{self.log_tail('kubelet', 15)}"
+
+    def install_webhook_chart(self, release: str = CHART_RELEASE, namespace: str = CHART_NAMESPACE, probe: Path | None = None) -> str:
+        """Build/load our image and ``helm install`` the chart with its default values (only the
+        image repository, tag and ``pullPolicy=Never`` set); wait until the apiserver calls the
+        webhook through its Service (``kubectl apply --dry-run=server`` of ``probe`` succeeds).
+        Returns the image reference."""
+        image = self.load_webhook_image()
+        repo, tag = image.rsplit(":", 1)
+        self.helm(
+            "install", release, str(CHART_DIR), "--namespace", namespace, "--create-namespace",
+            "--set", f"image.repository={repo}", "--set", f"image.tag={tag}", "--set", "image.pullPolicy=Never",
+            "--wait", "--timeout", "5m",
+        )
+        probe = probe or SAMPLES_DIR / "trainjob-good.yaml"
+
+        def answers() -> bool | str:
+            proc = self.cp.kubectl("apply", "--dry-run=server", "-f", str(probe), check=False)  # type: ignore[union-attr]
+            return True if proc.returncode == 0 else proc.stderr.strip()[-300:]
+
+        self._wait("the apiserver calling the webhook through its Service", ["kubelet", "kube-proxy"], answers, 180)
+        return image
 
     def _component_kubeconfig(self, user: str, groups: Sequence[str] = ()) -> Path:
         assert self.cp is not None and self.state_dir is not None

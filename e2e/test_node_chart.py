@@ -15,15 +15,15 @@ from typing import Iterator
 
 import pytest
 
-from e2e.node import Node, NodeError
+from e2e.node import CHART_DIR, CHART_NAMESPACE, CHART_RELEASE, Node
 
 pytestmark = pytest.mark.node
 
 ROOT = Path(__file__).resolve().parents[1]
-CHART = ROOT / "charts" / "preflight-webhook"
+CHART = CHART_DIR
 SAMPLES = ROOT / "e2e" / "samples"
-NS = "preflight-system"
-RELEASE = "preflight-webhook"  # the chart's full name is then the release name
+NS = CHART_NAMESPACE
+RELEASE = CHART_RELEASE
 NAME = "preflight-webhook"
 
 
@@ -37,28 +37,12 @@ class Installed:
         return self.cp.kubectl(*args, check=check, input=input)  # type: ignore[union-attr]
 
     def helm(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-        cp = self.cp
-        assert cp is not None
-        argv = [str(cp.helm_path), f"--kubeconfig={cp.kubeconfig}", *args]
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=cp.env())
-        if proc.returncode != 0:
-            raise NodeError(f"helm {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}\n{self.diagnose()}")
-        return proc
-
-    def diagnose(self) -> str:
-        out = self.kubectl("get", "pods,deploy,svc,endpointslices,secrets", "-n", NS, "-o", "wide", check=False).stdout
-        events = self.kubectl("get", "events", "-n", NS, "--sort-by=.lastTimestamp", check=False).stdout[-3000:]
-        return f"{out}\n{events}\nkubelet:\n{self.node.log_tail('kubelet', 15)}"
+        return self.node.helm(*args, timeout=timeout)
 
     def pods(self) -> list[dict]:
         sel = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component!=certs"
         items = json.loads(self.kubectl("get", "pods", "-n", NS, "-l", sel, "-o", "json").stdout)["items"]
         return items
-
-
-def _webhook_answers(inst: Installed) -> bool | str:
-    proc = inst.kubectl("apply", "--dry-run=server", "-f", str(SAMPLES / "trainjob-good.yaml"), check=False)
-    return True if proc.returncode == 0 else proc.stderr.strip()[-300:]
 
 
 @pytest.fixture(scope="module")
@@ -67,21 +51,13 @@ def installed() -> Iterator[Installed]:
     node.start()
     try:
         t0 = time.monotonic()
-        image = node.load_webhook_image()
-        repo, tag = image.rsplit(":", 1)
-        inst = Installed(node, image)
+        inst = Installed(node, "")
         prereq = ("apply", "-f", str(SAMPLES / "00-prerequisites.yaml"), "-f", str(SAMPLES / "01-clustertrainingruntime.yaml"))
         # a real controller-manager may create a namespace's `default` ServiceAccount between
         # kubectl's get and create (AlreadyExists): the second apply then configures it
         if inst.kubectl(*prereq, check=False).returncode != 0:
             inst.kubectl(*prereq)
-        inst.helm(
-            "install", RELEASE, str(CHART), "--namespace", NS, "--create-namespace",
-            "--set", f"image.repository={repo}", "--set", f"image.tag={tag}", "--set", "image.pullPolicy=Never",
-            "--wait", "--timeout", "5m",
-        )
-        # the certificate pod has made the Secret and injected the caBundle once the apiserver's call succeeds
-        node._wait("the apiserver calling the webhook through its Service", ["kubelet", "kube-proxy"], lambda: _webhook_answers(inst), 180)
+        inst.image = node.install_webhook_chart(RELEASE, NS)
         print(f"==> helm install to the webhook answering: {time.monotonic() - t0:.0f}s")
         yield inst
     finally:
