@@ -22,6 +22,9 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=versions.env
 source "$HERE/versions.env"
+# The Kubernetes version is a parameter: PREFLIGHT_KUBERNETES_VERSION=v1.x.y overrides the pin
+# for one run (its own cache dir, so the pinned build stays); e2e/controlplane.py reads it too.
+KUBERNETES_VERSION="${PREFLIGHT_KUBERNETES_VERSION:-$KUBERNETES_VERSION}"
 
 CACHE_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/preflight-webhook"
 CACHE="${PREFLIGHT_E2E_CACHE:-$CACHE_ROOT/$KUBERNETES_VERSION}"

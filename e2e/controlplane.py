@@ -146,7 +146,8 @@ def cache_dir() -> Path:
     if os.environ.get("PREFLIGHT_E2E_CACHE"):
         return Path(os.environ["PREFLIGHT_E2E_CACHE"])
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "preflight-webhook" / read_versions()["KUBERNETES_VERSION"]
+    version = os.environ.get("PREFLIGHT_KUBERNETES_VERSION") or read_versions()["KUBERNETES_VERSION"]
+    return base / "preflight-webhook" / version
 
 
 def ensure_built(quiet: bool = False) -> Path:
