@@ -188,8 +188,12 @@ install_node_packages() {
         die "the real node needs these Debian packages, missing here: $missing (as root: apt-get install $missing)"
     fi
     say "installing the node's Debian packages: $missing"
-    apt-get update -qq >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >&2
+    # shellcheck disable=SC2086
+    if ! { apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >&2; }; then
+        [[ "${1:-}" == warn ]] || die "apt-get install $missing failed"
+        say "WARNING: apt-get install $missing failed; the node tests will fail with the missing list"
+        return
+    fi
     missing="$(node_missing)"
     [[ -z "$missing" ]] || die "still missing after apt-get install: $missing"
 }
