@@ -36,9 +36,10 @@ import ssl
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import yaml
 
@@ -112,7 +113,7 @@ class Admin:
             timeout=aiohttp.ClientTimeout(total=60),
         )
 
-    async def __aenter__(self) -> "Admin":
+    async def __aenter__(self) -> Admin:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -303,7 +304,7 @@ def bench_validate(cp: ControlPlane, args: argparse.Namespace, command: str) -> 
                 cpu0 = [0.0]
                 started = [load()]
 
-                def on_start() -> None:
+                def on_start(cpu0: list[float] = cpu0, started: list[str] = started) -> None:
                     cpu0[0] = cpu_seconds(hook.pid)  # type: ignore[arg-type]
                     started[0] = load()
 
@@ -565,7 +566,7 @@ async def burst(cp: ControlPlane, job: dict[str, Any], count: int, tag: str) -> 
             t0 = time.perf_counter()
             try:
                 status, doc, headers = await asyncio.wait_for(admin.call("POST", path, body), timeout=30)
-            except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
+            except (TimeoutError, aiohttp.ServerTimeoutError):
                 out.timeouts += 1
                 return
             except aiohttp.ClientError as exc:

@@ -32,8 +32,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import review, write_section  # noqa: E402
 import bench.run as bench_run  # noqa: E402
+from bench.common import review, write_section  # noqa: E402
 from bench.run import cpu_seconds, free_port, peak_rss_mib, start, stop  # noqa: E402
 from webhook.tls import generate_ca, generate_serving_cert, write_cert_files  # noqa: E402
 

@@ -116,6 +116,7 @@ async def measure_variant(variant: str, kubeconfig: str, namespace: str, trace: 
 async def create_secrets(kubeconfig: str, namespace: str, count: int) -> None:
     """Bench setup: realistic small Secrets (2 keys, ~100 bytes each), 32 at a time."""
     from kubernetes_asyncio import client as k8s
+
     from webhook.cluster.client import load_configuration
 
     cfg = await load_configuration(kubeconfig)

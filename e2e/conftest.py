@@ -9,8 +9,9 @@ a missing or broken build fails the session loudly instead of skipping it.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 

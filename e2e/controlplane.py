@@ -56,8 +56,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import yaml
 from cryptography.hazmat.primitives import serialization
@@ -67,7 +68,7 @@ if __name__ == "__main__" and Path(sys.path[0]).resolve() == Path(__file__).reso
     # run as a script: e2e/ first on sys.path would shadow the `webhook` package with e2e/webhook.py
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from webhook.tls import KeyPair, generate_ca, issue_cert  # noqa: E402
+from webhook.tls import KeyPair, generate_ca, issue_cert
 
 E2E_DIR = Path(__file__).resolve().parent
 BUILD_SCRIPT = E2E_DIR / "build.sh"
@@ -327,7 +328,7 @@ class ControlPlane:
 
     # ----------------------------------------------------------------- lifecycle
 
-    def __enter__(self) -> "ControlPlane":
+    def __enter__(self) -> ControlPlane:
         self.start()
         return self
 
@@ -356,7 +357,7 @@ class ControlPlane:
         env["KUBECACHEDIR"] = str(self.state_dir / "kubectl-cache")  # type: ignore[operator]
         return env
 
-    def start(self) -> "ControlPlane":
+    def start(self) -> ControlPlane:
         if self._started:
             return self
         try:

@@ -23,15 +23,17 @@ import ssl
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import yaml
 from cryptography import x509
 
 from e2e.controlplane import ControlPlane, free_ports, stop_pid
-from e2e.webhook import validating_webhook_configuration, wait_until as wait_for
+from e2e.webhook import validating_webhook_configuration
+from e2e.webhook import wait_until as wait_for
 
 NS = "preflight-rotation"
 SECRET = "preflight-rotation-tls"

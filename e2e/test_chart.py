@@ -18,8 +18,9 @@ import datetime as dt
 import json
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import yaml
@@ -152,7 +153,7 @@ def test_uninstall_removes_the_webhook_configuration_before_the_deployment(contr
     full = f"{release}-preflight-webhook"
     cp.ensure_namespace(NS)
     helm(cp, "install", release, str(CHART), "--namespace", NS, *SCOPE)
-    started = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=1)
+    started = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1)
     helm(cp, "uninstall", release, "--namespace", NS)
 
     deletes: dict[tuple[str, str], dict[str, Any]] = {}

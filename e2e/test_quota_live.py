@@ -88,7 +88,7 @@ async def _wait_cached(view: LiveClusterView, resource: str, ns: str | None, nam
     seen = asyncio.Event()
 
     def check() -> None:
-        have = {(o.get("metadata") or {}).get("name") for o in cache.list(ns)}
+        have = {(o.get("metadata") or {}).get("name") for o in cache.objects(ns)}
         if names <= have:
             seen.set()
 

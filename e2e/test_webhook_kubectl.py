@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import yaml
 
 from e2e.conftest import SAMPLES_DIR, SAMPLES_LABEL
 from e2e.controlplane import ControlPlane
-from e2e.webhook import RunningWebhook, stored as exists, warnings_of
+from e2e.webhook import RunningWebhook, warnings_of
+from e2e.webhook import stored as exists
 
 HOOK = "preflight.webhook.io"
 MODE_LABEL = "preflight.webhook.io/mode"

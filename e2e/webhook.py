@@ -32,8 +32,9 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import yaml
 
@@ -191,7 +192,7 @@ class RunningWebhook:
 
     # ----------------------------------------------------------------- lifecycle
 
-    def __enter__(self) -> "RunningWebhook":
+    def __enter__(self) -> RunningWebhook:
         try:
             self.start()
         except BaseException:
@@ -210,7 +211,7 @@ class RunningWebhook:
     def pid(self) -> int | None:
         return self.proc.pid if self.proc is not None else None
 
-    def start(self) -> "RunningWebhook":
+    def start(self) -> RunningWebhook:
         """Certificates, config, ``serve``, /readyz, the VWC, and the probe: in that order."""
         if self._given_workdir is not None:
             self.workdir = self._given_workdir

@@ -34,7 +34,7 @@ from webhook.cluster.view import ApiError
 from webhook.tls import service_dns_names
 
 NS, SECRET, VWC = "preflight", "preflight-webhook-tls", "preflight-webhook"
-T0 = dt.datetime.now(dt.timezone.utc)  # certificates are issued at the real clock
+T0 = dt.datetime.now(dt.UTC)  # certificates are issued at the real clock
 
 
 class FakeStore:

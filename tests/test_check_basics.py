@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from webhook.checks.basics import JobSetAPI, KubernetesVersion, TrainerAPI, parse_version, stale_details
+from tests.fakeview import FakeView, run_check, workload
 from webhook.checks.base import CheckContext
+from webhook.checks.basics import JobSetAPI, KubernetesVersion, TrainerAPI, parse_version, stale_details
 from webhook.config import Settings
 from webhook.deadline import Deadline
 from webhook.results import Status
-
-from tests.fakeview import FakeView, run_check, workload
 
 
 def test_parse_version() -> None:

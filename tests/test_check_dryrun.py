@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import hashlib
 
+from tests.fakeview import FakeView, container, pod, run_check, run_check_all, workload
 from webhook.checks.dryrun import DryRun, fix_for, jobset_for, placeholder_uid, pod_for
 from webhook.cluster.view import ApiError
 from webhook.results import Status
 from webhook.workloads.base import PodGroup
-
-from tests.fakeview import FakeView, container, pod, run_check, run_check_all, workload
 
 PSA = (
     'pods "llama-ft-node-0-0-dryrn" is forbidden: violates PodSecurity "restricted:latest": '

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from tests.fakeview import FakeView, meta, run_check, workload
 from webhook.checks.endpoint import EndpointService, service_of
 from webhook.results import Status
-
-from tests.fakeview import FakeView, meta, run_check, workload
 
 
 def _aiperf(*urls: str) -> object:

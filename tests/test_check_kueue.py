@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import UTC
+
 import pytest
 
+from tests.fakeview import FakeView, container, meta, pod, run_check, workload
 from webhook.checks import kueue
 from webhook.checks.kueue import KueueAdmissionChecks, KueueCapacity, KueueQueue, selector_matches
 from webhook.cluster.view import ApiError
 from webhook.config import Settings
 from webhook.results import Status
 from webhook.workloads.base import PodGroup
-
-from tests.fakeview import FakeView, container, meta, pod, run_check, workload
 
 SERVED = {"v1", "jobset.x-k8s.io/v1alpha2", "trainer.kubeflow.org/v1alpha1", "kueue.x-k8s.io/v1beta2"}
 ACTIVE = {"conditions": [{"type": "Active", "status": "True", "reason": "Ready"}]}
@@ -36,7 +37,8 @@ def _lq(name: str = "team-a-queue", cq: str = "gpu-cq", status: dict | None = AC
     return o
 
 
-def _cq(name: str = "gpu-cq", *, selector: dict | None = {}, status: dict | None = ACTIVE, groups: list | None = None, **spec) -> dict:
+def _cq(name: str = "gpu-cq", *, selector: dict | None = {},  # noqa: B006 (never mutated: {} means "every namespace")
+        status: dict | None = ACTIVE, groups: list | None = None, **spec) -> dict:
     s: dict = {"resourceGroups": groups if groups is not None else [
         {"coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
          "flavors": [{"name": "h100", "resources": [
@@ -279,9 +281,9 @@ async def test_readmission_gate_controller_mismatch_and_onflavors() -> None:
     ],
 )
 async def test_readmission_gate_lease(monkeypatch: pytest.MonkeyPatch, lease, status: Status, message: str) -> None:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    monkeypatch.setattr(kueue, "now", lambda: datetime(2026, 1, 1, 0, 5, tzinfo=timezone.utc).timestamp())
+    monkeypatch.setattr(kueue, "now", lambda: datetime(2026, 1, 1, 0, 5, tzinfo=UTC).timestamp())
     cq = _cq(admissionChecksStrategy=_strategy("gate"))
     live = {("leases", "dispatch", "admission"): lease} if lease is not None else {}
     view = _view(("localqueues", _lq()), ("clusterqueues", cq), ("admissionchecks", _ac("gate")), live=live)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from tests.fakeview import FakeView, container, meta, pod, run_check, workload
 from webhook.checks.nodes import NodeSelectorMatch, PerNodeSchedulability, Tolerations, selects, tolerates
 from webhook.results import Status
 from webhook.workloads.base import PodGroup
-
-from tests.fakeview import FakeView, container, meta, pod, run_check, workload
 
 
 def _node(name: str, labels: dict | None = None, *, ready: bool = True, cordoned: bool = False,

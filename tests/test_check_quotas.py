@@ -3,17 +3,18 @@ extended resources, scopes, LimitRange defaults, exact wording."""
 
 from __future__ import annotations
 
-import pytest
-
 from decimal import Decimal as D
 
+import pytest
+
+from tests.fakeview import FakeView, container, meta, pod, run_check, workload
 from webhook.checks.quotas import (
     ResourceQuotas,
     admitted_pod,
+    concurrent_sets,
     constraint_error,
     covers,
     default_priority_class,
-    concurrent_sets,
     finishes_before,
     job_objects,
     limit_range_defaults,
@@ -22,8 +23,6 @@ from webhook.checks.quotas import (
 )
 from webhook.results import Status
 from webhook.workloads.base import PodGroup
-
-from tests.fakeview import FakeView, container, meta, pod, run_check, workload
 
 
 def _quota(name: str, hard: dict, used: dict | None = None, **spec) -> dict:

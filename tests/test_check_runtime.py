@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from tests.fakeview import FakeView, meta, run_check, workload
 from webhook.checks.runtime import TrainingRuntime
 from webhook.results import Status
-
-from tests.fakeview import FakeView, meta, run_check, workload
 
 
 def _tj(ref: dict) -> dict:

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import asyncio
 
+from tests.fakeview import FakeView, container, pod, run_check, run_check_all, workload
 from webhook.checks.secrets import Secrets, private_registry
-from webhook.config import Settings
 from webhook.cluster.view import ApiError
+from webhook.config import Settings
 from webhook.deadline import Deadline
 from webhook.results import Status
 from webhook.workloads.base import PodGroup
-
-from tests.fakeview import FakeView, container, pod, run_check, run_check_all, workload
 
 
 def _env(name: str, secret: str, key: str, optional: bool = False) -> dict:

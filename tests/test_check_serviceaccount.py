@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+from tests.fakeview import FakeView, container, meta, pod, run_check, workload
 from webhook.checks.serviceaccount import ServiceAccount
 from webhook.results import Status
 from webhook.workloads.base import PodGroup
-
-from tests.fakeview import FakeView, container, meta, pod, run_check, workload
 
 
 def _wl(sa: str | None) -> object:

@@ -110,7 +110,7 @@ async def test_exceptions_are_contained_transient_warns_other_fails():
         raise ApiError(503, "etcd leader changed")
 
     async def timeout(ctx):
-        raise asyncio.TimeoutError()
+        raise TimeoutError()
 
     async def conn(ctx):
         raise ConnectionResetError("reset by peer")

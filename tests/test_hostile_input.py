@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 import pytest
 import yaml
+from test_server import CHECKS, call, review, widget
 
 from webhook.checks.base import Check, CheckContext
 from webhook.config import Settings
@@ -23,8 +24,6 @@ from webhook.deadline import Deadline
 from webhook.preflight import evaluate
 from webhook.results import CheckResult, Status
 from webhook.workloads.shape import size_problem
-
-from test_server import CHECKS, call, review, widget
 
 SAMPLE = Path(__file__).parent / "oracle" / "specs" / "sample.yaml"
 

@@ -2,7 +2,15 @@
 
 from decimal import Decimal
 
-from webhook.workloads.podspec import SecretRef, config_map_refs, mounted_volumes, pod_limits, pod_requests, secret_refs, service_account
+from webhook.workloads.podspec import (
+    SecretRef,
+    config_map_refs,
+    mounted_volumes,
+    pod_limits,
+    pod_requests,
+    secret_refs,
+    service_account,
+)
 
 POD = {
     "imagePullSecrets": [{"name": "ngc"}, {}],

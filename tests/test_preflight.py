@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import copy
+
 import pytest
 
+from tests.fakeview import FakeView
 from webhook.checks import all_checks
 from webhook.config import Settings
 from webhook.deadline import Deadline
 from webhook.preflight import evaluate
 from webhook.workloads.base import AdapterError
 
-from tests.fakeview import FakeView
 
 def _job(image: str = "nvcr.io/nvidia/aiperf:0.13.0", **annotations: str) -> dict:
     job = {

@@ -6,13 +6,12 @@ a PASS (or a FAIL) computed from a cache the apiserver stopped updating looked c
 
 from __future__ import annotations
 
+from tests.fakeview import FakeView, container, meta, pod, run_check, workload
 from webhook.checks.serviceaccount import ServiceAccount
 from webhook.config import Settings
 from webhook.policy import decide
 from webhook.results import CheckResult, PreflightResults, Status
 from webhook.workloads.base import PodGroup
-
-from tests.fakeview import FakeView, container, meta, pod, run_check, workload
 
 STALE = "cached serviceaccounts are 400s old (over cacheStaleSeconds 120); this verdict may be out of date"
 

@@ -46,7 +46,7 @@ def test_serving_cert_has_service_sans_and_is_signed_by_the_ca() -> None:
     assert _sans(cert) == (["pw", "pw.ops", "pw.ops.svc", "pw.ops.svc.cluster.local", "localhost"], ["127.0.0.1", "::1"])
     assert ca_cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is True
     assert cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is False
-    lifetime = cert.not_valid_after_utc - dt.datetime.now(dt.timezone.utc)
+    lifetime = cert.not_valid_after_utc - dt.datetime.now(dt.UTC)
     assert dt.timedelta(days=6) < lifetime <= dt.timedelta(days=7)
     assert pair.key_pem.startswith(b"-----BEGIN PRIVATE KEY-----")
 
@@ -256,7 +256,7 @@ async def test_an_expired_or_future_pair_is_refused_and_the_old_certificate_kept
     errors: list[Exception] = []
     server = await start_webhook()
     server.reloader.on_error = errors.append
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     if when == "expired":
         bad = ca.issue_cert("127.0.0.1", not_before=now - dt.timedelta(days=10), not_after=now - dt.timedelta(days=1))
     else:

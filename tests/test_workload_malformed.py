@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from fakeview import FakeView, meta
 
 from webhook.config import Settings
 from webhook.deadline import Deadline
@@ -25,8 +26,6 @@ from webhook.results import Status
 from webhook.workloads import build_workload
 from webhook.workloads.base import AdapterError, Workload
 from webhook.workloads.shape import integer
-
-from fakeview import FakeView, meta
 
 ORACLE = Path(__file__).parent / "oracle"
 AIPERF = yaml.safe_load((ORACLE / "specs" / "multi-pod-template.yaml").read_text())

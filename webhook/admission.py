@@ -71,7 +71,7 @@ class AdmissionRequest(_Envelope):
     options: dict[str, Any] | None = None
 
     @model_validator(mode="after")
-    def _object_for_writes(self) -> "AdmissionRequest":
+    def _object_for_writes(self) -> AdmissionRequest:
         # CREATE and UPDATE always carry the object; without it there is nothing to check
         if self.operation in ("CREATE", "UPDATE") and self.object is None:
             raise ValueError(f"request.object is required for operation {self.operation}")

@@ -147,7 +147,7 @@ def _parse_since(annotations: dict[str, str]) -> dt.datetime | None:
         t = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
     except ValueError:
         return None
-    return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
+    return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
 
 
 def decode_data(secret: dict[str, Any] | None) -> dict[str, bytes]:
@@ -267,7 +267,7 @@ def secret_body(
     if p.clear_rotate_request:
         ann.pop(ROTATE_REQUEST, None)
     if p.since is not None:
-        ann[STEP_SINCE] = p.since.astimezone(dt.timezone.utc).isoformat().replace("+00:00", "Z")
+        ann[STEP_SINCE] = p.since.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
     meta["annotations"] = ann
     for k in ("managedFields", "creationTimestamp", "uid"):
         meta.pop(k, None)
@@ -340,7 +340,7 @@ class KubeCertStore:
             if missing_ok and exc.status == 404:
                 return None
             raise ApiError(exc.status or 0, _api_message(exc), exc.reason or "") from None
-        except (OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError) as exc:
             raise ApiError(0, f"{type(exc).__name__}: {exc}") from None
 
     async def get_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -402,7 +402,7 @@ class CertManager:
         """One pass: Secret first (the source of truth), then the caBundle, then the files."""
         conflicts = 0
         while True:
-            t = now or dt.datetime.now(dt.timezone.utc)
+            t = now or dt.datetime.now(dt.UTC)
             current = await self.store.get_secret(self.namespace, self.secret_name)
             if current is not None and not _is_managed(current):
                 raise ApiError(
@@ -473,13 +473,13 @@ class CertManager:
             try:
                 res = await self.reconcile()
                 if res.next_due is not None:
-                    until = (res.next_due - dt.datetime.now(dt.timezone.utc)).total_seconds()
+                    until = (res.next_due - dt.datetime.now(dt.UTC)).total_seconds()
                     wait = min(check_interval, max(0.0, until) + 0.05)
             except ApiError as exc:
                 log.error("certificate reconcile failed (HTTP %s): %s; retrying in %.0fs", exc.status, exc.message, check_interval)
             try:
                 await asyncio.wait_for(stop.wait(), timeout=wait)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
 

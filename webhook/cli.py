@@ -83,7 +83,7 @@ def configure_logging(level: str = "info", fmt: str = "text") -> None:
 
 
 def _add_logging_options(p: argparse.ArgumentParser) -> None:
-    existing = {a.dest for a in p._actions}  # noqa: SLF001 - a subcommand may define its own
+    existing = {a.dest for a in p._actions}
     if "log_level" not in existing:
         p.add_argument(
             "--log-level", default="info", choices=["debug", "info", "warning", "error"],

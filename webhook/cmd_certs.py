@@ -9,7 +9,7 @@ from pathlib import Path
 from webhook.tls import ca_bundle, generate_ca, generate_serving_cert, service_dns_names, write_cert_files
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "certs",
         help="generate webhook TLS certificates",

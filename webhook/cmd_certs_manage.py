@@ -18,7 +18,7 @@ from webhook.certmanager import CertManager, KubeCertStore, RotationSettings, pa
 from webhook.tls import service_dns_names
 
 
-def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """Register `manage` under the `certs` sub-command."""
     p = sub.add_parser(
         "manage",
@@ -52,7 +52,7 @@ async def _api_client(kubeconfig: str | None):  # type: ignore[no-untyped-def]
     from kubernetes_asyncio import client, config
 
     if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config()
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
         return client.ApiClient()
     cfg = client.Configuration()
     await config.load_kube_config(config_file=kubeconfig or os.environ.get("KUBECONFIG"), client_configuration=cfg)

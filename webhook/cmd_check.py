@@ -181,7 +181,7 @@ async def _check_all(
 
 
 def _label(obj: dict[str, Any], namespace: str | None, index: int) -> str:
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    meta: dict[str, Any] = m if isinstance(m := obj.get("metadata"), dict) else {}
     name = meta.get("name") or meta.get("generateName") or f"document {index + 1}"
     ns = meta.get("namespace") or namespace or "default"
     return f"{obj.get('kind', 'object')} {ns}/{name}"

@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             wl = build_workload(doc, settings=settings, runtime_lookup=lookup)
         except AdapterError as exc:
-            meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+            meta: dict[str, Any] = m if isinstance(m := doc.get("metadata"), dict) else {}
             print(f"error: document {i + 1} ({doc.get('kind')} {meta.get('name', '?')}): {exc}", file=sys.stderr)
             return EXIT_USAGE
         if wl is None:

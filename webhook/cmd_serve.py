@@ -17,7 +17,7 @@ from webhook.config import ConfigError, Settings, load_settings
 log = logging.getLogger("webhook.serve")
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "serve",
         help="run the validating admission webhook (HTTPS)",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Sequence, Set
 
 from webhook.checks.base import Check, CheckContext
 from webhook.cluster.view import ApiError, ClusterView
@@ -56,7 +56,7 @@ def is_timed_out(result: CheckResult) -> bool:
     return result.status is Status.WARN and result.message.startswith(TIMED_OUT_PREFIX)
 
 
-def applicable(checks: Iterable[Check], workload: Workload, settings: Settings, skip: set[str] = frozenset()) -> list[Check]:
+def applicable(checks: Iterable[Check], workload: Workload, settings: Settings, skip: Set[str] = frozenset()) -> list[Check]:
     return [
         c for c in checks
         if workload.kind in c.kinds and settings.action_for(c.name) != "off" and c.name not in skip

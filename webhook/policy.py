@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import unicodedata
+from collections.abc import Set
 from dataclasses import dataclass, field
 
 from webhook.config import Settings
@@ -135,7 +136,7 @@ def decide(
     settings: Settings,
     mode: str | None = None,
     subject: str = "the object",
-    preexisting: set[str] = frozenset(),
+    preexisting: Set[str] = frozenset(),
     notes: list[str] | None = None,
 ) -> Decision:
     """Turn results into a decision.

@@ -171,7 +171,7 @@ def add(a: Mapping[str, Decimal], b: Mapping[str, Decimal]) -> dict[str, Decimal
     return out
 
 
-def sum(items: Iterable[Mapping[str, Decimal]]) -> dict[str, Decimal]:  # noqa: A001 - mirrors builtins.sum for resource lists
+def sum(items: Iterable[Mapping[str, Decimal]]) -> dict[str, Decimal]:
     """Per-resource sum of many resource lists."""
     out: dict[str, Decimal] = {}
     for item in items:

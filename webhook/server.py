@@ -427,8 +427,8 @@ class WebhookServer:
         site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.ssl_context, backlog=1024)
         await site.start()
         if self.port == 0:  # an ephemeral port: report the real one
-            server = site._server  # noqa: SLF001 - aiohttp exposes no public accessor
-            self.port = server.sockets[0].getsockname()[1] if server and server.sockets else 0
+            server = site._server
+            self.port = server.sockets[0].getsockname()[1] if isinstance(server, asyncio.Server) and server.sockets else 0
         self.webhook.tls_loaded = self.ssl_context is not None
         if self.reloader is not None:
             self.reloader.start()

@@ -168,7 +168,7 @@ class CertificateNotValid(ValueError):
 def _require_valid_now(cert_pem: bytes, info: CertInfo) -> None:
     """An expired (or not yet valid) pair would fail every apiserver handshake; keep the old one instead."""
     cert = x509.load_pem_x509_certificate(cert_pem)
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     if cert.not_valid_after_utc <= now:
         raise CertificateNotValid(f"the certificate (serial {info.serial:x}) is expired since {cert.not_valid_after_utc.isoformat()}")
     if cert.not_valid_before_utc > now:
@@ -210,7 +210,7 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
 
 
 def _now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def generate_ca(common_name: str = "preflight-webhook-ca", days: int = 3650) -> KeyPair:

@@ -9,7 +9,7 @@ results, not exceptions (404 → the check's verdict, 403 → warn "cannot verif
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from webhook.deadline import Deadline
 from webhook.results import CheckResult
@@ -42,8 +42,8 @@ class Permission:
 class CheckContext:
     workload: Workload
     deadline: Deadline
-    settings: "Settings"
-    view: "ClusterView | None" = None
+    settings: Settings
+    view: ClusterView | None = None
 
 
 class Check:
@@ -70,7 +70,7 @@ class Check:
     summary: ClassVar[str] = ""
     #: the action when the config names none; "warn" for checks whose FAIL can be wrong in
     #: clusters they cannot fully see (e.g. node pools that autoscale from zero)
-    default_action: ClassVar[str] = "deny"
+    default_action: ClassVar[Literal["deny", "warn", "audit", "off"]] = "deny"
     #: run() never awaits: it reads only the Workload and cached cluster state. The engine then
     #: runs it in the request's own task instead of a task per check (that costs more than most
     #: checks do). A check that awaits I/O must leave this False so the deadline can cut it off.

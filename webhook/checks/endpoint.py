@@ -61,8 +61,7 @@ class EndpointService(Check):
     async def run(self, ctx: CheckContext) -> CheckResult:
         assert ctx.view is not None
         urls = endpoint_urls(ctx.workload.obj)
-        internal = [(u, service_of(u)) for u in urls]
-        internal = [(u, s) for u, s in internal if s is not None]
+        internal = [(u, s) for u in urls if (s := service_of(u)) is not None]
         if not internal:
             return CheckResult(self.name, Status.SKIP, "No in-cluster Service endpoint (*.svc) in spec.benchmark.endpoint.urls")
         fails: list[str] = []

@@ -478,7 +478,7 @@ class Node:
     parent: str  # cohort name, "" for a root
     quotas: dict[FR, Quota]
     usage: dict[FR, Decimal]
-    children: list["Node"]
+    children: list[Node]
 
 
 def _quotas(obj: dict[str, Any], label: str, issues: list[str]) -> dict[FR, Quota]:

@@ -270,7 +270,7 @@ class PerNodeSchedulability(Check):
                 sample = selected[0]
                 bt = blocking_taints(g.pod_spec, sample)
                 t = bt[0]
-                tol = "{key: %s, operator: Exists, effect: %s}" % (t.get("key", ""), t.get("effect", ""))
+                tol = f"{{key: {t.get('key', '')}, operator: Exists, effect: {t.get('effect', '')}}}"
                 fails.append(
                     f"Every Ready node the {g.name} pods may use has a taint they do not tolerate "
                     f"({node_name(sample)}: {', '.join(taint_text(x) for x in bt)}). "

@@ -32,9 +32,10 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Iterable
+from typing import Any
 
 from webhook.checks.base import AIPERFJOB, Check, CheckContext, Permission
 from webhook.checks.basics import cached, plural, with_stale
@@ -214,7 +215,7 @@ def scope_matches(scope: str, operator: str, values: list[str], pod_spec: dict[s
 
 def quota_scopes(quota: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
     spec = quota.get("spec") or {}
-    out = [(s, "Exists", []) for s in spec.get("scopes") or []]
+    out: list[tuple[str, str, list[str]]] = [(s, "Exists", []) for s in spec.get("scopes") or []]
     for e in (spec.get("scopeSelector") or {}).get("matchExpressions") or []:
         out.append((e.get("scopeName", ""), e.get("operator", "Exists"), list(e.get("values") or [])))
     return out
@@ -294,8 +295,6 @@ def job_objects(wl: Workload) -> dict[str, Decimal]:
 
     secrets: set[str] = set(wl.managed_secrets)
     for key, obj in wl.derived.items():
-        if not isinstance(obj, dict):
-            continue
         kind = obj.get("kind") or _DERIVED_KINDS.get(key, "")
         if kind == "JobSet":
             spec = obj.get("spec") or {}

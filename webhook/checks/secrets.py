@@ -219,7 +219,7 @@ class Secrets(Check):
         unknown: list[str] = []
         for task, use in sorted(tasks.items(), key=lambda kv: kv[1].name):
             if task in pending:
-                unknown.append(_cannot_verify(use.name, ns, asyncio.TimeoutError()))
+                unknown.append(_cannot_verify(use.name, ns, TimeoutError()))
                 continue
             exc = task.exception()
             if exc is not None and not (isinstance(exc, ApiError) and exc.not_found):

@@ -183,5 +183,5 @@ class Discovery:
             except ApiError as exc:  # keep the last answer; the next pass may succeed
                 self.last_error = exc.message
                 log.warning("discovery refresh failed (keeping the last answer): %s", exc.message)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.exception("discovery refresh failed")

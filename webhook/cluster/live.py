@@ -94,14 +94,14 @@ class LiveClusterView:
             self._startup_task = asyncio.ensure_future(self._startup())
         try:
             await asyncio.wait_for(self._first_attempt.wait(), wait_seconds)
-        except (asyncio.TimeoutError, TimeoutError):
+        except TimeoutError:
             pass
 
     async def wait_probed(self, timeout: float) -> bool:
         try:
             await asyncio.wait_for(self._probed.wait(), timeout)
             return True
-        except (asyncio.TimeoutError, TimeoutError):
+        except TimeoutError:
             return False
 
     async def wait_synced(self, timeout: float) -> bool:
@@ -109,7 +109,7 @@ class LiveClusterView:
         try:
             await asyncio.wait_for(self._synced.wait(), timeout)
             return True
-        except (asyncio.TimeoutError, TimeoutError):
+        except TimeoutError:
             return False
 
     async def close(self) -> None:
@@ -208,7 +208,7 @@ class LiveClusterView:
 
     def list_cached(self, resource: str, namespace: str | None = None) -> list[dict[str, Any]]:
         r = self.reflectors.get(resource)
-        return [] if r is None else r.cache.list(namespace)
+        return [] if r is None else r.cache.objects(namespace)
 
     def get_cached(self, resource: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         r = self.reflectors.get(resource)

@@ -72,6 +72,6 @@ class ClusterView(Protocol):
 
     def server_version(self) -> tuple[int, int] | None: ...
 
-    def check_capability(self, check: "Check") -> tuple[bool, str]:
+    def check_capability(self, check: Check) -> tuple[bool, str]:
         """(usable, reason). usable=False lowers the check to skip with `reason`."""
         ...

@@ -7,7 +7,8 @@ no adapter handles the kind (the webhook allows it untouched).
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from webhook.config import Settings
 from webhook.workloads.base import AdapterError, RuntimeLookup, Workload

@@ -21,7 +21,7 @@ import math
 import os
 import re
 import zlib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from webhook.config import Settings
@@ -591,7 +591,7 @@ def run_epoch(obj: dict[str, Any]) -> str:
     try:
         dt = datetime.fromisoformat(str(ts).replace("Z", "+00:00"))
     except ValueError:
-        return str(int(datetime.now(timezone.utc).timestamp()))
+        return str(int(datetime.now(UTC).timestamp()))
     seconds = int(dt.timestamp())
     if dt.microsecond:
         return f"{seconds}{dt.microsecond:06d}"
@@ -849,7 +849,7 @@ class _Renderer:
 
     def controller_containers(self, gpu_telemetry: bool, server_metrics: bool) -> list[dict[str, Any]]:
         sidecar_enabled = self.env.bool("AIPERF_K8S_EVENT_BUS_SIDECAR_ENABLED", True)
-        ctl = {"pod_index": False, "controller_pod": True}
+        ctl: dict[str, Any] = {"pod_index": False, "controller_pod": True}
         out = [
             self.service("control-plane", "system_controller", _PORTS["SYSTEM_CONTROLLER_HEALTH"], self.res("SYSTEM_CONTROLLER"),
                          service_id="system_controller", readiness=False,
@@ -927,7 +927,7 @@ class _Renderer:
             rp_cpu = rp_cpu or self.env.get("AIPERF_K8S_RECORD_PROCESSOR_CPU_REQUEST", "") or None
             cpu, mem = self.env.resources("WORKER_POD")
             shares = [_resources(c, m, self.mode) for c, m in split_worker_pod_resources(cpu, mem, workers, rps, rp_cpu)]
-        quiet = {"controller_host": dns, "readiness": False, "startup": False, "liveness": False}
+        quiet: dict[str, Any] = {"controller_host": dns, "readiness": False, "startup": False, "liveness": False}
         out = [self.service("worker-group-manager", "worker_group_manager", manager, shares[0],
                             service_id="worker_group_manager_$(AIPERF_POD_INDEX)", **quiet)]  # fmt: skip
         for i, port in enumerate(worker_ports):

@@ -12,8 +12,9 @@ plain PodSpec dict.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from decimal import Decimal
-from typing import Any, Iterator, NamedTuple
+from typing import Any, NamedTuple
 
 from webhook import quantity
 from webhook.workloads.shape import ListOf, MapOf, Schema, clean

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from webhook import quantity
 from webhook.workloads.base import AdapterError
@@ -208,16 +209,16 @@ def quantity_value(value: Any, path: str) -> None:
 
 @dataclass(frozen=True)
 class ListOf:
-    item: "Schema"
+    item: Schema
 
 
 @dataclass(frozen=True)
 class MapOf:
-    value: "Schema"
+    value: Schema
 
 
 # "string" | "integer" (int32) | "int64" | "boolean" | "quantity" | "int-or-string" | "any" | ListOf | MapOf | {field: Schema}
-Schema = Union[str, ListOf, MapOf, dict[str, Any]]
+Schema = str | ListOf | MapOf | dict[str, Any]
 
 
 def clean(value: Any, schema: Schema, path: str) -> Any:
@@ -371,14 +372,14 @@ def size_problem(obj: Any, *, max_values: int, max_items: int) -> str | None:
         if part:
             parts[part] = parts.get(part, 0) + size
         if count > max_values:
-            largest = max(parts.items(), key=lambda kv: kv[1]) if parts else ("the object", count)
+            largest: tuple[str, int] = max(parts.items(), key=lambda kv: kv[1]) if parts else ("the object", count)
             return (
                 f"too large to check: more than {max_values} JSON values (limit {max_values}; the largest part is "
                 f"{largest[0]} with {largest[1]}). Fix: remove what the job does not need from {largest[0]}, or ask "
                 "the webhook's operator to raise objectLimits.maxValues"
             )
         deeper = depth + 1
-        items = value.items() if isinstance(value, dict) else enumerate(value)
+        items: Iterable[tuple[Any, Any]] = value.items() if isinstance(value, dict) else enumerate(value)
         for key, v in items:
             if isinstance(v, (dict, list)):
                 child = at(path, key) if deeper <= _PATH_DEPTH else path

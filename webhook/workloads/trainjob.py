@@ -380,7 +380,7 @@ def _render(wl: Workload, spec: dict[str, Any], patches: list[Any], rt_spec: dic
 
     # 5. JobSet: PVC volumes of volumeClaimPolicies
     claims = [
-        str(((t.get("metadata") or {}).get("name")))
+        str((t.get("metadata") or {}).get("name"))
         for policy in jobset_spec.get("volumeClaimPolicies") or []
         for t in policy.get("templates") or []
         if (t.get("metadata") or {}).get("name")
@@ -512,7 +512,7 @@ def _mpi_slots(ordered: list[dict[str, Any]], mpi: dict[str, Any], trainer: dict
         gpus = _gpus(res_per_node if res_per_node is not None else _node_resources(ordered))
         if gpus > 1:
             return gpus
-    return int(nproc)
+    return int(nproc or 1)
 
 
 def _mpi_policy(name: str, ordered: list[dict[str, Any]], mpi: dict[str, Any]) -> None:
@@ -637,7 +637,7 @@ def _torch_env(
         nproc = str(max(1, _cpus(res)))
     if trainer.get("env"):
         _upsert_env(node, trainer["env"])
-    env = [
+    env: list[dict[str, Any]] = [
         {"name": "PET_NNODES", "value": str(num_nodes)},
         {"name": "PET_NPROC_PER_NODE", "value": nproc},
         {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}},

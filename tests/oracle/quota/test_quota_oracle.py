@@ -253,7 +253,7 @@ def _compare(case: dict[str, Any], oracle: dict[str, Any]) -> list[str]:
         return bad
     for p in ours["projections"]:
         peak = _dec(oracle["peak"][p.name])
-        for r, cap in p.hard.items():
+        for r in p.hard:
             if not Q.tracked(r):
                 continue
             want = p.used.get(r, Decimal(0)) + p.job.get(r, Decimal(0))
