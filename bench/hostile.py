@@ -86,7 +86,9 @@ def percentile(values: list[float], p: float) -> float:
     return s[min(len(s) - 1, int(round(p / 100.0 * (len(s) - 1))))]
 
 
-async def stream(url: str, body: bytes, ctx: ssl.SSLContext, rate: float, stop_at: asyncio.Event, out: list[tuple[float, float]]) -> None:
+async def stream(
+    url: str, body: bytes, ctx: ssl.SSLContext, rate: float, stop_at: asyncio.Event, out: list[tuple[float, float]]
+) -> None:
     """Normal reviews at `rate`/s over 4 connections; (send time, latency ms) per answer."""
     interval = 4.0 / rate
     headers = {"Content-Type": "application/json"}
@@ -121,7 +123,9 @@ async def alone(url: str, hostile: bytes, ctx: ssl.SSLContext, pid: int, n: int)
         return (cpu_seconds(pid) - cpu0) * 1000.0 / n
 
 
-async def scenario(url: str, normal: bytes, hostile: bytes, ctx: ssl.SSLContext, args: argparse.Namespace) -> dict[str, Any]:
+async def scenario(
+    url: str, normal: bytes, hostile: bytes, ctx: ssl.SSLContext, args: argparse.Namespace
+) -> dict[str, Any]:
     stop_at = asyncio.Event()
     lat: list[tuple[float, float]] = []
     task = asyncio.ensure_future(stream(url, normal, ctx, args.rate, stop_at, lat))
@@ -135,7 +139,9 @@ async def scenario(url: str, normal: bytes, hostile: bytes, ctx: ssl.SSLContext,
                 raw = await r.read()
                 if r.status == 200:
                     resp = json.loads(raw)["response"]
-                    verdict = "allowed" if resp["allowed"] else "denied: " + resp["status"]["message"].split("\n", 1)[-1]
+                    verdict = (
+                        "allowed" if resp["allowed"] else "denied: " + resp["status"]["message"].split("\n", 1)[-1]
+                    )
                 else:
                     verdict = f"HTTP {r.status}: {raw.decode()[:100]}"
             answers.append(((time.perf_counter() - t0) * 1000.0, verdict))

@@ -50,7 +50,11 @@ SAMPLES_LABEL = {"preflight-webhook/samples": "true"}
 def samples_cluster(control_plane: ControlPlane) -> ControlPlane:
     """The control plane with e2e/samples' prerequisites (namespaces, Service, Secrets) and runtime."""
     control_plane.kubectl(
-        "apply", "-f", str(SAMPLES_DIR / "00-prerequisites.yaml"), "-f", str(SAMPLES_DIR / "01-clustertrainingruntime.yaml")
+        "apply",
+        "-f",
+        str(SAMPLES_DIR / "00-prerequisites.yaml"),
+        "-f",
+        str(SAMPLES_DIR / "01-clustertrainingruntime.yaml"),
     )
     return control_plane
 

@@ -609,11 +609,15 @@ class ControlPlane:
             ]
             self._spawn("kube-apiserver", argv)
             # An admin kubeconfig first: /readyz needs an authenticated caller (anonymous is off).
-            self.kubeconfig = self.write_user_kubeconfig("admin", ["system:masters"], self.state_dir / "admin.kubeconfig")
+            self.kubeconfig = self.write_user_kubeconfig(
+                "admin", ["system:masters"], self.state_dir / "admin.kubeconfig"
+            )
             self.dev_kubeconfig = self.write_user_kubeconfig("dev", (), self.state_dir / "dev.kubeconfig")
             self._ssl_ctx = None
             try:
-                self._wait_ready("kube-apiserver", f"{self.server_url}/readyz", self._admin_ssl(), lambda s, b: s == 200)
+                self._wait_ready(
+                    "kube-apiserver", f"{self.server_url}/readyz", self._admin_ssl(), lambda s, b: s == 200
+                )
                 return
             except ControlPlaneError as e:
                 proc = self._procs.pop("kube-apiserver")
@@ -708,7 +712,7 @@ class ControlPlane:
         # `-o name` gives the CRD names without parsing megabytes of YAML in Python.
         out = self.kubectl(*args, "-o", "name", timeout=timeout).stdout
         prefix = "customresourcedefinition.apiextensions.k8s.io/"
-        names = [line[len(prefix):] for line in out.split() if line.startswith(prefix)]
+        names = [line[len(prefix) :] for line in out.split() if line.startswith(prefix)]
         if not names:
             raise ControlPlaneError(f"kubectl apply of {len(files)} CRD files named no CRD:\n{out}")
         self.wait_for_crds(names, timeout=timeout)
@@ -721,7 +725,9 @@ class ControlPlane:
         """
         deadline = time.monotonic() + timeout
         if names is None:
-            names = [c["metadata"]["name"] for c in json.loads(self.kubectl("get", "crd", "-o", "json").stdout)["items"]]
+            names = [
+                c["metadata"]["name"] for c in json.loads(self.kubectl("get", "crd", "-o", "json").stdout)["items"]
+            ]
         pending = set(names)
         crds: list[dict[str, Any]] = []
         while pending and time.monotonic() < deadline:
@@ -890,7 +896,16 @@ def _cmd_down(args: argparse.Namespace) -> int:
     for line in _stop_recorded(state_dir):
         print(f"==> {line}", file=sys.stderr)
     # Remove only what `up` wrote, never the directory's other contents.
-    for entry in ("pki", "etcd-data", "logs", "audit", "kubectl-cache", "audit-policy.yaml", "admin.kubeconfig", "dev.kubeconfig"):
+    for entry in (
+        "pki",
+        "etcd-data",
+        "logs",
+        "audit",
+        "kubectl-cache",
+        "audit-policy.yaml",
+        "admin.kubeconfig",
+        "dev.kubeconfig",
+    ):
         p = state_dir / entry
         if p.is_dir():
             shutil.rmtree(p, ignore_errors=True)
@@ -909,7 +924,9 @@ def _cmd_status(args: argparse.Namespace) -> int:
         return 1
     state = json.loads(state_file.read_text())
     alive = {n: _pid_runs(int(i["pid"]), i["exe"]) for n, i in state["pids"].items()}
-    print(json.dumps({"server_url": state["server_url"], "kubeconfig": state["kubeconfig"], "running": alive}, indent=2))
+    print(
+        json.dumps({"server_url": state["server_url"], "kubeconfig": state["kubeconfig"], "running": alive}, indent=2)
+    )
     return 0 if all(alive.values()) else 1
 
 

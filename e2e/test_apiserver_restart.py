@@ -53,7 +53,9 @@ SERVICE_MISSING = (
 
 def endpoint_findings(cp: ControlPlane) -> list[str]:
     """The Endpoint Service warnings of a server-side dry-run apply of the job (which must succeed)."""
-    out = cp.kubectl("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump(aiperfjob(), sort_keys=False), check=False)
+    out = cp.kubectl(
+        "apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump(aiperfjob(), sort_keys=False), check=False
+    )
     assert out.returncode == 0, out.stderr  # mode warn, failurePolicy Ignore: never denied
     return [w for w in findings_of(out.stderr) if w.startswith("[Endpoint Service]")]
 

@@ -230,7 +230,8 @@ async def test_no_bare_pods_policy_does_not_deny_good_jobs(cluster: ControlPlane
     ev = await _evaluate(_trainjob(ns), view)
     r = _result(ev, "Dry Run")
     assert (r.status, r.message) == (
-        Status.PASS, 'The apiserver accepts (dryRun=All) JobSet "llama-ft" and a pod of each group (model-initializer, node)'
+        Status.PASS,
+        'The apiserver accepts (dryRun=All) JobSet "llama-ft" and a pod of each group (model-initializer, node)',
     )
     assert "Dry Run" not in ev.decision.denied_checks
 
@@ -239,13 +240,16 @@ async def test_no_bare_pods_policy_does_not_deny_good_jobs(cluster: ControlPlane
     ev = await _evaluate(aiperf, view)
     r = _result(ev, "Dry Run")
     assert (r.status, r.message) == (
-        Status.PASS, 'The apiserver accepts (dryRun=All) JobSet "aiperf-llama-bench" and a pod of each group (controller, workers)'
+        Status.PASS,
+        'The apiserver accepts (dryRun=All) JobSet "aiperf-llama-bench" and a pod of each group (controller, workers)',
     )
     assert "Dry Run" not in ev.decision.denied_checks
     assert cluster.kubectl("get", "pods,jobsets", "-n", ns, "-o", "name").stdout.strip() == ""  # nothing written
 
 
-async def test_a_policy_refusing_the_absent_owner_only_warns(cluster: ControlPlane, open_view: Any, policy: Any) -> None:
+async def test_a_policy_refusing_the_absent_owner_only_warns(
+    cluster: ControlPlane, open_view: Any, policy: Any
+) -> None:
     ns = "ps-owner-exists"
     policy("ps-owner-exists", ns, OWNER_MUST_EXIST, _owned_pod(ns), 'Job "no-such-job" not found')
     view = await open_view()
@@ -281,7 +285,9 @@ async def test_missing_pull_secret_warns_unless_the_registry_is_private(cluster:
         "--docker-username=<user> --docker-password=…",
     )
     assert "Secrets" not in ev.decision.denied_checks
-    assert any(w.startswith(f'[Secrets] Secret "ghcr-pull" not found in namespace "{ns}"') for w in ev.decision.warnings)
+    assert any(
+        w.startswith(f'[Secrets] Secret "ghcr-pull" not found in namespace "{ns}"') for w in ev.decision.warnings
+    )
 
     settings = Settings(privateRegistries=["ghcr.io/acme"])
     ev = await _evaluate(tj, view, settings)
@@ -323,4 +329,3 @@ async def test_csi_node_publish_secret_ref_to_a_missing_secret_denies(cluster: C
         ['Secret "spare-tls" is not read: volume spare is mounted by no container'],
     )
     assert "never-shown" not in json.dumps(ev.results.to_dict())
-

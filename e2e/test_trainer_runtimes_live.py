@@ -78,7 +78,9 @@ def _result(ev: Evaluation, name: str) -> CheckResult:
     return found[0]
 
 
-async def test_torchtune_trainjob_passes_dry_run(control_plane: ControlPlane, runtimes: dict[str, Any], view: LiveClusterView) -> None:
+async def test_torchtune_trainjob_passes_dry_run(
+    control_plane: ControlPlane, runtimes: dict[str, Any], view: LiveClusterView
+) -> None:
     ns = "trainer-torchtune"
     control_plane.ensure_namespace(ns)
     tj = _trainjob("tune", ns, runtimes["torchtune"]["metadata"]["name"])
@@ -103,16 +105,27 @@ async def test_deepspeed_trainjob_pod_counts_in_quota(control_plane: ControlPlan
     ns = "trainer-deepspeed"
     control_plane.ensure_namespace(ns)
     hard = {"requests.nvidia.com/gpu": "64", "pods": "20"}
-    control_plane.apply({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpus", "namespace": ns}, "spec": {"hard": hard}})
+    control_plane.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "gpus", "namespace": ns},
+            "spec": {"hard": hard},
+        }
+    )
     # no quota controller here: set status.used as it would
     status = {"status": {"hard": hard, "used": {"requests.nvidia.com/gpu": "0", "pods": "0"}}}
-    control_plane.kubectl("patch", "resourcequota", "gpus", "-n", ns, "--subresource=status", "--type=merge", "-p", json.dumps(status))
+    control_plane.kubectl(
+        "patch", "resourcequota", "gpus", "-n", ns, "--subresource=status", "--type=merge", "-p", json.dumps(status)
+    )
     # the view opens after the quota exists: its watch cache lists it at start-up
     fresh = await open_cluster_view(Settings(), kubeconfig=str(control_plane.kubeconfig), wait_seconds=60)
     try:
         assert await fresh.wait_synced(60), fresh.ready_reason
         resources = {"requests": {"nvidia.com/gpu": "4"}, "limits": {"nvidia.com/gpu": "4"}}
-        tj = _trainjob("ds", ns, runtimes["deepspeed"]["metadata"]["name"], trainer={"numNodes": 4, "resourcesPerNode": resources})
+        tj = _trainjob(
+            "ds", ns, runtimes["deepspeed"]["metadata"]["name"], trainer={"numNodes": 4, "resourcesPerNode": resources}
+        )
         ev = await _evaluate(tj, fresh)
     finally:
         await fresh.close()

@@ -235,16 +235,27 @@ class RunningWebhook:
         self.log_path = self.workdir / "webhook.log"
         self._log = open(self.log_path, "ab")
         argv = [
-            sys.executable, "-m", "webhook", "serve",
-            "--host=127.0.0.1", f"--port={self.port}",
-            f"--tls-cert={cert}", f"--tls-key={key}",
-            f"--config={config}", f"--kubeconfig={self.cp.kubeconfig}",
+            sys.executable,
+            "-m",
+            "webhook",
+            "serve",
+            "--host=127.0.0.1",
+            f"--port={self.port}",
+            f"--tls-cert={cert}",
+            f"--tls-key={key}",
+            f"--config={config}",
+            f"--kubeconfig={self.cp.kubeconfig}",
             f"--log-level={self.log_level}",
         ]
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
         self.proc = subprocess.Popen(
-            argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+            argv,
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
             start_new_session=True,  # Ctrl-C reaches the caller, who stops us by PID
         )
         wait_until("the webhook's /readyz", self._ready, timeout=self.ready_timeout)
@@ -272,7 +283,9 @@ class RunningWebhook:
         """Delete the VWC first (nothing calls a dead webhook), then stop the process. Idempotent."""
         if self._registered:
             with contextlib.suppress(Exception):
-                self.cp.kubectl("delete", "validatingwebhookconfiguration", self.vwc_name, "--ignore-not-found", check=False)
+                self.cp.kubectl(
+                    "delete", "validatingwebhookconfiguration", self.vwc_name, "--ignore-not-found", check=False
+                )
             self._registered = False
         self.stop_process()
         self.proc = None
@@ -286,8 +299,12 @@ class RunningWebhook:
     def vwc(self) -> dict[str, Any]:
         """The ValidatingWebhookConfiguration that sends aiperfjobs and trainjobs here."""
         return validating_webhook_configuration(
-            self.vwc_name, self.name, f"{self.url}/validate", ca_bundle_b64=ca_bundle(self._ca_pem),
-            failure_policy=self.failure_policy, timeout_seconds=self.timeout_seconds,
+            self.vwc_name,
+            self.name,
+            f"{self.url}/validate",
+            ca_bundle_b64=ca_bundle(self._ca_pem),
+            failure_policy=self.failure_policy,
+            timeout_seconds=self.timeout_seconds,
             namespace_selector=self.namespace_selector,
         )
 
@@ -298,7 +315,9 @@ class RunningWebhook:
     def patch(self, **fields: Any) -> None:
         """Change fields of the (only) webhook in the VWC, e.g. ``failurePolicy="Ignore"``."""
         ops = [{"op": "replace", "path": f"/webhooks/0/{k}", "value": v} for k, v in fields.items()]
-        self.cp.kubectl("patch", "validatingwebhookconfiguration", self.vwc_name, "--type=json", f"-p={json.dumps(ops)}")
+        self.cp.kubectl(
+            "patch", "validatingwebhookconfiguration", self.vwc_name, "--type=json", f"-p={json.dumps(ops)}"
+        )
         if "failurePolicy" in fields:
             self.failure_policy = fields["failurePolicy"]
         if "timeoutSeconds" in fields:
@@ -322,6 +341,7 @@ class RunningWebhook:
 
     def wait_not_called(self, timeout: float = 60.0) -> None:
         """Probe until an apply no longer reaches the webhook (after a VWC change to another target)."""
+
         def quiet() -> bool:
             before = self.requests_total()
             self.probe()
@@ -388,7 +408,7 @@ def findings_of(stderr: str) -> list[str]:
     for w in warnings_of(stderr):
         m = _CONTINUATION.match(w)
         if m and out:
-            out[-1] = f"{out[-1]} {w[m.end():]}"
+            out[-1] = f"{out[-1]} {w[m.end() :]}"
         else:
             out.append(w)
     return out

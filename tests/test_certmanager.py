@@ -46,7 +46,10 @@ class FakeStore:
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingWebhookConfiguration",
             "metadata": {"name": VWC, "resourceVersion": "1"},
-            "webhooks": [{"name": "a.preflight.webhook.io", "clientConfig": {}}, {"name": "b.preflight.webhook.io", "clientConfig": {}}],
+            "webhooks": [
+                {"name": "a.preflight.webhook.io", "clientConfig": {}},
+                {"name": "b.preflight.webhook.io", "clientConfig": {}},
+            ],
         }
         self.rv = 10
         self.writes = 0

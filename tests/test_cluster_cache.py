@@ -143,7 +143,9 @@ class FakeClient:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.idle = asyncio.Event()
 
-    async def request(self, method: str, path: str, *, query: dict[str, Any], timeout: float, kind: str) -> dict[str, Any]:
+    async def request(
+        self, method: str, path: str, *, query: dict[str, Any], timeout: float, kind: str
+    ) -> dict[str, Any]:
         self.calls.append(("LIST", dict(query)))
         return self.lists.pop(0)
 
@@ -173,7 +175,10 @@ async def test_reflector_relists_on_410_error_event_and_resumes_from_new_version
             {"metadata": {"resourceVersion": "50"}, "items": [obj("q9", "a")]},
         ],
         watches=[
-            [{"type": "ADDED", "object": obj("q2", "a", "11")}, {"type": "ERROR", "object": {"code": 410, "reason": "Expired"}}],
+            [
+                {"type": "ADDED", "object": obj("q2", "a", "11")},
+                {"type": "ERROR", "object": {"code": 410, "reason": "Expired"}},
+            ],
         ],
     )
     r = Reflector(spec, client, rand=lambda: 0.0)
@@ -190,7 +195,10 @@ async def test_reflector_relists_on_410_error_event_and_resumes_from_new_version
 async def test_reflector_relists_on_http_410_when_opening_the_watch() -> None:
     spec = SPECS_BY_RESOURCE["nodes"]
     client = FakeClient(
-        lists=[{"metadata": {"resourceVersion": "1"}, "items": []}, {"metadata": {"resourceVersion": "2"}, "items": [obj("n")]}],
+        lists=[
+            {"metadata": {"resourceVersion": "1"}, "items": []},
+            {"metadata": {"resourceVersion": "2"}, "items": [obj("n")]},
+        ],
         watches=[ApiError(410, "too old resource version")],
     )
     r = Reflector(spec, client, rand=lambda: 0.0)
@@ -233,7 +241,7 @@ async def test_reflector_marks_denied_on_403_and_keeps_no_data() -> None:
     class Denied(FakeClient):
         async def request(self, *a: Any, **kw: Any) -> dict[str, Any]:
             self.idle.set()
-            raise ApiError(403, 'clusterqueues.kueue.x-k8s.io is forbidden')
+            raise ApiError(403, "clusterqueues.kueue.x-k8s.io is forbidden")
 
     client = Denied([], [])
     r = Reflector(spec, client, rand=lambda: 0.0)

@@ -23,14 +23,19 @@ def test_empty_file_is_all_defaults(tmp_path):
 
 
 def test_valid_file_uses_camel_case_keys(tmp_path):
-    s = load_settings(write(tmp_path, """
+    s = load_settings(
+        write(
+            tmp_path,
+            """
 mode: warn
 checks: {Image Reference: warn, Name Length: off}
 timeoutAction: deny
 budgetSeconds: 2.5
 publicRegistries: [registry.corp.example]
 kueue: {leaseMaxAgeSeconds: 30}
-"""))
+""",
+        )
+    )
     assert s.mode == "warn"
     assert s.action_for("Image Reference") == "warn" and s.action_for("Name Length") == "off"
     assert s.timeout_action == "deny" and s.budget_seconds == 2.5
@@ -43,7 +48,9 @@ def test_unknown_check_name_is_rejected_with_the_field_path(tmp_path):
     with pytest.raises(ConfigError) as exc:
         load_settings(p)
     text = str(exc.value)
-    assert text.startswith(f"config file {p} is invalid:\n  checks: Value error, unknown check name(s) 'Imagе Reference'; known: ")
+    assert text.startswith(
+        f"config file {p} is invalid:\n  checks: Value error, unknown check name(s) 'Imagе Reference'; known: "
+    )
     assert "Image Reference" in text.split("known: ", 1)[1]
 
 

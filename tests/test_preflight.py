@@ -37,8 +37,13 @@ BAD_IMAGE = "nvcr.io/nvidia/AIPERF:0.13.0"  # uppercase repository: an invalid r
 
 async def _eval(obj, *, settings=None, view=None, operation="CREATE", old=None):
     return await evaluate(
-        obj, settings=settings or Settings(), deadline=Deadline(5), view=view,
-        operation=operation, old_obj=old, checks=OFFLINE,
+        obj,
+        settings=settings or Settings(),
+        deadline=Deadline(5),
+        view=view,
+        operation=operation,
+        old_obj=old,
+        checks=OFFLINE,
     )
 
 
@@ -105,7 +110,9 @@ async def test_namespace_label_switches_the_mode_and_says_so() -> None:
 
 async def test_skip_annotation_honoured_only_for_skippable_checks() -> None:
     settings = Settings(skippableChecks=["Image Reference"])
-    ev = await _eval(_job(BAD_IMAGE, **{"preflight.webhook.io/skip-checks": "Image Reference, Name Length"}), settings=settings)
+    ev = await _eval(
+        _job(BAD_IMAGE, **{"preflight.webhook.io/skip-checks": "Image Reference, Name Length"}), settings=settings
+    )
     assert ev.decision.allowed is True
     assert "Image Reference" not in [r.name for r in ev.results.checks]
     assert "Name Length" in [r.name for r in ev.results.checks]

@@ -23,7 +23,9 @@ def _wl() -> object:
 
 
 async def test_stale_cache_becomes_a_caveat_of_the_result() -> None:
-    view = FakeView({"serviceaccounts": [{"metadata": meta("trainer", "team-a")}]}, cache_ages={"serviceaccounts": 400.0})
+    view = FakeView(
+        {"serviceaccounts": [{"metadata": meta("trainer", "team-a")}]}, cache_ages={"serviceaccounts": 400.0}
+    )
     r = await run_check(ServiceAccount(), _wl(), view)
     assert (r.status, r.details, r.caveats) == (Status.PASS, [STALE], [STALE])
 

@@ -213,7 +213,9 @@ _FIELDS = {
     "operation": re.compile(rb'"operation"\s*:\s*"([A-Z]{1,16})"'),
     "name": re.compile(rb'"name"\s*:\s*"([^"\\]{0,253})"'),
     "namespace": re.compile(rb'"namespace"\s*:\s*"([^"\\]{0,63})"'),
-    "kind": re.compile(rb'"request"\s*:\s*\{\s*"uid"\s*:\s*"[^"]*"\s*,\s*"kind"\s*:\s*\{[^{}]*?"kind"\s*:\s*"([^"\\]{1,63})"'),
+    "kind": re.compile(
+        rb'"request"\s*:\s*\{\s*"uid"\s*:\s*"[^"]*"\s*,\s*"kind"\s*:\s*\{[^{}]*?"kind"\s*:\s*"([^"\\]{1,63})"'
+    ),
 }
 
 

@@ -163,7 +163,10 @@ def decode_data(secret: dict[str, Any] | None) -> dict[str, bytes]:
 
 def _issue(settings: RotationSettings, ca: KeyPair) -> KeyPair:
     return generate_serving_cert(
-        ca, list(settings.dns_names), list(settings.ip_addresses), days=settings.validity_days  # type: ignore[arg-type]
+        ca,
+        list(settings.dns_names),
+        list(settings.ip_addresses),
+        days=settings.validity_days,  # type: ignore[arg-type]
     )
 
 
@@ -189,7 +192,11 @@ def plan(
         new_ca = _new_ca(settings)
         pair = _issue(settings, new_ca)
         fresh = {CA_CRT: new_ca.cert_pem, CA_KEY: new_ca.key_pem, TLS_CRT: pair.cert_pem, TLS_KEY: pair.key_pem}
-        reason = "issued a new CA and serving certificate" if not data else "the stored CA was unusable; issued a new CA and serving certificate"
+        reason = (
+            "issued a new CA and serving certificate"
+            if not data
+            else "the stored CA was unusable; issued a new CA and serving certificate"
+        )
         return Plan(fresh, STEADY, None, reason, now + renew_due(pair.cert_pem, renew_at, now), rotate_requested)
     assert ca is not None
     out = dict(data)
@@ -232,7 +239,7 @@ def plan(
         return Plan(out, CA_ADDED, now, f"added a new CA to the bundle ({why})", nd, rotate_requested)
 
     # the leaf is missing, not ours, or names the wrong service: re-issue under the same CA (no overlap needed)
-    dns, ips = (_sans(leaf) if leaf is not None else (set(), set()))
+    dns, ips = _sans(leaf) if leaf is not None else (set(), set())
     if (
         leaf is None
         or not _signed_by(leaf, ca)
@@ -242,7 +249,14 @@ def plan(
     ):
         pair = _issue(settings, KeyPair(data[CA_CRT], data[CA_KEY]))
         out[TLS_CRT], out[TLS_KEY] = pair.cert_pem, pair.key_pem
-        return Plan(out, STEADY, None, "re-issued the serving certificate under the current CA", now + renew_due(pair.cert_pem, renew_at, now), rotate_requested)
+        return Plan(
+            out,
+            STEADY,
+            None,
+            "re-issued the serving certificate under the current CA",
+            now + renew_due(pair.cert_pem, renew_at, now),
+            rotate_requested,
+        )
 
     nd = now + min(ca_left, leaf_left) - renew_at
     return Plan(out, STEADY, None, "", nd, False)
@@ -253,9 +267,7 @@ def renew_due(cert_pem: bytes, renew_at: dt.timedelta, now: dt.datetime) -> dt.t
     return max(dt.timedelta(0), cert.not_valid_after_utc - now - renew_at)
 
 
-def secret_body(
-    name: str, namespace: str, p: Plan, current: dict[str, Any] | None
-) -> dict[str, Any]:
+def secret_body(name: str, namespace: str, p: Plan, current: dict[str, Any] | None) -> dict[str, Any]:
     """The full Secret to write: current metadata kept (resourceVersion included), data replaced."""
     meta: dict[str, Any] = dict((current or {}).get("metadata") or {})
     meta["name"], meta["namespace"] = name, namespace
@@ -425,7 +437,12 @@ class CertManager:
                     raise
                 # another manager wrote first: re-read and adopt what it wrote
                 conflicts += 1
-                log.info("Secret %s/%s changed under us (%s); re-reading", self.namespace, self.secret_name, exc.reason or 409)
+                log.info(
+                    "Secret %s/%s changed under us (%s); re-reading",
+                    self.namespace,
+                    self.secret_name,
+                    exc.reason or 409,
+                )
                 if conflicts >= self.max_conflicts:
                     raise
                 continue
@@ -450,7 +467,11 @@ class CertManager:
                 if exc.status == 409:
                     continue
                 raise
-            log.info("ValidatingWebhookConfiguration %s: caBundle set (%d CA)", self.webhook_config, bundle.count(b"BEGIN CERTIFICATE"))
+            log.info(
+                "ValidatingWebhookConfiguration %s: caBundle set (%d CA)",
+                self.webhook_config,
+                bundle.count(b"BEGIN CERTIFICATE"),
+            )
             return True
         raise ApiError(409, f"ValidatingWebhookConfiguration {self.webhook_config} kept changing; caBundle not set")
 
@@ -476,7 +497,12 @@ class CertManager:
                     until = (res.next_due - dt.datetime.now(dt.UTC)).total_seconds()
                     wait = min(check_interval, max(0.0, until) + 0.05)
             except ApiError as exc:
-                log.error("certificate reconcile failed (HTTP %s): %s; retrying in %.0fs", exc.status, exc.message, check_interval)
+                log.error(
+                    "certificate reconcile failed (HTTP %s): %s; retrying in %.0fs",
+                    exc.status,
+                    exc.message,
+                    check_interval,
+                )
             try:
                 await asyncio.wait_for(stop.wait(), timeout=wait)
             except TimeoutError:

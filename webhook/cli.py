@@ -60,7 +60,9 @@ class TextFormatter(logging.Formatter):
         text = super().format(record)
         fields = getattr(record, "fields", None)
         if isinstance(fields, dict) and fields:
-            text += " " + " ".join(f"{k}={v!r}" if isinstance(v, str) and " " in v else f"{k}={v}" for k, v in fields.items())
+            text += " " + " ".join(
+                f"{k}={v!r}" if isinstance(v, str) and " " in v else f"{k}={v}" for k, v in fields.items()
+            )
         return text
 
 
@@ -86,12 +88,16 @@ def _add_logging_options(p: argparse.ArgumentParser) -> None:
     existing = {a.dest for a in p._actions}
     if "log_level" not in existing:
         p.add_argument(
-            "--log-level", default="info", choices=["debug", "info", "warning", "error"],
+            "--log-level",
+            default="info",
+            choices=["debug", "info", "warning", "error"],
             help="log verbosity (default: info); admission decisions: denials at info, all at debug",
         )
     if "log_format" not in existing:
         p.add_argument(
-            "--log-format", default="text", choices=["text", "json"],
+            "--log-format",
+            default="text",
+            choices=["text", "json"],
             help="log line format on stderr: text, or json (one object per line) for log pipelines",
         )
 

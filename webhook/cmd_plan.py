@@ -32,7 +32,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="show the pods, references and derived objects a job will create",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
-    p.add_argument("-f", "--filename", required=True, metavar="FILE", help="manifest file (YAML or JSON, multi-document); - for stdin")
+    p.add_argument(
+        "-f",
+        "--filename",
+        required=True,
+        metavar="FILE",
+        help="manifest file (YAML or JSON, multi-document); - for stdin",
+    )
     p.add_argument("-o", "--output", choices=("text", "json"), default="text")
     p.add_argument("--config", metavar="FILE", help="webhook config (for aiperfEnv and the Kueue default queue)")
     return p
@@ -136,7 +142,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: document {i + 1} ({doc.get('kind')} {meta.get('name', '?')}): {exc}", file=sys.stderr)
             return EXIT_USAGE
         if wl is None:
-            print(f"note: {doc.get('kind')} {doc.get('apiVersion')} is not a job this webhook plans; skipped", file=sys.stderr)
+            print(
+                f"note: {doc.get('kind')} {doc.get('apiVersion')} is not a job this webhook plans; skipped",
+                file=sys.stderr,
+            )
             continue
         for err in wl.render_errors:
             print(f"error: {wl.ref}: {err}", file=sys.stderr)

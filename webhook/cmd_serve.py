@@ -32,19 +32,28 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--tls-cert", metavar="FILE", help="PEM certificate (chain) to serve")
     p.add_argument("--tls-key", metavar="FILE", help="PEM private key of --tls-cert")
     p.add_argument(
-        "--self-signed", action="store_true",
+        "--self-signed",
+        action="store_true",
         help="generate a CA and serving certificate into --certs-dir and print the base64 caBundle (development)",
     )
     p.add_argument("--certs-dir", default="certs", metavar="DIR", help="where --self-signed writes (default: certs/)")
     p.add_argument(
-        "--san", action="append", default=[], metavar="NAME|IP",
+        "--san",
+        action="append",
+        default=[],
+        metavar="NAME|IP",
         help="extra SAN for --self-signed, besides localhost, 127.0.0.1 and ::1 (repeatable)",
     )
     p.add_argument(
-        "--cert-reload-seconds", type=float, default=10.0, metavar="S",
+        "--cert-reload-seconds",
+        type=float,
+        default=10.0,
+        metavar="S",
         help="how often the certificate files are checked for changes (default: 10)",
     )
-    p.add_argument("--config", metavar="FILE", help="YAML configuration (see docs/configuration.md); default: all defaults")
+    p.add_argument(
+        "--config", metavar="FILE", help="YAML configuration (see docs/configuration.md); default: all defaults"
+    )
     p.add_argument("--offline", action="store_true", help="run without a cluster: cluster-backed checks are skipped")
     p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig to use (default: in-cluster, then ~/.kube/config)")
     p.add_argument("--access-log", action="store_true", help="log every HTTP request (aiohttp access log)")
@@ -163,7 +172,9 @@ async def _serve(args: argparse.Namespace, settings: Settings, ctx: ssl.SSLConte
         metrics.cert_expiry.set(reloader.info.not_after.timestamp())
 
     webhook = WebhookApp(settings, view=view, metrics=metrics)
-    server = WebhookServer(webhook, ssl_context=ctx, host=args.host, port=args.port, reloader=reloader, access_log=args.access_log)
+    server = WebhookServer(
+        webhook, ssl_context=ctx, host=args.host, port=args.port, reloader=reloader, access_log=args.access_log
+    )
     try:
         await server.start()
     except OSError as exc:

@@ -56,10 +56,11 @@ def is_timed_out(result: CheckResult) -> bool:
     return result.status is Status.WARN and result.message.startswith(TIMED_OUT_PREFIX)
 
 
-def applicable(checks: Iterable[Check], workload: Workload, settings: Settings, skip: Set[str] = frozenset()) -> list[Check]:
+def applicable(
+    checks: Iterable[Check], workload: Workload, settings: Settings, skip: Set[str] = frozenset()
+) -> list[Check]:
     return [
-        c for c in checks
-        if workload.kind in c.kinds and settings.action_for(c.name) != "off" and c.name not in skip
+        c for c in checks if workload.kind in c.kinds and settings.action_for(c.name) != "off" and c.name not in skip
     ]
 
 
@@ -130,7 +131,9 @@ async def run_checks(
     stopped_by: str | None = None
     for c in blocking:
         if stopped_by is not None:
-            by_check[c.name] = [CheckResult(c.name, Status.SKIP, f"Not run: blocking check {stopped_by!r} failed", duration_ms=0.0)]
+            by_check[c.name] = [
+                CheckResult(c.name, Status.SKIP, f"Not run: blocking check {stopped_by!r} failed", duration_ms=0.0)
+            ]
             continue
         if c.synchronous:  # never suspends: a task would only add its own cost
             res = await _run_one(c, ctx)
@@ -153,7 +156,9 @@ async def run_checks(
 
     if stopped_by is not None:
         for c in rest:
-            by_check[c.name] = [CheckResult(c.name, Status.SKIP, f"Not run: blocking check {stopped_by!r} failed", duration_ms=0.0)]
+            by_check[c.name] = [
+                CheckResult(c.name, Status.SKIP, f"Not run: blocking check {stopped_by!r} failed", duration_ms=0.0)
+            ]
     elif rest:
         # the checks that await I/O run as tasks, and get to send their requests first (one
         # yield); the synchronous ones then run here, in this task, while that I/O is in flight

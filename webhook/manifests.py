@@ -128,7 +128,9 @@ def parse_documents(text: str, source: str = "input") -> list[dict[str, Any]]:
             except (yaml.YAMLError, _TooBig, RecursionError):
                 raise ValueError(f"{source}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
         except RecursionError:
-            raise ValueError(f"{source}: document 1 is nested too deeply to read (more levels than Python's recursion limit)") from None
+            raise ValueError(
+                f"{source}: document 1 is nested too deeply to read (more levels than Python's recursion limit)"
+            ) from None
     else:
         docs = []
         loader = _load_all(text)
@@ -139,7 +141,9 @@ def parse_documents(text: str, source: str = "input") -> list[dict[str, Any]]:
             except StopIteration:
                 break
             except _TooBig as exc:
-                raise ValueError(f"{source}: document {index + 1} is refused: YAML aliases expand it to {exc}") from None
+                raise ValueError(
+                    f"{source}: document {index + 1} is refused: YAML aliases expand it to {exc}"
+                ) from None
             except RecursionError:
                 raise ValueError(
                     f"{source}: document {index + 1} is nested too deeply to read (more levels than Python's recursion limit)"

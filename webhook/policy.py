@@ -108,7 +108,7 @@ def _cap_total(groups: list[list[str]]) -> list[str]:
     total = 0
     for i, group in enumerate(groups):
         size = sum(len(line) for line in group)
-        rest = sum(len(line) for g in groups[i + 1:] for line in g)
+        rest = sum(len(line) for g in groups[i + 1 :] for line in g)
         if total + size + rest <= WARNINGS_MAX_TOTAL:
             return out + [line for g in groups[i:] for line in g]  # everything left fits
         if total + size + len(more_findings(len(groups) - i)) > WARNINGS_MAX_TOTAL:
@@ -189,7 +189,12 @@ def decide(
         else:
             verdicts.append(NONE)
     for r in results.checks:  # a verdict from stale cached data says so, whatever it is
-        if r.caveats and r.status is not Status.SKIP and mode != "audit" and settings.action_for(r.name) not in ("audit", "off"):
+        if (
+            r.caveats
+            and r.status is not Status.SKIP
+            and mode != "audit"
+            and settings.action_for(r.name) not in ("audit", "off")
+        ):
             for caveat in dict.fromkeys(r.caveats):
                 group = wrap(caveat, f"[{r.name}] ")
                 if group not in warn_lines:

@@ -119,7 +119,9 @@ def too_large_evaluation(
     `preexisting`: an UPDATE whose old object was as large (ratchet: never blocks the fix)."""
     result = CheckResult(OBJECT_SIZE, Status.FAIL, problem, duration_ms=0.0)
     action = settings.object_limits.action
-    return _single_verdict(result, action, settings=settings, obj=obj, view=view, namespace=namespace, preexisting=preexisting)
+    return _single_verdict(
+        result, action, settings=settings, obj=obj, view=view, namespace=namespace, preexisting=preexisting
+    )
 
 
 def timed_out_evaluation(
@@ -199,7 +201,9 @@ async def evaluate(
         if problem is not None:  # before any rendering: its cost grows with the object
             # ratchet: an object already stored too large can still be fixed or cancelled
             pre = operation == "UPDATE" and isinstance(old_obj, dict) and too_large(old_obj, settings) is not None
-            return too_large_evaluation(problem, settings=settings, obj=obj, view=view, namespace=namespace, preexisting=pre)
+            return too_large_evaluation(
+                problem, settings=settings, obj=obj, view=view, namespace=namespace, preexisting=pre
+            )
 
     def build(o: dict[str, Any]) -> Workload | None:
         return build_workload(o, settings=settings, runtime_lookup=runtime_lookup, namespace=namespace)
@@ -234,9 +238,7 @@ async def evaluate(
                 old_checks = [c for c in applicable(checks, old_wl, settings, skip) if c.name in failing_now]
                 old_results = await run_checks(old_wl, old_checks, settings=settings, deadline=deadline, view=view)
                 preexisting = {r.name for r in old_results.checks if r.status is Status.FAIL}
-    decision = decide(
-        results, settings=settings, mode=mode, subject=_subject(wl), preexisting=preexisting, notes=notes
-    )
+    decision = decide(results, settings=settings, mode=mode, subject=_subject(wl), preexisting=preexisting, notes=notes)
     return Evaluation(wl, results, decision, notes)
 
 

@@ -167,7 +167,9 @@ class WebhookApp:
         limit = self.settings.max_body_bytes
         if request.content_length is not None and request.content_length > limit:
             return self._client_error(
-                413, f"request body of {request.content_length} bytes exceeds the limit of {limit} bytes (maxBodyBytes)", started
+                413,
+                f"request body of {request.content_length} bytes exceeds the limit of {limit} bytes (maxBodyBytes)",
+                started,
             )
         try:
             body = await request.read()
@@ -252,7 +254,9 @@ class WebhookApp:
             problem, settings=self.settings, obj=stub, view=self.view, namespace=head["namespace"] or None,
             preexisting=operation == "UPDATE" and over(old_values, old_part),
         )  # fmt: skip
-        return self._answer(response_from_decision(head["uid"], ev.decision), kind, operation, ev.decision.outcome, started)
+        return self._answer(
+            response_from_decision(head["uid"], ev.decision), kind, operation, ev.decision.outcome, started
+        )
 
     def _answer(self, answer: dict[str, Any], kind: str, operation: str, decision: str, started: float) -> web.Response:
         self.metrics.observe_request(kind, operation, decision, time.perf_counter() - started)
@@ -284,7 +288,9 @@ class WebhookApp:
             if not outer.expired():
                 raise  # a TimeoutError of our own making: a bug, fails open
             # the deadline, noticed here rather than by a check: timeoutAction decides, as for a check
-            ev = timed_out_evaluation(obj, settings=s, deadline=deadline, view=self.view, namespace=req.namespace or None)
+            ev = timed_out_evaluation(
+                obj, settings=s, deadline=deadline, view=self.view, namespace=req.namespace or None
+            )
         except AdapterError as exc:
             kind = obj.get("kind") if isinstance(obj.get("kind"), str) else req.kind.kind
             name = req.name or _meta(obj, "name") or _meta(obj, "generateName") or "<unnamed>"
@@ -308,7 +314,12 @@ class WebhookApp:
         # the exception's text is left out on purpose: it may quote object content
         log.error(
             "internal error while judging uid=%s kind=%s operation=%s: %s at %s; allowed (fail-open)\n%s",
-            req.uid, req.kind.kind, req.operation, name, where, "".join(traceback.format_tb(exc.__traceback__)),
+            req.uid,
+            req.kind.kind,
+            req.operation,
+            name,
+            where,
+            "".join(traceback.format_tb(exc.__traceback__)),
         )
         warning = clip(f"preflight-webhook internal error ({name} at {where}); the object was not checked")
         return review_response(req.uid, allowed=True, warnings=[warning], audit_annotations={"decision": "error"})
@@ -389,7 +400,7 @@ def _where(exc: BaseException) -> str:
         return "unknown"
     ours = [f for f in frames if f.filename.startswith(_PACKAGE_DIR)]
     if ours:
-        return f"{ours[-1].filename[len(_PACKAGE_DIR):]}:{ours[-1].lineno}"
+        return f"{ours[-1].filename[len(_PACKAGE_DIR) :]}:{ours[-1].lineno}"
     return f"{os.path.basename(frames[-1].filename)}:{frames[-1].lineno}"
 
 
@@ -428,7 +439,9 @@ class WebhookServer:
         await site.start()
         if self.port == 0:  # an ephemeral port: report the real one
             server = site._server
-            self.port = server.sockets[0].getsockname()[1] if isinstance(server, asyncio.Server) and server.sockets else 0
+            self.port = (
+                server.sockets[0].getsockname()[1] if isinstance(server, asyncio.Server) and server.sockets else 0
+            )
         self.webhook.tls_loaded = self.ssl_context is not None
         if self.reloader is not None:
             self.reloader.start()

@@ -56,7 +56,9 @@ def render_one(path: Path) -> dict:
         out["totalWorkers"] = total
         pods = apply_worker_config(config, total)
         run = build_benchmark_run(
-            run_config=config.model_dump(mode="python", exclude_unset=True, exclude_none=True, context={"include_secrets": True}),
+            run_config=config.model_dump(
+                mode="python", exclude_unset=True, exclude_none=True, context={"include_secrets": True}
+            ),
             run_id=name,
             namespace=ns,
             run_meta=RunMeta(epoch=epoch_key_from_body(body), job_name=name, namespace=ns),

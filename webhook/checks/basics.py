@@ -16,8 +16,7 @@ TRAINER_API = "trainer.kubeflow.org/v1alpha1"
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 
 JOBSET_INSTALL = (
-    "kubectl apply --server-side -f "
-    "https://github.com/kubernetes-sigs/jobset/releases/download/v0.12.0/manifests.yaml"
+    "kubectl apply --server-side -f https://github.com/kubernetes-sigs/jobset/releases/download/v0.12.0/manifests.yaml"
 )
 TRAINER_INSTALL = (
     'kubectl apply --server-side -k "https://github.com/kubeflow/trainer.git/manifests/overlays/manager?ref=v2.3.0"'
@@ -30,14 +29,18 @@ class KubernetesVersion(Check):
     blocking = True
     needs_cluster = True
     needs_pod_groups = False
-    summary = "The cluster runs at least the Kubernetes version the checks support (minKubernetesVersion, default 1.27)."
+    summary = (
+        "The cluster runs at least the Kubernetes version the checks support (minKubernetesVersion, default 1.27)."
+    )
 
     async def run(self, ctx: CheckContext) -> CheckResult:
         assert ctx.view is not None
         minimum = parse_version(ctx.settings.min_kubernetes_version)
         have = ctx.view.server_version()
         if have is None:
-            return CheckResult(self.name, Status.WARN, "Could not read the cluster's Kubernetes version (discovery has not answered)")
+            return CheckResult(
+                self.name, Status.WARN, "Could not read the cluster's Kubernetes version (discovery has not answered)"
+            )
         shown = f"{have[0]}.{have[1]}"
         want = f"{minimum[0]}.{minimum[1]}"
         if have < minimum:
@@ -130,7 +133,9 @@ def stale_details(ctx: CheckContext, *resources: str) -> list[str]:
         if age is None:
             out.append(f"cached {resource} have not synced yet; this verdict may miss objects")
         elif age > limit:
-            out.append(f"cached {resource} are {age:.0f}s old (over cacheStaleSeconds {limit:g}); this verdict may be out of date")
+            out.append(
+                f"cached {resource} are {age:.0f}s old (over cacheStaleSeconds {limit:g}); this verdict may be out of date"
+            )
     return out
 
 

@@ -63,7 +63,9 @@ class EndpointService(Check):
         urls = endpoint_urls(ctx.workload.obj)
         internal = [(u, s) for u in urls if (s := service_of(u)) is not None]
         if not internal:
-            return CheckResult(self.name, Status.SKIP, "No in-cluster Service endpoint (*.svc) in spec.benchmark.endpoint.urls")
+            return CheckResult(
+                self.name, Status.SKIP, "No in-cluster Service endpoint (*.svc) in spec.benchmark.endpoint.urls"
+            )
         fails: list[str] = []
         warns: list[str] = []
         found: list[str] = []
@@ -87,7 +89,9 @@ class EndpointService(Check):
                     f"Fix: use port {ports[0]} in spec.benchmark.endpoint.urls, or expose {port} on the Service"
                 )
         if fails:
-            return with_stale(CheckResult(self.name, Status.FAIL, " ".join(fails), details=fails + warns), ctx, "services")
+            return with_stale(
+                CheckResult(self.name, Status.FAIL, " ".join(fails), details=fails + warns), ctx, "services"
+            )
         if warns:
             return with_stale(CheckResult(self.name, Status.WARN, "; ".join(warns), details=warns), ctx, "services")
         return with_stale(CheckResult(self.name, Status.PASS, f"Service {', '.join(found)} exists"), ctx, "services")

@@ -79,7 +79,7 @@ def diagnose(image: str) -> str | None:
             return "the tag after ':' is empty"
         if not ImageRegexps.ANCHORED_TAG_REGEXP.match(tag):
             return (
-                f'tag "{tag}" is invalid: a tag is 1-128 letters, digits, \'_\', \'.\' or \'-\' '
+                f"tag \"{tag}\" is invalid: a tag is 1-128 letters, digits, '_', '.' or '-' "
                 "and cannot start with '.' or '-'"
             )
     if name == "":
@@ -103,9 +103,9 @@ def diagnose(image: str) -> str | None:
         return f'repository "{path}" contains uppercase letters; repository paths must be lowercase'
     for comp in path.split("/"):
         if comp == "":
-            return f'repository "{path}" has an empty path component (\'//\' or a leading/trailing \'/\')'
+            return f"repository \"{path}\" has an empty path component ('//' or a leading/trailing '/')"
         if ":" in comp:
-            return f'repository "{path}" contains \':\' outside the registry port and the tag'
+            return f"repository \"{path}\" contains ':' outside the registry port and the tag"
         if not _PATH_COMPONENT.match(comp):
             return (
                 f'path component "{comp}" is invalid: use lowercase letters and digits separated by '

@@ -134,7 +134,10 @@ def _resolve(ctx: CheckContext) -> tuple[Queue | None, str | None]:
         return None, f"Kueue is not installed ({KUEUE_API} is not served) and the job names no queue"
     if ctx.view.get_cached("localqueues", wl.namespace, "default") is not None:
         return Queue("default", f'Kueue\'s default LocalQueue of namespace "{wl.namespace}"', implicit=True), None
-    return None, f'The job names no Kueue queue ({QUEUE_LABEL}) and namespace "{wl.namespace}" has no LocalQueue "default"'
+    return (
+        None,
+        f'The job names no Kueue queue ({QUEUE_LABEL}) and namespace "{wl.namespace}" has no LocalQueue "default"',
+    )
 
 
 def resolve_queue(ctx: CheckContext) -> tuple[Resolved | None, str | None]:
@@ -155,7 +158,9 @@ def resolve_queue(ctx: CheckContext) -> tuple[Resolved | None, str | None]:
     return Resolved(q, lq, cq), None
 
 
-def _result(name: str, fails: list[str], warns: list[str], ok: str, ctx: CheckContext, *caches: str) -> CheckResult | list[CheckResult]:
+def _result(
+    name: str, fails: list[str], warns: list[str], ok: str, ctx: CheckContext, *caches: str
+) -> CheckResult | list[CheckResult]:
     """One FAIL (all failures), one WARN (all warnings), both, or one PASS."""
     out: list[CheckResult] = []
     if fails:
@@ -206,15 +211,22 @@ class KueueQueue(Check):
         lq = view.get_cached("localqueues", ns, q.name)
         if lq is None:
             others = sorted((o.get("metadata") or {}).get("name", "?") for o in view.list_cached("localqueues", ns))
-            known = f" (LocalQueues in the namespace: {', '.join(others)})" if others else " (the namespace has no LocalQueue)"
+            known = (
+                f" (LocalQueues in the namespace: {', '.join(others)})"
+                if others
+                else " (the namespace has no LocalQueue)"
+            )
             return _result(
                 self.name,
                 [
                     f'LocalQueue "{q.name}" not found in namespace "{ns}" ({q.source}), so Kueue would keep the job '
-                    f"suspended{known}. Fix: create LocalQueue \"{q.name}\" in namespace \"{ns}\" pointing at a ClusterQueue, "
+                    f'suspended{known}. Fix: create LocalQueue "{q.name}" in namespace "{ns}" pointing at a ClusterQueue, '
                     f"or correct {q.source}."
                 ],
-                [], "", ctx, *caches,
+                [],
+                "",
+                ctx,
+                *caches,
             )
         fails: list[str] = []
         warns: list[str] = []
@@ -257,7 +269,9 @@ class KueueQueue(Check):
         else:
             nso = ctx.view.get_cached("namespaces", None, ns)
             if nso is None:
-                warns.append(f'Cannot evaluate the namespaceSelector of ClusterQueue "{name}": namespace "{ns}" is not in the cache')
+                warns.append(
+                    f'Cannot evaluate the namespaceSelector of ClusterQueue "{name}": namespace "{ns}" is not in the cache'
+                )
             else:
                 labels = (nso.get("metadata") or {}).get("labels") or {}
                 if not selector_matches(selector, labels):
@@ -274,7 +288,9 @@ class KueueQueue(Check):
                 "AdmissionCheckNotFound": "create the AdmissionChecks it names (see Kueue Admission Checks)",
                 "AdmissionCheckInactive": "start the AdmissionChecks' controllers (see Kueue Admission Checks)",
             }.get(reason, f"kubectl describe clusterqueue {name} and correct what it names")
-            fails.append(f'ClusterQueue "{name}" is not Active ({_cond_text(c)}), so Kueue admits nothing from it. Fix: {fix}.')
+            fails.append(
+                f'ClusterQueue "{name}" is not Active ({_cond_text(c)}), so Kueue admits nothing from it. Fix: {fix}.'
+            )
 
 
 def _stopped_or_inactive(queue: dict[str, Any], label: str, warns: list[str]) -> dict[str, Any] | None:
@@ -352,7 +368,9 @@ class KueueAdmissionChecks(Check):
             controller = (ac.get("spec") or {}).get("controllerName", "")
             c = condition(ac, "Active")
             if c is None:
-                warns.append(f'AdmissionCheck "{name}" has no Active condition yet (is controller "{controller}" running?)')
+                warns.append(
+                    f'AdmissionCheck "{name}" has no Active condition yet (is controller "{controller}" running?)'
+                )
             elif c.get("status") != "True":
                 fails.append(
                     f'AdmissionCheck "{name}" is not Active ({_cond_text(c)}): its controller "{controller}" has not started. '
@@ -361,9 +379,14 @@ class KueueAdmissionChecks(Check):
         gate = "the readmission gate is not proven: "
         want = kcfg.admission_check_controller
         if want:
-            mine = [(n, flv) for n, flv in listed if n in objs and (objs[n].get("spec") or {}).get("controllerName") == want]
+            mine = [
+                (n, flv) for n, flv in listed if n in objs and (objs[n].get("spec") or {}).get("controllerName") == want
+            ]
             if not mine:
-                named = ", ".join(f'"{n}" names controller "{(o.get("spec") or {}).get("controllerName", "")}"' for n, o in objs.items())
+                named = ", ".join(
+                    f'"{n}" names controller "{(o.get("spec") or {}).get("controllerName", "")}"'
+                    for n, o in objs.items()
+                )
                 fails.append(
                     f'{gate}ClusterQueue "{cq_name}" lists no AdmissionCheck of controller "{want}"'
                     + (f" (AdmissionCheck {named})" if named else "")
@@ -379,7 +402,9 @@ class KueueAdmissionChecks(Check):
             await self._lease(ctx, gate, fails, warns)
         if not listed and not fails:
             return with_stale(
-                CheckResult(self.name, Status.SKIP, f'ClusterQueue "{cq_name}" uses no AdmissionChecks'), ctx, "clusterqueues"
+                CheckResult(self.name, Status.SKIP, f'ClusterQueue "{cq_name}" uses no AdmissionChecks'),
+                ctx,
+                "clusterqueues",
             )
         ok = f'{len(listed)} AdmissionCheck(s) of ClusterQueue "{cq_name}" exist and are Active: {", ".join(n for n, _ in listed)}'
         return _result(self.name, fails, warns, ok, ctx, "clusterqueues", "admissionchecks")
@@ -397,12 +422,16 @@ class KueueAdmissionChecks(Check):
             lease = await ctx.view.get_object("coordination.k8s.io/v1", "leases", lns, lname, ctx.deadline)
         except ApiError as exc:
             if exc.forbidden:
-                warns.append(f"Cannot verify the admission controller's Lease {lns}/{lname} (not permitted to get leases)")
+                warns.append(
+                    f"Cannot verify the admission controller's Lease {lns}/{lname} (not permitted to get leases)"
+                )
             else:
                 warns.append(f"Cannot verify the admission controller's Lease {lns}/{lname} ({exc.message})")
             return
         if lease is None:
-            fails.append(f"{gate}Lease {lns}/{lname} does not exist. Fix: deploy the admission controller, or correct kueue.admissionLease.")
+            fails.append(
+                f"{gate}Lease {lns}/{lname} does not exist. Fix: deploy the admission controller, or correct kueue.admissionLease."
+            )
             return
         spec = lease.get("spec") or {}
         if not spec.get("holderIdentity"):
@@ -410,7 +439,9 @@ class KueueAdmissionChecks(Check):
             return
         renewed = parse_time(spec.get("renewTime") or "") if spec.get("renewTime") else None
         if renewed is None:
-            fails.append(f"{gate}the admission controller's Lease has never been renewed. Fix: start the admission controller.")
+            fails.append(
+                f"{gate}the admission controller's Lease has never been renewed. Fix: start the admission controller."
+            )
             return
         age = now() - renewed
         if age > kcfg.lease_max_age_seconds:
@@ -526,25 +557,41 @@ class CohortTree:
             if _parent(c):
                 sub_cohorts.setdefault(_parent(c), []).append(name)
 
-        self.cq = Node("ClusterQueue", cq_name, _cohort(cq), _quotas(cq, f'ClusterQueue "{cq_name}"', self.issues),
-                       _flavor_usage(cq), [])
+        self.cq = Node(
+            "ClusterQueue",
+            cq_name,
+            _cohort(cq),
+            _quotas(cq, f'ClusterQueue "{cq_name}"', self.issues),
+            _flavor_usage(cq),
+            [],
+        )
         self.path: list[Node] = []  # the ClusterQueue's ancestors, nearest first
         if not self.cq.parent:
             return
         if cohorts is None:
-            self.issues.append(f'the Cohort objects of cohort "{self.cq.parent}" cannot be read (cached cohorts have not synced)')
+            self.issues.append(
+                f'the Cohort objects of cohort "{self.cq.parent}" cannot be read (cached cohorts have not synced)'
+            )
         seen: set[str] = set()
         name, child = self.cq.parent, self.cq.name
         while name:
             if name in seen:
-                self.issues.append(f'cohort "{name}" is part of a cycle of parentName references, so Kueue deactivates it')
+                self.issues.append(
+                    f'cohort "{name}" is part of a cycle of parentName references, so Kueue deactivates it'
+                )
                 break
             seen.add(name)
             obj = objs.get(name)
             if obj is None and self.path and cohorts is not None:
                 self.issues.append(f'Cohort "{name}" (parentName of Cohort "{child}") does not exist')
-            node = Node("Cohort", name, _parent(obj) if obj else "",
-                        _quotas(obj, f'Cohort "{name}"', self.issues) if obj else {}, {}, [])
+            node = Node(
+                "Cohort",
+                name,
+                _parent(obj) if obj else "",
+                _quotas(obj, f'Cohort "{name}"', self.issues) if obj else {},
+                {},
+                [],
+            )
             self.path.append(node)
             child, name = name, node.parent
 
@@ -555,8 +602,16 @@ class CohortTree:
                 return
             for c in by_cohort.get(cohort.name, []):
                 n = str((c.get("metadata") or {}).get("name", "?"))
-                cohort.children.append(Node("ClusterQueue", n, cohort.name, _quotas(c, f'ClusterQueue "{n}"', self.issues),
-                                            _flavor_usage(c), []))
+                cohort.children.append(
+                    Node(
+                        "ClusterQueue",
+                        n,
+                        cohort.name,
+                        _quotas(c, f'ClusterQueue "{n}"', self.issues),
+                        _flavor_usage(c),
+                        [],
+                    )
+                )
             for sub in sorted(sub_cohorts.get(cohort.name, [])):
                 on_path = next((p for p in self.path if p.name == sub), None)
                 if on_path is not None:
@@ -714,11 +769,14 @@ class KueueCapacity(Check):
                     f'ClusterQueue "{cq_name}" has no quota for {", ".join(uncovered)}, which the job requests, so Kueue never '
                     f'admits it. Fix: add {", ".join(uncovered)} to a resourceGroup of ClusterQueue "{cq_name}", or use another queue.',
                 ),
-                ctx, "clusterqueues",
+                ctx,
+                "clusterqueues",
             )
 
         readable = ctx.view.cache_age("cohorts") is not None
-        tree = CohortTree(cq, ctx.view.list_cached("clusterqueues"), ctx.view.list_cached("cohorts") if readable else None)
+        tree = CohortTree(
+            cq, ctx.view.list_cached("clusterqueues"), ctx.view.list_cached("cohorts") if readable else None
+        )
         caches = ("clusterqueues", "cohorts") if tree.path and readable else ("clusterqueues",)
         in_cohort = f"cohort {' → '.join(chr(34) + n + chr(34) for n in tree.cohort_names)}" if tree.path else ""
         issues = "; ".join(dict.fromkeys(tree.issues))
@@ -751,25 +809,29 @@ class KueueCapacity(Check):
             what = (
                 f'The job needs {r} {format_quantity(v, r)} but ClusterQueue "{cq_name}" can provide at most '
                 if pname is None
-                else f'The {pname} pods need {r} {format_quantity(v, r)} in one flavor but no flavor of ClusterQueue '
+                else f"The {pname} pods need {r} {format_quantity(v, r)} in one flavor but no flavor of ClusterQueue "
                 f'"{cq_name}" holds more than '
             ) + f"{format_quantity(most, r)} ({breakdown})"
             fix = (
                 f"reduce the job's pods or requests, or raise nominalQuota/borrowingLimit for {r} in ClusterQueue "
-                f'"{cq_name}"' + (f' or the quota {in_cohort} can lend' if tree.path else "") + "."
+                f'"{cq_name}"' + (f" or the quota {in_cohort} can lend" if tree.path else "") + "."
             )
             if issues:  # the tree is not fully known: never a denial
                 return with_stale(
                     CheckResult(
-                        self.name, Status.WARN,
+                        self.name,
+                        Status.WARN,
                         f"{what} as far as its cohort tree can be read ({issues}), so Kueue may never admit it. "
                         f"Fix: correct the cohort tree, or {fix}",
                         details=list(dict.fromkeys(tree.issues)),
                     ),
-                    ctx, *caches,
+                    ctx,
+                    *caches,
                 )
             return with_stale(
-                CheckResult(self.name, Status.FAIL, f"{what}, so Kueue would never admit it. Fix: {fix}"), ctx, *caches,
+                CheckResult(self.name, Status.FAIL, f"{what}, so Kueue would never admit it. Fix: {fix}"),
+                ctx,
+                *caches,
             )
         caveat = f" (as far as its cohort tree can be read: {issues})" if issues else ""
         wait = short(free=True)
@@ -783,11 +845,15 @@ class KueueCapacity(Check):
                     f'ClusterQueue "{cq_name}" has {r} {format_quantity(free, r)} free now{lend}, the job needs '
                     f"{format_quantity(v, r)}: it waits in the queue{caveat}",
                 ),
-                ctx, *caches,
+                ctx,
+                *caches,
             )
         return with_stale(
-            CheckResult(self.name, Status.PASS, f'The job ({_need_text(total)}) fits ClusterQueue "{cq_name}" now{caveat}'),
-            ctx, *caches,
+            CheckResult(
+                self.name, Status.PASS, f'The job ({_need_text(total)}) fits ClusterQueue "{cq_name}" now{caveat}'
+            ),
+            ctx,
+            *caches,
         )
 
 

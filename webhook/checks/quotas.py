@@ -51,14 +51,26 @@ PRIORITY_API = "scheduling.k8s.io"
 # --- resource names (pkg/quota/v1/evaluator/core/pods.go, pkg/apis/core/v1/helper) ---------
 
 #: the resources the pod evaluator tracks by name (pods.go podResources)
-POD_RESOURCES = frozenset({
-    "count/pods", "cpu", "memory", "ephemeral-storage",
-    "requests.cpu", "requests.memory", "requests.ephemeral-storage",
-    "limits.cpu", "limits.memory", "limits.ephemeral-storage", "pods",
-})
+POD_RESOURCES = frozenset(
+    {
+        "count/pods",
+        "cpu",
+        "memory",
+        "ephemeral-storage",
+        "requests.cpu",
+        "requests.memory",
+        "requests.ephemeral-storage",
+        "limits.cpu",
+        "limits.memory",
+        "limits.ephemeral-storage",
+        "pods",
+    }
+)
 #: a quota on one of these makes every container set it (pods.go validationSet)
 VALIDATION_SET = frozenset({"cpu", "memory", "requests.cpu", "requests.memory", "limits.cpu", "limits.memory"})
-_QUALIFIED = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_QUALIFIED = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
 
 
 def is_native(name: str) -> bool:
@@ -180,7 +192,9 @@ def _cross_namespace_affinity(pod_spec: dict[str, Any]) -> bool:
     for kind in ("podAffinity", "podAntiAffinity"):
         a = aff.get(kind) or {}
         terms = list(a.get("requiredDuringSchedulingIgnoredDuringExecution") or [])
-        terms += [t.get("podAffinityTerm") or {} for t in a.get("preferredDuringSchedulingIgnoredDuringExecution") or []]
+        terms += [
+            t.get("podAffinityTerm") or {} for t in a.get("preferredDuringSchedulingIgnoredDuringExecution") or []
+        ]
         if any(t.get("namespaces") or t.get("namespaceSelector") is not None for t in terms):
             return True
     return False
@@ -404,7 +418,11 @@ def _parse_list(raw: dict[str, Any] | None, problems: list[str], where: str) -> 
 def _fix_for_missing(wl: Workload, which: str, resource: str) -> str:
     hint = ""
     if wl.kind == AIPERFJOB:
-        hint = " (AIPerfJob: spec.resourceMode: guaranteed sets limits)" if which == "limits" else " (AIPerfJob: spec.resourceMode burstable or guaranteed)"
+        hint = (
+            " (AIPerfJob: spec.resourceMode: guaranteed sets limits)"
+            if which == "limits"
+            else " (AIPerfJob: spec.resourceMode burstable or guaranteed)"
+        )
     return (
         f"Fix: set resources.{which}.{resource} on every container{hint}, or add a LimitRange with a "
         f'default{"Request" if which == "requests" else ""} for {resource} in namespace "{wl.namespace}"'
@@ -438,7 +456,11 @@ class Projection:
 
     def exceeded(self) -> list[str]:
         """Hard resources the job would push over (only those it adds to: admission checks no others)."""
-        return [r for r in sorted(self.hard) if self.job.get(r, ZERO) > 0 and self.used.get(r, ZERO) + self.job[r] > self.hard[r]]
+        return [
+            r
+            for r in sorted(self.hard)
+            if self.job.get(r, ZERO) > 0 and self.used.get(r, ZERO) + self.job[r] > self.hard[r]
+        ]
 
 
 def project(quota: dict[str, Any], wl: Workload, specs: list[tuple[PodGroup, dict[str, Any]]]) -> Projection:
@@ -543,7 +565,10 @@ class ResourceQuotas(Check):
     local_capacity = True
     permissions = (*cached("resourcequotas"), *cached("limitranges"))
     #: the globalDefault PriorityClass; without it PriorityClass-scoped quotas are "cannot verify"
-    optional_permissions = (Permission("list", "priorityclasses", PRIORITY_API), Permission("watch", "priorityclasses", PRIORITY_API))
+    optional_permissions = (
+        Permission("list", "priorityclasses", PRIORITY_API),
+        Permission("watch", "priorityclasses", PRIORITY_API),
+    )
     apis = ("v1",)
     summary = (
         "status.used plus the job's pods (peak over JobSet dependsOn stages) and the objects it creates fit each "
@@ -558,7 +583,9 @@ class ResourceQuotas(Check):
         quotas = view.list_cached("resourcequotas", wl.namespace)
         if not quotas:
             return with_stale(
-                CheckResult(self.name, Status.PASS, f'No ResourceQuota in namespace "{wl.namespace}"'), ctx, "resourcequotas"
+                CheckResult(self.name, Status.PASS, f'No ResourceQuota in namespace "{wl.namespace}"'),
+                ctx,
+                "resourcequotas",
             )
         limit_ranges = sorted(
             view.list_cached("limitranges", wl.namespace), key=lambda lr: (lr.get("metadata") or {}).get("name", "")
@@ -597,7 +624,7 @@ class ResourceQuotas(Check):
             return CheckResult(self.name, Status.WARN, f"Could not compute the job's resources: {exc}")
         if default_pc and unnamed and any(_uses_priority_scope(q) for q in quotas):
             details.append(
-                f'The {", ".join(unnamed)} pods set no priorityClassName: admission gives them the globalDefault '
+                f"The {', '.join(unnamed)} pods set no priorityClassName: admission gives them the globalDefault "
                 f'PriorityClass "{default_pc}", which the PriorityClass scopes see'
             )
         names = ", ".join(sorted((q.get("metadata") or {}).get("name", "?") for q in quotas))

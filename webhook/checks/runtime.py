@@ -41,7 +41,11 @@ class TrainingRuntime(Check):
         resource = "trainingruntimes" if kind == "TrainingRuntime" else "clustertrainingruntimes"
         where = f' in namespace "{wl.namespace}"' if kind == "TrainingRuntime" else ""
         if kind not in ("TrainingRuntime", "ClusterTrainingRuntime"):
-            return CheckResult(self.name, Status.SKIP, f"Skipped: runtimeRef kind {kind!r} is not a Trainer runtime; Trainer's webhook rejects it")
+            return CheckResult(
+                self.name,
+                Status.SKIP,
+                f"Skipped: runtimeRef kind {kind!r} is not a Trainer runtime; Trainer's webhook rejects it",
+            )
         found = wl.runtime is not None or (
             ctx.view.get_cached(resource, wl.namespace if kind == "TrainingRuntime" else None, name) is not None
         )

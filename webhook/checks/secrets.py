@@ -166,7 +166,7 @@ def _missing_pull_secret(use: _Use, ns: str, private: list[str]) -> tuple[Status
 def _missing_key(use: _Use, ns: str, key: str, refs: list[tuple[SecretRef, str]]) -> str:
     return (
         f'Secret "{use.name}" in namespace "{ns}" has no key "{key}" (referenced by {_by(refs)}). '
-        f"Fix: kubectl patch secret {use.name} -n {ns} --type merge -p '{{\"stringData\":{{\"{key}\":\"…\"}}}}'"
+        f'Fix: kubectl patch secret {use.name} -n {ns} --type merge -p \'{{"stringData":{{"{key}":"…"}}}}\''
     )
 
 
@@ -202,10 +202,14 @@ class Secrets(Check):
         not_read = _not_read(uses)
         if not to_read:
             if not not_read:
-                return CheckResult(self.name, Status.PASS, f"Only optional Secret references ({', '.join(sorted(uses))})")
+                return CheckResult(
+                    self.name, Status.PASS, f"Only optional Secret references ({', '.join(sorted(uses))})"
+                )
             optional = sorted(n for n, u in uses.items() if all(r.optional for r, _ in u.refs))
             parts = not_read + ([f"optional: {', '.join(optional)}"] if optional else [])
-            return CheckResult(self.name, Status.PASS, f"No referenced Secret is required: {'; '.join(parts)}", details=not_read)
+            return CheckResult(
+                self.name, Status.PASS, f"No referenced Secret is required: {'; '.join(parts)}", details=not_read
+            )
 
         view = ctx.view
         tasks = {asyncio.ensure_future(view.secret_keys(ns, u.name, ctx.deadline)): u for u in to_read}

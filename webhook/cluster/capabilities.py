@@ -67,10 +67,7 @@ def rbac_rules(perms: Iterable[Permission]) -> list[dict[str, Any]]:
     for p in perms:
         res = f"{p.resource}/{p.subresource}" if p.subresource else p.resource
         grouped.setdefault((p.group, res), set()).add(p.verb)
-    return [
-        {"apiGroups": [g], "resources": [r], "verbs": sorted(v)}
-        for (g, r), v in sorted(grouped.items())
-    ]
+    return [{"apiGroups": [g], "resources": [r], "verbs": sorted(v)} for (g, r), v in sorted(grouped.items())]
 
 
 @dataclass(frozen=True)
@@ -99,7 +96,9 @@ def parse_ssar(doc: dict[str, Any]) -> PermissionResult:
     return PermissionResult(allowed, reason)
 
 
-async def probe_permissions(client: Any, perms: Sequence[Permission], timeout: float) -> dict[Permission, PermissionResult]:
+async def probe_permissions(
+    client: Any, perms: Sequence[Permission], timeout: float
+) -> dict[Permission, PermissionResult]:
     """One SSAR per permission (cluster-wide: all namespaces), concurrently, within `timeout`."""
 
     async def one(p: Permission) -> PermissionResult:
@@ -200,7 +199,9 @@ def fatal_reason(
         return f"cannot decide anything: {not_permitted(essential)} (namespace mode labels cannot be read)"
     caps = [capability_of(c, served=served, perms=perms) for c in checks if c.needs_cluster]
     if caps and all(c.value == NO for c in caps):
-        return "cannot decide anything: every cluster check is lowered (" + "; ".join(
-            f"{c.check}: {c.reason}" for c in caps
-        ) + ")"
+        return (
+            "cannot decide anything: every cluster check is lowered ("
+            + "; ".join(f"{c.check}: {c.reason}" for c in caps)
+            + ")"
+        )
     return ""

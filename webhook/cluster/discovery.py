@@ -78,7 +78,9 @@ def parse_resources(doc: dict[str, Any]) -> dict[str, ApiResource]:
         name = r.get("name") or ""
         if not name or "/" in name:  # subresources
             continue
-        out[r.get("kind") or ""] = ApiResource(name, r.get("kind") or "", bool(r.get("namespaced")), tuple(r.get("verbs") or ()))
+        out[r.get("kind") or ""] = ApiResource(
+            name, r.get("kind") or "", bool(r.get("namespaced")), tuple(r.get("verbs") or ())
+        )
     return out
 
 

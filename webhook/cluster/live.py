@@ -240,7 +240,7 @@ class LiveClusterView:
             r.cache.listeners.remove(changed.set)
 
     def staleness(self, resource: str) -> str:
-        """"" when fresh; otherwise a phrase for messages ("cached data is 312s old")."""
+        """ "" when fresh; otherwise a phrase for messages ("cached data is 312s old")."""
         age = self.cache_age(resource)
         if age is None:
             return f"no cached {resource}"
@@ -254,18 +254,26 @@ class LiveClusterView:
         for spec in CACHE_SPECS:
             r = self.reflectors.get(spec.resource)
             if r is None:
-                out.append({"resource": spec.resource, "cached": False, "reason": self.cache_reasons.get(spec.resource, "not started")})
+                out.append(
+                    {
+                        "resource": spec.resource,
+                        "cached": False,
+                        "reason": self.cache_reasons.get(spec.resource, "not started"),
+                    }
+                )
                 continue
             age = r.cache.age()
-            out.append({
-                "resource": spec.resource,
-                "cached": True,
-                "synced": r.cache.synced,
-                "objects": len(r.cache),
-                "ageSeconds": None if age is None else round(age, 1),
-                "relists": r.cache.relists,
-                "lastError": r.denied or r.cache.last_error,
-            })
+            out.append(
+                {
+                    "resource": spec.resource,
+                    "cached": True,
+                    "synced": r.cache.synced,
+                    "objects": len(r.cache),
+                    "ageSeconds": None if age is None else round(age, 1),
+                    "relists": r.cache.relists,
+                    "lastError": r.denied or r.cache.last_error,
+                }
+            )
         return out
 
     # ------------------------------------------------------------------ live reads
@@ -339,8 +347,12 @@ class LiveClusterView:
             obj["metadata"] = {**(obj.get("metadata") or {}), "namespace": namespace}
         path += f"/{res.name}"
         await self.client.request(
-            "POST", path, query={"dryRun": "All"}, body=obj,
-            timeout=deadline.timeout(LIVE_CALL_CEILING), kind=f"DRYRUN {res.name}",
+            "POST",
+            path,
+            query={"dryRun": "All"},
+            body=obj,
+            timeout=deadline.timeout(LIVE_CALL_CEILING),
+            kind=f"DRYRUN {res.name}",
         )
 
     # ------------------------------------------------------------------ discovery, capabilities
@@ -389,9 +401,7 @@ class LiveClusterView:
             "serverVersion": None if ver is None else f"{ver[0]}.{ver[1]}",
             "checks": self.capabilities(),
             "caches": self.cache_status(),
-            "missingPermissions": sorted(
-                str(p) for p, r in (self.permissions or {}).items() if r.allowed is False
-            ),
+            "missingPermissions": sorted(str(p) for p, r in (self.permissions or {}).items() if r.allowed is False),
             "probed": self.permissions is not None,
         }
 

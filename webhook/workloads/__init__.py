@@ -64,4 +64,12 @@ def build_workload(
     return adapter(obj, settings=settings, runtime_lookup=runtime_lookup, namespace=namespace)
 
 
-__all__ = ["AdapterError", "RuntimeLookup", "Workload", "adapter_for", "build_workload", "import_adapters", "known_kinds"]
+__all__ = [
+    "AdapterError",
+    "RuntimeLookup",
+    "Workload",
+    "adapter_for",
+    "build_workload",
+    "import_adapters",
+    "known_kinds",
+]

@@ -98,7 +98,15 @@ RESOURCE_DEFAULTS: dict[str, tuple[str, str]] = {
 MIN_CONTAINER_CPU_MCPU = 1
 MIN_CONTAINER_MEMORY_MIB = 1
 WORKER_IMPORT_MEMORY_FLOOR_MIB = 162
-_HEALTH = {"initial": 5, "period": 10, "timeout": 5, "failure": 10, "success": 1, "startup_period": 5, "startup_failure": 30}
+_HEALTH = {
+    "initial": 5,
+    "period": 10,
+    "timeout": 5,
+    "failure": 10,
+    "success": 1,
+    "startup_period": 5,
+    "startup_failure": 30,
+}
 _PORTS = {
     "SYSTEM_CONTROLLER_HEALTH": 8080,
     "TIMING_MANAGER_HEALTH": 8082,
@@ -532,7 +540,9 @@ def _dataset(d: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def run_config_cfg(benchmark: dict[str, Any], job_id: str, namespace: str, pods: int, per_pod: int, rp_per_pod: int) -> dict[str, Any]:
+def run_config_cfg(
+    benchmark: dict[str, Any], job_id: str, namespace: str, pods: int, per_pod: int, rp_per_pod: int
+) -> dict[str, Any]:
     """The `cfg` of run_config.json: BenchmarkConfig dumped with exclude_unset, field order kept."""
     b = {_snake(k): v for k, v in benchmark.items()}
     cfg: dict[str, Any] = {}
@@ -601,7 +611,9 @@ def run_epoch(obj: dict[str, Any]) -> str:
     return f"{seconds}{zlib.crc32(str(uid).encode('utf-8')) % 1_000_000:06d}"
 
 
-def run_config_json(spec: dict[str, Any], obj: dict[str, Any], job_id: str, namespace: str, pods: int, per_pod: int, rp: int) -> str:
+def run_config_json(
+    spec: dict[str, Any], obj: dict[str, Any], job_id: str, namespace: str, pods: int, per_pod: int, rp: int
+) -> str:
     """The exact text of run_config.json (orjson OPT_INDENT_2 == json.dumps(indent=2, ensure_ascii=False))."""
     run: dict[str, Any] = {
         "benchmark_id": job_id,
@@ -616,7 +628,11 @@ def run_config_json(spec: dict[str, Any], obj: dict[str, Any], job_id: str, name
     run["variables"] = dict(spec.get("variables") or {})
     if spec.get("plot") is not None:
         run["plot"] = spec["plot"]
-    run["run_meta"] = {"epoch": run_epoch(obj), "job_name": (obj.get("metadata") or {}).get("name", job_id), "namespace": namespace}
+    run["run_meta"] = {
+        "epoch": run_epoch(obj),
+        "job_name": (obj.get("metadata") or {}).get("name", job_id),
+        "namespace": namespace,
+    }
     return dumps_indent2(run)
 
 
@@ -748,14 +764,18 @@ class _Renderer:
             *list(self._t("volumes") or []),
         ]
 
-    def env_vars(self, *, controller_host: str | None = None, pod_index: bool = True, controller_pod: bool = False) -> list[dict[str, Any]]:
+    def env_vars(
+        self, *, controller_host: str | None = None, pod_index: bool = True, controller_pod: bool = False
+    ) -> list[dict[str, Any]]:
         """A new list per container; its entries are shared between the containers of one job
         (built once per variant: ~30 containers use 3 variants), like the template's own env
         entries and the securityContext already are. Consumers copy before changing."""
         key = (controller_host, pod_index, controller_pod)
         cached = self._env_cache.get(key)
         if cached is None:
-            cached = self._env_cache[key] = self._env_vars(controller_host=controller_host, pod_index=pod_index, controller_pod=controller_pod)
+            cached = self._env_cache[key] = self._env_vars(
+                controller_host=controller_host, pod_index=pod_index, controller_pod=controller_pod
+            )
         return list(cached)
 
     def _env_vars(self, *, controller_host: str | None, pod_index: bool, controller_pod: bool) -> list[dict[str, Any]]:
@@ -877,10 +897,16 @@ class _Renderer:
                 env=[
                     {"name": "AIPERF_RESULTS_DIR", "value": "/results"},
                     {"name": "AIPERF_RESULTS_SIDECAR_PORT", "value": str(port)},
-                    {"name": "AIPERF_RESULTS_SIDECAR_LOG_LEVEL", "value": self.env.get("AIPERF_K8S_RESULTS_SIDECAR_LOG_LEVEL", "info")},
+                    {
+                        "name": "AIPERF_RESULTS_SIDECAR_LOG_LEVEL",
+                        "value": self.env.get("AIPERF_K8S_RESULTS_SIDECAR_LOG_LEVEL", "info"),
+                    },
                 ],
                 resources=self.res("RESULTS_SIDECAR"),
-                volumeMounts=[{"name": "results", "mountPath": "/results", "readOnly": True}, {"name": "tmp", "mountPath": "/tmp"}],
+                volumeMounts=[
+                    {"name": "results", "mountPath": "/results", "readOnly": True},
+                    {"name": "tmp", "mountPath": "/tmp"},
+                ],
                 ports=[{"containerPort": port, "name": "results"}],
                 startupProbe=self._startup(port),
                 livenessProbe=self._probe(port),
@@ -894,8 +920,15 @@ class _Renderer:
                 self._container(
                     name="event-bus-proxy",
                     command=["aiperf"],
-                    args=["proxy", "--kind", "event_bus", "--benchmark-run", f"{self.config_path}/run_config.json",
-                          "--health-port", str(hp)],  # fmt: skip
+                    args=[
+                        "proxy",
+                        "--kind",
+                        "event_bus",
+                        "--benchmark-run",
+                        f"{self.config_path}/run_config.json",
+                        "--health-port",
+                        str(hp),
+                    ],  # fmt: skip
                     env=self.env_vars(pod_index=False, controller_pod=True),
                     resources=self.res("EVENT_BUS_PROXY"),
                     ports=[
@@ -926,12 +959,18 @@ class _Renderer:
                     break
             rp_cpu = rp_cpu or self.env.get("AIPERF_K8S_RECORD_PROCESSOR_CPU_REQUEST", "") or None
             cpu, mem = self.env.resources("WORKER_POD")
-            shares = [_resources(c, m, self.mode) for c, m in split_worker_pod_resources(cpu, mem, workers, rps, rp_cpu)]
+            shares = [
+                _resources(c, m, self.mode) for c, m in split_worker_pod_resources(cpu, mem, workers, rps, rp_cpu)
+            ]
         quiet: dict[str, Any] = {"controller_host": dns, "readiness": False, "startup": False, "liveness": False}
         out = [self.service("worker-group-manager", "worker_group_manager", manager, shares[0],
                             service_id="worker_group_manager_$(AIPERF_POD_INDEX)", **quiet)]  # fmt: skip
         for i, port in enumerate(worker_ports):
-            out.append(self.service(f"worker-{i}", "worker", port, shares[1 + i], service_id=f"worker_$(AIPERF_POD_INDEX)_{i}", **quiet))
+            out.append(
+                self.service(
+                    f"worker-{i}", "worker", port, shares[1 + i], service_id=f"worker_$(AIPERF_POD_INDEX)_{i}", **quiet
+                )
+            )
         for i, port in enumerate(rp_ports):
             out.append(self.service(f"record-processor-{i}", "record_processor", port, shares[1 + workers + i],
                                     service_id=f"record_processor_$(AIPERF_POD_INDEX)_{i}", **quiet))  # fmt: skip
@@ -951,9 +990,7 @@ class _Renderer:
         init = self._t("initContainers")
         if init:
             base = {k: v for k, v in self.security().items() if k != "readOnlyRootFilesystem"}
-            spec["initContainers"] = [
-                c if "securityContext" in c else {**c, "securityContext": base} for c in init
-            ]
+            spec["initContainers"] = [c if "securityContext" in c else {**c, "securityContext": base} for c in init]
         if self._t("imagePullSecrets"):
             spec["imagePullSecrets"] = list(self._t("imagePullSecrets"))
         if self._t("shareProcessNamespace"):
@@ -989,7 +1026,11 @@ class _Renderer:
 
 def _queue(spec: dict[str, Any], env: _Env, settings: Settings) -> tuple[str | None, str | None]:
     sched = spec.get("scheduling") or {}
-    queue = _get(sched, "queueName") or env.get("AIPERF_K8S_JOBSET_KUEUE_DEFAULT_QUEUE_NAME", "") or settings.kueue.default_queue_name
+    queue = (
+        _get(sched, "queueName")
+        or env.get("AIPERF_K8S_JOBSET_KUEUE_DEFAULT_QUEUE_NAME", "")
+        or settings.kueue.default_queue_name
+    )
     prio = _get(sched, "priorityClass") or env.get("AIPERF_K8S_JOBSET_KUEUE_DEFAULT_PRIORITY_CLASS", "")
     return queue or None, prio or None
 
@@ -1089,7 +1130,7 @@ def _duration(value: Any, path: str) -> None:
     if isinstance(value, str) and (value.strip().lower() in ("inf", "infinity") or _DURATION.match(value.strip())):
         return
     if isinstance(value, str):
-        raise AdapterError(f"{path} must be a duration such as 30, \"30s\", \"5m\" or \"2h\", not {value[:40]!r}")
+        raise AdapterError(f'{path} must be a duration such as 30, "30s", "5m" or "2h", not {value[:40]!r}')
     raise wrong(path, 'a duration (a number of seconds or a string such as "30s")', value)
 
 
@@ -1170,7 +1211,9 @@ def _check_benchmark(bench: dict[str, Any], path: str = "spec.benchmark") -> Non
             _check_models(bench[key], at(path, key))
     ep_path = at(path, "endpoint")
     _check_endpoint(mapping(bench.get("endpoint"), ep_path), ep_path)
-    datasets = [(d, at(at(path, "datasets"), i)) for i, d in enumerate(listing(bench.get("datasets"), at(path, "datasets")))]
+    datasets = [
+        (d, at(at(path, "datasets"), i)) for i, d in enumerate(listing(bench.get("datasets"), at(path, "datasets")))
+    ]
     if bench.get("dataset") is not None:
         datasets.append((bench["dataset"], at(path, "dataset")))
     for d, dpath in datasets:
@@ -1262,16 +1305,20 @@ def build(
     )
     job_id = name
     if not job_id:
-        wl.render_errors.append("metadata.name is empty (generateName is not resolved at admission). Fix: set metadata.name.")
+        wl.render_errors.append(
+            "metadata.name is empty (generateName is not resolved at admission). Fix: set metadata.name."
+        )
     elif len(job_id) > MAX_JOB_ID or not _DNS_LABEL.match(job_id):
         wl.render_errors.append(
             f'AIPerfJob name "{job_id}" is not a DNS label of at most {MAX_JOB_ID} characters, which the AIPerf operator '
-            f'requires for its job id (pods are named aiperf-<name>-controller-0-0-xxxxx, at most 63 characters). '
+            f"requires for its job id (pods are named aiperf-<name>-controller-0-0-xxxxx, at most 63 characters). "
             f"Fix: rename the AIPerfJob to at most {MAX_JOB_ID} lowercase letters, digits and '-'."
         )
     wl.render_errors += _phase_errors(spec["benchmark"])
     if spec.get("sweep") is not None:
-        wl.render_errors.append("A single Kubernetes benchmark run cannot include `sweep`. Fix: submit an AIPerfSweep instead.")
+        wl.render_errors.append(
+            "A single Kubernetes benchmark run cannot include `sweep`. Fix: submit an AIPerfSweep instead."
+        )
     if wl.render_errors:
         wl.incomplete_reason = "the AIPerf operator cannot render this AIPerfJob"
         return wl
@@ -1334,11 +1381,19 @@ def build(
     configmap = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": f"{r.name}-config", "namespace": ns, "labels": {"app": "aiperf", "aiperf.nvidia.com/job-id": job_id}},
+        "metadata": {
+            "name": f"{r.name}-config",
+            "namespace": ns,
+            "labels": {"app": "aiperf", "aiperf.nvidia.com/job-id": job_id},
+        },
         "data": {CONFIGMAP_KEY: run_config_json(spec, obj, job_id, ns, pods, per_pod, rp_per_pod)},
     }
     wl.derived = {"jobSet": jobset, "configMap": configmap}
     for rj, role in ((controller_job, "controller"), (worker_job, "workers")):
         tmpl = rj["template"]["spec"]["template"]
-        wl.pod_groups.append(PodGroup(name=rj["name"], pods=rj["replicas"], pod_spec=tmpl["spec"], pod_metadata=tmpl["metadata"], role=role))
+        wl.pod_groups.append(
+            PodGroup(
+                name=rj["name"], pods=rj["replicas"], pod_spec=tmpl["spec"], pod_metadata=tmpl["metadata"], role=role
+            )
+        )
     return wl
