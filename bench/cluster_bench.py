@@ -832,6 +832,7 @@ async def _profile(cp: ControlPlane, kind: str, n: int) -> tuple[str, float, dic
 
     from pyinstrument import Profiler
 
+    from webhook.checks import all_checks
     from webhook.cluster.live import open_cluster_view
     from webhook.config import Settings
     from webhook.deadline import Deadline
@@ -839,7 +840,7 @@ async def _profile(cp: ControlPlane, kind: str, n: int) -> tuple[str, float, dic
     from webhook.workloads import build_workload
 
     settings = Settings.model_validate({"checks": {"Dry Run": "off"}})
-    view = await open_cluster_view(settings, kubeconfig=str(cp.kubeconfig))
+    view = await open_cluster_view(settings, kubeconfig=str(cp.kubeconfig), checks=all_checks())
     try:
         await view.wait_synced(60)
         obj = sample("trainjob-good" if kind == "TrainJob" else "aiperfjob-good")

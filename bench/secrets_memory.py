@@ -164,12 +164,13 @@ async def create_secrets(kubeconfig: str, namespace: str, count: int) -> None:
 
 async def burst(kubeconfig: str, namespace: str, admissions: int, ttl: float, sequential: bool) -> dict[str, Any]:
     """Requests the real LiveClusterView sends for `admissions` concurrent admissions."""
+    from webhook.checks import all_checks
     from webhook.cluster.live import open_cluster_view
     from webhook.config import Settings
     from webhook.deadline import Deadline
 
     settings = Settings(secretTtlSeconds=ttl)
-    view = await open_cluster_view(settings, kubeconfig=kubeconfig)
+    view = await open_cluster_view(settings, kubeconfig=kubeconfig, checks=all_checks())
     await view.wait_synced(60)
     before = view.client.requests["GET secret"]
 

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from e2e.controlplane import ControlPlane
+from webhook.checks import all_checks
 from webhook.cluster.live import LiveClusterView, open_cluster_view
 from webhook.config import Settings
 from webhook.deadline import Deadline
@@ -62,7 +63,10 @@ async def open_view(cluster: ControlPlane) -> AsyncIterator[Any]:
 
     async def make(settings: Settings | None = None, kubeconfig: Path | str | None = None) -> LiveClusterView:
         view = await open_cluster_view(
-            settings or Settings(), kubeconfig=str(kubeconfig or cluster.kubeconfig), wait_seconds=60
+            settings or Settings(),
+            kubeconfig=str(kubeconfig or cluster.kubeconfig),
+            checks=all_checks(),
+            wait_seconds=60,
         )
         views.append(view)
         assert await view.wait_synced(60), view.ready_reason

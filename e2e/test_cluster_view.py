@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 import pytest
 
 from e2e.controlplane import ControlPlane
+from webhook.checks import all_checks
 from webhook.checks.base import Check, Permission
 from webhook.cluster.client import KubeClient, load_configuration
 from webhook.cluster.live import LiveClusterView, open_cluster_view
@@ -96,7 +97,7 @@ def _names(view: LiveClusterView, resource: str, ns: str | None) -> set[str]:
 
 
 async def test_open_cluster_view_with_kubeconfig_syncs_and_is_ready(cluster: ControlPlane) -> None:
-    view = await open_cluster_view(Settings(), kubeconfig=str(cluster.kubeconfig), wait_seconds=60)
+    view = await open_cluster_view(Settings(), kubeconfig=str(cluster.kubeconfig), checks=all_checks(), wait_seconds=60)
     try:
         assert view.ready, view.ready_reason
         assert view.ready_reason == "ready"
@@ -344,7 +345,7 @@ async def test_unreachable_apiserver_is_not_ready_and_says_why(tmp_path: Path) -
             }
         )
     )
-    view = await open_cluster_view(Settings(), kubeconfig=str(kubeconfig), wait_seconds=30)
+    view = await open_cluster_view(Settings(), kubeconfig=str(kubeconfig), checks=all_checks(), wait_seconds=30)
     try:
         assert view.ready is False
         assert view.ready_reason.startswith("cannot read the apiserver's discovery: cannot reach the apiserver")

@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from e2e.controlplane import ControlPlane
+from webhook.checks import all_checks
 from webhook.checks.dryrun import placeholder_uid, pod_for
 from webhook.cluster.live import LiveClusterView, open_cluster_view
 from webhook.config import Settings
@@ -87,7 +88,9 @@ async def open_view(cluster: ControlPlane) -> AsyncIterator[Any]:
     views: list[LiveClusterView] = []
 
     async def make(settings: Settings | None = None) -> LiveClusterView:
-        view = await open_cluster_view(settings or Settings(), kubeconfig=str(cluster.kubeconfig), wait_seconds=60)
+        view = await open_cluster_view(
+            settings or Settings(), kubeconfig=str(cluster.kubeconfig), checks=all_checks(), wait_seconds=60
+        )
         views.append(view)
         assert await view.wait_synced(60), view.ready_reason
         return view

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from e2e.controlplane import ControlPlane
+from webhook.checks import all_checks
 from webhook.checks import quotas as Q
 from webhook.checks.base import CheckContext
 from webhook.cluster.live import LiveClusterView, open_cluster_view
@@ -40,7 +41,9 @@ IMAGE = "registry.k8s.io/pause:3.10"
 
 @pytest.fixture
 async def view(control_plane: ControlPlane) -> AsyncIterator[LiveClusterView]:
-    v = await open_cluster_view(Settings(), kubeconfig=str(control_plane.kubeconfig), wait_seconds=60)
+    v = await open_cluster_view(
+        Settings(), kubeconfig=str(control_plane.kubeconfig), checks=all_checks(), wait_seconds=60
+    )
     try:
         assert await v.wait_synced(60), v.ready_reason
         yield v
@@ -319,12 +322,12 @@ async def test_priority_classes_not_readable_warns_never_denies(
 
     cp, ns, user = control_plane, "chk-quota-nopc", "quota-no-priorityclasses"
     cp.ensure_namespace(ns)
-    rules = [r for r in rbac_rules(required_permissions()) if r["resources"] != ["priorityclasses"]]
+    rules = [r for r in rbac_rules(required_permissions(all_checks())) if r["resources"] != ["priorityclasses"]]
     role = cp.grant(rules, user=user)
     kubeconfig = cp.write_user_kubeconfig(user)
     scope = {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": [global_default]}]}
     _quota(cp, ns, "by-class", {"requests.cpu": "1"}, scopeSelector=scope)
-    v = await open_cluster_view(Settings(), kubeconfig=str(kubeconfig), wait_seconds=60)
+    v = await open_cluster_view(Settings(), kubeconfig=str(kubeconfig), checks=all_checks(), wait_seconds=60)
     try:
         assert await v.wait_synced(60), v.ready_reason
         assert "priorityclasses" not in v.reflectors and v.cache_age("priorityclasses") is None

@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from e2e.controlplane import ControlPlane, read_versions
+from webhook.checks import all_checks
 from webhook.cluster.live import LiveClusterView, open_cluster_view
 from webhook.config import Settings
 from webhook.deadline import Deadline
@@ -51,7 +52,9 @@ def runtimes(control_plane: ControlPlane) -> dict[str, dict[str, Any]]:
 
 @pytest.fixture
 async def view(control_plane: ControlPlane, runtimes: dict[str, Any]) -> AsyncIterator[LiveClusterView]:
-    v = await open_cluster_view(Settings(), kubeconfig=str(control_plane.kubeconfig), wait_seconds=60)
+    v = await open_cluster_view(
+        Settings(), kubeconfig=str(control_plane.kubeconfig), checks=all_checks(), wait_seconds=60
+    )
     try:
         assert await v.wait_synced(60), v.ready_reason
         yield v
@@ -119,7 +122,9 @@ async def test_deepspeed_trainjob_pod_counts_in_quota(control_plane: ControlPlan
         "patch", "resourcequota", "gpus", "-n", ns, "--subresource=status", "--type=merge", "-p", json.dumps(status)
     )
     # the view opens after the quota exists: its watch cache lists it at start-up
-    fresh = await open_cluster_view(Settings(), kubeconfig=str(control_plane.kubeconfig), wait_seconds=60)
+    fresh = await open_cluster_view(
+        Settings(), kubeconfig=str(control_plane.kubeconfig), checks=all_checks(), wait_seconds=60
+    )
     try:
         assert await fresh.wait_synced(60), fresh.ready_reason
         resources = {"requests": {"nvidia.com/gpu": "4"}, "limits": {"nvidia.com/gpu": "4"}}

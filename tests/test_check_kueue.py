@@ -7,7 +7,7 @@ from datetime import UTC
 import pytest
 
 from tests.fakeview import FakeView, container, meta, pod, run_check, workload
-from webhook.checks import kueue
+from webhook.checks import all_checks, kueue
 from webhook.checks.kueue import KueueAdmissionChecks, KueueCapacity, KueueQueue, selector_matches
 from webhook.cluster.view import ApiError
 from webhook.config import Settings
@@ -727,4 +727,4 @@ def test_cohorts_are_cached_and_optional_for_kueue_capacity() -> None:
     wanted = {Permission("list", "cohorts", "kueue.x-k8s.io"), Permission("watch", "cohorts", "kueue.x-k8s.io")}
     assert set(KueueCapacity.optional_permissions) == wanted
     assert not wanted & set(KueueCapacity.permissions)
-    assert wanted <= set(required_permissions())
+    assert wanted <= set(required_permissions(all_checks()))

@@ -136,7 +136,7 @@ def test_required_permissions_default_uses_the_registry() -> None:
     for c in all_checks():
         expected.update(c.permissions)
         expected.update(c.optional_permissions)
-    assert set(required_permissions()) == expected
+    assert set(required_permissions(all_checks())) == expected
     # the Kueue admission Lease is granted, but only optionally used
     assert Permission("get", "leases", "coordination.k8s.io") in expected
 

@@ -125,3 +125,24 @@ async def test_skip_annotation_honoured_only_for_skippable_checks() -> None:
 async def test_unhandled_kind_is_allowed_without_checks() -> None:
     ev = await _eval({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}})
     assert ev.workload is None and ev.decision.allowed is True and ev.decision.outcome == "unhandled"
+
+
+async def test_a_check_passed_in_keeps_its_own_default_action():
+    # a check that is not in the global registry: its default_action is its own, not "deny"
+    from webhook.checks.base import Check
+    from webhook.results import CheckResult, Status
+
+    class Advisory(Check):
+        name = "Advisory Only"
+        default_action = "warn"
+        needs_pod_groups = False
+
+        async def run(self, ctx):
+            return CheckResult(self.name, Status.FAIL, "the job looks odd. Fix: nothing required")
+
+    ev = await evaluate(_job(), settings=Settings(), deadline=Deadline(5.0), checks=[Advisory()])
+    assert ev.decision.allowed is True
+    assert ev.decision.warnings == ["[Advisory Only] the job looks odd. Fix: nothing required"]
+    configured = Settings(checks={"Advisory Only": "deny"})
+    ev = await evaluate(_job(), settings=configured, deadline=Deadline(5.0), checks=[Advisory()])
+    assert ev.decision.allowed is False

@@ -38,7 +38,7 @@ from typing import Any, Protocol
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from webhook.cluster.view import ApiError
+from webhook.kube import ApiError
 from webhook.tls import KeyPair, generate_ca, generate_serving_cert
 
 log = logging.getLogger(__name__)

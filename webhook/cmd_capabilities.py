@@ -16,6 +16,7 @@ from typing import Any, TextIO
 
 import yaml
 
+from webhook.checks import all_checks, check_names
 from webhook.config import ConfigError, load_settings
 
 
@@ -46,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     if args.rbac:
         return _print_rbac(args.output, out)
     try:
-        settings = load_settings(args.config)
+        settings = load_settings(args.config, known_checks=check_names())
     except ConfigError as exc:
         print(f"error: {exc}", file=err)
         return 2
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
 def _print_rbac(fmt: str, out: TextIO) -> int:
     from webhook.cluster.capabilities import rbac_rules, required_permissions
 
-    perms = required_permissions()
+    perms = required_permissions(all_checks())
     if fmt == "json":
         out.write(json.dumps({"permissions": [str(p) for p in perms], "rules": rbac_rules(perms)}, indent=2) + "\n")
     else:
@@ -68,7 +69,9 @@ async def _probe(args: argparse.Namespace, settings: Any, out: TextIO, err: Text
     from webhook.cluster.live import open_cluster_view
 
     try:
-        view = await open_cluster_view(settings, kubeconfig=args.kubeconfig, wait_seconds=args.wait)
+        view = await open_cluster_view(
+            settings, kubeconfig=args.kubeconfig, checks=all_checks(), wait_seconds=args.wait
+        )
     except Exception as exc:  # bad kubeconfig, no config at all: the user's input
         print(
             f"error: cannot connect to the cluster: {str(exc) or type(exc).__name__}. Fix: check --kubeconfig", file=err

@@ -22,6 +22,7 @@ import sys
 from collections.abc import AsyncIterator
 from typing import Any, TextIO
 
+from webhook.checks import all_checks, check_names
 from webhook.cluster.view import ClusterView
 from webhook.config import ConfigError, Settings, load_settings
 from webhook.deadline import Deadline
@@ -89,7 +90,7 @@ async def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from webhook.manifests import load_documents, split_runtimes
 
     try:
-        settings = load_settings(args.config)
+        settings = load_settings(args.config, known_checks=check_names())
     except ConfigError as exc:
         print(f"error: {exc}", file=err)
         return EXIT_USAGE
@@ -124,7 +125,7 @@ async def _cluster(args: argparse.Namespace, settings: Settings, err: TextIO) ->
     from webhook.cluster.live import open_cluster_view
 
     try:
-        view = await open_cluster_view(settings, kubeconfig=args.kubeconfig)
+        view = await open_cluster_view(settings, kubeconfig=args.kubeconfig, checks=all_checks())
     except Exception as exc:  # any failure to reach the cluster is an input problem for the CLI
         text = str(exc) or type(exc).__name__
         print(f"error: cannot connect to the cluster: {text}. Fix: check --kubeconfig, or run with --offline", file=err)

@@ -17,6 +17,7 @@ import sys
 from typing import Any
 
 from webhook import quantity
+from webhook.checks import check_names
 from webhook.config import ConfigError, Settings, load_settings
 from webhook.manifests import load_documents, split_runtimes
 from webhook.workloads import build_workload
@@ -121,7 +122,11 @@ def render_text(p: dict[str, Any], wl: Workload) -> str:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        settings = load_settings(getattr(args, "config", None)) if getattr(args, "config", None) else Settings()
+        settings = (
+            load_settings(getattr(args, "config", None), known_checks=check_names())
+            if getattr(args, "config", None)
+            else Settings()
+        )
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

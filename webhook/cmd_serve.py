@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from webhook.checks import all_checks, check_names
 from webhook.config import ConfigError, Settings, load_settings
 
 log = logging.getLogger("webhook.serve")
@@ -85,7 +86,7 @@ def _self_signed(certs_dir: str, sans: list[str]) -> tuple[Path, Path]:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        settings = load_settings(args.config)
+        settings = load_settings(args.config, known_checks=check_names())
     except ConfigError as exc:
         return _error(str(exc))
     if args.self_signed:
@@ -154,7 +155,7 @@ async def _serve(args: argparse.Namespace, settings: Settings, ctx: ssl.SSLConte
         from webhook.cluster.live import open_cluster_view
 
         try:
-            view = await open_cluster_view(settings, kubeconfig=args.kubeconfig)
+            view = await open_cluster_view(settings, kubeconfig=args.kubeconfig, checks=all_checks())
         except Exception as exc:
             log.error("cannot connect to the cluster: %s: %s", type(exc).__name__, exc)
             print("error: cannot connect to the cluster; check --kubeconfig, or pass --offline", file=sys.stderr)

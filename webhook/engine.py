@@ -15,9 +15,10 @@ import time
 from collections.abc import Iterable, Sequence, Set
 
 from webhook.checks.base import Check, CheckContext
-from webhook.cluster.view import ApiError, ClusterView
+from webhook.cluster.view import ClusterView
 from webhook.config import Settings
 from webhook.deadline import Deadline
+from webhook.kube import ApiError
 from webhook.results import CheckResult, PreflightResults, Status
 from webhook.workloads.base import Workload
 
@@ -60,7 +61,9 @@ def applicable(
     checks: Iterable[Check], workload: Workload, settings: Settings, skip: Set[str] = frozenset()
 ) -> list[Check]:
     return [
-        c for c in checks if workload.kind in c.kinds and settings.action_for(c.name) != "off" and c.name not in skip
+        c
+        for c in checks
+        if workload.kind in c.kinds and settings.action_for(c.name, c.default_action) != "off" and c.name not in skip
     ]
 
 
@@ -190,4 +193,4 @@ def _ordered(checks: Sequence[Check], by_check: dict[str, list[CheckResult]]) ->
     ordered: list[CheckResult] = []
     for c in checks:
         ordered.extend(by_check.get(c.name, []))
-    return PreflightResults(ordered)
+    return PreflightResults(ordered, {c.name: c.default_action for c in checks})

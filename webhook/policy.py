@@ -155,7 +155,7 @@ def decide(
     verdicts: list[str] = []
 
     for r in results.checks:
-        action = settings.action_for(r.name)
+        action = settings.action_for(r.name, results.default_action(r.name))
         if action == "off":
             verdicts.append(OFF)
             continue
@@ -193,7 +193,7 @@ def decide(
             r.caveats
             and r.status is not Status.SKIP
             and mode != "audit"
-            and settings.action_for(r.name) not in ("audit", "off")
+            and settings.action_for(r.name, results.default_action(r.name)) not in ("audit", "off")
         ):
             for caveat in dict.fromkeys(r.caveats):
                 group = wrap(caveat, f"[{r.name}] ")

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from webhook.config import Action
+
 
 class Status(str, Enum):
     PASS = "pass"
@@ -52,6 +54,12 @@ class CheckResult:
 @dataclass
 class PreflightResults:
     checks: list[CheckResult] = field(default_factory=list)
+    #: each check's own action when the config names none (Check.default_action), set by the
+    #: engine from the checks it ran; not part of the JSON form
+    default_actions: dict[str, Action] = field(default_factory=dict)
+
+    def default_action(self, name: str) -> Action:
+        return self.default_actions.get(name, "deny")
 
     @property
     def passed(self) -> bool:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from webhook.deadline import Deadline
+from webhook.kube import Permission as Permission  # re-exported: a check declares its permissions with it
 from webhook.results import CheckResult
 from webhook.workloads.base import Workload
 
@@ -22,20 +23,6 @@ if TYPE_CHECKING:  # pragma: no cover
 AIPERFJOB = "AIPerfJob"
 TRAINJOB = "TrainJob"
 ALL_KINDS = frozenset({AIPERFJOB, TRAINJOB})
-
-
-@dataclass(frozen=True)
-class Permission:
-    """One (verb, group, resource) a check needs; probed by SelfSubjectAccessReview at start-up."""
-
-    verb: str
-    resource: str
-    group: str = ""
-    subresource: str = ""
-
-    def __str__(self) -> str:
-        res = f"{self.resource}/{self.subresource}" if self.subresource else self.resource
-        return f"{self.verb} {res}.{self.group}" if self.group else f"{self.verb} {res}"
 
 
 @dataclass

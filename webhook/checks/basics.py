@@ -8,7 +8,8 @@ cached resource needs, and the "cached data is N s old" note.
 
 from __future__ import annotations
 
-from webhook.checks.base import AIPERFJOB, ALL_KINDS, TRAINJOB, Check, CheckContext, Permission
+from webhook.checks.base import AIPERFJOB, ALL_KINDS, TRAINJOB, Check, CheckContext
+from webhook.kube import Permission
 from webhook.results import CheckResult, Status
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"

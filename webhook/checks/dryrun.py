@@ -30,9 +30,9 @@ import re
 import uuid
 from typing import Any
 
-from webhook.checks.base import Check, CheckContext, Permission
+from webhook.checks.base import Check, CheckContext
 from webhook.checks.basics import JOBSET_API
-from webhook.cluster.view import ApiError
+from webhook.kube import ApiError, Permission
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import PodGroup, Workload
 

@@ -33,9 +33,9 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from webhook.checks.base import AIPERFJOB, Check, CheckContext, Permission
+from webhook.checks.base import AIPERFJOB, Check, CheckContext
 from webhook.checks.basics import KUEUE_API, cached, with_stale
-from webhook.cluster.view import ApiError
+from webhook.kube import ApiError, Permission
 from webhook.quantity import format_quantity, parse_quantity
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import Workload

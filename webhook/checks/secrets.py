@@ -28,9 +28,9 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from webhook.checks.base import Check, CheckContext, Permission
+from webhook.checks.base import Check, CheckContext
 from webhook.checks.image import parse_image
-from webhook.cluster.view import ApiError
+from webhook.kube import ApiError, Permission
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import Workload
 from webhook.workloads.podspec import SecretRef, describe_path, secret_refs

@@ -21,8 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.checks.base import Permission
-from webhook.cluster.view import ApiError
+from webhook.kube import ApiError, Permission
 
 log = logging.getLogger(__name__)
 

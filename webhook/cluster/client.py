@@ -27,7 +27,7 @@ import aiohttp
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
-from webhook.cluster.view import ApiError
+from webhook.kube import ApiError
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.cluster.view import ApiError
+from webhook.kube import ApiError
 
 log = logging.getLogger(__name__)
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
-from webhook.checks.base import Check, Permission
 from webhook.cluster.cache import CACHE_SPECS, SPECS_BY_RESOURCE, CacheSpec, Reflector, backoff_delay
 from webhook.cluster.capabilities import (
     NO,
@@ -33,9 +33,10 @@ from webhook.cluster.capabilities import (
 )
 from webhook.cluster.client import Coalescer, KubeClient, load_configuration
 from webhook.cluster.discovery import Discovery, gv_path
-from webhook.cluster.view import ApiError
+from webhook.cluster.view import CheckNeeds
 from webhook.config import Settings
 from webhook.deadline import Deadline
+from webhook.kube import ApiError, Permission
 
 log = logging.getLogger(__name__)
 
@@ -57,14 +58,10 @@ class LiveClusterView:
         settings: Settings,
         client: KubeClient,
         *,
-        checks: list[Check] | None = None,
+        checks: Sequence[CheckNeeds],
         discovery_refresh_seconds: float = 60.0,
         clock: Any = time.monotonic,
     ) -> None:
-        if checks is None:
-            from webhook.checks import all_checks
-
-            checks = all_checks()
         self.settings = settings
         self.client = client
         self.checks = checks
@@ -363,7 +360,7 @@ class LiveClusterView:
     def server_version(self) -> tuple[int, int] | None:
         return self.discovery.server_version()
 
-    def _capability(self, check: Check) -> Capability:
+    def _capability(self, check: CheckNeeds) -> Capability:
         snap = self.discovery.snapshot
         # the probed part changes only with a new discovery snapshot or permission probe:
         # computed once per (check, snapshot, probe), not on every request
@@ -385,7 +382,7 @@ class LiveClusterView:
                     return Capability(check.name, NO, cap.source, r.denied)
         return cap
 
-    def check_capability(self, check: Check) -> tuple[bool, str]:
+    def check_capability(self, check: CheckNeeds) -> tuple[bool, str]:
         cap = self._capability(check)
         return (False, cap.reason) if cap.value == NO else (True, "")
 
@@ -407,13 +404,13 @@ class LiveClusterView:
 
 
 async def open_cluster_view(
-    settings: Settings, kubeconfig: str | None = None, *, wait_seconds: float = 20.0
+    settings: Settings, kubeconfig: str | None = None, *, checks: Sequence[CheckNeeds], wait_seconds: float = 20.0
 ) -> LiveClusterView:
     """Connect (in-cluster config when no kubeconfig is given inside a pod, else the
     kubeconfig or the default one) and begin start-up. Returns once the caches have
     synced, or the apiserver could not be read, or after `wait_seconds`; start-up then
     goes on in the background (`ready`, `ready_reason`, `wait_synced`)."""
     cfg = await load_configuration(kubeconfig)
-    view = LiveClusterView(settings, KubeClient(cfg, settings.api_concurrency))
+    view = LiveClusterView(settings, KubeClient(cfg, settings.api_concurrency), checks=checks)
     await view.start(wait_seconds)
     return view
