@@ -246,3 +246,25 @@ def test_verdicts_follow_actions_and_modes():
     assert decide(rs, settings=s, mode="audit", subject=SUBJECT).verdicts == ["audit", "audit", "audit", ""]
     off = Settings(checks={"Image Reference": "off"})
     assert decide(rs, settings=off, subject=SUBJECT).verdicts == ["off", "deny", "warn", ""]
+
+
+def test_a_timeout_is_the_result_field_not_the_message_text():
+    # a check's own WARN that happens to start like the timeout text is judged by the check's action
+    lookalike = CheckResult("Secrets", Status.WARN, "did not finish within the 4.0s budget; said by the check")
+    d = decide(results(lookalike), settings=Settings(timeoutAction="deny"), subject=SUBJECT)
+    assert d.allowed is True and "failed-checks" not in d.audit_annotations
+    slow = timed_out_result("Secrets", 4.0)
+    assert slow.timed_out is True
+    assert decide(results(slow), settings=Settings(timeoutAction="deny"), subject=SUBJECT).allowed is False
+
+
+def test_outcomes_are_one_enum_and_label_as_their_values():
+    from webhook.metrics import Metrics
+    from webhook.policy import Outcome
+
+    d = decide(results(NAME_WARN), settings=Settings(), subject=SUBJECT)
+    assert d.outcome is Outcome.WARNED and d.outcome == "warned"
+    m = Metrics(known_kinds=["TrainJob"])
+    m.observe_request("TrainJob", "CREATE", d.outcome, 0.01)
+    body, _ = m.render()
+    assert b'preflight_webhook_requests_total{decision="warned",kind="TrainJob",operation="CREATE"} 1.0' in body

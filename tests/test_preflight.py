@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import copy
 
-import pytest
-
 from tests.fakeview import FakeView
 from webhook.checks import all_checks
 from webhook.config import Settings
 from webhook.deadline import Deadline
 from webhook.preflight import evaluate
-from webhook.workloads.base import AdapterError
 
 
 def _job(image: str = "nvcr.io/nvidia/aiperf:0.13.0", **annotations: str) -> dict:
@@ -80,11 +77,16 @@ async def test_update_that_introduces_a_failure_is_denied() -> None:
     assert ev.decision.denied_checks == ["Image Reference"]
 
 
-async def test_unreadable_object_raises_on_create() -> None:
+async def test_unreadable_object_is_denied_on_create_by_a_policy_made_decision() -> None:
     job = _job()
     job["spec"]["bogusKey"] = 1
-    with pytest.raises(AdapterError):
-        await _eval(job)
+    ev = await _eval(job)
+    assert ev.workload is None and ev.unreadable is not None
+    assert ev.decision.allowed is False and ev.decision.outcome == "denied"
+    assert ev.decision.message == (
+        f'AIPerfJob "bench" in namespace "team-a" is not a valid AIPerfJob: {ev.unreadable}. '
+        "Fix: correct that field and apply again."
+    )
 
 
 async def test_update_of_an_object_that_was_already_unreadable_is_allowed_with_a_warning() -> None:

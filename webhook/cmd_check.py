@@ -28,7 +28,7 @@ from webhook.config import ConfigError, Settings, load_settings
 from webhook.deadline import Deadline
 from webhook.policy import AUDIT, DENY, WARN, Decision
 from webhook.results import CheckResult, PreflightResults, Status
-from webhook.workloads.base import AdapterError, RuntimeLookup
+from webhook.workloads.base import RuntimeLookup
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -168,17 +168,16 @@ async def _check_all(
     any_failed = False
     for i, obj in enumerate(jobs):
         label = _label(obj, args.namespace, i)
-        try:
-            ev = await evaluate(
-                obj,
-                settings=settings,
-                deadline=Deadline(timeout),
-                view=view,
-                runtime_lookup=lookup,
-                namespace=args.namespace,
-            )
-        except AdapterError as exc:
-            print(f"error: {label}: {exc}", file=err)
+        ev = await evaluate(
+            obj,
+            settings=settings,
+            deadline=Deadline(timeout),
+            view=view,
+            runtime_lookup=lookup,
+            namespace=args.namespace,
+        )
+        if ev.unreadable is not None:  # the input's mistake: said as one, not as a check report
+            print(f"error: {label}: {ev.unreadable}", file=err)
             input_errors += 1
             continue
         if ev.workload is None:

@@ -24,8 +24,6 @@ from webhook.workloads.base import Workload
 
 log = logging.getLogger(__name__)
 
-TIMED_OUT_PREFIX = "did not finish within"
-
 _TRANSIENT = (asyncio.TimeoutError, TimeoutError, ConnectionError)
 
 
@@ -48,13 +46,14 @@ def timed_out_result(name: str, budget: float) -> CheckResult:
     return CheckResult(
         name,
         Status.WARN,
-        f"{TIMED_OUT_PREFIX} the {budget:.1f}s budget; its verdict is unknown (timed out)",
+        f"did not finish within the {budget:.1f}s budget; its verdict is unknown (timed out)",
         hints=["Raise budgetSeconds / the webhook's timeoutSeconds, or check apiserver responsiveness"],
+        timed_out=True,
     )
 
 
 def is_timed_out(result: CheckResult) -> bool:
-    return result.status is Status.WARN and result.message.startswith(TIMED_OUT_PREFIX)
+    return result.timed_out
 
 
 def applicable(

@@ -39,6 +39,9 @@ class CheckResult:
     #: lines the user must see whatever the status (the verdict came from cached data older
     #: than cacheStaleSeconds): policy shows each as a warning. Also in `details`.
     caveats: list[str] = field(default_factory=list)
+    #: the check did not finish by the deadline (a WARN whose verdict is unknown): policy
+    #: applies timeoutAction instead of the check's action. Not part of the JSON form.
+    timed_out: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -8,7 +8,8 @@ decision. Error contract:
   wrong: 400 (invalid JSON, not an AdmissionReview), 413 (body over maxBodyBytes),
   415 (content type is not application/json). Never a 5xx for a client's mistake.
 - an object the adapter cannot read at all is the OBJECT's problem, not the review's:
-  HTTP 200 with allowed=false, status 403 and the reason.
+  HTTP 200 with allowed=false, status 403 and the reason (evaluate's decision, written by
+  webhook.policy.unreadable).
 - our own bugs FAIL OPEN: any unexpected exception while judging a well-formed review
   becomes allowed=true with a warning naming the internal error, is logged (without
   the exception text, which could quote object content) and counted as decision
@@ -50,13 +51,10 @@ from webhook.checks import all_checks
 from webhook.checks.base import Check, describe
 from webhook.config import Settings
 from webhook.deadline import Deadline, budget_seconds, parse_go_duration
-from webhook.metrics import DENIED, ERROR, INVALID, SKIPPED, UNHANDLED, Metrics
-from webhook.policy import clip
+from webhook.metrics import Metrics
+from webhook.policy import Outcome, clip
 from webhook.preflight import evaluate, timed_out_evaluation, too_large_evaluation
-from webhook.workloads import AdapterError, known_kinds
-
-#: an unreadable object's problem is quoted up to this length (paths carry user-chosen keys)
-ADAPTER_ERROR_MAX_CHARS = 1000
+from webhook.workloads import known_kinds
 
 log = logging.getLogger("webhook.server")
 decision_log = logging.getLogger("webhook.decisions")
@@ -135,7 +133,7 @@ class WebhookApp:
         return web.Response(body=self.dumps(data), status=status, content_type=JSON, headers=headers)
 
     def _client_error(self, status: int, message: str, started: float) -> web.Response:
-        self.metrics.observe_request("", "", INVALID, time.perf_counter() - started)
+        self.metrics.observe_request("", "", Outcome.INVALID, time.perf_counter() - started)
         log.info("rejected request: HTTP %d: %s", status, message)
         return self._json({"error": message}, status=status)
 
@@ -194,7 +192,7 @@ class WebhookApp:
         try:
             answer, decision = await self._judge(req, request.query.get("timeout"))
         except Exception as exc:  # our bug: fail open, visibly
-            answer, decision = self._fail_open(req, exc), ERROR
+            answer, decision = self._fail_open(req, exc), Outcome.ERROR
         self.metrics.observe_request(req.kind.kind, req.operation, decision, time.perf_counter() - started)
         self._log_decision(req, decision, answer, started)
         return self._json(answer)
@@ -231,7 +229,7 @@ class WebhookApp:
         kind, operation = head["kind"], head["operation"]
         if operation in ("DELETE", "CONNECT") or kind not in self.kinds:
             # never judged: DELETE/CONNECT, and kinds without an adapter, are allowed untouched
-            decision = SKIPPED if operation in ("DELETE", "CONNECT") else UNHANDLED
+            decision = Outcome.SKIPPED if operation in ("DELETE", "CONNECT") else Outcome.UNHANDLED
             return self._answer(review_response(head["uid"], allowed=True), kind, operation, decision, started)
         if not over(new_values, new_part):
             # the size is in the old object, stored before the bound (etcd keeps it under 1.5 MiB):
@@ -258,14 +256,16 @@ class WebhookApp:
             response_from_decision(head["uid"], ev.decision), kind, operation, ev.decision.outcome, started
         )
 
-    def _answer(self, answer: dict[str, Any], kind: str, operation: str, decision: str, started: float) -> web.Response:
+    def _answer(
+        self, answer: dict[str, Any], kind: str, operation: str, decision: Outcome, started: float
+    ) -> web.Response:
         self.metrics.observe_request(kind, operation, decision, time.perf_counter() - started)
         return self._json(answer)
 
-    async def _judge(self, req: AdmissionRequest, timeout_param: str | None) -> tuple[dict[str, Any], str]:
+    async def _judge(self, req: AdmissionRequest, timeout_param: str | None) -> tuple[dict[str, Any], Outcome]:
         """(AdmissionReview answer, metrics decision label) for a well-formed request."""
         if req.operation in ("DELETE", "CONNECT"):
-            return review_response(req.uid, allowed=True), SKIPPED
+            return review_response(req.uid, allowed=True), Outcome.SKIPPED
         s = self.settings
         deadline = Deadline(budget_seconds(parse_go_duration(timeout_param), s.budget_seconds, s.safety_margin_seconds))
         self.metrics.budget.observe(deadline.budget)
@@ -291,18 +291,6 @@ class WebhookApp:
             ev = timed_out_evaluation(
                 obj, settings=s, deadline=deadline, view=self.view, namespace=req.namespace or None
             )
-        except AdapterError as exc:
-            kind = obj.get("kind") if isinstance(obj.get("kind"), str) else req.kind.kind
-            name = req.name or _meta(obj, "name") or _meta(obj, "generateName") or "<unnamed>"
-            ns = req.namespace or _meta(obj, "namespace") or "default"
-            problem = str(exc)
-            if len(problem) > ADAPTER_ERROR_MAX_CHARS:
-                problem = problem[: ADAPTER_ERROR_MAX_CHARS - 1] + "…"
-            msg = (
-                f'{kind} "{name}" in namespace "{ns}" is not a valid {kind}: {problem}. '
-                "Fix: correct that field and apply again."
-            )
-            return review_response(req.uid, allowed=False, message=msg), DENIED
         self.metrics.observe_checks(ev.results.checks)
         return response_from_decision(req.uid, ev.decision), ev.decision.outcome
 
@@ -324,8 +312,8 @@ class WebhookApp:
         warning = clip(f"preflight-webhook internal error ({name} at {where}); the object was not checked")
         return review_response(req.uid, allowed=True, warnings=[warning], audit_annotations={"decision": "error"})
 
-    def _log_decision(self, req: AdmissionRequest, decision: str, answer: dict[str, Any], started: float) -> None:
-        level = logging.INFO if decision in (DENIED, ERROR) else logging.DEBUG
+    def _log_decision(self, req: AdmissionRequest, decision: Outcome, answer: dict[str, Any], started: float) -> None:
+        level = logging.INFO if decision in (Outcome.DENIED, Outcome.ERROR) else logging.DEBUG
         if not decision_log.isEnabledFor(level):
             return
         resp = answer["response"]
