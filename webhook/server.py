@@ -382,7 +382,7 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 def _where(exc: BaseException) -> str:
-    """`workloads/aiperf.py:123`: the innermost frame in our package (or the innermost frame)."""
+    """`workloads/aiperf/jobset.py:123`: the innermost frame in our package (or the innermost frame)."""
     frames = traceback.extract_tb(exc.__traceback__)
     if not frames:
         return "unknown"
