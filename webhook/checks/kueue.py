@@ -730,27 +730,18 @@ class KueueCapacity(Check):
     )
 
     async def run(self, ctx: CheckContext) -> CheckResult:
+        """Steps: the job's needs per pod group, the resources the ClusterQueue covers, then the
+        first shortfall against what the cohort tree could ever provide (never admitted) and
+        against what is free now (waits in the queue)."""
         assert ctx.view is not None
         resolved, reason = resolve_queue(ctx)
         if resolved is None:
             return CheckResult(self.name, Status.SKIP, f"Skipped: {reason}")
-        wl = ctx.workload
         cq = resolved.cluster_queue
         cq_name = (cq.get("metadata") or {}).get("name", "?")
-        groups = (cq.get("spec") or {}).get("resourceGroups") or []
-        covered_by: dict[str, list[str]] = {}
-        for rg in groups:
-            flavors = [str(f.get("name")) for f in rg.get("flavors") or []]
-            for r in rg.get("coveredResources") or []:
-                covered_by[str(r)] = flavors
+        covered_by = _covered_by(cq)
         try:
-            podsets = []
-            for g in wl.pod_groups:
-                per_pod = {r: v for r, v in pod_requests(g.pod_spec).items() if v > 0}
-                need = {r: v * g.pods for r, v in per_pod.items()}
-                if "pods" in covered_by:
-                    need["pods"] = Decimal(g.pods)
-                podsets.append((g.name, need))
+            podsets = _podset_needs(ctx.workload, covered_by)
         except ValueError as exc:
             return CheckResult(self.name, Status.WARN, f"Could not compute the job's requests: {exc}")
         total: dict[str, Decimal] = {}
@@ -781,60 +772,11 @@ class KueueCapacity(Check):
         in_cohort = f"cohort {' → '.join(chr(34) + n + chr(34) for n in tree.cohort_names)}" if tree.path else ""
         issues = "; ".join(dict.fromkeys(tree.issues))
 
-        def cap(f: str, r: str, free: bool) -> Decimal:
-            return tree.available((f, r)) if free else tree.potential_available((f, r))
-
-        def short(free: bool) -> tuple[str, Decimal, Decimal, str | None] | None:
-            """(resource, needed, available, pod group or None for the whole job) of the first shortfall."""
-            for r, v in sorted(total.items()):
-                most = sum((max(cap(f, r, free), ZERO) for f in covered_by[r]), ZERO)
-                if v > most:
-                    return r, v, most, None
-            for pname, need in podsets:  # Kueue puts each pod group into one flavor
-                for r, v in sorted(need.items()):
-                    best = max((cap(f, r, free) for f in covered_by[r]), default=ZERO)
-                    if v > best:
-                        return r, v, max(best, ZERO), pname
-            return None
-
-        never = short(free=False)
+        never = _shortfall(tree, total, podsets, covered_by, free=False)
         if never is not None:
-            r, v, most, pname = never
-            limits = flavor_limits(tree, [(f, r) for f in covered_by[r]])
-            breakdown = "; ".join(
-                f'flavor "{f}": nominalQuota {format_quantity(limits[(f, r)][0], r)}'
-                + (f" + {format_quantity(limits[(f, r)][1], r)} borrowable in {in_cohort}" if tree.path else "")
-                for f in covered_by[r]
-            )
-            what = (
-                f'The job needs {r} {format_quantity(v, r)} but ClusterQueue "{cq_name}" can provide at most '
-                if pname is None
-                else f"The {pname} pods need {r} {format_quantity(v, r)} in one flavor but no flavor of ClusterQueue "
-                f'"{cq_name}" holds more than '
-            ) + f"{format_quantity(most, r)} ({breakdown})"
-            fix = (
-                f"reduce the job's pods or requests, or raise nominalQuota/borrowingLimit for {r} in ClusterQueue "
-                f'"{cq_name}"' + (f" or the quota {in_cohort} can lend" if tree.path else "") + "."
-            )
-            if issues:  # the tree is not fully known: never a denial
-                return with_stale(
-                    CheckResult(
-                        self.name,
-                        Status.WARN,
-                        f"{what} as far as its cohort tree can be read ({issues}), so Kueue may never admit it. "
-                        f"Fix: correct the cohort tree, or {fix}",
-                        details=list(dict.fromkeys(tree.issues)),
-                    ),
-                    ctx,
-                    *caches,
-                )
-            return with_stale(
-                CheckResult(self.name, Status.FAIL, f"{what}, so Kueue would never admit it. Fix: {fix}"),
-                ctx,
-                *caches,
-            )
+            return with_stale(self._never_admitted(never, tree, covered_by, cq_name, in_cohort, issues), ctx, *caches)
         caveat = f" (as far as its cohort tree can be read: {issues})" if issues else ""
-        wait = short(free=True)
+        wait = _shortfall(tree, total, podsets, covered_by, free=True)
         if wait is not None:
             r, v, free, _ = wait
             lend = f" (with what {in_cohort} can lend)" if tree.path else ""
@@ -855,6 +797,95 @@ class KueueCapacity(Check):
             ctx,
             *caches,
         )
+
+    def _never_admitted(
+        self,
+        shortfall: Shortfall,
+        tree: CohortTree,
+        covered_by: dict[str, list[str]],
+        cq_name: str,
+        in_cohort: str,
+        issues: str,
+    ) -> CheckResult:
+        """A need past what the ClusterQueue and its cohort tree could ever provide: FAIL, or
+        WARN when part of the tree could not be read (never a denial on a guess)."""
+        r, v, most, pname = shortfall
+        limits = flavor_limits(tree, [(f, r) for f in covered_by[r]])
+        breakdown = "; ".join(
+            f'flavor "{f}": nominalQuota {format_quantity(limits[(f, r)][0], r)}'
+            + (f" + {format_quantity(limits[(f, r)][1], r)} borrowable in {in_cohort}" if tree.path else "")
+            for f in covered_by[r]
+        )
+        what = (
+            f'The job needs {r} {format_quantity(v, r)} but ClusterQueue "{cq_name}" can provide at most '
+            if pname is None
+            else f"The {pname} pods need {r} {format_quantity(v, r)} in one flavor but no flavor of ClusterQueue "
+            f'"{cq_name}" holds more than '
+        ) + f"{format_quantity(most, r)} ({breakdown})"
+        fix = (
+            f"reduce the job's pods or requests, or raise nominalQuota/borrowingLimit for {r} in ClusterQueue "
+            f'"{cq_name}"' + (f" or the quota {in_cohort} can lend" if tree.path else "") + "."
+        )
+        if issues:  # the tree is not fully known: never a denial
+            return CheckResult(
+                self.name,
+                Status.WARN,
+                f"{what} as far as its cohort tree can be read ({issues}), so Kueue may never admit it. "
+                f"Fix: correct the cohort tree, or {fix}",
+                details=list(dict.fromkeys(tree.issues)),
+            )
+        return CheckResult(self.name, Status.FAIL, f"{what}, so Kueue would never admit it. Fix: {fix}")
+
+
+#: (resource, needed, available, pod group or None for the whole job) of a shortfall
+Shortfall = tuple[str, Decimal, Decimal, str | None]
+
+
+def _covered_by(cq: dict[str, Any]) -> dict[str, list[str]]:
+    """resource → the flavors of the ClusterQueue's resourceGroup that covers it."""
+    covered_by: dict[str, list[str]] = {}
+    for rg in (cq.get("spec") or {}).get("resourceGroups") or []:
+        flavors = [str(f.get("name")) for f in rg.get("flavors") or []]
+        for r in rg.get("coveredResources") or []:
+            covered_by[str(r)] = flavors
+    return covered_by
+
+
+def _podset_needs(wl: Workload, covered_by: dict[str, list[str]]) -> list[tuple[str, dict[str, Decimal]]]:
+    """(pod group, its total requests) per pod group, as Kueue's podSets count them. Raises ValueError."""
+    podsets = []
+    for g in wl.pod_groups:
+        per_pod = {r: v for r, v in pod_requests(g.pod_spec).items() if v > 0}
+        need = {r: v * g.pods for r, v in per_pod.items()}
+        if "pods" in covered_by:
+            need["pods"] = Decimal(g.pods)
+        podsets.append((g.name, need))
+    return podsets
+
+
+def _shortfall(
+    tree: CohortTree,
+    total: dict[str, Decimal],
+    podsets: list[tuple[str, dict[str, Decimal]]],
+    covered_by: dict[str, list[str]],
+    *,
+    free: bool,
+) -> Shortfall | None:
+    """The first need past what the flavors provide: free now (`free`), or at most (borrowing all it may)."""
+
+    def cap(f: str, r: str) -> Decimal:
+        return tree.available((f, r)) if free else tree.potential_available((f, r))
+
+    for r, v in sorted(total.items()):
+        most = sum((max(cap(f, r), ZERO) for f in covered_by[r]), ZERO)
+        if v > most:
+            return r, v, most, None
+    for pname, need in podsets:  # Kueue puts each pod group into one flavor
+        for r, v in sorted(need.items()):
+            best = max((cap(f, r) for f in covered_by[r]), default=ZERO)
+            if v > best:
+                return r, v, max(best, ZERO), pname
+    return None
 
 
 CHECKS = [KueueQueue(), KueueAdmissionChecks(), KueueCapacity()]

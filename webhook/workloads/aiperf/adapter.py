@@ -38,7 +38,10 @@ def build(
     runtime_lookup: RuntimeLookup | None = None,
     namespace: str | None = None,
 ) -> Workload:
-    """The Workload for one AIPerfJob. Raises AdapterError when it cannot be read as one."""
+    """The Workload for one AIPerfJob. Raises AdapterError when it cannot be read as one.
+
+    Steps: read the object (metadata, spec shape), collect what the operator refuses before
+    rendering, lay out the workers, render the JobSet and the ConfigMap, list the pod groups."""
     plain_json(obj)
     meta = mapping(obj.get("metadata"), "metadata")
     name = string(meta.get("name"), "metadata.name") or ""
@@ -57,44 +60,87 @@ def build(
         obj=obj,
         queue_name=queue or labels.get(QUEUE_LABEL),
     )
-    job_id = name
-    if not job_id:
-        wl.render_errors.append(
-            "metadata.name is empty (generateName is not resolved at admission). Fix: set metadata.name."
-        )
-    elif len(job_id) > MAX_JOB_ID or not _DNS_LABEL.match(job_id):
-        wl.render_errors.append(
-            f'AIPerfJob name "{job_id}" is not a DNS label of at most {MAX_JOB_ID} characters, which the AIPerf operator '
-            f"requires for its job id (pods are named aiperf-<name>-controller-0-0-xxxxx, at most 63 characters). "
-            f"Fix: rename the AIPerfJob to at most {MAX_JOB_ID} lowercase letters, digits and '-'."
-        )
-    wl.render_errors += _phase_errors(spec["benchmark"])
-    if spec.get("sweep") is not None:
-        wl.render_errors.append(
-            "A single Kubernetes benchmark run cannot include `sweep`. Fix: submit an AIPerfSweep instead."
-        )
+    wl.render_errors += _refusals(spec, name)
     if wl.render_errors:
         wl.incomplete_reason = "the AIPerf operator cannot render this AIPerfJob"
         return wl
-
-    runtime = spec["benchmark"].get("runtime") or {}
     try:
-        total = calculate_workers(spec, env)
-        pods, per_pod, rp_per_pod = worker_topology(total, runtime, env)
-        if 1 + per_pod + rp_per_pod > MAX_WORKER_POD_CONTAINERS:
-            raise _RenderError(
-                f"each worker pod would hold {1 + per_pod + rp_per_pod} containers (1 worker-pod-manager + {per_pod} "
-                f"worker(s) + {rp_per_pod} record processor(s)), about 2 KB each, so the JobSet cannot fit the "
-                "apiserver's 1.5 MiB object limit. Fix: lower spec.benchmark.runtime.workersPerPod / "
-                f"recordProcessorsPerPod so a pod holds at most {MAX_WORKER_POD_CONTAINERS} containers."
-            )
-        r = _Renderer(spec, template, job_id, ns, uid, env)
+        pods, per_pod, rp_per_pod = _worker_layout(spec, env)
+        r = _Renderer(spec, template, name, ns, uid, env)
         worker_containers = r.worker_containers(per_pod, rp_per_pod)
     except _RenderError as exc:
         wl.render_errors.append(f"The AIPerf operator would refuse to render this job: {exc}")
         wl.incomplete_reason = "the AIPerf operator cannot render this AIPerfJob"
         return wl
+    jobset = _jobset(spec, r, env, ns, name, pods, worker_containers, queue, prio)
+    configmap = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": f"{r.name}-config",
+            "namespace": ns,
+            "labels": {"app": "aiperf", "aiperf.nvidia.com/job-id": name},
+        },
+        "data": {CONFIGMAP_KEY: run_config_json(spec, obj, name, ns, pods, per_pod, rp_per_pod)},
+    }
+    wl.derived = {"jobSet": jobset, "configMap": configmap}
+    for rj in jobset["spec"]["replicatedJobs"]:
+        tmpl = rj["template"]["spec"]["template"]
+        wl.pod_groups.append(
+            PodGroup(
+                name=rj["name"],
+                pods=rj["replicas"],
+                pod_spec=tmpl["spec"],
+                pod_metadata=tmpl["metadata"],
+                role=rj["name"],
+            )
+        )
+    return wl
 
+
+def _refusals(spec: dict[str, Any], job_id: str) -> list[str]:
+    """What the operator refuses before it renders anything: the job id, phase names, `sweep`."""
+    errors: list[str] = []
+    if not job_id:
+        errors.append("metadata.name is empty (generateName is not resolved at admission). Fix: set metadata.name.")
+    elif len(job_id) > MAX_JOB_ID or not _DNS_LABEL.match(job_id):
+        errors.append(
+            f'AIPerfJob name "{job_id}" is not a DNS label of at most {MAX_JOB_ID} characters, which the AIPerf operator '
+            f"requires for its job id (pods are named aiperf-<name>-controller-0-0-xxxxx, at most 63 characters). "
+            f"Fix: rename the AIPerfJob to at most {MAX_JOB_ID} lowercase letters, digits and '-'."
+        )
+    errors += _phase_errors(spec["benchmark"])
+    if spec.get("sweep") is not None:
+        errors.append("A single Kubernetes benchmark run cannot include `sweep`. Fix: submit an AIPerfSweep instead.")
+    return errors
+
+
+def _worker_layout(spec: dict[str, Any], env: _Env) -> tuple[int, int, int]:
+    """(worker pods, workers per pod, record processors per pod); raises _RenderError past the container cap."""
+    total = calculate_workers(spec, env)
+    pods, per_pod, rp_per_pod = worker_topology(total, spec["benchmark"].get("runtime") or {}, env)
+    if 1 + per_pod + rp_per_pod > MAX_WORKER_POD_CONTAINERS:
+        raise _RenderError(
+            f"each worker pod would hold {1 + per_pod + rp_per_pod} containers (1 worker-pod-manager + {per_pod} "
+            f"worker(s) + {rp_per_pod} record processor(s)), about 2 KB each, so the JobSet cannot fit the "
+            "apiserver's 1.5 MiB object limit. Fix: lower spec.benchmark.runtime.workersPerPod / "
+            f"recordProcessorsPerPod so a pod holds at most {MAX_WORKER_POD_CONTAINERS} containers."
+        )
+    return pods, per_pod, rp_per_pod
+
+
+def _jobset(
+    spec: dict[str, Any],
+    r: _Renderer,
+    env: _Env,
+    ns: str,
+    job_id: str,
+    pods: int,
+    worker_containers: list[dict[str, Any]],
+    queue: str | None,
+    prio: str | None,
+) -> dict[str, Any]:
+    """The JobSet: a controller replicated job and a workers replicated job."""
     bench = spec["benchmark"]
     gpu = _get(bench, "gpuTelemetry") or {}
     srv = _get(bench, "serverMetrics") or {}
@@ -132,22 +178,4 @@ def build(
         ttl = _get(spec, "ttlSecondsAfterFinished", 300)
         if ttl is not None:
             jobset["spec"]["ttlSecondsAfterFinished"] = ttl
-    configmap = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": f"{r.name}-config",
-            "namespace": ns,
-            "labels": {"app": "aiperf", "aiperf.nvidia.com/job-id": job_id},
-        },
-        "data": {CONFIGMAP_KEY: run_config_json(spec, obj, job_id, ns, pods, per_pod, rp_per_pod)},
-    }
-    wl.derived = {"jobSet": jobset, "configMap": configmap}
-    for rj, role in ((controller_job, "controller"), (worker_job, "workers")):
-        tmpl = rj["template"]["spec"]["template"]
-        wl.pod_groups.append(
-            PodGroup(
-                name=rj["name"], pods=rj["replicas"], pod_spec=tmpl["spec"], pod_metadata=tmpl["metadata"], role=role
-            )
-        )
-    return wl
+    return jobset
