@@ -203,7 +203,7 @@ def test_fatal_when_every_cluster_check_is_lowered_but_not_when_one_remains() ->
 
 
 def test_capabilities_table_rendering() -> None:
-    from webhook.cmd_capabilities import render_table
+    from webhook.cli.capabilities import render_table
 
     text = render_table(
         {

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from webhook import cmd_check
+from webhook.cli import check as cmd_check
 from webhook.results import CheckResult, PreflightResults, Status
 
 SAMPLES = Path(__file__).parent / "oracle" / "samples"  # copies of the design notes' samples

@@ -1,6 +1,6 @@
 """The layer contract, read from the imports of every module in webhook/.
 
-    entry points (cli, cmd_*)   wire everything together
+    entry points (cli/)         wire everything together
       server (server, admission, metrics)
         domain (preflight, engine, policy, manifests)
           checks/
@@ -43,7 +43,6 @@ LAYER_OF = {
     "webhook.metrics": "server",
     "webhook.certmanager": "certs",
     "webhook.cli": "entry",
-    **{f"webhook.cmd_{c}": "entry" for c in ("capabilities", "certs", "certs_manage", "check", "plan", "serve")},
     "webhook.__main__": "entry",
 }
 #: layer → the layers it may import (besides itself)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from webhook import cmd_plan
+from webhook.cli import plan as cmd_plan
 from webhook.manifests import load_documents, parse_documents, split_runtimes
 
 ORACLE = Path(__file__).parent / "oracle"

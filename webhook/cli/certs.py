@@ -36,9 +36,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     init.add_argument("--force", action="store_true", help="overwrite existing files in DIR")
     init.set_defaults(func=run_init)
-    from webhook import cmd_certs_manage  # `certs manage`: the self-managed rotation loop
+    from webhook.cli import certs_manage  # `certs manage`: the self-managed rotation loop
 
-    cmd_certs_manage.add_parser(certs_sub)
+    certs_manage.add_parser(certs_sub)
     return p
 
 

@@ -1,20 +1,19 @@
 """`preflight-webhook` / `python -m webhook`: the command line entry point.
 
 This module only builds the parser and dispatches. Each subcommand lives in its own
-module `webhook.cmd_<name>` exposing:
+module `webhook.cli.<name>`, listed in COMMANDS, exposing:
 
     def add_parser(subparsers) -> argparse.ArgumentParser   # registers the subcommand
     def run(args: argparse.Namespace) -> int                # the exit code
 
-A subcommand module that is not there (yet) is simply absent from `--help`. Every
-subcommand also gets `--log-level` and `--log-format text|json`. Logs go to stderr,
-so stdout stays clean for machine-readable output.
+A command module imports what only running it needs inside its functions, so `--help`
+stays fast. Every subcommand also gets `--log-level` and `--log-format text|json`. Logs
+go to stderr, so stdout stays clean for machine-readable output.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import logging
 import sys
@@ -23,9 +22,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from webhook import __version__
+from webhook.cli import capabilities, certs, check, plan, serve
 
-#: report order in --help
-SUBCOMMANDS = ("serve", "check", "plan", "capabilities", "certs")
+#: the subcommands, in --help order
+COMMANDS = (serve, check, plan, capabilities, certs)
 
 # LogRecord attributes that are not user-supplied extras
 _RESERVED = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
@@ -112,8 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in SUBCOMMANDS:
-        mod = importlib.import_module(f"webhook.cmd_{name}")
+    for mod in COMMANDS:
         p = mod.add_parser(sub)
         _add_logging_options(p)
         if p.get_default("func") is None:
