@@ -15,7 +15,8 @@ from webhook.workloads.base import AdapterError, RuntimeLookup, Workload
 
 Adapter = Callable[..., Workload]
 
-# (group, kind) → "module:function"; imported lazily so a missing adapter never breaks the rest
+# (group, kind) → "module:function"; a module is imported when its kind is first met (`serve`
+# imports them all at start-up: import_adapters), so the CLI loads only what it judges
 _ADAPTERS: dict[tuple[str, str], str] = {
     ("aiperf.nvidia.com", "AIPerfJob"): "webhook.workloads.aiperf:build",
     ("trainer.kubeflow.org", "TrainJob"): "webhook.workloads.trainjob:build",
