@@ -94,6 +94,15 @@ class FakeView:
     def server_version(self) -> tuple[int, int] | None:
         return self.version
 
+    ready = True
+    ready_reason = "ready"
+
+    def capabilities(self) -> list[dict[str, str]]:
+        return []
+
+    async def close(self) -> None:
+        pass
+
     def check_capability(self, check: Any) -> tuple[bool, str]:
         for api in check.apis:
             if api not in self._served:

@@ -277,6 +277,8 @@ async def test_an_expired_or_future_pair_is_refused_and_the_old_certificate_kept
     assert server.reloader.last_error.startswith(
         f"CertificateNotValid: the certificate (serial {_serial(bad):x}) is {when}"
     )
-    assert len(errors) == 1  # `serve` (webhook/cli/serve.py) counts these in preflight_webhook_certificate_reloads{result="error"}
+    assert (
+        len(errors) == 1
+    )  # `serve` (webhook/cli/serve.py) counts these in preflight_webhook_certificate_reloads{result="error"}
     assert server.reloader.info.serial == old_serial
     assert await _peer_serial(server.port, client_ssl) == old_serial

@@ -24,7 +24,6 @@ with a preStop sleep so endpoints stop routing to the pod before SIGTERM arrives
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import logging
 import os
@@ -49,6 +48,7 @@ from webhook.admission import (
 )
 from webhook.checks import all_checks
 from webhook.checks.base import Check, describe
+from webhook.cluster.view import ClusterView
 from webhook.config import Settings
 from webhook.deadline import Deadline, budget_seconds, parse_go_duration
 from webhook.metrics import Metrics
@@ -93,7 +93,7 @@ class WebhookApp:
         self,
         settings: Settings,
         *,
-        view: Any | None = None,
+        view: ClusterView | None = None,
         metrics: Metrics | None = None,
         checks: list[Check] | None = None,
         json_choice: str | None = None,
@@ -123,8 +123,8 @@ class WebhookApp:
             return False, "TLS material not loaded"
         if not self.config_loaded:
             return False, "configuration not loaded"
-        if self.view is not None and not getattr(self.view, "ready", False):
-            return False, str(getattr(self.view, "ready_reason", "") or "cluster view not ready")
+        if self.view is not None and not self.view.ready:
+            return False, self.view.ready_reason or "cluster view not ready"
         return True, "ready"
 
     # ----------------------------------------------------------------- helpers
@@ -352,8 +352,6 @@ class WebhookApp:
         if self.view is not None:
             try:
                 caps = self.view.capabilities()
-                if inspect.isawaitable(caps):
-                    caps = await caps
             except Exception as exc:
                 log.error("capabilities failed: %s", type(exc).__name__)
                 return self._json({"error": f"capabilities unavailable ({type(exc).__name__})"}, status=503)

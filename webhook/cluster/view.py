@@ -75,3 +75,20 @@ class ClusterView(Protocol):
     def check_capability(self, check: CheckNeeds) -> tuple[bool, str]:
         """(usable, reason). usable=False lowers the check to skip with `reason`."""
         ...
+
+    # --- life cycle: the server's readiness, /capabilities and shutdown ---
+    @property
+    def ready(self) -> bool:
+        """Caches synced and capabilities probed: the webhook may answer reviews."""
+        ...
+
+    @property
+    def ready_reason(self) -> str:
+        """Why the view is not ready ("ready" when it is)."""
+        ...
+
+    def capabilities(self) -> list[dict[str, str]]:
+        """One entry per check: name, value (yes/no/unknown), source and reason."""
+        ...
+
+    async def close(self) -> None: ...
