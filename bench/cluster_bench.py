@@ -1,4 +1,4 @@
-"""Cluster benchmarks of issue 4: the webhook with live caches, against the real control plane.
+"""Cluster benchmarks: the webhook with live caches, against the real control plane.
 
     .venv/bin/python bench/cluster_bench.py [--only validate,apiserver,burst,memory] [--no-write]
 

@@ -7,7 +7,7 @@ default this checkout), sends normal AIPerfJob reviews at `--rate` per second on
 connections, and, in the middle of that stream, each hostile body `--repeat` times in a row.
 Reports, per hostile body: its verdict and answer time, the stream's p50/p99/worst latency
 while it was being judged, and the server's peak RSS (VmHWM) after it. The figures and the
-command go into docs/benchmarks.md between `<!-- bench:hostile -->` markers (issue 14 §2:
+command go into docs/benchmarks.md between `<!-- bench:hostile -->` markers (targets:
 worst wait ≤ 250 ms, peak RSS well under the chart's 384 Mi limit).
 """
 
@@ -220,7 +220,7 @@ def render(rows: list[dict[str, Any]], command: str, args: argparse.Namespace) -
         "judged (*before*: the same stream in the second before them); *server CPU per request* is the server "
         "process's CPU time per hostile request sent alone, the longest it can hold the event loop whatever else "
         "runs on the machine; *peak RSS* is the server's VmHWM at the end (chart limit "
-        f"{CHART_LIMIT_MIB} Mi). Target (issue 14 §2): worst wait ≤ 250 ms, RSS well under the limit.",
+        f"{CHART_LIMIT_MIB} Mi). Target: worst wait ≤ 250 ms, RSS well under the limit.",
         "",
         "| hostile body | size | server CPU per request | answered in | stream p99 before | stream p50 | stream p99 | stream worst | peak RSS | load | verdict |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",

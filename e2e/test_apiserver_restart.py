@@ -1,4 +1,4 @@
-"""The webhook's watch caches survive a real kube-apiserver restart (issue 4), end to end.
+"""The webhook's watch caches survive a real kube-apiserver restart end to end.
 
 Unlike e2e/test_deadline.py (a proxy cuts the webhook's path while the apiserver runs),
 here the kube-apiserver process itself is stopped by PID and started again on the same

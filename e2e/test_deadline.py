@@ -1,4 +1,4 @@
-"""The deadline holds under a slow or failing apiserver (issue 4), end to end.
+"""The deadline holds under a slow or failing apiserver end to end.
 
 Real kube-apiserver, real `preflight-webhook serve`, real kubectl. Only the webhook's own
 traffic to the apiserver goes through e2e/delayproxy.py (its kubeconfig names the proxy);

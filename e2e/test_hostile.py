@@ -1,4 +1,4 @@
-"""Hostile input through the real kube-apiserver (issue 14 §1): a broken AIPerfJob cannot get
+"""Hostile input through the real kube-apiserver: a broken AIPerfJob cannot get
 past enforce mode by being big.
 
 The apiserver admits an AIPerfJob of any shape up to its 3 MiB request limit (the CRD keeps

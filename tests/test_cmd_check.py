@@ -284,7 +284,7 @@ def test_as_decided_renders_the_decision_not_the_raw_results():
     assert text[-1] == "  FAILED: 0 passed, 1 failed, 1 warnings, 0 skipped; the webhook would deny it"
 
 
-# --------------------------------------------------------------------------- hostile YAML (issue 14 §5)
+# --------------------------------------------------------------------------- hostile YAML
 
 BILLION_LAUGHS = """\
 apiVersion: aiperf.nvidia.com/v1alpha1

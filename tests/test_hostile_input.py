@@ -1,4 +1,4 @@
-"""Hostile input (issue 14 §1, §2, §5): big objects, the deadline, and client mistakes that were 5xx.
+"""Hostile input: big objects, the deadline, and client mistakes that were 5xx.
 
 Every test here asserts behaviour (which verdict, which HTTP status, which words), never
 timing: the cost of hostile objects is measured by bench/hostile.py (docs/benchmarks.md).

@@ -1,4 +1,4 @@
-"""A verdict from stale cached data tells the kubectl user so (issue 4: apiserver unreachable).
+"""A verdict from stale cached data tells the kubectl user so (the apiserver unreachable: the caches stop updating).
 
 The stale note used to live only in `details`, which the admission answer never carries:
 a PASS (or a FAIL) computed from a cache the apiserver stopped updating looked current.

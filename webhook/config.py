@@ -41,7 +41,7 @@ class _Model(BaseModel):
 class KueueSettings(_Model):
     #: when set, an AdmissionCheck's spec.controllerName must equal this
     admission_check_controller: str | None = Field(None, alias="admissionCheckController")
-    #: "namespace/name" of the Lease the admission-check controller renews (seed's readmission gate)
+    #: "namespace/name" of the Lease the admission-check controller renews (a stale Lease: the controller is down and readmits nothing)
     admission_lease: str | None = Field(None, alias="admissionLease")
     #: the Lease must have been renewed within this many seconds
     lease_max_age_seconds: float = Field(60.0, gt=0, alias="leaseMaxAgeSeconds")

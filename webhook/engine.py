@@ -14,6 +14,8 @@ import logging
 import time
 from collections.abc import Iterable, Sequence, Set
 
+import aiohttp
+
 from webhook.checks.base import Check, CheckContext
 from webhook.cluster.view import ClusterView
 from webhook.config import Settings
@@ -32,14 +34,7 @@ def is_transient(exc: BaseException) -> bool:
         return exc.transient
     if isinstance(exc, _TRANSIENT):
         return True
-    try:
-        import aiohttp
-
-        if isinstance(exc, (aiohttp.ClientConnectionError, aiohttp.ServerTimeoutError)):
-            return True
-    except ImportError:  # pragma: no cover
-        pass
-    return False
+    return isinstance(exc, (aiohttp.ClientConnectionError, aiohttp.ServerTimeoutError))
 
 
 def timed_out_result(name: str, budget: float) -> CheckResult:

@@ -17,7 +17,6 @@ Grammar (k8s.io/apimachinery/pkg/api/resource):
 
 from __future__ import annotations
 
-import builtins
 import functools
 import re
 from collections.abc import Iterable, Mapping
@@ -97,14 +96,6 @@ def _parse_string(value: str) -> Decimal:
             raise ValueError(f"quantity {value!r} has an exponent out of range")
         return number.scaleb(exp)
     return number.scaleb(_DECIMAL[m.group("decimal") or ""])
-
-
-def _plain(d: Decimal) -> str:
-    """A Decimal without exponent notation or trailing zeros ("2", "0.5")."""
-    if d == d.to_integral_value():
-        return str(int(d))
-    text = format(d.normalize(), "f")
-    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def _with_decimal_suffix(d: Decimal, allow_big: bool) -> str:
@@ -240,7 +231,3 @@ def is_extended_resource(name: str) -> bool:
         return False
     domain = name.split("/", 1)[0]
     return not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
-
-
-# keep a handle on the builtin for callers that `from webhook.quantity import *`
-_builtin_sum = builtins.sum

@@ -81,23 +81,3 @@ class PreflightResults:
             "has_warnings": self.has_warnings,
             "checks": [c.to_dict() for c in self.checks],
         }
-
-
-def passed(name: str, message: str, **kw: Any) -> CheckResult:
-    return CheckResult(name, Status.PASS, message, **kw)
-
-
-def failed(name: str, message: str, **kw: Any) -> CheckResult:
-    return CheckResult(name, Status.FAIL, message, **kw)
-
-
-def warned(name: str, message: str, **kw: Any) -> CheckResult:
-    return CheckResult(name, Status.WARN, message, **kw)
-
-
-def skipped(name: str, message: str, **kw: Any) -> CheckResult:
-    return CheckResult(name, Status.SKIP, message, **kw)
-
-
-def info(name: str, message: str, **kw: Any) -> CheckResult:
-    return CheckResult(name, Status.INFO, message, **kw)

@@ -72,7 +72,7 @@ def _stdlib_dumps(obj: Any) -> bytes:
 def json_codec(choice: str | None = None) -> tuple[Callable[[bytes], Any], Callable[[Any], bytes], str]:
     """(loads, dumps, name): stdlib json unless `PREFLIGHT_WEBHOOK_JSON=orjson` (benchmarking only).
 
-    orjson does not pay for itself here (docs/benchmarks.md: ~0.03 ms of a multi-ms request)
+    orjson does not pay for itself here (docs/benchmarks.md measures it)
     and it turns integers beyond 64 bits into floats, so stdlib json is the default.
     """
     choice = (choice or os.environ.get("PREFLIGHT_WEBHOOK_JSON") or "stdlib").lower()

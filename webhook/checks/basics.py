@@ -152,10 +152,6 @@ def plural(n: int, word: str, suffix: str = "s") -> str:
     return f"{n} {word}{'' if n == 1 else suffix}"
 
 
-def quoted_list(names: list[str] | set[str]) -> str:
-    return ", ".join(f'"{n}"' for n in sorted(names))
-
-
 __all__ = [
     "AIPERFJOB",
     "CHECKS",

@@ -8,8 +8,8 @@ checks, each a separate verdict so policy can tune them:
   and its namespaceSelector selects the job's namespace (nil selects none, {} all).
 * Kueue Admission Checks: every AdmissionCheck of the ClusterQueue's
   admissionChecksStrategy exists and is Active; optionally (settings.kueue) one of them
-  belongs to the configured controller and that controller's Lease is fresh (the seed's
-  readmission gate, same wording).
+  belongs to the configured controller and that controller's Lease is fresh (a controller that
+  stopped renewing its Lease readmits nothing: the job would wait forever).
 * Kueue Capacity: the job's total requests (all pods at once: Kueue charges the whole
   gang, initializers included) fit what the ClusterQueue could ever get in some flavor —
   Kueue v0.17.0's potentialAvailable over the whole cohort tree (pkg/cache/scheduler/

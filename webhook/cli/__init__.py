@@ -27,9 +27,6 @@ from webhook.cli import capabilities, certs, check, plan, serve
 #: the subcommands, in --help order
 COMMANDS = (serve, check, plan, capabilities, certs)
 
-# LogRecord attributes that are not user-supplied extras
-_RESERVED = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
-
 
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: ts, level, logger, msg and the record's `fields` extra."""

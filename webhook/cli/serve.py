@@ -130,9 +130,8 @@ def _install_uvloop() -> None:
 def _freeze_startup_objects() -> None:
     """Move what start-up built (modules, schemas, the synced caches) out of the cyclic collector's way.
 
-    Without it every full collection walks all of them: ~35 ms with the webhook's ~58,000
-    start-up objects, once every few hundred AIPerfJob reviews, which lands in the p99. After
-    gc.freeze() a full collection takes ~1 ms. Reference counting still frees frozen objects
+    Without it every full collection walks all of them, once every few hundred reviews, which
+    lands in the p99 (docs/benchmarks.md has the measurement). Reference counting still frees frozen objects
     (a cache entry that is replaced goes away as before). The adapters are imported first,
     as they otherwise load on the first review.
     """

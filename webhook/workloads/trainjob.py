@@ -35,7 +35,6 @@ ROLE_CONTAINER = {
     "dataset-initializer": "dataset-initializer",
     "model-initializer": "model-initializer",
 }
-_INITIALIZER_ROLE = {"dataset": "dataset-initializer", "model": "model-initializer"}
 
 # --- the shapes this adapter reads (TrainJob v1alpha1, JobSet v1alpha2), validated before use ---
 _JOB_SPEC: dict[str, Schema] = {
