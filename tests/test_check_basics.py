@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from tests.fakeview import FakeView, run_check, workload
 from webhook.checks.base import CheckContext
-from webhook.checks.basics import JobSetAPI, KubernetesVersion, TrainerAPI, parse_version, stale_details
+from webhook.checks.basics import JobSetAPI, KubernetesVersion, TrainerAPI, parse_version
+from webhook.checks.common import stale_details
 from webhook.config import Settings
 from webhook.deadline import Deadline
 from webhook.results import Status

@@ -31,8 +31,7 @@ import uuid
 from typing import Any
 
 from webhook.checks.base import Check, CheckContext
-from webhook.checks.basics import JOBSET_API
-from webhook.kube import ApiError, Permission
+from webhook.kube import JOBSET_API_VERSION, ApiError, Permission
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import PodGroup, Workload
 
@@ -238,7 +237,7 @@ def jobset_for(wl: Workload) -> dict[str, Any] | None:
     if not js:
         return None
     body = copy.deepcopy(js)
-    body.setdefault("apiVersion", JOBSET_API)
+    body.setdefault("apiVersion", JOBSET_API_VERSION)
     body.setdefault("kind", "JobSet")
     body.setdefault("metadata", {})["namespace"] = wl.namespace
     body["metadata"].pop("resourceVersion", None)
@@ -306,7 +305,7 @@ class DryRun(Check):
     needs_cluster = True
     local_capacity = True
     permissions = (Permission("create", "jobsets", "jobset.x-k8s.io"), Permission("create", "pods"))
-    apis = ("v1", JOBSET_API)
+    apis = ("v1", JOBSET_API_VERSION)
     summary = (
         "The JobSet and, per pod group, the first Pod as the Job controller creates it pass the apiserver's "
         "admission with dryRun=All (schema, Pod Security, LimitRange, quota, other webhooks and policies)."

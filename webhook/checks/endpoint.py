@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from webhook.checks.base import AIPERFJOB, Check, CheckContext
-from webhook.checks.basics import cached, with_stale
+from webhook.checks.common import cached, with_stale
 from webhook.results import CheckResult, Status
 
 

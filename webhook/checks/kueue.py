@@ -34,15 +34,15 @@ from decimal import Decimal
 from typing import Any
 
 from webhook.checks.base import AIPERFJOB, Check, CheckContext
-from webhook.checks.basics import KUEUE_API, cached, with_stale
-from webhook.kube import ApiError, Permission
+from webhook.checks.basics import KUEUE_API
+from webhook.checks.common import cached, with_stale
+from webhook.kube import QUEUE_LABEL, ApiError, Permission
 from webhook.quantity import format_quantity, parse_quantity
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import Workload
 from webhook.workloads.podspec import pod_requests
 
 GROUP = "kueue.x-k8s.io"
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 AIPERF_DEFAULT_QUEUE_ENV = "AIPERF_K8S_JOBSET_KUEUE_DEFAULT_QUEUE_NAME"
 ZERO = Decimal(0)
 

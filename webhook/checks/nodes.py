@@ -14,7 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 from webhook.checks.base import AIPERFJOB, Check, CheckContext
-from webhook.checks.basics import cached, plural, with_stale
+from webhook.checks.common import cached, plural, with_stale
 from webhook.quantity import format_quantity, parse_quantity
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import PodGroup, Workload

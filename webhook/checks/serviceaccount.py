@@ -8,7 +8,7 @@ namespace's `default` ServiceAccount, which the cluster creates itself: not chec
 from __future__ import annotations
 
 from webhook.checks.base import Check, CheckContext
-from webhook.checks.basics import cached, with_stale
+from webhook.checks.common import cached, with_stale
 from webhook.results import CheckResult, Status
 from webhook.workloads.podspec import service_account
 

@@ -14,14 +14,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.kube import ApiError
+from webhook.kube import JOBSET_API_VERSION, ApiError
 
 log = logging.getLogger(__name__)
 
 #: group/versions whose resource lists we always keep
 INTERESTING = (
     "v1",
-    "jobset.x-k8s.io/v1alpha2",
+    JOBSET_API_VERSION,
     "trainer.kubeflow.org/v1alpha1",
     "kueue.x-k8s.io/v1beta2",
     "coordination.k8s.io/v1",

@@ -20,14 +20,13 @@ from typing import Any
 
 from webhook import quantity
 from webhook.config import Settings
+from webhook.kube import JOBSET_API_VERSION, QUEUE_LABEL
 from webhook.workloads import podspec
 from webhook.workloads.base import PodGroup, RuntimeLookup, Workload
 from webhook.workloads.shape import ListOf, Schema, clean, listing, mapping, plain_json, str_map, string, wrong
 
 API_GROUP = "trainer.kubeflow.org"
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
 RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
 # role (ancestor step) → the container Trainer writes into
 ROLE_CONTAINER = {

@@ -21,17 +21,16 @@ importable from `webhook.workloads.aiperf`.
 
 from __future__ import annotations
 
+from webhook.kube import JOBSET_API_VERSION, QUEUE_LABEL
 from webhook.workloads.aiperf.adapter import build
 from webhook.workloads.aiperf.env import (
     API_VERSION,
     CONFIGMAP_KEY,
-    JOBSET_API_VERSION,
     MAX_JOB_ID,
     MAX_WORKER_POD_CONTAINERS,
     MIN_CONTAINER_CPU_MCPU,
     MIN_CONTAINER_MEMORY_MIB,
     PRIORITY_LABEL,
-    QUEUE_LABEL,
     RESOURCE_DEFAULTS,
     WORKER_IMPORT_MEMORY_FLOOR_MIB,
 )

@@ -5,15 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from webhook.config import Settings
+from webhook.kube import JOBSET_API_VERSION, QUEUE_LABEL
 from webhook.workloads.aiperf.env import (
     _PORTS,
     API_VERSION,
     CONFIGMAP_KEY,
-    JOBSET_API_VERSION,
     MAX_JOB_ID,
     MAX_WORKER_POD_CONTAINERS,
     PRIORITY_LABEL,
-    QUEUE_LABEL,
     _Env,
     _get,
 )

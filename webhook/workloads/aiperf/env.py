@@ -14,8 +14,6 @@ from webhook.config import Settings
 from webhook.workloads.base import AdapterError
 
 API_VERSION = "aiperf.nvidia.com/v1alpha1"
-JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 CONFIGMAP_KEY = "run_config.json"
 MAX_JOB_ID = 35  # "aiperf-<id>-controller-0-0-xxxxx" must fit a 63-char DNS label
