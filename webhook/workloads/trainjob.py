@@ -526,12 +526,12 @@ def _mpi_slots(
             return int(trainer["numProcPerNode"])
         except (TypeError, ValueError):
             pass
-    nproc = mpi.get("numProcPerNode") if mpi.get("numProcPerNode") is not None else 1
+    nproc: Any = mpi.get("numProcPerNode") if mpi.get("numProcPerNode") is not None else 1
     if nproc == 1:
         gpus = _gpus(res_per_node if res_per_node is not None else _node_resources(ordered))
         if gpus > 1:
             return gpus
-    return int(nproc or 1)
+    return int(nproc)
 
 
 def _mpi_policy(name: str, ordered: list[dict[str, Any]], mpi: dict[str, Any]) -> None:
