@@ -31,6 +31,8 @@ LAYER_OF = {
     "webhook.deadline": FOUNDATION,
     "webhook.quantity": FOUNDATION,
     "webhook.tls": FOUNDATION,
+    # Kubernetes name rules (pure functions, no project imports): every layer may use them
+    "webhook.cluster.names": FOUNDATION,
     "webhook.workloads": "workloads",
     "webhook.cluster": "cluster",
     "webhook.checks": "checks",
