@@ -190,12 +190,12 @@ async def test_quota_exceeded(cluster: ControlPlane, open_view: Any) -> None:
     r = _result(ev, "Resource Quotas")
     assert r.status is Status.FAIL
     assert r.message == (
-        'ResourceQuota "team-quota": requests.cpu would be 134 (used 4 + job 130) but hard is 16. '
-        f"Fix: raise hard requests.cpu to at least 134 (kubectl edit resourcequota team-quota -n {ns}), "
+        'ResourceQuota "team-quota": requests.cpu would be 132 (used 4 + job 128 at its peak stage) but hard is 16. '
+        f"Fix: raise hard requests.cpu to at least 132 (kubectl edit resourcequota team-quota -n {ns}), "
         "or reduce the job's pods or requests."
     )
     assert 'ResourceQuota "team-quota": requests.nvidia.com/gpu 32 of 64 (used 0 + job 32)' in r.details
-    assert 'ResourceQuota "team-quota": pods 6 of 20 (used 1 + job 5)' in r.details
+    assert 'ResourceQuota "team-quota": pods 5 of 20 (used 1 + job 4 at its peak stage)' in r.details
     # the apiserver agrees: the dry-run of a trainer pod is refused by the quota
     dry = _result(ev, "Dry Run")
     assert dry.status is Status.FAIL
