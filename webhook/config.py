@@ -75,6 +75,9 @@ class Settings(_Model):
     api_concurrency: int = Field(16, ge=1, le=256, alias="apiConcurrency")
     #: TTL of on-demand Secret reads
     secret_ttl_seconds: float = Field(5.0, ge=0, le=300, alias="secretTtlSeconds")
+    #: namespaces whose Secrets are never read (the chart lists those its namespaceSelector excludes);
+    #: kube-system and the webhook's own namespace are always added
+    excluded_namespaces: list[str] = Field(default_factory=list, alias="excludedNamespaces")
     #: smallest Kubernetes version supported by the checks
     min_kubernetes_version: str = Field("1.27", alias="minKubernetesVersion")
     kueue: KueueSettings = Field(default_factory=KueueSettings)
