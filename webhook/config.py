@@ -45,6 +45,13 @@ class KueueSettings(_Model):
     default_queue_name: str | None = Field(None, alias="defaultQueueName")
 
 
+class ClientAuthSettings(_Model):
+    #: PEM file of the CA that signs the apiserver's client certificate; unset = no caller authentication
+    ca_file: str | None = Field(None, alias="caFile")
+    #: certificate names (subject CN or DNS/IP SAN) allowed to call /validate; empty = any certificate from caFile
+    allowed_names: list[str] = Field(default_factory=list, alias="allowedNames")
+
+
 class Settings(_Model):
     #: global mode: enforce denies on a failed deny-action check; warn returns warnings; audit only records
     mode: Mode = "enforce"
@@ -60,6 +67,16 @@ class Settings(_Model):
     max_body_bytes: int = Field(8 * 1024 * 1024, gt=1024, alias="maxBodyBytes")
     #: longest SIGTERM waits for in-flight requests
     drain_seconds: float = Field(10.0, ge=0, le=300, alias="drainSeconds")
+    #: a connection must deliver a complete request head (and finish its TLS handshake) within this
+    header_timeout_seconds: float = Field(10.0, gt=0, le=300, alias="headerTimeoutSeconds")
+    #: once the head is in, the request body must have arrived within this
+    body_timeout_seconds: float = Field(10.0, gt=0, le=300, alias="bodyTimeoutSeconds")
+    #: a kept-alive connection with no request closes after this long idle
+    idle_timeout_seconds: float = Field(60.0, gt=0, le=3600, alias="idleTimeoutSeconds")
+    #: open connections at most; above it a new connection is closed after its handshake (~280 KiB each)
+    max_connections: int = Field(256, ge=1, le=100_000, alias="maxConnections")
+    #: verify the caller's client certificate on /validate (docs/operations.md, Security model)
+    client_auth: ClientAuthSettings = Field(default_factory=ClientAuthSettings, alias="clientAuth")
     #: registries that need no imagePullSecrets
     public_registries: list[str] = Field(default_factory=lambda: list(PUBLIC_REGISTRIES), alias="publicRegistries")
     #: namespace label whose value (enforce|warn|audit) overrides `mode` for that namespace
