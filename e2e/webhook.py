@@ -176,6 +176,9 @@ class RunningWebhook:
         self.name = name
         self.vwc_name = vwc_name
         self.config = dict(config or {})
+        # the apiserver keeps an idle kept-alive connection to the webhook, which a SIGTERM drain
+        # leaves open for one more request until drainSeconds: keep stopping quick in tests
+        self.config.setdefault("drainSeconds", 1)
         self.failure_policy = failure_policy
         self.timeout_seconds = timeout_seconds
         self.namespace_selector = namespace_selector or {}
