@@ -294,3 +294,39 @@ async def test_a_client_certificate_from_another_ca_fails_the_handshake(
     except (ssl.SSLError, ConnectionError):
         first_line = b""
     assert first_line == b""  # no answer at all
+
+
+def test_serve_refuses_a_client_ca_it_cannot_load(tmp_path: Path, cert_files: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from webhook import cmd_serve
+
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(f"clientAuth:\n  caFile: {tmp_path / 'missing-ca.crt'}\n")
+    parser = argparse.ArgumentParser()
+    cmd_serve.add_parser(parser.add_subparsers())
+    crt, key = cert_files
+    args = parser.parse_args(["serve", f"--tls-cert={crt}", f"--tls-key={key}", f"--config={cfg}", "--offline"])
+    assert cmd_serve.run(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: cannot load the client CA {tmp_path / 'missing-ca.crt'} (clientAuth.caFile): ")
+
+
+def test_peer_names_are_the_subject_cn_and_dns_ip_sans() -> None:
+    from webhook.server import peer_names
+
+    peer = {
+        "subject": ((("organizationName", "system:masters"),), (("commonName", "kube-apiserver-webhook-client"),)),
+        "subjectAltName": (("DNS", "apiserver.local"), ("IP Address", "10.0.0.1"), ("URI", "spiffe://x")),
+    }
+    assert peer_names(peer) == {"kube-apiserver-webhook-client", "apiserver.local", "10.0.0.1"}
+
+
+@pytest.mark.parametrize(
+    "field, value", [("maxConnections", 0), ("headerTimeoutSeconds", 0), ("bodyTimeoutSeconds", -1), ("idleTimeoutSeconds", 0)]
+)
+def test_connection_bounds_must_be_positive(field: str, value: float) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError):
+        Settings.model_validate({field: value})
