@@ -398,3 +398,6 @@ def test_settings_and_refs_are_validated() -> None:
     assert parse_secret_ref("ns/name") == ("ns", "name")
     with pytest.raises(ValueError, match="--secret must be NAMESPACE/NAME, got 'name'"):
         parse_secret_ref("name")
+    for bad in ("ns/.", "ns/..", "../name", "ns/a/b"):
+        with pytest.raises(ValueError, match="must be a DNS-1123 label and the name a DNS-1123 subdomain"):
+            parse_secret_ref(bad)

@@ -553,9 +553,13 @@ def write_atomic_dir(target: Path, files: dict[str, bytes]) -> None:
 
 
 def parse_secret_ref(ref: str) -> tuple[str, str]:
+    from webhook.cluster.client import is_dns1123_label, is_dns1123_subdomain
+
     ns, sep, name = ref.partition("/")
     if not sep or not ns or not name:
         raise ValueError(f"--secret must be NAMESPACE/NAME, got {ref!r}")
+    if not is_dns1123_label(ns) or not is_dns1123_subdomain(name):
+        raise ValueError(f"--secret {ref!r}: the namespace must be a DNS-1123 label and the name a DNS-1123 subdomain")
     return ns, name
 
 
