@@ -9,7 +9,8 @@ import pytest
 from aiohttp import web
 from kubernetes_asyncio import client as k8s_client
 
-from webhook.cluster.client import KubeClient, check_path, is_dns1123_label, is_dns1123_subdomain
+from webhook.cluster.client import KubeClient, check_path
+from webhook.cluster.names import is_dns1123_label, is_dns1123_subdomain
 from webhook.cluster.live import LiveClusterView, never_read_namespaces, own_namespace
 from webhook.cluster.view import ApiError
 from webhook.config import Settings
@@ -135,3 +136,35 @@ async def test_kube_client_never_sends_a_dot_segment() -> None:
     finally:
         await kc.close()
         await runner.cleanup()
+
+
+# --------------------------------------------------------------------------- the Secrets check on such names
+
+
+async def test_an_env_reference_to_an_invalid_secret_name_fails_as_the_apiserver_would() -> None:
+    from tests.fakeview import FakeView, container, pod, run_check, workload
+    from webhook.checks.secrets import Secrets
+    from webhook.results import Status
+    from webhook.workloads.base import PodGroup
+
+    env = [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": ".", "key": "token"}}}]
+    wl = workload([PodGroup("node", 1, pod(container("node", env=env)))])
+    r = await run_check(Secrets(), wl, FakeView())
+    assert r.status is Status.FAIL
+    assert r.message == (
+        '"." is not a valid Secret name (referenced by env TOKEN of container node): the apiserver refuses pods '
+        "that reference it in env. Fix: reference the Secret by its real name (a lowercase RFC 1123 subdomain)"
+    )
+
+
+async def test_a_volume_reference_to_an_invalid_secret_name_fails_as_the_kubelet_would() -> None:
+    from tests.fakeview import FakeView, container, pod, run_check, workload
+    from webhook.checks.secrets import Secrets
+    from webhook.results import Status
+    from webhook.workloads.base import PodGroup
+
+    spec = pod(container("node"), volumes=[{"name": "creds", "secret": {"secretName": ".."}}])
+    r = await run_check(Secrets(), workload([PodGroup("node", 1, spec)]), FakeView())
+    assert r.status is Status.FAIL
+    assert r.message.startswith('".." is not a valid Secret name (referenced by ')
+    assert "the kubelet will never find it" in r.message

@@ -553,7 +553,7 @@ def write_atomic_dir(target: Path, files: dict[str, bytes]) -> None:
 
 
 def parse_secret_ref(ref: str) -> tuple[str, str]:
-    from webhook.cluster.client import is_dns1123_label, is_dns1123_subdomain
+    from webhook.cluster.names import is_dns1123_label, is_dns1123_subdomain
 
     ns, sep, name = ref.partition("/")
     if not sep or not ns or not name:

@@ -17,6 +17,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from webhook.checks.base import Check, CheckContext, Permission
+from webhook.cluster.names import is_dns1123_subdomain
 from webhook.cluster.view import ApiError
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import Workload
@@ -80,6 +81,8 @@ def _by(refs: list[tuple[SecretRef, str]]) -> str:
 
 def _missing_secret(use: _Use, ns: str) -> str:
     refs = use.required
+    if not is_dns1123_subdomain(use.name):
+        return _invalid_name(use, refs)
     if use.pull_secret:
         fix = (
             f"kubectl create secret docker-registry {use.name} -n {ns} "
@@ -90,6 +93,21 @@ def _missing_secret(use: _Use, ns: str) -> str:
         literals = " ".join(f"--from-literal={k}=…" for k in keys) or "--from-literal=<key>=…"
         fix = f"kubectl create secret generic {use.name} -n {ns} {literals}"
     return f'Secret "{use.name}" not found in namespace "{ns}" (referenced by {_by(refs)}). Fix: {fix}'
+
+
+def _invalid_name(use: _Use, refs: list[tuple[SecretRef, str]]) -> str:
+    """A name no Secret can have (pkg/apis/core/validation ValidateSecretName): never looked up.
+
+    ValidatePodSpec refuses it in env secretKeyRef and envFrom secretRef, so those pods are
+    never created; in volumes and imagePullSecrets it only has to be non-empty, and the
+    kubelet then cannot find it.
+    """
+    in_env = any(".env[" in r.field_path or ".envFrom[" in r.field_path for r, _ in refs)
+    why = "the apiserver refuses pods that reference it in env" if in_env else "the kubelet will never find it"
+    return (
+        f'"{use.name}" is not a valid Secret name (referenced by {_by(refs)}): {why}. '
+        "Fix: reference the Secret by its real name (a lowercase RFC 1123 subdomain)"
+    )
 
 
 def _missing_key(use: _Use, ns: str, key: str, refs: list[tuple[SecretRef, str]]) -> str:

@@ -17,7 +17,6 @@ import asyncio
 import json
 import logging
 import os
-import re
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from pathlib import Path
@@ -27,6 +26,7 @@ import aiohttp
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
+from webhook.cluster.names import is_dns1123_label, is_dns1123_subdomain
 from webhook.cluster.view import ApiError
 
 log = logging.getLogger(__name__)
@@ -111,22 +111,6 @@ class Coalescer(Generic[T]):
 
 
 # --------------------------------------------------------------------------- names in URLs
-
-# k8s.io/apimachinery/pkg/util/validation/validation.go: IsDNS1123Label / IsDNS1123Subdomain
-_DNS1123_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_LABEL_RE = re.compile(f"^{_DNS1123_LABEL}$")
-_SUBDOMAIN_RE = re.compile(rf"^{_DNS1123_LABEL}(\.{_DNS1123_LABEL})*$")
-
-
-def is_dns1123_label(value: object) -> bool:
-    """A DNS-1123 label: what a Namespace name must be (ValidateNamespaceName)."""
-    return isinstance(value, str) and len(value) <= 63 and _LABEL_RE.match(value) is not None
-
-
-def is_dns1123_subdomain(value: object) -> bool:
-    """A DNS-1123 subdomain: what a Secret, ConfigMap, Lease, Pod, ... name must be (NameIsDNSSubdomain)."""
-    return isinstance(value, str) and len(value) <= 253 and _SUBDOMAIN_RE.match(value) is not None
-
 
 def check_path(path: str) -> None:
     """Refuse a path with an empty, "." or ".." segment: it would address another resource.

@@ -33,7 +33,8 @@ from webhook.cluster.capabilities import (
     probe_permissions,
     required_permissions,
 )
-from webhook.cluster.client import Coalescer, KubeClient, is_dns1123_label, is_dns1123_subdomain, load_configuration
+from webhook.cluster.client import Coalescer, KubeClient, load_configuration
+from webhook.cluster.names import is_dns1123_label, is_dns1123_subdomain
 from webhook.cluster.discovery import Discovery, gv_path
 from webhook.cluster.view import ApiError
 from webhook.config import Settings
