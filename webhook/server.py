@@ -333,7 +333,11 @@ class _Connection(RequestHandler):
         owner = self._owner
         if len(owner.connections) >= owner.max_connections:
             owner.rejected_connections += 1
-            log.warning("connection refused: %d connections open (maxConnections)", len(owner.connections))
+            if owner.rejected_connections == 1 or owner.rejected_connections % 1000 == 0:  # no log flood
+                log.warning(
+                    "connection closed: %d connections open (maxConnections); %d refused so far",
+                    len(owner.connections), owner.rejected_connections,
+                )
             transport.abort()  # type: ignore[attr-defined]
             return
         self._counted = True
@@ -379,7 +383,7 @@ class _Connection(RequestHandler):
             return  # the body is complete: the handler is working, the deadline bounds it
         self._owner.timed_out_connections += 1
         peer = self.transport.get_extra_info("peername") if self.transport is not None else None
-        log.info("closing a connection from %s: %s not received in time", peer, what)
+        log.debug("closing a connection from %s: %s not received in time", peer, what)
         self.abort()
 
     def abort(self) -> None:
