@@ -163,7 +163,8 @@ async def test_a_volume_reference_to_an_invalid_secret_name_fails_as_the_kubelet
     from webhook.results import Status
     from webhook.workloads.base import PodGroup
 
-    spec = pod(container("node"), volumes=[{"name": "creds", "secret": {"secretName": ".."}}])
+    mounts = [{"name": "creds", "mountPath": "/creds"}]  # an unmounted volume is never resolved at all
+    spec = pod(container("node", volumeMounts=mounts), volumes=[{"name": "creds", "secret": {"secretName": ".."}}])
     r = await run_check(Secrets(), workload([PodGroup("node", 1, spec)]), FakeView())
     assert r.status is Status.FAIL
     assert r.message.startswith('".." is not a valid Secret name (referenced by ')

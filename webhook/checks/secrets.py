@@ -163,6 +163,9 @@ def _missing_pull_secret(use: _Use, ns: str, private: list[str]) -> tuple[Status
     server = "https://index.docker.io/v1/" if registry == "docker.io" else registry
     return Status.FAIL, (
         f'{head}; private registry "{entry}" needs it for image "{image}"{more}. Fix: {_pull_fix(use, ns, server)}'
+    )
+
+
 def _invalid_name(use: _Use, refs: list[tuple[SecretRef, str]]) -> str:
     """A name no Secret can have (pkg/apis/core/validation ValidateSecretName): never looked up.
 
