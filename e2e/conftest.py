@@ -9,7 +9,7 @@ a missing or broken build fails the session loudly instead of skipping it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,9 @@ import pytest
 
 from e2e.controlplane import ControlPlane, ensure_built
 from e2e.webhook import RunningWebhook
+from webhook.checks import all_checks
+from webhook.cluster.live import LiveClusterView, open_cluster_view
+from webhook.config import Settings
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -94,3 +97,25 @@ def start_webhook(control_plane: ControlPlane) -> Iterator[Callable[..., Running
     yield start
     for hook in reversed(hooks):
         hook.stop()
+
+
+@pytest.fixture
+async def open_view(control_plane: ControlPlane) -> AsyncIterator[Callable[..., Awaitable[LiveClusterView]]]:
+    """Factory: `view = await open_view(settings, kubeconfig)`, a synced live cluster view (admin
+    kubeconfig by default); every view it opened is closed at teardown."""
+    views: list[LiveClusterView] = []
+
+    async def make(settings: Settings | None = None, kubeconfig: Path | str | None = None) -> LiveClusterView:
+        view = await open_cluster_view(
+            settings or Settings(),
+            kubeconfig=str(kubeconfig or control_plane.kubeconfig),
+            checks=all_checks(),
+            wait_seconds=60,
+        )
+        views.append(view)
+        assert await view.wait_synced(60), view.ready_reason
+        return view
+
+    yield make
+    for v in views:
+        await v.close()
