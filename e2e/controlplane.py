@@ -56,8 +56,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import yaml
 from cryptography.hazmat.primitives import serialization
@@ -67,7 +68,7 @@ if __name__ == "__main__" and Path(sys.path[0]).resolve() == Path(__file__).reso
     # run as a script: e2e/ first on sys.path would shadow the `webhook` package with e2e/webhook.py
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from webhook.tls import KeyPair, generate_ca, issue_cert  # noqa: E402
+from webhook.tls import KeyPair, generate_ca, issue_cert
 
 E2E_DIR = Path(__file__).resolve().parent
 BUILD_SCRIPT = E2E_DIR / "build.sh"
@@ -99,6 +100,9 @@ AUDIT_POLICY: dict[str, Any] = {
         {"level": "Metadata"},
     ],
 }
+
+#: the name on the client certificate the apiserver presents to admission webhooks
+WEBHOOK_CLIENT_NAME = "kube-apiserver-webhook-client"
 
 ADMISSION_PLUGINS = ",".join(
     [
@@ -328,6 +332,13 @@ class ControlPlane:
         self.ca_pem: bytes | None = None
         self.ca_path: Path | None = None
         self.log_dir: Path | None = None
+        #: the apiserver presents a client certificate (CN=WEBHOOK_CLIENT_NAME, signed by the CA
+        #: in webhook_client_ca_path) to a webhook at https://127.0.0.1:<webhook_client_port>:
+        #: its AdmissionConfiguration's kubeConfigFile names that host:port (apiserver
+        #: pkg/util/webhook/authentication.go matches host:port exactly, so the port is reserved here)
+        self.webhook_client_port: int | None = None
+        self.webhook_client_ca_path: Path | None = None
+        self.admission_config_path: Path | None = None
         self._ca: KeyPair | None = None
         self._procs: dict[str, subprocess.Popen] = {}
         self._logfiles: list[Any] = []
@@ -337,7 +348,7 @@ class ControlPlane:
 
     # ----------------------------------------------------------------- lifecycle
 
-    def __enter__(self) -> "ControlPlane":
+    def __enter__(self) -> ControlPlane:
         self.start()
         return self
 
@@ -366,7 +377,7 @@ class ControlPlane:
         env["KUBECACHEDIR"] = str(self.state_dir / "kubectl-cache")  # type: ignore[operator]
         return env
 
-    def start(self) -> "ControlPlane":
+    def start(self) -> ControlPlane:
         if self._started:
             return self
         try:
@@ -476,8 +487,48 @@ class ControlPlane:
         )
         self.audit_log_path = self.state_dir / "audit" / "audit.log"
         self.audit_log_path.parent.mkdir(exist_ok=True)
+        self._write_admission_config(pki)
         with contextlib.suppress(FileNotFoundError):
             self.audit_log_path.unlink()  # a reused state dir: no events from an earlier cluster
+
+    def _write_admission_config(self, pki: Path) -> None:
+        """An AdmissionConfiguration whose kubeConfigFile gives the apiserver a client certificate
+        for the webhook host 127.0.0.1:<webhook_client_port> (docs/operations.md, Security model)."""
+        assert self.state_dir is not None
+        client_ca = generate_ca("preflight-e2e-webhook-client-ca", days=30)
+        client = issue_cert(client_ca, WEBHOOK_CLIENT_NAME, server=False, client=True, days=30)
+        self.webhook_client_ca_path = _write(pki / "webhook-client-ca.crt", client_ca.cert_pem, 0o644)
+        crt = _write(pki / "webhook-client.crt", client.cert_pem, 0o644)
+        key = _write(pki / "webhook-client.key", client.key_pem)
+        if self.webhook_client_port is None:  # kept across restarts of a reused state dir's cluster
+            (self.webhook_client_port,) = free_ports(1)
+        kubeconfig = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "users": [
+                {
+                    "name": f"127.0.0.1:{self.webhook_client_port}",
+                    "user": {"client-certificate": str(crt), "client-key": str(key)},
+                }
+            ],
+        }
+        kc = _write(self.state_dir / "admission-webhook.kubeconfig", yaml.safe_dump(kubeconfig, sort_keys=False))
+        webhook_cfg = {
+            "apiVersion": "apiserver.config.k8s.io/v1",
+            "kind": "WebhookAdmissionConfiguration",
+            "kubeConfigFile": str(kc),
+        }
+        admission = {
+            "apiVersion": "apiserver.config.k8s.io/v1",
+            "kind": "AdmissionConfiguration",
+            "plugins": [
+                {"name": "ValidatingAdmissionWebhook", "configuration": webhook_cfg},
+                {"name": "MutatingAdmissionWebhook", "configuration": webhook_cfg},
+            ],
+        }
+        self.admission_config_path = _write(
+            self.state_dir / "admission-config.yaml", yaml.safe_dump(admission, sort_keys=False), 0o644
+        )
 
     def write_user_kubeconfig(self, user: str, groups: Sequence[str] = (), path: Path | None = None) -> Path:
         """Issue a client cert for ``user`` (``groups`` become O=) and write a kubeconfig for it.
@@ -611,6 +662,7 @@ class ControlPlane:
                 f"--service-account-signing-key-file={pki / 'sa.key'}",
                 f"--service-cluster-ip-range={self.service_cidr}",
                 f"--enable-admission-plugins={ADMISSION_PLUGINS}",
+                f"--admission-control-config-file={self.admission_config_path}",
                 f"--audit-policy-file={self.audit_policy_path}",
                 f"--audit-log-path={self.audit_log_path}",
                 "--audit-log-format=json",
@@ -631,11 +683,15 @@ class ControlPlane:
             ]
             self._spawn("kube-apiserver", argv)
             # An admin kubeconfig first: /readyz needs an authenticated caller (anonymous is off).
-            self.kubeconfig = self.write_user_kubeconfig("admin", ["system:masters"], self.state_dir / "admin.kubeconfig")
+            self.kubeconfig = self.write_user_kubeconfig(
+                "admin", ["system:masters"], self.state_dir / "admin.kubeconfig"
+            )
             self.dev_kubeconfig = self.write_user_kubeconfig("dev", (), self.state_dir / "dev.kubeconfig")
             self._ssl_ctx = None
             try:
-                self._wait_ready("kube-apiserver", f"{self.server_url}/readyz", self._admin_ssl(), lambda s, b: s == 200)
+                self._wait_ready(
+                    "kube-apiserver", f"{self.server_url}/readyz", self._admin_ssl(), lambda s, b: s == 200
+                )
                 return
             except ControlPlaneError as e:
                 proc = self._procs.pop("kube-apiserver")
@@ -730,7 +786,7 @@ class ControlPlane:
         # `-o name` gives the CRD names without parsing megabytes of YAML in Python.
         out = self.kubectl(*args, "-o", "name", timeout=timeout).stdout
         prefix = "customresourcedefinition.apiextensions.k8s.io/"
-        names = [line[len(prefix):] for line in out.split() if line.startswith(prefix)]
+        names = [line[len(prefix) :] for line in out.split() if line.startswith(prefix)]
         if not names:
             raise ControlPlaneError(f"kubectl apply of {len(files)} CRD files named no CRD:\n{out}")
         self.wait_for_crds(names, timeout=timeout)
@@ -743,7 +799,9 @@ class ControlPlane:
         """
         deadline = time.monotonic() + timeout
         if names is None:
-            names = [c["metadata"]["name"] for c in json.loads(self.kubectl("get", "crd", "-o", "json").stdout)["items"]]
+            names = [
+                c["metadata"]["name"] for c in json.loads(self.kubectl("get", "crd", "-o", "json").stdout)["items"]
+            ]
         pending = set(names)
         crds: list[dict[str, Any]] = []
         while pending and time.monotonic() < deadline:
@@ -912,7 +970,18 @@ def _cmd_down(args: argparse.Namespace) -> int:
     for line in _stop_recorded(state_dir):
         print(f"==> {line}", file=sys.stderr)
     # Remove only what `up` wrote, never the directory's other contents.
-    for entry in ("pki", "etcd-data", "logs", "audit", "kubectl-cache", "audit-policy.yaml", "admin.kubeconfig", "dev.kubeconfig"):
+    for entry in (
+        "pki",
+        "etcd-data",
+        "logs",
+        "audit",
+        "kubectl-cache",
+        "audit-policy.yaml",
+        "admin.kubeconfig",
+        "dev.kubeconfig",
+        "admission-config.yaml",
+        "admission-webhook.kubeconfig",
+    ):
         p = state_dir / entry
         if p.is_dir():
             shutil.rmtree(p, ignore_errors=True)
@@ -931,7 +1000,9 @@ def _cmd_status(args: argparse.Namespace) -> int:
         return 1
     state = json.loads(state_file.read_text())
     alive = {n: _pid_runs(int(i["pid"]), i["exe"]) for n, i in state["pids"].items()}
-    print(json.dumps({"server_url": state["server_url"], "kubeconfig": state["kubeconfig"], "running": alive}, indent=2))
+    print(
+        json.dumps({"server_url": state["server_url"], "kubeconfig": state["kubeconfig"], "running": alive}, indent=2)
+    )
     return 0 if all(alive.values()) else 1
 
 

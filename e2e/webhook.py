@@ -32,8 +32,9 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import yaml
 
@@ -150,7 +151,9 @@ class RunningWebhook:
 
     ``namespace_selector`` scopes the VWC (keep a fail-closed test webhook away from other
     tests' namespaces); ``probe_namespace`` must exist and match it. ``config`` is the
-    webhook's YAML config as a dict. ``workdir``: where certs, config and the log go (a
+    webhook's YAML config as a dict. ``port``: listen there instead of on a free port (e.g.
+    ``cp.webhook_client_port``, the one host:port the apiserver presents its client
+    certificate to). ``workdir``: where certs, config and the log go (a
     temp dir, removed on stop, when None).
     """
 
@@ -168,11 +171,15 @@ class RunningWebhook:
         workdir: str | os.PathLike[str] | None = None,
         log_level: str = "info",
         ready_timeout: float = 120.0,
+        port: int | None = None,
     ) -> None:
         self.cp = cp
         self.name = name
         self.vwc_name = vwc_name
         self.config = dict(config or {})
+        # the apiserver keeps an idle kept-alive connection to the webhook, which a SIGTERM drain
+        # leaves open for one more request until drainSeconds: keep stopping quick in tests
+        self.config.setdefault("drainSeconds", 1)
         self.failure_policy = failure_policy
         self.timeout_seconds = timeout_seconds
         self.namespace_selector = namespace_selector or {}
@@ -181,6 +188,7 @@ class RunningWebhook:
         self.ready_timeout = ready_timeout
         self._given_workdir = Path(workdir) if workdir is not None else None
         self.workdir: Path | None = None
+        self._given_port = port
         self.port: int | None = None
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path: Path | None = None
@@ -191,7 +199,7 @@ class RunningWebhook:
 
     # ----------------------------------------------------------------- lifecycle
 
-    def __enter__(self) -> "RunningWebhook":
+    def __enter__(self) -> RunningWebhook:
         try:
             self.start()
         except BaseException:
@@ -210,7 +218,7 @@ class RunningWebhook:
     def pid(self) -> int | None:
         return self.proc.pid if self.proc is not None else None
 
-    def start(self) -> "RunningWebhook":
+    def start(self) -> RunningWebhook:
         """Certificates, config, ``serve``, /readyz, the VWC, and the probe: in that order."""
         if self._given_workdir is not None:
             self.workdir = self._given_workdir
@@ -230,20 +238,31 @@ class RunningWebhook:
 
     def start_process(self, cert: Path, key: Path, config: Path) -> None:
         assert self.workdir is not None
-        (self.port,) = free_ports(1)
+        (self.port,) = (self._given_port,) if self._given_port else free_ports(1)
         self.log_path = self.workdir / "webhook.log"
         self._log = open(self.log_path, "ab")
         argv = [
-            sys.executable, "-m", "webhook", "serve",
-            "--host=127.0.0.1", f"--port={self.port}",
-            f"--tls-cert={cert}", f"--tls-key={key}",
-            f"--config={config}", f"--kubeconfig={self.cp.kubeconfig}",
+            sys.executable,
+            "-m",
+            "webhook",
+            "serve",
+            "--host=127.0.0.1",
+            f"--port={self.port}",
+            f"--tls-cert={cert}",
+            f"--tls-key={key}",
+            f"--config={config}",
+            f"--kubeconfig={self.cp.kubeconfig}",
             f"--log-level={self.log_level}",
         ]
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
         self.proc = subprocess.Popen(
-            argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+            argv,
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
             start_new_session=True,  # Ctrl-C reaches the caller, who stops us by PID
         )
         wait_until("the webhook's /readyz", self._ready, timeout=self.ready_timeout)
@@ -271,7 +290,9 @@ class RunningWebhook:
         """Delete the VWC first (nothing calls a dead webhook), then stop the process. Idempotent."""
         if self._registered:
             with contextlib.suppress(Exception):
-                self.cp.kubectl("delete", "validatingwebhookconfiguration", self.vwc_name, "--ignore-not-found", check=False)
+                self.cp.kubectl(
+                    "delete", "validatingwebhookconfiguration", self.vwc_name, "--ignore-not-found", check=False
+                )
             self._registered = False
         self.stop_process()
         self.proc = None
@@ -285,8 +306,12 @@ class RunningWebhook:
     def vwc(self) -> dict[str, Any]:
         """The ValidatingWebhookConfiguration that sends aiperfjobs and trainjobs here."""
         return validating_webhook_configuration(
-            self.vwc_name, self.name, f"{self.url}/validate", ca_bundle_b64=ca_bundle(self._ca_pem),
-            failure_policy=self.failure_policy, timeout_seconds=self.timeout_seconds,
+            self.vwc_name,
+            self.name,
+            f"{self.url}/validate",
+            ca_bundle_b64=ca_bundle(self._ca_pem),
+            failure_policy=self.failure_policy,
+            timeout_seconds=self.timeout_seconds,
             namespace_selector=self.namespace_selector,
         )
 
@@ -297,7 +322,9 @@ class RunningWebhook:
     def patch(self, **fields: Any) -> None:
         """Change fields of the (only) webhook in the VWC, e.g. ``failurePolicy="Ignore"``."""
         ops = [{"op": "replace", "path": f"/webhooks/0/{k}", "value": v} for k, v in fields.items()]
-        self.cp.kubectl("patch", "validatingwebhookconfiguration", self.vwc_name, "--type=json", f"-p={json.dumps(ops)}")
+        self.cp.kubectl(
+            "patch", "validatingwebhookconfiguration", self.vwc_name, "--type=json", f"-p={json.dumps(ops)}"
+        )
         if "failurePolicy" in fields:
             self.failure_policy = fields["failurePolicy"]
         if "timeoutSeconds" in fields:
@@ -321,6 +348,7 @@ class RunningWebhook:
 
     def wait_not_called(self, timeout: float = 60.0) -> None:
         """Probe until an apply no longer reaches the webhook (after a VWC change to another target)."""
+
         def quiet() -> bool:
             before = self.requests_total()
             self.probe()
@@ -387,7 +415,7 @@ def findings_of(stderr: str) -> list[str]:
     for w in warnings_of(stderr):
         m = _CONTINUATION.match(w)
         if m and out:
-            out[-1] = f"{out[-1]} {w[m.end():]}"
+            out[-1] = f"{out[-1]} {w[m.end() :]}"
         else:
             out.append(w)
     return out

@@ -2,16 +2,20 @@
 
 A bad config stops start-up with the field path and the reason (`ConfigError`).
 Every setting is documented in docs/configuration.md.
+
+Settings are plain data: this module imports nothing from the project. Check names are
+checked against the checks actually wired in, which the caller of `load_settings` passes
+(`known_checks`); a check's own default action comes from the check (`action_for`).
 """
 
 from __future__ import annotations
 
-import functools
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 Mode = Literal["enforce", "warn", "audit"]
 Action = Literal["deny", "warn", "audit", "off"]
@@ -37,7 +41,7 @@ class _Model(BaseModel):
 class KueueSettings(_Model):
     #: when set, an AdmissionCheck's spec.controllerName must equal this
     admission_check_controller: str | None = Field(None, alias="admissionCheckController")
-    #: "namespace/name" of the Lease the admission-check controller renews (seed's readmission gate)
+    #: "namespace/name" of the Lease the admission-check controller renews (a stale Lease: the controller is down and readmits nothing)
     admission_lease: str | None = Field(None, alias="admissionLease")
     #: the Lease must have been renewed within this many seconds
     lease_max_age_seconds: float = Field(60.0, gt=0, alias="leaseMaxAgeSeconds")
@@ -64,6 +68,13 @@ class ObjectLimits(_Model):
     max_bytes: int = Field(1_572_864, ge=65_536, le=64 * 2**20, alias="maxBytes")
 
 
+class ClientAuthSettings(_Model):
+    #: PEM file of the CA that signs the apiserver's client certificate; unset = no caller authentication
+    ca_file: str | None = Field(None, alias="caFile")
+    #: certificate names (subject CN or DNS/IP SAN) allowed to call /validate; empty = any certificate from caFile
+    allowed_names: list[str] = Field(default_factory=list, alias="allowedNames")
+
+
 class Settings(_Model):
     #: global mode: enforce denies on a failed deny-action check; warn returns warnings; audit only records
     mode: Mode = "enforce"
@@ -82,6 +93,16 @@ class Settings(_Model):
     object_limits: ObjectLimits = Field(default_factory=ObjectLimits, alias="objectLimits")
     #: longest SIGTERM waits for in-flight requests
     drain_seconds: float = Field(10.0, ge=0, le=300, alias="drainSeconds")
+    #: a connection must deliver a complete request head (and finish its TLS handshake) within this
+    header_timeout_seconds: float = Field(10.0, gt=0, le=300, alias="headerTimeoutSeconds")
+    #: once the head is in, the request body must have arrived within this
+    body_timeout_seconds: float = Field(10.0, gt=0, le=300, alias="bodyTimeoutSeconds")
+    #: a kept-alive connection with no request closes after this long idle
+    idle_timeout_seconds: float = Field(60.0, gt=0, le=3600, alias="idleTimeoutSeconds")
+    #: open connections at most; above it a new connection is closed after its handshake (~280 KiB each)
+    max_connections: int = Field(256, ge=1, le=100_000, alias="maxConnections")
+    #: verify the caller's client certificate on /validate (docs/operations.md, Security model)
+    client_auth: ClientAuthSettings = Field(default_factory=ClientAuthSettings, alias="clientAuth")
     #: registries that need no imagePullSecrets
     public_registries: list[str] = Field(default_factory=lambda: list(PUBLIC_REGISTRIES), alias="publicRegistries")
     #: registries (or registry/path prefixes) whose images cannot be pulled without credentials: a
@@ -101,6 +122,9 @@ class Settings(_Model):
     api_concurrency: int = Field(16, ge=1, le=256, alias="apiConcurrency")
     #: TTL of on-demand Secret reads
     secret_ttl_seconds: float = Field(5.0, ge=0, le=300, alias="secretTtlSeconds")
+    #: namespaces whose Secrets are never read (the chart lists those its namespaceSelector excludes);
+    #: kube-system and the webhook's own namespace are always added
+    excluded_namespaces: list[str] = Field(default_factory=list, alias="excludedNamespaces")
     #: smallest Kubernetes version supported by the checks
     min_kubernetes_version: str = Field("1.27", alias="minKubernetesVersion")
     kueue: KueueSettings = Field(default_factory=KueueSettings)
@@ -124,44 +148,29 @@ class Settings(_Model):
             out.append(e)
         return out
 
-    @field_validator("checks")
+    @field_validator("checks", "skippable_checks")
     @classmethod
-    def _known_checks(cls, v: dict[str, str]) -> dict[str, str]:
-        _require_known(v.keys(), "checks")
+    def _known_checks(cls, v: Any, info: ValidationInfo) -> Any:
+        """With `known_checks` in the validation context (load_settings), every name must be one."""
+        known = (info.context or {}).get("known_checks")
+        if known is not None:
+            unknown = sorted(n for n in v if n not in known)
+            if unknown:
+                raise ValueError(
+                    f"unknown check name(s) {', '.join(repr(n) for n in unknown)}; known: {', '.join(sorted(known))}"
+                )
         return v
 
-    @field_validator("skippable_checks")
-    @classmethod
-    def _known_skippable(cls, v: list[str]) -> list[str]:
-        _require_known(v, "skippableChecks")
-        return v
-
-    def action_for(self, check_name: str) -> Action:
-        """The configured action, else the check's own default (deny for most checks)."""
-        action = self.checks.get(check_name)
-        return action if action is not None else _default_actions().get(check_name, "deny")
+    def action_for(self, check_name: str, default: Action = "deny") -> Action:
+        """The configured action for a check, else `default` (the check's own, Check.default_action)."""
+        return self.checks.get(check_name, default)
 
 
-@functools.lru_cache(maxsize=1)
-def _default_actions() -> dict[str, Action]:
-    from webhook.checks import all_checks
+def load_settings(path: str | Path | None, *, known_checks: Iterable[str] | None = None) -> Settings:
+    """Read and validate the config file; None means all defaults.
 
-    return {c.name: c.default_action for c in all_checks()}
-
-
-def _require_known(names: Any, field: str) -> None:
-    from webhook.checks import check_names
-
-    known = set(check_names())
-    unknown = sorted(n for n in names if n not in known)
-    if unknown:
-        raise ValueError(
-            f"unknown check name(s) {', '.join(repr(n) for n in unknown)}; known: {', '.join(sorted(known))}"
-        )
-
-
-def load_settings(path: str | Path | None) -> Settings:
-    """Read and validate the config file; None means all defaults."""
+    `known_checks`: the names of the checks wired in; a name in `checks` or `skippableChecks`
+    that is not one of them is a config error (a typo must not silently configure nothing)."""
     if path is None:
         return Settings()
     p = Path(path)
@@ -176,7 +185,8 @@ def load_settings(path: str | Path | None) -> Settings:
     if not isinstance(raw, dict):
         raise ConfigError(f"config file {p}: the top level must be a mapping, not {type(raw).__name__}")
     try:
-        return Settings.model_validate(raw)
+        context = None if known_checks is None else {"known_checks": frozenset(known_checks)}
+        return Settings.model_validate(raw, context=context)
     except ValidationError as exc:
         lines = []
         for err in exc.errors():

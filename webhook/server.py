@@ -8,22 +8,25 @@ decision. Error contract:
   wrong: 400 (invalid JSON, not an AdmissionReview), 413 (body over maxBodyBytes),
   415 (content type is not application/json). Never a 5xx for a client's mistake.
 - an object the adapter cannot read at all is the OBJECT's problem, not the review's:
-  HTTP 200 with allowed=false, status 403 and the reason.
+  HTTP 200 with allowed=false, status 403 and the reason (evaluate's decision, written by
+  webhook.policy.unreadable).
 - our own bugs FAIL OPEN: any unexpected exception while judging a well-formed review
   becomes allowed=true with a warning naming the internal error, is logged (without
   the exception text, which could quote object content) and counted as decision
   "error". A webhook bug must not block every job in the cluster; the warning and the
   metric make it visible.
 
-Shutdown (SIGTERM): readiness goes false at once, the listener closes, in-flight
-requests get up to Settings.drain_seconds to finish, then the process exits. Pair it
+Shutdown (SIGTERM): readiness goes false at once, the listener closes, open connections
+get up to Settings.drain_seconds to finish what they carry (a body still arriving is
+read and answered; answers say `Connection: close`), then the process exits. Pair it
 with a preStop sleep so endpoints stop routing to the pod before SIGTERM arrives.
+Slow clients are bounded per connection (head, body and idle timeouts, maxConnections):
+see WebhookServer and _Connection.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import logging
 import os
@@ -35,6 +38,7 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import ContentEncodingError
+from aiohttp.web_protocol import RequestHandler
 
 from webhook.admission import (
     AdmissionRequest,
@@ -48,15 +52,13 @@ from webhook.admission import (
 )
 from webhook.checks import all_checks
 from webhook.checks.base import Check, describe
+from webhook.cluster.view import ClusterView
 from webhook.config import Settings
 from webhook.deadline import Deadline, budget_seconds, parse_go_duration
-from webhook.metrics import DENIED, ERROR, INVALID, SKIPPED, UNHANDLED, Metrics
-from webhook.policy import clip
+from webhook.metrics import Metrics
+from webhook.policy import Outcome, clip
 from webhook.preflight import evaluate, timed_out_evaluation, too_large_evaluation
-from webhook.workloads import AdapterError, known_kinds
-
-#: an unreadable object's problem is quoted up to this length (paths carry user-chosen keys)
-ADAPTER_ERROR_MAX_CHARS = 1000
+from webhook.workloads import known_kinds
 
 log = logging.getLogger("webhook.server")
 decision_log = logging.getLogger("webhook.decisions")
@@ -74,7 +76,7 @@ def _stdlib_dumps(obj: Any) -> bytes:
 def json_codec(choice: str | None = None) -> tuple[Callable[[bytes], Any], Callable[[Any], bytes], str]:
     """(loads, dumps, name): stdlib json unless `PREFLIGHT_WEBHOOK_JSON=orjson` (benchmarking only).
 
-    orjson does not pay for itself here (docs/benchmarks.md: ~0.03 ms of a multi-ms request)
+    orjson does not pay for itself here (docs/benchmarks.md measures it)
     and it turns integers beyond 64 bits into floats, so stdlib json is the default.
     """
     choice = (choice or os.environ.get("PREFLIGHT_WEBHOOK_JSON") or "stdlib").lower()
@@ -95,7 +97,7 @@ class WebhookApp:
         self,
         settings: Settings,
         *,
-        view: Any | None = None,
+        view: ClusterView | None = None,
         metrics: Metrics | None = None,
         checks: list[Check] | None = None,
         json_choice: str | None = None,
@@ -125,8 +127,8 @@ class WebhookApp:
             return False, "TLS material not loaded"
         if not self.config_loaded:
             return False, "configuration not loaded"
-        if self.view is not None and not getattr(self.view, "ready", False):
-            return False, str(getattr(self.view, "ready_reason", "") or "cluster view not ready")
+        if self.view is not None and not self.view.ready:
+            return False, self.view.ready_reason or "cluster view not ready"
         return True, "ready"
 
     # ----------------------------------------------------------------- helpers
@@ -135,7 +137,7 @@ class WebhookApp:
         return web.Response(body=self.dumps(data), status=status, content_type=JSON, headers=headers)
 
     def _client_error(self, status: int, message: str, started: float) -> web.Response:
-        self.metrics.observe_request("", "", INVALID, time.perf_counter() - started)
+        self.metrics.observe_request("", "", Outcome.INVALID, time.perf_counter() - started)
         log.info("rejected request: HTTP %d: %s", status, message)
         return self._json({"error": message}, status=status)
 
@@ -167,7 +169,9 @@ class WebhookApp:
         limit = self.settings.max_body_bytes
         if request.content_length is not None and request.content_length > limit:
             return self._client_error(
-                413, f"request body of {request.content_length} bytes exceeds the limit of {limit} bytes (maxBodyBytes)", started
+                413,
+                f"request body of {request.content_length} bytes exceeds the limit of {limit} bytes (maxBodyBytes)",
+                started,
             )
         try:
             body = await request.read()
@@ -192,7 +196,7 @@ class WebhookApp:
         try:
             answer, decision = await self._judge(req, request.query.get("timeout"))
         except Exception as exc:  # our bug: fail open, visibly
-            answer, decision = self._fail_open(req, exc), ERROR
+            answer, decision = self._fail_open(req, exc), Outcome.ERROR
         self.metrics.observe_request(req.kind.kind, req.operation, decision, time.perf_counter() - started)
         self._log_decision(req, decision, answer, started)
         return self._json(answer)
@@ -229,7 +233,7 @@ class WebhookApp:
         kind, operation = head["kind"], head["operation"]
         if operation in ("DELETE", "CONNECT") or kind not in self.kinds:
             # never judged: DELETE/CONNECT, and kinds without an adapter, are allowed untouched
-            decision = SKIPPED if operation in ("DELETE", "CONNECT") else UNHANDLED
+            decision = Outcome.SKIPPED if operation in ("DELETE", "CONNECT") else Outcome.UNHANDLED
             return self._answer(review_response(head["uid"], allowed=True), kind, operation, decision, started)
         if not over(new_values, new_part):
             # the size is in the old object, stored before the bound (etcd keeps it under 1.5 MiB):
@@ -252,16 +256,20 @@ class WebhookApp:
             problem, settings=self.settings, obj=stub, view=self.view, namespace=head["namespace"] or None,
             preexisting=operation == "UPDATE" and over(old_values, old_part),
         )  # fmt: skip
-        return self._answer(response_from_decision(head["uid"], ev.decision), kind, operation, ev.decision.outcome, started)
+        return self._answer(
+            response_from_decision(head["uid"], ev.decision), kind, operation, ev.decision.outcome, started
+        )
 
-    def _answer(self, answer: dict[str, Any], kind: str, operation: str, decision: str, started: float) -> web.Response:
+    def _answer(
+        self, answer: dict[str, Any], kind: str, operation: str, decision: Outcome, started: float
+    ) -> web.Response:
         self.metrics.observe_request(kind, operation, decision, time.perf_counter() - started)
         return self._json(answer)
 
-    async def _judge(self, req: AdmissionRequest, timeout_param: str | None) -> tuple[dict[str, Any], str]:
+    async def _judge(self, req: AdmissionRequest, timeout_param: str | None) -> tuple[dict[str, Any], Outcome]:
         """(AdmissionReview answer, metrics decision label) for a well-formed request."""
         if req.operation in ("DELETE", "CONNECT"):
-            return review_response(req.uid, allowed=True), SKIPPED
+            return review_response(req.uid, allowed=True), Outcome.SKIPPED
         s = self.settings
         deadline = Deadline(budget_seconds(parse_go_duration(timeout_param), s.budget_seconds, s.safety_margin_seconds))
         self.metrics.budget.observe(deadline.budget)
@@ -284,19 +292,9 @@ class WebhookApp:
             if not outer.expired():
                 raise  # a TimeoutError of our own making: a bug, fails open
             # the deadline, noticed here rather than by a check: timeoutAction decides, as for a check
-            ev = timed_out_evaluation(obj, settings=s, deadline=deadline, view=self.view, namespace=req.namespace or None)
-        except AdapterError as exc:
-            kind = obj.get("kind") if isinstance(obj.get("kind"), str) else req.kind.kind
-            name = req.name or _meta(obj, "name") or _meta(obj, "generateName") or "<unnamed>"
-            ns = req.namespace or _meta(obj, "namespace") or "default"
-            problem = str(exc)
-            if len(problem) > ADAPTER_ERROR_MAX_CHARS:
-                problem = problem[: ADAPTER_ERROR_MAX_CHARS - 1] + "…"
-            msg = (
-                f'{kind} "{name}" in namespace "{ns}" is not a valid {kind}: {problem}. '
-                "Fix: correct that field and apply again."
+            ev = timed_out_evaluation(
+                obj, settings=s, deadline=deadline, view=self.view, namespace=req.namespace or None
             )
-            return review_response(req.uid, allowed=False, message=msg), DENIED
         self.metrics.observe_checks(ev.results.checks)
         return response_from_decision(req.uid, ev.decision), ev.decision.outcome
 
@@ -308,13 +306,18 @@ class WebhookApp:
         # the exception's text is left out on purpose: it may quote object content
         log.error(
             "internal error while judging uid=%s kind=%s operation=%s: %s at %s; allowed (fail-open)\n%s",
-            req.uid, req.kind.kind, req.operation, name, where, "".join(traceback.format_tb(exc.__traceback__)),
+            req.uid,
+            req.kind.kind,
+            req.operation,
+            name,
+            where,
+            "".join(traceback.format_tb(exc.__traceback__)),
         )
         warning = clip(f"preflight-webhook internal error ({name} at {where}); the object was not checked")
         return review_response(req.uid, allowed=True, warnings=[warning], audit_annotations={"decision": "error"})
 
-    def _log_decision(self, req: AdmissionRequest, decision: str, answer: dict[str, Any], started: float) -> None:
-        level = logging.INFO if decision in (DENIED, ERROR) else logging.DEBUG
+    def _log_decision(self, req: AdmissionRequest, decision: Outcome, answer: dict[str, Any], started: float) -> None:
+        level = logging.INFO if decision in (Outcome.DENIED, Outcome.ERROR) else logging.DEBUG
         if not decision_log.isEnabledFor(level):
             return
         resp = answer["response"]
@@ -353,8 +356,6 @@ class WebhookApp:
         if self.view is not None:
             try:
                 caps = self.view.capabilities()
-                if inspect.isawaitable(caps):
-                    caps = await caps
             except Exception as exc:
                 log.error("capabilities failed: %s", type(exc).__name__)
                 return self._json({"error": f"capabilities unavailable ({type(exc).__name__})"}, status=503)
@@ -383,21 +384,121 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 def _where(exc: BaseException) -> str:
-    """`workloads/aiperf.py:123`: the innermost frame in our package (or the innermost frame)."""
+    """`workloads/aiperf/jobset.py:123`: the innermost frame in our package (or the innermost frame)."""
     frames = traceback.extract_tb(exc.__traceback__)
     if not frames:
         return "unknown"
     ours = [f for f in frames if f.filename.startswith(_PACKAGE_DIR)]
     if ours:
-        return f"{ours[-1].filename[len(_PACKAGE_DIR):]}:{ours[-1].lineno}"
+        return f"{ours[-1].filename[len(_PACKAGE_DIR) :]}:{ours[-1].lineno}"
     return f"{os.path.basename(frames[-1].filename)}:{frames[-1].lineno}"
 
 
 # --------------------------------------------------------------------------- the server
 
 
+class _Connection(RequestHandler):
+    """aiohttp's per-connection protocol, with the bounds a hostile client must not escape.
+
+    - head: a new connection, or a kept-alive one whose next request has begun to arrive,
+      must deliver a complete request head within `header_timeout_seconds`;
+    - body: once the head is in, the body must have arrived within `body_timeout_seconds`;
+    - idle: a kept-alive connection with nothing arriving closes after `idle_timeout_seconds`
+      (aiohttp's keepalive_timeout, which also bounds a head that never completes);
+    - count: above `max_connections` a new connection is closed right after the handshake.
+    A connection that misses a bound is aborted (no TLS close_notify to wait for).
+    """
+
+    __slots__ = ("_owner", "_timer", "_busy", "_counted")
+
+    def __init__(self, owner: WebhookServer, manager: web.Server, **kwargs: Any) -> None:
+        super().__init__(manager, **kwargs)
+        self._owner = owner
+        self._timer: asyncio.TimerHandle | None = None
+        self._busy = False
+        self._counted = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        owner = self._owner
+        if len(owner.connections) >= owner.max_connections:
+            owner.rejected_connections += 1
+            if owner.rejected_connections == 1 or owner.rejected_connections % 1000 == 0:  # no log flood
+                log.warning(
+                    "connection closed: %d connections open (maxConnections); %d refused so far",
+                    len(owner.connections),
+                    owner.rejected_connections,
+                )
+            transport.abort()  # type: ignore[attr-defined]
+            return
+        self._counted = True
+        owner.connections.add(self)
+        super().connection_made(transport)
+        self._arm(owner.header_timeout, "request head")
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._disarm()
+        if self._counted:
+            self._counted = False
+            self._owner._forget(self)
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if data and not self._busy and self._timer is None:
+            self._arm(self._owner.header_timeout, "request head")  # a kept-alive connection's next request began
+
+    # the middleware tells us where a request stands
+    def request_started(self, request: web.BaseRequest) -> None:
+        self._busy = True
+        self._disarm()
+        if not request.content.is_eof():
+            self._arm(self._owner.body_timeout, "request body", request)
+
+    def request_finished(self) -> None:
+        self._busy = False
+        self._disarm()
+
+    def _arm(self, seconds: float, what: str, request: web.BaseRequest | None = None) -> None:
+        self._disarm()
+        self._timer = self._loop.call_later(seconds, self._expired, what, request)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _expired(self, what: str, request: web.BaseRequest | None) -> None:
+        self._timer = None
+        if request is not None and request.content.is_eof():
+            return  # the body is complete: the handler is working, the deadline bounds it
+        self._owner.timed_out_connections += 1
+        peer = self.transport.get_extra_info("peername") if self.transport is not None else None
+        log.debug("closing a connection from %s: %s not received in time", peer, what)
+        self.abort()
+
+    def abort(self) -> None:
+        transport = self.transport
+        if transport is not None:
+            transport.abort()
+        self.force_close()
+
+
 class WebhookServer:
-    """Runs a WebhookApp over TLS; `shutdown()` is what SIGTERM triggers."""
+    """Runs a WebhookApp over TLS; `shutdown()` is what SIGTERM triggers.
+
+    Drain (SIGTERM): readiness goes false, the listener closes, and every open connection
+    may finish what it carries: a request whose body is still arriving is read and
+    answered, and every answer during the drain says `Connection: close`, so a client
+    that sends one more request on a kept-alive connection gets its answer and then
+    reconnects (to a pod that is still ready) instead of losing the request to a close
+    race. Idle kept-alive connections close at their idle timeout; whatever is still open
+    after `drain_seconds` is cut.
+
+    Client authentication: with `client_auth.ca_file` set, the TLS context asks for a
+    client certificate (optional at the TLS layer, so the kubelet's probes still reach
+    /healthz and /readyz) and POST /validate answers 401 without a certificate from that CA
+    and 403 when its name is not in `client_auth.allowed_names`.
+    """
 
     def __init__(
         self,
@@ -409,41 +510,139 @@ class WebhookServer:
         reloader: Any | None = None,
         access_log: bool = False,
     ) -> None:
+        s = webhook.settings
         self.webhook = webhook
         self.ssl_context = ssl_context
         self.host = host
         self.port = port
         self.reloader = reloader
+        self.header_timeout = s.header_timeout_seconds
+        self.body_timeout = s.body_timeout_seconds
+        self.max_connections = s.max_connections
+        self.client_auth = s.client_auth if s.client_auth.ca_file else None
+        if self.client_auth is not None and ssl_context is not None and ssl_context.verify_mode == ssl.CERT_NONE:
+            ssl_context.load_verify_locations(cafile=self.client_auth.ca_file)
+            ssl_context.verify_mode = ssl.CERT_OPTIONAL  # see tls.server_context
+        self.connections: set[_Connection] = set()
+        self.rejected_connections = 0
+        self.timed_out_connections = 0
+        self._all_closed = asyncio.Event()
+        self._listener: asyncio.base_events.Server | None = None
+        webhook.app.middlewares.append(self._track_request)
+        webhook.app.on_response_prepare.append(self._close_when_draining)
         self._runner = web.AppRunner(
             webhook.app,
             handle_signals=False,
             access_log=log if access_log else None,
-            shutdown_timeout=webhook.settings.drain_seconds,
+            keepalive_timeout=s.idle_timeout_seconds,
+            lingering_time=min(10.0, s.body_timeout_seconds),
+            shutdown_timeout=0.001,  # the drain is ours (shutdown()); this only cancels what is left
         )
         self._stopped = asyncio.Event()
 
+    # ----------------------------------------------------------------- connections
+
+    def _forget(self, conn: _Connection) -> None:
+        self.connections.discard(conn)
+        if not self.connections:
+            self._all_closed.set()
+
+    @web.middleware
+    async def _track_request(self, request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
+        conn = request.protocol if isinstance(request.protocol, _Connection) else None
+        if conn is not None:
+            conn.request_started(request)
+        try:
+            if self.client_auth is not None and request.path == "/validate":
+                refusal = self._refuse_client(request)
+                if refusal is not None:
+                    return refusal
+            return await handler(request)
+        finally:
+            if conn is not None:
+                conn.request_finished()
+
+    def _refuse_client(self, request: web.Request) -> web.Response | None:
+        """401 without a verified client certificate, 403 for a name not allowed; None to go on."""
+        assert self.client_auth is not None
+        peer = request.transport.get_extra_info("peercert") if request.transport is not None else None
+        if not peer:
+            log.info("refused /validate from %s: no client certificate", request.remote)
+            return self.webhook._json({"error": "a client certificate is required (clientAuth)"}, status=401)
+        names = peer_names(peer)
+        allowed = self.client_auth.allowed_names
+        if allowed and not names & set(allowed):
+            log.info(
+                "refused /validate from %s: client certificate names %s are not allowed", request.remote, sorted(names)
+            )
+            return self.webhook._json({"error": "this client certificate is not allowed to call /validate"}, status=403)
+        return None
+
+    async def _close_when_draining(self, request: web.Request, response: web.StreamResponse) -> None:
+        if self.webhook.draining:
+            # the headers are already built when this signal runs: say it, and close after writing
+            response.headers["Connection"] = "close"
+            response.force_close()  # the client's next request opens a new connection to a ready pod
+
+    # ----------------------------------------------------------------- life cycle
+
     async def start(self) -> None:
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.ssl_context, backlog=1024)
-        await site.start()
-        if self.port == 0:  # an ephemeral port: report the real one
-            server = site._server  # noqa: SLF001 - aiohttp exposes no public accessor
-            self.port = server.sockets[0].getsockname()[1] if server and server.sockets else 0
+        manager = self._runner.server
+        assert manager is not None
+        loop = asyncio.get_running_loop()
+        kwargs = dict(manager._kwargs)
+
+        def factory() -> _Connection:
+            return _Connection(self, manager, loop=loop, **kwargs)
+
+        self._listener = await loop.create_server(
+            factory,
+            self.host,
+            self.port,
+            ssl=self.ssl_context,
+            backlog=1024,
+            ssl_handshake_timeout=self.header_timeout if self.ssl_context is not None else None,
+        )
+        if self.port == 0 and self._listener.sockets:  # an ephemeral port: report the real one
+            self.port = self._listener.sockets[0].getsockname()[1]
         self.webhook.tls_loaded = self.ssl_context is not None
         if self.reloader is not None:
             self.reloader.start()
-        log.info("serving on https://%s:%d (json: %s)", self.host, self.port, self.webhook.json_name)
+        log.info(
+            "serving on https://%s:%d (json: %s, client authentication: %s)",
+            self.host,
+            self.port,
+            self.webhook.json_name,
+            "on" if self.client_auth else "off",
+        )
 
     async def shutdown(self) -> None:
-        """Readiness false, stop accepting, let in-flight requests finish (≤ drain_seconds)."""
+        """Readiness false, stop accepting, let open connections finish (≤ drain_seconds)."""
         if self.webhook.draining:
             await self._stopped.wait()
             return
         self.webhook.draining = True
-        log.info("shutting down: draining in-flight requests for up to %.1fs", self.webhook.settings.drain_seconds)
+        drain = self.webhook.settings.drain_seconds
+        log.info("shutting down: draining %d connection(s) for up to %.1fs", len(self.connections), drain)
         try:
+            if self._listener is not None:
+                self._listener.close()
             if self.reloader is not None:
                 await self.reloader.stop()
+            if self.connections:
+                # no early close here: a body still arriving is read and answered, and an idle
+                # kept-alive connection may carry one more request (answered `Connection: close`)
+                # until its idle timeout; the drain bounds both
+                self._all_closed.clear()
+                try:
+                    await asyncio.wait_for(self._all_closed.wait(), drain)
+                except TimeoutError:
+                    log.warning(
+                        "drain ended after %.1fs with %d connection(s) open; closing them", drain, len(self.connections)
+                    )
+                for conn in list(self.connections):
+                    conn.abort()
             await self._runner.cleanup()
         finally:
             self._stopped.set()
@@ -453,4 +652,17 @@ class WebhookServer:
         await self._stopped.wait()
 
 
-__all__ = ["WebhookApp", "WebhookServer", "json_codec"]
+def peer_names(peercert: dict[str, Any]) -> set[str]:
+    """The names a verified client certificate carries: subject CN and DNS/IP SANs."""
+    names: set[str] = set()
+    for rdn in peercert.get("subject") or ():
+        for key, value in rdn:
+            if key == "commonName":
+                names.add(value)
+    for kind, value in peercert.get("subjectAltName") or ():
+        if kind in ("DNS", "IP Address"):
+            names.add(value)
+    return names
+
+
+__all__ = ["WebhookApp", "WebhookServer", "json_codec", "peer_names"]

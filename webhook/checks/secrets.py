@@ -28,9 +28,10 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from webhook.checks.base import Check, CheckContext, Permission
+from webhook.checks.base import Check, CheckContext
 from webhook.checks.image import parse_image
-from webhook.cluster.view import ApiError
+from webhook.cluster.names import is_dns1123_subdomain
+from webhook.kube import ApiError, Permission
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import Workload
 from webhook.workloads.podspec import SecretRef, describe_path, secret_refs
@@ -111,6 +112,8 @@ def _by(refs: list[tuple[SecretRef, str]]) -> str:
 
 def _missing_secret(use: _Use, ns: str) -> str:
     refs = use.required
+    if not is_dns1123_subdomain(use.name):
+        return _invalid_name(use, refs)
     if use.pull_secret:
         fix = _pull_fix(use, ns)
     else:
@@ -163,10 +166,25 @@ def _missing_pull_secret(use: _Use, ns: str, private: list[str]) -> tuple[Status
     )
 
 
+def _invalid_name(use: _Use, refs: list[tuple[SecretRef, str]]) -> str:
+    """A name no Secret can have (pkg/apis/core/validation ValidateSecretName): never looked up.
+
+    ValidatePodSpec refuses it in env secretKeyRef and envFrom secretRef, so those pods are
+    never created; in volumes and imagePullSecrets it only has to be non-empty, and the
+    kubelet then cannot find it.
+    """
+    in_env = any(".env[" in r.field_path or ".envFrom[" in r.field_path for r, _ in refs)
+    why = "the apiserver refuses pods that reference it in env" if in_env else "the kubelet will never find it"
+    return (
+        f'"{use.name}" is not a valid Secret name (referenced by {_by(refs)}): {why}. '
+        "Fix: reference the Secret by its real name (a lowercase RFC 1123 subdomain)"
+    )
+
+
 def _missing_key(use: _Use, ns: str, key: str, refs: list[tuple[SecretRef, str]]) -> str:
     return (
         f'Secret "{use.name}" in namespace "{ns}" has no key "{key}" (referenced by {_by(refs)}). '
-        f"Fix: kubectl patch secret {use.name} -n {ns} --type merge -p '{{\"stringData\":{{\"{key}\":\"…\"}}}}'"
+        f'Fix: kubectl patch secret {use.name} -n {ns} --type merge -p \'{{"stringData":{{"{key}":"…"}}}}\''
     )
 
 
@@ -202,10 +220,14 @@ class Secrets(Check):
         not_read = _not_read(uses)
         if not to_read:
             if not not_read:
-                return CheckResult(self.name, Status.PASS, f"Only optional Secret references ({', '.join(sorted(uses))})")
+                return CheckResult(
+                    self.name, Status.PASS, f"Only optional Secret references ({', '.join(sorted(uses))})"
+                )
             optional = sorted(n for n, u in uses.items() if all(r.optional for r, _ in u.refs))
             parts = not_read + ([f"optional: {', '.join(optional)}"] if optional else [])
-            return CheckResult(self.name, Status.PASS, f"No referenced Secret is required: {'; '.join(parts)}", details=not_read)
+            return CheckResult(
+                self.name, Status.PASS, f"No referenced Secret is required: {'; '.join(parts)}", details=not_read
+            )
 
         view = ctx.view
         tasks = {asyncio.ensure_future(view.secret_keys(ns, u.name, ctx.deadline)): u for u in to_read}
@@ -219,7 +241,7 @@ class Secrets(Check):
         unknown: list[str] = []
         for task, use in sorted(tasks.items(), key=lambda kv: kv[1].name):
             if task in pending:
-                unknown.append(_cannot_verify(use.name, ns, asyncio.TimeoutError()))
+                unknown.append(_cannot_verify(use.name, ns, TimeoutError()))
                 continue
             exc = task.exception()
             if exc is not None and not (isinstance(exc, ApiError) and exc.not_found):

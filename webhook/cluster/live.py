@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from webhook.checks.base import Check, Permission
 from webhook.cluster.cache import CACHE_SPECS, SPECS_BY_RESOURCE, CacheSpec, Reflector, backoff_delay
 from webhook.cluster.capabilities import (
     NO,
@@ -33,9 +35,11 @@ from webhook.cluster.capabilities import (
 )
 from webhook.cluster.client import Coalescer, KubeClient, load_configuration
 from webhook.cluster.discovery import Discovery, gv_path
-from webhook.cluster.view import ApiError
+from webhook.cluster.names import is_dns1123_label, is_dns1123_subdomain
+from webhook.cluster.view import CheckNeeds
 from webhook.config import Settings
 from webhook.deadline import Deadline
+from webhook.kube import ApiError, Permission
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +49,40 @@ LIVE_CALL_CEILING = 10.0
 SECRET_CACHE_MAX = 4096
 
 
+#: never judged, never read: the control plane's own namespace
+ALWAYS_EXCLUDED = ("kube-system",)
+#: where a pod finds its own namespace when POD_NAMESPACE is not set
+SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
 def _q(part: str) -> str:
     return quote(part, safe="")
+
+
+def own_namespace(env: Mapping[str, str] | None = None, sa_file: str = SA_NAMESPACE_FILE) -> str | None:
+    """The webhook's own namespace: $POD_NAMESPACE (the chart sets it), else the ServiceAccount's file."""
+    environ: Mapping[str, str] = os.environ if env is None else env
+    ns = (environ.get("POD_NAMESPACE") or "").strip()
+    if ns:
+        return ns
+    try:
+        return Path(sa_file).read_text(encoding="utf-8").strip() or None
+    except OSError:
+        return None
+
+
+def never_read_namespaces(settings: Settings, own: str | None) -> frozenset[str]:
+    """Namespaces whose Secrets the webhook never reads, whatever the request says.
+
+    RBAC cannot grant `get secrets` in "every namespace but these" (it has no deny), so the
+    ClusterRole is cluster-wide and this client-side rule narrows it: kube-system, the
+    webhook's own namespace (its certificate Secret, Helm release Secrets) and every
+    namespace the chart excludes from judging (Settings.excluded_namespaces).
+    """
+    out = set(ALWAYS_EXCLUDED) | set(settings.excluded_namespaces)
+    if own:
+        out.add(own)
+    return frozenset(out)
 
 
 class LiveClusterView:
@@ -57,14 +93,11 @@ class LiveClusterView:
         settings: Settings,
         client: KubeClient,
         *,
-        checks: list[Check] | None = None,
+        checks: Sequence[CheckNeeds],
         discovery_refresh_seconds: float = 60.0,
         clock: Any = time.monotonic,
+        own_ns: str | None = None,
     ) -> None:
-        if checks is None:
-            from webhook.checks import all_checks
-
-            checks = all_checks()
         self.settings = settings
         self.client = client
         self.checks = checks
@@ -77,6 +110,7 @@ class LiveClusterView:
         self.ready_reason = "starting: discovery and capability probe not done yet"
         self.fatal = ""
         self._clock = clock
+        self.never_read = never_read_namespaces(settings, own_ns if own_ns is not None else own_namespace())
         self._secret_ttl: dict[tuple[str, str], tuple[float, frozenset[str]]] = {}
         self._secret_reads: Coalescer[frozenset[str] | None] = Coalescer()
         self._object_reads: Coalescer[dict[str, Any] | None] = Coalescer()
@@ -94,14 +128,14 @@ class LiveClusterView:
             self._startup_task = asyncio.ensure_future(self._startup())
         try:
             await asyncio.wait_for(self._first_attempt.wait(), wait_seconds)
-        except (asyncio.TimeoutError, TimeoutError):
+        except TimeoutError:
             pass
 
     async def wait_probed(self, timeout: float) -> bool:
         try:
             await asyncio.wait_for(self._probed.wait(), timeout)
             return True
-        except (asyncio.TimeoutError, TimeoutError):
+        except TimeoutError:
             return False
 
     async def wait_synced(self, timeout: float) -> bool:
@@ -109,7 +143,7 @@ class LiveClusterView:
         try:
             await asyncio.wait_for(self._synced.wait(), timeout)
             return True
-        except (asyncio.TimeoutError, TimeoutError):
+        except TimeoutError:
             return False
 
     async def close(self) -> None:
@@ -208,7 +242,7 @@ class LiveClusterView:
 
     def list_cached(self, resource: str, namespace: str | None = None) -> list[dict[str, Any]]:
         r = self.reflectors.get(resource)
-        return [] if r is None else r.cache.list(namespace)
+        return [] if r is None else r.cache.objects(namespace)
 
     def get_cached(self, resource: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         r = self.reflectors.get(resource)
@@ -240,7 +274,7 @@ class LiveClusterView:
             r.cache.listeners.remove(changed.set)
 
     def staleness(self, resource: str) -> str:
-        """"" when fresh; otherwise a phrase for messages ("cached data is 312s old")."""
+        """ "" when fresh; otherwise a phrase for messages ("cached data is 312s old")."""
         age = self.cache_age(resource)
         if age is None:
             return f"no cached {resource}"
@@ -254,24 +288,45 @@ class LiveClusterView:
         for spec in CACHE_SPECS:
             r = self.reflectors.get(spec.resource)
             if r is None:
-                out.append({"resource": spec.resource, "cached": False, "reason": self.cache_reasons.get(spec.resource, "not started")})
+                out.append(
+                    {
+                        "resource": spec.resource,
+                        "cached": False,
+                        "reason": self.cache_reasons.get(spec.resource, "not started"),
+                    }
+                )
                 continue
             age = r.cache.age()
-            out.append({
-                "resource": spec.resource,
-                "cached": True,
-                "synced": r.cache.synced,
-                "objects": len(r.cache),
-                "ageSeconds": None if age is None else round(age, 1),
-                "relists": r.cache.relists,
-                "lastError": r.denied or r.cache.last_error,
-            })
+            out.append(
+                {
+                    "resource": spec.resource,
+                    "cached": True,
+                    "synced": r.cache.synced,
+                    "objects": len(r.cache),
+                    "ageSeconds": None if age is None else round(age, 1),
+                    "relists": r.cache.relists,
+                    "lastError": r.denied or r.cache.last_error,
+                }
+            )
         return out
 
     # ------------------------------------------------------------------ live reads
 
     async def secret_keys(self, namespace: str, name: str, deadline: Deadline) -> set[str] | None:
-        """Key names only: the body (and every value in it) is dropped before this returns."""
+        """Key names only: the body (and every value in it) is dropped before this returns.
+
+        A name or namespace that no object can have (not a DNS-1123 subdomain / label,
+        pkg/apis/core/validation ValidateSecretName / ValidateNamespaceName) is answered
+        "not found" without a request: such a Secret cannot exist, and the name never goes
+        into a URL (`.` would turn the GET into a LIST of the namespace's Secrets). A
+        namespace in `never_read` is refused as not permitted, without a request.
+        """
+        if not is_dns1123_label(namespace) or not is_dns1123_subdomain(name):
+            return None
+        if namespace in self.never_read:
+            raise ApiError(
+                403, f'the webhook does not read Secrets in namespace "{namespace}" (never-read namespace)', "Forbidden"
+            )
         key = (namespace, name)
         now = self._clock()
         hit = self._secret_ttl.get(key)
@@ -308,6 +363,11 @@ class LiveClusterView:
     async def get_object(
         self, api_version: str, resource: str, namespace: str | None, name: str, deadline: Deadline
     ) -> dict[str, Any] | None:
+        """One object by name, or None when it does not exist (or cannot: an invalid name or namespace)."""
+        if not is_dns1123_subdomain(name) or (namespace and not is_dns1123_label(namespace)):
+            return None
+        if resource == "secrets":
+            raise ValueError("Secrets are read with secret_keys(), which drops their values")
         path = gv_path(api_version)
         if namespace:
             path += f"/namespaces/{_q(namespace)}"
@@ -329,6 +389,8 @@ class LiveClusterView:
         self, api_version: str, kind: str, namespace: str, body: dict[str, Any], deadline: Deadline
     ) -> None:
         """The only write the webhook sends, and it is always dryRun=All (nothing is persisted)."""
+        if not is_dns1123_label(namespace):
+            raise ApiError(404, f'namespace "{namespace}" cannot exist (not a DNS-1123 label)', "NotFound")
         res = await self.discovery.resource(api_version, kind, deadline.timeout(LIVE_CALL_CEILING))
         if res is None:
             raise ApiError(404, f"{kind} ({api_version}) is not served by this cluster", "NotFound")
@@ -339,8 +401,12 @@ class LiveClusterView:
             obj["metadata"] = {**(obj.get("metadata") or {}), "namespace": namespace}
         path += f"/{res.name}"
         await self.client.request(
-            "POST", path, query={"dryRun": "All"}, body=obj,
-            timeout=deadline.timeout(LIVE_CALL_CEILING), kind=f"DRYRUN {res.name}",
+            "POST",
+            path,
+            query={"dryRun": "All"},
+            body=obj,
+            timeout=deadline.timeout(LIVE_CALL_CEILING),
+            kind=f"DRYRUN {res.name}",
         )
 
     # ------------------------------------------------------------------ discovery, capabilities
@@ -351,7 +417,7 @@ class LiveClusterView:
     def server_version(self) -> tuple[int, int] | None:
         return self.discovery.server_version()
 
-    def _capability(self, check: Check) -> Capability:
+    def _capability(self, check: CheckNeeds) -> Capability:
         snap = self.discovery.snapshot
         # the probed part changes only with a new discovery snapshot or permission probe:
         # computed once per (check, snapshot, probe), not on every request
@@ -373,7 +439,7 @@ class LiveClusterView:
                     return Capability(check.name, NO, cap.source, r.denied)
         return cap
 
-    def check_capability(self, check: Check) -> tuple[bool, str]:
+    def check_capability(self, check: CheckNeeds) -> tuple[bool, str]:
         cap = self._capability(check)
         return (False, cap.reason) if cap.value == NO else (True, "")
 
@@ -389,21 +455,19 @@ class LiveClusterView:
             "serverVersion": None if ver is None else f"{ver[0]}.{ver[1]}",
             "checks": self.capabilities(),
             "caches": self.cache_status(),
-            "missingPermissions": sorted(
-                str(p) for p, r in (self.permissions or {}).items() if r.allowed is False
-            ),
+            "missingPermissions": sorted(str(p) for p, r in (self.permissions or {}).items() if r.allowed is False),
             "probed": self.permissions is not None,
         }
 
 
 async def open_cluster_view(
-    settings: Settings, kubeconfig: str | None = None, *, wait_seconds: float = 20.0
+    settings: Settings, kubeconfig: str | None = None, *, checks: Sequence[CheckNeeds], wait_seconds: float = 20.0
 ) -> LiveClusterView:
     """Connect (in-cluster config when no kubeconfig is given inside a pod, else the
     kubeconfig or the default one) and begin start-up. Returns once the caches have
     synced, or the apiserver could not be read, or after `wait_seconds`; start-up then
     goes on in the background (`ready`, `ready_reason`, `wait_synced`)."""
     cfg = await load_configuration(kubeconfig)
-    view = LiveClusterView(settings, KubeClient(cfg, settings.api_concurrency))
+    view = LiveClusterView(settings, KubeClient(cfg, settings.api_concurrency), checks=checks)
     await view.start(wait_seconds)
     return view
