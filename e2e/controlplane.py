@@ -479,7 +479,14 @@ class ControlPlane:
         _write(pki / "sa.key", sa_private)
         _write(pki / "sa.pub", sa_public, 0o644)
         if self.kubelet_client:
-            kc = issue_cert(ca, "kube-apiserver-kubelet-client", organizations=["system:masters"], server=False, client=True, days=30)
+            kc = issue_cert(
+                ca,
+                "kube-apiserver-kubelet-client",
+                organizations=["system:masters"],
+                server=False,
+                client=True,
+                days=30,
+            )
             _write(pki / "kubelet-client.crt", kc.cert_pem, 0o644)
             _write(pki / "kubelet-client.key", kc.key_pem)
         self.audit_policy_path = _write(

@@ -17,8 +17,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: make `e2e` and `webhook` importable
@@ -26,7 +26,8 @@ if str(ROOT) not in sys.path:  # run as a script: make `e2e` and `webhook` impor
 
 from e2e.controlplane import ControlPlaneError  # noqa: E402
 from e2e.demo import SAMPLES, heading, note, show_kubectl, step  # noqa: E402
-from e2e.node import CHART_NAMESPACE, CHART_RELEASE, Node, main as node_main  # noqa: E402
+from e2e.node import CHART_NAMESPACE, CHART_RELEASE, Node  # noqa: E402
+from e2e.node import main as node_main  # noqa: E402
 
 NODE_DIR = ROOT / ".demo" / "node"
 
@@ -39,32 +40,50 @@ def up() -> int:
     t0 = time.monotonic()
     node = Node(NODE_DIR)
     try:
-        step(1, total, "Starting a real single node: etcd, kube-apiserver, controller-manager, scheduler, containerd, kube-proxy, kubelet")
+        step(
+            1,
+            total,
+            "Starting a real single node: etcd, kube-apiserver, controller-manager, scheduler, containerd, kube-proxy, kubelet",
+        )
         note("binaries from e2e/build.sh (cached); pod and Service addresses exist only on a bridge of its own")
         node.start()
         cp = node.cp
         assert cp is not None
         show_kubectl(cp, "get", "nodes", "-o", "wide")
         step(2, total, "Creating the sample namespaces, Service, Secrets and ClusterTrainingRuntime")
-        args = ("apply", "-f", str(SAMPLES / "00-prerequisites.yaml"), "-f", str(SAMPLES / "01-clustertrainingruntime.yaml"))
+        args = (
+            "apply",
+            "-f",
+            str(SAMPLES / "00-prerequisites.yaml"),
+            "-f",
+            str(SAMPLES / "01-clustertrainingruntime.yaml"),
+        )
         # the controller-manager may create a namespace's `default` ServiceAccount between kubectl's
         # get and create (AlreadyExists); a second apply then configures it
         if cp.kubectl(*args, check=False).returncode != 0:
             cp.kubectl(*args)
         show_kubectl(cp, "get", "serviceaccounts,secrets", "-n", "demo-train")
-        step(3, total, "Building the image from the Dockerfile and `helm install` of charts/preflight-webhook (default values)")
+        step(
+            3,
+            total,
+            "Building the image from the Dockerfile and `helm install` of charts/preflight-webhook (default values)",
+        )
         note("image: e2e/images.sh (buildah, a local Debian bookworm + Python 3.11 base); loaded into containerd")
         t = time.monotonic()
         image = node.install_webhook_chart()
-        note(f"helm install {CHART_RELEASE} charts/preflight-webhook -n {CHART_NAMESPACE} --set image.repository=… "
-             f"--set image.tag=… --set image.pullPolicy=Never  ({image}; answering after {time.monotonic() - t:.0f}s)")
+        note(
+            f"helm install {CHART_RELEASE} charts/preflight-webhook -n {CHART_NAMESPACE} --set image.repository=… "
+            f"--set image.tag=… --set image.pullPolicy=Never  ({image}; answering after {time.monotonic() - t:.0f}s)"
+        )
         show_kubectl(cp, "get", "pods", "-n", CHART_NAMESPACE, "-o", "wide")
         step(4, total, "Applying the samples through kubectl")
         heading("A good AIPerfJob and a good TrainJob: accepted")
         show_kubectl(cp, "apply", "-f", str(SAMPLES / "aiperfjob-good.yaml"), "-f", str(SAMPLES / "trainjob-good.yaml"))
-        heading("A broken TrainJob (Secret key \"hf_token\" does not exist): denied, with the check and the fix")
+        heading('A broken TrainJob (Secret key "hf_token" does not exist): denied, with the check and the fix')
         show_kubectl(cp, "apply", "-f", str(SAMPLES / "trainjob-broken.yaml"))
-        heading("An AIPerfJob whose pull Secret \"ngc\" is missing: warned (nvcr.io is private only once declared in config.privateRegistries)")
+        heading(
+            'An AIPerfJob whose pull Secret "ngc" is missing: warned (nvcr.io is private only once declared in config.privateRegistries)'
+        )
         show_kubectl(cp, "apply", "--dry-run=server", "-f", str(SAMPLES / "aiperfjob-broken.yaml"))
         heading("A job that only warns, with --dry-run=server: allowed, warnings printed, nothing stored")
         show_kubectl(cp, "apply", "--dry-run=server", "-f", str(SAMPLES / "aiperfjob-warns.yaml"))

@@ -51,22 +51,22 @@ import contextlib
 import ipaddress
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import yaml
 
 if __name__ == "__main__" and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from e2e.controlplane import (  # noqa: E402
+from e2e.controlplane import (
     ControlPlane,
     ControlPlaneError,
     _die_with_parent,
@@ -208,7 +208,11 @@ def _nft_tables() -> list[str]:
     """``family name`` of every nftables table (iptables-nft makes one per iptables table it touches)."""
     if shutil.which("nft") is None:
         return []
-    return sorted(line[len("table "):] for line in _run(["nft", "list", "tables"], check=False).stdout.splitlines() if line.startswith("table "))
+    return sorted(
+        line[len("table ") :]
+        for line in _run(["nft", "list", "tables"], check=False).stdout.splitlines()
+        if line.startswith("table ")
+    )
 
 
 def _mounts() -> list[str]:
@@ -308,7 +312,7 @@ class Node:
 
     # ----------------------------------------------------------------- lifecycle
 
-    def __enter__(self) -> "Node":
+    def __enter__(self) -> Node:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -325,7 +329,7 @@ class Node:
         if self.verbose:
             print(f"==> node: {msg}", file=sys.stderr, flush=True)
 
-    def start(self) -> "Node":
+    def start(self) -> Node:
         if self._started:
             return self
         problems = preflight_problems()
@@ -364,7 +368,9 @@ class Node:
         self.bridge_ip = str(next(ipaddress.ip_network(self.pod_cidr).hosts()))
         self._write_state()
         self._setup_network()
-        self._say(f"bridge {self.bridge} {self.bridge_ip}, pods {self.pod_cidr}, Services {self.service_cidr} routed into it")
+        self._say(
+            f"bridge {self.bridge} {self.bridge_ip}, pods {self.pod_cidr}, Services {self.service_cidr} routed into it"
+        )
 
         self.cp = ControlPlane(
             self.state_dir / "cp",
@@ -394,7 +400,16 @@ class Node:
     def _setup_network(self) -> None:
         assert self.state_dir is not None
         _run(["ip", "link", "add", self.bridge, "type", "bridge"])
-        _run(["ip", "addr", "add", f"{self.bridge_ip}/{ipaddress.ip_network(self.pod_cidr).prefixlen}", "dev", self.bridge])
+        _run(
+            [
+                "ip",
+                "addr",
+                "add",
+                f"{self.bridge_ip}/{ipaddress.ip_network(self.pod_cidr).prefixlen}",
+                "dev",
+                self.bridge,
+            ]
+        )
         _run(["ip", "link", "set", self.bridge, "up"])
         # The Service range goes into the bridge BEFORE anything uses a ClusterIP: a packet that
         # kube-proxy has not rewritten (yet) is delivered nowhere rather than off the machine.
@@ -466,12 +481,14 @@ class Node:
             for name in names:
                 proc = self._procs.get(name)
                 if proc is not None and proc.poll() is not None:
-                    raise NodeError(f"{name} exited with {proc.returncode} while waiting for {what}; log tail:\n{self.log_tail(name)}")
+                    raise NodeError(
+                        f"{name} exited with {proc.returncode} while waiting for {what}; log tail:\n{self.log_tail(name)}"
+                    )
             try:
                 last = ok()
                 if last is True:
                     return
-            except Exception as e:  # noqa: BLE001 - report the last failure on timeout
+            except Exception as e:
                 last = e
             time.sleep(0.2)
         tails = "\n".join(f"--- {n}:\n{self.log_tail(n, 25)}" for n in names)
@@ -483,20 +500,20 @@ class Node:
         d.mkdir(exist_ok=True)
         self.containerd_sock = d / "containerd.sock"
         config = f"""version = 2
-root = "{d / 'root'}"
-state = "{d / 'state'}"
+root = "{d / "root"}"
+state = "{d / "state"}"
 disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
   "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.tracing.processor.v1.otlp"]
 [grpc]
   address = "{self.containerd_sock}"
 [ttrpc]
-  address = "{d / 'containerd.sock.ttrpc'}"
+  address = "{d / "containerd.sock.ttrpc"}"
 [debug]
   address = ""
 [metrics]
   address = ""
 [plugins."io.containerd.internal.v1.opt"]
-  path = "{d / 'opt'}"
+  path = "{d / "opt"}"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "{self.pause_image}"
   # this VM lacks CAP_SYS_RESOURCE: a negative oom_score_adj is refused, so every sandbox fails without this
@@ -511,16 +528,22 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         SystemdCgroup = false
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{CNI_BIN_DIR}"
-    conf_dir = "{self.state_dir / 'cni' / 'net.d'}"
+    conf_dir = "{self.state_dir / "cni" / "net.d"}"
     max_conf_num = 1
 """
         cfg = _write(d / "config.toml", config, 0o644)
         self._spawn("containerd", [shutil.which("containerd") or "containerd", "--config", str(cfg)])
-        self._wait("containerd serving", ["containerd"], lambda: self.ctr("version", check=False).returncode == 0 or "no answer")
+        self._wait(
+            "containerd serving",
+            ["containerd"],
+            lambda: self.ctr("version", check=False).returncode == 0 or "no answer",
+        )
 
     def ctr(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         """``ctr -n k8s.io`` against this node's containerd."""
-        return _run(["ctr", "--address", str(self.containerd_sock), "-n", "k8s.io", *args], check=check, timeout=timeout)
+        return _run(
+            ["ctr", "--address", str(self.containerd_sock), "-n", "k8s.io", *args], check=check, timeout=timeout
+        )
 
     def load_image(self, archive: Path) -> None:
         """Import an OCI/docker archive into the node's containerd (pods use it with pullPolicy IfNotPresent/Never)."""
@@ -537,17 +560,25 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         argv = [str(self.cp.helm_path), f"--kubeconfig={self.cp.kubeconfig}", *args]
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=self.cp.env())
         if proc.returncode != 0:
-            raise NodeError(f"helm {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}\n{self.describe(CHART_NAMESPACE)}")
+            raise NodeError(
+                f"helm {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}\n{self.describe(CHART_NAMESPACE)}"
+            )
         return proc
 
     def describe(self, namespace: str) -> str:
         """Pods, Deployments, Services, Secrets and recent events of ``namespace``, and the kubelet's log tail."""
         assert self.cp is not None
-        out = self.cp.kubectl("get", "pods,deploy,svc,endpointslices,secrets", "-n", namespace, "-o", "wide", check=False).stdout
-        events = self.cp.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp", check=False).stdout[-3000:]
+        out = self.cp.kubectl(
+            "get", "pods,deploy,svc,endpointslices,secrets", "-n", namespace, "-o", "wide", check=False
+        ).stdout
+        events = self.cp.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp", check=False).stdout[
+            -3000:
+        ]
         return f"{out}\n{events}\nkubelet:\n{self.log_tail('kubelet', 15)}"
 
-    def install_webhook_chart(self, release: str = CHART_RELEASE, namespace: str = CHART_NAMESPACE, probe: Path | None = None) -> str:
+    def install_webhook_chart(
+        self, release: str = CHART_RELEASE, namespace: str = CHART_NAMESPACE, probe: Path | None = None
+    ) -> str:
         """Build/load our image and ``helm install`` the chart with its default values (only the
         image repository, tag and ``pullPolicy=Never`` set); wait until the apiserver calls the
         webhook through its Service (``kubectl apply --dry-run=server`` of ``probe`` succeeds).
@@ -555,9 +586,21 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         image = self.load_webhook_image()
         repo, tag = image.rsplit(":", 1)
         self.helm(
-            "install", release, str(CHART_DIR), "--namespace", namespace, "--create-namespace",
-            "--set", f"image.repository={repo}", "--set", f"image.tag={tag}", "--set", "image.pullPolicy=Never",
-            "--wait", "--timeout", "5m",
+            "install",
+            release,
+            str(CHART_DIR),
+            "--namespace",
+            namespace,
+            "--create-namespace",
+            "--set",
+            f"image.repository={repo}",
+            "--set",
+            f"image.tag={tag}",
+            "--set",
+            "image.pullPolicy=Never",
+            "--wait",
+            "--timeout",
+            "5m",
         )
         probe = probe or SAMPLES_DIR / "trainjob-good.yaml"
 
@@ -787,7 +830,12 @@ def _shim_pids(sock: str) -> list[int]:
     return out
 
 
-def teardown(state_dir: Path, procs: dict[str, subprocess.Popen] | None = None, cp: ControlPlane | None = None, bin_dir: Path | None = None) -> None:
+def teardown(
+    state_dir: Path,
+    procs: dict[str, subprocess.Popen] | None = None,
+    cp: ControlPlane | None = None,
+    bin_dir: Path | None = None,
+) -> None:
     """Stop and remove everything a node in ``state_dir`` made (used by stop() and ``down``)."""
     state_file = state_dir / "node.json"
     state = json.loads(state_file.read_text()) if state_file.exists() else {}
@@ -926,7 +974,9 @@ def build_images(what: str = "all") -> Path:
     for line in proc.stderr.splitlines():
         if "built in" in line:
             print(line, file=sys.stderr, flush=True)
-    out = subprocess.run(["bash", str(IMAGES_SCRIPT), "path"], capture_output=True, text=True, check=True).stdout.strip()
+    out = subprocess.run(
+        ["bash", str(IMAGES_SCRIPT), "path"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     if time.monotonic() - t0 > 5:
         print(f"==> node: images ({what}) ready in {time.monotonic() - t0:.0f}s", file=sys.stderr, flush=True)
     return Path(out)

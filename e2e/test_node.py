@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from e2e.node import NODE_NAME, Node, _cgroup_dirs, default_route_devs, snapshot, diff_snapshots
+from e2e.node import NODE_NAME, Node, _cgroup_dirs, default_route_devs, diff_snapshots, snapshot
 
 pytestmark = pytest.mark.node
 
@@ -30,7 +30,15 @@ def test_node_comes_up_keeps_its_ranges_local_and_tears_down_clean() -> None:
     node.start()
     try:
         pids = dict(node.pids)
-        assert set(pids) >= {"etcd", "kube-apiserver", "containerd", "kubelet", "kube-proxy", "kube-controller-manager", "kube-scheduler"}
+        assert set(pids) >= {
+            "etcd",
+            "kube-apiserver",
+            "containerd",
+            "kubelet",
+            "kube-proxy",
+            "kube-controller-manager",
+            "kube-scheduler",
+        }
         nodes = json.loads(node.cp.kubectl("get", "nodes", "-o", "json").stdout)["items"]  # type: ignore[union-attr]
         assert [n["metadata"]["name"] for n in nodes] == [NODE_NAME]
         addrs = {a["type"]: a["address"] for a in nodes[0]["status"]["addresses"]}

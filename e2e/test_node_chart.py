@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -52,7 +52,13 @@ def installed() -> Iterator[Installed]:
     try:
         t0 = time.monotonic()
         inst = Installed(node, "")
-        prereq = ("apply", "-f", str(SAMPLES / "00-prerequisites.yaml"), "-f", str(SAMPLES / "01-clustertrainingruntime.yaml"))
+        prereq = (
+            "apply",
+            "-f",
+            str(SAMPLES / "00-prerequisites.yaml"),
+            "-f",
+            str(SAMPLES / "01-clustertrainingruntime.yaml"),
+        )
         # a real controller-manager may create a namespace's `default` ServiceAccount between
         # kubectl's get and create (AlreadyExists): the second apply then configures it
         if inst.kubectl(*prereq, check=False).returncode != 0:
@@ -79,7 +85,13 @@ def test_two_webhook_pods_ready_running_the_dockerfile_image_restricted(installe
         # the process really runs as the non-root UID on a read-only root
         name = pod["metadata"]["name"]
         out = installed.kubectl(
-            "exec", "-n", NS, name, "--", "python", "-c",
+            "exec",
+            "-n",
+            NS,
+            name,
+            "--",
+            "python",
+            "-c",
             "import os\ntry:\n open('/x','w')\nexcept OSError as e:\n print(os.getuid(), e.errno)",
         ).stdout.split()
         assert out == ["65532", "30"]  # EROFS
@@ -93,7 +105,11 @@ def test_certificate_pod_made_the_secret_and_injected_the_ca_bundle(installed: I
         svc = hook["clientConfig"]["service"]["name"]
     service = json.loads(installed.kubectl("get", "svc", "-n", NS, svc, "-o", "json").stdout)
     assert service["spec"]["clusterIP"]
-    slices = json.loads(installed.kubectl("get", "endpointslices", "-n", NS, "-l", f"kubernetes.io/service-name={svc}", "-o", "json").stdout)
+    slices = json.loads(
+        installed.kubectl(
+            "get", "endpointslices", "-n", NS, "-l", f"kubernetes.io/service-name={svc}", "-o", "json"
+        ).stdout
+    )
     # (the certificate pod matches the Service's selector too, but has no `https` port: it lands
     # in a slice without ports, which kube-proxy never routes to)
     ips = {
@@ -107,7 +123,9 @@ def test_certificate_pod_made_the_secret_and_injected_the_ca_bundle(installed: I
 
 
 def test_samples_get_the_demo_verdicts(installed: Installed) -> None:
-    good = installed.kubectl("apply", "-f", str(SAMPLES / "aiperfjob-good.yaml"), "-f", str(SAMPLES / "trainjob-good.yaml"))
+    good = installed.kubectl(
+        "apply", "-f", str(SAMPLES / "aiperfjob-good.yaml"), "-f", str(SAMPLES / "trainjob-good.yaml")
+    )
     assert "created" in good.stdout
     broken = installed.kubectl("apply", "-f", str(SAMPLES / "trainjob-broken.yaml"), check=False)
     assert broken.returncode != 0
@@ -160,7 +178,7 @@ class ApplyStream:
             else:
                 self.failures.append(proc.stderr.strip()[-400:])
 
-    def __enter__(self) -> "ApplyStream":
+    def __enter__(self) -> ApplyStream:
         self._thread.start()
         return self
 
@@ -183,13 +201,15 @@ def _wait_rollout(inst: Installed) -> None:
     inst.node._wait(
         "two Ready webhook pods",
         ["kubelet"],
-        lambda: sum(
-            1
-            for p in inst.pods()
-            if not p["metadata"].get("deletionTimestamp")
-            and any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
-        )
-        == 2,
+        lambda: (
+            sum(
+                1
+                for p in inst.pods()
+                if not p["metadata"].get("deletionTimestamp")
+                and any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
+            )
+            == 2
+        ),
         300,
     )
 
@@ -243,10 +263,18 @@ def test_certificate_rotation_causes_no_tls_error(installed: Installed) -> None:
     import base64
 
     installed.helm(
-        "upgrade", RELEASE, str(CHART), "--namespace", NS, "--reuse-values",
-        "--set", "certificates.selfManaged.bundlePropagationSeconds=10",
-        "--set", "certificates.selfManaged.certPropagationSeconds=120",
-        "--set", "certificates.selfManaged.checkIntervalSeconds=5",
+        "upgrade",
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        NS,
+        "--reuse-values",
+        "--set",
+        "certificates.selfManaged.bundlePropagationSeconds=10",
+        "--set",
+        "certificates.selfManaged.certPropagationSeconds=120",
+        "--set",
+        "certificates.selfManaged.checkIntervalSeconds=5",
     )
     installed.kubectl("rollout", "status", f"deployment/{NAME}-certs", "-n", NS, "--timeout=300s")
     _wait_rollout(installed)
@@ -261,8 +289,12 @@ def test_certificate_rotation_causes_no_tls_error(installed: Installed) -> None:
     t0 = time.monotonic()
     with ApplyStream(installed) as stream:
         installed.kubectl("annotate", "secret", "-n", NS, f"{NAME}-tls", "preflight.webhook.io/rotate=now")
-        installed.node._wait("the rotation back to steady with the pods serving the new CA's certificate", ["kubelet"], steady, 600)
-    print(f"==> certificate rotation: {time.monotonic() - t0:.0f}s, {stream.total} applies, {len(stream.failures)} failed")
+        installed.node._wait(
+            "the rotation back to steady with the pods serving the new CA's certificate", ["kubelet"], steady, 600
+        )
+    print(
+        f"==> certificate rotation: {time.monotonic() - t0:.0f}s, {stream.total} applies, {len(stream.failures)} failed"
+    )
     assert stream.failures == []
     assert stream.ok > 0
 
@@ -270,7 +302,9 @@ def test_certificate_rotation_causes_no_tls_error(installed: Installed) -> None:
 def test_helm_upgrade_to_warn_mode_answers_in_the_new_mode(installed: Installed) -> None:
     def verdict() -> bool | str:
         proc = installed.kubectl("apply", "--dry-run=server", "-f", str(SAMPLES / "trainjob-broken.yaml"), check=False)
-        return True if proc.returncode == 0 and "Warning:" in proc.stderr and "hf_token" in proc.stderr else "still denied"
+        return (
+            True if proc.returncode == 0 and "Warning:" in proc.stderr and "hf_token" in proc.stderr else "still denied"
+        )
 
     assert verdict() == "still denied"
     t0 = time.monotonic()
@@ -285,7 +319,8 @@ def test_helm_uninstall_leaves_no_webhook_configuration_or_policy(installed: Ins
     left = installed.kubectl(
         "get",
         "validatingwebhookconfigurations,mutatingwebhookconfigurations,validatingadmissionpolicies,validatingadmissionpolicybindings",
-        "-o", "name",
+        "-o",
+        "name",
     ).stdout.split()
     assert [n for n in left if RELEASE in n or "preflight" in n] == []
     cluster_wide = installed.kubectl("get", "clusterroles,clusterrolebindings", "-o", "name").stdout.split()
