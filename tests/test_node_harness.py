@@ -1,0 +1,64 @@
+"""The real node harness's pure parts (e2e/node.py): range choice and the teardown comparison."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from e2e import node
+
+
+def _snap(**over: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "links": ["eth0", "lo"],
+        "iptables": {"filter": [":INPUT", ":FORWARD", ":OUTPUT"]},
+        "ip6tables": {},
+        "nft_tables": ["ip filter"],
+        "mounts": ["/"],
+        "paths": [],
+        "sysctls": {"vm/overcommit_memory": "0"},
+        "routes": ['{"dst": "default"}'],
+    }
+    base.update(over)
+    return base
+
+
+def test_pick_cidrs_skips_a_pair_that_overlaps_a_route(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(
+        node, "routes", lambda: [{"dst": "default", "dev": "eth0"}, {"dst": "10.96.0.0/12", "dev": "eth1"}]
+    )
+    assert node.pick_cidrs() == node.CIDR_CANDIDATES[1]
+
+
+def test_pick_cidrs_refuses_when_every_pair_collides(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(node, "routes", lambda: [{"dst": "0.0.0.0/1"}, {"dst": "128.0.0.0/1"}])
+    with pytest.raises(node.NodeError, match="collides with a route here"):
+        node.pick_cidrs()
+
+
+def test_a_clean_teardown_differs_in_nothing() -> None:
+    assert node.diff_snapshots(_snap(), _snap()) == []
+
+
+def test_leftovers_are_named() -> None:
+    after = _snap(
+        links=["eth0", "lo", "pfnode1"],
+        iptables={"filter": [":INPUT", ":FORWARD", ":OUTPUT", ":KUBE-FIREWALL", "-A INPUT -j KUBE-FIREWALL"]},
+        nft_tables=["ip filter", "ip nat"],
+        mounts=["/", "/run/netns/cni-1"],
+        sysctls={"vm/overcommit_memory": "1"},
+    )
+    assert node.diff_snapshots(_snap(), after) == [
+        "links: pfnode1 left behind",
+        "mounts: /run/netns/cni-1 left behind",
+        "nft_tables: ip nat left behind",
+        "iptables filter: -A INPUT -j KUBE-FIREWALL left behind",
+        "iptables filter: :KUBE-FIREWALL left behind",
+        "sysctl vm/overcommit_memory: 0 at start, 1 now",
+    ]
+
+
+def test_a_new_table_with_only_builtin_chains_is_reported_once_as_its_nft_table() -> None:
+    after = _snap(ip6tables={"nat": [":PREROUTING", ":OUTPUT"]}, nft_tables=["ip filter", "ip6 nat"])
+    assert node.diff_snapshots(_snap(), after) == ["nft_tables: ip6 nat left behind"]
