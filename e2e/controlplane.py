@@ -305,6 +305,7 @@ class ControlPlane:
         bind_address: str = "127.0.0.1",
         service_cidr: str = SERVICE_CLUSTER_IP_RANGE,
         kubelet_client: bool = False,
+        die_with_parent: bool | None = None,
     ) -> None:
         self._given_state_dir = Path(state_dir).resolve() if state_dir is not None else None
         self._build = build
@@ -319,6 +320,8 @@ class ControlPlane:
         self.service_cidr = service_cidr
         # e2e/node.py: a client certificate for the apiserver's calls to kubelets (logs, exec)
         self.kubelet_client = kubelet_client
+        # None: only a temp control plane dies with its parent; e2e/node.py's temp node asks for it explicitly
+        self._die_with_parent = die_with_parent
 
         self.state_dir: Path | None = None
         self.bin_dir: Path | None = None
@@ -573,7 +576,8 @@ class ControlPlane:
         # A session of its own: Ctrl-C in the terminal reaches us, not the servers, so the
         # teardown (by PID) stays in charge; and `up` can leave them running after it exits.
         # A temporary control plane also dies with its parent, even one killed by SIGKILL.
-        die_with_parent = self._given_state_dir is None and threading.current_thread() is threading.main_thread()
+        wanted = self._given_state_dir is None if self._die_with_parent is None else self._die_with_parent
+        die_with_parent = wanted and threading.current_thread() is threading.main_thread()
         proc = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,

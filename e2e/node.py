@@ -380,6 +380,7 @@ class Node:
             service_cidr=self.service_cidr,
             kubelet_client=True,
             verbose=self.verbose,
+            die_with_parent=self._given_state_dir is None,
         )
         self.cp.start()
         self._write_state()
