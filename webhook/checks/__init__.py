@@ -12,6 +12,7 @@ from webhook.checks.base import Check
 # order = report order; blocking checks run first regardless
 _MODULES = (
     "render",
+    "sweep",
     "basics",
     "runtime",
     "image",

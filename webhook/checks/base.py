@@ -20,8 +20,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from webhook.config import Settings
 
 AIPERFJOB = "AIPerfJob"
+AIPERFSWEEP = "AIPerfSweep"
 TRAINJOB = "TrainJob"
-ALL_KINDS = frozenset({AIPERFJOB, TRAINJOB})
+ALL_KINDS = frozenset({AIPERFJOB, AIPERFSWEEP, TRAINJOB})
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ Adapter = Callable[..., Workload]
 # (group, kind) → "module:function"; imported lazily so a missing adapter never breaks the rest
 _ADAPTERS: dict[tuple[str, str], str] = {
     ("aiperf.nvidia.com", "AIPerfJob"): "webhook.workloads.aiperf:build",
+    ("aiperf.nvidia.com", "AIPerfSweep"): "webhook.workloads.aiperf_sweep:build",
     ("trainer.kubeflow.org", "TrainJob"): "webhook.workloads.trainjob:build",
 }
 

@@ -58,6 +58,8 @@ class Workload:
     render_errors: list[str] = field(default_factory=list)
     # secrets the job's own controller creates (never required to pre-exist)
     managed_secrets: set[str] = field(default_factory=set)
+    # ServiceAccounts the job's own controller creates (e.g. an AIPerfSweep's sweep-controller account)
+    managed_service_accounts: set[str] = field(default_factory=set)
     # extra secret references that are not in any pod spec: (secret, key|None, optional, field path)
     extra_secret_refs: list[tuple[str, str | None, bool, str]] = field(default_factory=list)
 
