@@ -1271,7 +1271,11 @@ def build(
         )
     wl.render_errors += _phase_errors(spec["benchmark"])
     if spec.get("sweep") is not None:
-        wl.render_errors.append("A single Kubernetes benchmark run cannot include `sweep`. Fix: submit an AIPerfSweep instead.")
+        wl.render_errors.append(
+            "A single Kubernetes benchmark run cannot include `sweep`, so the AIPerf operator rejects this AIPerfJob. "
+            "Fix: submit it as kind: AIPerfSweep (same spec: every variation becomes a child AIPerfJob), "
+            "or remove spec.sweep."
+        )
     if wl.render_errors:
         wl.incomplete_reason = "the AIPerf operator cannot render this AIPerfJob"
         return wl

@@ -696,13 +696,17 @@ def _build(wl: SweepWorkload, obj: dict[str, Any], spec: dict[str, Any], setting
                 names=[child_name(name, var.index, t) for t in trial_ids],
             )
         )
-    wl.derived = {"jobSet": js}
+    # the peak's objects: the controller's JobSet and ServiceAccount, and the running child's JobSet and ConfigMap
+    wl.derived = {"jobSet": js, "serviceAccount": wl.controller_objects["serviceAccount"]}
     rendered = [c for c in wl.children if not c.workload.render_errors and c.workload.pod_groups]
     wl.pod_groups = [controller]
     if rendered:
         wl.worst = worst_first(rendered)[0]
         cwl = wl.worst.workload
         wl.queue_name = cwl.queue_name
+        for key in ("jobSet", "configMap"):
+            if key in cwl.derived:
+                wl.derived["child" + key[0].upper() + key[1:]] = cwl.derived[key]
         for g in cwl.pod_groups:
             wl.pod_groups.append(
                 PodGroup(name=f"v{wl.worst.variation:02d}-{g.name}", pods=g.pods, pod_spec=g.pod_spec, pod_metadata=g.pod_metadata,
