@@ -267,3 +267,50 @@ async def test_children_that_fit_pass():
     view = FakeView({"resourcequotas": [_quota({"pods": "20"})]})
     r = await run_check(SweepChildQuotas(), build(sweep_obj(), settings=S), view)
     assert r.status is Status.PASS and "All 10 rendered children fit" in r.message
+
+
+# --- plan -----------------------------------------------------------------------------------
+
+
+def test_plan_lists_the_controller_and_every_child(tmp_path, capsys):
+    import argparse
+    import json
+
+    import yaml
+
+    from webhook import cmd_plan
+
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(sweep_obj(values=[100, 300], multiRun={"numRuns": 2})))
+    code = cmd_plan.run(argparse.Namespace(filename=str(path), output="json", config=None))
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert [g["name"] for g in out["podGroups"]] == ["sweep-controller", "v01-controller", "v01-workers"]
+    assert out["references"]["configMaps"] == []
+    sw = out["sweep"]
+    assert sw["variations"] == 2 and sw["trials"] == 2 and sw["heaviestChild"] == "conc-v01-t0"
+    assert sw["controllerObjects"] == {
+        "jobSet": "aiperf-conc", "serviceAccount": "aiperf-sweep-controller-conc",
+        "role": "aiperf-sweep-controller-conc", "roleBinding": "aiperf-sweep-controller-conc",
+    }  # fmt: skip
+    c = sw["children"][1]
+    assert (c["name"], c["names"], c["label"]) == ("conc-v01-t0", ["conc-v01-t0", "conc-v01-t1"], "phases.profiling.concurrency=300")
+    assert [(g["name"], g["replicas"]) for g in c["podGroups"]] == [("controller", 1), ("workers", 3)]
+    assert c["requests"]["pods"] == 4 and c["configMapBytes"] > 0
+
+    code = cmd_plan.run(argparse.Namespace(filename=str(path), output="text", config=None))
+    text = capsys.readouterr().out
+    assert "  grid sweep: 2 variation(s) x 2 trial(s), 4 child AIPerfJob(s), one child at a time" in text
+    assert "    child conc-v01-t0 (+1 trial(s)) [phases.profiling.concurrency=300]: 1 controller, 3 workers; requests cpu=" in text
+
+
+def test_aiperfjob_with_sweep_points_to_aiperfsweep():
+    from webhook.workloads.aiperf import build as build_job
+
+    obj = sweep_obj()
+    obj["kind"] = "AIPerfJob"
+    wl = build_job(obj, settings=S)
+    assert wl.render_errors[-1] == (
+        "A single Kubernetes benchmark run cannot include `sweep`, so the AIPerf operator rejects this AIPerfJob. "
+        "Fix: submit it as kind: AIPerfSweep (same spec: every variation becomes a child AIPerfJob), or remove spec.sweep."
+    )
