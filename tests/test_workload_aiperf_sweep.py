@@ -122,8 +122,15 @@ def test_child_names_over_the_cap_are_refused_with_the_allowed_length():
         "sweep. Fix: rename the AIPerfSweep to at most 31 characters for this cardinality (10 variation(s) x 1 trial(s))."
     ]
     # convergence always adds the trial suffix (needs_trial_suffix)
-    wl = build(sweep_obj(name="a" * 31, multiRun={"numRuns": 1, "convergence": {"metric": "x"}}), settings=S)
+    wl = build(sweep_obj(name="a" * 31, multiRun={"numRuns": 1, "convergence": {"metric": "x", "minRuns": 1}}), settings=S)
     assert "worst case '-v9-t0', 7 chars" in wl.render_errors[0] and "at most 28 characters" in wl.render_errors[0]
+    # convergence needs min_runs (default 2) <= num_runs, as AIPerf's MultiRunConfig validates
+    wl = build(sweep_obj(multiRun={"numRuns": 1, "convergence": {"metric": "x"}}), settings=S)
+    assert wl.render_errors == [
+        "The AIPerf operator refuses this AIPerfSweep at create (AIPerfSweep spec invalid: convergence.min_runs (2) "
+        "must be <= num_runs (1). Either lower min_runs or raise num_runs). Fix: correct the field the message names "
+        "and apply again."
+    ]
 
 
 def test_an_unstorable_epoch_and_a_missing_image_are_refused():
@@ -131,7 +138,7 @@ def test_an_unstorable_epoch_and_a_missing_image_are_refused():
     obj["metadata"]["creationTimestamp"] = "1969-04-25T18:22:03Z"
     wl = build(obj, settings=S)
     assert wl.render_errors == [
-        "AIPerfSweep team-a/conc derives an unstorable run epoch '-21620277' from metadata.creationTimestamp "
+        "AIPerfSweep team-a/conc derived an unstorable run epoch '-21620277369788' from metadata.creationTimestamp "
         "'1969-04-25T18:22:03Z' (it must be 9-10 decimal digits, optionally followed by a 6-digit suffix), so the "
         "AIPerf operator rejects it. Fix: remove metadata.creationTimestamp and create the AIPerfSweep again."
     ]
@@ -162,7 +169,7 @@ def test_spec_invalid_is_refused_as_the_operator_does(sweep, want):
         obj["spec"]["sweep"] = sweep
     wl = build(obj, settings=S)
     assert len(wl.render_errors) == 1 and want in wl.render_errors[0]
-    assert wl.render_errors[0].startswith("The AIPerf operator refuses this AIPerfSweep at create (AIPerfSweep spec invalid: ")
+    assert wl.render_errors[0].startswith("The AIPerf operator refuses this AIPerfSweep at create (AIPerfSweep ")
 
 
 def test_scenarios_merge_named_lists_and_take_the_run_name_as_label():

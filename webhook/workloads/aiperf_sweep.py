@@ -37,7 +37,6 @@ import math
 import os
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -83,6 +82,14 @@ RESULTS_SIDECAR_PORT = 9091
 
 class SpecInvalid(ValueError):
     """What the operator's create handler refuses (`AIPerfSweep spec invalid: ...`)."""
+
+    prefix = "AIPerfSweep spec invalid"
+
+
+class ExpansionRejected(SpecInvalid):
+    """What expand_sweep refuses (`AIPerfSweep sweep expansion rejected the spec: ...`)."""
+
+    prefix = "AIPerfSweep sweep expansion rejected the spec"
 
 
 @dataclass
@@ -525,22 +532,6 @@ def worst_first(children: list[SweepChild]) -> list[SweepChild]:
     return sorted(children, key=lambda c: (*(-x for x in requests_of(c.workload)), -configmap_bytes(c.workload), c.variation))
 
 
-def _epoch(obj: dict[str, Any]) -> str:
-    """results_layout.epoch_key_from_body, keeping a pre-1970 minus sign (which create.py then refuses)."""
-    meta = obj.get("metadata") or {}
-    ts = meta.get("creationTimestamp")
-    if ts is None:
-        return aiperf.run_epoch(obj)
-    try:
-        dt = datetime.fromisoformat(str(ts).replace("Z", "+00:00"))
-    except ValueError:
-        return aiperf.run_epoch(obj)
-    seconds = math.floor(dt.timestamp())
-    if seconds >= 0:
-        return aiperf.run_epoch(obj)
-    return str(seconds)
-
-
 def _child_obj(
     parent: dict[str, Any], spec: dict[str, Any], var: Variation, name: str, ns: str, labels: dict[str, str], seed: Any
 ) -> dict[str, Any]:
@@ -581,8 +572,8 @@ def build(
         _build(wl, obj, spec, settings, uid)
     except SpecInvalid as exc:
         wl.render_errors.append(
-            f"The AIPerf operator refuses this AIPerfSweep at create (AIPerfSweep spec invalid: {exc}). "
-            "Fix: correct spec.sweep as the message says."
+            f"The AIPerf operator refuses this AIPerfSweep at create ({exc.prefix}: {exc}). "
+            "Fix: correct the field the message names and apply again."
         )
     if wl.render_errors and not wl.pod_groups:
         wl.incomplete_reason = "the AIPerf operator cannot start this AIPerfSweep"
@@ -607,7 +598,13 @@ def _build(wl: SweepWorkload, obj: dict[str, Any], spec: dict[str, Any], setting
     trials = _get(multi, "numRuns", 1)
     if not isinstance(trials, int) or isinstance(trials, bool) or trials < 1:
         raise SpecInvalid(f"multiRun.numRuns must be an integer >= 1, got {trials!r}")
-    convergence = _get(multi, "convergence") is not None
+    conv = _get(multi, "convergence")
+    convergence = conv is not None
+    min_runs = _get(conv, "minRuns", 2) if isinstance(conv, dict) else 2
+    if convergence and isinstance(min_runs, int) and min_runs > trials:
+        raise SpecInvalid(
+            f"convergence.min_runs ({min_runs}) must be <= num_runs ({trials}). Either lower min_runs or raise num_runs"
+        )
     wl.trials = trials
 
     # create._compute_cardinality: trials, then the cheap count, then the expansion
@@ -627,7 +624,10 @@ def _build(wl: SweepWorkload, obj: dict[str, Any], spec: dict[str, Any], setting
     variables = spec.get("variables")
     if isinstance(variables, dict) and variables:
         envelope["variables"] = variables
-    variations = expand(sweep, envelope)
+    try:
+        variations = expand(sweep, envelope)
+    except SpecInvalid as exc:
+        raise ExpansionRejected(str(exc)) from exc
     if kind in _RUN_TIME_SAMPLED:
         wl.notes.append(
             f"a {kind} sweep draws its {count} variation(s) at run time; each child is judged as the base template"
@@ -653,11 +653,11 @@ def _build(wl: SweepWorkload, obj: dict[str, Any], spec: dict[str, Any], setting
             f"for this cardinality ({n_variations} variation(s) x {trials} trial(s))."
         )
         return
-    epoch = _epoch(obj)
+    epoch = aiperf.run_epoch(obj)  # results_layout.epoch_key_from_body (a pre-1970 time keeps its minus sign)
     if not EPOCH_RE.match(epoch):
         created = (obj.get("metadata") or {}).get("creationTimestamp")
         wl.render_errors.append(
-            f"AIPerfSweep {ns}/{name} derives an unstorable run epoch {epoch!r} from metadata.creationTimestamp "
+            f"AIPerfSweep {ns}/{name} derived an unstorable run epoch {epoch!r} from metadata.creationTimestamp "
             f"{created!r} (it must be 9-10 decimal digits, optionally followed by a 6-digit suffix), so the AIPerf "
             "operator rejects it. Fix: remove metadata.creationTimestamp and create the AIPerfSweep again."
         )
