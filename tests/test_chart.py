@@ -174,7 +174,7 @@ def test_webhook_configuration_is_safe_by_default() -> None:
     assert hook["failurePolicy"] == "Fail"
     assert hook["clientConfig"]["service"] == {"name": FULL, "namespace": NS, "path": "/validate", "port": 443}
     assert hook["rules"] == [
-        {"apiGroups": ["aiperf.nvidia.com"], "apiVersions": ["*"], "resources": ["aiperfjobs"],
+        {"apiGroups": ["aiperf.nvidia.com"], "apiVersions": ["*"], "resources": ["aiperfjobs", "aiperfsweeps"],
          "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"},
         {"apiGroups": ["trainer.kubeflow.org"], "apiVersions": ["*"], "resources": ["trainjobs"],
          "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"},
