@@ -48,7 +48,7 @@ def test_registered_adapter_builds_children_and_the_peak():
     assert wl.children[6].label == "phases.profiling.concurrency=700"
     assert [(g.name, g.pods) for g in wl.children[6].workload.pod_groups] == [("controller", 1), ("workers", 7)]
     # what runs at once: the sweep controller and the heaviest child
-    assert [(g.name, g.pods) for g in wl.pod_groups] == [("sweep-controller", 1), ("v09-controller", 1), ("v09-workers", 10)]
+    assert [(g.name, g.pods) for g in wl.pod_groups] == [("controller", 1), ("v09-controller", 1), ("v09-workers", 10)]
     assert wl.worst.name == "conc-v09"
 
 
@@ -292,7 +292,7 @@ def test_plan_lists_the_controller_and_every_child(tmp_path, capsys):
     code = cmd_plan.run(argparse.Namespace(filename=str(path), output="json", config=None))
     out = json.loads(capsys.readouterr().out)
     assert code == 0
-    assert [g["name"] for g in out["podGroups"]] == ["sweep-controller", "v01-controller", "v01-workers"]
+    assert [g["name"] for g in out["podGroups"]] == ["controller", "v01-controller", "v01-workers"]
     assert out["references"]["configMaps"] == []
     sw = out["sweep"]
     assert sw["variations"] == 2 and sw["trials"] == 2 and sw["heaviestChild"] == "conc-v01-t0"
@@ -321,3 +321,18 @@ def test_aiperfjob_with_sweep_points_to_aiperfsweep():
         "A single Kubernetes benchmark run cannot include `sweep`, so the AIPerf operator rejects this AIPerfJob. "
         "Fix: submit it as kind: AIPerfSweep (same spec: every variation becomes a child AIPerfJob), or remove spec.sweep."
     )
+
+
+async def test_dry_run_probes_child_pods_as_the_child_jobset_creates_them():
+    from webhook.checks.dryrun import DryRun
+
+    view = FakeView()
+    r = await run_check(DryRun(), build(sweep_obj(values=[100, 300]), settings=S), view)
+    assert r.status is Status.PASS
+    sent = {(kind, body["metadata"]["name"]): body for _, kind, _, body in view.dry_runs}
+    assert ("JobSet", "aiperf-conc") in sent and ("JobSet", "aiperf-conc-v01") in sent
+    ctl = sent[("Pod", "aiperf-conc-controller-0-0-dryrn")]
+    # the operator creates the sweep controller's ServiceAccount just before its JobSet: probed as the default one
+    assert "serviceAccountName" not in ctl["spec"]
+    child = sent[("Pod", "aiperf-conc-v01-workers-0-0-dryrn")]
+    assert child["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-name"] == "aiperf-conc-v01"

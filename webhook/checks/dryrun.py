@@ -182,6 +182,10 @@ def pod_for(wl: Workload, group: PodGroup) -> dict[str, Any]:
             labels.setdefault(key, job_uid)
 
     spec = copy.deepcopy(group.pod_spec)
+    if spec.get("serviceAccountName") in wl.managed_service_accounts:
+        # the job's controller creates that ServiceAccount just before the pods (AIPerfSweep's
+        # sweep controller): the probe runs as the namespace's default one instead
+        spec.pop("serviceAccountName")
     if network.get("enableDNSHostnames", True) is not False:  # the JobSet webhook defaults it to true
         spec["subdomain"] = subdomain
     if _EXCLUSIVE in annotations and _NODE_SELECTOR_STRATEGY in annotations:
@@ -313,11 +317,16 @@ class DryRun(Check):
         wl = ctx.workload
         ns = wl.namespace
         bodies: list[tuple[str, str, str, str | None, dict[str, Any]]] = []  # (apiVersion, kind, name, group, body)
-        js = jobset_for(wl)
-        if js is not None:
-            bodies.append((js["apiVersion"], "JobSet", js["metadata"].get("name", wl.name), None, js))
-        for g in wl.pod_groups:
-            pod = pod_for(wl, g)
+        # who creates each group's pods: the job itself, or (AIPerfSweep) the child whose JobSet does
+        source = getattr(wl, "group_source", None)
+        owned = [(g, *(source(g) if source else (wl, g))) for g in wl.pod_groups]
+        owners = list({id(o): o for o in [wl, *(o for _, o, _ in owned)]}.values())
+        for owner in owners:
+            js = jobset_for(owner)
+            if js is not None:
+                bodies.append((js["apiVersion"], "JobSet", js["metadata"].get("name", owner.name), None, js))
+        for g, owner, own_group in owned:
+            pod = pod_for(owner, own_group)
             bodies.append(("v1", "Pod", pod["metadata"]["name"], g.name, pod))
         if not bodies:
             return CheckResult(self.name, Status.SKIP, "Nothing to dry-run: the job derives no JobSet and no pods")

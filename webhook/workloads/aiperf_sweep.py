@@ -50,7 +50,7 @@ MAX_SWEEP_VARIATIONS = 200  # sweep_controller/_naming.py
 MAX_SWEEP_TRIALS = 10
 MAX_CHILD_JOB_ID = aiperf.MAX_JOB_ID  # 35
 EPOCH_RE = re.compile(r"\A\d{9,10}(\d{6})?\Z")  # aiperf/common/results_markers.py
-CONTROLLER_GROUP = "sweep-controller"
+CONTROLLER_GROUP = "controller"  # the replicatedJob of the sweep-controller JobSet
 
 SWEEP_LABEL = "aiperf.nvidia.com/sweep"
 SWEEP_UID_LABEL = "aiperf.nvidia.com/sweep-uid"
@@ -128,6 +128,12 @@ class SweepWorkload(Workload):
     worst: SweepChild | None = None
     #: notes for plan/Sweep Children (e.g. "children sampled at run time")
     notes: list[str] = field(default_factory=list)
+    #: pod group name → (the Workload whose controller creates those pods, its own group)
+    _sources: dict[str, tuple[Workload, PodGroup]] = field(default_factory=dict)
+
+    def group_source(self, group: PodGroup) -> tuple[Workload, PodGroup]:
+        """Who creates a group's pods: the child AIPerfJob (its JobSet) for a child group, else the sweep."""
+        return self._sources.get(group.name, (self, group))
 
 
 # ----------------------------------------------------------------------------- naming
@@ -708,10 +714,10 @@ def _build(wl: SweepWorkload, obj: dict[str, Any], spec: dict[str, Any], setting
             if key in cwl.derived:
                 wl.derived["child" + key[0].upper() + key[1:]] = cwl.derived[key]
         for g in cwl.pod_groups:
-            wl.pod_groups.append(
-                PodGroup(name=f"v{wl.worst.variation:02d}-{g.name}", pods=g.pods, pod_spec=g.pod_spec, pod_metadata=g.pod_metadata,
-                         role=f"{g.role} of child {wl.worst.name}")  # fmt: skip
-            )
+            peak = PodGroup(name=f"v{wl.worst.variation:02d}-{g.name}", pods=g.pods, pod_spec=g.pod_spec,
+                            pod_metadata=g.pod_metadata, role=f"{g.role} of child {wl.worst.name}")  # fmt: skip
+            wl.pod_groups.append(peak)
+            wl._sources[peak.name] = (cwl, g)
 
 
 def _over_cap(n: int) -> str:
