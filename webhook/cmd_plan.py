@@ -20,7 +20,7 @@ from webhook import quantity
 from webhook.config import ConfigError, Settings, load_settings
 from webhook.manifests import load_documents, split_runtimes
 from webhook.workloads import build_workload
-from webhook.workloads.aiperf_sweep import SweepWorkload, requests_of
+from webhook.workloads.aiperf_sweep import SweepWorkload
 from webhook.workloads.base import AdapterError, Workload
 from webhook.workloads.podspec import config_map_refs, pod_limits, pod_requests, secret_refs, service_account
 
@@ -96,7 +96,7 @@ def sweep_plan(wl: SweepWorkload) -> dict[str, Any]:
     """An AIPerfSweep's children: one entry per variation (its trials share the render), run one at a time."""
     children = []
     for c in wl.children:
-        pods, cpu, mem = requests_of(c.workload)
+        pods, cpu, mem = c.requests
         cm = c.workload.derived.get("configMap")
         children.append(
             {

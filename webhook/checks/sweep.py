@@ -21,7 +21,7 @@ from webhook.checks.configmap import CONFIGMAP_MAX_BYTES, kib, payload_bytes
 from webhook.checks.names import MAX_LABEL, jobset_name, longest_names, replicated_jobs
 from webhook.quantity import format_quantity
 from webhook.results import CheckResult, Status
-from webhook.workloads.aiperf_sweep import SweepChild, SweepWorkload, requests_of, worst_first
+from webhook.workloads.aiperf_sweep import SweepChild, SweepWorkload, worst_first
 from webhook.workloads.base import PodGroup, Workload
 
 NAME = "Sweep Children"
@@ -106,7 +106,7 @@ class SweepChildren(Check):
         if fails:
             return CheckResult(self.name, Status.FAIL, " ".join(fails), details=details)
         worst = wl.worst or wl.children[0]
-        pods, cpu, mem = requests_of(worst.workload)
+        pods, cpu, mem = worst.requests
         notes = "; ".join(wl.notes)
         return CheckResult(
             self.name,
@@ -114,7 +114,7 @@ class SweepChildren(Check):
             f"{len(wl.children)} variation(s) x {wl.trials} trial(s) = {total_runs} child AIPerfJob(s), run one at a "
             f"time; heaviest {worst.describe()}: {pods} pod(s), {_cores(cpu)} CPU, {_mib(mem)} memory requested"
             + (f" ({notes})" if notes else ""),
-            details=[f"{c.describe()}: {requests_of(c.workload)[0]} pod(s)" for c in wl.children[:50]],
+            details=[f"{c.describe()}: {c.requests[0]} pod(s)" for c in wl.children[:50]],
         )
 
 

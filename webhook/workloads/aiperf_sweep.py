@@ -32,6 +32,7 @@ template, and the variation count is the sample / iteration budget the operator 
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import math
 import os
@@ -107,6 +108,15 @@ class SweepChild:
     @property
     def pods(self) -> int:
         return self.workload.total_pods
+
+    @functools.cached_property
+    def requests(self) -> tuple[int, Decimal, Decimal]:
+        """(pods, CPU cores, memory bytes) requested in all: computed once, ranked and reported often."""
+        return requests_of(self.workload)
+
+    @functools.cached_property
+    def configmap_bytes(self) -> int:
+        return configmap_bytes(self.workload)
 
     def describe(self) -> str:
         """`s-v03 (phases.profiling.concurrency=64)`: how messages name a child."""
@@ -518,7 +528,11 @@ def _quantity(text: Any) -> Decimal:
 
 
 def requests_of(wl: Workload) -> tuple[int, Decimal, Decimal]:
-    """(pods, CPU cores, memory bytes) a child requests in all (containers' requests, init excluded)."""
+    """(pods, CPU cores, memory bytes) a Workload requests in all (containers' requests, init excluded)."""
+    return _requests_of(wl)
+
+
+def _requests_of(wl: Workload) -> tuple[int, Decimal, Decimal]:
     cpu = mem = Decimal(0)
     for g in wl.pod_groups:
         for c in g.containers(init=False):
@@ -535,7 +549,7 @@ def configmap_bytes(wl: Workload) -> int:
 
 def worst_first(children: list[SweepChild]) -> list[SweepChild]:
     """Most workers (pods), then largest requests, then biggest ConfigMap, first."""
-    return sorted(children, key=lambda c: (*(-x for x in requests_of(c.workload)), -configmap_bytes(c.workload), c.variation))
+    return sorted(children, key=lambda c: (*(-x for x in c.requests), -c.configmap_bytes, c.variation))
 
 
 def _child_obj(
