@@ -336,3 +336,19 @@ async def test_dry_run_probes_child_pods_as_the_child_jobset_creates_them():
     assert "serviceAccountName" not in ctl["spec"]
     child = sent[("Pod", "aiperf-conc-v01-workers-0-0-dryrn")]
     assert child["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-name"] == "aiperf-conc-v01"
+
+
+async def test_kueue_capacity_counts_the_child_not_the_unqueued_sweep_controller():
+    from webhook.checks.kueue import KueueCapacity
+
+    wl = build(sweep_obj(values=[100], scheduling={"queueName": "lq"}), settings=S)
+    assert wl.queue_name == "lq" and [g.queued for g in wl.pod_groups] == [False, True, True]
+    cq = {"metadata": meta("cq"), "spec": {"resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [
+        {"name": "default", "resources": [{"name": "cpu", "nominalQuota": "10"}, {"name": "memory", "nominalQuota": "100Gi"}]}]}]},
+        "status": {"conditions": [{"type": "Active", "status": "True"}]}}  # fmt: skip
+    lq = {"metadata": meta("lq", "team-a"), "spec": {"clusterQueue": "cq"},
+          "status": {"conditions": [{"type": "Active", "status": "True"}]}}  # fmt: skip
+    view = FakeView({"localqueues": [lq], "clusterqueues": [cq]}, served={"v1", "kueue.x-k8s.io/v1beta2", "jobset.x-k8s.io/v1alpha2"})
+    r = await run_check(KueueCapacity(), wl, view)
+    # the child's controller (450m, 1792Mi) and worker pod (3350m, 6Gi); the sweep controller's 100m is not queued
+    assert r.message == 'The job (cpu 3800m, memory 7936Mi) fits ClusterQueue "cq" now'

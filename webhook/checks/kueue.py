@@ -690,7 +690,7 @@ class KueueCapacity(Check):
                 covered_by[str(r)] = flavors
         try:
             podsets = []
-            for g in wl.pod_groups:
+            for g in (g for g in wl.pod_groups if g.queued):
                 per_pod = {r: v for r, v in pod_requests(g.pod_spec).items() if v > 0}
                 need = {r: v * g.pods for r, v in per_pod.items()}
                 if "pods" in covered_by:

@@ -693,7 +693,7 @@ def _build(wl: SweepWorkload, obj: dict[str, Any], spec: dict[str, Any], setting
     wl.controller_objects = controller_objects(spec, name, ns, uid, epoch, settings)
     js = wl.controller_objects["jobSet"]
     pod = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
-    controller = PodGroup(name=CONTROLLER_GROUP, pods=1, pod_spec=pod, role="sweep controller")
+    controller = PodGroup(name=CONTROLLER_GROUP, pods=1, pod_spec=pod, role="sweep controller", queued=False)
     wl.managed_service_accounts.add(pod["serviceAccountName"])
     seed = _get(spec, "randomSeed")
     same_seed = bool(_get(sweep, "sameSeed", False))

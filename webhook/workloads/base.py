@@ -27,6 +27,9 @@ class PodGroup:
     # pkg/controllers/depends_on.go), so a group after a "Complete" dependency never runs at the
     # same time as it (quota and Kueue arithmetic take the peak over such stages).
     depends_on: list[tuple[str, str]] = field(default_factory=list)
+    # whether the job's Kueue workload holds these pods (an AIPerfSweep's sweep-controller JobSet
+    # carries no queue label: only its children queue)
+    queued: bool = True
 
     def containers(self, *, init: bool = True) -> list[dict[str, Any]]:
         out = list(self.pod_spec.get("containers") or [])
