@@ -97,6 +97,15 @@ async def run(rounds: int) -> dict[str, Any]:
     out["adapter_ms"] = best_ms(lambda: build(obj, settings=settings), rounds)
     out["adapter_1_trial_ms"] = best_ms(lambda: build(sweep(1), settings=settings), rounds)
 
+    big = sweep(1)
+    big["spec"]["variables"] = {"blob": "x" * 900_000}  # in every child's run_config.json: 200 x 900 KB
+    assert too_large(big, settings) is None
+    out["hostile_bytes"] = len(json.dumps(big))
+    out["hostile_adapter_ms"] = best_ms(lambda: build(big, settings=settings), max(2, rounds // 2))
+    import resource
+
+    out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
     app = WebhookApp(settings)
     body = review(obj)
 
@@ -135,6 +144,10 @@ A 10 x 20 grid (200 variations, the cap) x 10 trials = {r['runs']} child runs; t
 | adapter, the same grid with 1 trial | {r['adapter_1_trial_ms']:.0f} |
 | whole /validate handler, offline (envelope, adapter, checks, answer) | {r['handler_offline_ms']:.0f} |
 | `evaluate()` with an in-memory cluster (quota, LimitRange, Secrets, dry run answered in memory) | {r['cluster_ms']:.0f} |
+| adapter, hostile: a 900 KB variable copied into all 200 children's run_config.json ({r['hostile_bytes']:,}-byte object, inside objectLimits) | {r['hostile_adapter_ms']:.0f} |
+
+Peak RSS of the whole benchmark process: {r['peak_rss_mib']:.0f} MiB (only the heaviest child keeps its
+run-config text; the others keep its size, so the hostile case does not hold 200 x 900 KB).
 
 Slowest checks in that evaluation (wall ms): {top}. The default budget is {r['budget_s']} s
 (the chart's timeoutSeconds is 5): a 200-variation sweep is judged in well under a second of CPU.

@@ -352,3 +352,13 @@ async def test_kueue_capacity_counts_the_child_not_the_unqueued_sweep_controller
     r = await run_check(KueueCapacity(), wl, view)
     # the child's controller (450m, 1792Mi) and worker pod (3350m, 6Gi); the sweep controller's 100m is not queued
     assert r.message == 'The job (cpu 3800m, memory 7936Mi) fits ClusterQueue "cq" now'
+
+
+def test_only_the_heaviest_child_keeps_its_run_config_text():
+    wl = build(sweep_obj(values=[100, 900, 300]), settings=S)
+    assert wl.worst.name == "conc-v01"
+    for c in wl.children:
+        cm = c.workload.derived["configMap"]
+        assert cm["metadata"]["name"] == f"aiperf-{c.name}-config" and c.configmap_bytes > 1000
+        assert ("data" in cm) is (c is wl.worst)
+    assert wl.derived["childConfigMap"]["data"]["run_config.json"]

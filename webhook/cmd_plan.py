@@ -109,7 +109,7 @@ def sweep_plan(wl: SweepWorkload) -> dict[str, Any]:
                     for g in c.workload.pod_groups
                 ],
                 "requests": {"pods": pods, "cpu": quantity.format_quantity(cpu, "cpu"), "memory": quantity.format_quantity(mem, "memory")},
-                "configMapBytes": _bytes(cm) if cm else None,
+                "configMapBytes": c.configmap_bytes if cm else None,
                 "renderErrors": list(c.workload.render_errors),
             }
         )

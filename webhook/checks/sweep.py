@@ -17,7 +17,7 @@ from typing import Any
 from webhook.checks.base import AIPERFSWEEP, Check, CheckContext
 from webhook.checks.basics import with_stale
 from webhook.checks.quotas import ZERO, ResourceQuotas, admitted_pod, default_priority_class, pod_level_resources, project
-from webhook.checks.configmap import CONFIGMAP_MAX_BYTES, kib, payload_bytes
+from webhook.checks.configmap import CONFIGMAP_MAX_BYTES, kib
 from webhook.checks.names import MAX_LABEL, jobset_name, longest_names, replicated_jobs
 from webhook.quantity import format_quantity
 from webhook.results import CheckResult, Status
@@ -48,7 +48,7 @@ def child_problems(child: SweepChild) -> list[tuple[str, str]]:
             break
     cm = wl.derived.get("configMap")
     if cm:
-        size = payload_bytes(cm)
+        size = child.configmap_bytes
         if size > CONFIGMAP_MAX_BYTES:
             name = (cm.get("metadata") or {}).get("name")
             out.append(("configmap", f'ConfigMap "{name}" would be {kib(size)} ({size} bytes), over the 1024 KiB limit'))

@@ -114,9 +114,8 @@ class SweepChild:
         """(pods, CPU cores, memory bytes) requested in all: computed once, ranked and reported often."""
         return requests_of(self.workload)
 
-    @functools.cached_property
-    def configmap_bytes(self) -> int:
-        return configmap_bytes(self.workload)
+    #: the run-config ConfigMap's payload size (measured before its data is released, see `build`)
+    configmap_bytes: int = 0
 
     def describe(self) -> str:
         """`s-v03 (phases.profiling.concurrency=64)`: how messages name a child."""
@@ -547,9 +546,20 @@ def configmap_bytes(wl: Workload) -> int:
     return sum(len(str(k).encode()) + len(str(v).encode()) for k, v in (cm.get("data") or {}).items())
 
 
+def _rank(c: SweepChild) -> tuple[Any, ...]:
+    return (*(-x for x in c.requests), -c.configmap_bytes, c.variation)
+
+
 def worst_first(children: list[SweepChild]) -> list[SweepChild]:
     """Most workers (pods), then largest requests, then biggest ConfigMap, first."""
-    return sorted(children, key=lambda c: (*(-x for x in c.requests), -c.configmap_bytes, c.variation))
+    return sorted(children, key=_rank)
+
+
+def _release_configmap(c: SweepChild) -> None:
+    """Drop a child's run-config text once its size is measured (the metadata stays)."""
+    cm = c.workload.derived.get("configMap")
+    if cm is not None and "data" in cm:
+        c.workload.derived["configMap"] = {k: v for k, v in cm.items() if k != "data"}
 
 
 def _child_obj(
@@ -710,18 +720,24 @@ def _build(wl: SweepWorkload, obj: dict[str, Any], spec: dict[str, Any], setting
             cwl = aiperf.build(child, settings=settings, namespace=ns)
         except AdapterError as exc:
             raise SpecInvalid(f"variation {var.index} ({var.label}): {exc}") from exc
-        wl.children.append(
-            SweepChild(
-                name=first, variation=var.index, label=var.label, trials=[t or 0 for t in trial_ids], workload=cwl,
-                names=[child_name(name, var.index, t) for t in trial_ids],
-            )
+        child = SweepChild(
+            name=first, variation=var.index, label=var.label, trials=[t or 0 for t in trial_ids], workload=cwl,
+            names=[child_name(name, var.index, t) for t in trial_ids], configmap_bytes=configmap_bytes(cwl),
         )
+        wl.children.append(child)
+        # 200 run-config texts can hold 200 x ~1 MiB: only the heaviest child so far keeps its data (every size is kept)
+        if cwl.render_errors or not cwl.pod_groups:
+            _release_configmap(child)
+        elif wl.worst is None or _rank(child) < _rank(wl.worst):
+            if wl.worst is not None:
+                _release_configmap(wl.worst)
+            wl.worst = child
+        else:
+            _release_configmap(child)
     # the peak's objects: the controller's JobSet and ServiceAccount, and the running child's JobSet and ConfigMap
     wl.derived = {"jobSet": js, "serviceAccount": wl.controller_objects["serviceAccount"]}
-    rendered = [c for c in wl.children if not c.workload.render_errors and c.workload.pod_groups]
     wl.pod_groups = [controller]
-    if rendered:
-        wl.worst = worst_first(rendered)[0]
+    if wl.worst is not None:
         cwl = wl.worst.workload
         wl.queue_name = cwl.queue_name
         for key in ("jobSet", "configMap"):
