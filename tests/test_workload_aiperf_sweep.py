@@ -122,10 +122,20 @@ def test_child_names_over_the_cap_are_refused_with_the_allowed_length():
         "sweep. Fix: rename the AIPerfSweep to at most 31 characters for this cardinality (10 variation(s) x 1 trial(s))."
     ]
     # convergence always adds the trial suffix (needs_trial_suffix)
-    wl = build(sweep_obj(name="a" * 31, multiRun={"numRuns": 1, "convergence": {"metric": "x", "minRuns": 1}}), settings=S)
+    obj = sweep_obj(name="a" * 31, multiRun={"numRuns": 1, "convergence": {"metric": "x", "minRuns": 1}})
+    obj["spec"]["sweep"]["iterationOrder"] = "independent"
+    wl = build(obj, settings=S)
     assert "worst case '-v9-t0', 7 chars" in wl.render_errors[0] and "at most 28 characters" in wl.render_errors[0]
     # convergence needs min_runs (default 2) <= num_runs, as AIPerf's MultiRunConfig validates
-    wl = build(sweep_obj(multiRun={"numRuns": 1, "convergence": {"metric": "x"}}), settings=S)
+    obj = sweep_obj(multiRun={"numRuns": 3, "convergence": {"metric": "x"}})
+    assert build(obj, settings=S).render_errors == [
+        "The AIPerf operator refuses this AIPerfSweep at create (AIPerfSweep spec invalid: iteration_order='repeated' "
+        "(the default) is incompatible with adaptive trial convergence (multi_run.convergence). Use 'independent' "
+        "instead: set spec.sweep.iterationOrder: independent). Fix: correct the field the message names and apply again."
+    ]
+    obj = sweep_obj(multiRun={"numRuns": 1, "convergence": {"metric": "x"}})
+    obj["spec"]["sweep"]["iterationOrder"] = "independent"
+    wl = build(obj, settings=S)
     assert wl.render_errors == [
         "The AIPerf operator refuses this AIPerfSweep at create (AIPerfSweep spec invalid: convergence.min_runs (2) "
         "must be <= num_runs (1). Either lower min_runs or raise num_runs). Fix: correct the field the message names "

@@ -636,6 +636,12 @@ def _build(wl: SweepWorkload, obj: dict[str, Any], spec: dict[str, Any], setting
             f"convergence.min_runs ({min_runs}) must be <= num_runs ({trials}). Either lower min_runs or raise num_runs"
         )
     wl.trials = trials
+    order = _get(sweep, "iterationOrder", "repeated")  # _GridSweepBase: every type but adaptive_search
+    if convergence and kind != "adaptive_search" and order == "repeated":
+        raise SpecInvalid(
+            "iteration_order='repeated' (the default) is incompatible with adaptive trial convergence "
+            "(multi_run.convergence). Use 'independent' instead: set spec.sweep.iterationOrder: independent"
+        )
 
     # create._compute_cardinality: trials, then the cheap count, then the expansion
     if trials > MAX_SWEEP_TRIALS:
