@@ -3,17 +3,14 @@ AIPerf expands and names them, and the per-child checks (Sweep Children, Sweep C
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 
+from tests.fakeview import FakeView, meta, run_check
 from webhook.checks.sweep import SweepChildQuotas, SweepChildren
 from webhook.config import Settings
 from webhook.results import Status
 from webhook.workloads import build_workload
 from webhook.workloads.aiperf_sweep import build, child_name_suffix_length, deep_merge, expand
-
-from tests.fakeview import FakeView, meta, run_check
 
 
 def sweep_obj(name: str = "conc", values: list | None = None, **spec_extra) -> dict:

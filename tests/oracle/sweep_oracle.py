@@ -48,8 +48,10 @@ def _stub_kopf() -> None:
 def _refusal(body: dict[str, Any]) -> tuple[str | None, dict[str, Any] | None]:
     """(the create handler's refusal text, the sweep-controller JobSet it would create)."""
     import kopf
-
-    from aiperf.common.endpoint_credentials import validate_kubernetes_credential_transport, validate_kubernetes_sweep_credential_axes
+    from aiperf.common.endpoint_credentials import (
+        validate_kubernetes_credential_transport,
+        validate_kubernetes_sweep_credential_axes,
+    )
     from aiperf.config.loader import ConfigurationError
     from aiperf.kubernetes.spec_converter import validate_sweep_spec
     from aiperf.operator.handlers.sweep import create

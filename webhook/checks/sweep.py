@@ -16,9 +16,9 @@ from typing import Any
 
 from webhook.checks.base import AIPERFSWEEP, Check, CheckContext
 from webhook.checks.basics import with_stale
-from webhook.checks.quotas import ZERO, ResourceQuotas, admitted_pod, default_priority_class, pod_level_resources, project
 from webhook.checks.configmap import CONFIGMAP_MAX_BYTES, kib
 from webhook.checks.names import MAX_LABEL, jobset_name, longest_names, replicated_jobs
+from webhook.checks.quotas import ZERO, ResourceQuotas, admitted_pod, default_priority_class, pod_level_resources, project
 from webhook.quantity import format_quantity
 from webhook.results import CheckResult, Status
 from webhook.workloads.aiperf_sweep import SweepChild, SweepWorkload, worst_first

@@ -270,7 +270,7 @@ def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> None:
                 base[key] = value
             else:
                 deep_merge(old, value)
-        elif _named_list(old) and _named_list(value):
+        elif isinstance(old, list) and isinstance(value, list) and _named_list(old) and _named_list(value):
             for item in value:
                 hit = next((b for b in old if b.get("name") == item["name"]), None)
                 if hit is None:
@@ -426,7 +426,7 @@ def controller_objects(spec: dict[str, Any], name: str, ns: str, uid: str, epoch
             env.get("AIPERF_K8S_SWEEP_CONTROLLER_MEMORY", SWEEP_CONTROLLER_RESOURCES[1]),
             mode,
         )
-    security = {
+    security: dict[str, Any] = {
         "runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"},
     }  # fmt: skip
@@ -721,9 +721,9 @@ def _build(wl: SweepWorkload, obj: dict[str, Any], spec: dict[str, Any], setting
         if with_trial:
             labels[TRIAL_INDEX_LABEL] = "0"
         child_seed = seed if seed is None or same_seed else seed + var.index if isinstance(seed, int) else seed
-        child = _child_obj(obj, spec, var, first, ns, labels, child_seed)
+        child_obj = _child_obj(obj, spec, var, first, ns, labels, child_seed)
         try:
-            cwl = aiperf.build(child, settings=settings, namespace=ns)
+            cwl = aiperf.build(child_obj, settings=settings, namespace=ns)
         except AdapterError as exc:
             raise SpecInvalid(f"variation {var.index} ({var.label}): {exc}") from exc
         child = SweepChild(
