@@ -166,6 +166,9 @@ def test_an_unstorable_epoch_and_a_missing_image_are_refused():
         ({"type": "grid", "parameters": {"phases.nosuch.rate": [1]}}, "no entry named 'nosuch' found"),
         ({"type": "scenarios", "runs": [{"name": "a", "bogus": 1}]}, "sweep run [0]: unknown field(s) ['bogus']"),
         ({"type": "grid", "parameters": {"concurrency": []}}, "value list must be non-empty"),
+        ({"type": "grid", "parameters": {"endpoint.apiKey": ["a", "b"]}},
+         "Kubernetes sweeps cannot vary credential-bearing values; sweep path 'endpoint.apiKey' is not supported. Keep "
+         "endpoint credentials fixed and inject them through Secret-backed pod environment variables"),
     ],
 )
 def test_spec_invalid_is_refused_as_the_operator_does(sweep, want):

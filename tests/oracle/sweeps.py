@@ -80,6 +80,9 @@ def cases() -> dict[str, dict[str, Any]]:
     c["convergence-repeated"] = base(multiRun={"numRuns": 3, "convergence": {"metric": "ttft"}}, sweep={**grid([10, 20]), "iterationOrder": "repeated"})
     c["grid-typo"] = base(sweep={"type": "grid", "paramters": {"concurrency": [1, 2]}})
     c["unknown-sweep-type"] = base(sweep={"type": "random", "parameters": {"concurrency": [1, 2]}})
+    c["credential-axis-header"] = base(sweep=grid(**{"endpoint.headers.x-team": ["a", "b"]}))
+    c["credential-axis-scenario"] = base(sweep={"type": "scenarios", "runs": [
+        {"name": "k1", "benchmark": {"endpoint": {"apiKey": "k1"}}}, {"name": "k2", "benchmark": {"endpoint": {"apiKey": "k2"}}}]})  # fmt: skip
     c["variations-200"] = base(sweep=grid(concurrency=list(range(1, 11)), requests=list(range(10, 30))))
     c["variations-201"] = base(sweep=grid(concurrency=list(range(1, 202))))
     c["variations-400-cheap"] = base(sweep=grid(concurrency=list(range(1, 21)), requests=list(range(10, 30))))
