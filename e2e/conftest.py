@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any, Callable, Iterator
 
 import pytest
 
 from e2e.controlplane import ControlPlane, ensure_built
 from e2e.webhook import RunningWebhook
+from webhook.cluster.live import LiveClusterView, open_cluster_view
+from webhook.config import Settings
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -89,3 +92,22 @@ def start_webhook(control_plane: ControlPlane) -> Iterator[Callable[..., Running
     yield start
     for hook in reversed(hooks):
         hook.stop()
+
+
+@pytest.fixture
+async def open_view(control_plane: ControlPlane) -> AsyncIterator[Callable[..., Awaitable[LiveClusterView]]]:
+    """Factory: `view = await open_view(settings, kubeconfig)`, a synced live cluster view (admin
+    kubeconfig by default); every view it opened is closed at teardown."""
+    views: list[LiveClusterView] = []
+
+    async def make(settings: Settings | None = None, kubeconfig: Path | str | None = None) -> LiveClusterView:
+        view = await open_cluster_view(
+            settings or Settings(), kubeconfig=str(kubeconfig or control_plane.kubeconfig), wait_seconds=60
+        )
+        views.append(view)
+        assert await view.wait_synced(60), view.ready_reason
+        return view
+
+    yield make
+    for v in views:
+        await v.close()

@@ -100,6 +100,9 @@ AUDIT_POLICY: dict[str, Any] = {
     ],
 }
 
+#: the name on the client certificate the apiserver presents to admission webhooks
+WEBHOOK_CLIENT_NAME = "kube-apiserver-webhook-client"
+
 ADMISSION_PLUGINS = ",".join(
     [
         "NamespaceLifecycle",
@@ -318,6 +321,13 @@ class ControlPlane:
         self.ca_pem: bytes | None = None
         self.ca_path: Path | None = None
         self.log_dir: Path | None = None
+        #: the apiserver presents a client certificate (CN=WEBHOOK_CLIENT_NAME, signed by the CA
+        #: in webhook_client_ca_path) to a webhook at https://127.0.0.1:<webhook_client_port>:
+        #: its AdmissionConfiguration's kubeConfigFile names that host:port (apiserver
+        #: pkg/util/webhook/authentication.go matches host:port exactly, so the port is reserved here)
+        self.webhook_client_port: int | None = None
+        self.webhook_client_ca_path: Path | None = None
+        self.admission_config_path: Path | None = None
         self._ca: KeyPair | None = None
         self._procs: dict[str, subprocess.Popen] = {}
         self._logfiles: list[Any] = []
@@ -462,8 +472,41 @@ class ControlPlane:
         )
         self.audit_log_path = self.state_dir / "audit" / "audit.log"
         self.audit_log_path.parent.mkdir(exist_ok=True)
+        self._write_admission_config(pki)
         with contextlib.suppress(FileNotFoundError):
             self.audit_log_path.unlink()  # a reused state dir: no events from an earlier cluster
+
+    def _write_admission_config(self, pki: Path) -> None:
+        """An AdmissionConfiguration whose kubeConfigFile gives the apiserver a client certificate
+        for the webhook host 127.0.0.1:<webhook_client_port> (docs/operations.md, Security model)."""
+        assert self.state_dir is not None
+        client_ca = generate_ca("preflight-e2e-webhook-client-ca", days=30)
+        client = issue_cert(client_ca, WEBHOOK_CLIENT_NAME, server=False, client=True, days=30)
+        self.webhook_client_ca_path = _write(pki / "webhook-client-ca.crt", client_ca.cert_pem, 0o644)
+        crt = _write(pki / "webhook-client.crt", client.cert_pem, 0o644)
+        key = _write(pki / "webhook-client.key", client.key_pem)
+        if self.webhook_client_port is None:  # kept across restarts of a reused state dir's cluster
+            (self.webhook_client_port,) = free_ports(1)
+        kubeconfig = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "users": [
+                {"name": f"127.0.0.1:{self.webhook_client_port}", "user": {"client-certificate": str(crt), "client-key": str(key)}}
+            ],
+        }
+        kc = _write(self.state_dir / "admission-webhook.kubeconfig", yaml.safe_dump(kubeconfig, sort_keys=False))
+        webhook_cfg = {"apiVersion": "apiserver.config.k8s.io/v1", "kind": "WebhookAdmissionConfiguration", "kubeConfigFile": str(kc)}
+        admission = {
+            "apiVersion": "apiserver.config.k8s.io/v1",
+            "kind": "AdmissionConfiguration",
+            "plugins": [
+                {"name": "ValidatingAdmissionWebhook", "configuration": webhook_cfg},
+                {"name": "MutatingAdmissionWebhook", "configuration": webhook_cfg},
+            ],
+        }
+        self.admission_config_path = _write(
+            self.state_dir / "admission-config.yaml", yaml.safe_dump(admission, sort_keys=False), 0o644
+        )
 
     def write_user_kubeconfig(self, user: str, groups: Sequence[str] = (), path: Path | None = None) -> Path:
         """Issue a client cert for ``user`` (``groups`` become O=) and write a kubeconfig for it.
@@ -597,6 +640,7 @@ class ControlPlane:
                 f"--service-account-signing-key-file={pki / 'sa.key'}",
                 f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
                 f"--enable-admission-plugins={ADMISSION_PLUGINS}",
+                f"--admission-control-config-file={self.admission_config_path}",
                 f"--audit-policy-file={self.audit_policy_path}",
                 f"--audit-log-path={self.audit_log_path}",
                 "--audit-log-format=json",
@@ -889,7 +933,10 @@ def _cmd_down(args: argparse.Namespace) -> int:
     for line in _stop_recorded(state_dir):
         print(f"==> {line}", file=sys.stderr)
     # Remove only what `up` wrote, never the directory's other contents.
-    for entry in ("pki", "etcd-data", "logs", "audit", "kubectl-cache", "audit-policy.yaml", "admin.kubeconfig", "dev.kubeconfig"):
+    for entry in (
+        "pki", "etcd-data", "logs", "audit", "kubectl-cache", "audit-policy.yaml", "admin.kubeconfig", "dev.kubeconfig",
+        "admission-config.yaml", "admission-webhook.kubeconfig",
+    ):
         p = state_dir / entry
         if p.is_dir():
             shutil.rmtree(p, ignore_errors=True)

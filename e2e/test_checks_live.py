@@ -8,9 +8,7 @@ rest), Resource Quotas (exceeded), Dry Run (Pod Security rejection), Kueue Queue
 
 from __future__ import annotations
 
-import copy
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +16,9 @@ import pytest
 import yaml
 
 from e2e.controlplane import ControlPlane
-from webhook.cluster.live import LiveClusterView, open_cluster_view
+from e2e.live import live_evaluate, result_of
+from webhook.results import Status
 from webhook.config import Settings
-from webhook.deadline import Deadline
-from webhook.preflight import Evaluation, evaluate
-from webhook.results import CheckResult, Status
 
 SAMPLES = Path(__file__).resolve().parents[1] / "tests" / "oracle" / "samples"
 RUNTIME = "chk-torch"
@@ -55,30 +51,7 @@ def cluster(control_plane: ControlPlane) -> ControlPlane:
     return cp
 
 
-@pytest.fixture
-async def open_view(cluster: ControlPlane) -> AsyncIterator[Any]:
-    """Factory: `view = await open_view(settings, kubeconfig)`; closed at teardown."""
-    views: list[LiveClusterView] = []
 
-    async def make(settings: Settings | None = None, kubeconfig: Path | str | None = None) -> LiveClusterView:
-        view = await open_cluster_view(settings or Settings(), kubeconfig=str(kubeconfig or cluster.kubeconfig), wait_seconds=60)
-        views.append(view)
-        assert await view.wait_synced(60), view.ready_reason
-        return view
-
-    yield make
-    for v in views:
-        await v.close()
-
-
-async def _evaluate(obj: dict[str, Any], view: LiveClusterView, settings: Settings | None = None) -> Evaluation:
-    return await evaluate(copy.deepcopy(obj), settings=settings or Settings(), deadline=Deadline(15), view=view)
-
-
-def _result(ev: Evaluation, name: str) -> CheckResult:
-    found = [r for r in ev.results.checks if r.name == name]
-    assert len(found) == 1, [r.name for r in ev.results.checks]
-    return found[0]
 
 
 # --- Secrets ---------------------------------------------------------------------------------
@@ -90,7 +63,7 @@ async def test_secrets_missing_secret_and_missing_key(cluster: ControlPlane, ope
     cluster.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf-token", "namespace": ns},
                    "stringData": {"hf_token": "value-that-must-not-leak"}})
     view = await open_view()
-    ev = await _evaluate(_trainjob(ns), view)
+    ev = await live_evaluate(_trainjob(ns), view)
     fail, warn = [r for r in ev.results.checks if r.name == "Secrets"]
     assert (fail.status, fail.message) == (
         Status.FAIL,
@@ -116,7 +89,7 @@ async def test_secrets_missing_secret_and_missing_key(cluster: ControlPlane, ope
          "type": "kubernetes.io/dockerconfigjson", "stringData": {".dockerconfigjson": '{"auths":{}}'}},
     ])
     view = await open_view(Settings(secretTtlSeconds=0))
-    r = _result(await _evaluate(_trainjob(ns), view), "Secrets")
+    r = result_of(await live_evaluate(_trainjob(ns), view), "Secrets")
     assert (r.status, r.message) == (Status.PASS, "2 Secrets exist with the keys used: ghcr-pull, hf-token")
 
 
@@ -136,7 +109,7 @@ async def test_secrets_forbidden_warns_without_hiding_a_missing_key(cluster: Con
         cluster.revoke(secrets)
         _wait_for_can(cluster, "get", "secrets/hf-token", ns, False)
         tj = _trainjob(ns)
-        r = _result(await _evaluate(tj, view), "Secrets")
+        r = result_of(await live_evaluate(tj, view), "Secrets")
         assert r.status is Status.WARN
         assert r.message == (
             f'Cannot verify Secret "ghcr-pull" in namespace "{ns}" (not permitted to get secrets); '
@@ -145,7 +118,7 @@ async def test_secrets_forbidden_warns_without_hiding_a_missing_key(cluster: Con
         only_hf = cluster.grant([{"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["hf-token"], "verbs": ["get"]}],
                                 namespace=ns)
         _wait_for_can(cluster, "get", "secrets/hf-token", ns, True)
-        ev = await _evaluate(tj, view)
+        ev = await live_evaluate(tj, view)
         fail, warn = [r for r in ev.results.checks if r.name == "Secrets"]
         assert (fail.status, fail.message) == (
             Status.FAIL,
@@ -186,18 +159,18 @@ async def test_quota_exceeded(cluster: ControlPlane, open_view: Any) -> None:
                          "used": {"requests.cpu": "4", "requests.nvidia.com/gpu": "0", "pods": "1"}}}
     cluster.kubectl("patch", "resourcequota", "team-quota", "-n", ns, "--subresource=status", "--type=merge", "-p", json.dumps(status))
     view = await open_view()
-    ev = await _evaluate(_trainjob(ns, patches=False, secrets=False), view)
-    r = _result(ev, "Resource Quotas")
+    ev = await live_evaluate(_trainjob(ns, patches=False, secrets=False), view)
+    r = result_of(ev, "Resource Quotas")
     assert r.status is Status.FAIL
     assert r.message == (
-        'ResourceQuota "team-quota": requests.cpu would be 134 (used 4 + job 130) but hard is 16. '
-        f"Fix: raise hard requests.cpu to at least 134 (kubectl edit resourcequota team-quota -n {ns}), "
+        'ResourceQuota "team-quota": requests.cpu would be 132 (used 4 + job 128 at its peak stage) but hard is 16. '
+        f"Fix: raise hard requests.cpu to at least 132 (kubectl edit resourcequota team-quota -n {ns}), "
         "or reduce the job's pods or requests."
     )
     assert 'ResourceQuota "team-quota": requests.nvidia.com/gpu 32 of 64 (used 0 + job 32)' in r.details
-    assert 'ResourceQuota "team-quota": pods 6 of 20 (used 1 + job 5)' in r.details
+    assert 'ResourceQuota "team-quota": pods 5 of 20 (used 1 + job 4 at its peak stage)' in r.details
     # the apiserver agrees: the dry-run of a trainer pod is refused by the quota
-    dry = _result(ev, "Dry Run")
+    dry = result_of(ev, "Dry Run")
     assert dry.status is Status.FAIL
     assert "Pod for node rejected by the apiserver: " in dry.message and "exceeded quota: team-quota" in dry.message
     assert f"Fix: see Resource Quotas (kubectl describe resourcequota -n {ns})" in dry.message
@@ -211,8 +184,8 @@ async def test_dry_run_pod_security_rejection(cluster: ControlPlane, open_view: 
     cluster.ensure_namespace(ns)
     cluster.kubectl("label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted", "--overwrite")
     view = await open_view()
-    ev = await _evaluate(_trainjob(ns, patches=False, secrets=False), view)
-    r = _result(ev, "Dry Run")
+    ev = await live_evaluate(_trainjob(ns, patches=False, secrets=False), view)
+    r = result_of(ev, "Dry Run")
     assert r.status is Status.FAIL
     assert r.message.startswith(
         'Pod for model-initializer rejected by the apiserver: pods "llama-ft-model-initializer-0-0-dryrn" is forbidden: '
@@ -232,7 +205,7 @@ async def test_dry_run_accepts_a_valid_job(cluster: ControlPlane, open_view: Any
     ns = "chk-dryrun-ok"
     cluster.ensure_namespace(ns)
     view = await open_view()
-    r = _result(await _evaluate(_trainjob(ns, patches=False, secrets=False), view), "Dry Run")
+    r = result_of(await live_evaluate(_trainjob(ns, patches=False, secrets=False), view), "Dry Run")
     assert (r.status, r.message) == (
         Status.PASS, 'The apiserver accepts (dryRun=All) JobSet "llama-ft" and a pod of each group (model-initializer, node)'
     )
@@ -245,15 +218,15 @@ async def test_kueue_localqueue_missing_then_working(cluster: ControlPlane, open
     ns = "chk-kueue"
     cluster.ensure_namespace(ns)
     view = await open_view()
-    ev = await _evaluate(_trainjob(ns, queue="team-a-queue", patches=False, secrets=False), view)
-    r = _result(ev, "Kueue Queue")
+    ev = await live_evaluate(_trainjob(ns, queue="team-a-queue", patches=False, secrets=False), view)
+    r = result_of(ev, "Kueue Queue")
     assert r.status is Status.FAIL
     assert r.message == (
         f'LocalQueue "team-a-queue" not found in namespace "{ns}" (label kueue.x-k8s.io/queue-name), so Kueue would keep '
         f'the job suspended (the namespace has no LocalQueue). Fix: create LocalQueue "team-a-queue" in namespace "{ns}" '
         "pointing at a ClusterQueue, or correct label kueue.x-k8s.io/queue-name."
     )
-    assert _result(ev, "Kueue Capacity").message == 'Skipped: LocalQueue "team-a-queue" does not exist (see Kueue Queue)'
+    assert result_of(ev, "Kueue Capacity").message == 'Skipped: LocalQueue "team-a-queue" does not exist (see Kueue Queue)'
 
     cluster.apply([
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "chk-h100"}},
@@ -271,13 +244,13 @@ async def test_kueue_localqueue_missing_then_working(cluster: ControlPlane, open
     cluster.kubectl("patch", "clusterqueue", "chk-gpu-cq", "--subresource=status", "--type=merge", "-p", json.dumps(active))
     cluster.kubectl("patch", "localqueue", "team-a-queue", "-n", ns, "--subresource=status", "--type=merge", "-p", json.dumps(active))
     view = await open_view()
-    ev = await _evaluate(_trainjob(ns, queue="team-a-queue", patches=False, secrets=False), view)
-    r = _result(ev, "Kueue Queue")
+    ev = await live_evaluate(_trainjob(ns, queue="team-a-queue", patches=False, secrets=False), view)
+    r = result_of(ev, "Kueue Queue")
     assert (r.status, r.message) == (
         Status.PASS,
         f'LocalQueue "team-a-queue" → ClusterQueue "chk-gpu-cq": both Active, and the ClusterQueue selects namespace "{ns}"',
     )
-    cap = _result(ev, "Kueue Capacity")
+    cap = result_of(ev, "Kueue Capacity")
     assert cap.status is Status.FAIL
     assert cap.message.startswith(
         'The job needs nvidia.com/gpu 32 but ClusterQueue "chk-gpu-cq" can provide at most 16 (flavor "chk-h100": nominalQuota 16)'
@@ -301,8 +274,8 @@ async def test_node_selector_matches_no_node(cluster: ControlPlane, open_view: A
     cluster.kubectl("taint", "node", "chk-cpu-1", "node.kubernetes.io/not-ready:NoSchedule-", check=False)
     view = await open_view()
     nodes = len(view.list_cached("nodes"))
-    ev = await _evaluate(_trainjob(ns, secrets=False), view)  # the runtime patch sets nodeSelector pool=gpu-h100
-    r = _result(ev, "Node Selector Match")
+    ev = await live_evaluate(_trainjob(ns, secrets=False), view)  # the runtime patch sets nodeSelector pool=gpu-h100
+    r = result_of(ev, "Node Selector Match")
     assert r.status is Status.FAIL
     assert r.message == (
         f"No node matches nodeSelector {{pool=gpu-h100}} of the node pods (0 of {nodes} node{'s' if nodes != 1 else ''}). "
@@ -312,6 +285,6 @@ async def test_node_selector_matches_no_node(cluster: ControlPlane, open_view: A
     assert "Node Selector Match" not in ev.decision.denied_checks
     assert any(w.startswith("[Node Selector Match] No node matches nodeSelector {pool=gpu-h100}") for w in ev.decision.warnings)
     # the initializer has no selector and fits nowhere either: 2 cpu fits, so Per-Node passes for it only
-    per = _result(ev, "Per-Node Schedulability")
+    per = result_of(ev, "Per-Node Schedulability")
     assert per.status is Status.PASS
     assert per.message.startswith("Each pod fits a node: model-initializer (cpu 2, memory 4Gi) fits ")

@@ -14,9 +14,8 @@
 
 from __future__ import annotations
 
-import copy
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +23,10 @@ import pytest
 import yaml
 
 from e2e.controlplane import ControlPlane
+from e2e.live import live_evaluate, result_of
+from webhook.results import Status
 from webhook.checks.dryrun import placeholder_uid, pod_for
-from webhook.cluster.live import LiveClusterView, open_cluster_view
 from webhook.config import Settings
-from webhook.deadline import Deadline
-from webhook.preflight import Evaluation, evaluate
-from webhook.results import CheckResult, Status
 from webhook.workloads import build_workload
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,33 +79,7 @@ def cluster(control_plane: ControlPlane) -> ControlPlane:
     return control_plane
 
 
-@pytest.fixture
-async def open_view(cluster: ControlPlane) -> AsyncIterator[Any]:
-    views: list[LiveClusterView] = []
 
-    async def make(settings: Settings | None = None) -> LiveClusterView:
-        view = await open_cluster_view(settings or Settings(), kubeconfig=str(cluster.kubeconfig), wait_seconds=60)
-        views.append(view)
-        assert await view.wait_synced(60), view.ready_reason
-        return view
-
-    yield make
-    for v in views:
-        await v.close()
-
-
-async def _evaluate(obj: dict[str, Any], view: LiveClusterView, settings: Settings | None = None) -> Evaluation:
-    return await evaluate(copy.deepcopy(obj), settings=settings or Settings(), deadline=Deadline(15), view=view)
-
-
-def _results(ev: Evaluation, name: str) -> list[CheckResult]:
-    return [r for r in ev.results.checks if r.name == name]
-
-
-def _result(ev: Evaluation, name: str) -> CheckResult:
-    found = _results(ev, name)
-    assert len(found) == 1, [(r.name, r.status, r.message) for r in ev.results.checks]
-    return found[0]
 
 
 # --- policies ----------------------------------------------------------------------------------
@@ -227,8 +198,8 @@ async def test_no_bare_pods_policy_does_not_deny_good_jobs(cluster: ControlPlane
     assert _dry_run(cluster, _owned_pod(ns))[0]
 
     view = await open_view()
-    ev = await _evaluate(_trainjob(ns), view)
-    r = _result(ev, "Dry Run")
+    ev = await live_evaluate(_trainjob(ns), view)
+    r = result_of(ev, "Dry Run")
     assert (r.status, r.message) == (
         Status.PASS, 'The apiserver accepts (dryRun=All) JobSet "llama-ft" and a pod of each group (model-initializer, node)'
     )
@@ -236,8 +207,8 @@ async def test_no_bare_pods_policy_does_not_deny_good_jobs(cluster: ControlPlane
 
     aiperf = _aiperfjob(ns)
     aiperf["spec"]["benchmark"]["endpoint"]["urls"] = [f"http://llm.{ns}.svc.cluster.local:8000"]
-    ev = await _evaluate(aiperf, view)
-    r = _result(ev, "Dry Run")
+    ev = await live_evaluate(aiperf, view)
+    r = result_of(ev, "Dry Run")
     assert (r.status, r.message) == (
         Status.PASS, 'The apiserver accepts (dryRun=All) JobSet "aiperf-llama-bench" and a pod of each group (controller, workers)'
     )
@@ -249,8 +220,8 @@ async def test_a_policy_refusing_the_absent_owner_only_warns(cluster: ControlPla
     ns = "ps-owner-exists"
     policy("ps-owner-exists", ns, OWNER_MUST_EXIST, _owned_pod(ns), 'Job "no-such-job" not found')
     view = await open_view()
-    ev = await _evaluate(_trainjob(ns), view)
-    r = _result(ev, "Dry Run")
+    ev = await live_evaluate(_trainjob(ns), view)
+    r = result_of(ev, "Dry Run")
     assert r.status is Status.WARN
     assert r.details == [
         f"Cannot verify the Pod for {group}: the rejection concerns only the dry-run probe (its ownerReference to "
@@ -271,8 +242,8 @@ async def test_missing_pull_secret_warns_unless_the_registry_is_private(cluster:
     cluster.ensure_namespace(ns)
     view = await open_view()
     tj = _trainjob(ns, pull_secret=True)
-    ev = await _evaluate(tj, view)
-    r = _result(ev, "Secrets")
+    ev = await live_evaluate(tj, view)
+    r = result_of(ev, "Secrets")
     assert (r.status, r.message) == (
         Status.WARN,
         f'Secret "ghcr-pull" not found in namespace "{ns}" (referenced by imagePullSecrets of the node pods); '
@@ -284,8 +255,8 @@ async def test_missing_pull_secret_warns_unless_the_registry_is_private(cluster:
     assert any(w.startswith(f'[Secrets] Secret "ghcr-pull" not found in namespace "{ns}"') for w in ev.decision.warnings)
 
     settings = Settings(privateRegistries=["ghcr.io/acme"])
-    ev = await _evaluate(tj, view, settings)
-    r = _result(ev, "Secrets")
+    ev = await live_evaluate(tj, view, settings)
+    r = result_of(ev, "Secrets")
     assert (r.status, r.message) == (
         Status.FAIL,
         f'Secret "ghcr-pull" not found in namespace "{ns}" (referenced by imagePullSecrets of the node pods); '
@@ -301,8 +272,8 @@ async def test_csi_node_publish_secret_ref_to_a_missing_secret_denies(cluster: C
     cluster.ensure_namespace(ns)
     view = await open_view()
     tj = _trainjob(ns, runtime=CSI_RUNTIME)
-    ev = await _evaluate(tj, view)
-    r = _result(ev, "Secrets")
+    ev = await live_evaluate(tj, view)
+    r = result_of(ev, "Secrets")
     assert (r.status, r.message) == (
         Status.FAIL,
         f'Secret "vault-creds" not found in namespace "{ns}" (referenced by volume vault of the node pods). '
@@ -310,13 +281,13 @@ async def test_csi_node_publish_secret_ref_to_a_missing_secret_denies(cluster: C
     )
     assert not ev.decision.allowed and "Secrets" in ev.decision.denied_checks
     # the apiserver itself has no objection to the pod: only the kubelet's mount would fail
-    assert _result(ev, "Dry Run").status is Status.PASS
+    assert result_of(ev, "Dry Run").status is Status.PASS
 
     cluster.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "vault-creds", "namespace": ns},
                    "stringData": {"token": "never-shown"}})  # fmt: skip
     view = await open_view(Settings(secretTtlSeconds=0))
-    ev = await _evaluate(tj, view)
-    r = _result(ev, "Secrets")
+    ev = await live_evaluate(tj, view)
+    r = result_of(ev, "Secrets")
     assert (r.status, r.message, r.details) == (
         Status.PASS,
         "1 Secret exists with the keys used: vault-creds",

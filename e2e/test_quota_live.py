@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -39,13 +39,8 @@ IMAGE = "registry.k8s.io/pause:3.10"
 
 
 @pytest.fixture
-async def view(control_plane: ControlPlane) -> AsyncIterator[LiveClusterView]:
-    v = await open_cluster_view(Settings(), kubeconfig=str(control_plane.kubeconfig), wait_seconds=60)
-    try:
-        assert await v.wait_synced(60), v.ready_reason
-        yield v
-    finally:
-        await v.close()
+async def view(open_view: Any) -> LiveClusterView:
+    return await open_view()
 
 
 @pytest.fixture

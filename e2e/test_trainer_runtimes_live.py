@@ -10,10 +10,8 @@ evaluated with the live view.
 
 from __future__ import annotations
 
-import copy
 import json
 import subprocess
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +19,10 @@ import pytest
 import yaml
 
 from e2e.controlplane import ControlPlane, read_versions
+from e2e.live import live_evaluate, result_of
+from webhook.results import Status
 from webhook.cluster.live import LiveClusterView, open_cluster_view
 from webhook.config import Settings
-from webhook.deadline import Deadline
-from webhook.preflight import Evaluation, evaluate
-from webhook.results import CheckResult, Status
 
 
 def _trainer_module() -> Path:
@@ -50,13 +47,8 @@ def runtimes(control_plane: ControlPlane) -> dict[str, dict[str, Any]]:
 
 
 @pytest.fixture
-async def view(control_plane: ControlPlane, runtimes: dict[str, Any]) -> AsyncIterator[LiveClusterView]:
-    v = await open_cluster_view(Settings(), kubeconfig=str(control_plane.kubeconfig), wait_seconds=60)
-    try:
-        assert await v.wait_synced(60), v.ready_reason
-        yield v
-    finally:
-        await v.close()
+async def view(open_view: Any, runtimes: dict[str, Any]) -> LiveClusterView:
+    return await open_view()
 
 
 def _trainjob(name: str, ns: str, runtime: str, **spec: Any) -> dict[str, Any]:
@@ -68,22 +60,15 @@ def _trainjob(name: str, ns: str, runtime: str, **spec: Any) -> dict[str, Any]:
     }
 
 
-async def _evaluate(obj: dict[str, Any], view: LiveClusterView) -> Evaluation:
-    return await evaluate(copy.deepcopy(obj), settings=Settings(), deadline=Deadline(15), view=view)
 
-
-def _result(ev: Evaluation, name: str) -> CheckResult:
-    found = [r for r in ev.results.checks if r.name == name]
-    assert len(found) == 1, [r.name for r in ev.results.checks]
-    return found[0]
 
 
 async def test_torchtune_trainjob_passes_dry_run(control_plane: ControlPlane, runtimes: dict[str, Any], view: LiveClusterView) -> None:
     ns = "trainer-torchtune"
     control_plane.ensure_namespace(ns)
     tj = _trainjob("tune", ns, runtimes["torchtune"]["metadata"]["name"])
-    ev = await _evaluate(tj, view)
-    r = _result(ev, "Dry Run")
+    ev = await live_evaluate(tj, view)
+    r = result_of(ev, "Dry Run")
     assert (r.status, r.message) == (
         Status.PASS,
         'The apiserver accepts (dryRun=All) JobSet "tune" and a pod of each group (dataset-initializer, model-initializer, node)',
@@ -113,13 +98,13 @@ async def test_deepspeed_trainjob_pod_counts_in_quota(control_plane: ControlPlan
         assert await fresh.wait_synced(60), fresh.ready_reason
         resources = {"requests": {"nvidia.com/gpu": "4"}, "limits": {"nvidia.com/gpu": "4"}}
         tj = _trainjob("ds", ns, runtimes["deepspeed"]["metadata"]["name"], trainer={"numNodes": 4, "resourcesPerNode": resources})
-        ev = await _evaluate(tj, fresh)
+        ev = await live_evaluate(tj, fresh)
     finally:
         await fresh.close()
     assert ev.workload is not None
     assert [(g.name, g.pods) for g in ev.workload.pod_groups] == [("node", 3), ("launcher", 1)]
     assert ev.workload.managed_secrets == {"ds-mpi-ssh-auth"}
-    r = _result(ev, "Resource Quotas")
+    r = result_of(ev, "Resource Quotas")
     assert r.status is Status.PASS, r.message
     assert 'ResourceQuota "gpus": requests.nvidia.com/gpu 16 of 64 (used 0 + job 16)' in r.details
     assert 'ResourceQuota "gpus": pods 4 of 20 (used 0 + job 4)' in r.details

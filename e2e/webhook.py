@@ -150,7 +150,9 @@ class RunningWebhook:
 
     ``namespace_selector`` scopes the VWC (keep a fail-closed test webhook away from other
     tests' namespaces); ``probe_namespace`` must exist and match it. ``config`` is the
-    webhook's YAML config as a dict. ``workdir``: where certs, config and the log go (a
+    webhook's YAML config as a dict. ``port``: listen there instead of on a free port (e.g.
+    ``cp.webhook_client_port``, the one host:port the apiserver presents its client
+    certificate to). ``workdir``: where certs, config and the log go (a
     temp dir, removed on stop, when None).
     """
 
@@ -168,11 +170,15 @@ class RunningWebhook:
         workdir: str | os.PathLike[str] | None = None,
         log_level: str = "info",
         ready_timeout: float = 120.0,
+        port: int | None = None,
     ) -> None:
         self.cp = cp
         self.name = name
         self.vwc_name = vwc_name
         self.config = dict(config or {})
+        # the apiserver keeps an idle kept-alive connection to the webhook, which a SIGTERM drain
+        # leaves open for one more request until drainSeconds: keep stopping quick in tests
+        self.config.setdefault("drainSeconds", 1)
         self.failure_policy = failure_policy
         self.timeout_seconds = timeout_seconds
         self.namespace_selector = namespace_selector or {}
@@ -181,6 +187,7 @@ class RunningWebhook:
         self.ready_timeout = ready_timeout
         self._given_workdir = Path(workdir) if workdir is not None else None
         self.workdir: Path | None = None
+        self._given_port = port
         self.port: int | None = None
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path: Path | None = None
@@ -230,7 +237,7 @@ class RunningWebhook:
 
     def start_process(self, cert: Path, key: Path, config: Path) -> None:
         assert self.workdir is not None
-        (self.port,) = free_ports(1)
+        (self.port,) = (self._given_port,) if self._given_port else free_ports(1)
         self.log_path = self.workdir / "webhook.log"
         self._log = open(self.log_path, "ab")
         argv = [

@@ -314,14 +314,17 @@ async def test_unmanaged_secret_is_never_overwritten() -> None:
     assert store.writes == 0
 
 
-async def test_renamed_service_reissues_leaf_under_same_ca() -> None:
+async def test_renamed_service_rotates_to_a_new_ca_with_overlap() -> None:
+    """Re-issuing under the same CA would need its key, which is never kept: a new CA, three steps."""
     store = FakeStore()
     await manager(store).reconcile(T0)
     ca = store.data()[CA_CRT]
     other = CertManager(store, NS, SECRET, VWC, settings(dns_names=("other.preflight.svc",)))
     res = await other.reconcile(T0 + dt.timedelta(seconds=5))
-    assert res.secret_changed == "re-issued the serving certificate under the current CA"
-    assert store.data()[CA_CRT] == ca and not res.bundle_changed
+    assert res.step == "ca-added"
+    assert res.secret_changed == "added a new CA to the bundle (the serving certificate names another service)"
+    assert store.data()[CA_CRT] == ca and res.bundle_changed
+    await other.reconcile(T0 + dt.timedelta(seconds=5 + 30))
     sans = _cert(store.data()[TLS_CRT]).extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert sans.get_values_for_type(x509.DNSName) == ["other.preflight.svc"]
 
@@ -331,9 +334,43 @@ async def test_broken_secret_is_reissued() -> None:
     mgr = manager(store)
     await mgr.reconcile(T0)
     s = store.secrets[(NS, SECRET)]
-    s["data"]["ca.key"] = base64.b64encode(b"garbage").decode()
+    s["data"]["ca.crt"] = base64.b64encode(b"garbage").decode()
     res = await mgr.reconcile(T0 + dt.timedelta(seconds=1))
-    assert res.secret_changed == "the stored CA was unusable; issued a new CA and serving certificate"
+    assert res.secret_changed == "the stored certificate was unusable; issued a new CA and serving certificate"
+
+
+def _private_keys(data: dict[str, bytes]) -> list[str]:
+    return sorted(k for k, v in data.items() if b"PRIVATE KEY" in v)
+
+
+async def test_no_ca_private_key_is_ever_stored() -> None:
+    """The serving ServiceAccount may read this Secret: it must hold no key but the serving one."""
+    store = FakeStore()
+    mgr = manager(store)
+    await mgr.reconcile(T0)
+    seen = [_private_keys(store.data())]
+    store.secrets[(NS, SECRET)]["metadata"].setdefault("annotations", {})[ROTATE_REQUEST] = "now"
+    for t in (1, 31, 31 + 180):
+        await mgr.reconcile(T0 + dt.timedelta(seconds=t))
+        seen.append(_private_keys(store.data()))
+    assert seen == [["tls.key"], ["tls-next.key", "tls.key"], ["tls.key"], ["tls.key"]]
+
+
+async def test_a_ca_key_left_by_an_older_version_is_removed(tmp_path: Path) -> None:
+    from webhook.tls import generate_ca, generate_serving_cert
+
+    store = FakeStore()
+    ca = generate_ca()
+    leaf = generate_serving_cert(ca, list(service_dns_names("preflight-webhook", NS)))
+    store.secrets[(NS, SECRET)] = {
+        "metadata": {"name": SECRET, "namespace": NS, "resourceVersion": "3", "labels": {MANAGED_BY_LABEL: "preflight-webhook-certs"}},
+        "data": {k: base64.b64encode(v).decode() for k, v in {"ca.crt": ca.cert_pem, "ca.key": ca.key_pem, "tls.crt": leaf.cert_pem, "tls.key": leaf.key_pem}.items()},
+    }
+    res = await manager(store).reconcile(T0)
+    assert res.secret_changed == "removed the stored CA key (ca.key); CA keys are never kept"
+    assert res.step == "steady"
+    assert store.data() == {"ca.crt": ca.cert_pem, "tls.crt": leaf.cert_pem, "tls.key": leaf.key_pem}
+    assert handshake_ok(leaf.cert_pem, leaf.key_pem, store.bundle_pem(), tmp_path)
 
 
 async def test_write_dir_swaps_files_atomically(tmp_path: Path) -> None:
@@ -361,3 +398,6 @@ def test_settings_and_refs_are_validated() -> None:
     assert parse_secret_ref("ns/name") == ("ns", "name")
     with pytest.raises(ValueError, match="--secret must be NAMESPACE/NAME, got 'name'"):
         parse_secret_ref("name")
+    for bad in ("ns/.", "ns/..", "../name", "ns/a/b"):
+        with pytest.raises(ValueError, match="must be a DNS-1123 label and the name a DNS-1123 subdomain"):
+            parse_secret_ref(bad)

@@ -93,6 +93,7 @@ def test_default_renders_self_managed_objects() -> None:
         ("ConfigMap", f"{FULL}-config"),
         ("Deployment", FULL),
         ("Deployment", f"{FULL}-certs"),
+        ("NetworkPolicy", FULL),
         ("PodDisruptionBudget", FULL),
         ("Role", f"{FULL}-certs"),
         ("RoleBinding", f"{FULL}-certs"),
@@ -292,8 +293,10 @@ def test_config_map_is_exactly_the_code_defaults() -> None:
 
     cm = one(render(), "ConfigMap", f"{FULL}-config")
     cfg = yaml.safe_load(cm["data"]["config.yaml"])
-    assert Settings.model_validate(cfg) == Settings()
-    assert cfg == json.loads(Settings().model_dump_json(by_alias=True))
+    # the one derived value: the namespaces the webhook configuration excludes (tests/test_chart_security.py)
+    derived = Settings(excludedNamespaces=["kube-system", "kube-node-lease", "kube-public", NS])
+    assert Settings.model_validate(cfg) == derived
+    assert cfg == json.loads(derived.model_dump_json(by_alias=True))
 
 
 def test_config_overrides_reach_the_config_map() -> None:

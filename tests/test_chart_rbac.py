@@ -69,3 +69,11 @@ def test_generated_template_is_up_to_date() -> None:
         [sys.executable, str(CHART / "gen-rbac.py"), "--check"], capture_output=True, text=True, cwd=ROOT
     )
     assert proc.returncode == 0, proc.stderr
+
+
+def test_secrets_are_only_ever_got_by_name() -> None:
+    """`get` by name, never `list`/`watch`: a LIST would hand over every value of a namespace.
+    RBAC cannot narrow `get` to "all namespaces but these": webhook/cluster/live.py does
+    (never_read_namespaces), and the self-managed certificate Secret holds no CA key."""
+    granted = _flatten(one(render(), "ClusterRole", FULL)["rules"])
+    assert sorted(v for v, g, r in granted if (g, r) == ("", "secrets")) == ["get"]

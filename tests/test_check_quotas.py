@@ -363,3 +363,15 @@ def test_concurrent_sets_are_the_maximal_overlapping_groups() -> None:
     order = {("init", "a"), ("init", "b"), ("init", "c"), ("a", "c")}
     assert sorted(concurrent_sets(["init", "a", "b", "c"], order)) == [["a", "b"], ["b", "c"], ["init"]]
     assert concurrent_sets(["x", "y"], set()) == [["x", "y"]]
+
+
+def test_a_trainjob_counts_its_runtime_snapshot_configmap() -> None:
+    """Trainer applies `<name>-runtime-snapshot` for every TrainJob: a count/configmaps quota sees it,
+    and an MPI job's hostfile comes on top (two ConfigMaps)."""
+    snapshot = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x-runtime-snapshot"}}
+    js = {"spec": {"replicatedJobs": [{"name": "node", "replicas": 1}]}}
+    torch = job_objects(workload(derived={"jobSet": js, "runtimeSnapshot": snapshot}))
+    assert (torch["count/configmaps"], torch["configmaps"]) == (1, 1)
+    mpi = job_objects(workload(derived={"jobSet": js, "runtimeSnapshot": snapshot,
+                                        "configMap": {"kind": "ConfigMap", "metadata": {"name": "x-mpi-hostfile"}}}))
+    assert (mpi["count/configmaps"], mpi["configmaps"]) == (2, 2)

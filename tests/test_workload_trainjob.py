@@ -51,6 +51,10 @@ def test_sample_pod_groups():
     assert [(r.name, r.key, r.optional) for r in secret_refs(init.pod_spec)] == [("hf-token", None, False)]
     assert wl.queue_name == "team-a-queue"
     assert wl.managed_secrets == set()  # a torch runtime: Trainer creates no SSH Secret
+    # ... but it applies a snapshot of the runtime for every TrainJob (pkg/runtime/core/snapshot.go)
+    assert wl.derived["runtimeSnapshot"] == {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "llama-ft-runtime-snapshot", "namespace": wl.namespace},
+    }
     assert wl.managed_by == "trainer.kubeflow.org/trainjob-controller"
     js = wl.derived["jobSet"]
     assert js["metadata"]["name"] == "llama-ft" and js["spec"]["suspend"] is False

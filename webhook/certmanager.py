@@ -1,4 +1,10 @@
-"""Self-managed certificates: one Secret holds the CA and the serving pair; rotation never breaks TLS.
+"""Self-managed certificates: one Secret holds the CA certificate and the serving pair; rotation never breaks TLS.
+
+No CA private key is stored anywhere: the serving ServiceAccount may `get` Secrets
+cluster-wide (the Secrets check needs it, and RBAC has no "all but"), so whatever sits in
+this Secret is readable by the serving pods. It therefore holds only what they hold anyway
+(tls.crt/tls.key) and public CA certificates; a CA signs one serving certificate when it is
+made and its key is dropped.
 
 The Secret is the source of truth (as in Gatekeeper's cert-controller); the caBundle of the
 ValidatingWebhookConfiguration is derived from it and repaired when it drifts. Several
@@ -9,7 +15,8 @@ A rotation moves in three steps, each separated by a propagation delay, so that 
 instant the certificate a replica serves is trusted by the bundle the apiserver uses:
 
   steady        ca.crt signs tls.crt                      bundle = [ca]
-  1 ca-added    a new CA waits in ca-next.*                bundle = [ca, next]
+  1 ca-added    a new CA waits in ca-next.crt with the     bundle = [ca, next]
+                pair it signed in tls-next.*
   2 switched    tls.* now signed by the new CA; the old    bundle = [prev, ca]
                 CA kept as ca-prev.crt
   3 steady      ca-prev.crt dropped                        bundle = [ca]
@@ -53,7 +60,11 @@ MANAGED_BY = "preflight-webhook-certs"
 
 TLS_CRT, TLS_KEY = "tls.crt", "tls.key"
 CA_CRT, CA_KEY = "ca.crt", "ca.key"
-NEXT_CRT, NEXT_KEY = "ca-next.crt", "ca-next.key"
+NEXT_CRT = "ca-next.crt"
+#: the serving pair already signed by the next CA, waiting for step 2
+NEXT_TLS_CRT, NEXT_TLS_KEY = "tls-next.crt", "tls-next.key"
+#: written by older versions only; removed on sight (CA keys are never kept)
+NEXT_KEY = "ca-next.key"
 PREV_CRT = "ca-prev.crt"
 
 STEADY, CA_ADDED, SWITCHED = "steady", "ca-added", "switched"
@@ -171,81 +182,100 @@ def _new_ca(settings: RotationSettings) -> KeyPair:
     return generate_ca(settings.ca_common_name, days=settings.validity_days)  # type: ignore[arg-type]
 
 
+def _pair_ok(data: dict[str, bytes], ca_key: str, crt_key: str, key_key: str) -> bool:
+    """data[crt_key] is signed by data[ca_key] and matches data[key_key]."""
+    ca, leaf = _load_cert(data.get(ca_key)), _load_cert(data.get(crt_key))
+    return ca is not None and leaf is not None and _signed_by(leaf, ca) and _key_matches(leaf, data.get(key_key))
+
+
+def _names_ok(cert: x509.Certificate, settings: RotationSettings) -> bool:
+    dns, ips = _sans(cert)
+    return dns == set(settings.dns_names) and ips == set(settings.ip_addresses)
+
+
 def plan(
     data: dict[str, bytes],
     annotations: dict[str, str],
     now: dt.datetime,
     settings: RotationSettings,
 ) -> Plan:
-    """Decide what the Secret must hold at `now`. Pure but for key generation."""
+    """Decide what the Secret must hold at `now`. Pure but for key generation.
+
+    No CA private key is ever stored: a CA signs its one serving certificate the moment it
+    is made and its key is dropped. Anything a certificate change needs is therefore a new
+    CA with the three-step overlap; the Secret holds only what a serving replica holds
+    anyway (its own pair) plus public CA certificates. Keys written by older versions
+    (ca.key, ca-next.key) are removed on the next pass.
+    """
     renew_at = dt.timedelta(days=settings.renew_before_days)
     since = _parse_since(annotations)
     rotate_requested = ROTATE_REQUEST in annotations
     ca = _load_cert(data.get(CA_CRT))
     leaf = _load_cert(data.get(TLS_CRT))
-    ca_ok = ca is not None and bool(data.get(CA_KEY)) and _key_matches(ca, data.get(CA_KEY))
+    stored_keys = [k for k in (CA_KEY, NEXT_KEY) if k in data]
+    out = {k: v for k, v in data.items() if k not in (CA_KEY, NEXT_KEY)}
 
-    if not ca_ok:  # nothing usable (first start, or someone broke the Secret): issue afresh
+    if ca is None or leaf is None or not _pair_ok(data, CA_CRT, TLS_CRT, TLS_KEY):
+        # nothing usable (first start, or someone broke the Secret): issue afresh
         new_ca = _new_ca(settings)
         pair = _issue(settings, new_ca)
-        fresh = {CA_CRT: new_ca.cert_pem, CA_KEY: new_ca.key_pem, TLS_CRT: pair.cert_pem, TLS_KEY: pair.key_pem}
-        reason = "issued a new CA and serving certificate" if not data else "the stored CA was unusable; issued a new CA and serving certificate"
+        fresh = {CA_CRT: new_ca.cert_pem, TLS_CRT: pair.cert_pem, TLS_KEY: pair.key_pem}
+        reason = "issued a new CA and serving certificate" if not data else "the stored certificate was unusable; issued a new CA and serving certificate"
         return Plan(fresh, STEADY, None, reason, now + renew_due(pair.cert_pem, renew_at, now), rotate_requested)
-    assert ca is not None
-    out = dict(data)
 
+    # an in-flight rotation from an older version still holds the next CA's key: use it once
     nxt = _load_cert(data.get(NEXT_CRT))
-    if nxt is not None and _key_matches(nxt, data.get(NEXT_KEY)):
+    legacy_next = nxt is not None and _key_matches(nxt, data.get(NEXT_KEY)) and not _pair_ok(data, NEXT_CRT, NEXT_TLS_CRT, NEXT_TLS_KEY)
+    if legacy_next:
+        pair = _issue(settings, KeyPair(data[NEXT_CRT], data[NEXT_KEY]))
+        out[NEXT_TLS_CRT], out[NEXT_TLS_KEY] = pair.cert_pem, pair.key_pem
+    if nxt is not None and _pair_ok(out, NEXT_CRT, NEXT_TLS_CRT, NEXT_TLS_KEY):
         # step 1 → 2 once the apiserver has had time to trust the new CA
         due = (since or now) + dt.timedelta(seconds=settings.bundle_propagation_seconds)
         if since is None or now >= due:
-            new_ca = KeyPair(data[NEXT_CRT], data[NEXT_KEY])
-            pair = _issue(settings, new_ca)
-            out = {
-                PREV_CRT: data[CA_CRT],
-                CA_CRT: new_ca.cert_pem,
-                CA_KEY: new_ca.key_pem,
-                TLS_CRT: pair.cert_pem,
-                TLS_KEY: pair.key_pem,
+            switched = {
+                PREV_CRT: out[CA_CRT],
+                CA_CRT: out[NEXT_CRT],
+                TLS_CRT: out[NEXT_TLS_CRT],
+                TLS_KEY: out[NEXT_TLS_KEY],
             }
             nd = now + dt.timedelta(seconds=settings.cert_propagation_seconds)
-            return Plan(out, SWITCHED, now, "switched the serving certificate to the new CA", nd, rotate_requested)
-        return Plan(out, CA_ADDED, since, "", due, False)
-    out.pop(NEXT_CRT, None)
-    out.pop(NEXT_KEY, None)
+            return Plan(switched, SWITCHED, now, "switched the serving certificate to the new CA", nd, rotate_requested)
+        return Plan(out, CA_ADDED, since, _dropped(stored_keys), due, False)
+    for k in (NEXT_CRT, NEXT_TLS_CRT, NEXT_TLS_KEY):
+        out.pop(k, None)
 
     if PREV_CRT in data:
         due = (since or now) + dt.timedelta(seconds=settings.cert_propagation_seconds)
         if since is None or now >= due:
             out.pop(PREV_CRT)
             return Plan(out, STEADY, None, "dropped the previous CA from the bundle", None, rotate_requested)
-        return Plan(out, SWITCHED, since, "", due, False)
+        return Plan(out, SWITCHED, since, _dropped(stored_keys), due, False)
 
-    # steady: rotate on request or when the CA or the leaf nears its end
+    # steady: rotate on request, when the CA or the leaf nears its end, or when the leaf names
+    # the wrong service (re-issuing under the same CA would need its key, which is not kept)
     ca_left = ca.not_valid_after_utc - now
-    leaf_left = leaf.not_valid_after_utc - now if leaf is not None else dt.timedelta(0)
-    if rotate_requested or ca_left <= renew_at or (leaf is not None and leaf_left <= renew_at):
-        why = "rotation requested" if rotate_requested else "the certificate expires within renew-before"
+    leaf_left = leaf.not_valid_after_utc - now
+    names_ok = _names_ok(leaf, settings)
+    if rotate_requested or ca_left <= renew_at or leaf_left <= renew_at or not names_ok:
+        if rotate_requested:
+            why = "rotation requested"
+        elif not names_ok:
+            why = "the serving certificate names another service"
+        else:
+            why = "the certificate expires within renew-before"
         new_ca = _new_ca(settings)
-        out[NEXT_CRT], out[NEXT_KEY] = new_ca.cert_pem, new_ca.key_pem
+        pair = _issue(settings, new_ca)  # the new CA's key goes out of scope here, unstored
+        out[NEXT_CRT], out[NEXT_TLS_CRT], out[NEXT_TLS_KEY] = new_ca.cert_pem, pair.cert_pem, pair.key_pem
         nd = now + dt.timedelta(seconds=settings.bundle_propagation_seconds)
         return Plan(out, CA_ADDED, now, f"added a new CA to the bundle ({why})", nd, rotate_requested)
 
-    # the leaf is missing, not ours, or names the wrong service: re-issue under the same CA (no overlap needed)
-    dns, ips = (_sans(leaf) if leaf is not None else (set(), set()))
-    if (
-        leaf is None
-        or not _signed_by(leaf, ca)
-        or not _key_matches(leaf, data.get(TLS_KEY))
-        or dns != set(settings.dns_names)
-        or ips != set(settings.ip_addresses)
-    ):
-        pair = _issue(settings, KeyPair(data[CA_CRT], data[CA_KEY]))
-        out[TLS_CRT], out[TLS_KEY] = pair.cert_pem, pair.key_pem
-        return Plan(out, STEADY, None, "re-issued the serving certificate under the current CA", now + renew_due(pair.cert_pem, renew_at, now), rotate_requested)
-
     nd = now + min(ca_left, leaf_left) - renew_at
-    return Plan(out, STEADY, None, "", nd, False)
+    return Plan(out, STEADY, None, _dropped(stored_keys), nd, False)
+
+
+def _dropped(keys: list[str]) -> str:
+    return f"removed the stored CA key ({', '.join(keys)}); CA keys are never kept" if keys else ""
 
 
 def renew_due(cert_pem: bytes, renew_at: dt.timedelta, now: dt.datetime) -> dt.timedelta:
@@ -523,9 +553,13 @@ def write_atomic_dir(target: Path, files: dict[str, bytes]) -> None:
 
 
 def parse_secret_ref(ref: str) -> tuple[str, str]:
+    from webhook.cluster.names import is_dns1123_label, is_dns1123_subdomain
+
     ns, sep, name = ref.partition("/")
     if not sep or not ns or not name:
         raise ValueError(f"--secret must be NAMESPACE/NAME, got {ref!r}")
+    if not is_dns1123_label(ns) or not is_dns1123_subdomain(name):
+        raise ValueError(f"--secret {ref!r}: the namespace must be a DNS-1123 label and the name a DNS-1123 subdomain")
     return ns, name
 
 

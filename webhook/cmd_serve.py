@@ -94,6 +94,12 @@ def run(args: argparse.Namespace) -> int:
         ctx = server_context(cert, key)
     except (OSError, ssl.SSLError) as exc:
         return _error(f"cannot load the TLS certificate {cert} and key {key}: {exc}")
+    client_ca = settings.client_auth.ca_file
+    if client_ca:
+        try:
+            ctx = server_context(cert, key, client_ca)
+        except (OSError, ssl.SSLError) as exc:
+            return _error(f"cannot load the client CA {client_ca} (clientAuth.caFile): {exc}")
     reloader = CertReloader(ctx, cert, key, interval=args.cert_reload_seconds)
     try:
         reloader.load_initial()

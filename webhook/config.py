@@ -62,6 +62,11 @@ class ObjectLimits(_Model):
     #: bytes of request.object as the apiserver sends it; etcd stores at most 1.5 MiB by default
     #: (--max-request-bytes), so a larger object could not be stored anyway
     max_bytes: int = Field(1_572_864, ge=65_536, le=64 * 2**20, alias="maxBytes")
+class ClientAuthSettings(_Model):
+    #: PEM file of the CA that signs the apiserver's client certificate; unset = no caller authentication
+    ca_file: str | None = Field(None, alias="caFile")
+    #: certificate names (subject CN or DNS/IP SAN) allowed to call /validate; empty = any certificate from caFile
+    allowed_names: list[str] = Field(default_factory=list, alias="allowedNames")
 
 
 class Settings(_Model):
@@ -82,6 +87,16 @@ class Settings(_Model):
     object_limits: ObjectLimits = Field(default_factory=ObjectLimits, alias="objectLimits")
     #: longest SIGTERM waits for in-flight requests
     drain_seconds: float = Field(10.0, ge=0, le=300, alias="drainSeconds")
+    #: a connection must deliver a complete request head (and finish its TLS handshake) within this
+    header_timeout_seconds: float = Field(10.0, gt=0, le=300, alias="headerTimeoutSeconds")
+    #: once the head is in, the request body must have arrived within this
+    body_timeout_seconds: float = Field(10.0, gt=0, le=300, alias="bodyTimeoutSeconds")
+    #: a kept-alive connection with no request closes after this long idle
+    idle_timeout_seconds: float = Field(60.0, gt=0, le=3600, alias="idleTimeoutSeconds")
+    #: open connections at most; above it a new connection is closed after its handshake (~280 KiB each)
+    max_connections: int = Field(256, ge=1, le=100_000, alias="maxConnections")
+    #: verify the caller's client certificate on /validate (docs/operations.md, Security model)
+    client_auth: ClientAuthSettings = Field(default_factory=ClientAuthSettings, alias="clientAuth")
     #: registries that need no imagePullSecrets
     public_registries: list[str] = Field(default_factory=lambda: list(PUBLIC_REGISTRIES), alias="publicRegistries")
     #: registries (or registry/path prefixes) whose images cannot be pulled without credentials: a
@@ -101,6 +116,9 @@ class Settings(_Model):
     api_concurrency: int = Field(16, ge=1, le=256, alias="apiConcurrency")
     #: TTL of on-demand Secret reads
     secret_ttl_seconds: float = Field(5.0, ge=0, le=300, alias="secretTtlSeconds")
+    #: namespaces whose Secrets are never read (the chart lists those its namespaceSelector excludes);
+    #: kube-system and the webhook's own namespace are always added
+    excluded_namespaces: list[str] = Field(default_factory=list, alias="excludedNamespaces")
     #: smallest Kubernetes version supported by the checks
     min_kubernetes_version: str = Field("1.27", alias="minKubernetesVersion")
     kueue: KueueSettings = Field(default_factory=KueueSettings)

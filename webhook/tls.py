@@ -39,10 +39,22 @@ CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20"
 # --------------------------------------------------------------------------- contexts
 
 
-def server_context(cert_file: str | os.PathLike[str], key_file: str | os.PathLike[str]) -> ssl.SSLContext:
-    """A server SSLContext: TLS 1.2 minimum, ECDHE+AEAD ciphers, the given pair loaded."""
+def server_context(
+    cert_file: str | os.PathLike[str],
+    key_file: str | os.PathLike[str],
+    client_ca_file: str | os.PathLike[str] | None = None,
+) -> ssl.SSLContext:
+    """A server SSLContext: TLS 1.2 minimum, ECDHE+AEAD ciphers, the given pair loaded.
+
+    With `client_ca_file`, a client certificate is requested and, when sent, verified
+    against that CA (CERT_OPTIONAL: a client without one still completes the handshake,
+    so the kubelet's probes work; WebhookServer refuses it on /validate).
+    """
     ctx = _bare_context()
     ctx.load_cert_chain(os.fspath(cert_file), os.fspath(key_file))
+    if client_ca_file is not None:
+        ctx.load_verify_locations(cafile=os.fspath(client_ca_file))
+        ctx.verify_mode = ssl.CERT_OPTIONAL
     return ctx
 
 

@@ -353,9 +353,9 @@ def _our_facts(tj: dict[str, Any], rt: dict[str, Any]) -> dict[str, Any]:
         "groups": {g.name: {"pods": g.pods, **_facts_of_pod(g.pod_spec)} for g in wl.pod_groups},
         "dependsOn": {g.name: list(g.depends_on) for g in wl.pod_groups},
         "secrets": sorted(wl.managed_secrets),
-        # Trainer also applies `<name>-runtime-snapshot` for every TrainJob (pkg/runtime/core/snapshot.go),
-        # outside NewObjects' result; derived["configMap"] is the runtime's own ConfigMap
-        "configMaps": [cm["metadata"]["name"]] if cm else [],
+        # every ConfigMap the Workload says Trainer creates: the MPI hostfile / Flux entrypoint and
+        # the `<name>-runtime-snapshot` Trainer applies for every TrainJob (pkg/runtime/core/snapshot.go)
+        "configMaps": sorted(o["metadata"]["name"] for o in wl.derived.values() if o.get("kind") == "ConfigMap"),
         "hostfile": (cm.get("data") or {}).get("hostfile") if cm and cm["metadata"]["name"].endswith("-mpi-hostfile") else None,
     }
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from webhook.checks.base import Check, CheckContext, Permission
 from webhook.checks.image import parse_image
+from webhook.cluster.names import is_dns1123_subdomain
 from webhook.cluster.view import ApiError
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import Workload
@@ -111,6 +112,8 @@ def _by(refs: list[tuple[SecretRef, str]]) -> str:
 
 def _missing_secret(use: _Use, ns: str) -> str:
     refs = use.required
+    if not is_dns1123_subdomain(use.name):
+        return _invalid_name(use, refs)
     if use.pull_secret:
         fix = _pull_fix(use, ns)
     else:
@@ -160,6 +163,21 @@ def _missing_pull_secret(use: _Use, ns: str, private: list[str]) -> tuple[Status
     server = "https://index.docker.io/v1/" if registry == "docker.io" else registry
     return Status.FAIL, (
         f'{head}; private registry "{entry}" needs it for image "{image}"{more}. Fix: {_pull_fix(use, ns, server)}'
+    )
+
+
+def _invalid_name(use: _Use, refs: list[tuple[SecretRef, str]]) -> str:
+    """A name no Secret can have (pkg/apis/core/validation ValidateSecretName): never looked up.
+
+    ValidatePodSpec refuses it in env secretKeyRef and envFrom secretRef, so those pods are
+    never created; in volumes and imagePullSecrets it only has to be non-empty, and the
+    kubelet then cannot find it.
+    """
+    in_env = any(".env[" in r.field_path or ".envFrom[" in r.field_path for r, _ in refs)
+    why = "the apiserver refuses pods that reference it in env" if in_env else "the kubelet will never find it"
+    return (
+        f'"{use.name}" is not a valid Secret name (referenced by {_by(refs)}): {why}. '
+        "Fix: reference the Secret by its real name (a lowercase RFC 1123 subdomain)"
     )
 
 

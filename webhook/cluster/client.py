@@ -26,6 +26,7 @@ import aiohttp
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
+from webhook.cluster.names import is_dns1123_label, is_dns1123_subdomain
 from webhook.cluster.view import ApiError
 
 log = logging.getLogger(__name__)
@@ -109,6 +110,21 @@ class Coalescer(Generic[T]):
             task.exception()  # retrieved: nobody may be left waiting for it
 
 
+# --------------------------------------------------------------------------- names in URLs
+
+def check_path(path: str) -> None:
+    """Refuse a path with an empty, "." or ".." segment: it would address another resource.
+
+    `/api/v1/namespaces/ns/secrets/.` is normalised by HTTP clients to `.../secrets/`, a LIST
+    of every Secret in the namespace, values included (k8s.io/apimachinery/pkg/api/validation/
+    path: IsValidPathSegmentName refuses these names for the same reason). Callers validate
+    names per kind first; this is the last guard before a request leaves.
+    """
+    segments = path.split("?", 1)[0].split("/")[1:]
+    if not path.startswith("/") or any(seg in ("", ".", "..") for seg in segments):
+        raise ValueError(f"refusing the request path {path!r}: an empty, '.' or '..' segment")
+
+
 #: POSTs that write nothing: reviews are answered, never stored
 NON_PERSISTED_POSTS = ("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",)
 
@@ -175,6 +191,7 @@ class KubeClient:
     ) -> dict[str, Any]:
         """One bounded call. `timeout` covers the wait for a slot and the whole exchange."""
         assert_no_write(method, path, query)
+        check_path(path)
         if timeout <= 0:
             raise ApiError(0, "no time left before the deadline")
         self.requests[kind or f"{method} {path}"] += 1
@@ -217,6 +234,7 @@ class KubeClient:
         Raises ApiError when the watch cannot be opened or the connection breaks.
         `read_timeout` detects a silent (half-open) connection.
         """
+        check_path(path)
         self.requests[kind or f"WATCH {path}"] += 1
         timeout = aiohttp.ClientTimeout(total=None, connect=30, sock_connect=30, sock_read=read_timeout)
         try:

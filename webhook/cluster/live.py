@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -32,6 +34,7 @@ from webhook.cluster.capabilities import (
     required_permissions,
 )
 from webhook.cluster.client import Coalescer, KubeClient, load_configuration
+from webhook.cluster.names import is_dns1123_label, is_dns1123_subdomain
 from webhook.cluster.discovery import Discovery, gv_path
 from webhook.cluster.view import ApiError
 from webhook.config import Settings
@@ -45,8 +48,40 @@ LIVE_CALL_CEILING = 10.0
 SECRET_CACHE_MAX = 4096
 
 
+#: never judged, never read: the control plane's own namespace
+ALWAYS_EXCLUDED = ("kube-system",)
+#: where a pod finds its own namespace when POD_NAMESPACE is not set
+SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
 def _q(part: str) -> str:
     return quote(part, safe="")
+
+
+def own_namespace(env: dict[str, str] | None = None, sa_file: str = SA_NAMESPACE_FILE) -> str | None:
+    """The webhook's own namespace: $POD_NAMESPACE (the chart sets it), else the ServiceAccount's file."""
+    env = os.environ if env is None else env
+    ns = (env.get("POD_NAMESPACE") or "").strip()
+    if ns:
+        return ns
+    try:
+        return Path(sa_file).read_text(encoding="utf-8").strip() or None
+    except OSError:
+        return None
+
+
+def never_read_namespaces(settings: Settings, own: str | None) -> frozenset[str]:
+    """Namespaces whose Secrets the webhook never reads, whatever the request says.
+
+    RBAC cannot grant `get secrets` in "every namespace but these" (it has no deny), so the
+    ClusterRole is cluster-wide and this client-side rule narrows it: kube-system, the
+    webhook's own namespace (its certificate Secret, Helm release Secrets) and every
+    namespace the chart excludes from judging (Settings.excluded_namespaces).
+    """
+    out = set(ALWAYS_EXCLUDED) | set(settings.excluded_namespaces)
+    if own:
+        out.add(own)
+    return frozenset(out)
 
 
 class LiveClusterView:
@@ -60,6 +95,7 @@ class LiveClusterView:
         checks: list[Check] | None = None,
         discovery_refresh_seconds: float = 60.0,
         clock: Any = time.monotonic,
+        own_ns: str | None = None,
     ) -> None:
         if checks is None:
             from webhook.checks import all_checks
@@ -77,6 +113,7 @@ class LiveClusterView:
         self.ready_reason = "starting: discovery and capability probe not done yet"
         self.fatal = ""
         self._clock = clock
+        self.never_read = never_read_namespaces(settings, own_ns if own_ns is not None else own_namespace())
         self._secret_ttl: dict[tuple[str, str], tuple[float, frozenset[str]]] = {}
         self._secret_reads: Coalescer[frozenset[str] | None] = Coalescer()
         self._object_reads: Coalescer[dict[str, Any] | None] = Coalescer()
@@ -271,7 +308,20 @@ class LiveClusterView:
     # ------------------------------------------------------------------ live reads
 
     async def secret_keys(self, namespace: str, name: str, deadline: Deadline) -> set[str] | None:
-        """Key names only: the body (and every value in it) is dropped before this returns."""
+        """Key names only: the body (and every value in it) is dropped before this returns.
+
+        A name or namespace that no object can have (not a DNS-1123 subdomain / label,
+        pkg/apis/core/validation ValidateSecretName / ValidateNamespaceName) is answered
+        "not found" without a request: such a Secret cannot exist, and the name never goes
+        into a URL (`.` would turn the GET into a LIST of the namespace's Secrets). A
+        namespace in `never_read` is refused as not permitted, without a request.
+        """
+        if not is_dns1123_label(namespace) or not is_dns1123_subdomain(name):
+            return None
+        if namespace in self.never_read:
+            raise ApiError(
+                403, f'the webhook does not read Secrets in namespace "{namespace}" (never-read namespace)', "Forbidden"
+            )
         key = (namespace, name)
         now = self._clock()
         hit = self._secret_ttl.get(key)
@@ -308,6 +358,11 @@ class LiveClusterView:
     async def get_object(
         self, api_version: str, resource: str, namespace: str | None, name: str, deadline: Deadline
     ) -> dict[str, Any] | None:
+        """One object by name, or None when it does not exist (or cannot: an invalid name or namespace)."""
+        if not is_dns1123_subdomain(name) or (namespace and not is_dns1123_label(namespace)):
+            return None
+        if resource == "secrets":
+            raise ValueError("Secrets are read with secret_keys(), which drops their values")
         path = gv_path(api_version)
         if namespace:
             path += f"/namespaces/{_q(namespace)}"
@@ -329,6 +384,8 @@ class LiveClusterView:
         self, api_version: str, kind: str, namespace: str, body: dict[str, Any], deadline: Deadline
     ) -> None:
         """The only write the webhook sends, and it is always dryRun=All (nothing is persisted)."""
+        if not is_dns1123_label(namespace):
+            raise ApiError(404, f'namespace "{namespace}" cannot exist (not a DNS-1123 label)', "NotFound")
         res = await self.discovery.resource(api_version, kind, deadline.timeout(LIVE_CALL_CEILING))
         if res is None:
             raise ApiError(404, f"{kind} ({api_version}) is not served by this cluster", "NotFound")

@@ -28,6 +28,7 @@ ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
 RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
+RUNTIME_SNAPSHOT_SUFFIX = "-runtime-snapshot"  # T:pkg/runtime/core/snapshot.go
 # role (ancestor step) → the container Trainer writes into
 ROLE_CONTAINER = {"trainer": "node", "dataset-initializer": "dataset-initializer", "model-initializer": "model-initializer"}
 _INITIALIZER_ROLE = {"dataset": "dataset-initializer", "model": "model-initializer"}
@@ -241,6 +242,15 @@ def build(
             "Fix: set spec.trainer, e.g. trainer: {numNodes: 1}."
         )
     _render(wl, spec, patches, rt_spec)
+    # Trainer applies a copy of the runtime as `<name>-runtime-snapshot` before it builds anything
+    # (T:pkg/runtime/core/snapshot.go createRuntimeSnapshot, called from NewObjects of both runtime
+    # kinds): one more ConfigMap in the namespace, for every TrainJob whose runtime exists. Its
+    # content is the runtime itself; only its identity matters to the checks (count/configmaps).
+    wl.derived["runtimeSnapshot"] = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": f"{wl.name}{RUNTIME_SNAPSHOT_SUFFIX}", "namespace": wl.namespace},
+    }
     return wl
 
 

@@ -49,6 +49,24 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- end -}}
 
+{{/* Namespaces never judged (the webhook's namespaceSelector) and, therefore, never read:
+     the serving config's excludedNamespaces. One list for both, as a JSON array. */}}
+{{- define "pw.excludedNamespaces" -}}
+{{- concat (list "kube-system" "kube-node-lease" "kube-public" .Release.Namespace) .Values.webhook.excludeNamespaces | uniq | toJson -}}
+{{- end -}}
+
+{{/* The serving config: .Values.config plus what the chart derives (exclusions, client CA). */}}
+{{- define "pw.config" -}}
+{{- $cfg := deepCopy .Values.config -}}
+{{- $_ := set $cfg "excludedNamespaces" (include "pw.excludedNamespaces" . | fromJsonArray) -}}
+{{- if .Values.clientAuth.enabled -}}
+{{- $_ := set $cfg "clientAuth" (dict "caFile" "/etc/preflight-webhook/client-ca/ca.crt" "allowedNames" .Values.clientAuth.allowedNames) -}}
+{{- else -}}
+{{- $_ := set $cfg "clientAuth" (dict "caFile" nil "allowedNames" (list)) -}}
+{{- end -}}
+{{- toYaml $cfg -}}
+{{- end -}}
+
 {{/* Fail early on combinations that would hurt the cluster. */}}
 {{- define "pw.validate" -}}
 {{- $mode := .Values.certificates.mode -}}
@@ -63,6 +81,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- if ge (float64 .Values.config.budgetSeconds) (float64 .Values.webhook.timeoutSeconds) -}}
 {{- fail (printf "config.budgetSeconds (%v) must be below webhook.timeoutSeconds (%v): the answer has to reach the apiserver in time" .Values.config.budgetSeconds .Values.webhook.timeoutSeconds) -}}
+{{- end -}}
+{{- if and .Values.clientAuth.enabled (not .Values.clientAuth.caBundle) -}}
+{{- fail "clientAuth.enabled needs clientAuth.caBundle (PEM of the CA that signs the apiserver's client certificate)" -}}
 {{- end -}}
 {{- if le (int .Values.terminationGracePeriodSeconds) (add (int .Values.shutdownDelaySeconds) (int .Values.config.drainSeconds)) -}}
 {{- fail (printf "terminationGracePeriodSeconds (%v) must exceed shutdownDelaySeconds + config.drainSeconds (%v)" .Values.terminationGracePeriodSeconds (add (int .Values.shutdownDelaySeconds) (int .Values.config.drainSeconds))) -}}

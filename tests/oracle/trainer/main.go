@@ -28,6 +28,7 @@ import (
 	"sort"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -274,6 +275,16 @@ func runCase(ctx context.Context, c caseIn) (out caseOut) {
 			m = map[string]any{"apiVersion": m["apiVersion"], "kind": m["kind"], "metadata": map[string]any{"name": meta(m)["name"]}}
 		}
 		out.Objects = append(out.Objects, m)
+	}
+	// What Trainer applied through its client besides NewObjects' result: the runtime snapshot
+	// ConfigMap (pkg/runtime/core/snapshot.go). Only its identity is reported.
+	var applied corev1.ConfigMapList
+	if err := cl.List(ctx, &applied); err != nil {
+		out.Error = "listing applied ConfigMaps: " + err.Error()
+		return
+	}
+	for _, cm := range applied.Items {
+		out.Objects = append(out.Objects, map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": cm.Name}})
 	}
 	if jobSet == nil {
 		out.Error = "Trainer built no JobSet"

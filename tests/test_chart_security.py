@@ -1,0 +1,89 @@
+"""The chart's part of the security model: who may reach the webhook port, who may call
+/validate, and which namespaces' Secrets the webhook may read (docs/operations.md)."""
+
+from __future__ import annotations
+
+import yaml
+
+from tests.test_chart import CHART, FULL, NS, helm, one, render
+from webhook.config import Settings
+
+PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----"
+
+
+def config(docs: list) -> Settings:
+    return Settings.model_validate(yaml.safe_load(one(docs, "ConfigMap", f"{FULL}-config")["data"]["config.yaml"]))
+
+
+def test_network_policy_admits_only_the_webhook_port_from_non_pod_sources_by_default() -> None:
+    np = one(render(), "NetworkPolicy", FULL)
+    spec = np["spec"]
+    assert spec["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "preflight-webhook", "app.kubernetes.io/instance": "pf"}
+    assert spec["policyTypes"] == ["Ingress"]
+    [rule] = spec["ingress"]
+    assert rule["ports"] == [{"port": 8443, "protocol": "TCP"}]
+    assert rule["from"] == [
+        {"ipBlock": {"cidr": "0.0.0.0/0"}},
+        {"ipBlock": {"cidr": "::/0"}},
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}}},
+    ]
+
+
+def test_pod_cidrs_are_excepted_per_address_family() -> None:
+    np = one(render("--set", "networkPolicy.podCIDRs={10.244.0.0/16,fd00:10:244::/56}",
+                    "--set", "networkPolicy.allowKubeSystemPods=false"), "NetworkPolicy", FULL)
+    assert np["spec"]["ingress"][0]["from"] == [
+        {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.244.0.0/16"]}},
+        {"ipBlock": {"cidr": "::/0", "except": ["fd00:10:244::/56"]}},
+    ]
+
+
+def test_explicit_peers_replace_the_default() -> None:
+    np = one(render("--set", "networkPolicy.from[0].ipBlock.cidr=172.18.0.0/24"), "NetworkPolicy", FULL)
+    assert np["spec"]["ingress"][0]["from"] == [{"ipBlock": {"cidr": "172.18.0.0/24"}}]
+
+
+def test_network_policy_can_be_turned_off() -> None:
+    assert not [d for d in render("--set", "networkPolicy.enabled=false") if d["kind"] == "NetworkPolicy"]
+
+
+def test_secret_reads_exclude_exactly_the_namespaces_the_webhook_is_not_sent() -> None:
+    docs = render("--set", "webhook.excludeNamespaces={tenant-x}")
+    vwc = one(docs, "ValidatingWebhookConfiguration", FULL)
+    [expr] = [e for e in vwc["webhooks"][0]["namespaceSelector"]["matchExpressions"] if e["key"] == "kubernetes.io/metadata.name"]
+    assert config(docs).excluded_namespaces == expr["values"] == ["kube-system", "kube-node-lease", "kube-public", NS, "tenant-x"]
+    dep = one(docs, "Deployment", FULL)
+    env = dep["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}} in env
+
+
+def test_client_auth_mounts_the_ca_and_configures_the_server() -> None:
+    docs = render("--set", "clientAuth.enabled=true", "--set-string", f"clientAuth.caBundle={PEM}",
+                  "--set", "clientAuth.allowedNames={kube-apiserver-webhook-client}")
+    cm = one(docs, "ConfigMap", f"{FULL}-client-ca")
+    assert cm["data"]["ca.crt"].strip() == PEM
+    cfg = config(docs)
+    assert cfg.client_auth.ca_file == "/etc/preflight-webhook/client-ca/ca.crt"
+    assert cfg.client_auth.allowed_names == ["kube-apiserver-webhook-client"]
+    pod = one(docs, "Deployment", FULL)["spec"]["template"]["spec"]
+    mounts = {m["name"]: m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
+    assert mounts["client-ca"] == "/etc/preflight-webhook/client-ca"
+    assert {"name": "client-ca", "configMap": {"name": f"{FULL}-client-ca"}} in pod["volumes"]
+
+
+def test_client_auth_is_off_by_default() -> None:
+    docs = render()
+    assert config(docs).client_auth.ca_file is None
+    assert not [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("client-ca")]
+
+
+def test_client_auth_without_a_ca_is_refused() -> None:
+    proc = helm("template", "pf", str(CHART), "--set", "clientAuth.enabled=true", check=False)
+    assert proc.returncode != 0
+    assert "clientAuth.enabled needs clientAuth.caBundle (PEM of the CA that signs the apiserver's client certificate)" in proc.stderr
+
+
+def test_the_serving_pods_mount_only_the_serving_pair() -> None:
+    pod = one(render(), "Deployment", FULL)["spec"]["template"]["spec"]
+    [tls] = [v for v in pod["volumes"] if v["name"] == "tls"]
+    assert tls["secret"]["items"] == [{"key": "tls.crt", "path": "tls.crt"}, {"key": "tls.key", "path": "tls.key"}]

@@ -1,0 +1,332 @@
+"""Slow and hostile clients, graceful drain, caller authentication: over real TLS on 127.0.0.1.
+
+Bounds are configured small and every test waits for an outcome (the connection is closed,
+the answer arrives) under a generous cap; nothing asserts how long anything took.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from webhook.checks.base import Check, CheckContext
+from webhook.config import Settings
+from webhook.results import CheckResult, Status
+from webhook.tls import generate_ca, issue_cert
+
+#: the cap on every wait: a bound that never fires makes the test fail here, not hang
+CAP = 15.0
+
+
+class Pass(Check):
+    name = "Widget Pass"
+    kinds = frozenset({"Widget"})
+    summary = "Always passes."
+
+    async def run(self, ctx: CheckContext) -> CheckResult:
+        return CheckResult(self.name, Status.PASS, "fine")
+
+
+def review_bytes(uid: str = "hostile-1") -> bytes:
+    req = {
+        "uid": uid,
+        "kind": {"group": "example.com", "version": "v1", "kind": "Widget"},
+        "resource": {"group": "example.com", "version": "v1", "resource": "widgets"},
+        "namespace": "team-a",
+        "name": "w1",
+        "operation": "CREATE",
+        "userInfo": {"username": "alice"},
+        "object": {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w1", "namespace": "team-a"}, "spec": {"image": "good"}},
+        "dryRun": False,
+    }
+    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req}).encode()
+
+
+def head(body_len: int, path: str = "/validate") -> bytes:
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {body_len}\r\n\r\n"
+    ).encode()
+
+
+async def connect(server: Any, client_ssl: ssl.SSLContext | None) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.wait_for(
+        asyncio.open_connection("127.0.0.1", server.port, ssl=client_ssl, server_hostname="127.0.0.1" if client_ssl else None),
+        CAP,
+    )
+
+
+async def closed_by_server(reader: asyncio.StreamReader) -> bool:
+    """True once the server has closed the connection (EOF or reset); fails the test at CAP."""
+    try:
+        while await asyncio.wait_for(reader.read(65536), CAP):
+            pass
+    except (ConnectionError, ssl.SSLError):
+        pass
+    return True
+
+
+async def read_response(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], Any]:
+    status_line = await asyncio.wait_for(reader.readline(), CAP)
+    headers: dict[str, str] = {}
+    while True:
+        line = await asyncio.wait_for(reader.readline(), CAP)
+        if line in (b"\r\n", b""):
+            break
+        k, _, v = line.decode().partition(":")
+        headers[k.strip().lower()] = v.strip()
+    body = await asyncio.wait_for(reader.readexactly(int(headers.get("content-length", "0"))), CAP)
+    return int(status_line.split()[1]), headers, json.loads(body) if body else None
+
+
+@pytest.fixture
+def head_arrived(monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
+    """Set once a request head has been parsed and handed to the app (its body may still be arriving)."""
+    from webhook import server as server_module
+
+    ev = asyncio.Event()
+    original = server_module._Connection.request_started
+
+    def started(self: Any, request: Any) -> None:
+        original(self, request)
+        ev.set()
+
+    monkeypatch.setattr(server_module._Connection, "request_started", started)
+    return ev
+
+
+# --------------------------------------------------------------------------- slow clients
+
+
+async def test_a_request_head_that_never_completes_is_closed(start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext) -> None:
+    server = await start_webhook(Settings(headerTimeoutSeconds=0.2), checks=[Pass()])
+    reader, writer = await connect(server, client_ssl)
+    writer.write(b"POST /validate HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")  # and never more
+    await writer.drain()
+    assert await closed_by_server(reader)
+    assert server.timed_out_connections == 1
+    writer.close()
+
+
+async def test_a_connection_that_never_starts_tls_is_closed(start_webhook: Any, widget_adapter: str) -> None:
+    server = await start_webhook(Settings(headerTimeoutSeconds=0.2), checks=[Pass()])
+    reader, writer = await connect(server, None)  # plain TCP: no ClientHello ever
+    assert await closed_by_server(reader)
+    writer.close()
+
+
+async def test_a_body_that_never_completes_is_closed(start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext) -> None:
+    server = await start_webhook(Settings(bodyTimeoutSeconds=0.2), checks=[Pass()])
+    body = review_bytes()
+    reader, writer = await connect(server, client_ssl)
+    writer.write(head(len(body)) + body[:10])
+    await writer.drain()
+    assert await closed_by_server(reader)
+    assert server.timed_out_connections == 1
+    writer.close()
+
+
+async def test_an_idle_kept_alive_connection_is_closed(start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext) -> None:
+    server = await start_webhook(Settings(idleTimeoutSeconds=0.2), checks=[Pass()])
+    body = review_bytes()
+    reader, writer = await connect(server, client_ssl)
+    writer.write(head(len(body)) + body)
+    status, headers, answer = await read_response(reader)
+    assert status == 200 and answer["response"]["allowed"] is True
+    assert headers.get("connection", "keep-alive").lower() != "close"
+    assert await closed_by_server(reader)  # nothing more was sent
+    writer.close()
+
+
+async def test_connections_above_max_connections_are_closed(start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext) -> None:
+    server = await start_webhook(Settings(maxConnections=2, headerTimeoutSeconds=60, idleTimeoutSeconds=60), checks=[Pass()])
+    held = []
+    for _ in range(2):
+        reader, writer = await connect(server, client_ssl)
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        status, _, _ = await read_response(reader)
+        assert status == 200
+        held.append(writer)
+    reader, writer = await connect(server, client_ssl)
+    assert await closed_by_server(reader)
+    assert server.rejected_connections == 1
+    assert len(server.connections) == 2
+    for w in (*held, writer):
+        w.close()
+
+
+# --------------------------------------------------------------------------- drain
+
+
+async def test_drain_finishes_a_body_that_is_still_arriving(
+    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext, head_arrived: asyncio.Event
+) -> None:
+    server = await start_webhook(Settings(drainSeconds=30, bodyTimeoutSeconds=30), checks=[Pass()])
+    body = review_bytes("drain-body")
+    reader, writer = await connect(server, client_ssl)
+    writer.write(head(len(body)) + body[:20])
+    await writer.drain()
+    await asyncio.wait_for(head_arrived.wait(), CAP)
+
+    stopping = asyncio.ensure_future(server.shutdown())
+    await asyncio.sleep(0)  # let shutdown flip readiness and close the listener
+    assert server.webhook.readiness() == (False, "shutting down")
+    writer.write(body[20:])
+    await writer.drain()
+    status, headers, answer = await read_response(reader)
+    assert status == 200
+    assert answer["response"]["uid"] == "drain-body" and answer["response"]["allowed"] is True
+    assert headers.get("connection", "").lower() == "close", headers
+    assert await closed_by_server(reader)
+    await asyncio.wait_for(stopping, CAP)  # every connection closed: the drain ends early
+    writer.close()
+
+
+async def test_drain_answers_the_next_request_on_a_kept_alive_connection_with_connection_close(
+    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext
+) -> None:
+    server = await start_webhook(Settings(drainSeconds=30), checks=[Pass()])
+    reader, writer = await connect(server, client_ssl)
+    first = review_bytes("before")
+    writer.write(head(len(first)) + first)
+    status, headers, _ = await read_response(reader)
+    assert status == 200 and headers.get("connection", "").lower() != "close"
+
+    stopping = asyncio.ensure_future(server.shutdown())
+    await asyncio.sleep(0)
+    assert server.webhook.draining
+    second = review_bytes("during-drain")
+    writer.write(head(len(second)) + second)
+    status, headers, answer = await read_response(reader)
+    assert status == 200 and answer["response"]["uid"] == "during-drain"
+    assert headers.get("connection", "").lower() == "close", headers
+    assert await closed_by_server(reader)
+    await asyncio.wait_for(stopping, CAP)
+    writer.close()
+
+
+# --------------------------------------------------------------------------- caller authentication
+
+
+@pytest.fixture
+def client_ca(tmp_path: Path) -> Any:
+    ca = generate_ca("apiserver-client-ca")
+    path = tmp_path / "client-ca.crt"
+    path.write_bytes(ca.cert_pem)
+    return ca, path
+
+
+def client_context(client_ssl: ssl.SSLContext, pair: Any, tmp_path: Path, name: str) -> ssl.SSLContext:
+    crt, key = tmp_path / f"{name}.crt", tmp_path / f"{name}.key"
+    crt.write_bytes(pair.cert_pem)
+    key.write_bytes(pair.key_pem)
+    client_ssl.load_cert_chain(crt, key)
+    return client_ssl
+
+
+async def post(server: Any, ctx: ssl.SSLContext) -> tuple[int, Any]:
+    body = review_bytes()
+    reader, writer = await connect(server, ctx)
+    writer.write(head(len(body)) + body)
+    status, _, answer = await read_response(reader)
+    writer.close()
+    return status, answer
+
+
+async def test_validate_without_a_client_certificate_is_401_but_probes_work(
+    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext, client_ca: Any
+) -> None:
+    _, ca_path = client_ca
+    server = await start_webhook(Settings(clientAuth={"caFile": str(ca_path)}), checks=[Pass()])
+    status, answer = await post(server, client_ssl)
+    assert status == 401
+    assert answer == {"error": "a client certificate is required (clientAuth)"}
+    reader, writer = await connect(server, client_ssl)
+    writer.write(b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    status, _, _ = await read_response(reader)
+    assert status == 200
+    writer.close()
+
+
+async def test_validate_with_an_allowed_client_certificate_is_judged(
+    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext, client_ca: Any, tmp_path: Path
+) -> None:
+    ca, ca_path = client_ca
+    server = await start_webhook(
+        Settings(clientAuth={"caFile": str(ca_path), "allowedNames": ["kube-apiserver-webhook-client"]}), checks=[Pass()]
+    )
+    ok = issue_cert(ca, "kube-apiserver-webhook-client", server=False, client=True)
+    status, answer = await post(server, client_context(client_ssl, ok, tmp_path, "ok"))
+    assert status == 200 and answer["response"]["allowed"] is True
+
+
+async def test_validate_with_a_certificate_name_not_allowed_is_403(
+    start_webhook: Any, widget_adapter: str, ca: Any, client_ca: Any, tmp_path: Path
+) -> None:
+    issuer, ca_path = client_ca
+    server = await start_webhook(Settings(clientAuth={"caFile": str(ca_path), "allowedNames": ["kube-apiserver-webhook-client"]}), checks=[Pass()])
+    ctx = ssl.create_default_context()
+    ca.configure_trust(ctx)
+    other = issue_cert(issuer, "someone-else", server=False, client=True)
+    status, answer = await post(server, client_context(ctx, other, tmp_path, "other"))
+    assert status == 403
+    assert answer == {"error": "this client certificate is not allowed to call /validate"}
+
+
+async def test_a_client_certificate_from_another_ca_fails_the_handshake(
+    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext, client_ca: Any, tmp_path: Path
+) -> None:
+    _, ca_path = client_ca
+    server = await start_webhook(Settings(clientAuth={"caFile": str(ca_path)}), checks=[Pass()])
+    stranger = issue_cert(generate_ca("stranger"), "kube-apiserver-webhook-client", server=False, client=True)
+    ctx = client_context(client_ssl, stranger, tmp_path, "stranger")
+    body = review_bytes()
+    try:
+        reader, writer = await connect(server, ctx)
+        writer.write(head(len(body)) + body)
+        first_line = await asyncio.wait_for(reader.readline(), CAP)  # TLS 1.3: the alert comes after the handshake
+        writer.close()
+    except (ssl.SSLError, ConnectionError):
+        first_line = b""
+    assert first_line == b""  # no answer at all
+
+
+def test_serve_refuses_a_client_ca_it_cannot_load(tmp_path: Path, cert_files: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from webhook import cmd_serve
+
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(f"clientAuth:\n  caFile: {tmp_path / 'missing-ca.crt'}\n")
+    parser = argparse.ArgumentParser()
+    cmd_serve.add_parser(parser.add_subparsers())
+    crt, key = cert_files
+    args = parser.parse_args(["serve", f"--tls-cert={crt}", f"--tls-key={key}", f"--config={cfg}", "--offline"])
+    assert cmd_serve.run(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: cannot load the client CA {tmp_path / 'missing-ca.crt'} (clientAuth.caFile): ")
+
+
+def test_peer_names_are_the_subject_cn_and_dns_ip_sans() -> None:
+    from webhook.server import peer_names
+
+    peer = {
+        "subject": ((("organizationName", "system:masters"),), (("commonName", "kube-apiserver-webhook-client"),)),
+        "subjectAltName": (("DNS", "apiserver.local"), ("IP Address", "10.0.0.1"), ("URI", "spiffe://x")),
+    }
+    assert peer_names(peer) == {"kube-apiserver-webhook-client", "apiserver.local", "10.0.0.1"}
+
+
+@pytest.mark.parametrize(
+    "field, value", [("maxConnections", 0), ("headerTimeoutSeconds", 0), ("bodyTimeoutSeconds", -1), ("idleTimeoutSeconds", 0)]
+)
+def test_connection_bounds_must_be_positive(field: str, value: float) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError):
+        Settings.model_validate({field: value})
