@@ -1,6 +1,7 @@
 """AIPerfSweep through AIPerf 0.13.0's own code (run with the oracle venv's python).
 
     python tests/oracle/sweep_oracle.py CASES.json   → one JSON line {case: result}
+    python tests/oracle/sweep_oracle.py --golden      → tests/oracle/golden/sweeps.json (summaries)
 
 Per case, the create handler's steps (`operator/handlers/sweep/create.py` handle: validate_sweep_spec,
 _compute_cardinality, _reject_overlong_child_names, _reject_unstorable_epoch, the image check) and the
@@ -167,8 +168,42 @@ def one(body: dict[str, Any]) -> dict[str, Any]:
     return {"jobSet": jobset, "variations": n, "trials": plan.trials, "children": children}
 
 
+def summary(result: dict[str, Any]) -> dict[str, Any]:
+    """What the golden keeps: refusals whole; children without their full JobSets (pod groups only)."""
+    if "jobSet" not in result:
+        return result
+    out = {k: v for k, v in result.items() if k != "children"}
+    out["children"] = []
+    for i, ch in enumerate(result["children"]):
+        # labels differ only by index and label after the first few children: kept for three
+        c = {k: v for k, v in ch.items() if k != "jobSet" and (k != "labels" or i < 3)}
+        if "jobSet" in ch:
+            c["podGroups"] = pod_groups(ch["jobSet"])
+        out["children"].append(c)
+    return out
+
+
+def pod_groups(jobset: dict[str, Any]) -> list[Any]:
+    """[replicatedJob, replicas, [(container, resources)]] of a JobSet: what a child runs."""
+    return [
+        [rj["name"], rj["replicas"],
+         [[c["name"], c.get("resources")] for c in rj["template"]["spec"]["template"]["spec"]["containers"]]]
+        for rj in jobset["spec"]["replicatedJobs"]
+    ]  # fmt: skip
+
+
 def main() -> int:
     _stub_kopf()
+    if sys.argv[1] == "--golden":
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+        from tests.oracle.sweeps import cases as generated
+
+        golden = {case: summary(one(body)) for case, body in sorted(generated().items())}
+        path = Path(__file__).resolve().parent / "golden" / "sweeps.json"
+        lines = [f"{json.dumps(k)}: {json.dumps(v, sort_keys=True, separators=(',', ':'))}" for k, v in golden.items()]
+        path.write_text("{\n" + ",\n".join(lines) + "\n}\n")  # one case per line
+        print(f"wrote {path} ({len(golden)} cases)")
+        return 0
     cases = json.loads(Path(sys.argv[1]).read_text())
     out = {}
     for case, body in cases.items():

@@ -1,7 +1,10 @@
 """Sweep oracle: AIPerf 0.13.0's own create handler, expand_sweep, child naming and renderer
 (tests/oracle/sweep_oracle.py) against our AIPerfSweep adapter, over tests/oracle/sweeps.py.
 
-Runs when PREFLIGHT_ORACLE_PYTHON names the oracle venv's python (`make test` sets it).
+The live comparison runs when PREFLIGHT_ORACLE_PYTHON names the oracle venv's python (`make
+test` sets it); without it, the committed summaries in tests/oracle/golden/sweeps.json (written
+by `sweep_oracle.py --golden`: refusals, controller JobSet, every child's name and label, and
+the pod groups of the rendered children) are compared instead.
 Per case: both refuse or both accept (and a refusal other than "spec invalid" carries AIPerf's
 own first clause); accepted, the sweep-controller JobSet is equal, the children (every trial)
 have the same names and labels in the same order, and each child AIPerf rendered has the same
@@ -25,7 +28,8 @@ from webhook.workloads.aiperf_sweep import build
 HERE = Path(__file__).parent
 ORACLE_PYTHON = os.environ.get("PREFLIGHT_ORACLE_PYTHON")
 
-pytestmark = pytest.mark.skipif(not ORACLE_PYTHON, reason="PREFLIGHT_ORACLE_PYTHON is not set")
+live = pytest.mark.skipif(not ORACLE_PYTHON, reason="PREFLIGHT_ORACLE_PYTHON is not set")
+GOLDEN = json.loads((HERE / "golden" / "sweeps.json").read_text())
 
 
 @pytest.fixture(scope="module")
@@ -65,12 +69,14 @@ def _mismatches(case: str, body: dict[str, Any], want: dict[str, Any]) -> list[s
             if "aiperf.nvidia.com/trial-index" in labels:
                 labels["aiperf.nvidia.com/trial-index"] = str(trial)
             ours.append((name, c.label, labels))
-    theirs = [(ch["name"], ch["label"], ch["labels"]) for ch in want["children"]]
+    theirs = [(ch["name"], ch["label"], ch.get("labels")) for ch in want["children"]]
+    ours = [(n, lab, labels if theirs[i][2] is not None else None) if i < len(theirs) else (n, lab, labels)
+            for i, (n, lab, labels) in enumerate(ours)]  # fmt: skip
     if ours != theirs:
         bad.append(f"children differ: ours {ours[:3]}... AIPerf {theirs[:3]}...")
     by_name = {c.name: c for c in wl.children}
     for ch in want["children"]:
-        if "jobSet" not in ch and "error" not in ch:
+        if "jobSet" not in ch and "error" not in ch and "podGroups" not in ch:
             continue
         mine = by_name.get(ch["name"])
         if mine is None:
@@ -81,15 +87,34 @@ def _mismatches(case: str, body: dict[str, Any], want: dict[str, Any]) -> list[s
                 bad.append(f"child {ch['name']}: AIPerf cannot render it ({ch['error'][:120]}), we can")
             continue
         js = mine.workload.derived.get("jobSet") or {}
-        if js.get("spec", {}).get("replicatedJobs") != ch["jobSet"]["spec"]["replicatedJobs"]:
+        if "podGroups" in ch:  # the golden's summary
+            if json.loads(json.dumps(pod_groups(js))) != ch["podGroups"]:
+                bad.append(f"child {ch['name']}: pod groups differ from the golden")
+        elif js.get("spec", {}).get("replicatedJobs") != ch["jobSet"]["spec"]["replicatedJobs"]:
             bad.append(f"child {ch['name']}: pod groups differ")
     return bad
 
 
+def pod_groups(jobset: dict[str, Any]) -> list[Any]:
+    """sweep_oracle.pod_groups: [replicatedJob, replicas, [[container, resources]]]."""
+    return [
+        [rj["name"], rj["replicas"],
+         [[c["name"], c.get("resources")] for c in rj["template"]["spec"]["template"]["spec"]["containers"]]]
+        for rj in jobset["spec"]["replicatedJobs"]
+    ]  # fmt: skip
+
+
 def test_at_least_thirty_generated_sweeps() -> None:
     assert len(cases()) >= 30
+    assert sorted(GOLDEN) == sorted(cases()), "regenerate: python tests/oracle/sweep_oracle.py --golden"
 
 
+@pytest.mark.parametrize("case", sorted(cases()))
+def test_sweep_agrees_with_the_golden(case: str) -> None:
+    assert _mismatches(case, cases()[case], GOLDEN[case]) == []
+
+
+@live
 @pytest.mark.parametrize("case", sorted(cases()))
 def test_sweep_agrees_with_aiperf(case: str, oracle: dict[str, Any]) -> None:
     assert _mismatches(case, cases()[case], oracle[case]) == []
