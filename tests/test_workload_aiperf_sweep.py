@@ -372,3 +372,20 @@ def test_only_the_heaviest_child_keeps_its_run_config_text():
         assert cm["metadata"]["name"] == f"aiperf-{c.name}-config" and c.configmap_bytes > 1000
         assert ("data" in cm) is (c is wl.worst)
     assert wl.derived["childConfigMap"]["data"]["run_config.json"]
+
+
+async def test_children_kept_until_the_sweep_is_deleted_hit_a_count_quota_mid_run():
+    view = FakeView({"resourcequotas": [_quota({"count/aiperfjobs.aiperf.nvidia.com": "12"}, {"count/aiperfjobs.aiperf.nvidia.com": "2"})]})
+    wl = build(sweep_obj(values=[100, 200, 300, 400, 500, 600], multiRun={"numRuns": 2}), settings=S)
+    # repeated order (the default): t0 of every variation, then t1: run 11 is conc-v04-t1
+    assert [n for n, _ in wl.run_order()][:7] == ["conc-v00-t0", "conc-v01-t0", "conc-v02-t0", "conc-v03-t0",
+                                                  "conc-v04-t0", "conc-v05-t0", "conc-v00-t1"]  # fmt: skip
+    r = await run_check(SweepChildQuotas(), wl, view)
+    assert r.status is Status.FAIL
+    assert r.message == (
+        'ResourceQuota "team-quota": count/aiperfjobs.aiperf.nvidia.com would reach 14 by the last of the 12 child runs '
+        "of AIPerfSweep conc (each child AIPerfJob stays until the AIPerfSweep is deleted) but hard is 12 (used 2), so "
+        "the apiserver refuses child conc-v04-t1 (phases.profiling.concurrency=500), run 11 of 12, and the sweep stops "
+        "there. Fix: raise hard count/aiperfjobs.aiperf.nvidia.com to at least 14 (kubectl edit resourcequota "
+        "team-quota -n team-a), or reduce the variations or spec.multiRun.numRuns."
+    )

@@ -18,8 +18,17 @@ from webhook.checks.base import AIPERFSWEEP, Check, CheckContext
 from webhook.checks.basics import with_stale
 from webhook.checks.configmap import CONFIGMAP_MAX_BYTES, kib
 from webhook.checks.names import MAX_LABEL, jobset_name, longest_names, replicated_jobs
-from webhook.checks.quotas import ZERO, ResourceQuotas, admitted_pod, default_priority_class, pod_level_resources, project
-from webhook.quantity import format_quantity
+from webhook.checks.quotas import (
+    ZERO,
+    ResourceQuotas,
+    admitted_pod,
+    default_priority_class,
+    pod_level_resources,
+    project,
+    quota_hard,
+    quota_scopes,
+)
+from webhook.quantity import format_quantity, parse_quantity
 from webhook.results import CheckResult, Status
 from webhook.workloads.aiperf_sweep import SweepChild, SweepWorkload, worst_first
 from webhook.workloads.base import PodGroup, Workload
@@ -187,6 +196,9 @@ class SweepChildQuotas(Check):
                     failing.setdefault(qname, []).append((child, text))
         except ValueError as exc:
             return CheckResult(self.name, Status.WARN, f"Could not compute the children's resources: {exc}")
+        kept = self._kept_objects(wl, quotas)
+        if kept:
+            failing.setdefault("", [])
         if not failing:
             return with_stale(
                 CheckResult(
@@ -199,7 +211,10 @@ class SweepChildQuotas(Check):
             )  # fmt: skip
         lines: list[str] = []
         details: list[str] = []
+        lines += kept
         for qname, hits in failing.items():
+            if not hits:
+                continue
             first = min(hits, key=lambda h: h[0].variation)[0]
             worst, text = hits[0]
             lines.append(
@@ -211,6 +226,40 @@ class SweepChildQuotas(Check):
             )
             details += [f"{c.describe()}: {t}" for c, t in hits]
         return with_stale(CheckResult(self.name, Status.FAIL, " ".join(lines), details=details), ctx, "resourcequotas", "limitranges")
+
+    @staticmethod
+    def _kept_objects(wl: SweepWorkload, quotas: list[dict[str, Any]]) -> list[str]:
+        """Objects every run leaves behind until the AIPerfSweep is deleted: the child AIPerfJob
+        (the sweep controller never deletes it; the parent's TTL is stripped from children) and
+        the run-config ConfigMap it owns. A count quota on them is hit mid-sweep, at one child."""
+        runs = wl.run_order()
+        out: list[str] = []
+        for q in quotas:
+            if quota_scopes(q):  # object-count evaluators match no scope
+                continue
+            qname = (q.get("metadata") or {}).get("name", "?")
+            hard = quota_hard(q)
+            used = (q.get("status") or {}).get("used") or {}
+            for res, what in _KEPT.items():
+                if res not in hard:
+                    continue
+                try:
+                    cap, have = int(parse_quantity(str(hard[res]))), int(parse_quantity(str(used.get(res, "0"))))
+                except ValueError:
+                    continue
+                room = cap - have
+                if len(runs) <= room:
+                    continue
+                name, child = runs[max(room, 0)]
+                out.append(
+                    f'ResourceQuota "{qname}": {res} would reach {have + len(runs)} by the last of the {len(runs)} child '
+                    f"runs of AIPerfSweep {wl.name} ({what} stays until the AIPerfSweep is deleted) but hard is {cap} "
+                    f"(used {have}), so the apiserver refuses child {name} ({child.label}), run {max(room, 0) + 1} of "
+                    f"{len(runs)}, and the sweep stops there. Fix: raise hard {res} to at least {have + len(runs)} "
+                    f"(kubectl edit resourcequota {qname} -n {wl.namespace}), or reduce the variations or "
+                    "spec.multiRun.numRuns."
+                )
+        return out
 
     @staticmethod
     def _evaluate(
@@ -238,5 +287,12 @@ class SweepChildQuotas(Check):
                 out.append((p.name, "; ".join(parts)))
         return out
 
+
+#: quota resource → what each child run leaves behind
+_KEPT = {
+    "count/aiperfjobs.aiperf.nvidia.com": "each child AIPerfJob",
+    "count/configmaps": "each child's run-config ConfigMap",
+    "configmaps": "each child's run-config ConfigMap",
+}
 
 CHECKS = [SweepChildren(), SweepChildQuotas()]

@@ -190,6 +190,8 @@ class SweepWorkload(Workload):
     variations: int = 0
     trials: int = 1
     sweep_type: str = "grid"
+    #: "repeated" (trials outer, variations inner: the default) or "independent"
+    iteration_order: str = "repeated"
     #: the controller's own derived objects (JobSet, ServiceAccount, Role, RoleBinding)
     controller_objects: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: the child whose pods are the pod groups after the controller (None when nothing rendered)
@@ -198,6 +200,14 @@ class SweepWorkload(Workload):
     notes: list[str] = field(default_factory=list)
     #: pod group name → (the Workload whose controller creates those pods, its own group)
     _sources: dict[str, tuple[Workload, PodGroup]] = field(default_factory=dict)
+
+    def run_order(self) -> list[tuple[str, SweepChild]]:
+        """Every child run (name, its variation's child) in the order the controller creates them
+        (orchestrator.py: repeated = trials outer, variations inner; independent = the reverse)."""
+        if self.iteration_order == "independent":
+            return [(n, c) for c in self.children for n in c.names]
+        most = max((len(c.names) for c in self.children), default=0)
+        return [(c.names[t], c) for t in range(most) for c in self.children if t < len(c.names)]
 
     def group_source(self, group: PodGroup) -> tuple[Workload, PodGroup]:
         """Who creates a group's pods: the child AIPerfJob (its JobSet) for a child group, else the sweep."""
@@ -697,6 +707,7 @@ def _build(wl: SweepWorkload, obj: dict[str, Any], spec: dict[str, Any], setting
         )
     wl.trials = trials
     order = _get(sweep, "iterationOrder", "repeated")  # _GridSweepBase: every type but adaptive_search
+    wl.iteration_order = order if order in ("repeated", "independent") else "repeated"
     if convergence and kind != "adaptive_search" and order == "repeated":
         raise SpecInvalid(
             "iteration_order='repeated' (the default) is incompatible with adaptive trial convergence "
