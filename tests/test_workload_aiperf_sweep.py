@@ -389,3 +389,13 @@ async def test_children_kept_until_the_sweep_is_deleted_hit_a_count_quota_mid_ru
         "there. Fix: raise hard count/aiperfjobs.aiperf.nvidia.com to at least 14 (kubectl edit resourcequota "
         "team-quota -n team-a), or reduce the variations or spec.multiRun.numRuns."
     )
+
+
+def test_child_seeds_follow_the_consistent_seed_default():
+    seeds = [c.workload.obj["spec"]["randomSeed"] for c in build(sweep_obj(values=[100, 200, 300]), settings=S).children]
+    assert seeds == [42, 43, 44]  # AIPerfConfig fills 42 for a sweep; variation N gets base + N
+    obj = sweep_obj(values=[100, 200], randomSeed=7)
+    obj["spec"]["sweep"]["sameSeed"] = True
+    assert [c.workload.obj["spec"]["randomSeed"] for c in build(obj, settings=S).children] == [7, 7]
+    obj = sweep_obj(values=[100, 200], multiRun={"numRuns": 1, "setConsistentSeed": False})
+    assert ["randomSeed" in c.workload.obj["spec"] for c in build(obj, settings=S).children] == [False, False]

@@ -125,7 +125,9 @@ def _render_child(body: dict[str, Any]) -> dict[str, Any]:
         )  # fmt: skip
         dep = KubernetesDeployment(job_id=name, namespace=ns, worker_replicas=pods, config=config, run=run, deployment=dc,
                                    job_uid=body["metadata"].get("uid"))  # fmt: skip
-        return {"jobSet": dep.get_jobset_spec().to_k8s_manifest()}
+        run_config = json.loads(dep.get_configmap_spec().to_k8s_manifest()["data"]["run_config.json"])
+        return {"jobSet": dep.get_jobset_spec().to_k8s_manifest(),
+                "runConfig": {k: run_config.get(k) for k in ("random_seed", "variables")}}  # fmt: skip
     except ValueError as exc:
         return {"error": str(exc)}
 

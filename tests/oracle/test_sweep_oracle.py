@@ -86,6 +86,11 @@ def _mismatches(case: str, body: dict[str, Any], want: dict[str, Any]) -> list[s
             if not mine.workload.render_errors:
                 bad.append(f"child {ch['name']}: AIPerf cannot render it ({ch['error'][:120]}), we can")
             continue
+        if "runConfig" in ch:
+            spec = mine.workload.obj["spec"]
+            ours_rc = {"random_seed": spec.get("randomSeed"), "variables": spec.get("variables") or {}}
+            if ours_rc != ch["runConfig"]:
+                bad.append(f"child {ch['name']}: run_config seed/variables ours {ours_rc} AIPerf {ch['runConfig']}")
         js = mine.workload.derived.get("jobSet") or {}
         if "podGroups" in ch:  # the golden's summary
             if json.loads(json.dumps(pod_groups(js))) != ch["podGroups"]:

@@ -783,6 +783,8 @@ def _build(wl: SweepWorkload, obj: dict[str, Any], spec: dict[str, Any], setting
     controller = PodGroup(name=CONTROLLER_GROUP, pods=1, pod_spec=pod, role="sweep controller", queued=False)
     wl.managed_service_accounts.add(pod["serviceAccountName"])
     seed = _get(spec, "randomSeed")
+    if seed is None and _get(multi, "setConsistentSeed", True) is not False:
+        seed = 42  # AIPerfConfig._apply_consistent_seed_default: a sweep's workloads must be identical
     same_seed = bool(_get(sweep, "sameSeed", False))
     for var in variations:
         trial_ids: list[int | None] = list(range(trials)) if with_trial else [None]
