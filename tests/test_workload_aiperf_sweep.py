@@ -3,6 +3,8 @@ AIPerf expands and names them, and the per-child checks (Sweep Children, Sweep C
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from tests.fakeview import FakeView, meta, run_check
@@ -10,7 +12,12 @@ from webhook.checks.sweep import SweepChildQuotas, SweepChildren
 from webhook.config import Settings
 from webhook.results import Status
 from webhook.workloads import build_workload
-from webhook.workloads.aiperf_sweep import build, child_name_suffix_length, deep_merge, expand
+from webhook.workloads.aiperf_sweep import (
+    build,
+    child_name_suffix_length,
+    deep_merge,
+    expand,
+)
 
 
 def sweep_obj(name: str = "conc", values: list | None = None, **spec_extra) -> dict:
@@ -215,6 +222,12 @@ def test_run_time_sampled_sweeps_count_their_budget_and_judge_the_base():
     obj["spec"]["sweep"] = {"type": "sobol", "samples": 16, "dimensions": [{"path": "concurrency", "low": 1, "high": 9}]}
     wl = build(obj, settings=S)
     assert wl.variations == 16 and len(wl.children) == 1 and wl.children[0].label == "base"
+    r = asyncio.run(run_check(SweepChildren(), wl, None))
+    assert (r.status, r.message) == (
+        Status.WARN,
+        "Cannot verify the 16 child AIPerfJob(s) of this sobol sweep: their values are drawn at run time, so only the "
+        "base template was judged. Fix: check the extremes of the sampled ranges with a grid sweep first",
+    )
     obj["spec"]["sweep"]["samples"] = 300
     assert "expands to 300 variations" in build(obj, settings=S).render_errors[0]
 

@@ -30,7 +30,7 @@ from webhook.checks.quotas import (
 )
 from webhook.quantity import format_quantity, parse_quantity
 from webhook.results import CheckResult, Status
-from webhook.workloads.aiperf_sweep import SweepChild, SweepWorkload, worst_first
+from webhook.workloads.aiperf_sweep import RUN_TIME_SAMPLED, SweepChild, SweepWorkload, worst_first
 from webhook.workloads.base import PodGroup, Workload
 
 NAME = "Sweep Children"
@@ -117,6 +117,14 @@ class SweepChildren(Check):
         worst = wl.worst or wl.children[0]
         pods, cpu, mem = worst.requests
         notes = "; ".join(wl.notes)
+        if wl.sweep_type in RUN_TIME_SAMPLED:  # the children's values are unknown until they run
+            return CheckResult(
+                self.name,
+                Status.WARN,
+                f"Cannot verify the {wl.variations} child AIPerfJob(s) of this {wl.sweep_type} sweep: their values are "
+                "drawn at run time, so only the base template was judged. Fix: check the extremes of the sampled "
+                "ranges with a grid sweep first",
+            )
         return CheckResult(
             self.name,
             Status.PASS,

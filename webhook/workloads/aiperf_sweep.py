@@ -66,7 +66,7 @@ _NOT_INHERITED = frozenset(
     "child_metadata multiRun multi_run plot variables randomSeed random_seed".split()
 )
 _SWEEP_TYPES = ("grid", "zip", "scenarios", "sobol", "latin_hypercube", "adaptive_search")
-_RUN_TIME_SAMPLED = ("sobol", "latin_hypercube", "adaptive_search")
+RUN_TIME_SAMPLED = ("sobol", "latin_hypercube", "adaptive_search")
 _SCENARIO_KEYS = {"name", "variables", "benchmark", "values"}
 _NON_SWEEPABLE = frozenset({"sweep", "multi_run", "random_seed"})
 _PATH_ALIASES = {  # config/loader/dotted_path.py _SWEEP_PATH_ALIASES
@@ -735,7 +735,7 @@ def _build(wl: SweepWorkload, obj: dict[str, Any], spec: dict[str, Any], setting
         variations = expand(sweep, envelope)
     except SpecInvalid as exc:
         raise ExpansionRejected(str(exc)) from exc
-    if kind in _RUN_TIME_SAMPLED:
+    if kind in RUN_TIME_SAMPLED:
         wl.notes.append(
             f"a {kind} sweep draws its {count} variation(s) at run time; each child is judged as the base template"
         )
