@@ -19,8 +19,9 @@ import json
 import os
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -134,22 +135,22 @@ def markdown(r: dict[str, Any]) -> str:
     top = ", ".join(f"{k} {v} ms" for k, v in r["checks_ms"].items())
     return f"""## A 200-variation AIPerfSweep per review (`bench/sweep.py`)
 
-A 10 x 20 grid (200 variations, the cap) x 10 trials = {r['runs']} child runs; the object is
-{r['object_bytes']:,} bytes (well inside objectLimits). CPU per review, best of the rounds
+A 10 x 20 grid (200 variations, the cap) x 10 trials = {r["runs"]} child runs; the object is
+{r["object_bytes"]:,} bytes (well inside objectLimits). CPU per review, best of the rounds
 (machine shared, load average {os.getloadavg()[0]:.1f} at the start):
 
 | what | CPU ms |
 |---|---|
-| adapter: expand + render 200 children (trials share the render) | {r['adapter_ms']:.0f} |
-| adapter, the same grid with 1 trial | {r['adapter_1_trial_ms']:.0f} |
-| whole /validate handler, offline (envelope, adapter, checks, answer) | {r['handler_offline_ms']:.0f} |
-| `evaluate()` with an in-memory cluster (quota, LimitRange, Secrets, dry run answered in memory) | {r['cluster_ms']:.0f} |
-| adapter, hostile: a 900 KB variable copied into all 200 children's run_config.json ({r['hostile_bytes']:,}-byte object, inside objectLimits) | {r['hostile_adapter_ms']:.0f} |
+| adapter: expand + render 200 children (trials share the render) | {r["adapter_ms"]:.0f} |
+| adapter, the same grid with 1 trial | {r["adapter_1_trial_ms"]:.0f} |
+| whole /validate handler, offline (envelope, adapter, checks, answer) | {r["handler_offline_ms"]:.0f} |
+| `evaluate()` with an in-memory cluster (quota, LimitRange, Secrets, dry run answered in memory) | {r["cluster_ms"]:.0f} |
+| adapter, hostile: a 900 KB variable copied into all 200 children's run_config.json ({r["hostile_bytes"]:,}-byte object, inside objectLimits) | {r["hostile_adapter_ms"]:.0f} |
 
-Peak RSS of the whole benchmark process: {r['peak_rss_mib']:.0f} MiB (only the heaviest child keeps its
+Peak RSS of the whole benchmark process: {r["peak_rss_mib"]:.0f} MiB (only the heaviest child keeps its
 run-config text; the others keep its size, so the hostile case does not hold 200 x 900 KB).
 
-Slowest checks in that evaluation (wall ms): {top}. The default budget is {r['budget_s']} s
+Slowest checks in that evaluation (wall ms): {top}. The default budget is {r["budget_s"]} s
 (the chart's timeoutSeconds is 5): a 200-variation sweep is judged in well under a second of CPU.
 Repeats are cached: one render per variation for all its trials, one quota evaluation per
 distinct child shape (children whose pods request the same), requests and ConfigMap size

@@ -62,10 +62,15 @@ def test_a_good_sweep_is_admitted(sample_webhook: RunningWebhook) -> None:
 
 def test_over_the_variation_cap_is_denied_with_the_fix(sample_webhook: RunningWebhook) -> None:
     cp = sample_webhook.cp
-    obj = _sweep("too-many", sweep={"type": "grid", "parameters": {"phases.profiling.concurrency": list(range(1, 202))}})
+    obj = _sweep(
+        "too-many", sweep={"type": "grid", "parameters": {"phases.profiling.concurrency": list(range(1, 202))}}
+    )
     out = _apply(cp, obj)
     assert out.returncode != 0 and not stored(cp, obj)
-    assert f'admission webhook "{HOOK}" denied the request: AIPerfSweep "too-many" in namespace "{NS}" failed' in out.stderr
+    assert (
+        f'admission webhook "{HOOK}" denied the request: AIPerfSweep "too-many" in namespace "{NS}" failed'
+        in out.stderr
+    )
     assert (
         "[Job Render] AIPerfSweep expands to 201 variations, exceeding the 200-variation child-name budget (variation "
         "index 0..199), so the AIPerf operator rejects the sweep. Fix: reduce the sweep cardinality to at most 200 "

@@ -75,7 +75,10 @@ def test_child_is_the_parent_spec_with_the_variation_and_sweep_labels():
 
 
 def test_sweep_controller_pod_and_rbac_as_the_operator_provisions_them():
-    wl = build(sweep_obj(podTemplate={"imagePullSecrets": [{"name": "ngc"}], "env": [{"name": "HTTP_PROXY", "value": "p"}]}), settings=S)
+    wl = build(
+        sweep_obj(podTemplate={"imagePullSecrets": [{"name": "ngc"}], "env": [{"name": "HTTP_PROXY", "value": "p"}]}),
+        settings=S,
+    )
     ctl = wl.pod_groups[0]
     assert ctl.role == "sweep controller"
     spec = ctl.pod_spec
@@ -168,14 +171,19 @@ def test_an_unstorable_epoch_and_a_missing_image_are_refused():
     "sweep, want",
     [
         (None, "AIPerfSweep.spec.sweep is required"),
-        ({"type": "zip", "parameters": {"concurrency": [1, 2], "requests": [1]}}, "zip sweep parameters must all have equal length"),
+        (
+            {"type": "zip", "parameters": {"concurrency": [1, 2], "requests": [1]}},
+            "zip sweep parameters must all have equal length",
+        ),
         ({"type": "grid", "parameters": {"benchmark.phases.profiling.rate": [1]}}, "redundant 'benchmark.' prefix"),
         ({"type": "grid", "parameters": {"phases.nosuch.rate": [1]}}, "no entry named 'nosuch' found"),
         ({"type": "scenarios", "runs": [{"name": "a", "bogus": 1}]}, "sweep run [0]: unknown field(s) ['bogus']"),
         ({"type": "grid", "parameters": {"concurrency": []}}, "value list must be non-empty"),
-        ({"type": "grid", "parameters": {"endpoint.apiKey": ["a", "b"]}},
-         "Kubernetes sweeps cannot vary credential-bearing values; sweep path 'endpoint.apiKey' is not supported. Keep "
-         "endpoint credentials fixed and inject them through Secret-backed pod environment variables"),
+        (
+            {"type": "grid", "parameters": {"endpoint.apiKey": ["a", "b"]}},
+            "Kubernetes sweeps cannot vary credential-bearing values; sweep path 'endpoint.apiKey' is not supported. Keep "
+            "endpoint credentials fixed and inject them through Secret-backed pod environment variables",
+        ),
     ],
 )
 def test_spec_invalid_is_refused_as_the_operator_does(sweep, want):
@@ -219,7 +227,11 @@ def test_deep_merge_replaces_a_distribution_of_another_kind():
 
 def test_run_time_sampled_sweeps_count_their_budget_and_judge_the_base():
     obj = sweep_obj()
-    obj["spec"]["sweep"] = {"type": "sobol", "samples": 16, "dimensions": [{"path": "concurrency", "low": 1, "high": 9}]}
+    obj["spec"]["sweep"] = {
+        "type": "sobol",
+        "samples": 16,
+        "dimensions": [{"path": "concurrency", "low": 1, "high": 9}],
+    }
     wl = build(obj, settings=S)
     assert wl.variations == 16 and len(wl.children) == 1 and wl.children[0].label == "base"
     r = asyncio.run(run_check(SweepChildren(), wl, None))
@@ -276,7 +288,11 @@ async def test_sweep_children_pass_says_what_runs_at_once():
 
 
 def _quota(hard: dict, used: dict | None = None) -> dict:
-    return {"metadata": meta("team-quota", "team-a"), "spec": {"hard": hard}, "status": {"hard": hard, "used": used or {}}}
+    return {
+        "metadata": meta("team-quota", "team-a"),
+        "spec": {"hard": hard},
+        "status": {"hard": hard, "used": used or {}},
+    }
 
 
 async def test_the_seventh_child_that_breaks_the_quota_is_named():
@@ -324,14 +340,21 @@ def test_plan_lists_the_controller_and_every_child(tmp_path, capsys):
         "role": "aiperf-sweep-controller-conc", "roleBinding": "aiperf-sweep-controller-conc",
     }  # fmt: skip
     c = sw["children"][1]
-    assert (c["name"], c["names"], c["label"]) == ("conc-v01-t0", ["conc-v01-t0", "conc-v01-t1"], "phases.profiling.concurrency=300")
+    assert (c["name"], c["names"], c["label"]) == (
+        "conc-v01-t0",
+        ["conc-v01-t0", "conc-v01-t1"],
+        "phases.profiling.concurrency=300",
+    )
     assert [(g["name"], g["replicas"]) for g in c["podGroups"]] == [("controller", 1), ("workers", 3)]
     assert c["requests"]["pods"] == 4 and c["configMapBytes"] > 0
 
     code = cmd_plan.run(argparse.Namespace(filename=str(path), output="text", config=None))
     text = capsys.readouterr().out
     assert "  grid sweep: 2 variation(s) x 2 trial(s), 4 child AIPerfJob(s), one child at a time" in text
-    assert "    child conc-v01-t0 (+1 trial(s)) [phases.profiling.concurrency=300]: 1 controller, 3 workers; requests cpu=" in text
+    assert (
+        "    child conc-v01-t0 (+1 trial(s)) [phases.profiling.concurrency=300]: 1 controller, 3 workers; requests cpu="
+        in text
+    )
 
 
 def test_aiperfjob_with_sweep_points_to_aiperfsweep():
@@ -371,7 +394,10 @@ async def test_kueue_capacity_counts_the_child_not_the_unqueued_sweep_controller
         "status": {"conditions": [{"type": "Active", "status": "True"}]}}  # fmt: skip
     lq = {"metadata": meta("lq", "team-a"), "spec": {"clusterQueue": "cq"},
           "status": {"conditions": [{"type": "Active", "status": "True"}]}}  # fmt: skip
-    view = FakeView({"localqueues": [lq], "clusterqueues": [cq]}, served={"v1", "kueue.x-k8s.io/v1beta2", "jobset.x-k8s.io/v1alpha2"})
+    view = FakeView(
+        {"localqueues": [lq], "clusterqueues": [cq]},
+        served={"v1", "kueue.x-k8s.io/v1beta2", "jobset.x-k8s.io/v1alpha2"},
+    )
     r = await run_check(KueueCapacity(), wl, view)
     # the child's controller (450m, 1792Mi) and worker pod (3350m, 6Gi); the sweep controller's 100m is not queued
     assert r.message == 'The job (cpu 3800m, memory 7936Mi) fits ClusterQueue "cq" now'
@@ -388,7 +414,13 @@ def test_only_the_heaviest_child_keeps_its_run_config_text():
 
 
 async def test_children_kept_until_the_sweep_is_deleted_hit_a_count_quota_mid_run():
-    view = FakeView({"resourcequotas": [_quota({"count/aiperfjobs.aiperf.nvidia.com": "12"}, {"count/aiperfjobs.aiperf.nvidia.com": "2"})]})
+    view = FakeView(
+        {
+            "resourcequotas": [
+                _quota({"count/aiperfjobs.aiperf.nvidia.com": "12"}, {"count/aiperfjobs.aiperf.nvidia.com": "2"})
+            ]
+        }
+    )
     wl = build(sweep_obj(values=[100, 200, 300, 400, 500, 600], multiRun={"numRuns": 2}), settings=S)
     # repeated order (the default): t0 of every variation, then t1: run 11 is conc-v04-t1
     assert [n for n, _ in wl.run_order()][:7] == ["conc-v00-t0", "conc-v01-t0", "conc-v02-t0", "conc-v03-t0",
@@ -405,7 +437,9 @@ async def test_children_kept_until_the_sweep_is_deleted_hit_a_count_quota_mid_ru
 
 
 def test_child_seeds_follow_the_consistent_seed_default():
-    seeds = [c.workload.obj["spec"]["randomSeed"] for c in build(sweep_obj(values=[100, 200, 300]), settings=S).children]
+    seeds = [
+        c.workload.obj["spec"]["randomSeed"] for c in build(sweep_obj(values=[100, 200, 300]), settings=S).children
+    ]
     assert seeds == [42, 43, 44]  # AIPerfConfig fills 42 for a sweep; variation N gets base + N
     obj = sweep_obj(values=[100, 200], randomSeed=7)
     obj["spec"]["sweep"]["sameSeed"] = True

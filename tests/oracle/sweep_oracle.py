@@ -66,7 +66,9 @@ def _refusal(body: dict[str, Any]) -> tuple[str | None, dict[str, Any] | None]:
         validate_kubernetes_sweep_credential_axes(validated.sweep)
     except (ConfigurationError, ValidationError, ValueError) as e:
         return f"AIPerfSweep spec invalid: {e}", None
-    sweep_input: dict[str, Any] = {"benchmark": validated.benchmark.model_dump(by_alias=True, exclude_none=True, exclude_unset=True)}
+    sweep_input: dict[str, Any] = {
+        "benchmark": validated.benchmark.model_dump(by_alias=True, exclude_none=True, exclude_unset=True)
+    }
     if validated.sweep is not None:
         sweep_input["sweep"] = validated.sweep.model_dump(by_alias=True)
     if validated.variables:
@@ -145,7 +147,9 @@ def one(body: dict[str, Any]) -> dict[str, Any]:
     plan = build_plan_from_sweep(body)
     spec = body["spec"]
     mr = spec.get("multiRun") or {}
-    epoch = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["env"][3]["value"]
+    epoch = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["env"][3][
+        "value"
+    ]
     ex = K8sChildJobExecutor(None, body, with_trial_suffix=needs_trial_suffix(mr.get("numRuns"), mr.get("convergence") is not None),
                              sweep_run_epoch=epoch)  # fmt: skip
     children = []
@@ -211,7 +215,7 @@ def main() -> int:
     for case, body in cases.items():
         try:
             out[case] = one(body)
-        except Exception as exc:  # noqa: BLE001 - reported per case
+        except Exception as exc:
             out[case] = {"crash": f"{type(exc).__name__}: {exc}"}
     print(json.dumps(out))
     return 0

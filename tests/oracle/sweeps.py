@@ -15,7 +15,12 @@ def base(name: str = "sw", **spec: Any) -> dict[str, Any]:
     body: dict[str, Any] = {
         "apiVersion": "aiperf.nvidia.com/v1alpha1",
         "kind": "AIPerfSweep",
-        "metadata": {"name": name, "namespace": "bench", "uid": "0b5c-4f1e", "creationTimestamp": "2026-03-04T05:06:07Z"},
+        "metadata": {
+            "name": name,
+            "namespace": "bench",
+            "uid": "0b5c-4f1e",
+            "creationTimestamp": "2026-03-04T05:06:07Z",
+        },
         "spec": {
             "image": "nvcr.io/nvidia/aiperf:0.13.0",
             "connectionsPerWorker": 100,
@@ -58,7 +63,13 @@ def cases() -> dict[str, dict[str, Any]]:
     c["grid-one-param"] = base(sweep=grid([10, 200, 2000]))
     c["grid-two-params"] = base(sweep=grid(concurrency=[10, 400], requests=[20, 40, 80]))
     c["grid-full-path"] = base(sweep=grid(**{"phases.profiling.concurrency": [1, 150, 301]}))
-    c["grid-workers-per-pod"] = base(sweep=grid(**{"runtime.workersPerPod": [1, 5]}), benchmark={**b["spec"]["benchmark"], "phases": [{"name": "profiling", "type": "concurrency", "concurrency": 900, "requests": 50}]})
+    c["grid-workers-per-pod"] = base(
+        sweep=grid(**{"runtime.workersPerPod": [1, 5]}),
+        benchmark={
+            **b["spec"]["benchmark"],
+            "phases": [{"name": "profiling", "type": "concurrency", "concurrency": 900, "requests": 50}],
+        },
+    )
     c["grid-variables"] = base(variables={"tag": "a"}, sweep=grid(**{"variables.tag": ["x", "y"], "concurrency": [5]}))
     c["zip"] = base(sweep={"type": "zip", "parameters": {"concurrency": [10, 300, 1200], "requests": [20, 40, 60]}})
     c["zip-unequal"] = base(sweep={"type": "zip", "parameters": {"concurrency": [10, 300], "requests": [20]}})
@@ -75,9 +86,15 @@ def cases() -> dict[str, dict[str, Any]]:
     c["trials-10"] = base(multiRun={"numRuns": 10})
     c["trials-11"] = base(multiRun={"numRuns": 11})
     c["convergence-1-run"] = base(multiRun={"numRuns": 1, "convergence": {"metric": "ttft"}})
-    c["convergence-3-runs"] = base(multiRun={"numRuns": 3, "convergence": {"metric": "ttft"}}, sweep={**grid([10, 20]), "iterationOrder": "independent"})
+    c["convergence-3-runs"] = base(
+        multiRun={"numRuns": 3, "convergence": {"metric": "ttft"}},
+        sweep={**grid([10, 20]), "iterationOrder": "independent"},
+    )
     c["convergence-default-order"] = base(multiRun={"numRuns": 3, "convergence": {"metric": "ttft"}})
-    c["convergence-repeated"] = base(multiRun={"numRuns": 3, "convergence": {"metric": "ttft"}}, sweep={**grid([10, 20]), "iterationOrder": "repeated"})
+    c["convergence-repeated"] = base(
+        multiRun={"numRuns": 3, "convergence": {"metric": "ttft"}},
+        sweep={**grid([10, 20]), "iterationOrder": "repeated"},
+    )
     c["grid-typo"] = base(sweep={"type": "grid", "paramters": {"concurrency": [1, 2]}})
     c["unknown-sweep-type"] = base(sweep={"type": "random", "parameters": {"concurrency": [1, 2]}})
     c["credential-axis-header"] = base(sweep=grid(**{"endpoint.headers.x-team": ["a", "b"]}))

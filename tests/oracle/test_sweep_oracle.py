@@ -52,7 +52,10 @@ def _mismatches(case: str, body: dict[str, Any], want: dict[str, Any]) -> list[s
         if not wl.render_errors:
             return [f"AIPerf refuses ({want['refusal'][:200]}), we accept"]
         theirs = want["refusal"]
-        if not theirs.startswith(("AIPerfSweep spec invalid", "AIPerfSweep sweep expansion")) and theirs.split(";")[0].split(" is ")[0][:40] not in wl.render_errors[0]:
+        if (
+            not theirs.startswith(("AIPerfSweep spec invalid", "AIPerfSweep sweep expansion"))
+            and theirs.split(";")[0].split(" is ")[0][:40] not in wl.render_errors[0]
+        ):
             return [f"refusal text differs: AIPerf {theirs[:160]!r}, ours {wl.render_errors[0][:160]!r}"]
         return []
     if wl.render_errors:

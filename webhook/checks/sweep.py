@@ -60,7 +60,9 @@ def child_problems(child: SweepChild) -> list[tuple[str, str]]:
         size = child.configmap_bytes
         if size > CONFIGMAP_MAX_BYTES:
             name = (cm.get("metadata") or {}).get("name")
-            out.append(("configmap", f'ConfigMap "{name}" would be {kib(size)} ({size} bytes), over the 1024 KiB limit'))
+            out.append(
+                ("configmap", f'ConfigMap "{name}" would be {kib(size)} ({size} bytes), over the 1024 KiB limit')
+            )
     return out
 
 
@@ -180,18 +182,36 @@ class SweepChildQuotas(Check):
         assert ctx.view is not None
         wl = ctx.workload
         if not isinstance(wl, SweepWorkload) or not wl.children or not wl.pod_groups:
-            return CheckResult(self.name, Status.SKIP, f"Skipped: {wl.incomplete_reason or 'the sweep has no children to judge'}")
+            return CheckResult(
+                self.name, Status.SKIP, f"Skipped: {wl.incomplete_reason or 'the sweep has no children to judge'}"
+            )
         view = ctx.view
-        quotas = sorted(view.list_cached("resourcequotas", wl.namespace), key=lambda q: (q.get("metadata") or {}).get("name", ""))
+        quotas = sorted(
+            view.list_cached("resourcequotas", wl.namespace), key=lambda q: (q.get("metadata") or {}).get("name", "")
+        )
         if not quotas:
-            return with_stale(CheckResult(self.name, Status.PASS, f'No ResourceQuota in namespace "{wl.namespace}"'), ctx, "resourcequotas")
-        limit_ranges = sorted(view.list_cached("limitranges", wl.namespace), key=lambda lr: (lr.get("metadata") or {}).get("name", ""))
-        default_pc = default_priority_class(view.list_cached("priorityclasses")) if view.cache_age("priorityclasses") is not None else ""
+            return with_stale(
+                CheckResult(self.name, Status.PASS, f'No ResourceQuota in namespace "{wl.namespace}"'),
+                ctx,
+                "resourcequotas",
+            )
+        limit_ranges = sorted(
+            view.list_cached("limitranges", wl.namespace), key=lambda lr: (lr.get("metadata") or {}).get("name", "")
+        )
+        default_pc = (
+            default_priority_class(view.list_cached("priorityclasses"))
+            if view.cache_age("priorityclasses") is not None
+            else ""
+        )
         controller = wl.pod_groups[0]
         ctl_spec = admitted_pod(_slim(controller.pod_spec), limit_ranges, default_pc)
         rendered = worst_first([c for c in wl.children if c.workload.pod_groups and not c.workload.render_errors])
         if any(pod_level_resources(g.pod_spec) for c in rendered for g in c.workload.pod_groups):
-            return CheckResult(self.name, Status.WARN, "Cannot verify the children against ResourceQuotas: pod-level resources are not modelled")
+            return CheckResult(
+                self.name,
+                Status.WARN,
+                "Cannot verify the children against ResourceQuotas: pod-level resources are not modelled",
+            )
         cache: dict[str, list[tuple[str, str]]] = {}
         failing: dict[str, list[tuple[SweepChild, str]]] = {}
         try:
@@ -199,7 +219,9 @@ class SweepChildQuotas(Check):
                 slims = [(g, _slim(g.pod_spec)) for g in child.workload.pod_groups]
                 key = json.dumps([(g.pods, s) for g, s in slims], sort_keys=True)
                 if key not in cache:
-                    cache[key] = self._evaluate(wl, child, quotas, controller, ctl_spec, slims, limit_ranges, default_pc)
+                    cache[key] = self._evaluate(
+                        wl, child, quotas, controller, ctl_spec, slims, limit_ranges, default_pc
+                    )
                 for qname, text in cache[key]:
                     failing.setdefault(qname, []).append((child, text))
         except ValueError as exc:
@@ -233,7 +255,9 @@ class SweepChildQuotas(Check):
                 "every child fits."
             )
             details += [f"{c.describe()}: {t}" for c, t in hits]
-        return with_stale(CheckResult(self.name, Status.FAIL, " ".join(lines), details=details), ctx, "resourcequotas", "limitranges")
+        return with_stale(
+            CheckResult(self.name, Status.FAIL, " ".join(lines), details=details), ctx, "resourcequotas", "limitranges"
+        )
 
     @staticmethod
     def _kept_objects(wl: SweepWorkload, quotas: list[dict[str, Any]]) -> list[str]:

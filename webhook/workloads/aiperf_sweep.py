@@ -89,11 +89,14 @@ _CREDENTIAL_PREFIXES = ("apikey", "authorization", "clientsecret", "secret", "pa
 
 def _credential_path(path: str) -> bool:
     """endpoint_credentials._is_sweep_credential_path (the path test; values are not inspected)."""
-    segs = ["".join(ch for ch in s.lower() if ch.isalnum()) for s in path.replace("[", ".").replace("]", "").split(".") if s]
+    segs = [
+        "".join(ch for ch in s.lower() if ch.isalnum()) for s in path.replace("[", ".").replace("]", "").split(".") if s
+    ]
     if any(a == "endpoint" and b == "headers" for a, b in zip(segs, segs[1:])):
         return True
     return any(
-        s in _CREDENTIAL_SEGMENTS or s.endswith(_CREDENTIAL_SUFFIXES) or s.startswith(_CREDENTIAL_PREFIXES) for s in segs
+        s in _CREDENTIAL_SEGMENTS or s.endswith(_CREDENTIAL_SUFFIXES) or s.startswith(_CREDENTIAL_PREFIXES)
+        for s in segs
     )
 
 
@@ -248,10 +251,14 @@ def _resolve_path(path: Any, mode: str) -> str:
     if not p:
         raise SpecInvalid(f"{mode} sweep parameter: dimension path must be a non-empty string.")
     if p.startswith(".") or p.endswith(".") or ".." in p:
-        raise SpecInvalid(f"{mode} sweep parameter: dimension path {p!r} must not start or end with '.' or contain '..'.")
+        raise SpecInvalid(
+            f"{mode} sweep parameter: dimension path {p!r} must not start or end with '.' or contain '..'."
+        )
     first = p.split(".", 1)[0]
     if first in _NON_SWEEPABLE:
-        raise SpecInvalid(f"{mode} sweep parameter: dimension path {p!r} targets non-sweepable top-level field {first!r}.")
+        raise SpecInvalid(
+            f"{mode} sweep parameter: dimension path {p!r} targets non-sweepable top-level field {first!r}."
+        )
     if first == "benchmark":
         raise SpecInvalid(
             f"{mode} sweep parameter: dimension path {p!r} must not include the redundant 'benchmark.' prefix "
@@ -270,7 +277,9 @@ def _classify(parameters: Any, mode: str) -> tuple[dict[str, list[Any]], set[str
             raise SpecInvalid(f"{mode} sweep parameter {path!r}: value list must be non-empty.")
         resolved = _resolve_path(path, mode)
         if resolved in paths:
-            raise SpecInvalid(f"{mode} sweep parameter {path!r} resolves to {resolved!r}, which is already a parameter.")
+            raise SpecInvalid(
+                f"{mode} sweep parameter {path!r} resolves to {resolved!r}, which is already a parameter."
+            )
         paths[resolved] = values
         if resolved.split(".", 1)[0] == "variables":
             envelope.add(resolved)
@@ -278,7 +287,9 @@ def _classify(parameters: Any, mode: str) -> tuple[dict[str, list[Any]], set[str
 
 
 def _named_list(obj: Any) -> bool:
-    return isinstance(obj, list) and bool(obj) and all(isinstance(i, dict) and isinstance(i.get("name"), str) for i in obj)
+    return (
+        isinstance(obj, list) and bool(obj) and all(isinstance(i, dict) and isinstance(i.get("name"), str) for i in obj)
+    )
 
 
 def _find_entry(items: list[dict[str, Any]], key: str, parent: str) -> dict[str, Any] | None:
@@ -425,7 +436,9 @@ def _singular_dataset(bench: dict[str, Any], base: dict[str, Any], idx: int) -> 
         if len(base_sets) == 1 and isinstance(base_sets[0], dict) and base_sets[0].get("name") is not None:
             name = base_sets[0]["name"]
         else:
-            raise SpecInvalid(f"sweep run [{idx}]: scenario uses singular 'benchmark.dataset:'; add 'name:' to disambiguate.")
+            raise SpecInvalid(
+                f"sweep run [{idx}]: scenario uses singular 'benchmark.dataset:'; add 'name:' to disambiguate."
+            )
     bench["datasets"] = [{"name": name, **{k: v for k, v in original.items() if k != "name"}}]
 
 
@@ -462,7 +475,9 @@ def _res(cpu: str, memory: str, mode: str) -> dict[str, dict[str, str]]:
     return {"requests": req} if mode == "burstable" else {"requests": req, "limits": dict(req)}
 
 
-def controller_objects(spec: dict[str, Any], name: str, ns: str, uid: str, epoch: str, settings: Settings) -> dict[str, dict[str, Any]]:
+def controller_objects(
+    spec: dict[str, Any], name: str, ns: str, uid: str, epoch: str, settings: Settings
+) -> dict[str, dict[str, Any]]:
     """create._create_sweep_controller_jobset and _provision_rbac: the objects the operator provisions."""
     env = {**{k: v for k, v in os.environ.items() if k.startswith("AIPERF_")}, **(settings.aiperf_env or {})}
     image = spec.get("image")
@@ -513,9 +528,15 @@ def controller_objects(spec: dict[str, Any], name: str, ns: str, uid: str, epoch
         "env": [
             {"name": "AIPERF_RESULTS_DIR", "value": "/results"},
             {"name": "AIPERF_RESULTS_SIDECAR_PORT", "value": str(RESULTS_SIDECAR_PORT)},
-            {"name": "AIPERF_RESULTS_SIDECAR_LOG_LEVEL", "value": env.get("AIPERF_K8S_RESULTS_SIDECAR_LOG_LEVEL", "info")},
+            {
+                "name": "AIPERF_RESULTS_SIDECAR_LOG_LEVEL",
+                "value": env.get("AIPERF_K8S_RESULTS_SIDECAR_LOG_LEVEL", "info"),
+            },
         ],
-        "volumeMounts": [{"name": "results", "mountPath": "/results", "readOnly": True}, {"name": "tmp", "mountPath": "/tmp"}],
+        "volumeMounts": [
+            {"name": "results", "mountPath": "/results", "readOnly": True},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
         "ports": [{"containerPort": RESULTS_SIDECAR_PORT, "name": "results"}],
     }
     pull = _get(spec, "imagePullPolicy")
@@ -527,7 +548,13 @@ def controller_objects(spec: dict[str, Any], name: str, ns: str, uid: str, epoch
             env.get("AIPERF_K8S_RESULTS_SIDECAR_CPU", cpu), env.get("AIPERF_K8S_RESULTS_SIDECAR_MEMORY", mem), mode
         )
     sidecar["securityContext"] = dict(security)
-    pod_security = {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000, "seccompProfile": {"type": "RuntimeDefault"}}
+    pod_security = {
+        "runAsNonRoot": True,
+        "runAsUser": 1000,
+        "runAsGroup": 1000,
+        "fsGroup": 1000,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
     pod_spec: dict[str, Any] = {
         "restartPolicy": "OnFailure",
         "serviceAccountName": sa,
@@ -540,7 +567,16 @@ def controller_objects(spec: dict[str, Any], name: str, ns: str, uid: str, epoch
             pod_spec[key] = tmpl[key]
     if tmpl.get("podSecurityContext"):
         pod_spec["securityContext"] = {**pod_security, **tmpl["podSecurityContext"]}
-    owner = [{"apiVersion": aiperf.API_VERSION, "kind": KIND, "name": name, "uid": uid, "controller": True, "blockOwnerDeletion": True}]
+    owner = [
+        {
+            "apiVersion": aiperf.API_VERSION,
+            "kind": KIND,
+            "name": name,
+            "uid": uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
     jobset = {
         "apiVersion": aiperf.JOBSET_API_VERSION,
         "kind": "JobSet",
@@ -666,7 +702,9 @@ def build(
     spec = obj.get("spec")
     if not isinstance(spec, dict):
         raise AdapterError("spec must be a mapping")
-    wl = SweepWorkload(kind=KIND, api_version=str(obj.get("apiVersion") or aiperf.API_VERSION), name=name, namespace=ns, obj=obj)
+    wl = SweepWorkload(
+        kind=KIND, api_version=str(obj.get("apiVersion") or aiperf.API_VERSION), name=name, namespace=ns, obj=obj
+    )
     try:
         _build(wl, obj, spec, settings, uid)
     except SpecInvalid as exc:
@@ -683,7 +721,9 @@ def _build(wl: SweepWorkload, obj: dict[str, Any], spec: dict[str, Any], setting
     name, ns = wl.name, wl.namespace
     sweep = spec.get("sweep")
     if sweep is None:
-        raise SpecInvalid("AIPerfSweep.spec.sweep is required; set a `sweep:` block (grid or scenarios). For a single benchmark, use AIPerfJob")
+        raise SpecInvalid(
+            "AIPerfSweep.spec.sweep is required; set a `sweep:` block (grid or scenarios). For a single benchmark, use AIPerfJob"
+        )
     if not isinstance(sweep, dict):
         raise AdapterError("spec.sweep must be a mapping")
     kind = sweep.get("type", "grid")
@@ -772,8 +812,8 @@ def _build(wl: SweepWorkload, obj: dict[str, Any], spec: dict[str, Any], setting
     image = spec.get("image")
     if not image:
         wl.render_errors.append(
-            "AIPerfSweep has no spec.image: the AIPerf operator needs it for the sweep-controller pod (\"image is "
-            "required\") and starts nothing. Fix: set spec.image, e.g. nvcr.io/nvidia/aiperf:0.13.0."
+            'AIPerfSweep has no spec.image: the AIPerf operator needs it for the sweep-controller pod ("image is '
+            'required") and starts nothing. Fix: set spec.image, e.g. nvcr.io/nvidia/aiperf:0.13.0.'
         )
         return
 
@@ -800,8 +840,13 @@ def _build(wl: SweepWorkload, obj: dict[str, Any], spec: dict[str, Any], setting
         except AdapterError as exc:
             raise SpecInvalid(f"variation {var.index} ({var.label}): {exc}") from exc
         child = SweepChild(
-            name=first, variation=var.index, label=var.label, trials=[t or 0 for t in trial_ids], workload=cwl,
-            names=[child_name(name, var.index, t) for t in trial_ids], configmap_bytes=configmap_bytes(cwl),
+            name=first,
+            variation=var.index,
+            label=var.label,
+            trials=[t or 0 for t in trial_ids],
+            workload=cwl,
+            names=[child_name(name, var.index, t) for t in trial_ids],
+            configmap_bytes=configmap_bytes(cwl),
         )
         wl.children.append(child)
         # 200 run-config texts can hold 200 x ~1 MiB: only the heaviest child so far keeps its data (every size is kept)
