@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 
-.PHONY: help install build-cluster oracle test test-unit test-e2e demo demo-down bench bench-cluster clean
+.PHONY: help install lint build-cluster oracle test test-unit test-e2e demo demo-down bench bench-cluster clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -21,10 +21,15 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed ## create .venv and install the package with test dependencies
 
+lint: install ## ruff (lint + format check) and mypy --strict on webhook/, versions pinned in pyproject.toml
+	$(VENV)/bin/ruff check webhook tests e2e bench
+	$(VENV)/bin/ruff format --check webhook tests e2e bench
+	$(VENV)/bin/mypy
+
 build-cluster: ## build or reuse kube-apiserver, etcd, kubectl, helm and CRDs (cached in ~/.cache/preflight-webhook)
 	bash e2e/build.sh
 
-test-unit: install ## unit and in-process server tests only (no cluster)
+test-unit: install lint ## lint, then unit and in-process server tests only (no cluster)
 	$(PY) -m pytest tests -q
 
 test-e2e: install build-cluster ## end-to-end tests against a real kube-apiserver + etcd
@@ -36,7 +41,7 @@ oracle: ## build (once) the oracles in ~/.cache/preflight-webhook: AIPerf 0.13.0
 	@bash tests/oracle/quota/build.sh >/dev/null
 	@bash tests/oracle/kueue/build.sh >/dev/null
 
-test: install build-cluster oracle ## the whole suite: unit, server, the upstream oracles and end-to-end
+test: install lint build-cluster oracle ## the whole suite: lint, unit, server, the upstream oracles and end-to-end
 	PREFLIGHT_ORACLE_PYTHON="$$(bash tests/oracle/setup.sh)" \
 	PREFLIGHT_TRAINER_ORACLE="$$(bash tests/oracle/trainer/build.sh)" \
 	PREFLIGHT_QUOTA_ORACLE="$$(bash tests/oracle/quota/build.sh)" \

@@ -1,4 +1,4 @@
-"""Cluster benchmarks of issue 4: the webhook with live caches, against the real control plane.
+"""Cluster benchmarks: the webhook with live caches, against the real control plane.
 
     .venv/bin/python bench/cluster_bench.py [--only validate,apiserver,burst,memory] [--no-write]
 
@@ -36,9 +36,10 @@ import ssl
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import yaml
 
@@ -94,7 +95,8 @@ def apiserver_count(cp: ControlPlane, resource: str, verb: str) -> float:
     if status != 200:
         return float("nan")
     return sum(
-        v for (n, ls), v in parse_metrics(body).items()
+        v
+        for (n, ls), v in parse_metrics(body).items()
         if n == "apiserver_request_total" and ("resource", resource) in ls and ("verb", verb) in ls
     )
 
@@ -112,13 +114,15 @@ class Admin:
             timeout=aiohttp.ClientTimeout(total=60),
         )
 
-    async def __aenter__(self) -> "Admin":
+    async def __aenter__(self) -> Admin:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.session.close()
 
-    async def call(self, method: str, path: str, body: Any = None, ctype: str = "application/json") -> tuple[int, Any, Any]:
+    async def call(
+        self, method: str, path: str, body: Any = None, ctype: str = "application/json"
+    ) -> tuple[int, Any, Any]:
         data = None if body is None else json.dumps(body).encode()
         async with self.session.request(method, self.base + path, data=data, headers={"Content-Type": ctype}) as r:
             text = await r.read()
@@ -149,13 +153,26 @@ def node(name: str, cpu: str = "32", memory: str = "256Gi") -> dict[str, Any]:
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     res = {"cpu": cpu, "memory": memory, "pods": "110", "ephemeral-storage": "500Gi"}
     return {
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "bench": "true"}},
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "bench": "true"},
+        },
         "spec": {},
         "status": {
-            "capacity": res, "allocatable": res,
-            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "bench",
-                            "lastHeartbeatTime": now, "lastTransitionTime": now}],
+            "capacity": res,
+            "allocatable": res,
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "message": "bench",
+                    "lastHeartbeatTime": now,
+                    "lastTransitionTime": now,
+                }
+            ],
         },
     }
 
@@ -167,18 +184,23 @@ QUOTA_HARD = {"requests.cpu": "64", "requests.memory": "512Gi", "pods": "200", "
 async def create_quotas(admin: Admin, items: list[tuple[str, str]], concurrency: int = 32) -> None:
     """ResourceQuotas with status.hard/used filled in: without a quota controller the
     ResourceQuota admission plugin rejects what a quota with an empty status counts."""
-    await admin.bulk([
-        (f"/api/v1/namespaces/{ns}/resourcequotas", {"metadata": {"name": name}, "spec": {"hard": QUOTA_HARD}})
-        for ns, name in items
-    ], concurrency)
+    await admin.bulk(
+        [
+            (f"/api/v1/namespaces/{ns}/resourcequotas", {"metadata": {"name": name}, "spec": {"hard": QUOTA_HARD}})
+            for ns, name in items
+        ],
+        concurrency,
+    )
     used = {k: "0" for k in QUOTA_HARD}
     sem = asyncio.Semaphore(concurrency)
 
     async def status(ns: str, name: str) -> None:
         async with sem:
             code, doc, _ = await admin.call(
-                "PATCH", f"/api/v1/namespaces/{ns}/resourcequotas/{name}/status",
-                {"status": {"hard": QUOTA_HARD, "used": used}}, "application/merge-patch+json",
+                "PATCH",
+                f"/api/v1/namespaces/{ns}/resourcequotas/{name}/status",
+                {"status": {"hard": QUOTA_HARD, "used": used}},
+                "application/merge-patch+json",
             )
             if code != 200:
                 raise RuntimeError(f"quota status {ns}/{name}: {code} {str(doc)[:200]}")
@@ -195,21 +217,25 @@ async def create_nodes(admin: Admin, names: list[str], concurrency: int = 32) ->
 
     async def settle(n: str) -> None:
         async with sem:
-            code, doc, _ = await admin.call("PATCH", f"/api/v1/nodes/{n}", {"spec": {"taints": None}},
-                                            "application/merge-patch+json")
+            code, doc, _ = await admin.call(
+                "PATCH", f"/api/v1/nodes/{n}", {"spec": {"taints": None}}, "application/merge-patch+json"
+            )
             if code != 200:
                 raise RuntimeError(f"untaint node {n}: {code} {str(doc)[:200]}")
             conds = ((doc or {}).get("status") or {}).get("conditions") or []
             if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds):
-                await admin.call("PATCH", f"/api/v1/nodes/{n}/status", {"status": node(n)["status"]},
-                                 "application/merge-patch+json")
+                await admin.call(
+                    "PATCH", f"/api/v1/nodes/{n}/status", {"status": node(n)["status"]}, "application/merge-patch+json"
+                )
 
     await asyncio.gather(*(settle(n) for n in names))
 
 
 def setup_samples(cp: ControlPlane) -> None:
     """The sample prerequisites and runtime, a quota per sample namespace, a few Ready nodes."""
-    cp.kubectl("apply", "-f", str(SAMPLES / "00-prerequisites.yaml"), "-f", str(SAMPLES / "01-clustertrainingruntime.yaml"))
+    cp.kubectl(
+        "apply", "-f", str(SAMPLES / "00-prerequisites.yaml"), "-f", str(SAMPLES / "01-clustertrainingruntime.yaml")
+    )
 
     async def go() -> None:
         async with Admin(cp) as admin:
@@ -221,8 +247,9 @@ def setup_samples(cp: ControlPlane) -> None:
 
 @contextlib.contextmanager
 def webhook(cp: ControlPlane, config: dict[str, Any]) -> Iterator[RunningWebhook]:
-    with RunningWebhook(cp, config=config, namespace_selector=SAMPLE_SELECTOR, probe_namespace="demo-bench",
-                        log_level="warning") as hook:
+    with RunningWebhook(
+        cp, config=config, namespace_selector=SAMPLE_SELECTOR, probe_namespace="demo-bench", log_level="warning"
+    ) as hook:
         yield hook
 
 
@@ -235,7 +262,9 @@ def post_once(hook: RunningWebhook, body: bytes) -> dict[str, Any]:
     """One /validate answer, to show what the measured requests decide."""
     import urllib.request
 
-    req = urllib.request.Request(f"{hook.url}/validate?timeout=10s", data=body, headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"{hook.url}/validate?timeout=10s", data=body, headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=30, context=hook_ssl(hook)) as r:
         return json.loads(r.read())["response"]
 
@@ -303,21 +332,33 @@ def bench_validate(cp: ControlPlane, args: argparse.Namespace, command: str) -> 
                 cpu0 = [0.0]
                 started = [load()]
 
-                def on_start() -> None:
+                def on_start(cpu0: list[float] = cpu0, started: list[str] = started) -> None:
                     cpu0[0] = cpu_seconds(hook.pid)  # type: ignore[arg-type]
                     started[0] = load()
 
-                res = asyncio.run(run_load(
-                    f"{hook.url}/validate?timeout=10s", body, ssl_context=ctx, connections=conns,
-                    requests=n, duration=args.duration, warmup=args.warmup if conns > 1 else 20, on_start=on_start,
-                ))
+                res = asyncio.run(
+                    run_load(
+                        f"{hook.url}/validate?timeout=10s",
+                        body,
+                        ssl_context=ctx,
+                        connections=conns,
+                        requests=n,
+                        duration=args.duration,
+                        warmup=args.warmup if conns > 1 else 20,
+                        on_start=on_start,
+                    )
+                )
                 cpu_ms = (cpu_seconds(hook.pid) - cpu0[0]) * 1000.0 / max(1, res.requests)  # type: ignore[arg-type]
                 gets = apiserver_count(cp, "secrets", "GET") - gets0
-                run = ValidateRun(f"{kind}, {conns} connection{'s' if conns > 1 else ''}", res, cpu_ms, started[0], gets, conns)
+                run = ValidateRun(
+                    f"{kind}, {conns} connection{'s' if conns > 1 else ''}", res, cpu_ms, started[0], gets, conns
+                )
                 runs.append(run)
-                print(f"validate {run.label}: {res.throughput:.0f} req/s p50 {res.percentile(50):.1f} p99 "
-                      f"{res.percentile(99):.1f} cpu {cpu_ms:.2f} ms/req errors {res.errors} secret GETs {gets:.0f} load {run.load}",
-                      flush=True)
+                print(
+                    f"validate {run.label}: {res.throughput:.0f} req/s p50 {res.percentile(50):.1f} p99 "
+                    f"{res.percentile(99):.1f} cpu {cpu_ms:.2f} ms/req errors {res.errors} secret GETs {gets:.0f} load {run.load}",
+                    flush=True,
+                )
         rss, hwm = rss_mib(hook.pid), rss_mib(hook.pid, "VmHWM")  # type: ignore[arg-type]
         per_check = check_times(hook)
 
@@ -330,35 +371,42 @@ def bench_validate(cp: ControlPlane, args: argparse.Namespace, command: str) -> 
         f"the endpoint Service, the `torch-distributed` ClusterTrainingRuntime, a ResourceQuota per namespace and "
         f"{BENCH_NODES} Ready Nodes. bench/loadgen.py POSTs the AdmissionReview of `e2e/samples/trainjob-good.yaml` / "
         f"`aiperfjob-good.yaml` to /validate (keep-alive TLS, closed loop), {args.requests} measured requests after "
-        f"{args.warmup} warm-up ones (bounded to {args.duration:.0f} s). \"Secret GETs\" is the apiserver's own count of "
+        f'{args.warmup} warm-up ones (bounded to {args.duration:.0f} s). "Secret GETs" is the apiserver\'s own count of '
         f"GET secrets during the measured run (secretTtlSeconds 5: one read per Secret per TTL, not per request).",
         "",
-        "Answers: " + "; ".join(
+        "Answers: "
+        + "; ".join(
             f"{k}: allowed={a.get('allowed')}, {len(a.get('warnings') or [])} warning(s)"
             + ("" if a.get("allowed") else f" [{((a.get('status') or {}).get('message') or '')[:400]}]")
             + (f" ({' / '.join(a.get('warnings') or [])})" if a.get("warnings") else "")
             for k, a in answers.items()
-        ) + ".",
+        )
+        + ".",
         "",
         "| run | req/s | p50 | p95 | p99 | errors | webhook CPU ms/req | Secret GETs | load avg |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in runs:
         x = r.result
-        lines.append(f"| {r.label} | {x.throughput:,.0f} | {x.percentile(50):.1f} | {x.percentile(95):.1f} | "
-                     f"{x.percentile(99):.1f} | {x.errors} | {r.cpu_ms:.2f} | {r.secret_gets:.0f} | {r.load} |")
+        lines.append(
+            f"| {r.label} | {x.throughput:,.0f} | {x.percentile(50):.1f} | {x.percentile(95):.1f} | "
+            f"{x.percentile(99):.1f} | {x.errors} | {r.cpu_ms:.2f} | {r.secret_gets:.0f} | {r.load} |"
+        )
     lines += [
         "",
         f"Webhook RSS after the runs: {rss:.0f} MiB (peak {hwm:.0f} MiB).",
         "",
         "Mean wall time per check over all requests above (the webhook's preflight_webhook_check_duration_seconds; "
         "a check that awaits, like Secrets, also counts time the event loop spends on other requests): "
-        + ", ".join(f"{c} {ms:.2f}" for c, (n, ms) in sorted(per_check.items(), key=lambda kv: -kv[1][1])) + " ms.",
+        + ", ".join(f"{c} {ms:.2f}" for c, (n, ms) in sorted(per_check.items(), key=lambda kv: -kv[1][1]))
+        + " ms.",
         "",
     ]
     main_run = runs[0]
     p99 = main_run.result.percentile(99)
-    lines.append(f"- {main_run.label}: p99 {p99:.1f} ms → {verdict(p99 <= 20.0 and main_run.result.errors == 0, TARGETS['validate'])}.")
+    lines.append(
+        f"- {main_run.label}: p99 {p99:.1f} ms → {verdict(p99 <= 20.0 and main_run.result.errors == 0, TARGETS['validate'])}."
+    )
     one = next((r for r in runs if r.connections == 1), None)
     if one is not None:
         lines.append(
@@ -396,10 +444,22 @@ def kubectl_applies(cp: ControlPlane, manifest: Path, clients: int, per_client: 
     return [t for ts, _ in results for t in ts], sum(e for _, e in results)
 
 
-def direct_dry_runs(cp: ControlPlane, job: dict[str, Any], clients: int, per_client: int, path: str | None = None) -> LoadResult:
+def direct_dry_runs(
+    cp: ControlPlane, job: dict[str, Any], clients: int, per_client: int, path: str | None = None
+) -> LoadResult:
     url = f"{cp.server_url}{path or TRAINJOBS.format(ns=job['metadata']['namespace'])}?dryRun=All"
-    return asyncio.run(run_load(url, json.dumps(job).encode(), ssl_context=cp._admin_ssl(), connections=clients,
-                                requests=clients * per_client, duration=120, warmup=clients * 2, ok_statuses=(201,)))
+    return asyncio.run(
+        run_load(
+            url,
+            json.dumps(job).encode(),
+            ssl_context=cp._admin_ssl(),
+            connections=clients,
+            requests=clients * per_client,
+            duration=120,
+            warmup=clients * 2,
+            ok_statuses=(201,),
+        )
+    )
 
 
 def derived_dry_runs(job: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
@@ -454,9 +514,16 @@ def bench_apiserver(cp: ControlPlane, args: argparse.Namespace, command: str) ->
         hooks: dict[str, RunningWebhook] = {}
         for i, (label, config) in enumerate(API_MODES):
             if config is not None:
-                hooks[label] = stack.enter_context(RunningWebhook(
-                    cp, config=config, vwc_name=f"preflight-bench-{i}", namespace_selector=SAMPLE_SELECTOR,
-                    probe_namespace="demo-bench", log_level="warning"))
+                hooks[label] = stack.enter_context(
+                    RunningWebhook(
+                        cp,
+                        config=config,
+                        vwc_name=f"preflight-bench-{i}",
+                        namespace_selector=SAMPLE_SELECTOR,
+                        probe_namespace="demo-bench",
+                        log_level="warning",
+                    )
+                )
         requests0 = {m: h.requests_total() for m, h in hooks.items()}
         for rnd in range(args.rounds):
             for label in labels:
@@ -478,9 +545,12 @@ def bench_apiserver(cp: ControlPlane, args: argparse.Namespace, command: str) ->
                         r = direct_dry_runs(cp, body, clients, args.direct_per_client, path)
                         derived_ms.setdefault(what, []).extend(r.latencies_ms)
                         derived_err[what] = derived_err.get(what, 0) + r.errors
-                print(f"apiserver round {rnd} {label}: kubectl p50 {pct(times, 50):.0f} p99 {pct(times, 99):.0f}; "
-                      f"direct p50 {res.percentile(50):.1f} p99 {res.percentile(99):.1f} errors {errs}+{res.errors} "
-                      f"load {loads[-1]}", flush=True)
+                print(
+                    f"apiserver round {rnd} {label}: kubectl p50 {pct(times, 50):.0f} p99 {pct(times, 99):.0f}; "
+                    f"direct p50 {res.percentile(50):.1f} p99 {res.percentile(99):.1f} errors {errs}+{res.errors} "
+                    f"load {loads[-1]}",
+                    flush=True,
+                )
         answered = {m: h.requests_total() - requests0[m] for m, h in hooks.items()}
         per_check = check_times(hooks[labels[1]])
 
@@ -490,14 +560,20 @@ def bench_apiserver(cp: ControlPlane, args: argparse.Namespace, command: str) ->
         out = []
         for m in labels:
             x = xs[m]
-            out.append(f"| {name}, {m} | {len(x)} | {pct(x, 50):.1f} | {pct(x, 95):.1f} | {pct(x, 99):.1f} | {errors[(kind, m)]} |")
+            out.append(
+                f"| {name}, {m} | {len(x)} | {pct(x, 50):.1f} | {pct(x, 95):.1f} | {pct(x, 99):.1f} | {errors[(kind, m)]} |"
+            )
         for m in labels[1:]:
-            out.append(f"| {name}, **added** ({m}) | | **{pct(xs[m], 50) - pct(xs[base], 50):.1f}** | "
-                       f"{pct(xs[m], 95) - pct(xs[base], 95):.1f} | **{pct(xs[m], 99) - pct(xs[base], 99):.1f}** | |")
+            out.append(
+                f"| {name}, **added** ({m}) | | **{pct(xs[m], 50) - pct(xs[base], 50):.1f}** | "
+                f"{pct(xs[m], 95) - pct(xs[base], 95):.1f} | **{pct(xs[m], 99) - pct(xs[base], 99):.1f}** | |"
+            )
         return out
 
     full, nodry = labels[1], labels[2]
-    added = {m: (pct(direct[m], 50) - pct(direct[base], 50), pct(direct[m], 99) - pct(direct[base], 99)) for m in labels[1:]}
+    added = {
+        m: (pct(direct[m], 50) - pct(direct[base], 50), pct(direct[m], 99) - pct(direct[base], 99)) for m in labels[1:]
+    }
     added_kubectl = pct(kube[full], 99) - pct(kube[base], 99)
     ok = added[full][1] <= 100.0 and not any(errors.values())
     lines = [
@@ -510,23 +586,28 @@ def bench_apiserver(cp: ControlPlane, args: argparse.Namespace, command: str) ->
         f"`kubectl apply --dry-run=server -f e2e/samples/trainjob-good.yaml`, {args.kubectl_per_client} per client "
         f"per round (its process start-up dominates). Direct: bench/loadgen.py as an apiserver client (admin client "
         f"certificate, keep-alive TLS) POSTing the TrainJob to `{TRAINJOBS.format(ns='demo-train')}?dryRun=All`, "
-        f"{args.direct_per_client} per client per round: this isolates the webhook's share. \"every check\" is the "
+        f'{args.direct_per_client} per client per round: this isolates the webhook\'s share. "every check" is the '
         f"default config, Dry Run included (it POSTs the JobSet and one Pod per group with dryRun=All, concurrently); "
-        f"\"Dry Run off\" shows how much of the added time is that round trip.",
+        f'"Dry Run off" shows how much of the added time is that round trip.',
         "",
         "| client | calls | p50 | p95 | p99 | errors |",
         "|---|---:|---:|---:|---:|---:|",
         *rows("kubectl", kube, "kubectl"),
         *rows("direct POST", direct, "direct"),
-        *(f"| direct POST of {w} (dryRun=All; not a kind the webhook judges) | {len(x)} | {pct(x, 50):.1f} | "
-          f"{pct(x, 95):.1f} | {pct(x, 99):.1f} | {derived_err[w]} |" for w, x in derived_ms.items()),
+        *(
+            f"| direct POST of {w} (dryRun=All; not a kind the webhook judges) | {len(x)} | {pct(x, 50):.1f} | "
+            f"{pct(x, 95):.1f} | {pct(x, 99):.1f} | {derived_err[w]} |"
+            for w, x in derived_ms.items()
+        ),
         "",
         f"Load average at the start of each phase: {', '.join(loads)}. Reviews answered: "
-        + ", ".join(f"{m}: {n:.0f}" for m, n in answered.items()) + ".",
+        + ", ".join(f"{m}: {n:.0f}" for m, n in answered.items())
+        + ".",
         "",
         f"Mean wall time per check in the webhook ({full}; checks that await I/O include time spent while the "
         "event loop serves other requests): "
-        + ", ".join(f"{c} {ms:.2f}" for c, (n, ms) in sorted(per_check.items(), key=lambda kv: -kv[1][1])) + " ms.",
+        + ", ".join(f"{c} {ms:.2f}" for c, (n, ms) in sorted(per_check.items(), key=lambda kv: -kv[1][1]))
+        + " ms.",
         "",
         f"- Added by the webhook, direct POST, every check: p50 {added[full][0]:.1f} ms, p99 {added[full][1]:.1f} ms → "
         f"{verdict(ok, TARGETS['apiserver'])}; with Dry Run off: p50 {added[nodry][0]:.1f} ms, p99 {added[nodry][1]:.1f} ms. "
@@ -565,7 +646,7 @@ async def burst(cp: ControlPlane, job: dict[str, Any], count: int, tag: str) -> 
             t0 = time.perf_counter()
             try:
                 status, doc, headers = await asyncio.wait_for(admin.call("POST", path, body), timeout=30)
-            except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
+            except (TimeoutError, aiohttp.ServerTimeoutError):
                 out.timeouts += 1
                 return
             except aiohttp.ClientError as exc:
@@ -607,15 +688,18 @@ def bench_burst(cp: ControlPlane, args: argparse.Namespace, command: str) -> str
             peak[label] = rss_mib(hook.pid, "VmHWM")  # type: ignore[arg-type]
     res = rows[1][1]
     for label, r, ld in rows:
-        print(f"burst {label}: ok {len(r.latencies_ms)} p50 {pct(r.latencies_ms, 50):.0f} p99 {pct(r.latencies_ms, 99):.0f} "
-              f"timeouts {r.timeouts} failed {r.failed} check timeouts {r.check_timeouts} wall {r.wall:.1f}s load {ld}", flush=True)
+        print(
+            f"burst {label}: ok {len(r.latencies_ms)} p50 {pct(r.latencies_ms, 50):.0f} p99 {pct(r.latencies_ms, 99):.0f} "
+            f"timeouts {r.timeouts} failed {r.failed} check timeouts {r.check_timeouts} wall {r.wall:.1f}s load {ld}",
+            flush=True,
+        )
     lines = [
         f"## Cluster: a burst of {args.burst} concurrent TrainJob creates through the real apiserver",
         "",
         *header(command),
         f"{args.burst} real creates (not dry run) of `e2e/samples/trainjob-good.yaml` under distinct names, all sent at "
         f"once as admin over {args.burst} already-open keep-alive TLS connections (aiohttp; 30 s client timeout), then "
-        f"deleted with one DELETE collection. \"check timeouts\" counts `did not finish within` warnings returned to the client. "
+        f'deleted with one DELETE collection. "check timeouts" counts `did not finish within` warnings returned to the client. '
         f"The webhook's budget per review is 4 s (budgetSeconds; the apiserver sends ?timeout=10s); the VWC's timeoutSeconds is 10.",
         "",
         "| run | created | failed | timeouts | check timeouts | p50 | p95 | p99 | max | wall s | load avg |",
@@ -623,14 +707,18 @@ def bench_burst(cp: ControlPlane, args: argparse.Namespace, command: str) -> str
     ]
     for label, r, ld in rows:
         xs = r.latencies_ms
-        lines.append(f"| {label} | {len(xs)} | {sum(r.failed.values())} | {r.timeouts} | {r.check_timeouts} | "
-                     f"{pct(xs, 50):.0f} | {pct(xs, 95):.0f} | {pct(xs, 99):.0f} | {max(xs, default=float('nan')):.0f} | "
-                     f"{r.wall:.1f} | {ld} |")
+        lines.append(
+            f"| {label} | {len(xs)} | {sum(r.failed.values())} | {r.timeouts} | {r.check_timeouts} | "
+            f"{pct(xs, 50):.0f} | {pct(xs, 95):.0f} | {pct(xs, 99):.0f} | {max(xs, default=float('nan')):.0f} | "
+            f"{r.wall:.1f} | {ld} |"
+        )
     failures = "; ".join(f"{k}: {v}" for label, r, _ in rows for k, v in r.failed.items())
     ok = res.timeouts == 0 and not res.failed and len(res.latencies_ms) == args.burst
     lines += [
         "",
-        "Reviews answered / webhook peak RSS: " + ", ".join(f"{m}: {answered[m]:.0f} / {peak[m]:.0f} MiB" for m in answered) + "."
+        "Reviews answered / webhook peak RSS: "
+        + ", ".join(f"{m}: {answered[m]:.0f} / {peak[m]:.0f} MiB" for m in answered)
+        + "."
         + (f" Failures: {failures}." if failures else ""),
         "",
         f"- With the webhook (every check): {len(res.latencies_ms)}/{args.burst} created, {res.timeouts} timeouts, "
@@ -649,15 +737,24 @@ async def load_bulk(cp: ControlPlane, secrets: int, quotas: int, nodes: int, nam
     value = base64.b64encode(os.urandom(75)).decode()
     async with Admin(cp) as admin:
         t0 = time.perf_counter()
-        await admin.bulk([("/api/v1/namespaces", {"metadata": {"name": n, "labels": {"bench": "memory"}}}) for n in names])
+        await admin.bulk(
+            [("/api/v1/namespaces", {"metadata": {"name": n, "labels": {"bench": "memory"}}}) for n in names]
+        )
         took["namespaces"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        await admin.bulk([
-            (f"/api/v1/namespaces/{names[i % namespaces]}/secrets",
-             {"metadata": {"name": f"s-{i:05d}", "labels": {"app": "bench"}}, "type": "Opaque",
-              "data": {"token": value, "username": base64.b64encode(b"user-%d" % i).decode()}})
-            for i in range(secrets)
-        ])
+        await admin.bulk(
+            [
+                (
+                    f"/api/v1/namespaces/{names[i % namespaces]}/secrets",
+                    {
+                        "metadata": {"name": f"s-{i:05d}", "labels": {"app": "bench"}},
+                        "type": "Opaque",
+                        "data": {"token": value, "username": base64.b64encode(b"user-%d" % i).decode()},
+                    },
+                )
+                for i in range(secrets)
+            ]
+        )
         took["secrets"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         await create_quotas(admin, [(names[i % namespaces], f"q-{i:04d}") for i in range(quotas)])
@@ -682,10 +779,22 @@ def bench_memory(cp: ControlPlane, args: argparse.Namespace, command: str) -> st
         assert pid is not None
         synced_rss = rss_mib(pid)
         body = review(sample("trainjob-good"))
-        res = asyncio.run(run_load(f"{hook.url}/validate?timeout=10s", body, ssl_context=hook_ssl(hook),
-                                   connections=8, requests=args.memory_requests, duration=60, warmup=16))
+        res = asyncio.run(
+            run_load(
+                f"{hook.url}/validate?timeout=10s",
+                body,
+                ssl_context=hook_ssl(hook),
+                connections=8,
+                requests=args.memory_requests,
+                duration=60,
+                warmup=16,
+            )
+        )
         after_rss, hwm = rss_mib(pid), rss_mib(pid, "VmHWM")
-    print(f"memory: base {base_rss:.0f} synced {synced_rss:.0f} after {after_rss:.0f} peak {hwm:.0f} MiB, ready {ready_s:.1f}s", flush=True)
+    print(
+        f"memory: base {base_rss:.0f} synced {synced_rss:.0f} after {after_rss:.0f} peak {hwm:.0f} MiB, ready {ready_s:.1f}s",
+        flush=True,
+    )
     ok = max(after_rss, hwm) <= 250.0
     lines = [
         f"## Cluster: webhook memory with {args.secrets:,} Secrets, {args.quotas} ResourceQuotas and {args.nodes} Nodes",
@@ -723,6 +832,7 @@ async def _profile(cp: ControlPlane, kind: str, n: int) -> tuple[str, float, dic
 
     from pyinstrument import Profiler
 
+    from webhook.checks import all_checks
     from webhook.cluster.live import open_cluster_view
     from webhook.config import Settings
     from webhook.deadline import Deadline
@@ -730,7 +840,7 @@ async def _profile(cp: ControlPlane, kind: str, n: int) -> tuple[str, float, dic
     from webhook.workloads import build_workload
 
     settings = Settings.model_validate({"checks": {"Dry Run": "off"}})
-    view = await open_cluster_view(settings, kubeconfig=str(cp.kubeconfig))
+    view = await open_cluster_view(settings, kubeconfig=str(cp.kubeconfig), checks=all_checks())
     try:
         await view.wait_synced(60)
         obj = sample("trainjob-good" if kind == "TrainJob" else "aiperfjob-good")
@@ -768,10 +878,13 @@ def bench_profile(cp: ControlPlane, args: argparse.Namespace, command: str) -> s
     for kind in ("TrainJob", "AIPerfJob"):
         text, per_eval, extra = asyncio.run(_profile(cp, kind, args.profile_evaluations))
         print(text, flush=True)
-        print(f"profile {kind}: evaluate() {per_eval:.2f} ms without the profiler; "
-              + ", ".join(f"{k} {v:.2f} ms" for k, v in extra.items()) + f"; load {load()}", flush=True)
-        parts.append(f"{kind}: evaluate() {per_eval:.2f} ms, "
-                     + ", ".join(f"{k} {v:.2f} ms" for k, v in extra.items()))
+        print(
+            f"profile {kind}: evaluate() {per_eval:.2f} ms without the profiler; "
+            + ", ".join(f"{k} {v:.2f} ms" for k, v in extra.items())
+            + f"; load {load()}",
+            flush=True,
+        )
+        parts.append(f"{kind}: evaluate() {per_eval:.2f} ms, " + ", ".join(f"{k} {v:.2f} ms" for k, v in extra.items()))
     return "Profile (not written to the docs): " + "; ".join(parts)
 
 
@@ -789,7 +902,9 @@ EXTRA: dict[str, Callable[[ControlPlane, argparse.Namespace, str], str]] = {"pro
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--only", default=",".join(BENCHES), help="comma-separated subset of: " + ", ".join([*BENCHES, *EXTRA]))
+    p.add_argument(
+        "--only", default=",".join(BENCHES), help="comma-separated subset of: " + ", ".join([*BENCHES, *EXTRA])
+    )
     p.add_argument("--connections", type=int, default=32)
     p.add_argument("--requests", type=int, default=4000, help="validate: measured requests per run")
     p.add_argument("--warmup", type=int, default=300)

@@ -16,21 +16,27 @@ def review(obj: dict[str, Any], *, uid: str = "bench-0000", kind: dict[str, str]
     """The AdmissionReview for a CREATE of `obj`; `kind` overrides request.kind/resource's group+version."""
     group, version = obj["apiVersion"].split("/")
     gvk = kind or {"group": group, "version": version, "kind": obj["kind"]}
-    return json.dumps({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": uid,
-            "kind": gvk,
-            "resource": {"group": gvk["group"], "version": gvk["version"], "resource": PLURALS.get(obj["kind"], "unknown")},
-            "namespace": obj["metadata"].get("namespace", "default"),
-            "name": obj["metadata"]["name"],
-            "operation": "CREATE",
-            "userInfo": {"username": "bench"},
-            "object": obj,
-            "dryRun": False,
-        },
-    }).encode()
+    return json.dumps(
+        {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": uid,
+                "kind": gvk,
+                "resource": {
+                    "group": gvk["group"],
+                    "version": gvk["version"],
+                    "resource": PLURALS.get(obj["kind"], "unknown"),
+                },
+                "namespace": obj["metadata"].get("namespace", "default"),
+                "name": obj["metadata"]["name"],
+                "operation": "CREATE",
+                "userInfo": {"username": "bench"},
+                "object": obj,
+                "dryRun": False,
+            },
+        }
+    ).encode()
 
 
 def write_section(name: str, body: str) -> None:

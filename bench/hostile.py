@@ -7,7 +7,7 @@ default this checkout), sends normal AIPerfJob reviews at `--rate` per second on
 connections, and, in the middle of that stream, each hostile body `--repeat` times in a row.
 Reports, per hostile body: its verdict and answer time, the stream's p50/p99/worst latency
 while it was being judged, and the server's peak RSS (VmHWM) after it. The figures and the
-command go into docs/benchmarks.md between `<!-- bench:hostile -->` markers (issue 14 §2:
+command go into docs/benchmarks.md between `<!-- bench:hostile -->` markers (targets:
 worst wait ≤ 250 ms, peak RSS well under the chart's 384 Mi limit).
 """
 
@@ -32,8 +32,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import review, write_section  # noqa: E402
 import bench.run as bench_run  # noqa: E402
+from bench.common import review, write_section  # noqa: E402
 from bench.run import cpu_seconds, free_port, peak_rss_mib, start, stop  # noqa: E402
 from webhook.tls import generate_ca, generate_serving_cert, write_cert_files  # noqa: E402
 
@@ -86,7 +86,9 @@ def percentile(values: list[float], p: float) -> float:
     return s[min(len(s) - 1, int(round(p / 100.0 * (len(s) - 1))))]
 
 
-async def stream(url: str, body: bytes, ctx: ssl.SSLContext, rate: float, stop_at: asyncio.Event, out: list[tuple[float, float]]) -> None:
+async def stream(
+    url: str, body: bytes, ctx: ssl.SSLContext, rate: float, stop_at: asyncio.Event, out: list[tuple[float, float]]
+) -> None:
     """Normal reviews at `rate`/s over 4 connections; (send time, latency ms) per answer."""
     interval = 4.0 / rate
     headers = {"Content-Type": "application/json"}
@@ -121,7 +123,9 @@ async def alone(url: str, hostile: bytes, ctx: ssl.SSLContext, pid: int, n: int)
         return (cpu_seconds(pid) - cpu0) * 1000.0 / n
 
 
-async def scenario(url: str, normal: bytes, hostile: bytes, ctx: ssl.SSLContext, args: argparse.Namespace) -> dict[str, Any]:
+async def scenario(
+    url: str, normal: bytes, hostile: bytes, ctx: ssl.SSLContext, args: argparse.Namespace
+) -> dict[str, Any]:
     stop_at = asyncio.Event()
     lat: list[tuple[float, float]] = []
     task = asyncio.ensure_future(stream(url, normal, ctx, args.rate, stop_at, lat))
@@ -135,7 +139,9 @@ async def scenario(url: str, normal: bytes, hostile: bytes, ctx: ssl.SSLContext,
                 raw = await r.read()
                 if r.status == 200:
                     resp = json.loads(raw)["response"]
-                    verdict = "allowed" if resp["allowed"] else "denied: " + resp["status"]["message"].split("\n", 1)[-1]
+                    verdict = (
+                        "allowed" if resp["allowed"] else "denied: " + resp["status"]["message"].split("\n", 1)[-1]
+                    )
                 else:
                     verdict = f"HTTP {r.status}: {raw.decode()[:100]}"
             answers.append(((time.perf_counter() - t0) * 1000.0, verdict))
@@ -214,7 +220,7 @@ def render(rows: list[dict[str, Any]], command: str, args: argparse.Namespace) -
         "judged (*before*: the same stream in the second before them); *server CPU per request* is the server "
         "process's CPU time per hostile request sent alone, the longest it can hold the event loop whatever else "
         "runs on the machine; *peak RSS* is the server's VmHWM at the end (chart limit "
-        f"{CHART_LIMIT_MIB} Mi). Target (issue 14 §2): worst wait ≤ 250 ms, RSS well under the limit.",
+        f"{CHART_LIMIT_MIB} Mi). Target: worst wait ≤ 250 ms, RSS well under the limit.",
         "",
         "| hostile body | size | server CPU per request | answered in | stream p99 before | stream p50 | stream p99 | stream worst | peak RSS | load | verdict |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",

@@ -75,9 +75,15 @@ def make_call(kind: str) -> tuple[Any, str]:
     async def call_rt() -> Any:
         rv = parse_review_bytes(body, app.loads)
         req = rv.request
-        ev = await evaluate(req.object, settings=settings, deadline=Deadline(settings.budget_seconds),
-                            operation=req.operation, runtime_lookup=lookup, namespace=req.namespace or None,
-                            checks=app.checks)
+        ev = await evaluate(
+            req.object,
+            settings=settings,
+            deadline=Deadline(settings.budget_seconds),
+            operation=req.operation,
+            runtime_lookup=lookup,
+            namespace=req.namespace or None,
+            checks=app.checks,
+        )
         app.metrics.observe_checks(ev.results.checks)
         app.metrics.observe_request(req.kind.kind, req.operation, ev.decision.outcome, 0.001)
         return app.dumps(response_from_decision(req.uid, ev.decision))
@@ -98,8 +104,11 @@ async def measure(kind: str, n: int, profile: str | None) -> None:
         for _ in range(n):
             await call()
         best = min(best, (time.process_time() - c0) * 1000.0 / n)
-    print(f"{kind}: {best:.3f} ms CPU/request (best of 7 x {n}); body {len(body)} bytes; "
-          f"allowed={answer['allowed']} warnings={len(answer.get('warnings') or [])}", flush=True)
+    print(
+        f"{kind}: {best:.3f} ms CPU/request (best of 7 x {n}); body {len(body)} bytes; "
+        f"allowed={answer['allowed']} warnings={len(answer.get('warnings') or [])}",
+        flush=True,
+    )
     if profile == "pyinstrument":
         from pyinstrument import Profiler
 

@@ -85,7 +85,7 @@ async def run_load(
                 budget[0] -= 1
                 try:
                     ms, status = await one()
-                except (aiohttp.ClientError, asyncio.TimeoutError):
+                except (TimeoutError, aiohttp.ClientError):
                     result.errors += 1
                     continue
                 result.statuses[status] = result.statuses.get(status, 0) + 1

@@ -126,7 +126,15 @@ def one_answer(port: int, body: bytes, client: ssl.SSLContext) -> dict[str, Any]
     return json.loads(data.split(b"\r\n\r\n", 1)[1])
 
 
-def measure(label: str, cmd: list[str], env: dict[str, str], port: int, body: bytes, client: ssl.SSLContext, args: argparse.Namespace) -> tuple[Run, dict[str, Any]]:
+def measure(
+    label: str,
+    cmd: list[str],
+    env: dict[str, str],
+    port: int,
+    body: bytes,
+    client: ssl.SSLContext,
+    args: argparse.Namespace,
+) -> tuple[Run, dict[str, Any]]:
     proc = start(cmd, env, port, client)
     try:
         answer = one_answer(port, body, client)
@@ -134,8 +142,13 @@ def measure(label: str, cmd: list[str], env: dict[str, str], port: int, body: by
         cpu0 = [0.0]
         result = asyncio.run(
             run_load(
-                f"https://127.0.0.1:{port}/validate?timeout=10s", body, ssl_context=client,
-                connections=args.connections, requests=args.requests, duration=args.duration, warmup=args.warmup,
+                f"https://127.0.0.1:{port}/validate?timeout=10s",
+                body,
+                ssl_context=client,
+                connections=args.connections,
+                requests=args.requests,
+                duration=args.duration,
+                warmup=args.warmup,
                 on_start=lambda: cpu0.__setitem__(0, cpu_seconds(proc.pid)),
             )
         )
@@ -185,29 +198,78 @@ def main() -> int:
         port = free_port()
         runs[f"floor/{loop}"], _ = measure(
             f"floor (no-op aiohttp TLS) {loop}",
-            [py, "bench/noop_server.py", "--port", str(port), "--tls-cert", str(files.cert), "--tls-key", str(files.key)],
-            env, port, body, client, args,
+            [
+                py,
+                "bench/noop_server.py",
+                "--port",
+                str(port),
+                "--tls-cert",
+                str(files.cert),
+                "--tls-key",
+                str(files.key),
+            ],
+            env,
+            port,
+            body,
+            client,
+            args,
         )
         for codec in codecs:
             port = free_port()
             env_c = dict(env, PREFLIGHT_WEBHOOK_JSON=codec)
             runs[f"webhook/{loop}/{codec}"], answer = measure(
                 f"webhook {loop} + {codec} json",
-                [py, "-m", "webhook", "serve", "--offline", "--host", "127.0.0.1", "--port", str(port),
-                 "--tls-cert", str(files.cert), "--tls-key", str(files.key), "--log-level", "warning"],
-                env_c, port, body, client, args,
+                [
+                    py,
+                    "-m",
+                    "webhook",
+                    "serve",
+                    "--offline",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--tls-cert",
+                    str(files.cert),
+                    "--tls-key",
+                    str(files.key),
+                    "--log-level",
+                    "warning",
+                ],
+                env_c,
+                port,
+                body,
+                client,
+                args,
             )
         port = free_port()
         runs[f"path/{loop}/stdlib"], _ = measure(
             f"webhook {loop}, server path only",
-            [py, "-m", "webhook", "serve", "--offline", "--host", "127.0.0.1", "--port", str(port),
-             "--tls-cert", str(files.cert), "--tls-key", str(files.key), "--log-level", "warning"],
-            dict(env, PREFLIGHT_WEBHOOK_JSON="stdlib"), port, review_body(unhandled=True), client, args,
+            [
+                py,
+                "-m",
+                "webhook",
+                "serve",
+                "--offline",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--tls-cert",
+                str(files.cert),
+                "--tls-key",
+                str(files.key),
+                "--log-level",
+                "warning",
+            ],
+            dict(env, PREFLIGHT_WEBHOOK_JSON="stdlib"),
+            port,
+            review_body(unhandled=True),
+            client,
+            args,
         )
 
-    command = ".venv/bin/python bench/run.py " + " ".join(
-        shlex.quote(a) for a in sys.argv[1:]
-    )
+    command = ".venv/bin/python bench/run.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     text = render(runs, answer, args, command.strip())
     print(text)
     if not args.no_write:
@@ -246,10 +308,10 @@ def render(runs: dict[str, Run], answer: dict[str, Any], args: argparse.Namespac
         + (f": {'; '.join(resp.get('warnings') or [])}" if resp.get("warnings") else "")
         + ".",
         "",
-        "Rows \"server path only\" send the same review with an apiVersion no adapter handles: envelope parsing, "
+        'Rows "server path only" send the same review with an apiVersion no adapter handles: envelope parsing, '
         "metrics, response and TLS, without the adapter and the checks.",
         "",
-        "\"CPU ms/req\" is the server process's user+system CPU per answered request; \"CPU vs floor\" is "
+        '"CPU ms/req" is the server process\'s user+system CPU per answered request; "CPU vs floor" is '
         "floor CPU / our CPU, i.e. the throughput ratio the two would have with a core each, independent of "
         "whatever else the shared machine runs (the load average column shows how busy it was).",
         "",

@@ -95,8 +95,14 @@ async def measure_variant(variant: str, kubeconfig: str, namespace: str, trace: 
         items = []
         held = {}
         for i in range(COUNT):
-            body = json.loads(json.dumps({"metadata": {"namespace": namespace, "name": f"s-{i:05d}"},
-                                          "data": {"token": "x", "username": "y"}}))
+            body = json.loads(
+                json.dumps(
+                    {
+                        "metadata": {"namespace": namespace, "name": f"s-{i:05d}"},
+                        "data": {"token": "x", "username": "y"},
+                    }
+                )
+            )
             keys = frozenset(body["data"].keys())
             held[(body["metadata"]["namespace"], body["metadata"]["name"])] = (time.monotonic() + 5.0, keys)
         count = len(held)
@@ -110,12 +116,19 @@ async def measure_variant(variant: str, kubeconfig: str, namespace: str, trace: 
         tracemalloc.stop()
     after = rss_bytes()
     await client.close()
-    return {"variant": variant, "objects": count, "rss_delta": after - before, "retained": retained, "load_seconds": load_seconds}
+    return {
+        "variant": variant,
+        "objects": count,
+        "rss_delta": after - before,
+        "retained": retained,
+        "load_seconds": load_seconds,
+    }
 
 
 async def create_secrets(kubeconfig: str, namespace: str, count: int) -> None:
     """Bench setup: realistic small Secrets (2 keys, ~100 bytes each), 32 at a time."""
     from kubernetes_asyncio import client as k8s
+
     from webhook.cluster.client import load_configuration
 
     cfg = await load_configuration(kubeconfig)
@@ -151,12 +164,13 @@ async def create_secrets(kubeconfig: str, namespace: str, count: int) -> None:
 
 async def burst(kubeconfig: str, namespace: str, admissions: int, ttl: float, sequential: bool) -> dict[str, Any]:
     """Requests the real LiveClusterView sends for `admissions` concurrent admissions."""
+    from webhook.checks import all_checks
     from webhook.cluster.live import open_cluster_view
     from webhook.config import Settings
     from webhook.deadline import Deadline
 
     settings = Settings(secretTtlSeconds=ttl)
-    view = await open_cluster_view(settings, kubeconfig=kubeconfig)
+    view = await open_cluster_view(settings, kubeconfig=kubeconfig, checks=all_checks())
     await view.wait_synced(60)
     before = view.client.requests["GET secret"]
 
@@ -184,7 +198,10 @@ async def burst(kubeconfig: str, namespace: str, admissions: int, ttl: float, se
 def run_child(variant: str, kubeconfig: str, namespace: str, count: int, trace: bool) -> dict[str, Any]:
     argv = [sys.executable, __file__, "--child", variant, "--kubeconfig", kubeconfig, "--namespace", namespace]
     out = subprocess.run(
-        argv + (["--trace"] if trace else []), capture_output=True, text=True, check=True,
+        argv + (["--trace"] if trace else []),
+        capture_output=True,
+        text=True,
+        check=True,
         env={**os.environ, "BENCH_SECRETS": str(count)},
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -192,7 +209,9 @@ def run_child(variant: str, kubeconfig: str, namespace: str, count: int, trace: 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--kubeconfig", help="admin kubeconfig of an existing cluster (default: start a local control plane)")
+    ap.add_argument(
+        "--kubeconfig", help="admin kubeconfig of an existing cluster (default: start a local control plane)"
+    )
     ap.add_argument("--namespace", default="bench-secrets")
     ap.add_argument("--count", type=int, default=10_000)
     ap.add_argument("--burst", type=int, default=200)
@@ -215,7 +234,9 @@ def main() -> int:
     try:
         t0 = time.perf_counter()
         asyncio.run(create_secrets(kubeconfig, args.namespace, args.count))
-        print(f"# {args.count} Secrets in {args.namespace} ready after {time.perf_counter() - t0:.0f}s", file=sys.stderr)
+        print(
+            f"# {args.count} Secrets in {args.namespace} ready after {time.perf_counter() - t0:.0f}s", file=sys.stderr
+        )
         rows = []
         for variant in ("metadata", "full", "ondemand"):
             runs = sorted(
@@ -228,7 +249,8 @@ def main() -> int:
             print(f"# {variant}: {r}", file=sys.stderr)
         bursts = [
             asyncio.run(burst(kubeconfig, args.namespace, args.burst, ttl, seq))
-            for seq in (False, True) for ttl in (0.0, 5.0)
+            for seq in (False, True)
+            for ttl in (0.0, 5.0)
         ]
     finally:
         if cp is not None:

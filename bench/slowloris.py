@@ -59,7 +59,7 @@ async def attack(pid: int, port: int, ca: str, n: int) -> str:
     async def closed(r: asyncio.StreamReader) -> bool:
         try:
             return await asyncio.wait_for(r.read(), 40) == b""
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
         except (ConnectionError, ssl.SSLError):
             return True
@@ -80,8 +80,17 @@ def main() -> int:
     ap.add_argument("--port", type=int, default=18443)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="slowloris-") as tmp:
-        argv = [sys.executable, "-m", "webhook", "serve", "--offline", "--self-signed", f"--certs-dir={tmp}",
-                "--host=127.0.0.1", f"--port={args.port}"]
+        argv = [
+            sys.executable,
+            "-m",
+            "webhook",
+            "serve",
+            "--offline",
+            "--self-signed",
+            f"--certs-dir={tmp}",
+            "--host=127.0.0.1",
+            f"--port={args.port}",
+        ]
         if args.config:
             argv.append(f"--config={args.config}")
         proc = subprocess.Popen(argv, env=dict(os.environ), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

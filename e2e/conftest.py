@@ -9,14 +9,15 @@ a missing or broken build fails the session loudly instead of skipping it.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
-from collections.abc import AsyncIterator, Awaitable
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
 from e2e.controlplane import ControlPlane, ensure_built
 from e2e.webhook import RunningWebhook
+from webhook.checks import all_checks
 from webhook.cluster.live import LiveClusterView, open_cluster_view
 from webhook.config import Settings
 
@@ -52,7 +53,11 @@ SAMPLES_LABEL = {"preflight-webhook/samples": "true"}
 def samples_cluster(control_plane: ControlPlane) -> ControlPlane:
     """The control plane with e2e/samples' prerequisites (namespaces, Service, Secrets) and runtime."""
     control_plane.kubectl(
-        "apply", "-f", str(SAMPLES_DIR / "00-prerequisites.yaml"), "-f", str(SAMPLES_DIR / "01-clustertrainingruntime.yaml")
+        "apply",
+        "-f",
+        str(SAMPLES_DIR / "00-prerequisites.yaml"),
+        "-f",
+        str(SAMPLES_DIR / "01-clustertrainingruntime.yaml"),
     )
     return control_plane
 
@@ -102,7 +107,10 @@ async def open_view(control_plane: ControlPlane) -> AsyncIterator[Callable[..., 
 
     async def make(settings: Settings | None = None, kubeconfig: Path | str | None = None) -> LiveClusterView:
         view = await open_cluster_view(
-            settings or Settings(), kubeconfig=str(kubeconfig or control_plane.kubeconfig), wait_seconds=60
+            settings or Settings(),
+            kubeconfig=str(kubeconfig or control_plane.kubeconfig),
+            checks=all_checks(),
+            wait_seconds=60,
         )
         views.append(view)
         assert await view.wait_synced(60), view.ready_reason

@@ -56,8 +56,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import yaml
 from cryptography.hazmat.primitives import serialization
@@ -67,7 +68,7 @@ if __name__ == "__main__" and Path(sys.path[0]).resolve() == Path(__file__).reso
     # run as a script: e2e/ first on sys.path would shadow the `webhook` package with e2e/webhook.py
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from webhook.tls import KeyPair, generate_ca, issue_cert  # noqa: E402
+from webhook.tls import KeyPair, generate_ca, issue_cert
 
 E2E_DIR = Path(__file__).resolve().parent
 BUILD_SCRIPT = E2E_DIR / "build.sh"
@@ -337,7 +338,7 @@ class ControlPlane:
 
     # ----------------------------------------------------------------- lifecycle
 
-    def __enter__(self) -> "ControlPlane":
+    def __enter__(self) -> ControlPlane:
         self.start()
         return self
 
@@ -366,7 +367,7 @@ class ControlPlane:
         env["KUBECACHEDIR"] = str(self.state_dir / "kubectl-cache")  # type: ignore[operator]
         return env
 
-    def start(self) -> "ControlPlane":
+    def start(self) -> ControlPlane:
         if self._started:
             return self
         try:
@@ -491,11 +492,18 @@ class ControlPlane:
             "apiVersion": "v1",
             "kind": "Config",
             "users": [
-                {"name": f"127.0.0.1:{self.webhook_client_port}", "user": {"client-certificate": str(crt), "client-key": str(key)}}
+                {
+                    "name": f"127.0.0.1:{self.webhook_client_port}",
+                    "user": {"client-certificate": str(crt), "client-key": str(key)},
+                }
             ],
         }
         kc = _write(self.state_dir / "admission-webhook.kubeconfig", yaml.safe_dump(kubeconfig, sort_keys=False))
-        webhook_cfg = {"apiVersion": "apiserver.config.k8s.io/v1", "kind": "WebhookAdmissionConfiguration", "kubeConfigFile": str(kc)}
+        webhook_cfg = {
+            "apiVersion": "apiserver.config.k8s.io/v1",
+            "kind": "WebhookAdmissionConfiguration",
+            "kubeConfigFile": str(kc),
+        }
         admission = {
             "apiVersion": "apiserver.config.k8s.io/v1",
             "kind": "AdmissionConfiguration",
@@ -652,11 +660,15 @@ class ControlPlane:
             ]
             self._spawn("kube-apiserver", argv)
             # An admin kubeconfig first: /readyz needs an authenticated caller (anonymous is off).
-            self.kubeconfig = self.write_user_kubeconfig("admin", ["system:masters"], self.state_dir / "admin.kubeconfig")
+            self.kubeconfig = self.write_user_kubeconfig(
+                "admin", ["system:masters"], self.state_dir / "admin.kubeconfig"
+            )
             self.dev_kubeconfig = self.write_user_kubeconfig("dev", (), self.state_dir / "dev.kubeconfig")
             self._ssl_ctx = None
             try:
-                self._wait_ready("kube-apiserver", f"{self.server_url}/readyz", self._admin_ssl(), lambda s, b: s == 200)
+                self._wait_ready(
+                    "kube-apiserver", f"{self.server_url}/readyz", self._admin_ssl(), lambda s, b: s == 200
+                )
                 return
             except ControlPlaneError as e:
                 proc = self._procs.pop("kube-apiserver")
@@ -751,7 +763,7 @@ class ControlPlane:
         # `-o name` gives the CRD names without parsing megabytes of YAML in Python.
         out = self.kubectl(*args, "-o", "name", timeout=timeout).stdout
         prefix = "customresourcedefinition.apiextensions.k8s.io/"
-        names = [line[len(prefix):] for line in out.split() if line.startswith(prefix)]
+        names = [line[len(prefix) :] for line in out.split() if line.startswith(prefix)]
         if not names:
             raise ControlPlaneError(f"kubectl apply of {len(files)} CRD files named no CRD:\n{out}")
         self.wait_for_crds(names, timeout=timeout)
@@ -764,7 +776,9 @@ class ControlPlane:
         """
         deadline = time.monotonic() + timeout
         if names is None:
-            names = [c["metadata"]["name"] for c in json.loads(self.kubectl("get", "crd", "-o", "json").stdout)["items"]]
+            names = [
+                c["metadata"]["name"] for c in json.loads(self.kubectl("get", "crd", "-o", "json").stdout)["items"]
+            ]
         pending = set(names)
         crds: list[dict[str, Any]] = []
         while pending and time.monotonic() < deadline:
@@ -934,8 +948,16 @@ def _cmd_down(args: argparse.Namespace) -> int:
         print(f"==> {line}", file=sys.stderr)
     # Remove only what `up` wrote, never the directory's other contents.
     for entry in (
-        "pki", "etcd-data", "logs", "audit", "kubectl-cache", "audit-policy.yaml", "admin.kubeconfig", "dev.kubeconfig",
-        "admission-config.yaml", "admission-webhook.kubeconfig",
+        "pki",
+        "etcd-data",
+        "logs",
+        "audit",
+        "kubectl-cache",
+        "audit-policy.yaml",
+        "admin.kubeconfig",
+        "dev.kubeconfig",
+        "admission-config.yaml",
+        "admission-webhook.kubeconfig",
     ):
         p = state_dir / entry
         if p.is_dir():
@@ -955,7 +977,9 @@ def _cmd_status(args: argparse.Namespace) -> int:
         return 1
     state = json.loads(state_file.read_text())
     alive = {n: _pid_runs(int(i["pid"]), i["exe"]) for n, i in state["pids"].items()}
-    print(json.dumps({"server_url": state["server_url"], "kubeconfig": state["kubeconfig"], "running": alive}, indent=2))
+    print(
+        json.dumps({"server_url": state["server_url"], "kubeconfig": state["kubeconfig"], "running": alive}, indent=2)
+    )
     return 0 if all(alive.values()) else 1
 
 

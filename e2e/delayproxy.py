@@ -96,7 +96,7 @@ class DelayProxy:
 
     # ----------------------------------------------------------------- life cycle
 
-    def __enter__(self) -> "DelayProxy":
+    def __enter__(self) -> DelayProxy:
         self.start()
         return self
 
@@ -107,7 +107,7 @@ class DelayProxy:
     def url(self) -> str:
         return f"https://{self.host}:{self.port}"
 
-    def start(self) -> "DelayProxy":
+    def start(self) -> DelayProxy:
         loop = asyncio.new_event_loop()
         self._loop = loop
         self._thread = threading.Thread(target=loop.run_forever, name="delayproxy", daemon=True)

@@ -23,8 +23,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: make `e2e` and `webhook` importable
@@ -62,8 +62,13 @@ def show_kubectl(cp: ControlPlane, *args: str) -> subprocess.CompletedProcess[st
     """
     print(f"{DIM}$ kubectl {shlex.join(args)}{RESET}", flush=True)
     proc = subprocess.run(
-        [str(cp.kubectl_path), *args], cwd=ROOT, env=cp.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, timeout=120,
+        [str(cp.kubectl_path), *args],
+        cwd=ROOT,
+        env=cp.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=120,
     )
     if proc.stdout:
         print(proc.stdout, end="" if proc.stdout.endswith("\n") else "\n", flush=True)
@@ -106,10 +111,19 @@ def up() -> int:
         note(f"kube-apiserver ready at {cp.server_url} ({time.monotonic() - t:.0f}s); CRDs established")
 
         step(3, total, "Creating the sample namespaces, Service, Secrets and ClusterTrainingRuntime")
-        show_kubectl(cp, "apply", "-f", str(SAMPLES / "00-prerequisites.yaml"), "-f", str(SAMPLES / "01-clustertrainingruntime.yaml"))
+        show_kubectl(
+            cp,
+            "apply",
+            "-f",
+            str(SAMPLES / "00-prerequisites.yaml"),
+            "-f",
+            str(SAMPLES / "01-clustertrainingruntime.yaml"),
+        )
 
         step(4, total, "Starting preflight-webhook and registering it with the apiserver")
-        note("python -m webhook serve --port <free port> --tls-cert/--tls-key (a CA made for 127.0.0.1) --kubeconfig ...")
+        note(
+            "python -m webhook serve --port <free port> --tls-cert/--tls-key (a CA made for 127.0.0.1) --kubeconfig ..."
+        )
         hook = RunningWebhook(
             cp,
             vwc_name="preflight-webhook-demo",
@@ -119,10 +133,14 @@ def up() -> int:
             workdir=WEBHOOK_DIR,
         )
         hook.start()
-        WEBHOOK_STATE.write_text(json.dumps({"pid": hook.pid, "exe": sys.executable, "url": hook.url,
-                                             "log": str(hook.log_path)}, indent=2) + "\n")
-        note(f"webhook {hook.url}/validate (pid {hook.pid}); ValidatingWebhookConfiguration {hook.vwc_name}: "
-             "aiperfjobs + trainjobs, CREATE/UPDATE, failurePolicy Fail, timeoutSeconds 10")
+        WEBHOOK_STATE.write_text(
+            json.dumps({"pid": hook.pid, "exe": sys.executable, "url": hook.url, "log": str(hook.log_path)}, indent=2)
+            + "\n"
+        )
+        note(
+            f"webhook {hook.url}/validate (pid {hook.pid}); ValidatingWebhookConfiguration {hook.vwc_name}: "
+            "aiperfjobs + trainjobs, CREATE/UPDATE, failurePolicy Fail, timeoutSeconds 10"
+        )
         note("the apiserver calls it now (a server-side dry-run probe reached it)")
 
         step(5, total, "Applying the samples through kubectl")
@@ -130,9 +148,9 @@ def up() -> int:
         show_kubectl(cp, "apply", "-f", str(SAMPLES / "aiperfjob-good.yaml"))
         heading("A good TrainJob: accepted")
         show_kubectl(cp, "apply", "-f", str(SAMPLES / "trainjob-good.yaml"))
-        heading("A broken AIPerfJob (pull Secret \"ngc\" is missing): denied, with the check and the fix")
+        heading('A broken AIPerfJob (pull Secret "ngc" is missing): denied, with the check and the fix')
         show_kubectl(cp, "apply", "-f", str(SAMPLES / "aiperfjob-broken.yaml"))
-        heading("A broken TrainJob (Secret key \"hf_token\" does not exist): denied, with the check and the fix")
+        heading('A broken TrainJob (Secret key "hf_token" does not exist): denied, with the check and the fix')
         show_kubectl(cp, "apply", "-f", str(SAMPLES / "trainjob-broken.yaml"))
         heading("A job that only warns, with --dry-run=server: allowed, warnings printed, nothing stored")
         show_kubectl(cp, "apply", "--dry-run=server", "-f", str(SAMPLES / "aiperfjob-warns.yaml"))

@@ -1,4 +1,4 @@
-"""The webhook's watch caches survive a real kube-apiserver restart (issue 4), end to end.
+"""The webhook's watch caches survive a real kube-apiserver restart end to end.
 
 Unlike e2e/test_deadline.py (a proxy cuts the webhook's path while the apiserver runs),
 here the kube-apiserver process itself is stopped by PID and started again on the same
@@ -53,7 +53,9 @@ SERVICE_MISSING = (
 
 def endpoint_findings(cp: ControlPlane) -> list[str]:
     """The Endpoint Service warnings of a server-side dry-run apply of the job (which must succeed)."""
-    out = cp.kubectl("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump(aiperfjob(), sort_keys=False), check=False)
+    out = cp.kubectl(
+        "apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump(aiperfjob(), sort_keys=False), check=False
+    )
     assert out.returncode == 0, out.stderr  # mode warn, failurePolicy Ignore: never denied
     return [w for w in findings_of(out.stderr) if w.startswith("[Endpoint Service]")]
 

@@ -23,15 +23,17 @@ import ssl
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import yaml
 from cryptography import x509
 
 from e2e.controlplane import ControlPlane, free_ports, stop_pid
-from e2e.webhook import validating_webhook_configuration, wait_until as wait_for
+from e2e.webhook import validating_webhook_configuration
+from e2e.webhook import wait_until as wait_for
 
 NS = "preflight-rotation"
 SECRET = "preflight-rotation-tls"
@@ -78,8 +80,13 @@ def webhook_errors(cp: ControlPlane) -> float:
     assert status == 200
     total = 0.0
     for line in body.splitlines():
-        if line.startswith(("apiserver_admission_webhook_rejection_count", "apiserver_admission_webhook_fail_open_count")) \
-                and f'name="{HOOK}"' in line and ("calling_webhook_error" in line or "fail_open" in line):
+        if (
+            line.startswith(
+                ("apiserver_admission_webhook_rejection_count", "apiserver_admission_webhook_fail_open_count")
+            )
+            and f'name="{HOOK}"' in line
+            and ("calling_webhook_error" in line or "fail_open" in line)
+        ):
             total += float(line.rsplit(" ", 1)[1])
     return total
 
@@ -92,12 +99,25 @@ def rotation_env(control_plane: ControlPlane, tmp_path: Path) -> Iterator[dict[s
     cp.kubectl("delete", "secret", SECRET, "-n", NS, "--ignore-not-found")
     (port,) = free_ports(1)
     # no caBundle: `certs manage` injects it (the registration shape is e2e/webhook.py's, like every e2e webhook)
-    cp.apply(validating_webhook_configuration(
-        VWC, HOOK, f"https://127.0.0.1:{port}/validate", failure_policy="Fail", timeout_seconds=5,
-        namespace_selector={"matchLabels": {"preflight-e2e": "rotation"}},
-        rules=[{"apiGroups": ["aiperf.nvidia.com"], "apiVersions": ["*"], "resources": ["aiperfjobs"],
-                "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}],
-    ))
+    cp.apply(
+        validating_webhook_configuration(
+            VWC,
+            HOOK,
+            f"https://127.0.0.1:{port}/validate",
+            failure_policy="Fail",
+            timeout_seconds=5,
+            namespace_selector={"matchLabels": {"preflight-e2e": "rotation"}},
+            rules=[
+                {
+                    "apiGroups": ["aiperf.nvidia.com"],
+                    "apiVersions": ["*"],
+                    "resources": ["aiperfjobs"],
+                    "operations": ["CREATE", "UPDATE"],
+                    "scope": "Namespaced",
+                }
+            ],
+        )
+    )
     certs_dir = tmp_path / "certs"
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({"mode": "audit"}))  # every request is answered "allowed"
@@ -113,17 +133,35 @@ def rotation_env(control_plane: ControlPlane, tmp_path: Path) -> Iterator[dict[s
 
     try:
         manager = spawn(
-            "certs-manage", "certs", "manage",
-            f"--secret={NS}/{SECRET}", f"--webhook-config={VWC}", "--service=localhost", f"--namespace={NS}",
-            "--ip-address=127.0.0.1", f"--write-dir={certs_dir}", f"--kubeconfig={cp.kubeconfig}",
-            "--check-interval=1", f"--bundle-propagation-seconds={BUNDLE_WAIT}",
+            "certs-manage",
+            "certs",
+            "manage",
+            f"--secret={NS}/{SECRET}",
+            f"--webhook-config={VWC}",
+            "--service=localhost",
+            f"--namespace={NS}",
+            "--ip-address=127.0.0.1",
+            f"--write-dir={certs_dir}",
+            f"--kubeconfig={cp.kubeconfig}",
+            "--check-interval=1",
+            f"--bundle-propagation-seconds={BUNDLE_WAIT}",
             f"--cert-propagation-seconds={CERT_WAIT}",
         )
-        wait_for("the manager to write the serving pair", lambda: (certs_dir / "tls.key").exists() or manager.poll() is not None)
+        wait_for(
+            "the manager to write the serving pair",
+            lambda: (certs_dir / "tls.key").exists() or manager.poll() is not None,
+        )
         assert manager.poll() is None and (certs_dir / "tls.key").exists(), (tmp_path / "certs-manage.log").read_text()
         server = spawn(
-            "serve", "serve", "--host=127.0.0.1", f"--port={port}", f"--tls-cert={certs_dir / 'tls.crt'}",
-            f"--tls-key={certs_dir / 'tls.key'}", "--cert-reload-seconds=0.2", "--offline", f"--config={config}",
+            "serve",
+            "serve",
+            "--host=127.0.0.1",
+            f"--port={port}",
+            f"--tls-cert={certs_dir / 'tls.crt'}",
+            f"--tls-key={certs_dir / 'tls.key'}",
+            "--cert-reload-seconds=0.2",
+            "--offline",
+            f"--config={config}",
         )
 
         def ready() -> bool:
@@ -205,8 +243,11 @@ def test_rotation_under_load_has_no_tls_error(rotation_env: dict[str, Any]) -> N
         new_ca = ids[1]
         loop.phase = "overlap"
         # step 2: the serving certificate switches to the new CA; the bundle still holds both
-        wait_for("the webhook to serve a certificate from the new CA",
-                 lambda: served_issuer_serial(port, bundle_file) == new_ca, timeout=BUNDLE_WAIT + 30)
+        wait_for(
+            "the webhook to serve a certificate from the new CA",
+            lambda: served_issuer_serial(port, bundle_file) == new_ca,
+            timeout=BUNDLE_WAIT + 30,
+        )
         assert bundle_ids(cp) == [old_ca, new_ca], "the old CA must stay while replicas may still serve the old cert"
         data = secret_data(cp)
         assert serial(data["ca.crt"]) == new_ca and serial(data["ca-prev.crt"]) == old_ca
@@ -226,7 +267,8 @@ def test_rotation_under_load_has_no_tls_error(rotation_env: dict[str, Any]) -> N
     assert all(loop.by_phase.get(p, 0) >= 3 for p in ("before", "overlap", "after")), loop.by_phase
     assert webhook_errors(cp) == errors_before, "the apiserver recorded webhook calling errors during rotation"
     assert "preflight.webhook.io/rotate" not in json.loads(
-        cp.kubectl("get", "secret", SECRET, "-n", NS, "-o", "json").stdout)["metadata"].get("annotations", {})
+        cp.kubectl("get", "secret", SECRET, "-n", NS, "-o", "json").stdout
+    )["metadata"].get("annotations", {})
     assert "ca-prev.crt" not in secret_data(cp)
 
 

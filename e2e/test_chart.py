@@ -18,8 +18,9 @@ import datetime as dt
 import json
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import yaml
@@ -35,20 +36,33 @@ SA_USER = f"system:serviceaccount:{NS}:{FULL}"
 WORKLOAD_NS = "preflight-chart-workloads"
 CERT_MANAGER_KINDS = {"Certificate", "Issuer"}
 # keep the (fail-closed, never-running) webhook away from every other test's namespaces
-SCOPE = ["--set", "webhook.namespaceSelectorExpressions[0].key=preflight-chart-e2e",
-         "--set", "webhook.namespaceSelectorExpressions[0].operator=Exists"]
+SCOPE = [
+    "--set",
+    "webhook.namespaceSelectorExpressions[0].key=preflight-chart-e2e",
+    "--set",
+    "webhook.namespaceSelectorExpressions[0].operator=Exists",
+]
 MODE_ARGS = {
     "selfManaged": [],
     "certManager": ["--set", "certificates.mode=certManager"],
-    "provided": ["--set", "certificates.mode=provided", "--set", "certificates.secretName=my-tls",
-                 "--set-string", "certificates.provided.caBundle=-----BEGIN CERTIFICATE-----"],
+    "provided": [
+        "--set",
+        "certificates.mode=provided",
+        "--set",
+        "certificates.secretName=my-tls",
+        "--set-string",
+        "certificates.provided.caBundle=-----BEGIN CERTIFICATE-----",
+    ],
 }
 
 
 def helm(cp: ControlPlane, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     env = cp.env()
-    env.update(HELM_CACHE_HOME=str(cp.state_dir / "helm"), HELM_CONFIG_HOME=str(cp.state_dir / "helm"),
-               HELM_DATA_HOME=str(cp.state_dir / "helm"))
+    env.update(
+        HELM_CACHE_HOME=str(cp.state_dir / "helm"),
+        HELM_CONFIG_HOME=str(cp.state_dir / "helm"),
+        HELM_DATA_HOME=str(cp.state_dir / "helm"),
+    )
     proc = subprocess.run([str(cp.helm_path), *args], capture_output=True, text=True, env=env, timeout=180)
     if check:
         assert proc.returncode == 0, f"helm {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
@@ -65,8 +79,16 @@ def test_server_side_apply_dry_run_accepts_every_mode(control_plane: ControlPlan
     cp = control_plane
     cp.ensure_namespace(NS)
     docs = [d for d in rendered(cp, *MODE_ARGS[mode]) if d["kind"] not in CERT_MANAGER_KINDS]
-    proc = cp.kubectl("apply", "--server-side", "--dry-run=server", "--field-manager=helm", "-f", "-",
-                      input=yaml.safe_dump_all(docs), check=False)
+    proc = cp.kubectl(
+        "apply",
+        "--server-side",
+        "--dry-run=server",
+        "--field-manager=helm",
+        "-f",
+        "-",
+        input=yaml.safe_dump_all(docs),
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     applied = [line for line in proc.stdout.splitlines() if line.strip()]
     assert len(applied) == len(docs), proc.stdout
@@ -89,28 +111,40 @@ def test_install_creates_every_object(installed: ControlPlane) -> None:
     vwc = json.loads(cp.kubectl("get", "validatingwebhookconfiguration", FULL, "-o", "json").stdout)
     hook = vwc["webhooks"][0]
     assert [c["name"] for c in hook["matchConditions"]] == [
-        "not-the-webhook-itself", "not-kube-system-serviceaccounts", "changed-on-update"]
+        "not-the-webhook-itself",
+        "not-kube-system-serviceaccounts",
+        "changed-on-update",
+    ]
     assert hook["timeoutSeconds"] == 5 and hook["sideEffects"] == "None"
-    for kind, name, ns in [("deployment", FULL, NS), ("deployment", f"{FULL}-certs", NS), ("service", FULL, NS),
-                           ("pdb", FULL, NS), ("configmap", f"{FULL}-config", NS), ("clusterrole", FULL, None),
-                           ("validatingadmissionpolicy", f"{FULL}-dry-run-only", None),
-                           ("validatingadmissionpolicybinding", f"{FULL}-dry-run-only", None)]:
+    for kind, name, ns in [
+        ("deployment", FULL, NS),
+        ("deployment", f"{FULL}-certs", NS),
+        ("service", FULL, NS),
+        ("pdb", FULL, NS),
+        ("configmap", f"{FULL}-config", NS),
+        ("clusterrole", FULL, None),
+        ("validatingadmissionpolicy", f"{FULL}-dry-run-only", None),
+        ("validatingadmissionpolicybinding", f"{FULL}-dry-run-only", None),
+    ]:
         cp.kubectl("get", kind, name, *(["-n", ns] if ns else []))
 
 
 def _pod(name: str) -> str:
-    return yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": WORKLOAD_NS},
-        "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]},
-    })
+    return yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": WORKLOAD_NS},
+            "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]},
+        }
+    )
 
 
 def test_dry_run_guard_refuses_real_writes_of_the_webhook_account(installed: ControlPlane) -> None:
     cp = installed
     dry = cp.kubectl("create", "--dry-run=server", f"--as={SA_USER}", "-f", "-", input=_pod("guard-dry"), check=False)
     assert dry.returncode == 0, dry.stderr
-    assert 'pod/guard-dry created (server dry run)' in dry.stdout
+    assert "pod/guard-dry created (server dry run)" in dry.stdout
 
     # the apiserver's policy informer may lag the policy's creation by a moment (and the harness
     # has no controller-manager to report type-checking): a create that slipped through is
@@ -124,15 +158,21 @@ def test_dry_run_guard_refuses_real_writes_of_the_webhook_account(installed: Con
         assert time.monotonic() < deadline, "the webhook's ServiceAccount could create a real pod"
         time.sleep(0.2)
     assert (
-        f'pods "guard-real" is forbidden: ValidatingAdmissionPolicy \'{FULL}-dry-run-only\' with binding '
+        f"pods \"guard-real\" is forbidden: ValidatingAdmissionPolicy '{FULL}-dry-run-only' with binding "
         f"'{FULL}-dry-run-only' denied request: {SA_USER} may only send dry-run requests; refused CREATE of pods"
     ) in real.stderr, real.stderr
     got = cp.kubectl("get", "pod", "guard-real", "-n", WORKLOAD_NS, check=False)
     assert got.returncode != 0 and "NotFound" in got.stderr
 
     # jobsets too (the other dry-run permission); and an access review is still a question it may ask
-    jobset = yaml.safe_dump({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-                             "metadata": {"name": "guard", "namespace": WORKLOAD_NS}, "spec": {"replicatedJobs": []}})
+    jobset = yaml.safe_dump(
+        {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "metadata": {"name": "guard", "namespace": WORKLOAD_NS},
+            "spec": {"replicatedJobs": []},
+        }
+    )
     js = cp.kubectl("create", f"--as={SA_USER}", "-f", "-", input=jobset, check=False)
     assert "may only send dry-run requests; refused CREATE of jobsets" in js.stderr, js.stderr
     can = cp.kubectl("auth", "can-i", "create", "pods", f"--as={SA_USER}", "-n", WORKLOAD_NS, check=False)
@@ -152,20 +192,25 @@ def test_uninstall_removes_the_webhook_configuration_before_the_deployment(contr
     full = f"{release}-preflight-webhook"
     cp.ensure_namespace(NS)
     helm(cp, "install", release, str(CHART), "--namespace", NS, *SCOPE)
-    started = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=1)
+    started = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1)
     helm(cp, "uninstall", release, "--namespace", NS)
 
     deletes: dict[tuple[str, str], dict[str, Any]] = {}
     for ev in cp.audit_events():
         ref = ev.get("objectRef") or {}
-        if ev.get("verb") == "delete" and ev.get("stage") == "ResponseComplete" and ref.get("name", "").startswith(full) \
-                and _ts(ev["requestReceivedTimestamp"]) >= started:
+        if (
+            ev.get("verb") == "delete"
+            and ev.get("stage") == "ResponseComplete"
+            and ref.get("name", "").startswith(full)
+            and _ts(ev["requestReceivedTimestamp"]) >= started
+        ):
             deletes[(ref["resource"], ref["name"])] = ev
     vwc = deletes[("validatingwebhookconfigurations", full)]
     assert vwc["responseStatus"]["code"] == 200
     for dep in (full, f"{full}-certs"):
         d = deletes[("deployments", dep)]
         assert _ts(vwc["stageTimestamp"]) <= _ts(d["requestReceivedTimestamp"]), (
-            f"Deployment {dep} deletion began before the webhook configuration was gone")
+            f"Deployment {dep} deletion began before the webhook configuration was gone"
+        )
     gone = cp.kubectl("get", "validatingwebhookconfiguration", full, check=False)
     assert gone.returncode != 0 and "NotFound" in gone.stderr

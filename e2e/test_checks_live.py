@@ -17,8 +17,8 @@ import yaml
 
 from e2e.controlplane import ControlPlane
 from e2e.live import live_evaluate, result_of
-from webhook.results import Status
 from webhook.config import Settings
+from webhook.results import Status
 
 SAMPLES = Path(__file__).resolve().parents[1] / "tests" / "oracle" / "samples"
 RUNTIME = "chk-torch"
@@ -51,24 +51,27 @@ def cluster(control_plane: ControlPlane) -> ControlPlane:
     return cp
 
 
-
-
-
 # --- Secrets ---------------------------------------------------------------------------------
 
 
 async def test_secrets_missing_secret_and_missing_key(cluster: ControlPlane, open_view: Any) -> None:
     ns = "chk-secrets"
     cluster.ensure_namespace(ns)
-    cluster.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf-token", "namespace": ns},
-                   "stringData": {"hf_token": "value-that-must-not-leak"}})
+    cluster.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "hf-token", "namespace": ns},
+            "stringData": {"hf_token": "value-that-must-not-leak"},
+        }
+    )
     view = await open_view()
     ev = await live_evaluate(_trainjob(ns), view)
     fail, warn = [r for r in ev.results.checks if r.name == "Secrets"]
     assert (fail.status, fail.message) == (
         Status.FAIL,
         f'Secret "hf-token" in namespace "{ns}" has no key "token" (referenced by env HF_TOKEN of container node). '
-        f"Fix: kubectl patch secret hf-token -n {ns} --type merge -p '{{\"stringData\":{{\"token\":\"…\"}}}}'",
+        f'Fix: kubectl patch secret hf-token -n {ns} --type merge -p \'{{"stringData":{{"token":"…"}}}}\'',
     )
     # a missing pull Secret only warns: the kubelet pulls anonymously (privateRegistries makes it deny)
     assert (warn.status, warn.message) == (
@@ -79,15 +82,27 @@ async def test_secrets_missing_secret_and_missing_key(cluster: ControlPlane, ope
         "--docker-username=<user> --docker-password=…",
     )
     assert not ev.decision.allowed
-    assert "[Secrets] Secret \"hf-token\" in namespace" in (ev.decision.message or "")
+    assert '[Secrets] Secret "hf-token" in namespace' in (ev.decision.message or "")
     assert "value-that-must-not-leak" not in json.dumps(ev.results.to_dict())
 
     # fixed: both exist with the keys used
-    cluster.apply([
-        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf-token", "namespace": ns}, "stringData": {"token": "x"}},
-        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "ghcr-pull", "namespace": ns},
-         "type": "kubernetes.io/dockerconfigjson", "stringData": {".dockerconfigjson": '{"auths":{}}'}},
-    ])
+    cluster.apply(
+        [
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "hf-token", "namespace": ns},
+                "stringData": {"token": "x"},
+            },
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "ghcr-pull", "namespace": ns},
+                "type": "kubernetes.io/dockerconfigjson",
+                "stringData": {".dockerconfigjson": '{"auths":{}}'},
+            },
+        ]
+    )
     view = await open_view(Settings(secretTtlSeconds=0))
     r = result_of(await live_evaluate(_trainjob(ns), view), "Secrets")
     assert (r.status, r.message) == (Status.PASS, "2 Secrets exist with the keys used: ghcr-pull, hf-token")
@@ -98,10 +113,20 @@ async def test_secrets_forbidden_warns_without_hiding_a_missing_key(cluster: Con
     every read is "cannot verify"; then it may get only hf-token, whose missing key still fails."""
     ns = "chk-secrets-403"
     cluster.ensure_namespace(ns)
-    cluster.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf-token", "namespace": ns},
-                   "stringData": {"other": "x"}})
-    reads = cluster.grant([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["list", "watch"]},
-                           {"apiGroups": ["", "jobset.x-k8s.io"], "resources": ["pods", "jobsets"], "verbs": ["create"]}])
+    cluster.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "hf-token", "namespace": ns},
+            "stringData": {"other": "x"},
+        }
+    )
+    reads = cluster.grant(
+        [
+            {"apiGroups": ["*"], "resources": ["*"], "verbs": ["list", "watch"]},
+            {"apiGroups": ["", "jobset.x-k8s.io"], "resources": ["pods", "jobsets"], "verbs": ["create"]},
+        ]
+    )
     secrets = cluster.grant([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}])
     only_hf = ""
     try:
@@ -115,18 +140,21 @@ async def test_secrets_forbidden_warns_without_hiding_a_missing_key(cluster: Con
             f'Cannot verify Secret "ghcr-pull" in namespace "{ns}" (not permitted to get secrets); '
             f'Cannot verify Secret "hf-token" in namespace "{ns}" (not permitted to get secrets)'
         )
-        only_hf = cluster.grant([{"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["hf-token"], "verbs": ["get"]}],
-                                namespace=ns)
+        only_hf = cluster.grant(
+            [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["hf-token"], "verbs": ["get"]}],
+            namespace=ns,
+        )
         _wait_for_can(cluster, "get", "secrets/hf-token", ns, True)
         ev = await live_evaluate(tj, view)
         fail, warn = [r for r in ev.results.checks if r.name == "Secrets"]
         assert (fail.status, fail.message) == (
             Status.FAIL,
             f'Secret "hf-token" in namespace "{ns}" has no key "token" (referenced by env HF_TOKEN of container node). '
-            f"Fix: kubectl patch secret hf-token -n {ns} --type merge -p '{{\"stringData\":{{\"token\":\"…\"}}}}'",
+            f'Fix: kubectl patch secret hf-token -n {ns} --type merge -p \'{{"stringData":{{"token":"…"}}}}\'',
         )
         assert (warn.status, warn.message) == (
-            Status.WARN, f'Cannot verify Secret "ghcr-pull" in namespace "{ns}" (not permitted to get secrets)'
+            Status.WARN,
+            f'Cannot verify Secret "ghcr-pull" in namespace "{ns}" (not permitted to get secrets)',
         )
         assert not ev.decision.allowed
         assert f'[Secrets] Cannot verify Secret "ghcr-pull" in namespace "{ns}"' in " ".join(ev.decision.warnings)
@@ -152,12 +180,32 @@ def _wait_for_can(cluster: ControlPlane, verb: str, resource: str, ns: str, allo
 async def test_quota_exceeded(cluster: ControlPlane, open_view: Any) -> None:
     ns = "chk-quota"
     cluster.ensure_namespace(ns)
-    cluster.apply({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "team-quota", "namespace": ns},
-                   "spec": {"hard": {"requests.cpu": "16", "requests.nvidia.com/gpu": "64", "pods": "20"}}})
+    cluster.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "team-quota", "namespace": ns},
+            "spec": {"hard": {"requests.cpu": "16", "requests.nvidia.com/gpu": "64", "pods": "20"}},
+        }
+    )
     # no quota controller here: set status.used as it would
-    status = {"status": {"hard": {"requests.cpu": "16", "requests.nvidia.com/gpu": "64", "pods": "20"},
-                         "used": {"requests.cpu": "4", "requests.nvidia.com/gpu": "0", "pods": "1"}}}
-    cluster.kubectl("patch", "resourcequota", "team-quota", "-n", ns, "--subresource=status", "--type=merge", "-p", json.dumps(status))
+    status = {
+        "status": {
+            "hard": {"requests.cpu": "16", "requests.nvidia.com/gpu": "64", "pods": "20"},
+            "used": {"requests.cpu": "4", "requests.nvidia.com/gpu": "0", "pods": "1"},
+        }
+    }
+    cluster.kubectl(
+        "patch",
+        "resourcequota",
+        "team-quota",
+        "-n",
+        ns,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps(status),
+    )
     view = await open_view()
     ev = await live_evaluate(_trainjob(ns, patches=False, secrets=False), view)
     r = result_of(ev, "Resource Quotas")
@@ -191,7 +239,10 @@ async def test_dry_run_pod_security_rejection(cluster: ControlPlane, open_view: 
         'Pod for model-initializer rejected by the apiserver: pods "llama-ft-model-initializer-0-0-dryrn" is forbidden: '
         'violates PodSecurity "restricted:latest": '
     )
-    assert 'Pod for node rejected by the apiserver: pods "llama-ft-node-0-0-dryrn" is forbidden: violates PodSecurity "restricted:latest": ' in r.message
+    assert (
+        'Pod for node rejected by the apiserver: pods "llama-ft-node-0-0-dryrn" is forbidden: violates PodSecurity "restricted:latest": '
+        in r.message
+    )
     assert r.message.endswith(
         f'Fix: make the pod spec meet the Pod Security level of namespace "{ns}" (label pod-security.kubernetes.io/enforce), '
         "or ask an admin to relax it."
@@ -207,7 +258,8 @@ async def test_dry_run_accepts_a_valid_job(cluster: ControlPlane, open_view: Any
     view = await open_view()
     r = result_of(await live_evaluate(_trainjob(ns, patches=False, secrets=False), view), "Dry Run")
     assert (r.status, r.message) == (
-        Status.PASS, 'The apiserver accepts (dryRun=All) JobSet "llama-ft" and a pod of each group (model-initializer, node)'
+        Status.PASS,
+        'The apiserver accepts (dryRun=All) JobSet "llama-ft" and a pod of each group (model-initializer, node)',
     )
 
 
@@ -226,23 +278,71 @@ async def test_kueue_localqueue_missing_then_working(cluster: ControlPlane, open
         f'the job suspended (the namespace has no LocalQueue). Fix: create LocalQueue "team-a-queue" in namespace "{ns}" '
         "pointing at a ClusterQueue, or correct label kueue.x-k8s.io/queue-name."
     )
-    assert result_of(ev, "Kueue Capacity").message == 'Skipped: LocalQueue "team-a-queue" does not exist (see Kueue Queue)'
+    assert (
+        result_of(ev, "Kueue Capacity").message == 'Skipped: LocalQueue "team-a-queue" does not exist (see Kueue Queue)'
+    )
 
-    cluster.apply([
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "chk-h100"}},
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "chk-gpu-cq"},
-         "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
-                  "resourceGroups": [{"coveredResources": ["cpu", "memory", "nvidia.com/gpu"], "flavors": [
-                      {"name": "chk-h100", "resources": [{"name": "cpu", "nominalQuota": "256"},
-                                                         {"name": "memory", "nominalQuota": "4Ti"},
-                                                         {"name": "nvidia.com/gpu", "nominalQuota": "16"}]}]}]}},
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "team-a-queue", "namespace": ns},
-         "spec": {"clusterQueue": "chk-gpu-cq"}},
-    ])
-    active = {"status": {"conditions": [{"type": "Active", "status": "True", "reason": "Ready", "message": "ok",
-                                         "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}
-    cluster.kubectl("patch", "clusterqueue", "chk-gpu-cq", "--subresource=status", "--type=merge", "-p", json.dumps(active))
-    cluster.kubectl("patch", "localqueue", "team-a-queue", "-n", ns, "--subresource=status", "--type=merge", "-p", json.dumps(active))
+    cluster.apply(
+        [
+            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "chk-h100"}},
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ClusterQueue",
+                "metadata": {"name": "chk-gpu-cq"},
+                "spec": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+                    "resourceGroups": [
+                        {
+                            "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                            "flavors": [
+                                {
+                                    "name": "chk-h100",
+                                    "resources": [
+                                        {"name": "cpu", "nominalQuota": "256"},
+                                        {"name": "memory", "nominalQuota": "4Ti"},
+                                        {"name": "nvidia.com/gpu", "nominalQuota": "16"},
+                                    ],
+                                }
+                            ],
+                        }
+                    ],
+                },
+            },
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "LocalQueue",
+                "metadata": {"name": "team-a-queue", "namespace": ns},
+                "spec": {"clusterQueue": "chk-gpu-cq"},
+            },
+        ]
+    )
+    active = {
+        "status": {
+            "conditions": [
+                {
+                    "type": "Active",
+                    "status": "True",
+                    "reason": "Ready",
+                    "message": "ok",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                }
+            ]
+        }
+    }
+    cluster.kubectl(
+        "patch", "clusterqueue", "chk-gpu-cq", "--subresource=status", "--type=merge", "-p", json.dumps(active)
+    )
+    cluster.kubectl(
+        "patch",
+        "localqueue",
+        "team-a-queue",
+        "-n",
+        ns,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps(active),
+    )
     view = await open_view()
     ev = await live_evaluate(_trainjob(ns, queue="team-a-queue", patches=False, secrets=False), view)
     r = result_of(ev, "Kueue Queue")
@@ -264,10 +364,22 @@ async def test_node_selector_matches_no_node(cluster: ControlPlane, open_view: A
     ns = "chk-nodes"
     cluster.ensure_namespace(ns)
     cluster.apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "chk-cpu-1", "labels": {"pool": "cpu"}}})
-    ready = {"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ok",
-                                        "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
-                        "allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"},
-                        "capacity": {"cpu": "16", "memory": "64Gi", "pods": "110"}}}
+    ready = {
+        "status": {
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "message": "ok",
+                    "lastHeartbeatTime": "2026-01-01T00:00:00Z",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                }
+            ],
+            "allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"},
+            "capacity": {"cpu": "16", "memory": "64Gi", "pods": "110"},
+        }
+    }
     cluster.kubectl("patch", "node", "chk-cpu-1", "--subresource=status", "--type=merge", "-p", json.dumps(ready))
     # the TaintNodesByCondition admission plugin taints new nodes not-ready; with no node lifecycle
     # controller here, remove it as that controller would once the node is Ready
@@ -283,7 +395,9 @@ async def test_node_selector_matches_no_node(cluster: ControlPlane, open_view: A
     )
     # by default a node-selection FAIL only warns: node pools may autoscale from zero
     assert "Node Selector Match" not in ev.decision.denied_checks
-    assert any(w.startswith("[Node Selector Match] No node matches nodeSelector {pool=gpu-h100}") for w in ev.decision.warnings)
+    assert any(
+        w.startswith("[Node Selector Match] No node matches nodeSelector {pool=gpu-h100}") for w in ev.decision.warnings
+    )
     # the initializer has no selector and fits nowhere either: 2 cpu fits, so Per-Node passes for it only
     per = result_of(ev, "Per-Node Schedulability")
     assert per.status is Status.PASS

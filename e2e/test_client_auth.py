@@ -27,20 +27,24 @@ def broken_job() -> dict[str, Any]:
 
 
 def post_review(hook: RunningWebhook, ctx: ssl.SSLContext) -> tuple[int, Any]:
-    body = json.dumps({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "direct-1",
-            "kind": {"group": "aiperf.nvidia.com", "version": "v1alpha1", "kind": "AIPerfJob"},
-            "resource": {"group": "aiperf.nvidia.com", "version": "v1alpha1", "resource": "aiperfjobs"},
-            "namespace": NS,
-            "operation": "CREATE",
-            "userInfo": {"username": "mallory"},
-            "object": broken_job(),
-        },
-    }).encode()
-    req = urllib.request.Request(f"{hook.url}/validate", data=body, method="POST", headers={"Content-Type": "application/json"})
+    body = json.dumps(
+        {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "direct-1",
+                "kind": {"group": "aiperf.nvidia.com", "version": "v1alpha1", "kind": "AIPerfJob"},
+                "resource": {"group": "aiperf.nvidia.com", "version": "v1alpha1", "resource": "aiperfjobs"},
+                "namespace": NS,
+                "operation": "CREATE",
+                "userInfo": {"username": "mallory"},
+                "object": broken_job(),
+            },
+        }
+    ).encode()
+    req = urllib.request.Request(
+        f"{hook.url}/validate", data=body, method="POST", headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(req, context=ctx, timeout=10) as r:
             return r.status, json.loads(r.read())

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 import pytest
 
 from e2e.controlplane import ControlPlane
+from webhook.checks import all_checks
 from webhook.checks.base import Check, Permission
 from webhook.cluster.client import KubeClient, load_configuration
 from webhook.cluster.live import LiveClusterView, open_cluster_view
@@ -24,7 +25,10 @@ NS = "cv-team-a"
 class QuotaReader(Check):
     name = "Quota Reader"
     needs_cluster = True
-    permissions: ClassVar[tuple[Permission, ...]] = (Permission("list", "resourcequotas"), Permission("watch", "resourcequotas"))
+    permissions: ClassVar[tuple[Permission, ...]] = (
+        Permission("list", "resourcequotas"),
+        Permission("watch", "resourcequotas"),
+    )
 
 
 class SecretReader(Check):
@@ -53,11 +57,22 @@ CHECKS: list[Check] = [QuotaReader(), SecretReader(), KueueReader(), NotServed()
 def cluster(control_plane: ControlPlane) -> ControlPlane:
     cp = control_plane
     cp.ensure_namespace(NS)
-    cp.apply([
-        {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q1", "namespace": NS}, "spec": {"hard": {"pods": "10"}}},
-        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf-token", "namespace": NS},
-         "stringData": {"token": "s3cr3t-value", "user": "me"}},
-    ])
+    cp.apply(
+        [
+            {
+                "apiVersion": "v1",
+                "kind": "ResourceQuota",
+                "metadata": {"name": "q1", "namespace": NS},
+                "spec": {"hard": {"pods": "10"}},
+            },
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "hf-token", "namespace": NS},
+                "stringData": {"token": "s3cr3t-value", "user": "me"},
+            },
+        ]
+    )
     return cp
 
 
@@ -82,7 +97,7 @@ def _names(view: LiveClusterView, resource: str, ns: str | None) -> set[str]:
 
 
 async def test_open_cluster_view_with_kubeconfig_syncs_and_is_ready(cluster: ControlPlane) -> None:
-    view = await open_cluster_view(Settings(), kubeconfig=str(cluster.kubeconfig), wait_seconds=60)
+    view = await open_cluster_view(Settings(), kubeconfig=str(cluster.kubeconfig), checks=all_checks(), wait_seconds=60)
     try:
         assert view.ready, view.ready_reason
         assert view.ready_reason == "ready"
@@ -108,14 +123,22 @@ async def test_caches_follow_create_update_delete(cluster: ControlPlane, admin_v
     assert q1 is not None and q1["spec"]["hard"] == {"pods": "10"}
     assert "managedFields" not in q1["metadata"]
 
-    cluster.apply({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q2", "namespace": NS},
-                   "spec": {"hard": {"requests.cpu": "4"}}})
+    cluster.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "q2", "namespace": NS},
+            "spec": {"hard": {"requests.cpu": "4"}},
+        }
+    )
     assert await view.wait_for("resourcequotas", lambda v: "q2" in _names(v, "resourcequotas", NS), 30)
 
     cluster.kubectl("label", "resourcequota", "q2", "-n", NS, "tier=gold")
     assert await view.wait_for(
         "resourcequotas",
-        lambda v: (v.get_cached("resourcequotas", NS, "q2") or {}).get("metadata", {}).get("labels", {}).get("tier") == "gold",
+        lambda v: (
+            (v.get_cached("resourcequotas", NS, "q2") or {}).get("metadata", {}).get("labels", {}).get("tier") == "gold"
+        ),
         30,
     )
 
@@ -123,8 +146,14 @@ async def test_caches_follow_create_update_delete(cluster: ControlPlane, admin_v
     assert await view.wait_for("resourcequotas", lambda v: v.get_cached("resourcequotas", NS, "q2") is None, 30)
     assert _names(view, "resourcequotas", NS) == {"q1"}
 
-    cluster.apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cv-cq"},
-                   "spec": {"namespaceSelector": {}}})
+    cluster.apply(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": "cv-cq"},
+            "spec": {"namespaceSelector": {}},
+        }
+    )
     assert await view.wait_for("clusterqueues", lambda v: v.get_cached("clusterqueues", None, "cv-cq") is not None, 30)
 
 
@@ -142,8 +171,14 @@ async def test_secret_keys_found_missing_and_coalesced(admin_view: LiveClusterVi
 
 
 async def test_get_object_live(cluster: ControlPlane, admin_view: LiveClusterView) -> None:
-    cluster.apply({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "ctrl", "namespace": NS},
-                   "spec": {"holderIdentity": "pod-1"}})
+    cluster.apply(
+        {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": "ctrl", "namespace": NS},
+            "spec": {"holderIdentity": "pod-1"},
+        }
+    )
     lease = await admin_view.get_object("coordination.k8s.io/v1", "leases", NS, "ctrl", Deadline(5))
     assert lease is not None and lease["spec"]["holderIdentity"] == "pod-1"
     assert await admin_view.get_object("coordination.k8s.io/v1", "leases", NS, "nope", Deadline(5)) is None
@@ -151,16 +186,30 @@ async def test_get_object_live(cluster: ControlPlane, admin_view: LiveClusterVie
 
 def _pod(name: str, cpu: str) -> dict[str, Any]:
     return {
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-        "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"limits": {"cpu": cpu}, "requests": {"cpu": cpu}}}]},
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "containers": [
+                {"name": "c", "image": "busybox", "resources": {"limits": {"cpu": cpu}, "requests": {"cpu": cpu}}}
+            ]
+        },
     }
 
 
-async def test_dry_run_rejection_carries_the_apiservers_text(cluster: ControlPlane, admin_view: LiveClusterView) -> None:
+async def test_dry_run_rejection_carries_the_apiservers_text(
+    cluster: ControlPlane, admin_view: LiveClusterView
+) -> None:
     ns = "cv-limits"
     cluster.ensure_namespace(ns)
-    cluster.apply({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "max-cpu", "namespace": ns},
-                   "spec": {"limits": [{"type": "Container", "max": {"cpu": "1"}}]}})
+    cluster.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "LimitRange",
+            "metadata": {"name": "max-cpu", "namespace": ns},
+            "spec": {"limits": [{"type": "Container", "max": {"cpu": "1"}}]},
+        }
+    )
     pod = _pod("big", "2")
     with pytest.raises(ApiError) as info:
         await admin_view.dry_run_create("v1", "Pod", ns, pod, Deadline(10))
@@ -177,9 +226,26 @@ async def test_dry_run_rejection_carries_the_apiservers_text(cluster: ControlPla
 
 
 async def test_dry_run_of_a_custom_resource_uses_discovery(cluster: ControlPlane, admin_view: LiveClusterView) -> None:
-    jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js"},
-              "spec": {"replicatedJobs": [{"name": "w", "replicas": 1, "template": {"spec": {"template": {"spec": {
-                  "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}}]}}
+    jobset = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "js"},
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "name": "w",
+                    "replicas": 1,
+                    "template": {
+                        "spec": {
+                            "template": {
+                                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}
+                            }
+                        }
+                    },
+                }
+            ]
+        },
+    }
     await admin_view.dry_run_create("jobset.x-k8s.io/v1alpha2", "JobSet", NS, jobset, Deadline(10))
     bad = json.loads(json.dumps(jobset))
     bad["spec"]["replicatedJobs"][0]["replicas"] = "many"
@@ -201,28 +267,40 @@ async def test_the_view_cannot_write_without_dry_run(admin_view: LiveClusterView
 async def test_limited_user_gets_skip_reasons(cluster: ControlPlane) -> None:
     kubeconfig = cluster.write_user_kubeconfig("cv-limited")
     cluster.grant(
-        [{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
-         {"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues"], "verbs": ["list", "watch"]}],
+        [
+            {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
+            {"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues"], "verbs": ["list", "watch"]},
+        ],
         user="cv-limited",
     )
-    cluster.grant([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}], user="cv-limited", namespace="default")
+    cluster.grant(
+        [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}], user="cv-limited", namespace="default"
+    )
     view = await _view(kubeconfig)
     try:
         assert view.ready, view.ready_reason
         caps = {c["check"]: c for c in view.capabilities()}
         assert caps["Quota Reader"] == {
-            "check": "Quota Reader", "value": "no", "source": "probed",
+            "check": "Quota Reader",
+            "value": "no",
+            "source": "probed",
             "reason": "not permitted to list resourcequotas, watch resourcequotas",
         }
-        assert view.check_capability(QuotaReader()) == (False, "not permitted to list resourcequotas, watch resourcequotas")
+        assert view.check_capability(QuotaReader()) == (
+            False,
+            "not permitted to list resourcequotas, watch resourcequotas",
+        )
         # get secrets only in one namespace is not "permitted" cluster-wide
         assert caps["Secret Reader"]["reason"] == "not permitted to get secrets"
         assert caps["Kueue Reader"] == {"check": "Kueue Reader", "value": "yes", "source": "probed", "reason": ""}
         assert caps["Not Served"]["reason"] == "example.com/v9 is not served"
         assert view.list_cached("resourcequotas", NS) == []
         status = {c["resource"]: c for c in view.cache_status()}
-        assert status["resourcequotas"] == {"resource": "resourcequotas", "cached": False,
-                                            "reason": "not permitted to list resourcequotas, watch resourcequotas"}
+        assert status["resourcequotas"] == {
+            "resource": "resourcequotas",
+            "cached": False,
+            "reason": "not permitted to list resourcequotas, watch resourcequotas",
+        }
         assert status["localqueues"]["cached"] and status["namespaces"]["cached"]
         with pytest.raises(ApiError) as denied:
             await view.secret_keys(NS, "hf-token", Deadline(5))
@@ -253,13 +331,21 @@ async def test_unreachable_apiserver_is_not_ready_and_says_why(tmp_path: Path) -
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     kubeconfig = tmp_path / "kc"
-    kubeconfig.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "x",
-        "clusters": [{"name": "x", "cluster": {"server": f"https://127.0.0.1:{port}", "insecure-skip-tls-verify": True}}],
-        "users": [{"name": "x", "user": {"token": "t"}}],
-        "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x"}}],
-    }))
-    view = await open_cluster_view(Settings(), kubeconfig=str(kubeconfig), wait_seconds=30)
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "x",
+                "clusters": [
+                    {"name": "x", "cluster": {"server": f"https://127.0.0.1:{port}", "insecure-skip-tls-verify": True}}
+                ],
+                "users": [{"name": "x", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x"}}],
+            }
+        )
+    )
+    view = await open_cluster_view(Settings(), kubeconfig=str(kubeconfig), checks=all_checks(), wait_seconds=30)
     try:
         assert view.ready is False
         assert view.ready_reason.startswith("cannot read the apiserver's discovery: cannot reach the apiserver")

@@ -69,9 +69,7 @@ def test_dev_user_is_forbidden_until_granted(control_plane: ControlPlane) -> Non
     assert "forbidden" in denied.stderr.lower(), denied.stderr
     assert 'User "dev" cannot list resource "secrets"' in denied.stderr
 
-    name = control_plane.grant(
-        [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]}], namespace="default"
-    )
+    name = control_plane.grant([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]}], namespace="default")
     try:
         allowed = control_plane.kubectl("get", "secrets", "-n", "default", kubeconfig=dev, check=False)
         assert allowed.returncode == 0, allowed.stderr

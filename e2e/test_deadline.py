@@ -1,4 +1,4 @@
-"""The deadline holds under a slow or failing apiserver (issue 4), end to end.
+"""The deadline holds under a slow or failing apiserver end to end.
 
 Real kube-apiserver, real `preflight-webhook serve`, real kubectl. Only the webhook's own
 traffic to the apiserver goes through e2e/delayproxy.py (its kubeconfig names the proxy);
@@ -78,7 +78,9 @@ def aiperfjob(ns: str) -> dict[str, Any]:
                 "endpoint": {"urls": [f"http://{SERVICE}.{ns}.svc.cluster.local:8000"]},
                 "phases": [{"name": "profiling", "type": "concurrency", "concurrency": 1, "requests": 10}],
             },
-            "podTemplate": {"env": [{"name": "API_KEY", "valueFrom": {"secretKeyRef": {"name": SECRET, "key": "token"}}}]},
+            "podTemplate": {
+                "env": [{"name": "API_KEY", "valueFrom": {"secretKeyRef": {"name": SECRET, "key": "token"}}}]
+            },
         },
     }
 
@@ -97,7 +99,12 @@ def prepare(cp: ControlPlane, ns: str, *, with_service: bool) -> None:
     cp.ensure_namespace(ns)
     cp.kubectl("label", "namespace", ns, f"{LABEL}={ns}", "--overwrite")
     objs: list[dict[str, Any]] = [
-        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": SECRET, "namespace": ns}, "stringData": {"token": "not-a-real-token"}},
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": SECRET, "namespace": ns},
+            "stringData": {"token": "not-a-real-token"},
+        },
     ]
     if with_service:
         objs.append(service(ns))
@@ -106,7 +113,6 @@ def prepare(cp: ControlPlane, ns: str, *, with_service: bool) -> None:
 
 def dry_run_apply(cp: ControlPlane, obj: dict[str, Any]) -> Any:
     return cp.kubectl("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump(obj, sort_keys=False), check=False)
-
 
 
 def endpoint_missing(ns: str) -> str:
@@ -174,7 +180,9 @@ def test_slow_apiserver_answer_arrives_and_names_unfinished_checks(
     ns = "e2e-deadline-slow"
     prepare(control_plane, ns, with_service=True)
     hook, proxy = proxied_webhook(
-        ns, failure_policy="Fail", timeout_seconds=3,
+        ns,
+        failure_policy="Fail",
+        timeout_seconds=3,
         config={"mode": "enforce", "secretTtlSeconds": 0, "budgetSeconds": 4, "safetyMarginSeconds": 0.5},
     )
     job = aiperfjob(ns)
@@ -202,7 +210,9 @@ def test_unreachable_apiserver_cached_checks_answer_with_their_age(
     ns = "e2e-deadline-down"
     prepare(control_plane, ns, with_service=False)
     hook, proxy = proxied_webhook(
-        ns, failure_policy="Fail", timeout_seconds=3,
+        ns,
+        failure_policy="Fail",
+        timeout_seconds=3,
         config={"mode": "warn", "secretTtlSeconds": 0, "cacheStaleSeconds": 1},
     )
     job = aiperfjob(ns)
@@ -220,7 +230,12 @@ def test_unreachable_apiserver_cached_checks_answer_with_their_age(
 
     # the path heals: the stalled watch delivers the Service, and the verdict follows
     proxy.forward()
-    wait_until("the Endpoint Service verdict to see the new Service", lambda: endpoint_passes(control_plane, job), timeout=60, every=0.2)
+    wait_until(
+        "the Endpoint Service verdict to see the new Service",
+        lambda: endpoint_passes(control_plane, job),
+        timeout=60,
+        every=0.2,
+    )
 
 
 def test_refused_apiserver_live_checks_say_so_and_caches_back_off(
@@ -229,7 +244,9 @@ def test_refused_apiserver_live_checks_say_so_and_caches_back_off(
     ns = "e2e-deadline-refused"
     prepare(control_plane, ns, with_service=False)
     hook, proxy = proxied_webhook(
-        ns, failure_policy="Fail", timeout_seconds=3,
+        ns,
+        failure_policy="Fail",
+        timeout_seconds=3,
         config={"mode": "warn", "secretTtlSeconds": 0, "cacheStaleSeconds": 1},
     )
     job = aiperfjob(ns)
@@ -258,4 +275,9 @@ def test_refused_apiserver_live_checks_say_so_and_caches_back_off(
     assert delays == sorted(delays), delays  # exponential backoff: each wait at least as long as the last
 
     proxy.forward()
-    wait_until("the Endpoint Service verdict to see the new Service", lambda: endpoint_passes(control_plane, job), timeout=60, every=0.2)
+    wait_until(
+        "the Endpoint Service verdict to see the new Service",
+        lambda: endpoint_passes(control_plane, job),
+        timeout=60,
+        every=0.2,
+    )

@@ -1,4 +1,4 @@
-"""Hostile input through the real kube-apiserver (issue 14 §1): a broken AIPerfJob cannot get
+"""Hostile input through the real kube-apiserver: a broken AIPerfJob cannot get
 past enforce mode by being big.
 
 The apiserver admits an AIPerfJob of any shape up to its 3 MiB request limit (the CRD keeps
@@ -14,7 +14,8 @@ from typing import Any
 import yaml
 
 from e2e.conftest import SAMPLES_DIR
-from e2e.webhook import RunningWebhook, stored as exists
+from e2e.webhook import RunningWebhook
+from e2e.webhook import stored as exists
 
 HOOK = "preflight.webhook.io"
 
@@ -37,7 +38,10 @@ def test_a_broken_job_with_280k_models_is_denied_as_too_large_to_check(sample_we
     before = sample_webhook.requests_total(kind="AIPerfJob", operation="CREATE")
     proc = kubectl_create(sample_webhook, obj)
     assert proc.returncode == 1, proc.stdout
-    assert f'admission webhook "{HOOK}" denied the request: AIPerfJob "{name}" in namespace "{ns}" failed 1 preflight check:' in proc.stderr
+    assert (
+        f'admission webhook "{HOOK}" denied the request: AIPerfJob "{name}" in namespace "{ns}" failed 1 preflight check:'
+        in proc.stderr
+    )
     assert "[Object Size] too large to check: request.object holds about 28" in proc.stderr
     assert sample_webhook.requests_total(kind="AIPerfJob", operation="CREATE") == before + 1, sample_webhook.log_tail()
     assert not exists(sample_webhook.cp, obj)

@@ -35,13 +35,33 @@ NS = "demo-bench"  # the samples' namespace: its Service, ServiceAccount and Sec
 FLAVOR = "e2e-cohort-flavor"
 #: aiperfjob-good's pods, all at once (controller 450m + workers 3350m; 1792Mi + 6Gi)
 NEED_CPU = format_quantity(Decimal("3.8"), "cpu")
-ACTIVE = {"status": {"conditions": [{"type": "Active", "status": "True", "reason": "Ready", "message": "ok",
-                                     "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}
+ACTIVE = {
+    "status": {
+        "conditions": [
+            {
+                "type": "Active",
+                "status": "True",
+                "reason": "Ready",
+                "message": "ok",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
+        ]
+    }
+}
 
 
 def _groups(cpu: str, memory: str) -> list[dict[str, Any]]:
-    return [{"coveredResources": ["cpu", "memory"], "flavors": [{"name": FLAVOR, "resources": [
-        {"name": "cpu", "nominalQuota": cpu}, {"name": "memory", "nominalQuota": memory}]}]}]
+    return [
+        {
+            "coveredResources": ["cpu", "memory"],
+            "flavors": [
+                {
+                    "name": FLAVOR,
+                    "resources": [{"name": "cpu", "nominalQuota": cpu}, {"name": "memory", "nominalQuota": memory}],
+                }
+            ],
+        }
+    ]
 
 
 def _cohort(name: str, parent: str = "", quota: tuple[str, str] | None = None) -> dict[str, Any]:
@@ -56,10 +76,18 @@ def _cohort(name: str, parent: str = "", quota: tuple[str, str] | None = None) -
 def _queue(name: str, cohort: str, quota: tuple[str, str]) -> list[dict[str, Any]]:
     """ClusterQueue `name`-cq in `cohort` and LocalQueue `name` in NS pointing at it."""
     return [
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": f"{name}-cq"},
-         "spec": {"cohortName": cohort, "namespaceSelector": {}, "resourceGroups": _groups(*quota)}},
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": name, "namespace": NS},
-         "spec": {"clusterQueue": f"{name}-cq"}},
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": f"{name}-cq"},
+            "spec": {"cohortName": cohort, "namespaceSelector": {}, "resourceGroups": _groups(*quota)},
+        },
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {"clusterQueue": f"{name}-cq"},
+        },
     ]
 
 
@@ -86,7 +114,7 @@ ORPHAN_MESSAGE = (
     f'The job needs cpu {NEED_CPU} but ClusterQueue "e2e-orphan-cq" can provide at most 2 (flavor "{FLAVOR}": nominalQuota 1 '
     '+ 1 borrowable in cohort "e2e-orphan" → "e2e-nowhere") as far as its cohort tree can be read (Cohort "e2e-nowhere" '
     '(parentName of Cohort "e2e-orphan") does not exist), so Kueue may never admit it. Fix: correct the cohort tree, or '
-    "reduce the job's pods or requests, or raise nominalQuota/borrowingLimit for cpu in ClusterQueue \"e2e-orphan-cq\" or "
+    'reduce the job\'s pods or requests, or raise nominalQuota/borrowingLimit for cpu in ClusterQueue "e2e-orphan-cq" or '
     'the quota cohort "e2e-orphan" → "e2e-nowhere" can lend.'
 )
 
@@ -110,8 +138,16 @@ def webhook_setup(samples_cluster: ControlPlane) -> None:
     for o in KUEUE_OBJECTS:
         if o["kind"] in ("ClusterQueue", "LocalQueue"):
             ns = ["-n", NS] if o["kind"] == "LocalQueue" else []
-            cp.kubectl("patch", o["kind"].lower(), o["metadata"]["name"], *ns, "--subresource=status", "--type=merge",
-                       "-p", json.dumps(ACTIVE))
+            cp.kubectl(
+                "patch",
+                o["kind"].lower(),
+                o["metadata"]["name"],
+                *ns,
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                json.dumps(ACTIVE),
+            )
 
 
 @pytest.fixture
@@ -123,7 +159,11 @@ def hook(sample_webhook: RunningWebhook) -> RunningWebhook:
 def test_a_job_that_fits_only_by_borrowing_a_cohorts_own_quota_is_admitted(hook: RunningWebhook) -> None:
     obj = job("e2e-borrow")
     proc = kubectl_apply(hook.cp, obj)
-    assert (proc.returncode, proc.stdout, proc.stderr) == (0, f"aiperfjob.aiperf.nvidia.com/{obj['metadata']['name']} created\n", "")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (
+        0,
+        f"aiperfjob.aiperf.nvidia.com/{obj['metadata']['name']} created\n",
+        "",
+    )
     assert stored(hook.cp, obj)
 
 
@@ -142,7 +182,9 @@ def test_a_job_the_cohort_tree_can_never_hold_is_denied(hook: RunningWebhook) ->
 def test_a_parent_that_does_not_exist_warns_and_the_long_finding_arrives_whole(hook: RunningWebhook) -> None:
     obj = job("e2e-orphan")
     proc = kubectl_apply(hook.cp, obj)
-    assert (proc.returncode, proc.stdout) == (0, f"aiperfjob.aiperf.nvidia.com/{obj['metadata']['name']} created\n"), proc.stderr
+    assert (proc.returncode, proc.stdout) == (0, f"aiperfjob.aiperf.nvidia.com/{obj['metadata']['name']} created\n"), (
+        proc.stderr
+    )
     lines = warnings_of(proc.stderr)
     assert proc.stderr == "".join(f"Warning: {w}\n" for w in lines)  # nothing but warnings
     assert len(lines) == 3 and all(len(w) <= 256 for w in lines)  # one finding, over three warnings
@@ -151,7 +193,9 @@ def test_a_parent_that_does_not_exist_warns_and_the_long_finding_arrives_whole(h
     assert stored(hook.cp, obj)
 
 
-def _check(cp: ControlPlane, obj: dict[str, Any], tmp_path: Path, config: dict[str, Any] | None = None) -> subprocess.CompletedProcess[str]:
+def _check(
+    cp: ControlPlane, obj: dict[str, Any], tmp_path: Path, config: dict[str, Any] | None = None
+) -> subprocess.CompletedProcess[str]:
     manifest = tmp_path / "job.yaml"
     manifest.write_text(yaml.safe_dump(obj))
     argv = [sys.executable, "-m", "webhook", "check", "-f", str(manifest), "--kubeconfig", str(cp.kubeconfig)]

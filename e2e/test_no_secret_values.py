@@ -62,9 +62,22 @@ def test_secret_values_appear_nowhere(debug_hook: RunningWebhook, samples_cluste
     assert any(ours) and _leaks(json.dumps(ours)) == []
 
     cli = subprocess.run(
-        [sys.executable, "-m", "webhook", "check", "-o", "json", "--kubeconfig", str(cp.kubeconfig),
-         "-f", str(SAMPLES_DIR / "trainjob-good.yaml")],
-        capture_output=True, text=True, cwd=ROOT, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "webhook",
+            "check",
+            "-o",
+            "json",
+            "--kubeconfig",
+            str(cp.kubeconfig),
+            "-f",
+            str(SAMPLES_DIR / "trainjob-good.yaml"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
     )
     assert cli.returncode in (0, 1), cli.stderr
     assert '"checks"' in cli.stdout and _leaks(cli.stdout + cli.stderr) == []

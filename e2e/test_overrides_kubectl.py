@@ -19,8 +19,9 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import pytest
 import yaml
@@ -39,7 +40,12 @@ SCOPE_LABEL = {"preflight-webhook/overrides": "true"}
 WARN_NS, ENFORCED_NS, AUDIT_NS = "e2e-ovr-team-a", "e2e-ovr-team-b", "e2e-ovr-team-c"
 SKIP_NS, QUOTA_NS = "e2e-ovr-skip", "e2e-ovr-quota"
 
-CONFIG: dict[str, Any] = {"mode": "enforce", "secretTtlSeconds": 0, "skippableChecks": ["Secrets"], "privateRegistries": ["nvcr.io"]}
+CONFIG: dict[str, Any] = {
+    "mode": "enforce",
+    "secretTtlSeconds": 0,
+    "skippableChecks": ["Secrets"],
+    "privateRegistries": ["nvcr.io"],
+}
 
 #: the one quota of QUOTA_NS: 1 CPU, while the TrainJob's 2 nodes request 1 CPU each
 QUOTA: dict[str, Any] = {
@@ -83,7 +89,10 @@ def trainjob(name: str, *, managed_by: str | None = None, skip: str | None = Non
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
         "kind": "TrainJob",
         "metadata": {"name": name, "namespace": QUOTA_NS},
-        "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"image": "ghcr.io/acme/mnist-ft:1.0.0", "numNodes": 2}},
+        "spec": {
+            "runtimeRef": {"name": "torch-distributed"},
+            "trainer": {"image": "ghcr.io/acme/mnist-ft:1.0.0", "numNodes": 2},
+        },
     }
     if managed_by is not None:
         obj["spec"]["managedBy"] = managed_by
@@ -95,7 +104,6 @@ def trainjob(name: str, *, managed_by: str | None = None, skip: str | None = Non
 def kubectl_apply(cp: ControlPlane, obj: dict[str, Any], *args: str) -> subprocess.CompletedProcess[str]:
     """`kubectl apply -f -` (kubectl names the source "STDIN"); never raises."""
     return cp.kubectl("apply", "-f", "-", *args, input=yaml.safe_dump(obj, sort_keys=False), check=False)
-
 
 
 def denial(text: str, warnings: Sequence[str] = ()) -> str:
@@ -110,13 +118,13 @@ def created(obj: dict[str, Any]) -> str:
     return f"{obj['kind'].lower()}.{group}/{obj['metadata']['name']} created\n"
 
 
-
-
 def our_audit_annotations(cp: ControlPlane, resource: str, ns: str, name: str) -> dict[str, str]:
     """This webhook's annotations on the one (ResponseComplete) create event of ns/name, prefix removed."""
     events = [
-        e for e in cp.audit_events()
-        if e.get("stage") == "ResponseComplete" and e.get("verb") == "create"
+        e
+        for e in cp.audit_events()
+        if e.get("stage") == "ResponseComplete"
+        and e.get("verb") == "create"
         and (e.get("objectRef") or {}).get("resource") == resource
         and (e.get("objectRef") or {}).get("namespace") == ns
         and (e.get("objectRef") or {}).get("name") == name
@@ -156,15 +164,29 @@ def overrides_webhook(samples_cluster: ControlPlane) -> Iterator[RunningWebhook]
     cp = samples_cluster
     for ns in (WARN_NS, ENFORCED_NS, AUDIT_NS, SKIP_NS, QUOTA_NS):
         cp.ensure_namespace(ns)
-        cp.kubectl("label", "namespace", ns, *[f"{k}={v}" for k, v in SCOPE_LABEL.items()], f"{MODE_LABEL}-", "--overwrite")
+        cp.kubectl(
+            "label", "namespace", ns, *[f"{k}={v}" for k, v in SCOPE_LABEL.items()], f"{MODE_LABEL}-", "--overwrite"
+        )
     cp.apply(QUOTA)
     # no quota controller here: publish status.hard and status.used as it would
     status = {"status": {"hard": QUOTA["spec"]["hard"], "used": {"requests.cpu": "0"}}}
-    cp.kubectl("patch", "resourcequota", "team-quota", "-n", QUOTA_NS, "--subresource=status", "--type=merge",
-               "-p", json.dumps(status))
+    cp.kubectl(
+        "patch",
+        "resourcequota",
+        "team-quota",
+        "-n",
+        QUOTA_NS,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps(status),
+    )
     with RunningWebhook(
-        cp, vwc_name="preflight-webhook-overrides", config=CONFIG,
-        namespace_selector={"matchLabels": SCOPE_LABEL}, probe_namespace=ENFORCED_NS,
+        cp,
+        vwc_name="preflight-webhook-overrides",
+        config=CONFIG,
+        namespace_selector={"matchLabels": SCOPE_LABEL},
+        probe_namespace=ENFORCED_NS,
     ) as hook:
         yield hook
 
@@ -291,9 +313,23 @@ def test_multikueue_trainjob_skips_local_capacity_checks(hook: RunningWebhook, t
     config.write_text(yaml.safe_dump(CONFIG, sort_keys=False))
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     out = subprocess.run(
-        [sys.executable, "-m", "webhook", "check", "-f", str(manifest), "-o", "json",
-         f"--kubeconfig={cp.kubeconfig}", f"--config={config}"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "webhook",
+            "check",
+            "-f",
+            str(manifest),
+            "-o",
+            "json",
+            f"--kubeconfig={cp.kubeconfig}",
+            f"--config={config}",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
@@ -303,6 +339,10 @@ def test_multikueue_trainjob_skips_local_capacity_checks(hook: RunningWebhook, t
     assert by_name["Resource Quotas"] == ("skip", reason)
     # every check of this cluster's capacity, and only those, gives the same reason
     assert sorted(n for n, (_, m) in by_name.items() if m == reason) == [
-        "Dry Run", "Node Selector Match", "Per-Node Schedulability", "Resource Quotas", "Tolerations",
+        "Dry Run",
+        "Node Selector Match",
+        "Per-Node Schedulability",
+        "Resource Quotas",
+        "Tolerations",
     ]
     assert not [n for n, (st, _) in by_name.items() if st in ("fail", "warn")], report

@@ -24,9 +24,9 @@ import yaml
 
 from e2e.controlplane import ControlPlane
 from e2e.live import live_evaluate, result_of
-from webhook.results import Status
 from webhook.checks.dryrun import placeholder_uid, pod_for
 from webhook.config import Settings
+from webhook.results import Status
 from webhook.workloads import build_workload
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,9 +77,6 @@ def _aiperfjob(ns: str) -> dict[str, Any]:
 def cluster(control_plane: ControlPlane) -> ControlPlane:
     control_plane.apply([_runtime(), _runtime(CSI_RUNTIME, csi=True)])
     return control_plane
-
-
-
 
 
 # --- policies ----------------------------------------------------------------------------------
@@ -201,7 +198,8 @@ async def test_no_bare_pods_policy_does_not_deny_good_jobs(cluster: ControlPlane
     ev = await live_evaluate(_trainjob(ns), view)
     r = result_of(ev, "Dry Run")
     assert (r.status, r.message) == (
-        Status.PASS, 'The apiserver accepts (dryRun=All) JobSet "llama-ft" and a pod of each group (model-initializer, node)'
+        Status.PASS,
+        'The apiserver accepts (dryRun=All) JobSet "llama-ft" and a pod of each group (model-initializer, node)',
     )
     assert "Dry Run" not in ev.decision.denied_checks
 
@@ -210,13 +208,16 @@ async def test_no_bare_pods_policy_does_not_deny_good_jobs(cluster: ControlPlane
     ev = await live_evaluate(aiperf, view)
     r = result_of(ev, "Dry Run")
     assert (r.status, r.message) == (
-        Status.PASS, 'The apiserver accepts (dryRun=All) JobSet "aiperf-llama-bench" and a pod of each group (controller, workers)'
+        Status.PASS,
+        'The apiserver accepts (dryRun=All) JobSet "aiperf-llama-bench" and a pod of each group (controller, workers)',
     )
     assert "Dry Run" not in ev.decision.denied_checks
     assert cluster.kubectl("get", "pods,jobsets", "-n", ns, "-o", "name").stdout.strip() == ""  # nothing written
 
 
-async def test_a_policy_refusing_the_absent_owner_only_warns(cluster: ControlPlane, open_view: Any, policy: Any) -> None:
+async def test_a_policy_refusing_the_absent_owner_only_warns(
+    cluster: ControlPlane, open_view: Any, policy: Any
+) -> None:
     ns = "ps-owner-exists"
     policy("ps-owner-exists", ns, OWNER_MUST_EXIST, _owned_pod(ns), 'Job "no-such-job" not found')
     view = await open_view()
@@ -252,7 +253,9 @@ async def test_missing_pull_secret_warns_unless_the_registry_is_private(cluster:
         "--docker-username=<user> --docker-password=…",
     )
     assert "Secrets" not in ev.decision.denied_checks
-    assert any(w.startswith(f'[Secrets] Secret "ghcr-pull" not found in namespace "{ns}"') for w in ev.decision.warnings)
+    assert any(
+        w.startswith(f'[Secrets] Secret "ghcr-pull" not found in namespace "{ns}"') for w in ev.decision.warnings
+    )
 
     settings = Settings(privateRegistries=["ghcr.io/acme"])
     ev = await live_evaluate(tj, view, settings)
@@ -294,4 +297,3 @@ async def test_csi_node_publish_secret_ref_to_a_missing_secret_denies(cluster: C
         ['Secret "spare-tls" is not read: volume spare is mounted by no container'],
     )
     assert "never-shown" not in json.dumps(ev.results.to_dict())
-

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from e2e.controlplane import ControlPlane
+from webhook.checks import all_checks
 from webhook.checks import quotas as Q
 from webhook.checks.base import CheckContext
 from webhook.cluster.live import LiveClusterView, open_cluster_view
@@ -47,15 +48,24 @@ async def view(open_view: Any) -> LiveClusterView:
 def global_default(control_plane: ControlPlane) -> Iterator[str]:
     """A globalDefault PriorityClass for one test (cluster-wide: removed afterwards)."""
     name = "chk-quota-default"
-    control_plane.apply({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
-                         "value": 100, "globalDefault": True})
+    control_plane.apply(
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": 100,
+            "globalDefault": True,
+        }
+    )
     try:
         yield name
     finally:
         control_plane.kubectl("delete", "priorityclass", name, "--ignore-not-found")
 
 
-def _container(name: str, requests: dict[str, str] | None = None, limits: dict[str, str] | None = None) -> dict[str, Any]:
+def _container(
+    name: str, requests: dict[str, str] | None = None, limits: dict[str, str] | None = None
+) -> dict[str, Any]:
     res: dict[str, Any] = {}
     if requests:
         res["requests"] = requests
@@ -66,10 +76,18 @@ def _container(name: str, requests: dict[str, str] | None = None, limits: dict[s
 
 def _quota(cp: ControlPlane, ns: str, name: str, hard: dict[str, str], **spec: Any) -> None:
     """A ResourceQuota with the status the quota controller would write (hard, used 0)."""
-    cp.apply({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": name, "namespace": ns},
-              "spec": {"hard": hard, **spec}})
+    cp.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"hard": hard, **spec},
+        }
+    )
     status = {"status": {"hard": hard, "used": {k: "0" for k in hard}}}
-    cp.kubectl("patch", "resourcequota", name, "-n", ns, "--subresource=status", "--type=merge", "-p", json.dumps(status))
+    cp.kubectl(
+        "patch", "resourcequota", name, "-n", ns, "--subresource=status", "--type=merge", "-p", json.dumps(status)
+    )
 
 
 def _used(cp: ControlPlane, ns: str, name: str) -> dict[str, Decimal]:
@@ -83,7 +101,7 @@ async def _wait_cached(view: LiveClusterView, resource: str, ns: str | None, nam
     seen = asyncio.Event()
 
     def check() -> None:
-        have = {(o.get("metadata") or {}).get("name") for o in cache.list(ns)}
+        have = {(o.get("metadata") or {}).get("name") for o in cache.objects(ns)}
         if names <= have:
             seen.set()
 
@@ -105,8 +123,12 @@ def _create_pods(cp: ControlPlane, wl: Workload) -> str:
     """Create every pod of the job for real, group by group; the first refusal's text, or ""."""
     for g in wl.pod_groups:
         for i in range(g.pods):
-            body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{wl.name}-{g.name}-{i}", "namespace": wl.namespace},
-                    "spec": copy.deepcopy(g.pod_spec)}
+            body = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"{wl.name}-{g.name}-{i}", "namespace": wl.namespace},
+                "spec": copy.deepcopy(g.pod_spec),
+            }
             proc = cp.kubectl("create", "-f", "-", input=json.dumps(body), check=False)
             if proc.returncode != 0:
                 return proc.stderr.strip()
@@ -125,8 +147,9 @@ def _prediction(view: LiveClusterView, wl: Workload, quota: str) -> dict[str, De
 
 
 def _workload(ns: str, name: str, groups: list[PodGroup]) -> Workload:
-    return Workload(kind="TrainJob", api_version="trainer.kubeflow.org/v1alpha1", name=name, namespace=ns, obj={},
-                    pod_groups=groups)
+    return Workload(
+        kind="TrainJob", api_version="trainer.kubeflow.org/v1alpha1", name=name, namespace=ns, obj={}, pod_groups=groups
+    )
 
 
 async def test_limits_gpu_quota_does_not_deny(control_plane: ControlPlane, view: LiveClusterView) -> None:
@@ -157,7 +180,9 @@ async def test_priority_class_quota_sees_pods_through_the_global_default(
     _quota(cp, ns, "by-class", {"requests.cpu": "3", "pods": "10"}, scopeSelector=scope)
     await _wait_cached(view, "resourcequotas", ns, {"by-class"})
     await _wait_cached(view, "priorityclasses", None, {global_default})
-    wl = _workload(ns, "prio-job", [PodGroup("node", 4, {"containers": [_container("node", {"cpu": "1", "memory": "64Mi"})]})])
+    wl = _workload(
+        ns, "prio-job", [PodGroup("node", 4, {"containers": [_container("node", {"cpu": "1", "memory": "64Mi"})]})]
+    )
     [r] = await _run(view, wl)
     assert r.status is Status.FAIL
     assert r.message == (
@@ -169,8 +194,13 @@ async def test_priority_class_quota_sees_pods_through_the_global_default(
     assert "exceeded quota: by-class" in refusal and "prio-job-node-3" in refusal
     assert _used(cp, ns, "by-class") == {"requests.cpu": 3, "pods": 3}
     # and a quota on pods *without* a class (DoesNotExist) does not see them
-    _quota(cp, ns, "no-class", {"requests.cpu": "0"},
-           scopeSelector={"matchExpressions": [{"scopeName": "PriorityClass", "operator": "DoesNotExist"}]})
+    _quota(
+        cp,
+        ns,
+        "no-class",
+        {"requests.cpu": "0"},
+        scopeSelector={"matchExpressions": [{"scopeName": "PriorityClass", "operator": "DoesNotExist"}]},
+    )
     await _wait_cached(view, "resourcequotas", ns, {"no-class"})
     results = await _run(view, _workload(ns, "prio-job2", [PodGroup("node", 1, wl.pod_groups[0].pod_spec)]))
     assert 'ResourceQuota "no-class" does not apply to the job\'s pods (scopes)' in results[0].details
@@ -179,9 +209,18 @@ async def test_priority_class_quota_sees_pods_through_the_global_default(
 async def test_limit_range_defaulting_order(control_plane: ControlPlane, view: LiveClusterView) -> None:
     cp, ns = control_plane, "chk-quota-lr"
     cp.ensure_namespace(ns)
-    cp.apply({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "defaults", "namespace": ns},
-              "spec": {"limits": [{"type": "Container", "default": {"cpu": "1", "memory": "256Mi"},
-                                   "defaultRequest": {"cpu": "100m"}}]}})
+    cp.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "LimitRange",
+            "metadata": {"name": "defaults", "namespace": ns},
+            "spec": {
+                "limits": [
+                    {"type": "Container", "default": {"cpu": "1", "memory": "256Mi"}, "defaultRequest": {"cpu": "100m"}}
+                ]
+            },
+        }
+    )
     hard = {"requests.cpu": "20", "limits.cpu": "20", "requests.memory": "8Gi", "limits.memory": "8Gi", "pods": "10"}
     _quota(cp, ns, "compute", hard)
     await _wait_cached(view, "resourcequotas", ns, {"compute"})
@@ -192,9 +231,17 @@ async def test_limit_range_defaulting_order(control_plane: ControlPlane, view: L
         # nothing set: LimitRanger's defaults (cpu 100m/1; memory request from the default limit)
         PodGroup("bare", 3, {"containers": [_container("b")]}),
         # a sidecar and an init container, each defaulted too
-        PodGroup("sidecar", 1, {"initContainers": [{**_container("side", {"cpu": "500m"}), "restartPolicy": "Always"},
-                                                   _container("setup", {"cpu": "3"}, {"cpu": "3"})],
-                                "containers": [_container("main", {"cpu": "1"})]}),
+        PodGroup(
+            "sidecar",
+            1,
+            {
+                "initContainers": [
+                    {**_container("side", {"cpu": "500m"}), "restartPolicy": "Always"},
+                    _container("setup", {"cpu": "3"}, {"cpu": "3"}),
+                ],
+                "containers": [_container("main", {"cpu": "1"})],
+            },
+        ),
     ]
     wl = _workload(ns, "lr-job", groups)
     [r] = await _run(view, wl)
@@ -228,10 +275,24 @@ async def test_trainjob_pods_charge_what_the_check_predicts(control_plane: Contr
     tj["spec"].pop("runtimePatches", None)
     tj["spec"]["trainer"].pop("env", None)
     tj["spec"]["initializer"]["model"].pop("secretRef", None)
-    cp.apply({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "defaults", "namespace": ns},
-              "spec": {"limits": [{"type": "Container", "default": {"cpu": "64", "memory": "512Gi"}}]}})
-    hard = {"requests.cpu": "1000", "limits.cpu": "1000", "requests.memory": "10Ti", "limits.memory": "100Ti", "requests.nvidia.com/gpu": "64",
-            "limits.nvidia.com/gpu": "0", "pods": "100", "count/pods": "100"}
+    cp.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "LimitRange",
+            "metadata": {"name": "defaults", "namespace": ns},
+            "spec": {"limits": [{"type": "Container", "default": {"cpu": "64", "memory": "512Gi"}}]},
+        }
+    )
+    hard = {
+        "requests.cpu": "1000",
+        "limits.cpu": "1000",
+        "requests.memory": "10Ti",
+        "limits.memory": "100Ti",
+        "requests.nvidia.com/gpu": "64",
+        "limits.nvidia.com/gpu": "0",
+        "pods": "100",
+        "count/pods": "100",
+    }
     _quota(cp, ns, "team", hard)
     await _wait_cached(view, "resourcequotas", ns, {"team"})
     await _wait_cached(view, "limitranges", ns, {"defaults"})
@@ -246,18 +307,20 @@ async def test_trainjob_pods_charge_what_the_check_predicts(control_plane: Contr
     assert want["requests.nvidia.com/gpu"] == 32 and want["limits.nvidia.com/gpu"] == 0
 
 
-async def test_priority_classes_not_readable_warns_never_denies(control_plane: ControlPlane, global_default: str) -> None:
+async def test_priority_classes_not_readable_warns_never_denies(
+    control_plane: ControlPlane, global_default: str
+) -> None:
     """A webhook identity without list/watch priorityclasses: PriorityClass quotas are 'cannot verify'."""
     from webhook.cluster.capabilities import rbac_rules, required_permissions
 
     cp, ns, user = control_plane, "chk-quota-nopc", "quota-no-priorityclasses"
     cp.ensure_namespace(ns)
-    rules = [r for r in rbac_rules(required_permissions()) if r["resources"] != ["priorityclasses"]]
+    rules = [r for r in rbac_rules(required_permissions(all_checks())) if r["resources"] != ["priorityclasses"]]
     role = cp.grant(rules, user=user)
     kubeconfig = cp.write_user_kubeconfig(user)
     scope = {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": [global_default]}]}
     _quota(cp, ns, "by-class", {"requests.cpu": "1"}, scopeSelector=scope)
-    v = await open_cluster_view(Settings(), kubeconfig=str(kubeconfig), wait_seconds=60)
+    v = await open_cluster_view(Settings(), kubeconfig=str(kubeconfig), checks=all_checks(), wait_seconds=60)
     try:
         assert await v.wait_synced(60), v.ready_reason
         assert "priorityclasses" not in v.reflectors and v.cache_age("priorityclasses") is None

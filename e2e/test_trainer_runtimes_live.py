@@ -20,9 +20,10 @@ import yaml
 
 from e2e.controlplane import ControlPlane, read_versions
 from e2e.live import live_evaluate, result_of
-from webhook.results import Status
+from webhook.checks import all_checks
 from webhook.cluster.live import LiveClusterView, open_cluster_view
 from webhook.config import Settings
+from webhook.results import Status
 
 
 def _trainer_module() -> Path:
@@ -60,10 +61,9 @@ def _trainjob(name: str, ns: str, runtime: str, **spec: Any) -> dict[str, Any]:
     }
 
 
-
-
-
-async def test_torchtune_trainjob_passes_dry_run(control_plane: ControlPlane, runtimes: dict[str, Any], view: LiveClusterView) -> None:
+async def test_torchtune_trainjob_passes_dry_run(
+    control_plane: ControlPlane, runtimes: dict[str, Any], view: LiveClusterView
+) -> None:
     ns = "trainer-torchtune"
     control_plane.ensure_namespace(ns)
     tj = _trainjob("tune", ns, runtimes["torchtune"]["metadata"]["name"])
@@ -88,16 +88,29 @@ async def test_deepspeed_trainjob_pod_counts_in_quota(control_plane: ControlPlan
     ns = "trainer-deepspeed"
     control_plane.ensure_namespace(ns)
     hard = {"requests.nvidia.com/gpu": "64", "pods": "20"}
-    control_plane.apply({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpus", "namespace": ns}, "spec": {"hard": hard}})
+    control_plane.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "gpus", "namespace": ns},
+            "spec": {"hard": hard},
+        }
+    )
     # no quota controller here: set status.used as it would
     status = {"status": {"hard": hard, "used": {"requests.nvidia.com/gpu": "0", "pods": "0"}}}
-    control_plane.kubectl("patch", "resourcequota", "gpus", "-n", ns, "--subresource=status", "--type=merge", "-p", json.dumps(status))
+    control_plane.kubectl(
+        "patch", "resourcequota", "gpus", "-n", ns, "--subresource=status", "--type=merge", "-p", json.dumps(status)
+    )
     # the view opens after the quota exists: its watch cache lists it at start-up
-    fresh = await open_cluster_view(Settings(), kubeconfig=str(control_plane.kubeconfig), wait_seconds=60)
+    fresh = await open_cluster_view(
+        Settings(), kubeconfig=str(control_plane.kubeconfig), checks=all_checks(), wait_seconds=60
+    )
     try:
         assert await fresh.wait_synced(60), fresh.ready_reason
         resources = {"requests": {"nvidia.com/gpu": "4"}, "limits": {"nvidia.com/gpu": "4"}}
-        tj = _trainjob("ds", ns, runtimes["deepspeed"]["metadata"]["name"], trainer={"numNodes": 4, "resourcesPerNode": resources})
+        tj = _trainjob(
+            "ds", ns, runtimes["deepspeed"]["metadata"]["name"], trainer={"numNodes": 4, "resourcesPerNode": resources}
+        )
         ev = await live_evaluate(tj, fresh)
     finally:
         await fresh.close()

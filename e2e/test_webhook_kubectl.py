@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import yaml
 
 from e2e.conftest import SAMPLES_DIR, SAMPLES_LABEL
 from e2e.controlplane import ControlPlane
-from e2e.webhook import RunningWebhook, stored as exists, warnings_of
+from e2e.webhook import RunningWebhook, warnings_of
+from e2e.webhook import stored as exists
 
 HOOK = "preflight.webhook.io"
 MODE_LABEL = "preflight.webhook.io/mode"
@@ -48,19 +50,18 @@ def kubectl_apply(cp: ControlPlane, obj: dict[str, Any], *args: str) -> Any:
     return cp.kubectl("apply", "-f", "-", *args, input=yaml.safe_dump(obj, sort_keys=False), check=False)
 
 
-
 def denial(verb: str, text: str) -> str:
     """kubectl's stderr for a request our webhook denied: the message, unchanged."""
     return f'Error from server (Forbidden): error when {verb} "STDIN": admission webhook "{HOOK}" denied the request: {text}\n'
 
 
-
-
 def audit_event(cp: ControlPlane, resource: str, ns: str, name: str, verb: str = "create") -> dict[str, Any]:
     """The (ResponseComplete) audit event of one request; the log is written before kubectl returns."""
     found = [
-        e for e in cp.audit_events()
-        if e.get("stage") == "ResponseComplete" and e.get("verb") == verb
+        e
+        for e in cp.audit_events()
+        if e.get("stage") == "ResponseComplete"
+        and e.get("verb") == verb
         and (e.get("objectRef") or {}).get("resource") == resource
         and (e.get("objectRef") or {}).get("namespace") == ns
         and (e.get("objectRef") or {}).get("name") == name
@@ -121,7 +122,7 @@ CASES = [
             'TrainJob "mnist-ft-typo" in namespace "demo-train" failed 1 preflight check:\n'
             '[Secrets] Secret "hf-token" in namespace "demo-train" has no key "hf_token" (referenced by env HF_TOKEN '
             "of container node). Fix: kubectl patch secret hf-token -n demo-train --type merge "
-            "-p '{\"stringData\":{\"hf_token\":\"…\"}}'"
+            '-p \'{"stringData":{"hf_token":"…"}}\''
         ),
     ),
     Case(
@@ -154,7 +155,10 @@ def test_sample_verdict_reaches_kubectl_unchanged(hook: RunningWebhook, case: Ca
         assert not exists(cp, obj)
     else:
         assert proc.returncode == 0, proc.stderr
-        assert proc.stdout == f"{obj['kind'].lower()}.{obj['apiVersion'].split('/')[0]}/{obj['metadata']['name']} created\n"
+        assert (
+            proc.stdout
+            == f"{obj['kind'].lower()}.{obj['apiVersion'].split('/')[0]}/{obj['metadata']['name']} created\n"
+        )
         assert warnings_of(proc.stderr) == case.warnings
         assert proc.stderr == "".join(f"Warning: {w}\n" for w in case.warnings)
         assert exists(cp, obj)
@@ -165,14 +169,19 @@ def test_dry_run_server_calls_the_webhook_and_stores_nothing(hook: RunningWebhoo
     obj = sample("aiperfjob-good", job_name="llama-bench-dry")
     before = hook.requests_total(kind="AIPerfJob", operation="CREATE")
     proc = kubectl_apply(cp, obj, "--dry-run=server")
-    assert (proc.returncode, proc.stdout) == (0, "aiperfjob.aiperf.nvidia.com/llama-bench-dry created (server dry run)\n")
+    assert (proc.returncode, proc.stdout) == (
+        0,
+        "aiperfjob.aiperf.nvidia.com/llama-bench-dry created (server dry run)\n",
+    )
     assert hook.requests_total(kind="AIPerfJob", operation="CREATE") == before + 1
     assert not exists(cp, obj)
 
     broken = sample("trainjob-broken", job_name="mnist-ft-typo-dry")
     proc = kubectl_apply(cp, broken, "--dry-run=server")
     assert proc.returncode == 1
-    assert proc.stderr.startswith(denial("creating", 'TrainJob "mnist-ft-typo-dry" in namespace "demo-train" failed')[:-1])
+    assert proc.stderr.startswith(
+        denial("creating", 'TrainJob "mnist-ft-typo-dry" in namespace "demo-train" failed')[:-1]
+    )
     # the AdmissionReview said dryRun: the decision log records it
     assert "name=mnist-ft-typo-dry operation=CREATE dryRun=True" in hook.log_text()
     assert not exists(cp, broken)
@@ -209,14 +218,16 @@ def test_audit_mode_allows_and_the_audit_log_holds_the_findings(hook: RunningWeb
     assert ours.keys() == {"decision", "mode", "failed-checks", "findings", "overrides"}, ann
     assert (ours["decision"], ours["mode"], ours["failed-checks"]) == ("allowed", "audit", "Secrets")
     assert ours["overrides"] == f"mode audit for namespace {AUDIT_NS} (label {MODE_LABEL})"
-    assert json.loads(ours["findings"]) == [{
-        "check": "Secrets",
-        "status": "fail",
-        "message": f'Secret "ngc" not found in namespace "{AUDIT_NS}" (referenced by imagePullSecrets of the controller, '
-                   'workers pods); private registry "nvcr.io" needs it for image "nvcr.io/nvidia/aiperf:0.13.0". '
-                   f"Fix: kubectl create secret docker-registry ngc -n {AUDIT_NS} "
-                   "--docker-server=nvcr.io --docker-username=<user> --docker-password=…",
-    }]
+    assert json.loads(ours["findings"]) == [
+        {
+            "check": "Secrets",
+            "status": "fail",
+            "message": f'Secret "ngc" not found in namespace "{AUDIT_NS}" (referenced by imagePullSecrets of the controller, '
+            'workers pods); private registry "nvcr.io" needs it for image "nvcr.io/nvidia/aiperf:0.13.0". '
+            f"Fix: kubectl create secret docker-registry ngc -n {AUDIT_NS} "
+            "--docker-server=nvcr.io --docker-username=<user> --docker-password=…",
+        }
+    ]
 
 
 # --------------------------------------------------------------------------- scope and UPDATE
@@ -225,8 +236,12 @@ def test_audit_mode_allows_and_the_audit_log_holds_the_findings(hook: RunningWeb
 def test_other_kinds_never_reach_the_webhook(hook: RunningWebhook) -> None:
     cp = hook.cp
     before = hook.requests_total()
-    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "e2e-untouched", "namespace": "demo-bench"},
-          "data": {"k": "v"}}
+    cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "e2e-untouched", "namespace": "demo-bench"},
+        "data": {"k": "v"},
+    }
     assert kubectl_apply(cp, cm).returncode == 0
     cm["data"]["k"] = "v2"
     assert kubectl_apply(cp, cm).returncode == 0
@@ -240,19 +255,34 @@ def test_update_ratchet_lets_a_label_change_through(hook: RunningWebhook) -> Non
     """Stored while its Secret existed; the Secret is deleted; the job must stay editable."""
     cp = hook.cp
     ns = RATCHET_NS
-    cp.kubectl("create", "secret", "docker-registry", "ngc", "-n", ns, "--docker-server=nvcr.io",
-               "--docker-username=$oauthtoken", "--docker-password=not-a-real-key")
+    cp.kubectl(
+        "create",
+        "secret",
+        "docker-registry",
+        "ngc",
+        "-n",
+        ns,
+        "--docker-server=nvcr.io",
+        "--docker-username=$oauthtoken",
+        "--docker-password=not-a-real-key",
+    )
     obj = sample("aiperfjob-broken", namespace=ns)
     created = kubectl_apply(cp, obj)
     assert (created.returncode, created.stderr) == (0, ""), created.stderr
     cp.kubectl("delete", "secret", "ngc", "-n", ns)
 
     fresh = kubectl_apply(cp, sample("aiperfjob-broken", namespace=ns, job_name="llama-bench-ngc-2"))
-    assert fresh.returncode == 1 and f'[Secrets] Secret "ngc" not found in namespace "{ns}"' in fresh.stderr, fresh.stderr
+    assert fresh.returncode == 1 and f'[Secrets] Secret "ngc" not found in namespace "{ns}"' in fresh.stderr, (
+        fresh.stderr
+    )
 
     before = hook.requests_total(kind="AIPerfJob", operation="UPDATE")
     labelled = cp.kubectl("label", "aiperfjob", "llama-bench-ngc", "-n", ns, "team=bench", check=False)
-    assert (labelled.returncode, labelled.stdout, labelled.stderr) == (0, "aiperfjob.aiperf.nvidia.com/llama-bench-ngc labeled\n", "")
+    assert (labelled.returncode, labelled.stdout, labelled.stderr) == (
+        0,
+        "aiperfjob.aiperf.nvidia.com/llama-bench-ngc labeled\n",
+        "",
+    )
     assert hook.requests_total(kind="AIPerfJob", operation="UPDATE") == before + 1
 
     changed = copy.deepcopy(obj)
@@ -278,9 +308,13 @@ def test_apiserver_timeout_bounds_the_budget(
 ) -> None:
     """timeoutSeconds → `?timeout=Ns` → budget = min(budgetSeconds 4, N − safetyMargin 0.5)."""
     hook = start_webhook(
-        vwc_name=f"preflight-webhook-timeout-{timeout_seconds}", name=f"timeout-{timeout_seconds}.preflight.webhook.io",
-        failure_policy="Ignore", timeout_seconds=timeout_seconds, config={"budgetSeconds": 4, "safetyMarginSeconds": 0.5},
-        namespace_selector={"matchLabels": SAMPLES_LABEL}, probe_namespace="demo-bench",
+        vwc_name=f"preflight-webhook-timeout-{timeout_seconds}",
+        name=f"timeout-{timeout_seconds}.preflight.webhook.io",
+        failure_policy="Ignore",
+        timeout_seconds=timeout_seconds,
+        config={"budgetSeconds": 4, "safetyMarginSeconds": 0.5},
+        namespace_selector={"matchLabels": SAMPLES_LABEL},
+        probe_namespace="demo-bench",
     )
     kubectl_apply(samples_cluster, sample("trainjob-good", job_name="mnist-ft-budget"), "--dry-run=server")
     count = hook.metric("preflight_webhook_budget_seconds_count")
@@ -302,8 +336,12 @@ def test_failure_policy_decides_when_the_webhook_is_down(
     cp.kubectl("label", "namespace", ns, f"preflight-webhook/down={policy}", "--overwrite")
     name = f"down-{policy.lower()}.preflight.webhook.io"
     hook = start_webhook(
-        vwc_name=f"preflight-webhook-down-{policy.lower()}", name=name, failure_policy=policy, timeout_seconds=5,
-        namespace_selector={"matchLabels": {"preflight-webhook/down": policy}}, probe_namespace=ns,
+        vwc_name=f"preflight-webhook-down-{policy.lower()}",
+        name=name,
+        failure_policy=policy,
+        timeout_seconds=5,
+        namespace_selector={"matchLabels": {"preflight-webhook/down": policy}},
+        probe_namespace=ns,
     )
     port = hook.port
     hook.stop_process()  # the VWC stays: the apiserver keeps calling a webhook that is gone

@@ -32,8 +32,9 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import yaml
 
@@ -198,7 +199,7 @@ class RunningWebhook:
 
     # ----------------------------------------------------------------- lifecycle
 
-    def __enter__(self) -> "RunningWebhook":
+    def __enter__(self) -> RunningWebhook:
         try:
             self.start()
         except BaseException:
@@ -217,7 +218,7 @@ class RunningWebhook:
     def pid(self) -> int | None:
         return self.proc.pid if self.proc is not None else None
 
-    def start(self) -> "RunningWebhook":
+    def start(self) -> RunningWebhook:
         """Certificates, config, ``serve``, /readyz, the VWC, and the probe: in that order."""
         if self._given_workdir is not None:
             self.workdir = self._given_workdir
@@ -241,16 +242,27 @@ class RunningWebhook:
         self.log_path = self.workdir / "webhook.log"
         self._log = open(self.log_path, "ab")
         argv = [
-            sys.executable, "-m", "webhook", "serve",
-            "--host=127.0.0.1", f"--port={self.port}",
-            f"--tls-cert={cert}", f"--tls-key={key}",
-            f"--config={config}", f"--kubeconfig={self.cp.kubeconfig}",
+            sys.executable,
+            "-m",
+            "webhook",
+            "serve",
+            "--host=127.0.0.1",
+            f"--port={self.port}",
+            f"--tls-cert={cert}",
+            f"--tls-key={key}",
+            f"--config={config}",
+            f"--kubeconfig={self.cp.kubeconfig}",
             f"--log-level={self.log_level}",
         ]
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
         self.proc = subprocess.Popen(
-            argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+            argv,
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
             start_new_session=True,  # Ctrl-C reaches the caller, who stops us by PID
         )
         wait_until("the webhook's /readyz", self._ready, timeout=self.ready_timeout)
@@ -278,7 +290,9 @@ class RunningWebhook:
         """Delete the VWC first (nothing calls a dead webhook), then stop the process. Idempotent."""
         if self._registered:
             with contextlib.suppress(Exception):
-                self.cp.kubectl("delete", "validatingwebhookconfiguration", self.vwc_name, "--ignore-not-found", check=False)
+                self.cp.kubectl(
+                    "delete", "validatingwebhookconfiguration", self.vwc_name, "--ignore-not-found", check=False
+                )
             self._registered = False
         self.stop_process()
         self.proc = None
@@ -292,8 +306,12 @@ class RunningWebhook:
     def vwc(self) -> dict[str, Any]:
         """The ValidatingWebhookConfiguration that sends aiperfjobs and trainjobs here."""
         return validating_webhook_configuration(
-            self.vwc_name, self.name, f"{self.url}/validate", ca_bundle_b64=ca_bundle(self._ca_pem),
-            failure_policy=self.failure_policy, timeout_seconds=self.timeout_seconds,
+            self.vwc_name,
+            self.name,
+            f"{self.url}/validate",
+            ca_bundle_b64=ca_bundle(self._ca_pem),
+            failure_policy=self.failure_policy,
+            timeout_seconds=self.timeout_seconds,
             namespace_selector=self.namespace_selector,
         )
 
@@ -304,7 +322,9 @@ class RunningWebhook:
     def patch(self, **fields: Any) -> None:
         """Change fields of the (only) webhook in the VWC, e.g. ``failurePolicy="Ignore"``."""
         ops = [{"op": "replace", "path": f"/webhooks/0/{k}", "value": v} for k, v in fields.items()]
-        self.cp.kubectl("patch", "validatingwebhookconfiguration", self.vwc_name, "--type=json", f"-p={json.dumps(ops)}")
+        self.cp.kubectl(
+            "patch", "validatingwebhookconfiguration", self.vwc_name, "--type=json", f"-p={json.dumps(ops)}"
+        )
         if "failurePolicy" in fields:
             self.failure_policy = fields["failurePolicy"]
         if "timeoutSeconds" in fields:
@@ -328,6 +348,7 @@ class RunningWebhook:
 
     def wait_not_called(self, timeout: float = 60.0) -> None:
         """Probe until an apply no longer reaches the webhook (after a VWC change to another target)."""
+
         def quiet() -> bool:
             before = self.requests_total()
             self.probe()
@@ -394,7 +415,7 @@ def findings_of(stderr: str) -> list[str]:
     for w in warnings_of(stderr):
         m = _CONTINUATION.match(w)
         if m and out:
-            out[-1] = f"{out[-1]} {w[m.end():]}"
+            out[-1] = f"{out[-1]} {w[m.end() :]}"
         else:
             out.append(w)
     return out

@@ -62,7 +62,9 @@ async def start_webhook(cert_files: tuple[Path, Path]) -> AsyncIterator[Callable
         await s.shutdown()
 
 
-def _build_widget(obj: dict[str, Any], *, settings: Any, runtime_lookup: Any = None, namespace: str | None = None) -> Any:
+def _build_widget(
+    obj: dict[str, Any], *, settings: Any, runtime_lookup: Any = None, namespace: str | None = None
+) -> Any:
     from webhook.workloads.base import AdapterError, PodGroup, Workload
 
     spec = obj.get("spec")

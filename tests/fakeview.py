@@ -30,7 +30,9 @@ class FakeView:
     ) -> None:
         self.objects = {k: list(v) for k, v in (objects or {}).items()}
         self.secrets = dict(secrets or {})
-        self._served = set(served if served is not None else {"v1", "jobset.x-k8s.io/v1alpha2", "trainer.kubeflow.org/v1alpha1"})
+        self._served = set(
+            served if served is not None else {"v1", "jobset.x-k8s.io/v1alpha2", "trainer.kubeflow.org/v1alpha1"}
+        )
         self.version = version
         self.cache_ages = dict(cache_ages or {})
         self.dry_run_errors = dict(dry_run_errors or {})
@@ -92,6 +94,15 @@ class FakeView:
     def server_version(self) -> tuple[int, int] | None:
         return self.version
 
+    ready = True
+    ready_reason = "ready"
+
+    def capabilities(self) -> list[dict[str, str]]:
+        return []
+
+    async def close(self) -> None:
+        pass
+
     def check_capability(self, check: Any) -> tuple[bool, str]:
         for api in check.apis:
             if api not in self._served:
@@ -117,7 +128,9 @@ def pod(*containers: dict[str, Any], **spec: Any) -> dict[str, Any]:
     return out
 
 
-def container(name: str, requests: dict[str, Any] | None = None, limits: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+def container(
+    name: str, requests: dict[str, Any] | None = None, limits: dict[str, Any] | None = None, **extra: Any
+) -> dict[str, Any]:
     c: dict[str, Any] = {"name": name, "image": "ghcr.io/acme/x:1"}
     res: dict[str, Any] = {}
     if requests:
@@ -143,7 +156,9 @@ def workload(
 
     api = "trainer.kubeflow.org/v1alpha1" if kind == "TrainJob" else "aiperf.nvidia.com/v1alpha1"
     obj = obj or {"apiVersion": api, "kind": kind, "metadata": {"name": name, "namespace": namespace}, "spec": {}}
-    return Workload(kind=kind, api_version=api, name=name, namespace=namespace, obj=obj, pod_groups=list(groups or []), **fields)
+    return Workload(
+        kind=kind, api_version=api, name=name, namespace=namespace, obj=obj, pod_groups=list(groups or []), **fields
+    )
 
 
 async def run_check_all(check: Any, wl: Any, view: Any, settings: Any = None, budget: float = 5.0) -> list[Any]:

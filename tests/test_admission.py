@@ -21,7 +21,11 @@ def _review(**request: Any) -> dict[str, Any]:
         "namespace": "bench",
         "operation": "CREATE",
         "userInfo": {"username": "alice", "uid": "1", "groups": ["dev"], "extra": {"scopes": ["a"]}},
-        "object": {"apiVersion": "aiperf.nvidia.com/v1alpha1", "kind": "AIPerfJob", "metadata": {"name": "llama-sweep"}},
+        "object": {
+            "apiVersion": "aiperf.nvidia.com/v1alpha1",
+            "kind": "AIPerfJob",
+            "metadata": {"name": "llama-sweep"},
+        },
         "oldObject": None,
         "dryRun": True,
         "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
@@ -55,16 +59,25 @@ def test_delete_needs_no_object() -> None:
     ("mutate", "message"),
     [
         (lambda r: r.pop("apiVersion"), "apiVersion: Field required"),
-        (lambda r: r.update(apiVersion="admission.k8s.io/v1beta1"), "apiVersion: Input should be 'admission.k8s.io/v1'"),
+        (
+            lambda r: r.update(apiVersion="admission.k8s.io/v1beta1"),
+            "apiVersion: Input should be 'admission.k8s.io/v1'",
+        ),
         (lambda r: r.update(kind="Pod"), "kind: Input should be 'AdmissionReview'"),
         (lambda r: r.pop("request"), "request: Field required"),
         (lambda r: r["request"].update(uid=""), "request.uid: String should have at least 1 character"),
         (lambda r: r["request"].update(uid=7), "request.uid: Input should be a valid string"),
         (lambda r: r["request"]["kind"].pop("kind"), "request.kind.kind: Field required"),
-        (lambda r: r["request"].update(operation="PATCH"), "request.operation: Input should be 'CREATE', 'UPDATE', 'DELETE' or 'CONNECT'"),
+        (
+            lambda r: r["request"].update(operation="PATCH"),
+            "request.operation: Input should be 'CREATE', 'UPDATE', 'DELETE' or 'CONNECT'",
+        ),
         (lambda r: r["request"].update(object=[1]), "request.object: Input should be a JSON object"),
         (lambda r: r["request"].update(object=None), "request.object is required for operation CREATE"),
-        (lambda r: r["request"]["userInfo"].update(groups="dev"), "request.userInfo.groups: Input should be a valid list"),
+        (
+            lambda r: r["request"]["userInfo"].update(groups="dev"),
+            "request.userInfo.groups: Input should be a valid list",
+        ),
         (lambda r: r["request"].update(dryRun="maybe"), "request.dryRun: Input should be a valid boolean"),
     ],
 )
@@ -134,7 +147,9 @@ def test_allowed_response_is_minimal() -> None:
 
 
 def test_response_from_decision() -> None:
-    d = Decision(allowed=False, message="header\n[X] bad. Fix: y", warnings=["[Y] meh"], audit_annotations={"decision": "denied"})
+    d = Decision(
+        allowed=False, message="header\n[X] bad. Fix: y", warnings=["[Y] meh"], audit_annotations={"decision": "denied"}
+    )
     resp = response_from_decision("u3", d)["response"]
     assert resp["status"]["message"] == "header\n[X] bad. Fix: y"
     assert resp["warnings"] == ["[Y] meh"]

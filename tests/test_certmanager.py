@@ -34,7 +34,7 @@ from webhook.cluster.view import ApiError
 from webhook.tls import service_dns_names
 
 NS, SECRET, VWC = "preflight", "preflight-webhook-tls", "preflight-webhook"
-T0 = dt.datetime.now(dt.timezone.utc)  # certificates are issued at the real clock
+T0 = dt.datetime.now(dt.UTC)  # certificates are issued at the real clock
 
 
 class FakeStore:
@@ -46,7 +46,10 @@ class FakeStore:
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingWebhookConfiguration",
             "metadata": {"name": VWC, "resourceVersion": "1"},
-            "webhooks": [{"name": "a.preflight.webhook.io", "clientConfig": {}}, {"name": "b.preflight.webhook.io", "clientConfig": {}}],
+            "webhooks": [
+                {"name": "a.preflight.webhook.io", "clientConfig": {}},
+                {"name": "b.preflight.webhook.io", "clientConfig": {}},
+            ],
         }
         self.rv = 10
         self.writes = 0
@@ -363,8 +366,21 @@ async def test_a_ca_key_left_by_an_older_version_is_removed(tmp_path: Path) -> N
     ca = generate_ca()
     leaf = generate_serving_cert(ca, list(service_dns_names("preflight-webhook", NS)))
     store.secrets[(NS, SECRET)] = {
-        "metadata": {"name": SECRET, "namespace": NS, "resourceVersion": "3", "labels": {MANAGED_BY_LABEL: "preflight-webhook-certs"}},
-        "data": {k: base64.b64encode(v).decode() for k, v in {"ca.crt": ca.cert_pem, "ca.key": ca.key_pem, "tls.crt": leaf.cert_pem, "tls.key": leaf.key_pem}.items()},
+        "metadata": {
+            "name": SECRET,
+            "namespace": NS,
+            "resourceVersion": "3",
+            "labels": {MANAGED_BY_LABEL: "preflight-webhook-certs"},
+        },
+        "data": {
+            k: base64.b64encode(v).decode()
+            for k, v in {
+                "ca.crt": ca.cert_pem,
+                "ca.key": ca.key_pem,
+                "tls.crt": leaf.cert_pem,
+                "tls.key": leaf.key_pem,
+            }.items()
+        },
     }
     res = await manager(store).reconcile(T0)
     assert res.secret_changed == "removed the stored CA key (ca.key); CA keys are never kept"

@@ -48,7 +48,9 @@ def helm_binary() -> Path:
 
 def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HELM_")}
-    env.update(HELM_CACHE_HOME=str(ROOT / ".pytest_cache" / "helm"), HELM_CONFIG_HOME=str(ROOT / ".pytest_cache" / "helm"))
+    env.update(
+        HELM_CACHE_HOME=str(ROOT / ".pytest_cache" / "helm"), HELM_CONFIG_HOME=str(ROOT / ".pytest_cache" / "helm")
+    )
     proc = subprocess.run([str(helm_binary()), *args], capture_output=True, text=True, env=env, timeout=120)
     if check:
         assert proc.returncode == 0, f"helm {' '.join(args)} failed:\n{proc.stderr}"
@@ -122,38 +124,61 @@ def test_cert_manager_mode_bootstraps_a_ca_issuer_and_injects() -> None:
 
 
 def test_cert_manager_with_own_issuer_creates_no_issuer() -> None:
-    docs = render(*mode_args("certManager"), "--set", "certificates.certManager.issuerRef.name=corp-ca",
-                  "--set", "certificates.certManager.issuerRef.kind=ClusterIssuer")
+    docs = render(
+        *mode_args("certManager"),
+        "--set",
+        "certificates.certManager.issuerRef.name=corp-ca",
+        "--set",
+        "certificates.certManager.issuerRef.kind=ClusterIssuer",
+    )
     assert not [d for d in docs if d["kind"] == "Issuer"]
     assert one(docs, "Certificate")["spec"]["issuerRef"] == {"name": "corp-ca", "kind": "ClusterIssuer"}
 
 
 def test_provided_mode_uses_the_secret_and_ca_bundle() -> None:
     pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
-    docs = render("--set", "certificates.mode=provided", "--set", "certificates.secretName=my-tls",
-                  "--set-string", f"certificates.provided.caBundle={pem}")
+    docs = render(
+        "--set",
+        "certificates.mode=provided",
+        "--set",
+        "certificates.secretName=my-tls",
+        "--set-string",
+        f"certificates.provided.caBundle={pem}",
+    )
     assert not [d for d in docs if d["kind"] in ("Certificate", "Issuer") or d["metadata"]["name"].endswith("-certs")]
     vwc = one(docs, "ValidatingWebhookConfiguration")
     assert base64.b64decode(vwc["webhooks"][0]["clientConfig"]["caBundle"]).decode() == pem
     dep = one(docs, "Deployment", FULL)
     assert dep["spec"]["template"]["spec"]["volumes"][1]["secret"]["secretName"] == "my-tls"
     already_b64 = render(*mode_args("provided"))
-    assert one(already_b64, "ValidatingWebhookConfiguration")["webhooks"][0]["clientConfig"]["caBundle"] == "LS0tLS1CRUdJTg=="
+    assert (
+        one(already_b64, "ValidatingWebhookConfiguration")["webhooks"][0]["clientConfig"]["caBundle"]
+        == "LS0tLS1CRUdJTg=="
+    )
 
 
 @pytest.mark.parametrize(
     "args, message",
     [
         (["--set", "certificates.mode=provided"], "certificates.mode=provided needs certificates.secretName"),
-        (["--set", "certificates.mode=provided", "--set", "certificates.secretName=x"],
-         "certificates.mode=provided needs certificates.provided.caBundle"),
+        (
+            ["--set", "certificates.mode=provided", "--set", "certificates.secretName=x"],
+            "certificates.mode=provided needs certificates.provided.caBundle",
+        ),
         (["--set", "config.budgetSeconds=5"], "config.budgetSeconds (5) must be below webhook.timeoutSeconds (5)"),
-        (["--set", "terminationGracePeriodSeconds=20"],
-         "terminationGracePeriodSeconds (20) must exceed shutdownDelaySeconds + config.drainSeconds (20)"),
-        (["--set", "webhook.failurePolicy=Maybe"], "at '/webhook/failurePolicy': value must be one of 'Fail', 'Ignore'"),
+        (
+            ["--set", "terminationGracePeriodSeconds=20"],
+            "terminationGracePeriodSeconds (20) must exceed shutdownDelaySeconds + config.drainSeconds (20)",
+        ),
+        (
+            ["--set", "webhook.failurePolicy=Maybe"],
+            "at '/webhook/failurePolicy': value must be one of 'Fail', 'Ignore'",
+        ),
         (["--set", "webhook.timeoutSeconds=31"], "at '/webhook/timeoutSeconds': maximum: got 31, want 30"),
-        (["--set", "certificates.mode=vault"],
-         "at '/certificates/mode': value must be one of 'selfManaged', 'certManager', 'provided'"),
+        (
+            ["--set", "certificates.mode=vault"],
+            "at '/certificates/mode': value must be one of 'selfManaged', 'certManager', 'provided'",
+        ),
         (["--set", "config.mode=strict"], "at '/config/mode': value must be one of 'enforce', 'warn', 'audit'"),
         (["--set", "config.unknownKey=1"], "at '/config': additional properties 'unknownKey' not allowed"),
     ],
@@ -175,15 +200,30 @@ def test_webhook_configuration_is_safe_by_default() -> None:
     assert hook["failurePolicy"] == "Fail"
     assert hook["clientConfig"]["service"] == {"name": FULL, "namespace": NS, "path": "/validate", "port": 443}
     assert hook["rules"] == [
-        {"apiGroups": ["aiperf.nvidia.com"], "apiVersions": ["*"], "resources": ["aiperfjobs", "aiperfsweeps"],
-         "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"},
-        {"apiGroups": ["trainer.kubeflow.org"], "apiVersions": ["*"], "resources": ["trainjobs"],
-         "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"},
+        {
+            "apiGroups": ["aiperf.nvidia.com"],
+            "apiVersions": ["*"],
+            "resources": ["aiperfjobs", "aiperfsweeps"],
+            "operations": ["CREATE", "UPDATE"],
+            "scope": "Namespaced",
+        },
+        {
+            "apiGroups": ["trainer.kubeflow.org"],
+            "apiVersions": ["*"],
+            "resources": ["trainjobs"],
+            "operations": ["CREATE", "UPDATE"],
+            "scope": "Namespaced",
+        },
     ]
-    assert hook["namespaceSelector"] == {"matchExpressions": [
-        {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
-         "values": ["kube-system", "kube-node-lease", "kube-public", NS]},
-    ]}
+    assert hook["namespaceSelector"] == {
+        "matchExpressions": [
+            {
+                "key": "kubernetes.io/metadata.name",
+                "operator": "NotIn",
+                "values": ["kube-system", "kube-node-lease", "kube-public", NS],
+            },
+        ]
+    }
     names = [c["name"] for c in hook["matchConditions"]]
     assert names == ["not-the-webhook-itself", "not-kube-system-serviceaccounts", "changed-on-update"]
     assert hook["matchConditions"][0]["expression"] == (
@@ -192,17 +232,31 @@ def test_webhook_configuration_is_safe_by_default() -> None:
 
 
 def test_system_namespaces_stay_excluded_whatever_the_values() -> None:
-    hook = one(render("--set", "webhook.excludeNamespaces={team-x,kube-system}",
-                      "--set", "webhook.matchConditions.skipUsers={system:serviceaccount:kubeflow:trainer}",
-                      "--set", "webhook.failurePolicy=Ignore", "--set", "webhook.timeoutSeconds=3",
-                      "--set-json", "config.budgetSeconds=2.5"),
-               "ValidatingWebhookConfiguration")["webhooks"][0]
+    hook = one(
+        render(
+            "--set",
+            "webhook.excludeNamespaces={team-x,kube-system}",
+            "--set",
+            "webhook.matchConditions.skipUsers={system:serviceaccount:kubeflow:trainer}",
+            "--set",
+            "webhook.failurePolicy=Ignore",
+            "--set",
+            "webhook.timeoutSeconds=3",
+            "--set-json",
+            "config.budgetSeconds=2.5",
+        ),
+        "ValidatingWebhookConfiguration",
+    )["webhooks"][0]
     excluded = hook["namespaceSelector"]["matchExpressions"][0]["values"]
     assert excluded == ["kube-system", "kube-node-lease", "kube-public", NS, "team-x"]
     assert (hook["failurePolicy"], hook["timeoutSeconds"]) == ("Ignore", 3)
     skip = [c for c in hook["matchConditions"] if c["name"] == "not-skipped-users"]
-    assert skip == [{"name": "not-skipped-users",
-                     "expression": '!(request.userInfo.username in ["system:serviceaccount:kubeflow:trainer"])'}]
+    assert skip == [
+        {
+            "name": "not-skipped-users",
+            "expression": '!(request.userInfo.username in ["system:serviceaccount:kubeflow:trainer"])',
+        }
+    ]
 
 
 def test_dry_run_guard_targets_the_serving_service_account_only() -> None:
@@ -215,8 +269,12 @@ def test_dry_run_guard_targets_the_serving_service_account_only() -> None:
         {"apiGroups": ["*"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE", "DELETE"], "resources": ["*/*"]}
     ]
     assert one(docs, "ValidatingAdmissionPolicyBinding")["spec"] == {
-        "policyName": f"{FULL}-dry-run-only", "validationActions": ["Deny"]}
-    assert not [d for d in render("--set", "dryRunGuard.enabled=false") if d["kind"].startswith("ValidatingAdmissionPolicy")]
+        "policyName": f"{FULL}-dry-run-only",
+        "validationActions": ["Deny"],
+    }
+    assert not [
+        d for d in render("--set", "dryRunGuard.enabled=false") if d["kind"].startswith("ValidatingAdmissionPolicy")
+    ]
 
 
 # --------------------------------------------------------------------------- the serving pods
@@ -238,7 +296,9 @@ def test_serving_deployment_is_ha_drained_probed_and_restricted() -> None:
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     (c,) = pod["containers"]
     assert c["securityContext"] == {
-        "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "privileged": False,
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "privileged": False,
         "capabilities": {"drop": ["ALL"]},
     }
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "https", "scheme": "HTTPS"}
@@ -262,8 +322,11 @@ def test_rendered_command_lines_parse_with_the_real_cli() -> None:
     serve = one(docs, "Deployment", FULL)["spec"]["template"]["spec"]["containers"][0]
     args = build_parser().parse_args(["serve", *serve["args"]])  # ENTRYPOINT is ["preflight-webhook", "serve"]
     assert (args.config, args.tls_cert, args.tls_key, args.port) == (
-        "/etc/preflight-webhook/config.yaml", "/etc/preflight-webhook/tls/tls.crt",
-        "/etc/preflight-webhook/tls/tls.key", 8443)
+        "/etc/preflight-webhook/config.yaml",
+        "/etc/preflight-webhook/tls/tls.crt",
+        "/etc/preflight-webhook/tls/tls.key",
+        8443,
+    )
     certs = one(docs, "Deployment", f"{FULL}-certs")["spec"]["template"]["spec"]["containers"][0]
     assert certs["command"][0] == "preflight-webhook"
     m = build_parser().parse_args([*certs["command"][1:], *certs["args"]])
@@ -280,9 +343,14 @@ def test_certs_manager_rbac_is_pinned_to_one_secret_and_one_webhook() -> None:
     ]
     assert role["metadata"]["namespace"] == NS
     crole = one(docs, "ClusterRole", f"{FULL}-certs")
-    assert crole["rules"] == [{"apiGroups": ["admissionregistration.k8s.io"],
-                               "resources": ["validatingwebhookconfigurations"],
-                               "resourceNames": [FULL], "verbs": ["get", "update"]}]
+    assert crole["rules"] == [
+        {
+            "apiGroups": ["admissionregistration.k8s.io"],
+            "resources": ["validatingwebhookconfigurations"],
+            "resourceNames": [FULL],
+            "verbs": ["get", "update"],
+        }
+    ]
 
 
 # --------------------------------------------------------------------------- config = Settings
@@ -302,8 +370,17 @@ def test_config_map_is_exactly_the_code_defaults() -> None:
 def test_config_overrides_reach_the_config_map() -> None:
     from webhook.config import Settings
 
-    cm = one(render("--set", "config.mode=audit", "--set", "config.checks.Image\\ Reference=warn",
-                    "--set", "config.skippableChecks={Name Length}"), "ConfigMap")
+    cm = one(
+        render(
+            "--set",
+            "config.mode=audit",
+            "--set",
+            "config.checks.Image\\ Reference=warn",
+            "--set",
+            "config.skippableChecks={Name Length}",
+        ),
+        "ConfigMap",
+    )
     s = Settings.model_validate(yaml.safe_load(cm["data"]["config.yaml"]))
     assert (s.mode, s.action_for("Image Reference"), s.skippable_checks) == ("audit", "warn", ["Name Length"])
 

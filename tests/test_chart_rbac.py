@@ -1,6 +1,6 @@
 """The serving ClusterRole is exactly what the capability probe asks for: no more, no less.
 
-`webhook.cluster.capabilities.required_permissions()` is the union of every check's declared
+`webhook.cluster.capabilities.required_permissions(all_checks())` is the union of every check's declared
 permissions and what the caches need; the chart's rules are generated from it by
 charts/preflight-webhook/gen-rbac.py. A check that gains a permission without regenerating
 the chart fails here (its check would be lowered to skip in production); a rule that no
@@ -14,6 +14,7 @@ import sys
 
 from test_chart import CHART, FULL, ROOT, one, render
 
+from webhook.checks import all_checks
 from webhook.cluster.capabilities import required_permissions
 
 
@@ -34,7 +35,7 @@ def test_serving_cluster_role_equals_required_permissions() -> None:
     granted = _flatten(rules)
     wanted = {
         (p.verb, p.group, f"{p.resource}/{p.subresource}" if p.subresource else p.resource)
-        for p in required_permissions()
+        for p in required_permissions(all_checks())
     }
     assert not (granted - wanted), f"the chart grants more than the checks need: {sorted(granted - wanted)}"
     assert not (wanted - granted), f"the chart lacks what the checks need: {sorted(wanted - granted)}"

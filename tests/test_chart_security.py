@@ -18,7 +18,10 @@ def config(docs: list) -> Settings:
 def test_network_policy_admits_only_the_webhook_port_from_non_pod_sources_by_default() -> None:
     np = one(render(), "NetworkPolicy", FULL)
     spec = np["spec"]
-    assert spec["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "preflight-webhook", "app.kubernetes.io/instance": "pf"}
+    assert spec["podSelector"]["matchLabels"] == {
+        "app.kubernetes.io/name": "preflight-webhook",
+        "app.kubernetes.io/instance": "pf",
+    }
     assert spec["policyTypes"] == ["Ingress"]
     [rule] = spec["ingress"]
     assert rule["ports"] == [{"port": 8443, "protocol": "TCP"}]
@@ -30,8 +33,16 @@ def test_network_policy_admits_only_the_webhook_port_from_non_pod_sources_by_def
 
 
 def test_pod_cidrs_are_excepted_per_address_family() -> None:
-    np = one(render("--set", "networkPolicy.podCIDRs={10.244.0.0/16,fd00:10:244::/56}",
-                    "--set", "networkPolicy.allowKubeSystemPods=false"), "NetworkPolicy", FULL)
+    np = one(
+        render(
+            "--set",
+            "networkPolicy.podCIDRs={10.244.0.0/16,fd00:10:244::/56}",
+            "--set",
+            "networkPolicy.allowKubeSystemPods=false",
+        ),
+        "NetworkPolicy",
+        FULL,
+    )
     assert np["spec"]["ingress"][0]["from"] == [
         {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.244.0.0/16"]}},
         {"ipBlock": {"cidr": "::/0", "except": ["fd00:10:244::/56"]}},
@@ -50,16 +61,30 @@ def test_network_policy_can_be_turned_off() -> None:
 def test_secret_reads_exclude_exactly_the_namespaces_the_webhook_is_not_sent() -> None:
     docs = render("--set", "webhook.excludeNamespaces={tenant-x}")
     vwc = one(docs, "ValidatingWebhookConfiguration", FULL)
-    [expr] = [e for e in vwc["webhooks"][0]["namespaceSelector"]["matchExpressions"] if e["key"] == "kubernetes.io/metadata.name"]
-    assert config(docs).excluded_namespaces == expr["values"] == ["kube-system", "kube-node-lease", "kube-public", NS, "tenant-x"]
+    [expr] = [
+        e
+        for e in vwc["webhooks"][0]["namespaceSelector"]["matchExpressions"]
+        if e["key"] == "kubernetes.io/metadata.name"
+    ]
+    assert (
+        config(docs).excluded_namespaces
+        == expr["values"]
+        == ["kube-system", "kube-node-lease", "kube-public", NS, "tenant-x"]
+    )
     dep = one(docs, "Deployment", FULL)
     env = dep["spec"]["template"]["spec"]["containers"][0]["env"]
     assert {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}} in env
 
 
 def test_client_auth_mounts_the_ca_and_configures_the_server() -> None:
-    docs = render("--set", "clientAuth.enabled=true", "--set-string", f"clientAuth.caBundle={PEM}",
-                  "--set", "clientAuth.allowedNames={kube-apiserver-webhook-client}")
+    docs = render(
+        "--set",
+        "clientAuth.enabled=true",
+        "--set-string",
+        f"clientAuth.caBundle={PEM}",
+        "--set",
+        "clientAuth.allowedNames={kube-apiserver-webhook-client}",
+    )
     cm = one(docs, "ConfigMap", f"{FULL}-client-ca")
     assert cm["data"]["ca.crt"].strip() == PEM
     cfg = config(docs)
@@ -80,7 +105,10 @@ def test_client_auth_is_off_by_default() -> None:
 def test_client_auth_without_a_ca_is_refused() -> None:
     proc = helm("template", "pf", str(CHART), "--set", "clientAuth.enabled=true", check=False)
     assert proc.returncode != 0
-    assert "clientAuth.enabled needs clientAuth.caBundle (PEM of the CA that signs the apiserver's client certificate)" in proc.stderr
+    assert (
+        "clientAuth.enabled needs clientAuth.caBundle (PEM of the CA that signs the apiserver's client certificate)"
+        in proc.stderr
+    )
 
 
 def test_the_serving_pods_mount_only_the_serving_pair() -> None:

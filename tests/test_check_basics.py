@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from webhook.checks.basics import JobSetAPI, KubernetesVersion, TrainerAPI, parse_version, stale_details
+from tests.fakeview import FakeView, run_check, workload
 from webhook.checks.base import CheckContext
+from webhook.checks.basics import JobSetAPI, KubernetesVersion, TrainerAPI, parse_version
+from webhook.checks.common import stale_details
 from webhook.config import Settings
 from webhook.deadline import Deadline
 from webhook.results import Status
-
-from tests.fakeview import FakeView, run_check, workload
 
 
 def test_parse_version() -> None:
@@ -31,7 +31,10 @@ async def test_version_pass_fail_and_unknown() -> None:
     r = await run_check(KubernetesVersion(), wl, FakeView(version=(1, 29)), Settings(minKubernetesVersion="1.30"))
     assert r.status is Status.FAIL and r.message.startswith("Kubernetes 1.29 is older than 1.30")
     r = await run_check(KubernetesVersion(), wl, FakeView(version=None))
-    assert (r.status, r.message) == (Status.WARN, "Could not read the cluster's Kubernetes version (discovery has not answered)")
+    assert (r.status, r.message) == (
+        Status.WARN,
+        "Could not read the cluster's Kubernetes version (discovery has not answered)",
+    )
 
 
 async def test_jobset_api() -> None:
@@ -53,8 +56,13 @@ async def test_trainer_api() -> None:
     assert (r.status, r.message) == (Status.PASS, "trainer.kubeflow.org/v1alpha1 is served")
     r = await run_check(TrainerAPI(), workload(), FakeView(served={"v1", "jobset.x-k8s.io/v1alpha2"}))
     assert r.status is Status.FAIL
-    assert r.message.startswith("The cluster does not serve trainer.kubeflow.org/v1alpha1, so no controller runs the TrainJob. ")
-    assert 'Fix: install Kubeflow Trainer v2.3: kubectl apply --server-side -k "https://github.com/kubeflow/trainer.git' in r.message
+    assert r.message.startswith(
+        "The cluster does not serve trainer.kubeflow.org/v1alpha1, so no controller runs the TrainJob. "
+    )
+    assert (
+        'Fix: install Kubeflow Trainer v2.3: kubectl apply --server-side -k "https://github.com/kubeflow/trainer.git'
+        in r.message
+    )
 
 
 def test_stale_details() -> None:

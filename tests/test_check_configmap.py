@@ -16,7 +16,13 @@ KEY = "run_config.json"
 
 
 def cm(value: str, **extra) -> dict:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "aiperf-demo-config"}, "data": {KEY: value}, **extra}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "aiperf-demo-config"},
+        "data": {KEY: value},
+        **extra,
+    }
 
 
 def wl(configmap: dict | None, kind: str = "AIPerfJob") -> Workload:
@@ -90,4 +96,7 @@ async def test_on_the_aiperfjob_sample_through_the_adapter():
     size = payload_bytes(w.derived["configMap"])
     assert 0 < size < CONFIGMAP_MAX_BYTES
     r = await run(w)
-    assert (r.status, r.message) == (Status.PASS, f'ConfigMap "aiperf-llama-sweep-config" is {size / 1024:.1f} KiB of the 1024 KiB limit')
+    assert (r.status, r.message) == (
+        Status.PASS,
+        f'ConfigMap "aiperf-llama-sweep-config" is {size / 1024:.1f} KiB of the 1024 KiB limit',
+    )

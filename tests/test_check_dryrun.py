@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import hashlib
 
+from tests.fakeview import FakeView, container, pod, run_check, run_check_all, workload
 from webhook.checks.dryrun import DryRun, fix_for, jobset_for, placeholder_uid, pod_for
 from webhook.cluster.view import ApiError
 from webhook.results import Status
 from webhook.workloads.base import PodGroup
-
-from tests.fakeview import FakeView, container, pod, run_check, run_check_all, workload
 
 PSA = (
     'pods "llama-ft-node-0-0-dryrn" is forbidden: violates PodSecurity "restricted:latest": '
@@ -18,11 +17,17 @@ PSA = (
 
 
 def _wl() -> object:
-    js = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "llama-ft", "namespace": "team-a"},
-          "spec": {"replicatedJobs": [{"name": "node", "replicas": 1}]}}
+    js = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "llama-ft", "namespace": "team-a"},
+        "spec": {"replicatedJobs": [{"name": "node", "replicas": 1}]},
+    }
     groups = [
         PodGroup("model-initializer", 1, pod(container("m")), pod_metadata={"labels": {"app": "init"}}),
-        PodGroup("node", 4, pod(container("node")), pod_metadata={"labels": {"app": "train"}, "annotations": {"a": "b"}}),
+        PodGroup(
+            "node", 4, pod(container("node")), pod_metadata={"labels": {"app": "train"}, "annotations": {"a": "b"}}
+        ),
     ]
     return workload(groups, derived={"jobSet": js})
 
@@ -48,8 +53,10 @@ def test_pod_for_builds_the_pod_the_job_controller_creates() -> None:
     """JobSet constructJob + labelAndAnnotateObject, Job generateSelector, Job controller manageJob (index 0)."""
     wl = _wl()
     p = pod_for(wl, wl.pod_groups[1])
-    index_env = {"name": "JOB_COMPLETION_INDEX",
-                 "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['batch.kubernetes.io/job-completion-index']"}}}
+    index_env = {
+        "name": "JOB_COMPLETION_INDEX",
+        "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['batch.kubernetes.io/job-completion-index']"}},
+    }
     assert p == {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -68,7 +75,9 @@ def test_pod_for_builds_the_pod_the_job_controller_creates() -> None:
             },
             "annotations": {"a": "b", **JS_KEYS, "batch.kubernetes.io/job-completion-index": "0"},
             "finalizers": ["batch.kubernetes.io/job-tracking"],
-            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "llama-ft-node-0", "uid": JOB_UID, "controller": True}],
+            "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": "llama-ft-node-0", "uid": JOB_UID, "controller": True}
+            ],
         },
         "spec": {
             "containers": [{"name": "node", "image": "ghcr.io/acme/x:1", "env": [index_env]}],
@@ -82,15 +91,24 @@ def test_pod_for_builds_the_pod_the_job_controller_creates() -> None:
 
 def test_pod_for_follows_the_jobset_spec() -> None:
     js = {
-        "metadata": {"name": "big", "annotations": {"alpha.jobset.sigs.k8s.io/exclusive-topology": "rack",
-                                                      "alpha.jobset.sigs.k8s.io/node-selector": "true"}},
+        "metadata": {
+            "name": "big",
+            "annotations": {
+                "alpha.jobset.sigs.k8s.io/exclusive-topology": "rack",
+                "alpha.jobset.sigs.k8s.io/node-selector": "true",
+            },
+        },
         "spec": {
             "network": {"enableDNSHostnames": True, "subdomain": "net"},
             "coordinator": {"replicatedJob": "driver", "jobIndex": 0, "podIndex": 0},
             "replicatedJobs": [
                 {"name": "driver", "replicas": 1, "groupName": "a"},
-                {"name": "workers", "replicas": 3, "groupName": "b",
-                 "template": {"spec": {"completionMode": "NonIndexed", "manualSelector": True}}},
+                {
+                    "name": "workers",
+                    "replicas": 3,
+                    "groupName": "b",
+                    "template": {"spec": {"completionMode": "NonIndexed", "manualSelector": True}},
+                },
                 {"name": "eval", "replicas": 2, "groupName": "b", "template": {"spec": {"backoffLimitPerIndex": 1}}},
             ],
         },
@@ -106,7 +124,9 @@ def test_pod_for_follows_the_jobset_spec() -> None:
     assert w["spec"]["restartPolicy"] == "Never"
     assert w["metadata"]["labels"]["jobset.sigs.k8s.io/coordinator"] == "big-driver-0-0.net"
     assert w["spec"]["nodeSelector"] == {"alpha.jobset.sigs.k8s.io/namespaced-job": "team-a_big-workers-0"}
-    assert w["spec"]["tolerations"] == [{"key": "alpha.jobset.sigs.k8s.io/no-schedule", "operator": "Exists", "effect": "NoSchedule"}]
+    assert w["spec"]["tolerations"] == [
+        {"key": "alpha.jobset.sigs.k8s.io/no-schedule", "operator": "Exists", "effect": "NoSchedule"}
+    ]
     e = pod_for(wl, groups[1])
     labels = e["metadata"]["labels"]
     assert (labels["jobset.sigs.k8s.io/global-replicas"], labels["jobset.sigs.k8s.io/job-global-index"]) == ("6", "4")
@@ -115,7 +135,9 @@ def test_pod_for_follows_the_jobset_spec() -> None:
     assert e["spec"]["hostname"] == "big-eval-0-0"
     assert e["metadata"]["annotations"]["alpha.jobset.sigs.k8s.io/exclusive-topology"] == "rack"
     # the user's own JOB_COMPLETION_INDEX is kept, as addCompletionIndexEnvVariable does
-    assert pod_for(wl, PodGroup("workers", 1, spec))["spec"]["containers"][0]["env"] == [{"name": "JOB_COMPLETION_INDEX", "value": "7"}]
+    assert pod_for(wl, PodGroup("workers", 1, spec))["spec"]["containers"][0]["env"] == [
+        {"name": "JOB_COMPLETION_INDEX", "value": "7"}
+    ]
     # no DNS hostnames: no subdomain
     js["spec"]["network"] = {"enableDNSHostnames": False}
     assert "subdomain" not in pod_for(wl, groups[1])["spec"]
@@ -134,16 +156,26 @@ def test_jobset_for_is_owned_by_the_job() -> None:
     body = jobset_for(_wl())
     assert body is not None
     assert body["metadata"]["ownerReferences"] == [
-        {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "llama-ft",
-         "uid": placeholder_uid("TrainJob", "team-a", "llama-ft"), "controller": True}
+        {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "TrainJob",
+            "name": "llama-ft",
+            "uid": placeholder_uid("TrainJob", "team-a", "llama-ft"),
+            "controller": True,
+        }
     ]
     js = {"metadata": {"name": "aiperf-bench"}, "spec": {"replicatedJobs": []}}
     aiperf = workload([], kind="AIPerfJob", name="bench", derived={"jobSet": js})
     aiperf.api_version = "aiperf.nvidia.com/v1alpha1"
     body = jobset_for(aiperf)
     assert body is not None and body["metadata"]["ownerReferences"] == [
-        {"apiVersion": "aiperf.nvidia.com/v1alpha1", "kind": "AIPerfJob", "name": "bench",
-         "uid": placeholder_uid("AIPerfJob", "team-a", "bench"), "controller": True}
+        {
+            "apiVersion": "aiperf.nvidia.com/v1alpha1",
+            "kind": "AIPerfJob",
+            "name": "bench",
+            "uid": placeholder_uid("AIPerfJob", "team-a", "bench"),
+            "controller": True,
+        }
     ]
 
 
@@ -151,7 +183,8 @@ async def test_all_accepted() -> None:
     view = FakeView()
     r = await run_check(DryRun(), _wl(), view)
     assert (r.status, r.message) == (
-        Status.PASS, 'The apiserver accepts (dryRun=All) JobSet "llama-ft" and a pod of each group (model-initializer, node)'
+        Status.PASS,
+        'The apiserver accepts (dryRun=All) JobSet "llama-ft" and a pod of each group (model-initializer, node)',
     )
     assert [(av, kind, ns, body["metadata"]["name"]) for av, kind, ns, body in view.dry_runs] == [
         ("jobset.x-k8s.io/v1alpha2", "JobSet", "team-a", "llama-ft"),
@@ -182,7 +215,10 @@ async def test_jobset_rejection_by_webhook() -> None:
 
 
 async def test_rbac_denial_and_transient_warn_without_hiding_rejections() -> None:
-    rbac = ApiError(403, 'pods is forbidden: User "system:serviceaccount:pw:pw" cannot create resource "pods" in API group "" in the namespace "team-a"')
+    rbac = ApiError(
+        403,
+        'pods is forbidden: User "system:serviceaccount:pw:pw" cannot create resource "pods" in API group "" in the namespace "team-a"',
+    )
     view = FakeView(dry_run_errors={("Pod", "*"): rbac})
     r = await run_check(DryRun(), _wl(), view)
     assert r.status is Status.WARN
@@ -190,10 +226,19 @@ async def test_rbac_denial_and_transient_warn_without_hiding_rejections() -> Non
         "Cannot verify the Pod for model-initializer (not permitted to create pods with dryRun); "
         "Cannot verify the Pod for node (not permitted to create pods with dryRun)"
     )
-    view = FakeView(dry_run_errors={("Pod", "*"): ApiError(503, "etcd timeout"), ("JobSet", "llama-ft"): ApiError(422, 'JobSet.jobset.x-k8s.io "llama-ft" is invalid: spec.replicatedJobs[0].name: Invalid value')})
+    view = FakeView(
+        dry_run_errors={
+            ("Pod", "*"): ApiError(503, "etcd timeout"),
+            ("JobSet", "llama-ft"): ApiError(
+                422, 'JobSet.jobset.x-k8s.io "llama-ft" is invalid: spec.replicatedJobs[0].name: Invalid value'
+            ),
+        }
+    )
     fail, warn = await run_check_all(DryRun(), _wl(), view)
     assert fail.status is Status.FAIL
-    assert fail.message.startswith('JobSet "llama-ft" rejected by the apiserver: JobSet.jobset.x-k8s.io "llama-ft" is invalid')
+    assert fail.message.startswith(
+        'JobSet "llama-ft" rejected by the apiserver: JobSet.jobset.x-k8s.io "llama-ft" is invalid'
+    )
     assert (warn.status, warn.message) == (
         Status.WARN,
         "Could not dry-run the Pod for model-initializer (transient error): etcd timeout; "
@@ -202,7 +247,9 @@ async def test_rbac_denial_and_transient_warn_without_hiding_rejections() -> Non
 
 
 async def test_existing_jobset_is_not_a_rejection() -> None:
-    view = FakeView(dry_run_errors={("JobSet", "llama-ft"): ApiError(409, 'jobsets.jobset.x-k8s.io "llama-ft" already exists')})
+    view = FakeView(
+        dry_run_errors={("JobSet", "llama-ft"): ApiError(409, 'jobsets.jobset.x-k8s.io "llama-ft" already exists')}
+    )
     r = await run_check(DryRun(), _wl(), view)
     assert r.status is Status.PASS
     assert r.message == (
@@ -214,8 +261,12 @@ async def test_rejections_of_the_probe_itself_only_warn() -> None:
     """The owner Job does not exist yet and its uid is a placeholder: a policy refusing that is not refusing the job."""
     owner = 'admission webhook "owners.example.com" denied the request: ownerReference Job "llama-ft-node-0" must exist'
     absent = 'jobs.batch "llama-ft-model-initializer-0" not found'
-    view = FakeView(dry_run_errors={("Pod", "llama-ft-node-0-0-dryrn"): ApiError(400, owner),
-                                    ("Pod", "llama-ft-model-initializer-0-0-dryrn"): ApiError(404, absent, "NotFound")})
+    view = FakeView(
+        dry_run_errors={
+            ("Pod", "llama-ft-node-0-0-dryrn"): ApiError(400, owner),
+            ("Pod", "llama-ft-model-initializer-0-0-dryrn"): ApiError(404, absent, "NotFound"),
+        }
+    )
     r = await run_check(DryRun(), _wl(), view)
     assert (r.status, r.message) == (
         Status.WARN,
@@ -225,8 +276,12 @@ async def test_rejections_of_the_probe_itself_only_warn() -> None:
         f'Job "llama-ft-node-0", which exists only once the job runs): {owner}',
     )
     uid = placeholder_uid("TrainJob", "team-a", "llama-ft")
-    view = FakeView(dry_run_errors={("JobSet", "llama-ft"): ApiError(403, f"owner uid {uid} is unknown"),
-                                    ("Pod", "*"): ApiError(409, 'pods "llama-ft-node-0-0-dryrn" already exists', "AlreadyExists")})
+    view = FakeView(
+        dry_run_errors={
+            ("JobSet", "llama-ft"): ApiError(403, f"owner uid {uid} is unknown"),
+            ("Pod", "*"): ApiError(409, 'pods "llama-ft-node-0-0-dryrn" already exists', "AlreadyExists"),
+        }
+    )
     r = await run_check(DryRun(), _wl(), view)
     assert r.status is Status.WARN
     assert r.details == [
@@ -270,12 +325,21 @@ async def test_a_missing_object_the_job_needs_still_denies() -> None:
     view = FakeView(dry_run_errors={("Pod", "llama-ft-node-0-0-dryrn"): ApiError(403, text)})
     r = await run_check(DryRun(), _wl(), view)
     assert (r.status, r.message) == (
-        Status.FAIL, f"Pod for node rejected by the apiserver: {text}. Fix: create the ServiceAccount (see Service Account)."
+        Status.FAIL,
+        f"Pod for node rejected by the apiserver: {text}. Fix: create the ServiceAccount (see Service Account).",
     )
 
 
 def test_fix_for() -> None:
-    assert fix_for("maximum cpu usage per Container is 2, but limit is 4", "ns").startswith("keep the containers' resources within the LimitRange")
-    assert fix_for('pods "x" is forbidden: exceeded quota: q, requested: pods=1', "ns") == "see Resource Quotas (kubectl describe resourcequota -n ns)"
-    assert fix_for('error looking up service account ns/trainer: serviceaccount "trainer" not found', "ns") == "create the ServiceAccount (see Service Account)"
+    assert fix_for("maximum cpu usage per Container is 2, but limit is 4", "ns").startswith(
+        "keep the containers' resources within the LimitRange"
+    )
+    assert (
+        fix_for('pods "x" is forbidden: exceeded quota: q, requested: pods=1', "ns")
+        == "see Resource Quotas (kubectl describe resourcequota -n ns)"
+    )
+    assert (
+        fix_for('error looking up service account ns/trainer: serviceaccount "trainer" not found', "ns")
+        == "create the ServiceAccount (see Service Account)"
+    )
     assert fix_for("something else", "ns") == "correct the spec as the message says"

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import pytest
 
+from tests.fakeview import FakeView, meta, run_check, workload
 from webhook.checks.endpoint import EndpointService, service_of
 from webhook.results import Status
 
-from tests.fakeview import FakeView, meta, run_check, workload
-
 
 def _aiperf(*urls: str) -> object:
-    obj = {"apiVersion": "aiperf.nvidia.com/v1alpha1", "kind": "AIPerfJob", "metadata": {"name": "b", "namespace": "bench"},
-           "spec": {"benchmark": {"endpoint": {"urls": list(urls)}}}}
+    obj = {
+        "apiVersion": "aiperf.nvidia.com/v1alpha1",
+        "kind": "AIPerfJob",
+        "metadata": {"name": "b", "namespace": "bench"},
+        "spec": {"benchmark": {"endpoint": {"urls": list(urls)}}},
+    }
     return workload(kind="AIPerfJob", name="b", namespace="bench", obj=obj)
 
 
@@ -35,7 +38,10 @@ def test_service_of(url: str, expected: tuple[str, str] | None) -> None:
 
 async def test_external_is_skipped() -> None:
     r = await run_check(EndpointService(), _aiperf("https://api.example.com/v1"), FakeView())
-    assert (r.status, r.message) == (Status.SKIP, "No in-cluster Service endpoint (*.svc) in spec.benchmark.endpoint.urls")
+    assert (r.status, r.message) == (
+        Status.SKIP,
+        "No in-cluster Service endpoint (*.svc) in spec.benchmark.endpoint.urls",
+    )
 
 
 async def test_missing_service_fails() -> None:
@@ -56,5 +62,5 @@ async def test_existing_service_passes_and_wrong_port_warns() -> None:
     assert (r.status, r.message) == (
         Status.WARN,
         'Service "llm" in "models" exposes port 8000, not 9000 (http://llm.models.svc.cluster.local:9000). '
-        "Fix: use port 8000 in spec.benchmark.endpoint.urls, or expose 9000 on the Service"
+        "Fix: use port 8000 in spec.benchmark.endpoint.urls, or expose 9000 on the Service",
     )

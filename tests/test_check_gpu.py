@@ -12,8 +12,19 @@ def wl(*groups: PodGroup, kind: str = "TrainJob") -> Workload:
     return Workload(kind, "v", "llama-ft", "team-a", {}, pod_groups=list(groups))
 
 
-def node(requests: dict | None = None, limits: dict | None = None, name: str = "node", pods: int = 4, group: str = "node", init: bool = False) -> PodGroup:
-    c = {"name": name, "image": "x", "resources": {k: v for k, v in (("requests", requests), ("limits", limits)) if v is not None}}
+def node(
+    requests: dict | None = None,
+    limits: dict | None = None,
+    name: str = "node",
+    pods: int = 4,
+    group: str = "node",
+    init: bool = False,
+) -> PodGroup:
+    c = {
+        "name": name,
+        "image": "x",
+        "resources": {k: v for k, v in (("requests", requests), ("limits", limits)) if v is not None},
+    }
     spec = {"initContainers": [c], "containers": []} if init else {"containers": [c]}
     return PodGroup(group, pods, spec)
 
@@ -29,7 +40,10 @@ async def test_pass_without_extended_resources():
 
 async def test_pass_with_equal_limits_reports_totals():
     r = await run(wl(node({"cpu": "32", "nvidia.com/gpu": "8"}, {"nvidia.com/gpu": 8})))
-    assert (r.status, r.message) == (Status.PASS, "Extended resources have limits equal to requests (nvidia.com/gpu: 32 in total)")
+    assert (r.status, r.message) == (
+        Status.PASS,
+        "Extended resources have limits equal to requests (nvidia.com/gpu: 32 in total)",
+    )
 
 
 async def test_limit_only_is_fine_because_requests_default_to_limits():
@@ -86,7 +100,12 @@ async def test_unparseable_quantity_fails():
 
 
 async def test_several_findings_one_line_and_details():
-    r = await run(wl(node({"nvidia.com/gpu": "8"}), node({"nvidia.com/gpu": 1}, {"nvidia.com/gpu": 2}, name="init", group="dataset-initializer", pods=1)))
+    r = await run(
+        wl(
+            node({"nvidia.com/gpu": "8"}),
+            node({"nvidia.com/gpu": 1}, {"nvidia.com/gpu": 2}, name="init", group="dataset-initializer", pods=1),
+        )
+    )
     assert r.status is Status.FAIL
     assert r.message.count("Fix:") == 1
     assert len(r.details) == 2

@@ -10,7 +10,9 @@ from webhook.results import Status
 from webhook.workloads.base import PodGroup, Workload
 
 DIGEST = "sha256:" + "a" * 64
-FIX_INVALID = 'use [registry[:port]/]repository[:tag][@digest] with a lowercase repository, e.g. "nvcr.io/nvidia/aiperf:0.13.0"'
+FIX_INVALID = (
+    'use [registry[:port]/]repository[:tag][@digest] with a lowercase repository, e.g. "nvcr.io/nvidia/aiperf:0.13.0"'
+)
 
 
 def wl(*groups: PodGroup, kind: str = "TrainJob") -> Workload:
@@ -33,21 +35,34 @@ async def run(workload: Workload, settings: Settings | None = None, view=None):
 
 async def test_pass_counts_digest_pinned_images():
     res = await run(wl(group("node", "nvcr.io/nvidia/aiperf@" + DIGEST, "ghcr.io/acme/train:1.4.2")))
-    assert [(r.status, r.message) for r in res] == [(Status.PASS, "All 2 images are valid references (1 pinned by digest)")]
+    assert [(r.status, r.message) for r in res] == [
+        (Status.PASS, "All 2 images are valid references (1 pinned by digest)")
+    ]
 
 
 async def test_pass_single_image_shared_by_groups():
-    res = await run(wl(group("controller", "nvcr.io/nvidia/aiperf:0.13.0"), group("workers", "nvcr.io/nvidia/aiperf:0.13.0")))
-    assert [(r.status, r.message) for r in res] == [(Status.PASS, "The image is a valid reference (0 pinned by digest)")]
+    res = await run(
+        wl(group("controller", "nvcr.io/nvidia/aiperf:0.13.0"), group("workers", "nvcr.io/nvidia/aiperf:0.13.0"))
+    )
+    assert [(r.status, r.message) for r in res] == [
+        (Status.PASS, "The image is a valid reference (0 pinned by digest)")
+    ]
 
 
 async def test_tag_and_digest_is_pinned_even_if_tag_is_latest():
     res = await run(wl(group("node", f"nginx:latest@{DIGEST}")))
-    assert [(r.status, r.message) for r in res] == [(Status.PASS, "The image is a valid reference (1 pinned by digest)")]
+    assert [(r.status, r.message) for r in res] == [
+        (Status.PASS, "The image is a valid reference (1 pinned by digest)")
+    ]
 
 
 async def test_invalid_reference_fails_naming_part_and_every_container():
-    res = await run(wl(group("controller", "Nvcr.io/nvidia/AIPerf:1", "ok.io/a:1"), group("workers", "Nvcr.io/nvidia/AIPerf:1", init=("Nvcr.io/nvidia/AIPerf:1",))))
+    res = await run(
+        wl(
+            group("controller", "Nvcr.io/nvidia/AIPerf:1", "ok.io/a:1"),
+            group("workers", "Nvcr.io/nvidia/AIPerf:1", init=("Nvcr.io/nvidia/AIPerf:1",)),
+        )
+    )
     fail = [r for r in res if r.status is Status.FAIL]
     assert len(fail) == 1
     assert fail[0].message == (
@@ -66,41 +81,51 @@ async def test_empty_image_fails():
 
 async def test_implicit_latest_warns():
     res = await run(wl(group("node", "ghcr.io/acme/train")))
-    assert [(r.status, r.message) for r in res] == [(
-        Status.WARN,
-        'Image "ghcr.io/acme/train" has no tag, so it pulls whatever "latest" is when each pod starts '
-        '(used by container "c0" in pod group "node"). Fix: pin a version tag or a digest',
-    )]
+    assert [(r.status, r.message) for r in res] == [
+        (
+            Status.WARN,
+            'Image "ghcr.io/acme/train" has no tag, so it pulls whatever "latest" is when each pod starts '
+            '(used by container "c0" in pod group "node"). Fix: pin a version tag or a digest',
+        )
+    ]
 
 
 async def test_explicit_latest_warns_with_its_own_wording():
     res = await run(wl(group("node", "nginx:latest")))
-    assert [(r.status, r.message) for r in res] == [(
-        Status.WARN,
-        'Image "nginx:latest" uses the moving tag "latest"; pods can start different builds '
-        '(used by container "c0" in pod group "node"). Fix: pin a version tag or a digest',
-    )]
+    assert [(r.status, r.message) for r in res] == [
+        (
+            Status.WARN,
+            'Image "nginx:latest" uses the moving tag "latest"; pods can start different builds '
+            '(used by container "c0" in pod group "node"). Fix: pin a version tag or a digest',
+        )
+    ]
 
 
 async def test_private_registry_without_pull_secrets_warns():
     res = await run(wl(group("node", "registry.corp.example:5000/ml/train:2.0")))
-    assert [(r.status, r.message) for r in res] == [(
-        Status.WARN,
-        'Registry "registry.corp.example:5000" of image "registry.corp.example:5000/ml/train:2.0" may need a login, '
-        'but pod group "node" has no imagePullSecrets. Fix: add imagePullSecrets on the pods '
-        "(or list the registry in publicRegistries if it needs no login)",
-    )]
+    assert [(r.status, r.message) for r in res] == [
+        (
+            Status.WARN,
+            'Registry "registry.corp.example:5000" of image "registry.corp.example:5000/ml/train:2.0" may need a login, '
+            'but pod group "node" has no imagePullSecrets. Fix: add imagePullSecrets on the pods '
+            "(or list the registry in publicRegistries if it needs no login)",
+        )
+    ]
 
 
 async def test_private_registry_fix_names_the_aiperf_field():
     res = await run(wl(group("workers", "registry.corp.example/aiperf:1"), kind="AIPerfJob"))
-    assert res[0].message.endswith("Fix: add spec.podTemplate.imagePullSecrets (or list the registry in publicRegistries if it needs no login)")
+    assert res[0].message.endswith(
+        "Fix: add spec.podTemplate.imagePullSecrets (or list the registry in publicRegistries if it needs no login)"
+    )
 
 
 async def test_private_registry_with_pull_secrets_or_configured_public_passes():
     res = await run(wl(group("node", "registry.corp.example/ml/train:2.0", pull_secrets=True)))
     assert res[0].status is Status.PASS
-    res = await run(wl(group("node", "registry.corp.example/ml/train:2.0")), Settings(publicRegistries=["registry.corp.example"]))
+    res = await run(
+        wl(group("node", "registry.corp.example/ml/train:2.0")), Settings(publicRegistries=["registry.corp.example"])
+    )
     assert res[0].status is Status.PASS
 
 
@@ -117,7 +142,9 @@ async def test_service_account_pull_secrets_count_when_a_cluster_is_there():
 async def test_combined_warnings_and_failures_are_separate_results():
     res = await run(wl(group("node", "ghcr.io/acme/train", "bad image")))
     assert [r.status for r in res] == [Status.FAIL, Status.WARN]
-    assert res[0].message.startswith('Image "bad image" used by container "c1" in pod group "node" is invalid: it contains whitespace.')
+    assert res[0].message.startswith(
+        'Image "bad image" used by container "c1" in pod group "node" is invalid: it contains whitespace.'
+    )
     assert res[0].details == [res[0].message]
 
 
@@ -157,19 +184,39 @@ def test_parse_valid(image, registry, path, tag, digest):
         ("Nginx", 'repository "Nginx" contains uppercase letters; repository paths must be lowercase'),
         ("library/Nginx", 'repository "library/Nginx" contains uppercase letters; repository paths must be lowercase'),
         ("ghcr.io/x/y:", "the tag after ':' is empty"),
-        ("ghcr.io/foo/bar:.v1", "tag \".v1\" is invalid: a tag is 1-128 letters, digits, '_', '.' or '-' and cannot start with '.' or '-'"),
-        ("foo:" + "t" * 129, 'tag "' + "t" * 129 + "\" is invalid: a tag is 1-128 letters, digits, '_', '.' or '-' and cannot start with '.' or '-'"),
-        ("foo:bar:baz", 'repository "foo:bar" contains \':\' outside the registry port and the tag'),
-        ("my_registry.com/foo", "registry \"my_registry.com\" is invalid: a registry is a host name or [IPv6] address (letters, digits, '-' and '.') with an optional numeric :port"),
-        ("example.com:port/foo", "registry \"example.com:port\" is invalid: a registry is a host name or [IPv6] address (letters, digits, '-' and '.') with an optional numeric :port"),
+        (
+            "ghcr.io/foo/bar:.v1",
+            "tag \".v1\" is invalid: a tag is 1-128 letters, digits, '_', '.' or '-' and cannot start with '.' or '-'",
+        ),
+        (
+            "foo:" + "t" * 129,
+            'tag "'
+            + "t" * 129
+            + "\" is invalid: a tag is 1-128 letters, digits, '_', '.' or '-' and cannot start with '.' or '-'",
+        ),
+        ("foo:bar:baz", "repository \"foo:bar\" contains ':' outside the registry port and the tag"),
+        (
+            "my_registry.com/foo",
+            "registry \"my_registry.com\" is invalid: a registry is a host name or [IPv6] address (letters, digits, '-' and '.') with an optional numeric :port",
+        ),
+        (
+            "example.com:port/foo",
+            "registry \"example.com:port\" is invalid: a registry is a host name or [IPv6] address (letters, digits, '-' and '.') with an optional numeric :port",
+        ),
         ("foo@sha256:abc", 'digest "sha256:abc" is invalid: sha256 needs 64 hex characters, not 3'),
         ("foo@md5:" + "a" * 32, 'digest algorithm "md5" is not supported (use sha256, sha384 or sha512)'),
         ("foo@sha256:" + "A" * 64, 'digest "sha256:' + "A" * 64 + '" is invalid: the checksum must be lowercase hex'),
         ("foo@", 'digest "" is invalid: expected <algorithm>:<hex>, e.g. sha256:<64 hex characters>'),
         ("https://ghcr.io/foo", "it starts with a URL scheme (https://); an image reference has none"),
         ("a" * 64, "the name is a 64-character hex image ID, not a repository name"),
-        ("foo___bar", "path component \"foo___bar\" is invalid: use lowercase letters and digits separated by '.', '_', '__' or '-'"),
-        ("-foo", "path component \"-foo\" is invalid: use lowercase letters and digits separated by '.', '_', '__' or '-'"),
+        (
+            "foo___bar",
+            "path component \"foo___bar\" is invalid: use lowercase letters and digits separated by '.', '_', '__' or '-'",
+        ),
+        (
+            "-foo",
+            "path component \"-foo\" is invalid: use lowercase letters and digits separated by '.', '_', '__' or '-'",
+        ),
         ("foo//bar", "repository \"foo//bar\" has an empty path component ('//' or a leading/trailing '/')"),
         ("foo bar", "it contains whitespace"),
         ("ghcr.io/" + "a" * 256, "the repository path is 256 characters, over the 255 allowed"),
@@ -183,9 +230,11 @@ def test_parse_invalid_says_which_part(image, reason):
 
 async def test_many_containers_are_counted_not_listed():
     res = await run(wl(group("workers", *(["nginx:latest"] * 5)), group("controller", "nginx:latest", "nginx:latest")))
-    assert [(r.status, r.message) for r in res] == [(
-        Status.WARN,
-        'Image "nginx:latest" uses the moving tag "latest"; pods can start different builds '
-        '(used by containers "c0", "c1" and 3 more in pod group "workers"; containers "c0", "c1" in pod group "controller"). '
-        "Fix: pin a version tag or a digest",
-    )]
+    assert [(r.status, r.message) for r in res] == [
+        (
+            Status.WARN,
+            'Image "nginx:latest" uses the moving tag "latest"; pods can start different builds '
+            '(used by containers "c0", "c1" and 3 more in pod group "workers"; containers "c0", "c1" in pod group "controller"). '
+            "Fix: pin a version tag or a digest",
+        )
+    ]

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import UTC
+
 import pytest
 
-from webhook.checks import kueue
+from tests.fakeview import FakeView, container, meta, pod, run_check, workload
+from webhook.checks import all_checks, kueue
 from webhook.checks.kueue import KueueAdmissionChecks, KueueCapacity, KueueQueue, selector_matches
 from webhook.cluster.view import ApiError
 from webhook.config import Settings
 from webhook.results import Status
 from webhook.workloads.base import PodGroup
-
-from tests.fakeview import FakeView, container, meta, pod, run_check, workload
 
 SERVED = {"v1", "jobset.x-k8s.io/v1alpha2", "trainer.kubeflow.org/v1alpha1", "kueue.x-k8s.io/v1beta2"}
 ACTIVE = {"conditions": [{"type": "Active", "status": "True", "reason": "Ready"}]}
@@ -19,8 +20,12 @@ ACTIVE = {"conditions": [{"type": "Active", "status": "True", "reason": "Ready"}
 
 def _tj(queue: str | None = "team-a-queue", groups: list | None = None) -> object:
     labels = {"kueue.x-k8s.io/queue-name": queue} if queue else {}
-    obj = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-           "metadata": {"name": "llama-ft", "namespace": "team-a", "labels": labels}, "spec": {}}
+    obj = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "llama-ft", "namespace": "team-a", "labels": labels},
+        "spec": {},
+    }
     if groups is None:
         groups = [
             PodGroup("model-initializer", 1, pod(container("m", {"cpu": "2", "memory": "4Gi"}))),
@@ -36,12 +41,33 @@ def _lq(name: str = "team-a-queue", cq: str = "gpu-cq", status: dict | None = AC
     return o
 
 
-def _cq(name: str = "gpu-cq", *, selector: dict | None = {}, status: dict | None = ACTIVE, groups: list | None = None, **spec) -> dict:
-    s: dict = {"resourceGroups": groups if groups is not None else [
-        {"coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
-         "flavors": [{"name": "h100", "resources": [
-             {"name": "cpu", "nominalQuota": "256"}, {"name": "memory", "nominalQuota": "2Ti"},
-             {"name": "nvidia.com/gpu", "nominalQuota": "32"}]}]}]}
+def _cq(
+    name: str = "gpu-cq",
+    *,
+    selector: dict | None = {},  # noqa: B006 (never mutated: {} means "every namespace")
+    status: dict | None = ACTIVE,
+    groups: list | None = None,
+    **spec,
+) -> dict:
+    s: dict = {
+        "resourceGroups": groups
+        if groups is not None
+        else [
+            {
+                "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                "flavors": [
+                    {
+                        "name": "h100",
+                        "resources": [
+                            {"name": "cpu", "nominalQuota": "256"},
+                            {"name": "memory", "nominalQuota": "2Ti"},
+                            {"name": "nvidia.com/gpu", "nominalQuota": "32"},
+                        ],
+                    }
+                ],
+            }
+        ]
+    }
     if selector is not None:
         s["namespaceSelector"] = selector
     s.update(spec)
@@ -68,13 +94,17 @@ def _view(*objs: tuple[str, dict], served: set[str] = SERVED, **kw) -> FakeView:
 
 async def test_no_queue_and_no_kueue_skips() -> None:
     r = await run_check(KueueQueue(), _tj(None), FakeView())
-    assert (r.status, r.message) == (Status.SKIP, "Kueue is not installed (kueue.x-k8s.io/v1beta2 is not served) and the job names no queue")
+    assert (r.status, r.message) == (
+        Status.SKIP,
+        "Kueue is not installed (kueue.x-k8s.io/v1beta2 is not served) and the job names no queue",
+    )
 
 
 async def test_no_queue_with_kueue_skips_unless_default_localqueue() -> None:
     r = await run_check(KueueQueue(), _tj(None), _view())
     assert (r.status, r.message) == (
-        Status.SKIP, 'The job names no Kueue queue (kueue.x-k8s.io/queue-name) and namespace "team-a" has no LocalQueue "default"'
+        Status.SKIP,
+        'The job names no Kueue queue (kueue.x-k8s.io/queue-name) and namespace "team-a" has no LocalQueue "default"',
     )
     r = await run_check(KueueQueue(), _tj(None), _view(("localqueues", _lq("default")), ("clusterqueues", _cq())))
     assert (r.status, r.message) == (
@@ -104,8 +134,12 @@ async def test_old_kueue_is_named() -> None:
 
 
 async def test_aiperf_queue_sources() -> None:
-    obj = {"apiVersion": "aiperf.nvidia.com/v1alpha1", "kind": "AIPerfJob", "metadata": {"name": "b", "namespace": "team-a"},
-           "spec": {"scheduling": {"queueName": "bench-queue"}}}
+    obj = {
+        "apiVersion": "aiperf.nvidia.com/v1alpha1",
+        "kind": "AIPerfJob",
+        "metadata": {"name": "b", "namespace": "team-a"},
+        "spec": {"scheduling": {"queueName": "bench-queue"}},
+    }
     wl = workload(kind="AIPerfJob", obj=obj)
     r = await run_check(KueueQueue(), wl, _view())
     assert r.status is Status.FAIL
@@ -154,7 +188,16 @@ async def test_namespace_selector_nil_and_mismatch() -> None:
 
 
 async def test_inactive_queues() -> None:
-    inactive = {"conditions": [{"type": "Active", "status": "False", "reason": "FlavorNotFound", "message": "Can't admit new workloads: references missing ResourceFlavor(s): h100."}]}
+    inactive = {
+        "conditions": [
+            {
+                "type": "Active",
+                "status": "False",
+                "reason": "FlavorNotFound",
+                "message": "Can't admit new workloads: references missing ResourceFlavor(s): h100.",
+            }
+        ]
+    }
     r = await run_check(KueueQueue(), _tj(), _view(("localqueues", _lq()), ("clusterqueues", _cq(status=inactive))))
     assert r.status is Status.FAIL
     assert r.message == (
@@ -164,25 +207,33 @@ async def test_inactive_queues() -> None:
     lq_inactive = {"conditions": [{"type": "Active", "status": "False", "reason": "Stopped", "message": "stopped"}]}
     r = await run_check(KueueQueue(), _tj(), _view(("localqueues", _lq(status=lq_inactive)), ("clusterqueues", _cq())))
     assert r.status is Status.FAIL
-    assert r.message.startswith('LocalQueue "team-a-queue" is not Active (Stopped: stopped), so Kueue does not admit from it.')
+    assert r.message.startswith(
+        'LocalQueue "team-a-queue" is not Active (Stopped: stopped), so Kueue does not admit from it.'
+    )
 
 
 async def test_unreconciled_and_stopped_warn() -> None:
     r = await run_check(KueueQueue(), _tj(), _view(("localqueues", _lq(status=None)), ("clusterqueues", _cq())))
     assert (r.status, r.message) == (
-        Status.WARN, 'LocalQueue "team-a-queue" has no Active condition yet (is Kueue\'s controller running?)'
+        Status.WARN,
+        'LocalQueue "team-a-queue" has no Active condition yet (is Kueue\'s controller running?)',
     )
     r = await run_check(KueueQueue(), _tj(), _view(("localqueues", _lq()), ("clusterqueues", _cq(stopPolicy="Hold"))))
     assert (r.status, r.message) == (
-        Status.WARN, 'ClusterQueue "gpu-cq" is stopped (stopPolicy Hold): the job waits until it is resumed'
+        Status.WARN,
+        'ClusterQueue "gpu-cq" is stopped (stopPolicy Hold): the job waits until it is resumed',
     )
-    r = await run_check(KueueQueue(), _tj(), _view(("localqueues", _lq(stopPolicy="HoldAndDrain")), ("clusterqueues", _cq())))
+    r = await run_check(
+        KueueQueue(), _tj(), _view(("localqueues", _lq(stopPolicy="HoldAndDrain")), ("clusterqueues", _cq()))
+    )
     assert (r.status, r.message) == (
-        Status.WARN, 'LocalQueue "team-a-queue" is stopped (stopPolicy HoldAndDrain): the job waits until it is resumed'
+        Status.WARN,
+        'LocalQueue "team-a-queue" is stopped (stopPolicy HoldAndDrain): the job waits until it is resumed',
     )
     r = await run_check(KueueQueue(), _tj(), _view(("localqueues", _lq()), ("clusterqueues", _cq(status=None))))
     assert (r.status, r.message) == (
-        Status.WARN, 'ClusterQueue "gpu-cq" has no Active condition yet (is Kueue\'s controller running?)'
+        Status.WARN,
+        'ClusterQueue "gpu-cq" has no Active condition yet (is Kueue\'s controller running?)',
     )
 
 
@@ -208,7 +259,16 @@ def test_selector_matches(selector: dict, expected: bool) -> None:
 def _ac(name: str, controller: str = "dispatch.phpboyscout.uk/admission", active: bool | None = True) -> dict:
     o = {"metadata": meta(name), "spec": {"controllerName": controller}}
     if active is not None:
-        o["status"] = {"conditions": [{"type": "Active", "status": "True" if active else "False", "reason": "Ready" if active else "NotActive", "message": "x"}]}
+        o["status"] = {
+            "conditions": [
+                {
+                    "type": "Active",
+                    "status": "True" if active else "False",
+                    "reason": "Ready" if active else "NotActive",
+                    "message": "x",
+                }
+            ]
+        }
     return o
 
 
@@ -227,7 +287,15 @@ async def test_admission_checks_skip_without_queue_or_checks() -> None:
 
 async def test_admission_check_missing_and_inactive() -> None:
     cq = _cq(admissionChecksStrategy=_strategy("gate", "prov"))
-    r = await run_check(KueueAdmissionChecks(), _tj(), _view(("localqueues", _lq()), ("clusterqueues", cq), ("admissionchecks", _ac("prov", "kueue.x-k8s.io/provisioning-request", False))))
+    r = await run_check(
+        KueueAdmissionChecks(),
+        _tj(),
+        _view(
+            ("localqueues", _lq()),
+            ("clusterqueues", cq),
+            ("admissionchecks", _ac("prov", "kueue.x-k8s.io/provisioning-request", False)),
+        ),
+    )
     assert r.status is Status.FAIL
     assert r.message == (
         'AdmissionCheck "gate" (listed by ClusterQueue "gpu-cq") does not exist, so Kueue never admits the job. '
@@ -239,17 +307,34 @@ async def test_admission_check_missing_and_inactive() -> None:
 
 async def test_admission_checks_pass() -> None:
     cq = _cq(admissionChecksStrategy=_strategy("gate"))
-    r = await run_check(KueueAdmissionChecks(), _tj(), _view(("localqueues", _lq()), ("clusterqueues", cq), ("admissionchecks", _ac("gate"))))
-    assert (r.status, r.message) == (Status.PASS, '1 AdmissionCheck(s) of ClusterQueue "gpu-cq" exist and are Active: gate')
+    r = await run_check(
+        KueueAdmissionChecks(),
+        _tj(),
+        _view(("localqueues", _lq()), ("clusterqueues", cq), ("admissionchecks", _ac("gate"))),
+    )
+    assert (r.status, r.message) == (
+        Status.PASS,
+        '1 AdmissionCheck(s) of ClusterQueue "gpu-cq" exist and are Active: gate',
+    )
 
 
-GATE = Settings(kueue={"admissionCheckController": "dispatch.phpboyscout.uk/admission", "admissionLease": "dispatch/admission", "leaseMaxAgeSeconds": 60})
+GATE = Settings(
+    kueue={
+        "admissionCheckController": "dispatch.phpboyscout.uk/admission",
+        "admissionLease": "dispatch/admission",
+        "leaseMaxAgeSeconds": 60,
+    }
+)
 
 
 async def test_readmission_gate_controller_mismatch_and_onflavors() -> None:
     cq = _cq(admissionChecksStrategy=_strategy("gate"))
     objs = (("localqueues", _lq()), ("clusterqueues", cq), ("admissionchecks", _ac("gate", "example.com/other")))
-    live = {("leases", "dispatch", "admission"): {"spec": {"holderIdentity": "a", "renewTime": "2030-01-01T00:00:00.000000Z"}}}
+    live = {
+        ("leases", "dispatch", "admission"): {
+            "spec": {"holderIdentity": "a", "renewTime": "2030-01-01T00:00:00.000000Z"}
+        }
+    }
     r = await run_check(KueueAdmissionChecks(), _tj(), _view(*objs, live=live), GATE)
     assert r.status is Status.FAIL
     assert r.message == (
@@ -258,7 +343,12 @@ async def test_readmission_gate_controller_mismatch_and_onflavors() -> None:
         'AdmissionCheck with controllerName "dispatch.phpboyscout.uk/admission" in spec.admissionChecksStrategy of ClusterQueue "gpu-cq".'
     )
     cq = _cq(admissionChecksStrategy=_strategy("gate", on=["h100"]))
-    r = await run_check(KueueAdmissionChecks(), _tj(), _view(("localqueues", _lq()), ("clusterqueues", cq), ("admissionchecks", _ac("gate")), live=live), GATE)
+    r = await run_check(
+        KueueAdmissionChecks(),
+        _tj(),
+        _view(("localqueues", _lq()), ("clusterqueues", cq), ("admissionchecks", _ac("gate")), live=live),
+        GATE,
+    )
     assert (r.status, r.message) == (
         Status.FAIL,
         'the readmission gate is not proven: ClusterQueue "gpu-cq" lists AdmissionCheck "gate" only on flavors h100. Fix: list it without onFlavors.',
@@ -268,20 +358,42 @@ async def test_readmission_gate_controller_mismatch_and_onflavors() -> None:
 @pytest.mark.parametrize(
     "lease,status,message",
     [
-        (None, Status.FAIL, "the readmission gate is not proven: Lease dispatch/admission does not exist. Fix: deploy the admission controller, or correct kueue.admissionLease."),
-        ({"spec": {}}, Status.FAIL, "the readmission gate is not proven: the admission controller's Lease has no holder. Fix: start the admission controller."),
-        ({"spec": {"holderIdentity": "pod-1"}}, Status.FAIL, "the readmission gate is not proven: the admission controller's Lease has never been renewed. Fix: start the admission controller."),
-        ({"spec": {"holderIdentity": "pod-1", "renewTime": "2026-01-01T00:00:00.000000Z"}}, Status.FAIL,
-         "the readmission gate is not proven: the admission controller's Lease was last renewed 5m ago, beyond 60s: the controller is down or stalled. Fix: restart it."),
-        ({"spec": {"holderIdentity": "pod-1", "renewTime": "2026-01-01T00:04:30.000000Z"}}, Status.PASS,
-         '1 AdmissionCheck(s) of ClusterQueue "gpu-cq" exist and are Active: gate'),
-        (ApiError(403, "forbidden"), Status.WARN, "Cannot verify the admission controller's Lease dispatch/admission (not permitted to get leases)"),
+        (
+            None,
+            Status.FAIL,
+            "the readmission gate is not proven: Lease dispatch/admission does not exist. Fix: deploy the admission controller, or correct kueue.admissionLease.",
+        ),
+        (
+            {"spec": {}},
+            Status.FAIL,
+            "the readmission gate is not proven: the admission controller's Lease has no holder. Fix: start the admission controller.",
+        ),
+        (
+            {"spec": {"holderIdentity": "pod-1"}},
+            Status.FAIL,
+            "the readmission gate is not proven: the admission controller's Lease has never been renewed. Fix: start the admission controller.",
+        ),
+        (
+            {"spec": {"holderIdentity": "pod-1", "renewTime": "2026-01-01T00:00:00.000000Z"}},
+            Status.FAIL,
+            "the readmission gate is not proven: the admission controller's Lease was last renewed 5m ago, beyond 60s: the controller is down or stalled. Fix: restart it.",
+        ),
+        (
+            {"spec": {"holderIdentity": "pod-1", "renewTime": "2026-01-01T00:04:30.000000Z"}},
+            Status.PASS,
+            '1 AdmissionCheck(s) of ClusterQueue "gpu-cq" exist and are Active: gate',
+        ),
+        (
+            ApiError(403, "forbidden"),
+            Status.WARN,
+            "Cannot verify the admission controller's Lease dispatch/admission (not permitted to get leases)",
+        ),
     ],
 )
 async def test_readmission_gate_lease(monkeypatch: pytest.MonkeyPatch, lease, status: Status, message: str) -> None:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    monkeypatch.setattr(kueue, "now", lambda: datetime(2026, 1, 1, 0, 5, tzinfo=timezone.utc).timestamp())
+    monkeypatch.setattr(kueue, "now", lambda: datetime(2026, 1, 1, 0, 5, tzinfo=UTC).timestamp())
     cq = _cq(admissionChecksStrategy=_strategy("gate"))
     live = {("leases", "dispatch", "admission"): lease} if lease is not None else {}
     view = _view(("localqueues", _lq()), ("clusterqueues", cq), ("admissionchecks", _ac("gate")), live=live)
@@ -295,34 +407,76 @@ async def test_readmission_gate_lease(monkeypatch: pytest.MonkeyPatch, lease, st
 async def test_capacity_fits_now() -> None:
     r = await run_check(KueueCapacity(), _tj(), _view(("localqueues", _lq()), ("clusterqueues", _cq())))
     assert (r.status, r.message) == (
-        Status.PASS, 'The job (cpu 130, memory 4Gi, nvidia.com/gpu 32) fits ClusterQueue "gpu-cq" now'
+        Status.PASS,
+        'The job (cpu 130, memory 4Gi, nvidia.com/gpu 32) fits ClusterQueue "gpu-cq" now',
     )
 
 
 async def test_capacity_borrowing_from_cohort_without_limit() -> None:
-    small = [{"coveredResources": ["cpu", "memory", "nvidia.com/gpu"], "flavors": [{"name": "h100", "resources": [
-        {"name": "cpu", "nominalQuota": "256"}, {"name": "memory", "nominalQuota": "2Ti"}, {"name": "nvidia.com/gpu", "nominalQuota": "16"}]}]}]
-    other = _cq("other-cq", groups=[{"coveredResources": ["nvidia.com/gpu"], "flavors": [{"name": "h100", "resources": [
-        {"name": "nvidia.com/gpu", "nominalQuota": "32", "lendingLimit": "16"}]}]}], cohortName="org")
-    view = _view(("localqueues", _lq()), ("clusterqueues", _cq(groups=small, cohortName="org")), ("clusterqueues", other))
+    small = [
+        {
+            "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+            "flavors": [
+                {
+                    "name": "h100",
+                    "resources": [
+                        {"name": "cpu", "nominalQuota": "256"},
+                        {"name": "memory", "nominalQuota": "2Ti"},
+                        {"name": "nvidia.com/gpu", "nominalQuota": "16"},
+                    ],
+                }
+            ],
+        }
+    ]
+    other = _cq(
+        "other-cq",
+        groups=[
+            {
+                "coveredResources": ["nvidia.com/gpu"],
+                "flavors": [
+                    {
+                        "name": "h100",
+                        "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "32", "lendingLimit": "16"}],
+                    }
+                ],
+            }
+        ],
+        cohortName="org",
+    )
+    view = _view(
+        ("localqueues", _lq()), ("clusterqueues", _cq(groups=small, cohortName="org")), ("clusterqueues", other)
+    )
     r = await run_check(KueueCapacity(), _tj(), view)
     assert r.status is Status.PASS
     view = _view(("localqueues", _lq()), ("clusterqueues", _cq(groups=small)))  # no cohort: no borrowing
     r = await run_check(KueueCapacity(), _tj(), view)
-    assert r.status is Status.FAIL and "can provide at most 16 (flavor \"h100\": nominalQuota 16)" in r.message
+    assert r.status is Status.FAIL and 'can provide at most 16 (flavor "h100": nominalQuota 16)' in r.message
 
 
 async def test_capacity_must_wait() -> None:
-    usage = {**ACTIVE, "flavorsReservation": [{"name": "h100", "resources": [{"name": "nvidia.com/gpu", "total": "24"}]}]}
+    usage = {
+        **ACTIVE,
+        "flavorsReservation": [{"name": "h100", "resources": [{"name": "nvidia.com/gpu", "total": "24"}]}],
+    }
     r = await run_check(KueueCapacity(), _tj(), _view(("localqueues", _lq()), ("clusterqueues", _cq(status=usage))))
     assert (r.status, r.message) == (
-        Status.WARN, 'ClusterQueue "gpu-cq" has nvidia.com/gpu 8 free now, the job needs 32: it waits in the queue'
+        Status.WARN,
+        'ClusterQueue "gpu-cq" has nvidia.com/gpu 8 free now, the job needs 32: it waits in the queue',
     )
 
 
 async def test_capacity_uncovered_resource() -> None:
-    groups = [{"coveredResources": ["cpu", "memory"], "flavors": [{"name": "default", "resources": [
-        {"name": "cpu", "nominalQuota": "1000"}, {"name": "memory", "nominalQuota": "4Ti"}]}]}]
+    groups = [
+        {
+            "coveredResources": ["cpu", "memory"],
+            "flavors": [
+                {
+                    "name": "default",
+                    "resources": [{"name": "cpu", "nominalQuota": "1000"}, {"name": "memory", "nominalQuota": "4Ti"}],
+                }
+            ],
+        }
+    ]
     r = await run_check(KueueCapacity(), _tj(), _view(("localqueues", _lq()), ("clusterqueues", _cq(groups=groups))))
     assert (r.status, r.message) == (
         Status.FAIL,
@@ -332,9 +486,15 @@ async def test_capacity_uncovered_resource() -> None:
 
 
 async def test_capacity_per_podset_must_fit_one_flavor() -> None:
-    groups = [{"coveredResources": ["cpu"], "flavors": [
-        {"name": "a", "resources": [{"name": "cpu", "nominalQuota": "10"}]},
-        {"name": "b", "resources": [{"name": "cpu", "nominalQuota": "10"}]}]}]
+    groups = [
+        {
+            "coveredResources": ["cpu"],
+            "flavors": [
+                {"name": "a", "resources": [{"name": "cpu", "nominalQuota": "10"}]},
+                {"name": "b", "resources": [{"name": "cpu", "nominalQuota": "10"}]},
+            ],
+        }
+    ]
     wl = _tj(groups=[PodGroup("node", 3, pod(container("node", {"cpu": "5"})))])
     r = await run_check(KueueCapacity(), wl, _view(("localqueues", _lq()), ("clusterqueues", _cq(groups=groups))))
     assert r.status is Status.FAIL
@@ -377,28 +537,53 @@ def _cohort(name: str, parent: str = "", quota: tuple | None = None) -> dict:
 UPSTREAM_TREES = {
     # name: (ClusterQueues (name, cohort, quota, usage), Cohorts, {cq: (potential, available)})
     "cq borrows from cohort": (
-        [("cq1", "cohort", ("10",), "11")], [_cohort("cohort", quota=("10",))], {"cq1": ("20", "9")}),
+        [("cq1", "cohort", ("10",), "11")],
+        [_cohort("cohort", quota=("10",))],
+        {"cq1": ("20", "9")},
+    ),
     "cq oversubscription spills into cohort": (
-        [("cq1", "cohort", ("10",), "31"), ("cq2", "cohort", ("10", "0", "0"), None)], [_cohort("cohort", quota=("10",))],
-        {"cq1": ("20", "0"), "cq2": ("10", "0")}),
+        [("cq1", "cohort", ("10",), "31"), ("cq2", "cohort", ("10", "0", "0"), None)],
+        [_cohort("cohort", quota=("10",))],
+        {"cq1": ("20", "0"), "cq2": ("10", "0")},
+    ),
     "lending and borrowing limits respected": (
-        [("cq1", "cohort", ("10",), "20"), ("cq2", "cohort", ("10", "2"), "10"), ("cq3", "cohort", ("10", None, "5"), "6")],
-        [_cohort("cohort", quota=("10",))], {"cq1": ("35", "4"), "cq2": ("12", "2"), "cq3": ("40", "4")}),
+        [
+            ("cq1", "cohort", ("10",), "20"),
+            ("cq2", "cohort", ("10", "2"), "10"),
+            ("cq3", "cohort", ("10", None, "5"), "6"),
+        ],
+        [_cohort("cohort", quota=("10",))],
+        {"cq1": ("35", "4"), "cq2": ("12", "2"), "cq3": ("40", "4")},
+    ),
     "hierarchical cohort": (
         [("cq1", "left", ("10",), "10"), ("cq2", "right", ("10", None, "0"), "5")],
         [_cohort("root"), _cohort("left", "root", ("10",)), _cohort("right", "root", ("10",))],
-        {"cq1": ("30", "20"), "cq2": ("40", "25")}),
+        {"cq1": ("30", "20"), "cq2": ("40", "25")},
+    ),
     "hierarchical cohort respects borrowing limit": (
-        [("left-cq1", "left", ("10",), None), ("left-cq2", "left", ("10", "5"), None), ("right-cq", "right", ("10",), None)],
+        [
+            ("left-cq1", "left", ("10",), None),
+            ("left-cq2", "left", ("10", "5"), None),
+            ("right-cq", "right", ("10",), None),
+        ],
         [_cohort("root"), _cohort("left", "root", ("10", "5")), _cohort("right", "root", ("10",))],
-        {"left-cq1": ("35", "35"), "left-cq2": ("15", "15"), "right-cq": ("50", "50")}),
+        {"left-cq1": ("35", "35"), "left-cq2": ("15", "15"), "right-cq": ("50", "50")},
+    ),
     "hierarchical cohort respects lending limit": (
-        [("left-cq1", "left", ("10", None, "5"), None), ("left-cq2", "left", ("10",), None),
-         ("right-cq", "right", ("0",), None), ("root-cq", "root", ("0",), None)],
+        [
+            ("left-cq1", "left", ("10", None, "5"), None),
+            ("left-cq2", "left", ("10",), None),
+            ("right-cq", "right", ("0",), None),
+            ("root-cq", "root", ("0",), None),
+        ],
         [_cohort("root"), _cohort("left", "root", ("0", None, "5")), _cohort("right", "root", ("0",))],
-        {"left-cq1": ("20", "20"), "left-cq2": ("15", "15"), "right-cq": ("5", "5"), "root-cq": ("5", "5")}),
+        {"left-cq1": ("20", "20"), "left-cq2": ("15", "15"), "right-cq": ("5", "5"), "root-cq": ("5", "5")},
+    ),
     "base cqs (no cohort)": (
-        [("cq1", "", ("0",), "1"), ("cq2", "", ("5",), "2.5")], [], {"cq1": ("0", "0"), "cq2": ("5", "2.5")}),
+        [("cq1", "", ("0",), "1"), ("cq2", "", ("5",), "2.5")],
+        [],
+        {"cq1": ("0", "0"), "cq2": ("5", "2.5")},
+    ),
 }
 
 
@@ -447,10 +632,24 @@ async def test_capacity_nested_cohorts_and_a_parents_borrowing_limit() -> None:
 
 async def test_capacity_borrowing_limit_without_lenders_is_not_capacity() -> None:
     """potentialAvailable: a borrowingLimit only caps what the cohort holds; alone in its cohort, nothing to borrow."""
-    groups = [{"coveredResources": ["cpu", "memory", "nvidia.com/gpu"], "flavors": [{"name": "h100", "resources": [
-        {"name": "cpu", "nominalQuota": "256"}, {"name": "memory", "nominalQuota": "2Ti"},
-        {"name": "nvidia.com/gpu", "nominalQuota": "8", "borrowingLimit": "8"}]}]}]
-    r = await run_check(KueueCapacity(), _tj(), _view(("localqueues", _lq()), ("clusterqueues", _cq(groups=groups, cohortName="org"))))
+    groups = [
+        {
+            "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+            "flavors": [
+                {
+                    "name": "h100",
+                    "resources": [
+                        {"name": "cpu", "nominalQuota": "256"},
+                        {"name": "memory", "nominalQuota": "2Ti"},
+                        {"name": "nvidia.com/gpu", "nominalQuota": "8", "borrowingLimit": "8"},
+                    ],
+                }
+            ],
+        }
+    ]
+    r = await run_check(
+        KueueCapacity(), _tj(), _view(("localqueues", _lq()), ("clusterqueues", _cq(groups=groups, cohortName="org")))
+    )
     assert (r.status, r.message) == (
         Status.FAIL,
         'The job needs nvidia.com/gpu 32 but ClusterQueue "gpu-cq" can provide at most 8 (flavor "h100": nominalQuota 8 + 0 '
@@ -466,7 +665,7 @@ async def test_capacity_unreadable_cohorts_warn_never_deny() -> None:
         Status.WARN,
         'The job needs cpu 8 but ClusterQueue "gpu-cq" can provide at most 2 (flavor "red": nominalQuota 2 + 0 borrowable in '
         'cohort "team") as far as its cohort tree can be read (the Cohort objects of cohort "team" cannot be read (cached '
-        'cohorts have not synced)), so Kueue may never admit it. Fix: correct the cohort tree, or reduce the job\'s pods or '
+        "cohorts have not synced)), so Kueue may never admit it. Fix: correct the cohort tree, or reduce the job's pods or "
         'requests, or raise nominalQuota/borrowingLimit for cpu in ClusterQueue "gpu-cq" or the quota cohort "team" can lend.',
     )
     # a ClusterQueue in no cohort needs no Cohort: still a denial
@@ -476,7 +675,9 @@ async def test_capacity_unreadable_cohorts_warn_never_deny() -> None:
 
 
 async def test_capacity_parent_that_does_not_exist_warns() -> None:
-    view = _tree_view(("clusterqueues", _tree_cq("gpu-cq", "team", ("2",))), ("cohorts", _cohort("team", "org", ("1",))))
+    view = _tree_view(
+        ("clusterqueues", _tree_cq("gpu-cq", "team", ("2",))), ("cohorts", _cohort("team", "org", ("1",)))
+    )
     r = await run_check(KueueCapacity(), _gpu_job(), view)
     assert r.status is Status.WARN
     assert r.message.startswith(
@@ -526,4 +727,4 @@ def test_cohorts_are_cached_and_optional_for_kueue_capacity() -> None:
     wanted = {Permission("list", "cohorts", "kueue.x-k8s.io"), Permission("watch", "cohorts", "kueue.x-k8s.io")}
     assert set(KueueCapacity.optional_permissions) == wanted
     assert not wanted & set(KueueCapacity.permissions)
-    assert wanted <= set(required_permissions())
+    assert wanted <= set(required_permissions(all_checks()))

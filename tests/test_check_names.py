@@ -13,10 +13,16 @@ def jobset(name: str, *rjobs: tuple[str, int, int]) -> dict:
         "apiVersion": "jobset.x-k8s.io/v1alpha2",
         "kind": "JobSet",
         "metadata": {"name": name},
-        "spec": {"replicatedJobs": [
-            {"name": n, "replicas": r, "template": {"spec": {"parallelism": c, "completions": c, "completionMode": "Indexed"}}}
-            for n, r, c in rjobs
-        ]},
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "name": n,
+                    "replicas": r,
+                    "template": {"spec": {"parallelism": c, "completions": c, "completionMode": "Indexed"}},
+                }
+                for n, r, c in rjobs
+            ]
+        },
     }
 
 
@@ -29,7 +35,9 @@ def trainjob(name: str, *groups: tuple[str, int], derived: bool = True) -> Workl
 def aiperf(name: str, worker_pods: int) -> Workload:
     js = jobset(f"aiperf-{name}", ("controller", 1, 1), ("workers", worker_pods, 1))
     pgs = [PodGroup("controller", 1, {}), PodGroup("workers", worker_pods, {})]
-    return Workload("AIPerfJob", "aiperf.nvidia.com/v1alpha1", name, "bench", {}, pod_groups=pgs, derived={"jobSet": js})
+    return Workload(
+        "AIPerfJob", "aiperf.nvidia.com/v1alpha1", name, "bench", {}, pod_groups=pgs, derived={"jobSet": js}
+    )
 
 
 async def run(workload: Workload):
@@ -78,7 +86,9 @@ async def test_aiperf_uses_prefix_and_job_index_of_worker_replicas():
     )
     r = await run(aiperf("b" * 36, 10))
     assert r.status is Status.FAIL
-    assert r.message.startswith(f'metadata.name "{"b" * 36}" (36 characters) is too long: JobSet would name pods of replicatedJob "controller"')
+    assert r.message.startswith(
+        f'metadata.name "{"b" * 36}" (36 characters) is too long: JobSet would name pods of replicatedJob "controller"'
+    )
     assert r.message.endswith("Fix: use a metadata.name of at most 35 characters")
 
 
@@ -87,7 +97,10 @@ async def test_job_index_comes_from_replicas():
     assert replicated_jobs(w) == [("controller", 1, 1), ("workers", 1000, 1)]
     r = await run(aiperf("w" * 35, 100000))  # aiperf-<35>-workers-99999-0-xxxxx = 64
     assert r.status is Status.FAIL
-    assert 'pods of replicatedJob "workers" like "aiperf-' + "w" * 35 + '-workers-99999-0-xxxxx" (64 characters' in r.message
+    assert (
+        'pods of replicatedJob "workers" like "aiperf-' + "w" * 35 + '-workers-99999-0-xxxxx" (64 characters'
+        in r.message
+    )
 
 
 async def test_several_replicated_jobs_over_the_limit_are_named():

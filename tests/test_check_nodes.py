@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import pytest
 
+from tests.fakeview import FakeView, container, meta, pod, run_check, workload
 from webhook.checks.nodes import NodeSelectorMatch, PerNodeSchedulability, Tolerations, selects, tolerates
 from webhook.results import Status
 from webhook.workloads.base import PodGroup
 
-from tests.fakeview import FakeView, container, meta, pod, run_check, workload
 
-
-def _node(name: str, labels: dict | None = None, *, ready: bool = True, cordoned: bool = False,
-          taints: list | None = None, alloc: dict | None = None) -> dict:
+def _node(
+    name: str,
+    labels: dict | None = None,
+    *,
+    ready: bool = True,
+    cordoned: bool = False,
+    taints: list | None = None,
+    alloc: dict | None = None,
+) -> dict:
     n = {
         "metadata": meta(name, labels=labels or {}),
         "spec": {},
@@ -58,7 +64,9 @@ async def test_selector_no_match_fails_with_label_fix() -> None:
 
 
 async def test_selector_matching_nodes_cordoned_or_not_ready() -> None:
-    view = FakeView({"nodes": [_node("gpu-1", {"pool": "gpu"}, cordoned=True), _node("gpu-2", {"pool": "gpu"}, ready=False)]})
+    view = FakeView(
+        {"nodes": [_node("gpu-1", {"pool": "gpu"}, cordoned=True), _node("gpu-2", {"pool": "gpu"}, ready=False)]}
+    )
     r = await run_check(NodeSelectorMatch(), _wl(nodeSelector={"pool": "gpu"}), view)
     assert r.status is Status.FAIL
     assert r.message == (
@@ -68,11 +76,21 @@ async def test_selector_matching_nodes_cordoned_or_not_ready() -> None:
 
 
 async def test_selector_pass_and_affinity() -> None:
-    view = FakeView({"nodes": [_node("gpu-1", {"pool": "gpu", "zone": "a"}), _node("gpu-2", {"pool": "gpu", "zone": "b"})]})
+    view = FakeView(
+        {"nodes": [_node("gpu-1", {"pool": "gpu", "zone": "a"}), _node("gpu-2", {"pool": "gpu", "zone": "b"})]}
+    )
     r = await run_check(NodeSelectorMatch(), _wl(nodeSelector={"pool": "gpu"}), view)
-    assert (r.status, r.message) == (Status.PASS, "nodeSelector {pool=gpu} of the node pods matches 2 Ready, schedulable nodes")
-    aff = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["c"]}]}]}}}
+    assert (r.status, r.message) == (
+        Status.PASS,
+        "nodeSelector {pool=gpu} of the node pods matches 2 Ready, schedulable nodes",
+    )
+    aff = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["c"]}]}]
+            }
+        }
+    }
     r = await run_check(NodeSelectorMatch(), _wl(affinity=aff), view)
     assert r.status is Status.FAIL
     assert r.message == (
@@ -98,7 +116,13 @@ async def test_selector_no_nodes_warns() -> None:
 )
 def test_affinity_operators(expr: dict, expected: bool) -> None:
     node = _node("n", {"gen": "4", "pool": "gpu"})
-    spec = {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [expr]}]}}}}
+    spec = {
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [expr]}]}
+            }
+        }
+    }
     assert selects(spec, node) is expected
 
 
@@ -110,12 +134,15 @@ async def test_fits_a_node() -> None:
     wl = _wl(tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}])
     r = await run_check(PerNodeSchedulability(), wl, view)
     assert (r.status, r.message) == (
-        Status.PASS, "Each pod fits a node: node (cpu 32, memory 256Gi, nvidia.com/gpu 8) fits 1 of 2 eligible nodes"
+        Status.PASS,
+        "Each pod fits a node: node (cpu 32, memory 256Gi, nvidia.com/gpu 8) fits 1 of 2 eligible nodes",
     )
 
 
 async def test_largest_pod_fits_no_node() -> None:
-    view = FakeView({"nodes": [_node("gpu-1", alloc={"cpu": "16", "memory": "1Ti", "nvidia.com/gpu": "8"}), _node("cpu-1")]})
+    view = FakeView(
+        {"nodes": [_node("gpu-1", alloc={"cpu": "16", "memory": "1Ti", "nvidia.com/gpu": "8"}), _node("cpu-1")]}
+    )
     r = await run_check(PerNodeSchedulability(), _wl(), view)
     assert r.status is Status.FAIL
     assert r.message == (
@@ -145,7 +172,8 @@ async def test_no_selected_node_is_left_to_selector_check() -> None:
     view = FakeView({"nodes": [_node("cpu-1", {"pool": "cpu"})]})
     r = await run_check(PerNodeSchedulability(), _wl(nodeSelector={"pool": "gpu"}), view)
     assert (r.status, r.message) == (
-        Status.SKIP, "No Ready, schedulable node matches the node selection of the node pods (see Node Selector Match)"
+        Status.SKIP,
+        "No Ready, schedulable node matches the node selection of the node pods (see Node Selector Match)",
     )
     r = await run_check(PerNodeSchedulability(), _wl(), FakeView())
     assert (r.status, r.message) == (Status.SKIP, "No nodes are visible")
@@ -175,15 +203,31 @@ async def test_tolerations_statuses() -> None:
     assert (r.status, r.message) == (Status.SKIP, "No tolerations set")
     r = await run_check(Tolerations(), _wl(tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists"}]), view)
     assert (r.status, r.message) == (Status.PASS, "Every toleration matches a taint on at least one node")
-    r = await run_check(Tolerations(), _wl(tolerations=[{"key": "nvidia.com/gpus", "operator": "Exists", "effect": "NoSchedule"}]), view)
+    r = await run_check(
+        Tolerations(), _wl(tolerations=[{"key": "nvidia.com/gpus", "operator": "Exists", "effect": "NoSchedule"}]), view
+    )
     assert (r.status, r.message) == (
-        Status.WARN, "No node has a taint matching toleration nvidia.com/gpus:NoSchedule (node pods): misspelled or unneeded?"
+        Status.WARN,
+        "No node has a taint matching toleration nvidia.com/gpus:NoSchedule (node pods): misspelled or unneeded?",
     )
     assert r.details == ["toleration nvidia.com/gpus:NoSchedule of the node pods matches no node's taint"]
 
 
 async def test_keyless_exists_and_condition_taints_never_warn() -> None:
     view = FakeView({"nodes": [_node("plain")]})
-    wl = _wl(tolerations=[{"operator": "Exists"}, {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}])
+    wl = _wl(
+        tolerations=[
+            {"operator": "Exists"},
+            {
+                "key": "node.kubernetes.io/not-ready",
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": 300,
+            },
+        ]
+    )
     r = await run_check(Tolerations(), wl, view)
-    assert (r.status, r.message) == (Status.PASS, "The tolerations match any taint (key-less Exists) or node condition taints")
+    assert (r.status, r.message) == (
+        Status.PASS,
+        "The tolerations match any taint (key-less Exists) or node condition taints",
+    )

@@ -3,17 +3,18 @@ extended resources, scopes, LimitRange defaults, exact wording."""
 
 from __future__ import annotations
 
-import pytest
-
 from decimal import Decimal as D
 
+import pytest
+
+from tests.fakeview import FakeView, container, meta, pod, run_check, workload
 from webhook.checks.quotas import (
     ResourceQuotas,
     admitted_pod,
+    concurrent_sets,
     constraint_error,
     covers,
     default_priority_class,
-    concurrent_sets,
     finishes_before,
     job_objects,
     limit_range_defaults,
@@ -22,8 +23,6 @@ from webhook.checks.quotas import (
 )
 from webhook.results import Status
 from webhook.workloads.base import PodGroup
-
-from tests.fakeview import FakeView, container, meta, pod, run_check, workload
 
 
 def _quota(name: str, hard: dict, used: dict | None = None, **spec) -> dict:
@@ -37,7 +36,10 @@ def _gang() -> object:
     """4 trainer pods (8 cpu, 32Gi, 8 GPUs each; GPU limit only) + 1 initializer (2 cpu)."""
     node = pod(container("node", {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "8"}, {"nvidia.com/gpu": "8"}))
     init = pod(container("model-initializer", {"cpu": "2", "memory": "4Gi"}))
-    js = {"metadata": {"name": "llama-ft"}, "spec": {"replicatedJobs": [{"name": "model-initializer", "replicas": 1}, {"name": "node", "replicas": 1}]}}
+    js = {
+        "metadata": {"name": "llama-ft"},
+        "spec": {"replicatedJobs": [{"name": "model-initializer", "replicas": 1}, {"name": "node", "replicas": 1}]},
+    }
     return workload([PodGroup("model-initializer", 1, init), PodGroup("node", 4, node)], derived={"jobSet": js})
 
 
@@ -61,12 +63,20 @@ async def test_fits_now_unless_others_free_quota() -> None:
     view = FakeView({"resourcequotas": [_quota("team-quota", {"cpu": "40"}, {"cpu": "10"})]})
     r = await run_check(ResourceQuotas(), _gang(), view)
     assert r.status is Status.FAIL
-    assert r.message.endswith("or reduce the job's pods or requests, or wait for other workloads in the namespace to free quota.")
+    assert r.message.endswith(
+        "or reduce the job's pods or requests, or wait for other workloads in the namespace to free quota."
+    )
     assert r.message.startswith('ResourceQuota "team-quota": cpu would be 44 (used 10 + job 34) but hard is 40.')
 
 
 async def test_pass_lists_quotas_with_detail() -> None:
-    view = FakeView({"resourcequotas": [_quota("team-quota", {"requests.cpu": "64", "requests.nvidia.com/gpu": "32"}, {"requests.cpu": "4"})]})
+    view = FakeView(
+        {
+            "resourcequotas": [
+                _quota("team-quota", {"requests.cpu": "64", "requests.nvidia.com/gpu": "32"}, {"requests.cpu": "4"})
+            ]
+        }
+    )
     r = await run_check(ResourceQuotas(), _gang(), view)
     assert (r.status, r.message) == (Status.PASS, 'The job fits 1 ResourceQuota in namespace "team-a": team-quota')
     assert r.details == [
@@ -96,7 +106,10 @@ async def test_limits_cpu_in_quota_rejects_pods_without_cpu_limits() -> None:
 
 
 async def test_limit_range_defaults_satisfy_must_specify_and_count() -> None:
-    lr = {"metadata": meta("defaults", "team-a"), "spec": {"limits": [{"type": "Container", "default": {"cpu": "10"}, "defaultRequest": {"cpu": "1"}}]}}
+    lr = {
+        "metadata": meta("defaults", "team-a"),
+        "spec": {"limits": [{"type": "Container", "default": {"cpu": "10"}, "defaultRequest": {"cpu": "1"}}]},
+    }
     view = FakeView({"resourcequotas": [_quota("lim", {"limits.cpu": "100"}, {})], "limitranges": [lr]})
     r = await run_check(ResourceQuotas(), _gang(), view)
     assert r.status is Status.PASS
@@ -105,7 +118,9 @@ async def test_limit_range_defaults_satisfy_must_specify_and_count() -> None:
 
 async def test_limits_of_extended_resources_charge_nothing() -> None:
     """pods.go: extended resources are charged only as requests.<name>; limits.nvidia.com/gpu is not tracked."""
-    view = FakeView({"resourcequotas": [_quota("lim", {"limits.nvidia.com/gpu": "0", "limits.ephemeral-storage": "1Gi"}, {})]})
+    view = FakeView(
+        {"resourcequotas": [_quota("lim", {"limits.nvidia.com/gpu": "0", "limits.ephemeral-storage": "1Gi"}, {})]}
+    )
     r = await run_check(ResourceQuotas(), _gang(), view)
     assert (r.status, r.message) == (Status.PASS, 'The job fits 1 ResourceQuota in namespace "team-a": lim')
     assert r.details == [
@@ -115,23 +130,34 @@ async def test_limits_of_extended_resources_charge_nothing() -> None:
 
 def test_pod_usage_names_follow_the_pod_evaluator() -> None:
     spec = pod(
-        container("a", {"cpu": "1", "hugepages-2Mi": "4Mi", "example.com/foo": "2"}, {"cpu": "2", "nvidia.com/gpu": "1"}),
+        container(
+            "a", {"cpu": "1", "hugepages-2Mi": "4Mi", "example.com/foo": "2"}, {"cpu": "2", "nvidia.com/gpu": "1"}
+        ),
         overhead={"cpu": "100m", "memory": "32Mi"},
     )
     usage = pod_usage(admitted_pod(spec))
     assert usage == {
-        "pods": 1, "count/pods": 1,
-        "cpu": D("1.1"), "requests.cpu": D("1.1"), "limits.cpu": D("2.1"),  # overhead: on every request, on set limits
-        "memory": 32 * 1024**2, "requests.memory": 32 * 1024**2,  # no memory limit: none charged
-        "hugepages-2Mi": 4 * 1024**2, "requests.hugepages-2Mi": 4 * 1024**2,
-        "requests.example.com/foo": 2, "requests.nvidia.com/gpu": 1,  # the GPU request defaulted from its limit
+        "pods": 1,
+        "count/pods": 1,
+        "cpu": D("1.1"),
+        "requests.cpu": D("1.1"),
+        "limits.cpu": D("2.1"),  # overhead: on every request, on set limits
+        "memory": 32 * 1024**2,
+        "requests.memory": 32 * 1024**2,  # no memory limit: none charged
+        "hugepages-2Mi": 4 * 1024**2,
+        "requests.hugepages-2Mi": 4 * 1024**2,
+        "requests.example.com/foo": 2,
+        "requests.nvidia.com/gpu": 1,  # the GPU request defaulted from its limit
     }
     assert pod_usage(spec, finished=True) == {"count/pods": 1}
 
 
 def test_requests_default_from_limits_before_limit_range_default_request() -> None:
     """SetDefaults_Pod (decode) runs before LimitRanger: a limit-only container requests its limit."""
-    lr = {"metadata": meta("defaults", "team-a"), "spec": {"limits": [{"type": "Container", "defaultRequest": {"cpu": "100m"}, "default": {"cpu": "1"}}]}}
+    lr = {
+        "metadata": meta("defaults", "team-a"),
+        "spec": {"limits": [{"type": "Container", "defaultRequest": {"cpu": "100m"}, "default": {"cpu": "1"}}]},
+    }
     spec = admitted_pod(pod(container("a", None, {"cpu": "2"}), container("b")), [lr])
     assert spec["containers"][0]["resources"] == {"limits": {"cpu": "2"}, "requests": {"cpu": "2"}}
     assert spec["containers"][1]["resources"] == {"limits": {"cpu": "1"}, "requests": {"cpu": "100m"}}
@@ -139,15 +165,24 @@ def test_requests_default_from_limits_before_limit_range_default_request() -> No
 
 def test_limit_range_item_defaults_and_first_limit_range_wins() -> None:
     """SetDefaults_LimitRangeItem: default from max, defaultRequest from default; then from min."""
-    a = {"metadata": meta("a"), "spec": {"limits": [{"type": "Container", "max": {"cpu": "4"}, "min": {"memory": "64Mi"}}]}}
+    a = {
+        "metadata": meta("a"),
+        "spec": {"limits": [{"type": "Container", "max": {"cpu": "4"}, "min": {"memory": "64Mi"}}]},
+    }
     b = {"metadata": meta("b"), "spec": {"limits": [{"type": "Container", "default": {"cpu": "1", "memory": "1Gi"}}]}}
     assert limit_range_defaults(a) == ({"cpu": "4"}, {"cpu": "4", "memory": "64Mi"})
     spec = admitted_pod(pod(container("a")), [a, b])
-    assert spec["containers"][0]["resources"] == {"limits": {"cpu": "4", "memory": "1Gi"}, "requests": {"cpu": "4", "memory": "64Mi"}}
+    assert spec["containers"][0]["resources"] == {
+        "limits": {"cpu": "4", "memory": "1Gi"},
+        "requests": {"cpu": "4", "memory": "64Mi"},
+    }
 
 
 async def test_limit_range_default_request_does_not_override_a_limit_only_container() -> None:
-    lr = {"metadata": meta("defaults", "team-a"), "spec": {"limits": [{"type": "Container", "defaultRequest": {"cpu": "1"}}]}}
+    lr = {
+        "metadata": meta("defaults", "team-a"),
+        "spec": {"limits": [{"type": "Container", "defaultRequest": {"cpu": "1"}}]},
+    }
     wl = workload([PodGroup("node", 2, pod(container("node", None, {"cpu": "4"})))])
     view = FakeView({"resourcequotas": [_quota("q", {"requests.cpu": "6"}, {})], "limitranges": [lr]})
     r = await run_check(ResourceQuotas(), wl, view)
@@ -174,11 +209,21 @@ async def test_count_objects_and_pods() -> None:
 def test_job_objects() -> None:
     wl = workload(
         derived={
-            "jobSet": {"spec": {"replicatedJobs": [{"name": "a", "replicas": 2}, {"name": "b"}], "network": {"enableDNSHostnames": False}}},
+            "jobSet": {
+                "spec": {
+                    "replicatedJobs": [{"name": "a", "replicas": 2}, {"name": "b"}],
+                    "network": {"enableDNSHostnames": False},
+                }
+            },
             "configMap": {"metadata": {"name": "cm"}},
         }
     )
-    assert job_objects(wl) == {"count/jobsets.jobset.x-k8s.io": 1, "count/jobs.batch": 3, "count/configmaps": 1, "configmaps": 1}
+    assert job_objects(wl) == {
+        "count/jobsets.jobset.x-k8s.io": 1,
+        "count/jobs.batch": 3,
+        "count/configmaps": 1,
+        "configmaps": 1,
+    }
 
 
 @pytest.mark.parametrize(
@@ -190,23 +235,66 @@ def test_job_objects() -> None:
         ({"scopes": ["Terminating"]}, pod(container("c")), False),
         ({"scopes": ["NotTerminating"]}, pod(container("c")), True),
         ({"scopes": ["Terminating"]}, pod(container("c"), activeDeadlineSeconds=60), True),
-        ({"scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": ["high"]}]}},
-         pod(container("c"), priorityClassName="high"), True),
-        ({"scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": ["high"]}]}},
-         pod(container("c")), False),
-        ({"scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "NotIn", "values": ["high"]}]}},
-         pod(container("c")), True),
-        ({"scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "Exists"}]}},
-         pod(container("c")), False),
-        ({"scopes": ["NotBestEffort"], "scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "Exists"}]}},
-         pod(container("c", {"cpu": "1"}), priorityClassName="x"), True),
+        (
+            {
+                "scopeSelector": {
+                    "matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": ["high"]}]
+                }
+            },
+            pod(container("c"), priorityClassName="high"),
+            True,
+        ),
+        (
+            {
+                "scopeSelector": {
+                    "matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": ["high"]}]
+                }
+            },
+            pod(container("c")),
+            False,
+        ),
+        (
+            {
+                "scopeSelector": {
+                    "matchExpressions": [{"scopeName": "PriorityClass", "operator": "NotIn", "values": ["high"]}]
+                }
+            },
+            pod(container("c")),
+            True,
+        ),
+        (
+            {"scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "Exists"}]}},
+            pod(container("c")),
+            False,
+        ),
+        (
+            {
+                "scopes": ["NotBestEffort"],
+                "scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "Exists"}]},
+            },
+            pod(container("c", {"cpu": "1"}), priorityClassName="x"),
+            True,
+        ),
         # DoesNotExist covers the pods without a priority class (a label selector on an absent label)
-        ({"scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "DoesNotExist"}]}},
-         pod(container("c")), True),
-        ({"scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "DoesNotExist"}]}},
-         pod(container("c"), priorityClassName="high"), False),
-        ({"scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "NotIn", "values": ["high"]}]}},
-         pod(container("c"), priorityClassName="high"), False),
+        (
+            {"scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "DoesNotExist"}]}},
+            pod(container("c")),
+            True,
+        ),
+        (
+            {"scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "DoesNotExist"}]}},
+            pod(container("c"), priorityClassName="high"),
+            False,
+        ),
+        (
+            {
+                "scopeSelector": {
+                    "matchExpressions": [{"scopeName": "PriorityClass", "operator": "NotIn", "values": ["high"]}]
+                }
+            },
+            pod(container("c"), priorityClassName="high"),
+            False,
+        ),
         # a zero cpu request is still BestEffort (qos.ComputePodQOS counts positive amounts only)
         ({"scopes": ["BestEffort"]}, pod(container("c", {"cpu": "0"})), True),
         # activeDeadlineSeconds 0 is terminating too
@@ -220,8 +308,12 @@ def test_scopes(spec: dict, pod_spec: dict, expected: bool) -> None:
 
 
 async def test_scoped_quota_ignores_uncovered_pods_and_objects() -> None:
-    q = _quota("high", {"requests.cpu": "1", "count/jobsets.jobset.x-k8s.io": "0"}, {},
-               scopeSelector={"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": ["high"]}]})
+    q = _quota(
+        "high",
+        {"requests.cpu": "1", "count/jobsets.jobset.x-k8s.io": "0"},
+        {},
+        scopeSelector={"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": ["high"]}]},
+    )
     view = FakeView({"resourcequotas": [q]})
     r = await run_check(ResourceQuotas(), _gang(), view)
     assert r.status is Status.PASS
@@ -236,36 +328,50 @@ async def test_scoped_quota_ignores_uncovered_pods_and_objects() -> None:
 
 
 async def test_aiperf_fix_mentions_resource_mode() -> None:
-    wl = workload([PodGroup("workers", 2, pod(container("worker", {"cpu": "1"})))], kind="AIPerfJob", namespace="team-a")
+    wl = workload(
+        [PodGroup("workers", 2, pod(container("worker", {"cpu": "1"})))], kind="AIPerfJob", namespace="team-a"
+    )
     view = FakeView({"resourcequotas": [_quota("lim", {"limits.memory": "10Gi"}, {})]})
     r = await run_check(ResourceQuotas(), wl, view)
     assert r.status is Status.FAIL
-    assert "Fix: set resources.limits.memory on every container (AIPerfJob: spec.resourceMode: guaranteed sets limits)" in r.message
+    assert (
+        "Fix: set resources.limits.memory on every container (AIPerfJob: spec.resourceMode: guaranteed sets limits)"
+        in r.message
+    )
 
 
 async def test_unparseable_quota_value_is_ignored_with_detail() -> None:
     view = FakeView({"resourcequotas": [_quota("bad", {"requests.cpu": "lots"}, {})]})
     r = await run_check(ResourceQuotas(), _gang(), view)
     assert r.status is Status.PASS
-    assert r.details[0].startswith('ResourceQuota "bad": hard requests.cpu ignored: quantity \'lots\' does not match')
+    assert r.details[0].startswith("ResourceQuota \"bad\": hard requests.cpu ignored: quantity 'lots' does not match")
 
 
 def test_constraint_error_is_the_apiservers_text() -> None:
     q = {"spec": {"hard": {"limits.cpu": "4", "memory": "1Gi", "requests.nvidia.com/gpu": "1"}}}
-    spec = pod(container("b", {"memory": "1Gi"}), container("a"), initContainers=[container("side", {"cpu": "1"}, restartPolicy="Always")])
+    spec = pod(
+        container("b", {"memory": "1Gi"}),
+        container("a"),
+        initContainers=[container("side", {"cpu": "1"}, restartPolicy="Always")],
+    )
     assert constraint_error(q, spec) == "must specify limits.cpu for: a,b,side; memory for: a,side"
     # pod-level resources replace the per-container rule (PodLevelResources, on since 1.34)
     assert constraint_error(q, {**spec, "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}) == ""
 
 
 async def test_global_default_priority_class_is_set_on_pods_without_one() -> None:
-    scoped = _quota("low-only", {"requests.cpu": "10"}, {}, scopeSelector={"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": ["low"]}]})
+    scoped = _quota(
+        "low-only",
+        {"requests.cpu": "10"},
+        {},
+        scopeSelector={"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": ["low"]}]},
+    )
     pcs = [{"metadata": meta("low"), "value": 10, "globalDefault": True}, {"metadata": meta("high"), "value": 1000}]
     r = await run_check(ResourceQuotas(), _gang(), FakeView({"resourcequotas": [scoped], "priorityclasses": pcs}))
     assert r.status is Status.FAIL
     assert r.message.startswith('ResourceQuota "low-only": requests.cpu would be 34 (used 0 + job 34) but hard is 10.')
     assert r.details[-1] == (
-        'The model-initializer, node pods set no priorityClassName: admission gives them the globalDefault '
+        "The model-initializer, node pods set no priorityClassName: admission gives them the globalDefault "
         'PriorityClass "low", which the PriorityClass scopes see'
     )
     r = await run_check(ResourceQuotas(), _gang(), FakeView({"resourcequotas": [scoped], "priorityclasses": pcs[1:]}))
@@ -273,13 +379,21 @@ async def test_global_default_priority_class_is_set_on_pods_without_one() -> Non
 
 
 def test_default_priority_class_lowest_value_wins() -> None:
-    pcs = [{"metadata": meta("b"), "value": 5, "globalDefault": True}, {"metadata": meta("a"), "value": 7, "globalDefault": True}]
+    pcs = [
+        {"metadata": meta("b"), "value": 5, "globalDefault": True},
+        {"metadata": meta("a"), "value": 7, "globalDefault": True},
+    ]
     assert default_priority_class(pcs) == "b"
     assert default_priority_class([{"metadata": meta("x"), "value": 1}]) == ""
 
 
 async def test_priority_classes_unreadable_warns_cannot_verify_never_denies() -> None:
-    scoped = _quota("no-class", {"requests.cpu": "1"}, {}, scopeSelector={"matchExpressions": [{"scopeName": "PriorityClass", "operator": "DoesNotExist"}]})
+    scoped = _quota(
+        "no-class",
+        {"requests.cpu": "1"},
+        {},
+        scopeSelector={"matchExpressions": [{"scopeName": "PriorityClass", "operator": "DoesNotExist"}]},
+    )
     view = FakeView({"resourcequotas": [scoped]}, cache_ages={"priorityclasses": None})
     r = await run_check(ResourceQuotas(), _gang(), view)
     assert r.status is Status.WARN
@@ -302,7 +416,9 @@ async def test_pod_level_resources_warn_cannot_verify() -> None:
 def _staged() -> object:
     """initializer (1 pod, 4 cpu) must Complete before node (2 pods, 8 cpu each) starts."""
     init = PodGroup("initializer", 1, pod(container("init", {"cpu": "4", "memory": "40Gi"})))
-    node = PodGroup("node", 2, pod(container("node", {"cpu": "8", "memory": "8Gi"})), depends_on=[("initializer", "Complete")])
+    node = PodGroup(
+        "node", 2, pod(container("node", {"cpu": "8", "memory": "8Gi"})), depends_on=[("initializer", "Complete")]
+    )
     return workload([init, node])
 
 
@@ -316,7 +432,9 @@ async def test_stages_compute_and_pods_are_the_peak_count_pods_the_sum() -> None
         'ResourceQuota "q": requests.cpu 16 of 16 (used 0 + job 16 at its peak stage)',
         'ResourceQuota "q": requests.memory 40Gi of 40Gi (used 0 + job 40Gi at its peak stage)',
     ]
-    r = await run_check(ResourceQuotas(), _staged(), FakeView({"resourcequotas": [_quota("q", {**hard, "count/pods": "2"}, {})]}))
+    r = await run_check(
+        ResourceQuotas(), _staged(), FakeView({"resourcequotas": [_quota("q", {**hard, "count/pods": "2"}, {})]})
+    )
     assert r.status is Status.FAIL
     assert r.message.startswith('ResourceQuota "q": count/pods would be 3 (used 0 + job 3) but hard is 2.')
 
@@ -346,14 +464,21 @@ def test_finishes_before_is_transitive_through_ready() -> None:
 def test_objects_only_those_the_workload_says_exist() -> None:
     js = {"spec": {"replicatedJobs": [{"name": "node", "replicas": 1}]}}
     assert "count/secrets" not in job_objects(workload(derived={"jobSet": js}))
-    mpi = job_objects(workload(derived={"jobSet": js, "configMap": {"metadata": {"name": "x-mpi-hostfile"}}}, managed_secrets={"x-mpi-ssh-auth"}))
+    mpi = job_objects(
+        workload(
+            derived={"jobSet": js, "configMap": {"metadata": {"name": "x-mpi-hostfile"}}},
+            managed_secrets={"x-mpi-ssh-auth"},
+        )
+    )
     assert (mpi["count/secrets"], mpi["secrets"], mpi["count/configmaps"]) == (1, 1, 1)
 
 
 def test_objects_counted_by_kind_and_secrets_once() -> None:
     wl = workload(
-        derived={"hostfile": {"kind": "ConfigMap", "metadata": {"name": "x-mpi-hostfile"}},
-                 "sshSecret": {"kind": "Secret", "metadata": {"name": "x-mpi-ssh-auth"}}},
+        derived={
+            "hostfile": {"kind": "ConfigMap", "metadata": {"name": "x-mpi-hostfile"}},
+            "sshSecret": {"kind": "Secret", "metadata": {"name": "x-mpi-ssh-auth"}},
+        },
         managed_secrets={"x-mpi-ssh-auth"},
     )
     assert job_objects(wl) == {"count/configmaps": 1, "configmaps": 1, "count/secrets": 1, "secrets": 1}
@@ -372,6 +497,13 @@ def test_a_trainjob_counts_its_runtime_snapshot_configmap() -> None:
     js = {"spec": {"replicatedJobs": [{"name": "node", "replicas": 1}]}}
     torch = job_objects(workload(derived={"jobSet": js, "runtimeSnapshot": snapshot}))
     assert (torch["count/configmaps"], torch["configmaps"]) == (1, 1)
-    mpi = job_objects(workload(derived={"jobSet": js, "runtimeSnapshot": snapshot,
-                                        "configMap": {"kind": "ConfigMap", "metadata": {"name": "x-mpi-hostfile"}}}))
+    mpi = job_objects(
+        workload(
+            derived={
+                "jobSet": js,
+                "runtimeSnapshot": snapshot,
+                "configMap": {"kind": "ConfigMap", "metadata": {"name": "x-mpi-hostfile"}},
+            }
+        )
+    )
     assert (mpi["count/configmaps"], mpi["configmaps"]) == (2, 2)

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from tests.fakeview import FakeView, meta, run_check, workload
 from webhook.checks.runtime import TrainingRuntime
 from webhook.results import Status
 
-from tests.fakeview import FakeView, meta, run_check, workload
-
 
 def _tj(ref: dict) -> dict:
-    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-            "metadata": {"name": "llama-ft", "namespace": "team-a"}, "spec": {"runtimeRef": ref}}
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "llama-ft", "namespace": "team-a"},
+        "spec": {"runtimeRef": ref},
+    }
 
 
 async def test_cluster_runtime_found() -> None:
@@ -29,7 +32,7 @@ async def test_missing_runtime_is_skipped_not_failed() -> None:
     r = await run_check(TrainingRuntime(), workload(obj=_tj({"name": "nope"})), FakeView())
     assert r.status is Status.SKIP
     assert r.message == (
-        "Skipped: ClusterTrainingRuntime \"nope\" does not exist; Trainer's own webhook rejects the TrainJob "
+        'Skipped: ClusterTrainingRuntime "nope" does not exist; Trainer\'s own webhook rejects the TrainJob '
         "and the checks that need the runtime's pods are skipped"
     )
     # a runtime in another namespace is not the TrainJob's

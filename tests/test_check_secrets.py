@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import asyncio
 
+from tests.fakeview import FakeView, container, pod, run_check, run_check_all, workload
 from webhook.checks.secrets import Secrets, private_registry
-from webhook.config import Settings
 from webhook.cluster.view import ApiError
+from webhook.config import Settings
 from webhook.deadline import Deadline
 from webhook.results import Status
 from webhook.workloads.base import PodGroup
-
-from tests.fakeview import FakeView, container, pod, run_check, run_check_all, workload
 
 
 def _env(name: str, secret: str, key: str, optional: bool = False) -> dict:
@@ -120,7 +119,7 @@ async def test_missing_key() -> None:
     assert r.status is Status.FAIL
     assert r.message == (
         'Secret "hf-token" in namespace "team-a" has no key "token" (referenced by env HF_TOKEN of container node). '
-        "Fix: kubectl patch secret hf-token -n team-a --type merge -p '{\"stringData\":{\"token\":\"…\"}}'"
+        'Fix: kubectl patch secret hf-token -n team-a --type merge -p \'{"stringData":{"token":"…"}}\''
     )
 
 
@@ -135,21 +134,29 @@ async def test_forbidden_warns_and_never_hides_a_missing_key() -> None:
     assert fail.status is Status.FAIL
     assert fail.message.startswith('Secret "hf-token" in namespace "team-a" has no key "token"')
     assert (warn.status, warn.message) == (
-        Status.WARN, 'Cannot verify Secret "ghcr-pull" in namespace "team-a" (not permitted to get secrets)'
+        Status.WARN,
+        'Cannot verify Secret "ghcr-pull" in namespace "team-a" (not permitted to get secrets)',
     )
     # only the 403
     view = FakeView(secrets={("team-a", "hf-token"): {"token"}, ("team-a", "ghcr-pull"): ApiError(403, "forbidden")})
     r = await run_check(Secrets(), _trainjob(), view)
     assert (r.status, r.message) == (
-        Status.WARN, 'Cannot verify Secret "ghcr-pull" in namespace "team-a" (not permitted to get secrets)'
+        Status.WARN,
+        'Cannot verify Secret "ghcr-pull" in namespace "team-a" (not permitted to get secrets)',
     )
 
 
 async def test_transient_error_warns() -> None:
-    view = FakeView(secrets={("team-a", "hf-token"): {"token"}, ("team-a", "ghcr-pull"): ApiError(503, "etcdserver: leader changed")})
+    view = FakeView(
+        secrets={
+            ("team-a", "hf-token"): {"token"},
+            ("team-a", "ghcr-pull"): ApiError(503, "etcdserver: leader changed"),
+        }
+    )
     r = await run_check(Secrets(), _trainjob(), view)
     assert (r.status, r.message) == (
-        Status.WARN, 'Cannot verify Secret "ghcr-pull" in namespace "team-a" (etcdserver: leader changed)'
+        Status.WARN,
+        'Cannot verify Secret "ghcr-pull" in namespace "team-a" (etcdserver: leader changed)',
     )
 
 
@@ -164,7 +171,10 @@ async def test_optional_references_are_honoured() -> None:
         container("c", env=[_env("A", "opt", "k", optional=True)]),
         volumes=[
             {"name": "v1", "secret": {"secretName": "opt-vol", "optional": True}},
-            {"name": "v2", "projected": {"sources": [{"secret": {"name": "proj", "items": [{"key": "ca.crt", "path": "ca"}]}}]}},
+            {
+                "name": "v2",
+                "projected": {"sources": [{"secret": {"name": "proj", "items": [{"key": "ca.crt", "path": "ca"}]}}]},
+            },
         ],
     )
     spec["containers"][0]["volumeMounts"] = [{"name": "v1", "mountPath": "/a"}, {"name": "v2", "mountPath": "/b"}]
@@ -173,7 +183,9 @@ async def test_optional_references_are_honoured() -> None:
     r = await run_check(Secrets(), wl, view)
     assert view.secret_reads == [("team-a", "proj")]  # optional ones are not read
     assert r.status is Status.FAIL
-    assert r.message.startswith('Secret "proj" in namespace "team-a" has no key "ca.crt" (referenced by volume v2 of the workers pods)')
+    assert r.message.startswith(
+        'Secret "proj" in namespace "team-a" has no key "ca.crt" (referenced by volume v2 of the workers pods)'
+    )
 
 
 async def test_only_optional_passes_without_reads() -> None:
@@ -218,10 +230,11 @@ async def test_reads_are_bounded_by_the_deadline_and_findings_kept() -> None:
     assert (warn.status, warn.message) == (Status.WARN, 'Cannot verify Secret "slow" in namespace "team-a" (timed out)')
 
 
-
 async def test_same_field_in_several_groups_is_named_once() -> None:
     spec = pod(container("c"), imagePullSecrets=[{"name": "ngc"}])
-    wl = workload([PodGroup("controller", 1, spec), PodGroup("workers", 2, dict(spec))], kind="AIPerfJob", namespace="bench")
+    wl = workload(
+        [PodGroup("controller", 1, spec), PodGroup("workers", 2, dict(spec))], kind="AIPerfJob", namespace="bench"
+    )
     r = await run_check(Secrets(), wl, FakeView())
     assert r.message.startswith(
         'Secret "ngc" not found in namespace "bench" (referenced by imagePullSecrets of the controller, workers pods); '
@@ -233,7 +246,10 @@ async def test_volumes_no_container_mounts_are_never_read() -> None:
     spec = pod(
         container("c", volumeMounts=[{"name": "creds", "mountPath": "/creds"}]),
         volumes=[
-            {"name": "creds", "csi": {"driver": "secrets-store.csi.k8s.io", "nodePublishSecretRef": {"name": "vault-creds"}}},
+            {
+                "name": "creds",
+                "csi": {"driver": "secrets-store.csi.k8s.io", "nodePublishSecretRef": {"name": "vault-creds"}},
+            },
             {"name": "spare", "secret": {"secretName": "spare-tls"}},
             {"name": "idle", "csi": {"driver": "d", "nodePublishSecretRef": {"name": "idle-creds"}}},
         ],
@@ -260,7 +276,10 @@ async def test_only_unused_references_pass_without_reads() -> None:
     spec = pod(
         container("c", volumeMounts=[{"name": "lun", "mountPath": "/data"}]),
         volumes=[
-            {"name": "lun", "iscsi": {"targetPortal": "10.0.0.1:3260", "iqn": "iqn.x", "lun": 0, "secretRef": {"name": "chap"}}},
+            {
+                "name": "lun",
+                "iscsi": {"targetPortal": "10.0.0.1:3260", "iqn": "iqn.x", "lun": 0, "secretRef": {"name": "chap"}},
+            },
             {"name": "spare", "secret": {"secretName": "spare-tls", "optional": True}},
         ],
     )

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+from tests.fakeview import FakeView, container, meta, pod, run_check, workload
 from webhook.checks.serviceaccount import ServiceAccount
 from webhook.results import Status
 from webhook.workloads.base import PodGroup
-
-from tests.fakeview import FakeView, container, meta, pod, run_check, workload
 
 
 def _wl(sa: str | None) -> object:
@@ -18,7 +17,10 @@ def _wl(sa: str | None) -> object:
 
 async def test_unset_is_skipped() -> None:
     r = await run_check(ServiceAccount(), _wl(None), FakeView())
-    assert (r.status, r.message) == (Status.SKIP, "No serviceAccountName set; the pods use the namespace's default ServiceAccount")
+    assert (r.status, r.message) == (
+        Status.SKIP,
+        "No serviceAccountName set; the pods use the namespace's default ServiceAccount",
+    )
 
 
 async def test_missing_fails_with_fix() -> None:
@@ -31,10 +33,14 @@ async def test_missing_fails_with_fix() -> None:
 
 
 async def test_exists_passes_and_stale_cache_is_noted() -> None:
-    view = FakeView({"serviceaccounts": [{"metadata": meta("trainer", "team-a")}]}, cache_ages={"serviceaccounts": 400.0})
+    view = FakeView(
+        {"serviceaccounts": [{"metadata": meta("trainer", "team-a")}]}, cache_ages={"serviceaccounts": 400.0}
+    )
     r = await run_check(ServiceAccount(), _wl("trainer"), view)
     assert (r.status, r.message) == (Status.PASS, 'ServiceAccount "trainer" exists in namespace "team-a"')
-    assert r.details == ["cached serviceaccounts are 400s old (over cacheStaleSeconds 120); this verdict may be out of date"]
+    assert r.details == [
+        "cached serviceaccounts are 400s old (over cacheStaleSeconds 120); this verdict may be out of date"
+    ]
 
 
 async def test_other_namespace_does_not_count() -> None:

@@ -38,18 +38,18 @@ def test_replace_then_events_follow_create_update_delete() -> None:
     c = ResourceCache("resourcequotas")
     c.replace([obj("q1", "a"), obj("q2", "b")], "10")
     assert c.synced and c.resource_version == "10"
-    assert [o["metadata"]["name"] for o in c.list("a")] == ["q1"]
-    assert len(c.list()) == 2
+    assert [o["metadata"]["name"] for o in c.objects("a")] == ["q1"]
+    assert len(c.objects()) == 2
 
     c.apply("ADDED", obj("q3", "a", "11"))
     c.apply("MODIFIED", obj("q1", "a", "12", spec={"hard": {"pods": "5"}}))
-    assert sorted(o["metadata"]["name"] for o in c.list("a")) == ["q1", "q3"]
+    assert sorted(o["metadata"]["name"] for o in c.objects("a")) == ["q1", "q3"]
     assert c.get("a", "q1")["spec"] == {"hard": {"pods": "5"}}
     assert c.resource_version == "12"
 
     c.apply("DELETED", obj("q2", "b", "13"))
     assert c.get("b", "q2") is None
-    assert c.list("b") == []
+    assert c.objects("b") == []
     assert c.resource_version == "13"
 
 
@@ -58,14 +58,14 @@ def test_bookmark_moves_resource_version_only() -> None:
     c.replace([obj("n1")], "5")
     c.apply("BOOKMARK", {"metadata": {"resourceVersion": "99"}})
     assert c.resource_version == "99"
-    assert [o["metadata"]["name"] for o in c.list()] == ["n1"]
+    assert [o["metadata"]["name"] for o in c.objects()] == ["n1"]
 
 
 def test_relist_replaces_everything_and_counts() -> None:
     c = ResourceCache("namespaces")
     c.replace([obj("a"), obj("b")], "1")
     c.replace([obj("b")], "7")
-    assert [o["metadata"]["name"] for o in c.list()] == ["b"]
+    assert [o["metadata"]["name"] for o in c.objects()] == ["b"]
     assert c.get(None, "a") is None
     assert c.relists == 1
 
@@ -143,7 +143,9 @@ class FakeClient:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.idle = asyncio.Event()
 
-    async def request(self, method: str, path: str, *, query: dict[str, Any], timeout: float, kind: str) -> dict[str, Any]:
+    async def request(
+        self, method: str, path: str, *, query: dict[str, Any], timeout: float, kind: str
+    ) -> dict[str, Any]:
         self.calls.append(("LIST", dict(query)))
         return self.lists.pop(0)
 
@@ -173,7 +175,10 @@ async def test_reflector_relists_on_410_error_event_and_resumes_from_new_version
             {"metadata": {"resourceVersion": "50"}, "items": [obj("q9", "a")]},
         ],
         watches=[
-            [{"type": "ADDED", "object": obj("q2", "a", "11")}, {"type": "ERROR", "object": {"code": 410, "reason": "Expired"}}],
+            [
+                {"type": "ADDED", "object": obj("q2", "a", "11")},
+                {"type": "ERROR", "object": {"code": 410, "reason": "Expired"}},
+            ],
         ],
     )
     r = Reflector(spec, client, rand=lambda: 0.0)
@@ -183,14 +188,17 @@ async def test_reflector_relists_on_410_error_event_and_resumes_from_new_version
     assert client.calls[1][1]["resourceVersion"] == "10"
     assert client.calls[1][1]["allowWatchBookmarks"] == "true"
     assert client.calls[3][1]["resourceVersion"] == "50"
-    assert [o["metadata"]["name"] for o in r.cache.list()] == ["q9"]
+    assert [o["metadata"]["name"] for o in r.cache.objects()] == ["q9"]
     assert r.cache.relists == 1
 
 
 async def test_reflector_relists_on_http_410_when_opening_the_watch() -> None:
     spec = SPECS_BY_RESOURCE["nodes"]
     client = FakeClient(
-        lists=[{"metadata": {"resourceVersion": "1"}, "items": []}, {"metadata": {"resourceVersion": "2"}, "items": [obj("n")]}],
+        lists=[
+            {"metadata": {"resourceVersion": "1"}, "items": []},
+            {"metadata": {"resourceVersion": "2"}, "items": [obj("n")]},
+        ],
         watches=[ApiError(410, "too old resource version")],
     )
     r = Reflector(spec, client, rand=lambda: 0.0)
@@ -223,7 +231,7 @@ async def test_reflector_paginates_and_replaces_only_when_complete() -> None:
     r = Reflector(spec, client, rand=lambda: 0.0)
     await run_until_idle(r, client)
     assert client.calls[1] == ("LIST", {"limit": 500, "continue": "tok"})
-    assert sorted(o["metadata"]["name"] for o in r.cache.list("a")) == ["s1", "s2"]
+    assert sorted(o["metadata"]["name"] for o in r.cache.objects("a")) == ["s1", "s2"]
     assert r.cache.resource_version == "20"
 
 
@@ -233,7 +241,7 @@ async def test_reflector_marks_denied_on_403_and_keeps_no_data() -> None:
     class Denied(FakeClient):
         async def request(self, *a: Any, **kw: Any) -> dict[str, Any]:
             self.idle.set()
-            raise ApiError(403, 'clusterqueues.kueue.x-k8s.io is forbidden')
+            raise ApiError(403, "clusterqueues.kueue.x-k8s.io is forbidden")
 
     client = Denied([], [])
     r = Reflector(spec, client, rand=lambda: 0.0)

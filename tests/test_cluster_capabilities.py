@@ -136,7 +136,7 @@ def test_required_permissions_default_uses_the_registry() -> None:
     for c in all_checks():
         expected.update(c.permissions)
         expected.update(c.optional_permissions)
-    assert set(required_permissions()) == expected
+    assert set(required_permissions(all_checks())) == expected
     # the Kueue admission Lease is granted, but only optionally used
     assert Permission("get", "leases", "coordination.k8s.io") in expected
 
@@ -161,14 +161,22 @@ def test_ssar_round_trip() -> None:
 def test_discovery_parsing() -> None:
     gvs = parse_group_versions(
         {"versions": ["v1"]},
-        {"groups": [{"versions": [{"groupVersion": "kueue.x-k8s.io/v1beta2"}, {"groupVersion": "kueue.x-k8s.io/v1beta1"}]}]},
+        {
+            "groups": [
+                {"versions": [{"groupVersion": "kueue.x-k8s.io/v1beta2"}, {"groupVersion": "kueue.x-k8s.io/v1beta1"}]}
+            ]
+        },
     )
     assert gvs == {"v1", "kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1"}
-    res = parse_resources({"resources": [
-        {"name": "pods", "kind": "Pod", "namespaced": True, "verbs": ["create"]},
-        {"name": "pods/log", "kind": "Pod", "namespaced": True},
-        {"name": "nodes", "kind": "Node", "namespaced": False},
-    ]})
+    res = parse_resources(
+        {
+            "resources": [
+                {"name": "pods", "kind": "Pod", "namespaced": True, "verbs": ["create"]},
+                {"name": "pods/log", "kind": "Pod", "namespaced": True},
+                {"name": "nodes", "kind": "Node", "namespaced": False},
+            ]
+        }
+    )
     assert res["Pod"].name == "pods" and res["Pod"].namespaced
     assert res["Node"].namespaced is False
     assert parse_version({"major": "1", "minor": "27+", "gitVersion": "v1.27.3-eks"}) == (1, 27)
@@ -195,17 +203,28 @@ def test_fatal_when_every_cluster_check_is_lowered_but_not_when_one_remains() ->
 
 
 def test_capabilities_table_rendering() -> None:
-    from webhook.cmd_capabilities import render_table
+    from webhook.cli.capabilities import render_table
 
-    text = render_table({
-        "ready": False, "reason": "starting", "serverVersion": "1.34",
-        "checks": [
-            {"check": "Resource Quotas", "value": "no", "source": "probed", "reason": "not permitted to list resourcequotas"},
-            {"check": "Image Reference", "value": "yes", "source": "declared", "reason": "needs no cluster access"},
-        ],
-        "caches": [{"resource": "resourcequotas", "cached": False, "reason": "not permitted to list resourcequotas"}],
-        "missingPermissions": ["list resourcequotas"],
-    })
+    text = render_table(
+        {
+            "ready": False,
+            "reason": "starting",
+            "serverVersion": "1.34",
+            "checks": [
+                {
+                    "check": "Resource Quotas",
+                    "value": "no",
+                    "source": "probed",
+                    "reason": "not permitted to list resourcequotas",
+                },
+                {"check": "Image Reference", "value": "yes", "source": "declared", "reason": "needs no cluster access"},
+            ],
+            "caches": [
+                {"resource": "resourcequotas", "cached": False, "reason": "not permitted to list resourcequotas"}
+            ],
+            "missingPermissions": ["list resourcequotas"],
+        }
+    )
     assert text.splitlines() == [
         "CHECK            VALUE  SOURCE    REASON",
         "Resource Quotas  no     probed    not permitted to list resourcequotas",

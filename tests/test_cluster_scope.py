@@ -10,8 +10,8 @@ from aiohttp import web
 from kubernetes_asyncio import client as k8s_client
 
 from webhook.cluster.client import KubeClient, check_path
-from webhook.cluster.names import is_dns1123_label, is_dns1123_subdomain
 from webhook.cluster.live import LiveClusterView, never_read_namespaces, own_namespace
+from webhook.cluster.names import is_dns1123_label, is_dns1123_subdomain
 from webhook.cluster.view import ApiError
 from webhook.config import Settings
 from webhook.deadline import Deadline
@@ -103,7 +103,9 @@ def test_name_rules_follow_apimachinery() -> None:
         assert not is_dns1123_subdomain(bad)
 
 
-@pytest.mark.parametrize("path", ["/api/v1/namespaces/ns/secrets/.", "/api/v1/namespaces/ns/secrets/..", "/api/v1//secrets", "api/v1"])
+@pytest.mark.parametrize(
+    "path", ["/api/v1/namespaces/ns/secrets/.", "/api/v1/namespaces/ns/secrets/..", "/api/v1//secrets", "api/v1"]
+)
 def test_check_path_refuses_dot_and_empty_segments(path: str) -> None:
     with pytest.raises(ValueError):
         check_path(path)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from webhook import cmd_check
+from webhook.cli import check as cmd_check
 from webhook.results import CheckResult, PreflightResults, Status
 
 SAMPLES = Path(__file__).parent / "oracle" / "samples"  # copies of the design notes' samples
@@ -47,7 +47,10 @@ def test_text_output_offline_sample_passes(capsys):
     assert lines[0] == "AIPerfJob bench/llama-sweep"
     assert "  ✓ Image Reference          The image is a valid reference (0 pinned by digest)" in lines
     assert '  ✓ ConfigMap Size           ConfigMap "aiperf-llama-sweep-config" is ' in "\n".join(lines)
-    assert any(line.startswith("  - Secrets ") and line.endswith("Skipped: needs a cluster (running offline)") for line in lines)
+    assert any(
+        line.startswith("  - Secrets ") and line.endswith("Skipped: needs a cluster (running offline)")
+        for line in lines
+    )
     assert lines[-1].startswith("  PASSED: ") and lines[-1].endswith("; cluster checks were skipped (offline)")
     assert err == ""
 
@@ -59,7 +62,9 @@ def test_json_output_is_only_the_aiperf_shape(capsys):
     assert set(doc) == {"passed", "has_warnings", "checks"}
     assert doc["passed"] is True
     assert all(set(c) == {"name", "status", "message", "details", "hints", "duration_ms"} for c in doc["checks"])
-    assert {"Image Reference", "ConfigMap Size", "Name Length", "Accelerator Limits"} <= {c["name"] for c in doc["checks"]}
+    assert {"Image Reference", "ConfigMap Size", "Name Length", "Accelerator Limits"} <= {
+        c["name"] for c in doc["checks"]
+    }
 
 
 def test_failed_check_exits_1_and_several_documents_give_a_list(tmp_path, capsys):
@@ -82,7 +87,10 @@ def test_failed_text_output_shows_symbol_details_and_decision(tmp_path, capsys):
     assert code == 1
     line = next(x for x in out.splitlines() if "Image Reference" in x)
     assert line.startswith("  ✗ Image Reference ")
-    assert out.rstrip("\n").splitlines()[-1].startswith("  FAILED: ") and "the webhook would deny it" in out.rstrip("\n").splitlines()[-1]
+    assert (
+        out.rstrip("\n").splitlines()[-1].startswith("  FAILED: ")
+        and "the webhook would deny it" in out.rstrip("\n").splitlines()[-1]
+    )
 
 
 def test_stdin(monkeypatch, capsys):
@@ -157,7 +165,10 @@ def test_without_offline_a_cluster_error_suggests_offline(monkeypatch, capsys):
     monkeypatch.setattr(live, "open_cluster_view", refuse)
     code, out, err = main(capsys, "-f", str(AIPERF), "--kubeconfig", "/nowhere", "-o", "json")
     assert (code, out) == (2, "")
-    assert err == "error: cannot connect to the cluster: kubeconfig /nowhere not found. Fix: check --kubeconfig, or run with --offline\n"
+    assert (
+        err
+        == "error: cannot connect to the cluster: kubeconfig /nowhere not found. Fix: check --kubeconfig, or run with --offline\n"
+    )
 
 
 def test_with_a_cluster_view_cluster_checks_run_and_the_view_is_closed(monkeypatch, capsys):
@@ -190,10 +201,12 @@ def test_with_a_cluster_view_cluster_checks_run_and_the_view_is_closed(monkeypat
 
 
 def test_render_text_hints_and_details():
-    res = PreflightResults([
-        CheckResult("A", Status.WARN, "short", details=["more detail"], hints=["try this"]),
-        CheckResult("Bee", Status.INFO, "fyi"),
-    ])
+    res = PreflightResults(
+        [
+            CheckResult("A", Status.WARN, "short", details=["more detail"], hints=["try this"]),
+            CheckResult("Bee", Status.INFO, "fyi"),
+        ]
+    )
     assert cmd_check.render_text("TrainJob ns/x", res, True, False).splitlines() == [
         "TrainJob ns/x",
         "  ! A    short",
@@ -220,8 +233,10 @@ def test_a_failure_the_webhook_only_warns_about_is_a_warning_and_exits_0(tmp_pat
     assert (code, err) == (0, "")
     lines = out.rstrip("\n").splitlines()
     image = next(i for i, x in enumerate(lines) if "Image Reference" in x)
-    assert lines[image].startswith('  ! Image Reference          Image "Nvcr.io/nvidia/AIPerf:0.13.0" used by containers')
-    assert "      the webhook admits it with this warning (the check's action is warn)" in lines[image + 1:]
+    assert lines[image].startswith(
+        '  ! Image Reference          Image "Nvcr.io/nvidia/AIPerf:0.13.0" used by containers'
+    )
+    assert "      the webhook admits it with this warning (the check's action is warn)" in lines[image + 1 :]
     assert lines[-1].startswith("  PASSED with warnings: ") and "0 failed" in lines[-1] and "deny" not in lines[-1]
 
     code, out, _ = main(capsys, "-f", str(p), "--offline", "--config", str(cfg), "-o", "json")
@@ -237,7 +252,10 @@ def test_a_failure_the_webhook_only_warns_about_is_a_warning_and_exits_0(tmp_pat
     [
         ("mode: warn\n", "the webhook admits it with this warning (mode warn)"),
         ("mode: audit\n", "the webhook admits it and records this in its audit annotations only (mode audit)"),
-        ("checks:\n  Image Reference: audit\n", "the webhook admits it and records this in its audit annotations only (the check's action is audit)"),
+        (
+            "checks:\n  Image Reference: audit\n",
+            "the webhook admits it and records this in its audit annotations only (the check's action is audit)",
+        ),
     ],
 )
 def test_modes_and_audit_action_are_rendered_as_the_webhook_decides(tmp_path, capsys, config, note):
@@ -255,7 +273,9 @@ def test_as_decided_renders_the_decision_not_the_raw_results():
     from webhook.engine import timed_out_result
     from webhook.policy import decide
 
-    res = PreflightResults([CheckResult("Secrets", Status.FAIL, "gone. Fix: create it"), timed_out_result("Image Reference", 4.0)])
+    res = PreflightResults(
+        [CheckResult("Secrets", Status.FAIL, "gone. Fix: create it"), timed_out_result("Image Reference", 4.0)]
+    )
     d = decide(res, settings=Settings(timeoutAction="deny", checks={"Secrets": "warn"}))
     shown = cmd_check.as_decided(res, d)
     assert [(r.name, r.status) for r in shown.checks] == [("Secrets", Status.WARN), ("Image Reference", Status.FAIL)]
@@ -264,7 +284,7 @@ def test_as_decided_renders_the_decision_not_the_raw_results():
     assert text[-1] == "  FAILED: 0 passed, 1 failed, 1 warnings, 0 skipped; the webhook would deny it"
 
 
-# --------------------------------------------------------------------------- hostile YAML (issue 14 §5)
+# --------------------------------------------------------------------------- hostile YAML
 
 BILLION_LAUGHS = """\
 apiVersion: aiperf.nvidia.com/v1alpha1

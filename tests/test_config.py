@@ -2,6 +2,7 @@
 
 import pytest
 
+from webhook.checks import all_checks, check_names
 from webhook.config import ConfigError, Settings, load_settings
 
 
@@ -23,14 +24,19 @@ def test_empty_file_is_all_defaults(tmp_path):
 
 
 def test_valid_file_uses_camel_case_keys(tmp_path):
-    s = load_settings(write(tmp_path, """
+    s = load_settings(
+        write(
+            tmp_path,
+            """
 mode: warn
 checks: {Image Reference: warn, Name Length: off}
 timeoutAction: deny
 budgetSeconds: 2.5
 publicRegistries: [registry.corp.example]
 kueue: {leaseMaxAgeSeconds: 30}
-"""))
+""",
+        )
+    )
     assert s.mode == "warn"
     assert s.action_for("Image Reference") == "warn" and s.action_for("Name Length") == "off"
     assert s.timeout_action == "deny" and s.budget_seconds == 2.5
@@ -41,15 +47,17 @@ kueue: {leaseMaxAgeSeconds: 30}
 def test_unknown_check_name_is_rejected_with_the_field_path(tmp_path):
     p = write(tmp_path, "checks: {Imagе Reference: warn}\n")  # Cyrillic е: a name that looks right but is not
     with pytest.raises(ConfigError) as exc:
-        load_settings(p)
+        load_settings(p, known_checks=check_names())
     text = str(exc.value)
-    assert text.startswith(f"config file {p} is invalid:\n  checks: Value error, unknown check name(s) 'Imagе Reference'; known: ")
+    assert text.startswith(
+        f"config file {p} is invalid:\n  checks: Value error, unknown check name(s) 'Imagе Reference'; known: "
+    )
     assert "Image Reference" in text.split("known: ", 1)[1]
 
 
 def test_unknown_skippable_check_is_rejected(tmp_path):
     with pytest.raises(ConfigError, match=r"skippableChecks: Value error, unknown check name\(s\) 'Nope'"):
-        load_settings(write(tmp_path, "skippableChecks: [Nope]\n"))
+        load_settings(write(tmp_path, "skippableChecks: [Nope]\n"), known_checks=check_names())
 
 
 @pytest.mark.parametrize(
@@ -97,8 +105,18 @@ def test_bare_yaml_off_means_the_action_off(tmp_path):
 
 def test_node_checks_only_warn_unless_configured_to_deny():
     # node pools that autoscale from zero have no node yet: these FAILs must not block by default
+    own = {c.name: c.default_action for c in all_checks()}
     s = Settings()
-    assert s.action_for("Node Selector Match") == "warn"
-    assert s.action_for("Per-Node Schedulability") == "warn"
-    assert s.action_for("Secrets") == "deny"
-    assert Settings(checks={"Node Selector Match": "deny"}).action_for("Node Selector Match") == "deny"
+    assert s.action_for("Node Selector Match", own["Node Selector Match"]) == "warn"
+    assert s.action_for("Per-Node Schedulability", own["Per-Node Schedulability"]) == "warn"
+    assert s.action_for("Secrets", own["Secrets"]) == "deny"
+    configured = Settings(checks={"Node Selector Match": "deny"})
+    assert configured.action_for("Node Selector Match", own["Node Selector Match"]) == "deny"
+
+
+def test_settings_are_plain_data_check_names_are_checked_where_wired(tmp_path):
+    # without the wired-in names (a library caller, a test) any name is data; `serve` and `check` pass them
+    p = write(tmp_path, "checks: {My Own Check: warn}\nskippableChecks: [My Own Check]\n")
+    assert load_settings(p).action_for("My Own Check") == "warn"
+    with pytest.raises(ConfigError, match=r"checks: Value error, unknown check name\(s\) 'My Own Check'"):
+        load_settings(p, known_checks=check_names())

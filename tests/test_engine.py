@@ -39,7 +39,9 @@ def renamed(status: Status, message: str = "ok"):
 
 
 def wl(**kw) -> Workload:
-    return Workload("TrainJob", "trainer.kubeflow.org/v1alpha1", "t", "ns", {}, pod_groups=[PodGroup("node", 1, {})], **kw)
+    return Workload(
+        "TrainJob", "trainer.kubeflow.org/v1alpha1", "t", "ns", {}, pod_groups=[PodGroup("node", 1, {})], **kw
+    )
 
 
 async def test_slow_check_is_reported_by_name_and_the_answer_beats_the_deadline():
@@ -110,7 +112,7 @@ async def test_exceptions_are_contained_transient_warns_other_fails():
         raise ApiError(503, "etcd leader changed")
 
     async def timeout(ctx):
-        raise asyncio.TimeoutError()
+        raise TimeoutError()
 
     async def conn(ctx):
         raise ConnectionResetError("reset by peer")
@@ -162,11 +164,15 @@ async def test_skip_preconditions():
     noperm = make("NoPerm", body, needs_cluster=True)
 
     offline = await run_checks(wl(), [cluster], settings=Settings(), deadline=Deadline(5))
-    assert [(r.status, r.message) for r in offline.checks] == [(Status.SKIP, "Skipped: needs a cluster (running offline)")]
+    assert [(r.status, r.message) for r in offline.checks] == [
+        (Status.SKIP, "Skipped: needs a cluster (running offline)")
+    ]
 
     incomplete = wl(incomplete_reason='runtime ClusterTrainingRuntime "torch" not given')
     res = await run_checks(incomplete, [pods], settings=Settings(), deadline=Deadline(5))
-    assert [(r.status, r.message) for r in res.checks] == [(Status.SKIP, 'Skipped: runtime ClusterTrainingRuntime "torch" not given')]
+    assert [(r.status, r.message) for r in res.checks] == [
+        (Status.SKIP, 'Skipped: runtime ClusterTrainingRuntime "torch" not given')
+    ]
 
     multi = wl(managed_by="kueue.x-k8s.io/multikueue")
     res = await run_checks(multi, [capacity], settings=Settings(), deadline=Deadline(5))

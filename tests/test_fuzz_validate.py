@@ -62,7 +62,11 @@ BASES = [
 ]
 
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**64), 2**64) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**64), 2**64)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
     max_leaves=12,
 )
@@ -131,7 +135,11 @@ def live(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[_
 @pytest.fixture(scope="module")
 def errors() -> Iterator[_Errors]:
     handler = _Errors()
-    loggers = [logging.getLogger("aiohttp.server"), logging.getLogger("webhook.server"), logging.getLogger("webhook.engine")]
+    loggers = [
+        logging.getLogger("aiohttp.server"),
+        logging.getLogger("webhook.server"),
+        logging.getLogger("webhook.engine"),
+    ]
     for lg in loggers:
         lg.addHandler(handler)
     yield handler
@@ -200,7 +208,9 @@ def _check(live: _Loop, errors: _Errors, body: bytes) -> None:
     assert not escaped, escaped
 
 
-FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 
 
 @FUZZ

@@ -1,4 +1,4 @@
-"""Hostile input (issue 14 §1, §2, §5): big objects, the deadline, and client mistakes that were 5xx.
+"""Hostile input: big objects, the deadline, and client mistakes that were 5xx.
 
 Every test here asserts behaviour (which verdict, which HTTP status, which words), never
 timing: the cost of hostile objects is measured by bench/hostile.py (docs/benchmarks.md).
@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 import pytest
 import yaml
+from test_server import CHECKS, call, review, widget
 
 from webhook.checks.base import Check, CheckContext
 from webhook.config import Settings
@@ -23,8 +24,6 @@ from webhook.deadline import Deadline
 from webhook.preflight import evaluate
 from webhook.results import CheckResult, Status
 from webhook.workloads.shape import size_problem
-
-from test_server import CHECKS, call, review, widget
 
 SAMPLE = Path(__file__).parent / "oracle" / "specs" / "sample.yaml"
 
@@ -130,7 +129,9 @@ async def test_a_normal_job_is_within_the_bounds() -> None:
     ("audit", "enforce", True, False),
     ("deny", "warn", True, True),
 ])  # fmt: skip
-async def test_the_size_verdict_follows_its_configured_action(action: str, mode: str, allowed: bool, warned: bool) -> None:
+async def test_the_size_verdict_follows_its_configured_action(
+    action: str, mode: str, allowed: bool, warned: bool
+) -> None:
     obj = aiperfjob()
     obj["spec"]["benchmark"]["models"] = ["m"] * 1001
     ev = await judge(obj, Settings(mode=mode, objectLimits={"action": action}))
@@ -167,7 +168,12 @@ async def test_an_update_that_makes_an_object_too_large_is_denied() -> None:
 
 
 async def test_an_object_of_a_kind_without_adapter_is_not_measured() -> None:
-    obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {f"k{i}": "v" for i in range(5000)}}
+    obj = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "c"},
+        "data": {f"k{i}": "v" for i in range(5000)},
+    }
     ev = await judge(obj)
     assert ev.decision.allowed is True and ev.decision.outcome == "unhandled"
 
@@ -279,7 +285,9 @@ async def test_a_big_update_whose_old_object_was_as_big_is_allowed_with_a_warnin
     assert resp["warnings"][0].startswith("pre-existing: [Object Size] too large to check:")
 
 
-async def test_a_big_delete_is_allowed_untouched(start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext) -> None:
+async def test_a_big_delete_is_allowed_untouched(
+    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext
+) -> None:
     server = await start_webhook(checks=CHECKS)
     old = widget()
     old["spec"]["pad"] = [0] * 60_000
@@ -311,13 +319,17 @@ async def test_a_surrogate_pair_is_fine(server_with_widgets: Any, client_ssl: ss
     assert (status, body["response"]["allowed"]) == (200, True)
 
 
-async def test_an_escaped_backslash_before_u_d800_is_not_a_surrogate(server_with_widgets: Any, client_ssl: ssl.SSLContext) -> None:
+async def test_an_escaped_backslash_before_u_d800_is_not_a_surrogate(
+    server_with_widgets: Any, client_ssl: ssl.SSLContext
+) -> None:
     raw = json.dumps(review(widget(name="w1"))).replace('"image": "good"', '"image": "good", "text": "\\\\ud800"')
     status, body, _ = await call(server_with_widgets, client_ssl, raw)
     assert (status, body["response"]["allowed"]) == (200, True)
 
 
-async def test_a_body_that_is_not_the_gzip_it_claims_is_400_json(server_with_widgets: Any, client_ssl: ssl.SSLContext) -> None:
+async def test_a_body_that_is_not_the_gzip_it_claims_is_400_json(
+    server_with_widgets: Any, client_ssl: ssl.SSLContext
+) -> None:
     headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
     status, body, _ = await call(server_with_widgets, client_ssl, json.dumps(review(widget())), headers=headers)
     assert status == 400
@@ -337,11 +349,15 @@ async def test_dry_run_must_be_a_boolean(server_with_widgets: Any, client_ssl: s
     r["request"]["dryRun"] = value
     status, body, _ = await call(server_with_widgets, client_ssl, r)
     assert status == 400
-    assert body["error"].startswith("not an AdmissionReview admission.k8s.io/v1: request.dryRun: Input should be a valid boolean")
+    assert body["error"].startswith(
+        "not an AdmissionReview admission.k8s.io/v1: request.dryRun: Input should be a valid boolean"
+    )
 
 
 @pytest.mark.parametrize("field", ["object", "oldObject"])
-async def test_request_kind_and_the_objects_kind_must_agree(server_with_widgets: Any, client_ssl: ssl.SSLContext, field: str) -> None:
+async def test_request_kind_and_the_objects_kind_must_agree(
+    server_with_widgets: Any, client_ssl: ssl.SSLContext, field: str
+) -> None:
     other = widget()
     other["kind"] = "Gadget"
     r = review(widget(), op="UPDATE", old=widget())
@@ -354,7 +370,9 @@ async def test_request_kind_and_the_objects_kind_must_agree(server_with_widgets:
     }
 
 
-async def test_request_kind_and_the_objects_api_version_must_agree(server_with_widgets: Any, client_ssl: ssl.SSLContext) -> None:
+async def test_request_kind_and_the_objects_api_version_must_agree(
+    server_with_widgets: Any, client_ssl: ssl.SSLContext
+) -> None:
     r = review(widget())
     r["request"]["object"]["apiVersion"] = "other.io/v1"
     status, body, _ = await call(server_with_widgets, client_ssl, r)

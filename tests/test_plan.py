@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from webhook import cmd_plan
+from webhook.cli import plan as cmd_plan
 from webhook.manifests import load_documents, parse_documents, split_runtimes
 
 ORACLE = Path(__file__).parent / "oracle"
@@ -124,14 +124,20 @@ def test_missing_file_and_bad_spec_exit_2(tmp_path, capsys):
 
 
 def test_loader_accepts_json_lists_and_kind_list():
-    docs = parse_documents('[{"apiVersion": "v1", "kind": "A"}, {"apiVersion": "v1", "kind": "List", "items": [{"apiVersion": "v1", "kind": "B"}]}]')
+    docs = parse_documents(
+        '[{"apiVersion": "v1", "kind": "A"}, {"apiVersion": "v1", "kind": "List", "items": [{"apiVersion": "v1", "kind": "B"}]}]'
+    )
     assert [d["kind"] for d in docs] == ["A", "B"]
     assert len(load_documents(str(AIPERF))) == 1
 
 
 def test_split_runtimes_keys_cluster_and_namespaced():
     rt = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime", "metadata": {"name": "c"}}
-    nrt = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainingRuntime", "metadata": {"name": "n", "namespace": "a"}}
+    nrt = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainingRuntime",
+        "metadata": {"name": "n", "namespace": "a"},
+    }
     job = {"apiVersion": "v1", "kind": "X"}
     jobs, lookup = split_runtimes([rt, nrt, job])
     assert jobs == [job]

@@ -2,14 +2,28 @@
 
 from decimal import Decimal
 
-from webhook.workloads.podspec import SecretRef, config_map_refs, mounted_volumes, pod_limits, pod_requests, secret_refs, service_account
+from webhook.workloads.podspec import (
+    SecretRef,
+    config_map_refs,
+    mounted_volumes,
+    pod_limits,
+    pod_requests,
+    secret_refs,
+    service_account,
+)
 
 POD = {
     "imagePullSecrets": [{"name": "ngc"}, {}],
     "serviceAccountName": "runner",
     "volumes": [
         {"name": "creds", "secret": {"secretName": "s3", "optional": True}},
-        {"name": "keys", "secret": {"secretName": "tls", "items": [{"key": "tls.crt", "path": "a"}, {"key": "tls.key", "path": "b"}]}},
+        {
+            "name": "keys",
+            "secret": {
+                "secretName": "tls",
+                "items": [{"key": "tls.crt", "path": "a"}, {"key": "tls.key", "path": "b"}],
+            },
+        },
         {
             "name": "bundle",
             "projected": {
@@ -119,8 +133,10 @@ PLUGINS = {
     "containers": [
         {
             "name": "c",
-            "volumeMounts": [{"name": n, "mountPath": f"/{n}"} for n in
-                             ("az", "ceph", "cin", "flex", "rbd", "sio", "iscsi-chap", "iscsi", "sos", "csi")],
+            "volumeMounts": [
+                {"name": n, "mountPath": f"/{n}"}
+                for n in ("az", "ceph", "cin", "flex", "rbd", "sio", "iscsi-chap", "iscsi", "sos", "csi")
+            ],
             "volumeDevices": [{"name": "blk", "devicePath": "/dev/x"}],
         }
     ],
@@ -131,8 +147,16 @@ PLUGINS = {
         {"name": "flex", "flexVolume": {"driver": "d", "secretRef": {"name": "flex-key"}}},
         {"name": "rbd", "rbd": {"monitors": ["m"], "image": "i", "secretRef": {"name": "rbd-key"}}},
         {"name": "sio", "scaleIO": {"gateway": "g", "system": "s", "secretRef": {"name": "sio-key"}}},
-        {"name": "iscsi-chap", "iscsi": {"targetPortal": "p", "iqn": "q", "lun": 0, "chapAuthSession": True,
-                                          "secretRef": {"name": "chap"}}},
+        {
+            "name": "iscsi-chap",
+            "iscsi": {
+                "targetPortal": "p",
+                "iqn": "q",
+                "lun": 0,
+                "chapAuthSession": True,
+                "secretRef": {"name": "chap"},
+            },
+        },
         {"name": "iscsi", "iscsi": {"targetPortal": "p", "iqn": "q", "lun": 0, "secretRef": {"name": "no-chap"}}},
         {"name": "sos", "storageos": {"volumeName": "v", "secretRef": {"name": "sos-key"}}},
         {"name": "csi", "csi": {"driver": "secrets-store.csi.k8s.io", "nodePublishSecretRef": {"name": "csi-creds"}}},
@@ -147,22 +171,37 @@ def test_secret_refs_cover_every_volume_plugin_visit_pod_secret_names_lists():
     assert secret_refs(PLUGINS) == [
         SecretRef("az-key", None, False, "volumes[az].azureFile.secretName"),
         SecretRef("ceph-key", None, False, "volumes[ceph].cephfs.secretRef"),
-        SecretRef("cinder-key", None, False, "volumes[cin].cinder.secretRef",
-                  "cinder volume cin is served by the Cinder CSI driver, which is not given the Secret"),
+        SecretRef(
+            "cinder-key",
+            None,
+            False,
+            "volumes[cin].cinder.secretRef",
+            "cinder volume cin is served by the Cinder CSI driver, which is not given the Secret",
+        ),
         SecretRef("flex-key", None, False, "volumes[flex].flexVolume.secretRef"),
         SecretRef("rbd-key", None, False, "volumes[rbd].rbd.secretRef"),
         SecretRef("sio-key", None, False, "volumes[sio].scaleIO.secretRef"),
         SecretRef("chap", None, False, "volumes[iscsi-chap].iscsi.secretRef"),
-        SecretRef("no-chap", None, False, "volumes[iscsi].iscsi.secretRef", "iscsi volume iscsi uses no CHAP authentication"),
+        SecretRef(
+            "no-chap", None, False, "volumes[iscsi].iscsi.secretRef", "iscsi volume iscsi uses no CHAP authentication"
+        ),
         SecretRef("sos-key", None, False, "volumes[sos].storageos.secretRef"),
         SecretRef("csi-creds", None, False, "volumes[csi].csi.nodePublishSecretRef"),
         SecretRef("blk-creds", None, False, "volumes[blk].csi.nodePublishSecretRef"),
-        SecretRef("idle-creds", None, False, "volumes[idle].csi.nodePublishSecretRef", "volume idle is mounted by no container"),
+        SecretRef(
+            "idle-creds",
+            None,
+            False,
+            "volumes[idle].csi.nodePublishSecretRef",
+            "volume idle is mounted by no container",
+        ),
     ]
     assert {r.describe() for r in secret_refs(PLUGINS)} >= {"volume csi", "volume az", "volume iscsi"}
 
 
 def test_mounted_volumes_are_mounts_and_devices_of_every_container():
-    spec = {"initContainers": [{"name": "i", "volumeMounts": [{"name": "a"}]}],
-            "containers": [{"name": "c", "volumeDevices": [{"name": "b"}], "volumeMounts": [None, {"name": 3}]}]}
+    spec = {
+        "initContainers": [{"name": "i", "volumeMounts": [{"name": "a"}]}],
+        "containers": [{"name": "c", "volumeDevices": [{"name": "b"}], "volumeMounts": [None, {"name": 3}]}],
+    }
     assert mounted_volumes(spec) == {"a", "b"}

@@ -11,10 +11,13 @@ from webhook.results import CheckResult, PreflightResults, Status
 
 SUBJECT = 'TrainJob "llama-ft" in namespace "team-a"'
 SECRET_FAIL = CheckResult(
-    "Image Reference", Status.FAIL,
+    "Image Reference",
+    Status.FAIL,
     'Image "Foo" used by container "node" in pod group "node" is invalid: repository "Foo" contains uppercase letters. Fix: use a lowercase repository',
 )
-GPU_FAIL = CheckResult("Accelerator Limits", Status.FAIL, "Container \"node\" requests nvidia.com/gpu: 8 with no limit.\nFix: set limits")
+GPU_FAIL = CheckResult(
+    "Accelerator Limits", Status.FAIL, 'Container "node" requests nvidia.com/gpu: 8 with no limit.\nFix: set limits'
+)
 NAME_WARN = CheckResult("Name Length", Status.WARN, "something to know")
 PASS = CheckResult("ConfigMap Size", Status.PASS, "fine")
 
@@ -82,7 +85,12 @@ def test_mode_argument_overrides_settings():
     "action, allowed, warnings, outcome",
     [
         ("deny", False, [], "denied"),
-        ("warn", True, ["[Accelerator Limits] Container \"node\" requests nvidia.com/gpu: 8 with no limit. Fix: set limits"], "warned"),
+        (
+            "warn",
+            True,
+            ['[Accelerator Limits] Container "node" requests nvidia.com/gpu: 8 with no limit. Fix: set limits'],
+            "warned",
+        ),
         ("audit", True, [], "audited"),
         ("off", True, [], "allowed"),
     ],
@@ -132,8 +140,15 @@ def test_ratchet_preexisting_failure_never_blocks():
 
 
 def test_notes_are_shown_and_recorded_whole():
-    long_note = "annotation preflight.webhook.io/skip-checks cannot skip " + repr("X" * 250) + ": not in skippableChecks"
-    d = decide(results(PASS), settings=Settings(), subject=SUBJECT, notes=["mode warn for namespace team-a (label x)", long_note])
+    long_note = (
+        "annotation preflight.webhook.io/skip-checks cannot skip " + repr("X" * 250) + ": not in skippableChecks"
+    )
+    d = decide(
+        results(PASS),
+        settings=Settings(),
+        subject=SUBJECT,
+        notes=["mode warn for namespace team-a (label x)", long_note],
+    )
     assert d.allowed and d.outcome == "warned"
     assert d.warnings[0] == "mode warn for namespace team-a (label x)"
     assert all(len(w) <= WARNING_MAX_CHARS for w in d.warnings)
@@ -149,7 +164,10 @@ def test_notes_are_shown_and_recorded_whole():
 def test_warnings_are_one_per_finding_whole_and_4096_characters_in_total():
     """k8s.io/apiserver pkg/endpoints/filters/warning.go: untouched while the total stays within
     4096 runes; so whole findings while they fit, then one warning saying how many more."""
-    many = [CheckResult(f"Check {i}", Status.WARN, f"line one {i}\nline two " + "y" * 300 + " end. Fix: do it") for i in range(100)]
+    many = [
+        CheckResult(f"Check {i}", Status.WARN, f"line one {i}\nline two " + "y" * 300 + " end. Fix: do it")
+        for i in range(100)
+    ]
     d = decide(results(*many), settings=Settings(), subject=SUBJECT)
     assert all("\n" not in w and len(w) <= WARNING_MAX_CHARS for w in d.warnings)
     assert sum(len(w) for w in d.warnings) <= WARNINGS_MAX_TOTAL
@@ -214,7 +232,9 @@ def test_a_long_finding_loses_nothing():
     lines = warning_lines(r)
     assert len(lines) == 2 and all(len(line) <= WARNING_MAX_CHARS for line in lines)
     assert lines[0].startswith("[Image Reference] what what")
-    assert lines[1].startswith("[Image Reference] … what") and lines[1].endswith("is wrong. Fix: pin a version tag or a digest")
+    assert lines[1].startswith("[Image Reference] … what") and lines[1].endswith(
+        "is wrong. Fix: pin a version tag or a digest"
+    )
     assert " ".join(line.split("] ", 1)[1].removeprefix("… ") for line in lines) == r.message.strip()
 
 
@@ -226,3 +246,25 @@ def test_verdicts_follow_actions_and_modes():
     assert decide(rs, settings=s, mode="audit", subject=SUBJECT).verdicts == ["audit", "audit", "audit", ""]
     off = Settings(checks={"Image Reference": "off"})
     assert decide(rs, settings=off, subject=SUBJECT).verdicts == ["off", "deny", "warn", ""]
+
+
+def test_a_timeout_is_the_result_field_not_the_message_text():
+    # a check's own WARN that happens to start like the timeout text is judged by the check's action
+    lookalike = CheckResult("Secrets", Status.WARN, "did not finish within the 4.0s budget; said by the check")
+    d = decide(results(lookalike), settings=Settings(timeoutAction="deny"), subject=SUBJECT)
+    assert d.allowed is True and "failed-checks" not in d.audit_annotations
+    slow = timed_out_result("Secrets", 4.0)
+    assert slow.timed_out is True
+    assert decide(results(slow), settings=Settings(timeoutAction="deny"), subject=SUBJECT).allowed is False
+
+
+def test_outcomes_are_one_enum_and_label_as_their_values():
+    from webhook.metrics import Metrics
+    from webhook.policy import Outcome
+
+    d = decide(results(NAME_WARN), settings=Settings(), subject=SUBJECT)
+    assert d.outcome is Outcome.WARNED and d.outcome == "warned"
+    m = Metrics(known_kinds=["TrainJob"])
+    m.observe_request("TrainJob", "CREATE", d.outcome, 0.01)
+    body, _ = m.render()
+    assert b'preflight_webhook_requests_total{decision="warned",kind="TrainJob",operation="CREATE"} 1.0' in body

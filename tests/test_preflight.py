@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import copy
-import pytest
 
+from tests.fakeview import FakeView
 from webhook.checks import all_checks
 from webhook.config import Settings
 from webhook.deadline import Deadline
 from webhook.preflight import evaluate
-from webhook.workloads.base import AdapterError
 
-from tests.fakeview import FakeView
 
 def _job(image: str = "nvcr.io/nvidia/aiperf:0.13.0", **annotations: str) -> dict:
     job = {
@@ -36,8 +34,13 @@ BAD_IMAGE = "nvcr.io/nvidia/AIPERF:0.13.0"  # uppercase repository: an invalid r
 
 async def _eval(obj, *, settings=None, view=None, operation="CREATE", old=None):
     return await evaluate(
-        obj, settings=settings or Settings(), deadline=Deadline(5), view=view,
-        operation=operation, old_obj=old, checks=OFFLINE,
+        obj,
+        settings=settings or Settings(),
+        deadline=Deadline(5),
+        view=view,
+        operation=operation,
+        old_obj=old,
+        checks=OFFLINE,
     )
 
 
@@ -74,11 +77,16 @@ async def test_update_that_introduces_a_failure_is_denied() -> None:
     assert ev.decision.denied_checks == ["Image Reference"]
 
 
-async def test_unreadable_object_raises_on_create() -> None:
+async def test_unreadable_object_is_denied_on_create_by_a_policy_made_decision() -> None:
     job = _job()
     job["spec"]["bogusKey"] = 1
-    with pytest.raises(AdapterError):
-        await _eval(job)
+    ev = await _eval(job)
+    assert ev.workload is None and ev.unreadable is not None
+    assert ev.decision.allowed is False and ev.decision.outcome == "denied"
+    assert ev.decision.message == (
+        f'AIPerfJob "bench" in namespace "team-a" is not a valid AIPerfJob: {ev.unreadable}. '
+        "Fix: correct that field and apply again."
+    )
 
 
 async def test_update_of_an_object_that_was_already_unreadable_is_allowed_with_a_warning() -> None:
@@ -104,7 +112,9 @@ async def test_namespace_label_switches_the_mode_and_says_so() -> None:
 
 async def test_skip_annotation_honoured_only_for_skippable_checks() -> None:
     settings = Settings(skippableChecks=["Image Reference"])
-    ev = await _eval(_job(BAD_IMAGE, **{"preflight.webhook.io/skip-checks": "Image Reference, Name Length"}), settings=settings)
+    ev = await _eval(
+        _job(BAD_IMAGE, **{"preflight.webhook.io/skip-checks": "Image Reference, Name Length"}), settings=settings
+    )
     assert ev.decision.allowed is True
     assert "Image Reference" not in [r.name for r in ev.results.checks]
     assert "Name Length" in [r.name for r in ev.results.checks]
@@ -117,3 +127,24 @@ async def test_skip_annotation_honoured_only_for_skippable_checks() -> None:
 async def test_unhandled_kind_is_allowed_without_checks() -> None:
     ev = await _eval({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}})
     assert ev.workload is None and ev.decision.allowed is True and ev.decision.outcome == "unhandled"
+
+
+async def test_a_check_passed_in_keeps_its_own_default_action():
+    # a check that is not in the global registry: its default_action is its own, not "deny"
+    from webhook.checks.base import Check
+    from webhook.results import CheckResult, Status
+
+    class Advisory(Check):
+        name = "Advisory Only"
+        default_action = "warn"
+        needs_pod_groups = False
+
+        async def run(self, ctx):
+            return CheckResult(self.name, Status.FAIL, "the job looks odd. Fix: nothing required")
+
+    ev = await evaluate(_job(), settings=Settings(), deadline=Deadline(5.0), checks=[Advisory()])
+    assert ev.decision.allowed is True
+    assert ev.decision.warnings == ["[Advisory Only] the job looks odd. Fix: nothing required"]
+    configured = Settings(checks={"Advisory Only": "deny"})
+    ev = await evaluate(_job(), settings=configured, deadline=Deadline(5.0), checks=[Advisory()])
+    assert ev.decision.allowed is False

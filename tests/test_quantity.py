@@ -38,11 +38,15 @@ def test_parses_the_kubernetes_grammar_exactly(text, value):
     assert q.parse_quantity(text) == value
 
 
-@pytest.mark.parametrize("bad", ["", ".", "1e", "1Gb", "1 Gi", "Gi", "1.5.5", "1e1.5", "--1", "1ki", "1K", " 1", "1i", "0x10", "1E+"])
+@pytest.mark.parametrize(
+    "bad", ["", ".", "1e", "1Gb", "1 Gi", "Gi", "1.5.5", "1e1.5", "--1", "1ki", "1K", " 1", "1i", "0x10", "1E+"]
+)
 def test_rejects_what_the_apiserver_rejects(bad):
     with pytest.raises(ValueError) as exc:
         q.parse_quantity(bad)
-    assert str(exc.value) == f"quantity {bad!r} does not match the Kubernetes quantity format (e.g. 500m, 2, 1.5Gi, 1e3)"
+    assert (
+        str(exc.value) == f"quantity {bad!r} does not match the Kubernetes quantity format (e.g. 500m, 2, 1.5Gi, 1e3)"
+    )
 
 
 def test_yaml_numbers_are_quantities():
@@ -102,7 +106,11 @@ def test_pod_resources_follow_the_scheduler_rule():
     spec = {
         "initContainers": [
             {"name": "big-init", "resources": {"requests": {"cpu": "3"}}},
-            {"name": "sidecar", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}},
+            {
+                "name": "sidecar",
+                "restartPolicy": "Always",
+                "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+            },
         ],
         "containers": [
             {"name": "a", "resources": {"limits": {"cpu": "1", "nvidia.com/gpu": 1}}},  # requests default to limits
@@ -117,8 +125,16 @@ def test_pod_resources_follow_the_scheduler_rule():
 
 @pytest.mark.parametrize(
     "name, extended",
-    [("nvidia.com/gpu", True), ("amd.com/gpu", True), ("example.io/foo", True), ("cpu", False),
-     ("memory", False), ("ephemeral-storage", False), ("hugepages-2Mi", False), ("kubernetes.io/foo", False)],
+    [
+        ("nvidia.com/gpu", True),
+        ("amd.com/gpu", True),
+        ("example.io/foo", True),
+        ("cpu", False),
+        ("memory", False),
+        ("ephemeral-storage", False),
+        ("hugepages-2Mi", False),
+        ("kubernetes.io/foo", False),
+    ],
 )
 def test_extended_resources(name, extended):
     assert q.is_extended_resource(name) is extended

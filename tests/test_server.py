@@ -158,7 +158,9 @@ async def test_warning_is_returned_and_allowed(server: Any, client_ssl: ssl.SSLC
     assert resp["warnings"] == ['[Widget Image] image "odd" has no tag']
 
 
-async def test_warn_mode_turns_the_denial_into_a_warning(start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext) -> None:
+async def test_warn_mode_turns_the_denial_into_a_warning(
+    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext
+) -> None:
     server = await start_webhook(Settings(mode="warn"), checks=CHECKS)
     _, body, _ = await call(server, client_ssl, review(widget("bad")))
     resp = body["response"]
@@ -235,7 +237,9 @@ async def test_not_an_admission_review_names_the_field_path(server: Any, client_
     bad["request"]["kind"] = {"version": "v1"}
     status, body, _ = await call(server, client_ssl, bad)
     assert status == 400
-    assert body == {"error": "not an AdmissionReview admission.k8s.io/v1: request.uid: Field required; request.kind.kind: Field required"}
+    assert body == {
+        "error": "not an AdmissionReview admission.k8s.io/v1: request.uid: Field required; request.kind.kind: Field required"
+    }
 
 
 async def test_json_array_is_400(server: Any, client_ssl: ssl.SSLContext) -> None:
@@ -247,11 +251,15 @@ async def test_json_array_is_400(server: Any, client_ssl: ssl.SSLContext) -> Non
 async def test_create_without_object_is_400(server: Any, client_ssl: ssl.SSLContext) -> None:
     status, body, _ = await call(server, client_ssl, review(None))
     assert status == 400
-    assert body == {"error": "not an AdmissionReview admission.k8s.io/v1: request.object is required for operation CREATE"}
+    assert body == {
+        "error": "not an AdmissionReview admission.k8s.io/v1: request.object is required for operation CREATE"
+    }
 
 
 async def test_wrong_content_type_is_415(server: Any, client_ssl: ssl.SSLContext) -> None:
-    status, body, _ = await call(server, client_ssl, json.dumps(review(widget())), headers={"Content-Type": "text/plain"})
+    status, body, _ = await call(
+        server, client_ssl, json.dumps(review(widget())), headers={"Content-Type": "text/plain"}
+    )
     assert status == 415
     assert body == {"error": "Content-Type must be application/json, not text/plain"}
 
@@ -262,10 +270,14 @@ async def test_body_over_limit_is_413_json(start_webhook: Any, widget_adapter: s
     big["request"]["object"]["metadata"]["annotations"] = {"pad": "x" * 4096}
     status, body, _ = await call(server, client_ssl, big)
     assert status == 413
-    assert body["error"].startswith("request body of ") and body["error"].endswith("exceeds the limit of 2048 bytes (maxBodyBytes)")
+    assert body["error"].startswith("request body of ") and body["error"].endswith(
+        "exceeds the limit of 2048 bytes (maxBodyBytes)"
+    )
 
 
-async def test_chunked_body_over_limit_is_413_json(start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext) -> None:
+async def test_chunked_body_over_limit_is_413_json(
+    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext
+) -> None:
     """No Content-Length: aiohttp's own limit trips while reading and is still answered in JSON."""
     server = await start_webhook(Settings(maxBodyBytes=2048), checks=CHECKS)
 
@@ -337,7 +349,9 @@ async def test_internal_error_fails_open_with_a_warning_and_no_secret(
     ("timeout", "budget"),
     [("2s", 1.5), ("1m0s", 4.0), ("2500ms", 2.0), (None, 4.0), ("garbage", 4.0), ("0.2s", 0.0)],
 )
-async def test_timeout_query_reaches_the_deadline(server: Any, client_ssl: ssl.SSLContext, timeout: str | None, budget: float) -> None:
+async def test_timeout_query_reaches_the_deadline(
+    server: Any, client_ssl: ssl.SSLContext, timeout: str | None, budget: float
+) -> None:
     params = {"timeout": timeout} if timeout is not None else None
     status, body, _ = await call(server, client_ssl, review(widget()), params=params)
     assert status == 200
@@ -443,7 +457,9 @@ class GateCheck(Check):
         return CheckResult(self.name, Status.PASS, "released")
 
 
-async def test_sigterm_drain_finishes_in_flight_requests(start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext) -> None:
+async def test_sigterm_drain_finishes_in_flight_requests(
+    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext
+) -> None:
     gate = GateCheck()
     gate.started, gate.release = asyncio.Event(), asyncio.Event()
     server = await start_webhook(checks=[gate])
@@ -459,12 +475,18 @@ async def test_sigterm_drain_finishes_in_flight_requests(start_webhook: Any, wid
     status, body, _ = await in_flight
     await stopping
     assert status == 200
-    assert body["response"] == {"uid": "drain-1", "allowed": True, "auditAnnotations": {"mode": "enforce", "decision": "allowed"}}
+    assert body["response"] == {
+        "uid": "drain-1",
+        "allowed": True,
+        "auditAnnotations": {"mode": "enforce", "decision": "allowed"},
+    }
     with pytest.raises(aiohttp.ClientConnectionError):
         await call(server, client_ssl, review(widget()))
 
 
-async def test_drain_is_bounded_by_drain_seconds(start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext) -> None:
+async def test_drain_is_bounded_by_drain_seconds(
+    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext
+) -> None:
     gate = GateCheck()
     gate.started, gate.release = asyncio.Event(), asyncio.Event()  # never released
     server = await start_webhook(Settings(drainSeconds=0.2, budgetSeconds=30), checks=[gate])

@@ -41,7 +41,12 @@ def review_bytes(uid: str = "hostile-1") -> bytes:
         "name": "w1",
         "operation": "CREATE",
         "userInfo": {"username": "alice"},
-        "object": {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w1", "namespace": "team-a"}, "spec": {"image": "good"}},
+        "object": {
+            "apiVersion": "example.com/v1",
+            "kind": "Widget",
+            "metadata": {"name": "w1", "namespace": "team-a"},
+            "spec": {"image": "good"},
+        },
         "dryRun": False,
     }
     return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req}).encode()
@@ -56,7 +61,9 @@ def head(body_len: int, path: str = "/validate") -> bytes:
 
 async def connect(server: Any, client_ssl: ssl.SSLContext | None) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     return await asyncio.wait_for(
-        asyncio.open_connection("127.0.0.1", server.port, ssl=client_ssl, server_hostname="127.0.0.1" if client_ssl else None),
+        asyncio.open_connection(
+            "127.0.0.1", server.port, ssl=client_ssl, server_hostname="127.0.0.1" if client_ssl else None
+        ),
         CAP,
     )
 
@@ -103,7 +110,9 @@ def head_arrived(monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
 # --------------------------------------------------------------------------- slow clients
 
 
-async def test_a_request_head_that_never_completes_is_closed(start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext) -> None:
+async def test_a_request_head_that_never_completes_is_closed(
+    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext
+) -> None:
     server = await start_webhook(Settings(headerTimeoutSeconds=0.2), checks=[Pass()])
     reader, writer = await connect(server, client_ssl)
     writer.write(b"POST /validate HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")  # and never more
@@ -120,7 +129,9 @@ async def test_a_connection_that_never_starts_tls_is_closed(start_webhook: Any, 
     writer.close()
 
 
-async def test_a_body_that_never_completes_is_closed(start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext) -> None:
+async def test_a_body_that_never_completes_is_closed(
+    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext
+) -> None:
     server = await start_webhook(Settings(bodyTimeoutSeconds=0.2), checks=[Pass()])
     body = review_bytes()
     reader, writer = await connect(server, client_ssl)
@@ -131,7 +142,9 @@ async def test_a_body_that_never_completes_is_closed(start_webhook: Any, widget_
     writer.close()
 
 
-async def test_an_idle_kept_alive_connection_is_closed(start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext) -> None:
+async def test_an_idle_kept_alive_connection_is_closed(
+    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext
+) -> None:
     server = await start_webhook(Settings(idleTimeoutSeconds=0.2), checks=[Pass()])
     body = review_bytes()
     reader, writer = await connect(server, client_ssl)
@@ -143,8 +156,12 @@ async def test_an_idle_kept_alive_connection_is_closed(start_webhook: Any, widge
     writer.close()
 
 
-async def test_connections_above_max_connections_are_closed(start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext) -> None:
-    server = await start_webhook(Settings(maxConnections=2, headerTimeoutSeconds=60, idleTimeoutSeconds=60), checks=[Pass()])
+async def test_connections_above_max_connections_are_closed(
+    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext
+) -> None:
+    server = await start_webhook(
+        Settings(maxConnections=2, headerTimeoutSeconds=60, idleTimeoutSeconds=60), checks=[Pass()]
+    )
     held = []
     for _ in range(2):
         reader, writer = await connect(server, client_ssl)
@@ -258,7 +275,8 @@ async def test_validate_with_an_allowed_client_certificate_is_judged(
 ) -> None:
     ca, ca_path = client_ca
     server = await start_webhook(
-        Settings(clientAuth={"caFile": str(ca_path), "allowedNames": ["kube-apiserver-webhook-client"]}), checks=[Pass()]
+        Settings(clientAuth={"caFile": str(ca_path), "allowedNames": ["kube-apiserver-webhook-client"]}),
+        checks=[Pass()],
     )
     ok = issue_cert(ca, "kube-apiserver-webhook-client", server=False, client=True)
     status, answer = await post(server, client_context(client_ssl, ok, tmp_path, "ok"))
@@ -269,7 +287,10 @@ async def test_validate_with_a_certificate_name_not_allowed_is_403(
     start_webhook: Any, widget_adapter: str, ca: Any, client_ca: Any, tmp_path: Path
 ) -> None:
     issuer, ca_path = client_ca
-    server = await start_webhook(Settings(clientAuth={"caFile": str(ca_path), "allowedNames": ["kube-apiserver-webhook-client"]}), checks=[Pass()])
+    server = await start_webhook(
+        Settings(clientAuth={"caFile": str(ca_path), "allowedNames": ["kube-apiserver-webhook-client"]}),
+        checks=[Pass()],
+    )
     ctx = ssl.create_default_context()
     ca.configure_trust(ctx)
     other = issue_cert(issuer, "someone-else", server=False, client=True)
@@ -296,7 +317,9 @@ async def test_a_client_certificate_from_another_ca_fails_the_handshake(
     assert first_line == b""  # no answer at all
 
 
-def test_serve_refuses_a_client_ca_it_cannot_load(tmp_path: Path, cert_files: Any, capsys: pytest.CaptureFixture[str]) -> None:
+def test_serve_refuses_a_client_ca_it_cannot_load(
+    tmp_path: Path, cert_files: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     import argparse
 
     from webhook import cmd_serve
@@ -323,7 +346,8 @@ def test_peer_names_are_the_subject_cn_and_dns_ip_sans() -> None:
 
 
 @pytest.mark.parametrize(
-    "field, value", [("maxConnections", 0), ("headerTimeoutSeconds", 0), ("bodyTimeoutSeconds", -1), ("idleTimeoutSeconds", 0)]
+    "field, value",
+    [("maxConnections", 0), ("headerTimeoutSeconds", 0), ("bodyTimeoutSeconds", -1), ("idleTimeoutSeconds", 0)],
 )
 def test_connection_bounds_must_be_positive(field: str, value: float) -> None:
     from pydantic import ValidationError

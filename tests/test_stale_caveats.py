@@ -1,4 +1,4 @@
-"""A verdict from stale cached data tells the kubectl user so (issue 4: apiserver unreachable).
+"""A verdict from stale cached data tells the kubectl user so (the apiserver unreachable: the caches stop updating).
 
 The stale note used to live only in `details`, which the admission answer never carries:
 a PASS (or a FAIL) computed from a cache the apiserver stopped updating looked current.
@@ -6,13 +6,12 @@ a PASS (or a FAIL) computed from a cache the apiserver stopped updating looked c
 
 from __future__ import annotations
 
+from tests.fakeview import FakeView, container, meta, pod, run_check, workload
 from webhook.checks.serviceaccount import ServiceAccount
 from webhook.config import Settings
 from webhook.policy import decide
 from webhook.results import CheckResult, PreflightResults, Status
 from webhook.workloads.base import PodGroup
-
-from tests.fakeview import FakeView, container, meta, pod, run_check, workload
 
 STALE = "cached serviceaccounts are 400s old (over cacheStaleSeconds 120); this verdict may be out of date"
 
@@ -24,7 +23,9 @@ def _wl() -> object:
 
 
 async def test_stale_cache_becomes_a_caveat_of_the_result() -> None:
-    view = FakeView({"serviceaccounts": [{"metadata": meta("trainer", "team-a")}]}, cache_ages={"serviceaccounts": 400.0})
+    view = FakeView(
+        {"serviceaccounts": [{"metadata": meta("trainer", "team-a")}]}, cache_ages={"serviceaccounts": 400.0}
+    )
     r = await run_check(ServiceAccount(), _wl(), view)
     assert (r.status, r.details, r.caveats) == (Status.PASS, [STALE], [STALE])
 

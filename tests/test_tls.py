@@ -43,10 +43,13 @@ def test_serving_cert_has_service_sans_and_is_signed_by_the_ca() -> None:
     ca_cert = x509.load_pem_x509_certificate(ca.cert_pem)
     cert = x509.load_pem_x509_certificate(pair.cert_pem)
     cert.verify_directly_issued_by(ca_cert)
-    assert _sans(cert) == (["pw", "pw.ops", "pw.ops.svc", "pw.ops.svc.cluster.local", "localhost"], ["127.0.0.1", "::1"])
+    assert _sans(cert) == (
+        ["pw", "pw.ops", "pw.ops.svc", "pw.ops.svc.cluster.local", "localhost"],
+        ["127.0.0.1", "::1"],
+    )
     assert ca_cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is True
     assert cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is False
-    lifetime = cert.not_valid_after_utc - dt.datetime.now(dt.timezone.utc)
+    lifetime = cert.not_valid_after_utc - dt.datetime.now(dt.UTC)
     assert dt.timedelta(days=6) < lifetime <= dt.timedelta(days=7)
     assert pair.key_pem.startswith(b"-----BEGIN PRIVATE KEY-----")
 
@@ -65,7 +68,10 @@ def test_write_cert_files_protects_the_key(tmp_path: Path) -> None:
 
 def test_certs_init_writes_files_and_prints_the_ca_bundle(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "certs"
-    assert main(["certs", "init", "--service", "preflight", "--namespace", "ops", "--out", str(out), "--ip", "127.0.0.1"]) == 0
+    assert (
+        main(["certs", "init", "--service", "preflight", "--namespace", "ops", "--out", str(out), "--ip", "127.0.0.1"])
+        == 0
+    )
     printed = capsys.readouterr().out.strip()
     assert base64.b64decode(printed) == (out / "ca.crt").read_bytes()
     assert printed == ca_bundle((out / "ca.crt").read_bytes())
@@ -154,15 +160,20 @@ class Gate(Check):
 def _review(name: str, uid: str) -> bytes:
     obj = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": name}, "spec": {}}
     req = {
-        "uid": uid, "kind": {"group": "example.com", "version": "v1", "kind": "Widget"},
+        "uid": uid,
+        "kind": {"group": "example.com", "version": "v1", "kind": "Widget"},
         "resource": {"group": "example.com", "version": "v1", "resource": "widgets"},
-        "namespace": "ns", "operation": "CREATE", "object": obj,
+        "namespace": "ns",
+        "operation": "CREATE",
+        "object": obj,
     }
     return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req}).encode()
 
 
 async def _post(session: aiohttp.ClientSession, url: str, name: str, uid: str) -> tuple[int, str]:
-    async with session.post(url + "/validate", data=_review(name, uid), headers={"Content-Type": "application/json"}) as r:
+    async with session.post(
+        url + "/validate", data=_review(name, uid), headers={"Content-Type": "application/json"}
+    ) as r:
         body = await r.json()
         return r.status, body["response"]["uid"]
 
@@ -256,14 +267,18 @@ async def test_an_expired_or_future_pair_is_refused_and_the_old_certificate_kept
     errors: list[Exception] = []
     server = await start_webhook()
     server.reloader.on_error = errors.append
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     if when == "expired":
         bad = ca.issue_cert("127.0.0.1", not_before=now - dt.timedelta(days=10), not_after=now - dt.timedelta(days=1))
     else:
         bad = ca.issue_cert("127.0.0.1", not_before=now + dt.timedelta(days=1), not_after=now + dt.timedelta(days=10))
     _write_leaf(bad, crt, key)
     assert server.reloader.reload_now() is False
-    assert server.reloader.last_error.startswith(f"CertificateNotValid: the certificate (serial {_serial(bad):x}) is {when}")
-    assert len(errors) == 1  # cmd_serve counts these in preflight_webhook_certificate_reloads{result="error"}
+    assert server.reloader.last_error.startswith(
+        f"CertificateNotValid: the certificate (serial {_serial(bad):x}) is {when}"
+    )
+    assert (
+        len(errors) == 1
+    )  # `serve` (webhook/cli/serve.py) counts these in preflight_webhook_certificate_reloads{result="error"}
     assert server.reloader.info.serial == old_serial
     assert await _peer_serial(server.port, client_ssl) == old_serial

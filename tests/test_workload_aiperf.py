@@ -61,7 +61,9 @@ def test_adapter_matches_the_oracle(case):
     assert wl.render_errors == []
     js, cm = golden["jobSet"], golden["configMap"]
     # pod groups: names, replicas, containers
-    assert [(g.name, g.pods) for g in wl.pod_groups] == [(rj["name"], rj["replicas"]) for rj in js["spec"]["replicatedJobs"]]
+    assert [(g.name, g.pods) for g in wl.pod_groups] == [
+        (rj["name"], rj["replicas"]) for rj in js["spec"]["replicatedJobs"]
+    ]
     assert wl.pod_groups[1].pods == golden["workerPods"]
     for group, rj in zip(wl.pod_groups, js["spec"]["replicatedJobs"]):
         want = rj["template"]["spec"]["template"]["spec"]
@@ -171,7 +173,10 @@ def test_phase_without_kind_is_a_render_error():
         (lambda s: s["spec"].__setitem__("workers", 3), "spec.workers is not a field of AIPerfJob"),
         (lambda s: s["spec"].pop("benchmark"), "spec.benchmark is required"),
         (lambda s: s["spec"].__setitem__("podTemplate", {"envFrom": []}), "spec.podTemplate.envFrom is not a field"),
-        (lambda s: s["spec"].__setitem__("resourceMode", "max"), "spec.resourceMode must be guaranteed, burstable or none"),
+        (
+            lambda s: s["spec"].__setitem__("resourceMode", "max"),
+            "spec.resourceMode must be guaranteed, burstable or none",
+        ),
     ],
 )
 def test_unreadable_objects_raise_adapter_error(mutate, message):

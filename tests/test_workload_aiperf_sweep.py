@@ -324,7 +324,7 @@ def test_plan_lists_the_controller_and_every_child(tmp_path, capsys):
 
     import yaml
 
-    from webhook import cmd_plan
+    from webhook.cli import plan as cmd_plan
 
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump(sweep_obj(values=[100, 300], multiRun={"numRuns": 2})))

@@ -1,4 +1,4 @@
-"""Wrong-typed AIPerfJob fields: the adapter refuses exactly what AIPerf 0.13.0 refuses (issue 14 §1).
+"""Wrong-typed AIPerfJob fields: the adapter refuses exactly what AIPerf 0.13.0 refuses.
 
 The verdicts in tests/oracle/mutations.py were recorded from AIPerf's own converter and are
 re-checked against it by tests/oracle/test_oracle_live.py.

@@ -32,12 +32,19 @@ def _build(tj=TRAINJOB, *runtimes):
 def test_sample_pod_groups():
     wl = _build()
     assert wl.incomplete_reason is None
-    assert [(g.name, g.pods, g.role) for g in wl.pod_groups] == [("model-initializer", 1, "model-initializer"), ("node", 4, "trainer")]
+    assert [(g.name, g.pods, g.role) for g in wl.pod_groups] == [
+        ("model-initializer", 1, "model-initializer"),
+        ("node", 4, "trainer"),
+    ]
     init, node = wl.pod_groups
     c = node.pod_spec["containers"][0]
     assert c["image"] == "ghcr.io/acme/llama-ft:1.4.2"
     # resourcesPerNode merged per key into node's runtime resources
-    assert pod_requests(node.pod_spec) == {"cpu": Decimal(32), "memory": Decimal(256 * 1024**3), "nvidia.com/gpu": Decimal(8)}
+    assert pod_requests(node.pod_spec) == {
+        "cpu": Decimal(32),
+        "memory": Decimal(256 * 1024**3),
+        "nvidia.com/gpu": Decimal(8),
+    }
     assert pod_limits(node.pod_spec) == {"nvidia.com/gpu": Decimal(8)}
     # the runtime patch added pull secrets and the node selector
     assert node.pod_spec["imagePullSecrets"] == [{"name": "ghcr-pull"}]
@@ -53,7 +60,9 @@ def test_sample_pod_groups():
     assert wl.managed_secrets == set()  # a torch runtime: Trainer creates no SSH Secret
     # ... but it applies a snapshot of the runtime for every TrainJob (pkg/runtime/core/snapshot.go)
     assert wl.derived["runtimeSnapshot"] == {
-        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "llama-ft-runtime-snapshot", "namespace": wl.namespace},
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "llama-ft-runtime-snapshot", "namespace": wl.namespace},
     }
     assert wl.managed_by == "trainer.kubeflow.org/trainjob-controller"
     js = wl.derived["jobSet"]
@@ -63,7 +72,10 @@ def test_sample_pod_groups():
     assert rj["node"]["template"]["spec"]["parallelism"] == rj["node"]["template"]["spec"]["completions"] == 4
     assert rj["node"]["dependsOn"] == [{"name": "model-initializer", "status": "Complete"}]
     # the runtime object itself is untouched
-    assert "imagePullSecrets" not in RUNTIME["spec"]["template"]["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]
+    assert (
+        "imagePullSecrets"
+        not in RUNTIME["spec"]["template"]["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]
+    )
 
 
 def test_num_nodes_from_ml_policy_when_trainer_does_not_set_it():
@@ -86,7 +98,12 @@ def _rt(name, ml, jobs, **spec):
     body = {"template": {"spec": {"replicatedJobs": jobs, **spec}}}
     if ml is not None:
         body["mlPolicy"] = ml
-    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime", "metadata": {"name": name}, "spec": body}
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "ClusterTrainingRuntime",
+        "metadata": {"name": name},
+        "spec": body,
+    }
 
 
 def _tj(runtime, **spec):
@@ -124,7 +141,9 @@ def test_mpi_deepspeed_pod_counts_and_gpus():
     assert [(g.name, g.pods, g.role) for g in wl.pod_groups] == [("node", 3, "node"), ("launcher", 1, "trainer")]
     node, launcher = wl.pod_groups
     # resourcesPerNode reaches both: the trainer job and, with runLauncherAsNode, the job named node
-    assert pod_requests(node.pod_spec)["nvidia.com/gpu"] == pod_requests(launcher.pod_spec)["nvidia.com/gpu"] == Decimal(4)
+    assert (
+        pod_requests(node.pod_spec)["nvidia.com/gpu"] == pod_requests(launcher.pod_spec)["nvidia.com/gpu"] == Decimal(4)
+    )
     assert sum(g.pods * pod_requests(g.pod_spec)["nvidia.com/gpu"] for g in wl.pod_groups) == Decimal(16)
     # the image goes to the trainer job only
     assert launcher.pod_spec["containers"][0]["image"] == "acme/ds:1"
@@ -168,7 +187,12 @@ def test_runtime_without_ml_policy_keeps_parallelism():
         "plain",
         None,
         [
-            _rj("node", "trainer", [{"name": "node", "image": "x", "resources": {"limits": {"cpu": "1"}}}], job={"parallelism": 3}),
+            _rj(
+                "node",
+                "trainer",
+                [{"name": "node", "image": "x", "resources": {"limits": {"cpu": "1"}}}],
+                job={"parallelism": 3},
+            ),
             _rj("side", None, [{"name": "s", "image": "y"}], job={"parallelism": 2}, replicas=2),
         ],
     )
@@ -200,14 +224,27 @@ def test_trainer_env_replaces_runtime_entry_whole():
 
 def test_flux_adds_installer_init_container_and_volumes():
     rt = _rt("flux", {"numNodes": 1, "flux": {}}, [_rj("node", "trainer", [{"name": "node", "image": "ubuntu:jammy"}])])
-    wl = _build(_tj("flux", trainer={"numNodes": 2, "env": [{"name": "FLUX_VIEW_IMAGE", "value": "acme/flux-view:1"}]}), rt)
+    wl = _build(
+        _tj("flux", trainer={"numNodes": 2, "env": [{"name": "FLUX_VIEW_IMAGE", "value": "acme/flux-view:1"}]}), rt
+    )
     (g,) = wl.pod_groups
     assert g.pods == 2
     assert [(c["name"], c["image"]) for c in g.pod_spec["initContainers"]] == [("flux-installer", "acme/flux-view:1")]
-    assert {v["name"] for v in g.pod_spec["volumes"]} == {"spack-install", "flux-install", "tj-flux-entrypoint", "shared-memory", "flux-curve"}
-    assert wl.managed_secrets == {"tj-flux-curve"} and wl.derived["configMap"]["metadata"]["name"] == "tj-flux-entrypoint"
+    assert {v["name"] for v in g.pod_spec["volumes"]} == {
+        "spack-install",
+        "flux-install",
+        "tj-flux-entrypoint",
+        "shared-memory",
+        "flux-curve",
+    }
+    assert (
+        wl.managed_secrets == {"tj-flux-curve"} and wl.derived["configMap"]["metadata"]["name"] == "tj-flux-entrypoint"
+    )
     wl = _build(_tj("flux", trainer={}), rt)
-    assert wl.pod_groups[0].pod_spec["initContainers"][0]["image"] == "ghcr.io/converged-computing/flux-view-ubuntu:tag-jammy"
+    assert (
+        wl.pod_groups[0].pod_spec["initContainers"][0]["image"]
+        == "ghcr.io/converged-computing/flux-view-ubuntu:tag-jammy"
+    )
     assert wl.render_errors == []
 
 
@@ -227,11 +264,17 @@ def test_volume_claim_policies_add_pvc_volumes():
         "torchtune",
         {"numNodes": 1, "torch": {}},
         [
-            _rj("model-initializer", "model-initializer", [{"name": "model-initializer", "image": "i", "volumeMounts": mount}]),
+            _rj(
+                "model-initializer",
+                "model-initializer",
+                [{"name": "model-initializer", "image": "i", "volumeMounts": mount}],
+            ),
             _rj("node", "trainer", [{"name": "node", "image": "t", "volumeMounts": mount}]),
             _rj("other", None, [{"name": "o", "image": "o"}]),
         ],
-        volumeClaimPolicies=[{"templates": [{"metadata": {"name": "initializer"}, "spec": {"accessModes": ["ReadWriteOnce"]}}]}],
+        volumeClaimPolicies=[
+            {"templates": [{"metadata": {"name": "initializer"}, "spec": {"accessModes": ["ReadWriteOnce"]}}]}
+        ],
     )
     wl = _build(_tj("torchtune"), rt)
     pvc = {"name": "initializer", "persistentVolumeClaim": {"claimName": "initializer-tj"}}
@@ -242,13 +285,19 @@ def test_volume_claim_policies_add_pvc_volumes():
 def test_missing_runtime_keeps_own_secret_refs():
     wl = build(copy.deepcopy(TRAINJOB), settings=Settings(), runtime_lookup=_lookup())
     assert wl.pod_groups == [] and wl.derived == {}
-    assert wl.incomplete_reason == 'ClusterTrainingRuntime "torch-distributed" was not found (offline: put it in the same input file)'
+    assert (
+        wl.incomplete_reason
+        == 'ClusterTrainingRuntime "torch-distributed" was not found (offline: put it in the same input file)'
+    )
     assert wl.extra_secret_refs == [
         ("hf-token", "token", False, "spec.trainer.env[HF_TOKEN]"),
         ("hf-token", None, False, "spec.initializer.model.secretRef"),
     ]
     wl = build(copy.deepcopy(TRAINJOB), settings=Settings())
-    assert wl.incomplete_reason == 'ClusterTrainingRuntime "torch-distributed" was not available (offline: put it in the same input file)'
+    assert (
+        wl.incomplete_reason
+        == 'ClusterTrainingRuntime "torch-distributed" was not available (offline: put it in the same input file)'
+    )
 
 
 def test_namespaced_runtime_is_looked_up_in_the_job_namespace():
@@ -258,7 +307,10 @@ def test_namespaced_runtime_is_looked_up_in_the_job_namespace():
     rt["kind"] = "TrainingRuntime"
     rt["metadata"]["namespace"] = "other"
     wl = _build(tj, rt)
-    assert wl.incomplete_reason == 'TrainingRuntime "torch-distributed" in namespace "team-a" was not found (offline: put it in the same input file)'
+    assert (
+        wl.incomplete_reason
+        == 'TrainingRuntime "torch-distributed" in namespace "team-a" was not found (offline: put it in the same input file)'
+    )
     rt["metadata"]["namespace"] = "team-a"
     assert _build(tj, rt).incomplete_reason is None
 
@@ -277,7 +329,10 @@ def test_strategic_merge_rules():
         "tolerations": [{"key": "k2"}],
     }
     assert strategic_merge(base, patch) == {
-        "containers": [{"name": "a", "env": [{"name": "X", "value": "3"}, {"name": "Y", "value": "2"}], "image": "i"}, {"name": "b"}],
+        "containers": [
+            {"name": "a", "env": [{"name": "X", "value": "3"}, {"name": "Y", "value": "2"}], "image": "i"},
+            {"name": "b"},
+        ],
         "imagePullSecrets": [{"name": "one"}, {"name": "two"}],
         "nodeSelector": {"a": "1", "b": "2"},
         "tolerations": [{"key": "k2"}],
@@ -286,19 +341,38 @@ def test_strategic_merge_rules():
 
 @pytest.mark.parametrize(
     "spec, message",
-    [([], "spec must be a mapping, not list"), ({"trainer": "x"}, "spec.trainer must be a mapping"), ({"runtimePatches": {}}, "spec.runtimePatches must be a list")],
+    [
+        ([], "spec must be a mapping, not list"),
+        ({"trainer": "x"}, "spec.trainer must be a mapping"),
+        ({"runtimePatches": {}}, "spec.runtimePatches must be a list"),
+    ],
 )
 def test_unreadable_trainjobs(spec, message):
     with pytest.raises(AdapterError, match=message):
-        build({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "x"}, "spec": spec}, settings=Settings())
+        build(
+            {
+                "apiVersion": "trainer.kubeflow.org/v1alpha1",
+                "kind": "TrainJob",
+                "metadata": {"name": "x"},
+                "spec": spec,
+            },
+            settings=Settings(),
+        )
 
 
 def test_cached_runtime_spec_is_never_changed_by_rendering():
     # a cluster runtime (resourceVersion set) is validated once and shared between requests
-    rt = _rt("flux", {"numNodes": 1, "flux": {}}, [_rj("node", "trainer", [{"name": "node", "image": "u", "env": [{"name": "A", "value": "1"}]}])])
+    rt = _rt(
+        "flux",
+        {"numNodes": 1, "flux": {}},
+        [_rj("node", "trainer", [{"name": "node", "image": "u", "env": [{"name": "A", "value": "1"}]}])],
+    )
     rt["metadata"]["resourceVersion"] = "7"
     before = copy.deepcopy(rt)
-    tj = _tj("flux", trainer={"numNodes": 2, "env": [{"name": "A", "value": "2"}], "resourcesPerNode": {"limits": {"cpu": "2"}}})
+    tj = _tj(
+        "flux",
+        trainer={"numNodes": 2, "env": [{"name": "A", "value": "2"}], "resourcesPerNode": {"limits": {"cpu": "2"}}},
+    )
     first, second = (_build(tj, rt).pod_groups[0].pod_spec for _ in range(2))
     assert first == second and [c["name"] for c in second["initContainers"]] == ["flux-installer"]
     assert rt == before
@@ -319,7 +393,10 @@ def test_replicas_forced_only_for_trainer_and_initializer_jobs():
 
 
 def _env_of(wl, group=0):
-    return {e["name"]: e.get("value", e.get("valueFrom")) for e in wl.pod_groups[group].pod_spec["containers"][0].get("env") or []}
+    return {
+        e["name"]: e.get("value", e.get("valueFrom"))
+        for e in wl.pod_groups[group].pod_spec["containers"][0].get("env") or []
+    }
 
 
 def test_framework_env_of_torch_jax_xgboost():

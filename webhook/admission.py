@@ -71,7 +71,7 @@ class AdmissionRequest(_Envelope):
     options: dict[str, Any] | None = None
 
     @model_validator(mode="after")
-    def _object_for_writes(self) -> "AdmissionRequest":
+    def _object_for_writes(self) -> AdmissionRequest:
         # CREATE and UPDATE always carry the object; without it there is nothing to check
         if self.operation in ("CREATE", "UPDATE") and self.object is None:
             raise ValueError(f"request.object is required for operation {self.operation}")
@@ -213,7 +213,9 @@ _FIELDS = {
     "operation": re.compile(rb'"operation"\s*:\s*"([A-Z]{1,16})"'),
     "name": re.compile(rb'"name"\s*:\s*"([^"\\]{0,253})"'),
     "namespace": re.compile(rb'"namespace"\s*:\s*"([^"\\]{0,63})"'),
-    "kind": re.compile(rb'"request"\s*:\s*\{\s*"uid"\s*:\s*"[^"]*"\s*,\s*"kind"\s*:\s*\{[^{}]*?"kind"\s*:\s*"([^"\\]{1,63})"'),
+    "kind": re.compile(
+        rb'"request"\s*:\s*\{\s*"uid"\s*:\s*"[^"]*"\s*,\s*"kind"\s*:\s*\{[^{}]*?"kind"\s*:\s*"([^"\\]{1,63})"'
+    ),
 }
 
 

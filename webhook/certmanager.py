@@ -45,7 +45,7 @@ from typing import Any, Protocol
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from webhook.cluster.view import ApiError
+from webhook.kube import ApiError
 from webhook.tls import KeyPair, generate_ca, generate_serving_cert
 
 log = logging.getLogger(__name__)
@@ -158,7 +158,7 @@ def _parse_since(annotations: dict[str, str]) -> dt.datetime | None:
         t = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
     except ValueError:
         return None
-    return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
+    return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
 
 
 def decode_data(secret: dict[str, Any] | None) -> dict[str, bytes]:
@@ -174,7 +174,10 @@ def decode_data(secret: dict[str, Any] | None) -> dict[str, bytes]:
 
 def _issue(settings: RotationSettings, ca: KeyPair) -> KeyPair:
     return generate_serving_cert(
-        ca, list(settings.dns_names), list(settings.ip_addresses), days=settings.validity_days  # type: ignore[arg-type]
+        ca,
+        list(settings.dns_names),
+        list(settings.ip_addresses),
+        days=settings.validity_days,  # type: ignore[arg-type]
     )
 
 
@@ -220,12 +223,20 @@ def plan(
         new_ca = _new_ca(settings)
         pair = _issue(settings, new_ca)
         fresh = {CA_CRT: new_ca.cert_pem, TLS_CRT: pair.cert_pem, TLS_KEY: pair.key_pem}
-        reason = "issued a new CA and serving certificate" if not data else "the stored certificate was unusable; issued a new CA and serving certificate"
+        reason = (
+            "issued a new CA and serving certificate"
+            if not data
+            else "the stored certificate was unusable; issued a new CA and serving certificate"
+        )
         return Plan(fresh, STEADY, None, reason, now + renew_due(pair.cert_pem, renew_at, now), rotate_requested)
 
     # an in-flight rotation from an older version still holds the next CA's key: use it once
     nxt = _load_cert(data.get(NEXT_CRT))
-    legacy_next = nxt is not None and _key_matches(nxt, data.get(NEXT_KEY)) and not _pair_ok(data, NEXT_CRT, NEXT_TLS_CRT, NEXT_TLS_KEY)
+    legacy_next = (
+        nxt is not None
+        and _key_matches(nxt, data.get(NEXT_KEY))
+        and not _pair_ok(data, NEXT_CRT, NEXT_TLS_CRT, NEXT_TLS_KEY)
+    )
     if legacy_next:
         pair = _issue(settings, KeyPair(data[NEXT_CRT], data[NEXT_KEY]))
         out[NEXT_TLS_CRT], out[NEXT_TLS_KEY] = pair.cert_pem, pair.key_pem
@@ -283,9 +294,7 @@ def renew_due(cert_pem: bytes, renew_at: dt.timedelta, now: dt.datetime) -> dt.t
     return max(dt.timedelta(0), cert.not_valid_after_utc - now - renew_at)
 
 
-def secret_body(
-    name: str, namespace: str, p: Plan, current: dict[str, Any] | None
-) -> dict[str, Any]:
+def secret_body(name: str, namespace: str, p: Plan, current: dict[str, Any] | None) -> dict[str, Any]:
     """The full Secret to write: current metadata kept (resourceVersion included), data replaced."""
     meta: dict[str, Any] = dict((current or {}).get("metadata") or {})
     meta["name"], meta["namespace"] = name, namespace
@@ -297,7 +306,7 @@ def secret_body(
     if p.clear_rotate_request:
         ann.pop(ROTATE_REQUEST, None)
     if p.since is not None:
-        ann[STEP_SINCE] = p.since.astimezone(dt.timezone.utc).isoformat().replace("+00:00", "Z")
+        ann[STEP_SINCE] = p.since.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
     meta["annotations"] = ann
     for k in ("managedFields", "creationTimestamp", "uid"):
         meta.pop(k, None)
@@ -370,7 +379,7 @@ class KubeCertStore:
             if missing_ok and exc.status == 404:
                 return None
             raise ApiError(exc.status or 0, _api_message(exc), exc.reason or "") from None
-        except (OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError) as exc:
             raise ApiError(0, f"{type(exc).__name__}: {exc}") from None
 
     async def get_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -432,7 +441,7 @@ class CertManager:
         """One pass: Secret first (the source of truth), then the caBundle, then the files."""
         conflicts = 0
         while True:
-            t = now or dt.datetime.now(dt.timezone.utc)
+            t = now or dt.datetime.now(dt.UTC)
             current = await self.store.get_secret(self.namespace, self.secret_name)
             if current is not None and not _is_managed(current):
                 raise ApiError(
@@ -455,7 +464,12 @@ class CertManager:
                     raise
                 # another manager wrote first: re-read and adopt what it wrote
                 conflicts += 1
-                log.info("Secret %s/%s changed under us (%s); re-reading", self.namespace, self.secret_name, exc.reason or 409)
+                log.info(
+                    "Secret %s/%s changed under us (%s); re-reading",
+                    self.namespace,
+                    self.secret_name,
+                    exc.reason or 409,
+                )
                 if conflicts >= self.max_conflicts:
                     raise
                 continue
@@ -480,7 +494,11 @@ class CertManager:
                 if exc.status == 409:
                     continue
                 raise
-            log.info("ValidatingWebhookConfiguration %s: caBundle set (%d CA)", self.webhook_config, bundle.count(b"BEGIN CERTIFICATE"))
+            log.info(
+                "ValidatingWebhookConfiguration %s: caBundle set (%d CA)",
+                self.webhook_config,
+                bundle.count(b"BEGIN CERTIFICATE"),
+            )
             return True
         raise ApiError(409, f"ValidatingWebhookConfiguration {self.webhook_config} kept changing; caBundle not set")
 
@@ -503,13 +521,18 @@ class CertManager:
             try:
                 res = await self.reconcile()
                 if res.next_due is not None:
-                    until = (res.next_due - dt.datetime.now(dt.timezone.utc)).total_seconds()
+                    until = (res.next_due - dt.datetime.now(dt.UTC)).total_seconds()
                     wait = min(check_interval, max(0.0, until) + 0.05)
             except ApiError as exc:
-                log.error("certificate reconcile failed (HTTP %s): %s; retrying in %.0fs", exc.status, exc.message, check_interval)
+                log.error(
+                    "certificate reconcile failed (HTTP %s): %s; retrying in %.0fs",
+                    exc.status,
+                    exc.message,
+                    check_interval,
+                )
             try:
                 await asyncio.wait_for(stop.wait(), timeout=wait)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
 

@@ -2,16 +2,20 @@
 
 A bad config stops start-up with the field path and the reason (`ConfigError`).
 Every setting is documented in docs/configuration.md.
+
+Settings are plain data: this module imports nothing from the project. Check names are
+checked against the checks actually wired in, which the caller of `load_settings` passes
+(`known_checks`); a check's own default action comes from the check (`action_for`).
 """
 
 from __future__ import annotations
 
-import functools
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 Mode = Literal["enforce", "warn", "audit"]
 Action = Literal["deny", "warn", "audit", "off"]
@@ -37,7 +41,7 @@ class _Model(BaseModel):
 class KueueSettings(_Model):
     #: when set, an AdmissionCheck's spec.controllerName must equal this
     admission_check_controller: str | None = Field(None, alias="admissionCheckController")
-    #: "namespace/name" of the Lease the admission-check controller renews (seed's readmission gate)
+    #: "namespace/name" of the Lease the admission-check controller renews (a stale Lease: the controller is down and readmits nothing)
     admission_lease: str | None = Field(None, alias="admissionLease")
     #: the Lease must have been renewed within this many seconds
     lease_max_age_seconds: float = Field(60.0, gt=0, alias="leaseMaxAgeSeconds")
@@ -62,6 +66,8 @@ class ObjectLimits(_Model):
     #: bytes of request.object as the apiserver sends it; etcd stores at most 1.5 MiB by default
     #: (--max-request-bytes), so a larger object could not be stored anyway
     max_bytes: int = Field(1_572_864, ge=65_536, le=64 * 2**20, alias="maxBytes")
+
+
 class ClientAuthSettings(_Model):
     #: PEM file of the CA that signs the apiserver's client certificate; unset = no caller authentication
     ca_file: str | None = Field(None, alias="caFile")
@@ -142,44 +148,29 @@ class Settings(_Model):
             out.append(e)
         return out
 
-    @field_validator("checks")
+    @field_validator("checks", "skippable_checks")
     @classmethod
-    def _known_checks(cls, v: dict[str, str]) -> dict[str, str]:
-        _require_known(v.keys(), "checks")
+    def _known_checks(cls, v: Any, info: ValidationInfo) -> Any:
+        """With `known_checks` in the validation context (load_settings), every name must be one."""
+        known = (info.context or {}).get("known_checks")
+        if known is not None:
+            unknown = sorted(n for n in v if n not in known)
+            if unknown:
+                raise ValueError(
+                    f"unknown check name(s) {', '.join(repr(n) for n in unknown)}; known: {', '.join(sorted(known))}"
+                )
         return v
 
-    @field_validator("skippable_checks")
-    @classmethod
-    def _known_skippable(cls, v: list[str]) -> list[str]:
-        _require_known(v, "skippableChecks")
-        return v
-
-    def action_for(self, check_name: str) -> Action:
-        """The configured action, else the check's own default (deny for most checks)."""
-        action = self.checks.get(check_name)
-        return action if action is not None else _default_actions().get(check_name, "deny")
+    def action_for(self, check_name: str, default: Action = "deny") -> Action:
+        """The configured action for a check, else `default` (the check's own, Check.default_action)."""
+        return self.checks.get(check_name, default)
 
 
-@functools.lru_cache(maxsize=1)
-def _default_actions() -> dict[str, Action]:
-    from webhook.checks import all_checks
+def load_settings(path: str | Path | None, *, known_checks: Iterable[str] | None = None) -> Settings:
+    """Read and validate the config file; None means all defaults.
 
-    return {c.name: c.default_action for c in all_checks()}
-
-
-def _require_known(names: Any, field: str) -> None:
-    from webhook.checks import check_names
-
-    known = set(check_names())
-    unknown = sorted(n for n in names if n not in known)
-    if unknown:
-        raise ValueError(
-            f"unknown check name(s) {', '.join(repr(n) for n in unknown)}; known: {', '.join(sorted(known))}"
-        )
-
-
-def load_settings(path: str | Path | None) -> Settings:
-    """Read and validate the config file; None means all defaults."""
+    `known_checks`: the names of the checks wired in; a name in `checks` or `skippableChecks`
+    that is not one of them is a config error (a typo must not silently configure nothing)."""
     if path is None:
         return Settings()
     p = Path(path)
@@ -194,7 +185,8 @@ def load_settings(path: str | Path | None) -> Settings:
     if not isinstance(raw, dict):
         raise ConfigError(f"config file {p}: the top level must be a mapping, not {type(raw).__name__}")
     try:
-        return Settings.model_validate(raw)
+        context = None if known_checks is None else {"known_checks": frozenset(known_checks)}
+        return Settings.model_validate(raw, context=context)
     except ValidationError as exc:
         lines = []
         for err in exc.errors():

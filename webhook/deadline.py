@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 
 class Deadline:
-    def __init__(self, seconds: float, *, clock=time.monotonic) -> None:
+    def __init__(self, seconds: float, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self.budget = max(0.0, seconds)
         self.started = clock()

@@ -12,18 +12,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Sequence, Set
+
+import aiohttp
 
 from webhook.checks.base import Check, CheckContext
-from webhook.cluster.view import ApiError, ClusterView
+from webhook.cluster.view import ClusterView
 from webhook.config import Settings
 from webhook.deadline import Deadline
+from webhook.kube import ApiError
 from webhook.results import CheckResult, PreflightResults, Status
 from webhook.workloads.base import Workload
 
 log = logging.getLogger(__name__)
-
-TIMED_OUT_PREFIX = "did not finish within"
 
 _TRANSIENT = (asyncio.TimeoutError, TimeoutError, ConnectionError)
 
@@ -33,33 +34,30 @@ def is_transient(exc: BaseException) -> bool:
         return exc.transient
     if isinstance(exc, _TRANSIENT):
         return True
-    try:
-        import aiohttp
-
-        if isinstance(exc, (aiohttp.ClientConnectionError, aiohttp.ServerTimeoutError)):
-            return True
-    except ImportError:  # pragma: no cover
-        pass
-    return False
+    return isinstance(exc, (aiohttp.ClientConnectionError, aiohttp.ServerTimeoutError))
 
 
 def timed_out_result(name: str, budget: float) -> CheckResult:
     return CheckResult(
         name,
         Status.WARN,
-        f"{TIMED_OUT_PREFIX} the {budget:.1f}s budget; its verdict is unknown (timed out)",
+        f"did not finish within the {budget:.1f}s budget; its verdict is unknown (timed out)",
         hints=["Raise budgetSeconds / the webhook's timeoutSeconds, or check apiserver responsiveness"],
+        timed_out=True,
     )
 
 
 def is_timed_out(result: CheckResult) -> bool:
-    return result.status is Status.WARN and result.message.startswith(TIMED_OUT_PREFIX)
+    return result.timed_out
 
 
-def applicable(checks: Iterable[Check], workload: Workload, settings: Settings, skip: set[str] = frozenset()) -> list[Check]:
+def applicable(
+    checks: Iterable[Check], workload: Workload, settings: Settings, skip: Set[str] = frozenset()
+) -> list[Check]:
     return [
-        c for c in checks
-        if workload.kind in c.kinds and settings.action_for(c.name) != "off" and c.name not in skip
+        c
+        for c in checks
+        if workload.kind in c.kinds and settings.action_for(c.name, c.default_action) != "off" and c.name not in skip
     ]
 
 
@@ -130,7 +128,9 @@ async def run_checks(
     stopped_by: str | None = None
     for c in blocking:
         if stopped_by is not None:
-            by_check[c.name] = [CheckResult(c.name, Status.SKIP, f"Not run: blocking check {stopped_by!r} failed", duration_ms=0.0)]
+            by_check[c.name] = [
+                CheckResult(c.name, Status.SKIP, f"Not run: blocking check {stopped_by!r} failed", duration_ms=0.0)
+            ]
             continue
         if c.synchronous:  # never suspends: a task would only add its own cost
             res = await _run_one(c, ctx)
@@ -153,7 +153,9 @@ async def run_checks(
 
     if stopped_by is not None:
         for c in rest:
-            by_check[c.name] = [CheckResult(c.name, Status.SKIP, f"Not run: blocking check {stopped_by!r} failed", duration_ms=0.0)]
+            by_check[c.name] = [
+                CheckResult(c.name, Status.SKIP, f"Not run: blocking check {stopped_by!r} failed", duration_ms=0.0)
+            ]
     elif rest:
         # the checks that await I/O run as tasks, and get to send their requests first (one
         # yield); the synchronous ones then run here, in this task, while that I/O is in flight
@@ -185,4 +187,4 @@ def _ordered(checks: Sequence[Check], by_check: dict[str, list[CheckResult]]) ->
     ordered: list[CheckResult] = []
     for c in checks:
         ordered.extend(by_check.get(c.name, []))
-    return PreflightResults(ordered)
+    return PreflightResults(ordered, {c.name: c.default_action for c in checks})

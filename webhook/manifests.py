@@ -65,7 +65,7 @@ def _expanded_size(node: yaml.Node, limit: int) -> int:
 class _BoundedLoader(yaml.SafeLoader):
     """yaml.SafeLoader that measures each document before constructing it (alias expansion bounded)."""
 
-    def compose_document(self) -> yaml.Node | None:  # type: ignore[override]
+    def compose_document(self) -> yaml.Node | None:
         node = super().compose_document()
         if node is not None:
             _expanded_size(node, MAX_EXPANDED_VALUES)
@@ -75,7 +75,7 @@ class _BoundedLoader(yaml.SafeLoader):
 def _load_all(text: str) -> Any:
     loader = _BoundedLoader(text)
     try:
-        while loader.check_data():
+        while loader.check_data():  # type: ignore[no-untyped-call]  # untyped in types-PyYAML
             yield loader.get_data()
     finally:
         loader.dispose()
@@ -100,7 +100,7 @@ def _read(path_or_dash: str) -> tuple[str, str]:
 def _flatten(doc: Any, source: str, index: int) -> list[dict[str, Any]]:
     if isinstance(doc, list):
         out: list[dict[str, Any]] = []
-        for j, item in enumerate(doc):
+        for item in doc:
             out += _flatten(item, source, index)
         return out
     if not isinstance(doc, dict):
@@ -128,7 +128,9 @@ def parse_documents(text: str, source: str = "input") -> list[dict[str, Any]]:
             except (yaml.YAMLError, _TooBig, RecursionError):
                 raise ValueError(f"{source}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
         except RecursionError:
-            raise ValueError(f"{source}: document 1 is nested too deeply to read (more levels than Python's recursion limit)") from None
+            raise ValueError(
+                f"{source}: document 1 is nested too deeply to read (more levels than Python's recursion limit)"
+            ) from None
     else:
         docs = []
         loader = _load_all(text)
@@ -139,7 +141,9 @@ def parse_documents(text: str, source: str = "input") -> list[dict[str, Any]]:
             except StopIteration:
                 break
             except _TooBig as exc:
-                raise ValueError(f"{source}: document {index + 1} is refused: YAML aliases expand it to {exc}") from None
+                raise ValueError(
+                    f"{source}: document {index + 1} is refused: YAML aliases expand it to {exc}"
+                ) from None
             except RecursionError:
                 raise ValueError(
                     f"{source}: document {index + 1} is nested too deeply to read (more levels than Python's recursion limit)"

@@ -12,6 +12,7 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from webhook.policy import Outcome
 from webhook.results import CheckResult
 
 #: 1 ms .. 30 s: the apiserver's own timeout range ends at 30 s
@@ -20,12 +21,6 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 #: the budget is at most 30 s (budgetSeconds' ceiling); half-second steps show the ?timeout= it came from
 BUDGET_BUCKETS = (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 7.5, 10.0, 15.0, 30.0)
 
-#: decision label values
-ALLOWED, DENIED, WARNED, AUDITED = "allowed", "denied", "warned", "audited"
-UNHANDLED = "unhandled"  # no adapter for the kind: allowed without checks
-SKIPPED = "skipped"  # DELETE / CONNECT: allowed untouched
-INVALID = "invalid"  # the request itself was refused (400/413/415)
-ERROR = "error"  # our own bug: allowed (fail-open) with a warning
 OTHER_KIND = "other"
 
 
@@ -84,7 +79,7 @@ class Metrics:
         """A handled kind keeps its name; anything else is "other" (bounded cardinality)."""
         return kind if kind in self.known_kinds else OTHER_KIND
 
-    def observe_request(self, kind: str, operation: str, decision: str, seconds: float) -> None:
+    def observe_request(self, kind: str, operation: str, decision: Outcome, seconds: float) -> None:
         key = (kind, operation, decision)
         children = self._request_children.get(key)
         if children is None:

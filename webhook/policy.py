@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import json
 import unicodedata
+from collections.abc import Set
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from webhook.config import Settings
-from webhook.engine import is_timed_out
 from webhook.results import CheckResult, PreflightResults, Status
 
 #: k8s.io/apiserver pkg/endpoints/filters/warning.go truncateItemRunes (Python len() counts runes)
@@ -32,8 +33,28 @@ WARNING_MAX_CHARS = 256
 WARNINGS_MAX_TOTAL = 4096
 AUDIT_VALUE_MAX = 8192
 
+#: an unreadable object's problem is quoted up to this length (paths carry user-chosen keys)
+ADAPTER_ERROR_MAX_CHARS = 1000
+
 #: what each check result became in the decision (Decision.verdicts)
 DENY, WARN, AUDIT, OFF, NONE = "deny", "warn", "audit", "off", ""
+
+
+class Outcome(StrEnum):
+    """What became of one admission request: Decision.outcome and the metrics' decision label."""
+
+    ALLOWED = "allowed"
+    DENIED = "denied"
+    WARNED = "warned"
+    AUDITED = "audited"
+    #: no adapter for the kind: allowed without checks
+    UNHANDLED = "unhandled"
+    #: DELETE / CONNECT: allowed untouched
+    SKIPPED = "skipped"
+    #: the request itself was refused (400/413/415)
+    INVALID = "invalid"
+    #: our own bug: allowed (fail-open) with a warning
+    ERROR = "error"
 
 
 @dataclass
@@ -42,8 +63,7 @@ class Decision:
     message: str | None = None
     warnings: list[str] = field(default_factory=list)
     audit_annotations: dict[str, str] = field(default_factory=dict)
-    #: label for metrics: allowed | denied | warned | audited
-    outcome: str = "allowed"
+    outcome: Outcome = Outcome.ALLOWED
     denied_checks: list[str] = field(default_factory=list)
     #: one per results.checks entry: "deny" (in the denial), "warn" (shown as a warning),
     #: "audit" (recorded only), "off" (the check is off), "" (nothing to report: pass, skip)
@@ -107,7 +127,7 @@ def _cap_total(groups: list[list[str]]) -> list[str]:
     total = 0
     for i, group in enumerate(groups):
         size = sum(len(line) for line in group)
-        rest = sum(len(line) for g in groups[i + 1:] for line in g)
+        rest = sum(len(line) for g in groups[i + 1 :] for line in g)
         if total + size + rest <= WARNINGS_MAX_TOTAL:
             return out + [line for g in groups[i:] for line in g]  # everything left fits
         if total + size + len(more_findings(len(groups) - i)) > WARNINGS_MAX_TOTAL:
@@ -135,7 +155,7 @@ def decide(
     settings: Settings,
     mode: str | None = None,
     subject: str = "the object",
-    preexisting: set[str] = frozenset(),
+    preexisting: Set[str] = frozenset(),
     notes: list[str] | None = None,
 ) -> Decision:
     """Turn results into a decision.
@@ -154,11 +174,11 @@ def decide(
     verdicts: list[str] = []
 
     for r in results.checks:
-        action = settings.action_for(r.name)
+        action = settings.action_for(r.name, results.default_action(r.name))
         if action == "off":
             verdicts.append(OFF)
             continue
-        if is_timed_out(r):
+        if r.timed_out:
             action = settings.timeout_action
             failing = True
         else:
@@ -188,7 +208,12 @@ def decide(
         else:
             verdicts.append(NONE)
     for r in results.checks:  # a verdict from stale cached data says so, whatever it is
-        if r.caveats and r.status is not Status.SKIP and mode != "audit" and settings.action_for(r.name) not in ("audit", "off"):
+        if (
+            r.caveats
+            and r.status is not Status.SKIP
+            and mode != "audit"
+            and settings.action_for(r.name, results.default_action(r.name)) not in ("audit", "off")
+        ):
             for caveat in dict.fromkeys(r.caveats):
                 group = wrap(caveat, f"[{r.name}] ")
                 if group not in warn_lines:
@@ -197,7 +222,7 @@ def decide(
     annotations: dict[str, str] = {}
     if audit or notes:
         annotations["findings"] = _findings_json(audit)
-        failed = sorted({r.name for r in audit if r.status is Status.FAIL or is_timed_out(r)})
+        failed = sorted({r.name for r in audit if r.status is Status.FAIL or r.timed_out})
         if failed:
             annotations["failed-checks"] = ",".join(failed)
         if notes:
@@ -214,16 +239,32 @@ def decide(
             message=f"{header}\n{body}",
             warnings=_cap_total(warn_lines),
             audit_annotations=annotations,
-            outcome="denied",
+            outcome=Outcome.DENIED,
             denied_checks=[r.name for r in deny],
             verdicts=verdicts,
         )
-    outcome = "allowed"
+    outcome = Outcome.ALLOWED
     if audit:
-        outcome = "audited" if mode == "audit" else ("warned" if warn_lines else "audited")
+        outcome = Outcome.AUDITED if mode == "audit" else (Outcome.WARNED if warn_lines else Outcome.AUDITED)
     elif warn_lines:
-        outcome = "warned"
+        outcome = Outcome.WARNED
     annotations["decision"] = "allowed"
     return Decision(
         allowed=True, warnings=_cap_total(warn_lines), audit_annotations=annotations, outcome=outcome, verdicts=verdicts
     )
+
+
+def unreadable(subject: str, kind: str, problem: str) -> Decision:
+    """The denial of an object its adapter cannot read as its kind (the object's problem, not
+    the request's: the apiserver shows the message, and the user fixes the field it names)."""
+    if len(problem) > ADAPTER_ERROR_MAX_CHARS:
+        problem = problem[: ADAPTER_ERROR_MAX_CHARS - 1] + "…"
+    message = f"{subject} is not a valid {kind}: {problem}. Fix: correct that field and apply again."
+    return Decision(allowed=False, message=message, outcome=Outcome.DENIED)
+
+
+def unreadable_before(problem: str) -> Decision:
+    """An UPDATE of an object that was stored before this webhook could judge it: never block
+    the fix or the cancel (ratchet); the problem is shown as a warning."""
+    note = clip(f"pre-existing: the object cannot be read: {problem}")
+    return Decision(allowed=True, warnings=[note], outcome=Outcome.WARNED)

@@ -15,7 +15,7 @@ from webhook.cluster.view import ClusterView
 from webhook.config import Settings
 from webhook.deadline import Deadline
 from webhook.engine import applicable, run_checks, timed_out_result
-from webhook.policy import Decision, clip, decide
+from webhook.policy import Decision, Outcome, decide, unreadable, unreadable_before
 from webhook.results import CheckResult, PreflightResults, Status
 from webhook.workloads import adapter_for, build_workload
 from webhook.workloads.base import AdapterError, RuntimeLookup, Workload
@@ -34,6 +34,8 @@ class Evaluation:
     results: PreflightResults
     decision: Decision
     notes: list[str] = field(default_factory=list)
+    #: why the adapter could not read the object as its kind (the decision denies it), else None
+    unreadable: str | None = None
 
 
 def view_runtime_lookup(view: ClusterView) -> RuntimeLookup:
@@ -55,6 +57,7 @@ def _subject(wl: Workload) -> str:
 
 def _raw_subject(obj: dict[str, Any], namespace: str | None) -> tuple[str, str]:
     """(`Kind "name" in namespace "ns"`, ns) read defensively: for verdicts given before the adapter ran."""
+    obj = obj if isinstance(obj, dict) else {}
     meta = obj.get("metadata")
     meta = meta if isinstance(meta, dict) else {}
 
@@ -119,7 +122,9 @@ def too_large_evaluation(
     `preexisting`: an UPDATE whose old object was as large (ratchet: never blocks the fix)."""
     result = CheckResult(OBJECT_SIZE, Status.FAIL, problem, duration_ms=0.0)
     action = settings.object_limits.action
-    return _single_verdict(result, action, settings=settings, obj=obj, view=view, namespace=namespace, preexisting=preexisting)
+    return _single_verdict(
+        result, action, settings=settings, obj=obj, view=view, namespace=namespace, preexisting=preexisting
+    )
 
 
 def timed_out_evaluation(
@@ -180,7 +185,7 @@ async def evaluate(
     namespace: str | None = None,
     checks: list[Check] | None = None,
 ) -> Evaluation:
-    """Evaluate one object. Raises AdapterError when it cannot be read as its kind.
+    """Evaluate one object. One its adapter cannot read as its kind is denied (`unreadable`).
 
     UPDATE is ratcheted: a spec that did not change passes without checks, and a check
     that already failed on the old object never blocks (it becomes a warning), so a user
@@ -191,7 +196,7 @@ async def evaluate(
         runtime_lookup = view_runtime_lookup(view)
     if operation == "UPDATE" and isinstance(old_obj, dict) and _spec_of(old_obj) == _spec_of(obj):
         # status, labels, finalizers: nothing the checks judge changed
-        return Evaluation(None, PreflightResults(), Decision(allowed=True, outcome="allowed"))
+        return Evaluation(None, PreflightResults(), Decision(allowed=True, outcome=Outcome.ALLOWED))
 
     api_version, kind = obj.get("apiVersion"), obj.get("kind")
     if isinstance(api_version, str) and isinstance(kind, str) and adapter_for(api_version, kind) is not None:
@@ -199,7 +204,9 @@ async def evaluate(
         if problem is not None:  # before any rendering: its cost grows with the object
             # ratchet: an object already stored too large can still be fixed or cancelled
             pre = operation == "UPDATE" and isinstance(old_obj, dict) and too_large(old_obj, settings) is not None
-            return too_large_evaluation(problem, settings=settings, obj=obj, view=view, namespace=namespace, preexisting=pre)
+            return too_large_evaluation(
+                problem, settings=settings, obj=obj, view=view, namespace=namespace, preexisting=pre
+            )
 
     def build(o: dict[str, Any]) -> Workload | None:
         return build_workload(o, settings=settings, runtime_lookup=runtime_lookup, namespace=namespace)
@@ -209,11 +216,12 @@ async def evaluate(
     except AdapterError as exc:
         if operation == "UPDATE" and isinstance(old_obj, dict) and _unreadable(build, old_obj):
             # stored before this webhook could judge it: never block the fix or the cancel
-            note = clip(f"pre-existing: the object cannot be read: {exc}")
-            return Evaluation(None, PreflightResults(), Decision(allowed=True, warnings=[note], outcome="warned"))
-        raise
+            return Evaluation(None, PreflightResults(), unreadable_before(str(exc)), unreadable=str(exc))
+        subject, _ = _raw_subject(obj, namespace)
+        kind = k if isinstance(obj, dict) and isinstance(k := obj.get("kind"), str) else "object"
+        return Evaluation(None, PreflightResults(), unreadable(subject, kind, str(exc)), unreadable=str(exc))
     if wl is None:
-        return Evaluation(None, PreflightResults(), Decision(allowed=True, outcome="unhandled"))
+        return Evaluation(None, PreflightResults(), Decision(allowed=True, outcome=Outcome.UNHANDLED))
 
     mode, skip, notes = _overrides(wl, settings, view)
     results = await run_checks(
@@ -234,9 +242,7 @@ async def evaluate(
                 old_checks = [c for c in applicable(checks, old_wl, settings, skip) if c.name in failing_now]
                 old_results = await run_checks(old_wl, old_checks, settings=settings, deadline=deadline, view=view)
                 preexisting = {r.name for r in old_results.checks if r.status is Status.FAIL}
-    decision = decide(
-        results, settings=settings, mode=mode, subject=_subject(wl), preexisting=preexisting, notes=notes
-    )
+    decision = decide(results, settings=settings, mode=mode, subject=_subject(wl), preexisting=preexisting, notes=notes)
     return Evaluation(wl, results, decision, notes)
 
 

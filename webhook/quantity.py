@@ -17,7 +17,6 @@ Grammar (k8s.io/apimachinery/pkg/api/resource):
 
 from __future__ import annotations
 
-import builtins
 import functools
 import re
 from collections.abc import Iterable, Mapping
@@ -99,14 +98,6 @@ def _parse_string(value: str) -> Decimal:
     return number.scaleb(_DECIMAL[m.group("decimal") or ""])
 
 
-def _plain(d: Decimal) -> str:
-    """A Decimal without exponent notation or trailing zeros ("2", "0.5")."""
-    if d == d.to_integral_value():
-        return str(int(d))
-    text = format(d.normalize(), "f")
-    return text.rstrip("0").rstrip(".") if "." in text else text
-
-
 def _with_decimal_suffix(d: Decimal, allow_big: bool) -> str:
     """Shortest exact decimal-SI form: the largest suffix that keeps an integer."""
     if d == 0:
@@ -171,7 +162,7 @@ def add(a: Mapping[str, Decimal], b: Mapping[str, Decimal]) -> dict[str, Decimal
     return out
 
 
-def sum(items: Iterable[Mapping[str, Decimal]]) -> dict[str, Decimal]:  # noqa: A001 - mirrors builtins.sum for resource lists
+def sum(items: Iterable[Mapping[str, Decimal]]) -> dict[str, Decimal]:
     """Per-resource sum of many resource lists."""
     out: dict[str, Decimal] = {}
     for item in items:
@@ -240,7 +231,3 @@ def is_extended_resource(name: str) -> bool:
         return False
     domain = name.split("/", 1)[0]
     return not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
-
-
-# keep a handle on the builtin for callers that `from webhook.quantity import *`
-_builtin_sum = builtins.sum

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from webhook.config import Action
+
 
 class Status(str, Enum):
     PASS = "pass"
@@ -37,6 +39,9 @@ class CheckResult:
     #: lines the user must see whatever the status (the verdict came from cached data older
     #: than cacheStaleSeconds): policy shows each as a warning. Also in `details`.
     caveats: list[str] = field(default_factory=list)
+    #: the check did not finish by the deadline (a WARN whose verdict is unknown): policy
+    #: applies timeoutAction instead of the check's action. Not part of the JSON form.
+    timed_out: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -52,6 +57,12 @@ class CheckResult:
 @dataclass
 class PreflightResults:
     checks: list[CheckResult] = field(default_factory=list)
+    #: each check's own action when the config names none (Check.default_action), set by the
+    #: engine from the checks it ran; not part of the JSON form
+    default_actions: dict[str, Action] = field(default_factory=dict)
+
+    def default_action(self, name: str) -> Action:
+        return self.default_actions.get(name, "deny")
 
     @property
     def passed(self) -> bool:
@@ -70,23 +81,3 @@ class PreflightResults:
             "has_warnings": self.has_warnings,
             "checks": [c.to_dict() for c in self.checks],
         }
-
-
-def passed(name: str, message: str, **kw: Any) -> CheckResult:
-    return CheckResult(name, Status.PASS, message, **kw)
-
-
-def failed(name: str, message: str, **kw: Any) -> CheckResult:
-    return CheckResult(name, Status.FAIL, message, **kw)
-
-
-def warned(name: str, message: str, **kw: Any) -> CheckResult:
-    return CheckResult(name, Status.WARN, message, **kw)
-
-
-def skipped(name: str, message: str, **kw: Any) -> CheckResult:
-    return CheckResult(name, Status.SKIP, message, **kw)
-
-
-def info(name: str, message: str, **kw: Any) -> CheckResult:
-    return CheckResult(name, Status.INFO, message, **kw)

@@ -8,7 +8,8 @@ decision. Error contract:
   wrong: 400 (invalid JSON, not an AdmissionReview), 413 (body over maxBodyBytes),
   415 (content type is not application/json). Never a 5xx for a client's mistake.
 - an object the adapter cannot read at all is the OBJECT's problem, not the review's:
-  HTTP 200 with allowed=false, status 403 and the reason.
+  HTTP 200 with allowed=false, status 403 and the reason (evaluate's decision, written by
+  webhook.policy.unreadable).
 - our own bugs FAIL OPEN: any unexpected exception while judging a well-formed review
   becomes allowed=true with a warning naming the internal error, is logged (without
   the exception text, which could quote object content) and counted as decision
@@ -26,7 +27,6 @@ see WebhookServer and _Connection.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import logging
 import os
@@ -52,15 +52,13 @@ from webhook.admission import (
 )
 from webhook.checks import all_checks
 from webhook.checks.base import Check, describe
+from webhook.cluster.view import ClusterView
 from webhook.config import Settings
 from webhook.deadline import Deadline, budget_seconds, parse_go_duration
-from webhook.metrics import DENIED, ERROR, INVALID, SKIPPED, UNHANDLED, Metrics
-from webhook.policy import clip
+from webhook.metrics import Metrics
+from webhook.policy import Outcome, clip
 from webhook.preflight import evaluate, timed_out_evaluation, too_large_evaluation
-from webhook.workloads import AdapterError, known_kinds
-
-#: an unreadable object's problem is quoted up to this length (paths carry user-chosen keys)
-ADAPTER_ERROR_MAX_CHARS = 1000
+from webhook.workloads import known_kinds
 
 log = logging.getLogger("webhook.server")
 decision_log = logging.getLogger("webhook.decisions")
@@ -78,7 +76,7 @@ def _stdlib_dumps(obj: Any) -> bytes:
 def json_codec(choice: str | None = None) -> tuple[Callable[[bytes], Any], Callable[[Any], bytes], str]:
     """(loads, dumps, name): stdlib json unless `PREFLIGHT_WEBHOOK_JSON=orjson` (benchmarking only).
 
-    orjson does not pay for itself here (docs/benchmarks.md: ~0.03 ms of a multi-ms request)
+    orjson does not pay for itself here (docs/benchmarks.md measures it)
     and it turns integers beyond 64 bits into floats, so stdlib json is the default.
     """
     choice = (choice or os.environ.get("PREFLIGHT_WEBHOOK_JSON") or "stdlib").lower()
@@ -99,7 +97,7 @@ class WebhookApp:
         self,
         settings: Settings,
         *,
-        view: Any | None = None,
+        view: ClusterView | None = None,
         metrics: Metrics | None = None,
         checks: list[Check] | None = None,
         json_choice: str | None = None,
@@ -129,8 +127,8 @@ class WebhookApp:
             return False, "TLS material not loaded"
         if not self.config_loaded:
             return False, "configuration not loaded"
-        if self.view is not None and not getattr(self.view, "ready", False):
-            return False, str(getattr(self.view, "ready_reason", "") or "cluster view not ready")
+        if self.view is not None and not self.view.ready:
+            return False, self.view.ready_reason or "cluster view not ready"
         return True, "ready"
 
     # ----------------------------------------------------------------- helpers
@@ -139,7 +137,7 @@ class WebhookApp:
         return web.Response(body=self.dumps(data), status=status, content_type=JSON, headers=headers)
 
     def _client_error(self, status: int, message: str, started: float) -> web.Response:
-        self.metrics.observe_request("", "", INVALID, time.perf_counter() - started)
+        self.metrics.observe_request("", "", Outcome.INVALID, time.perf_counter() - started)
         log.info("rejected request: HTTP %d: %s", status, message)
         return self._json({"error": message}, status=status)
 
@@ -171,7 +169,9 @@ class WebhookApp:
         limit = self.settings.max_body_bytes
         if request.content_length is not None and request.content_length > limit:
             return self._client_error(
-                413, f"request body of {request.content_length} bytes exceeds the limit of {limit} bytes (maxBodyBytes)", started
+                413,
+                f"request body of {request.content_length} bytes exceeds the limit of {limit} bytes (maxBodyBytes)",
+                started,
             )
         try:
             body = await request.read()
@@ -196,7 +196,7 @@ class WebhookApp:
         try:
             answer, decision = await self._judge(req, request.query.get("timeout"))
         except Exception as exc:  # our bug: fail open, visibly
-            answer, decision = self._fail_open(req, exc), ERROR
+            answer, decision = self._fail_open(req, exc), Outcome.ERROR
         self.metrics.observe_request(req.kind.kind, req.operation, decision, time.perf_counter() - started)
         self._log_decision(req, decision, answer, started)
         return self._json(answer)
@@ -233,7 +233,7 @@ class WebhookApp:
         kind, operation = head["kind"], head["operation"]
         if operation in ("DELETE", "CONNECT") or kind not in self.kinds:
             # never judged: DELETE/CONNECT, and kinds without an adapter, are allowed untouched
-            decision = SKIPPED if operation in ("DELETE", "CONNECT") else UNHANDLED
+            decision = Outcome.SKIPPED if operation in ("DELETE", "CONNECT") else Outcome.UNHANDLED
             return self._answer(review_response(head["uid"], allowed=True), kind, operation, decision, started)
         if not over(new_values, new_part):
             # the size is in the old object, stored before the bound (etcd keeps it under 1.5 MiB):
@@ -256,16 +256,20 @@ class WebhookApp:
             problem, settings=self.settings, obj=stub, view=self.view, namespace=head["namespace"] or None,
             preexisting=operation == "UPDATE" and over(old_values, old_part),
         )  # fmt: skip
-        return self._answer(response_from_decision(head["uid"], ev.decision), kind, operation, ev.decision.outcome, started)
+        return self._answer(
+            response_from_decision(head["uid"], ev.decision), kind, operation, ev.decision.outcome, started
+        )
 
-    def _answer(self, answer: dict[str, Any], kind: str, operation: str, decision: str, started: float) -> web.Response:
+    def _answer(
+        self, answer: dict[str, Any], kind: str, operation: str, decision: Outcome, started: float
+    ) -> web.Response:
         self.metrics.observe_request(kind, operation, decision, time.perf_counter() - started)
         return self._json(answer)
 
-    async def _judge(self, req: AdmissionRequest, timeout_param: str | None) -> tuple[dict[str, Any], str]:
+    async def _judge(self, req: AdmissionRequest, timeout_param: str | None) -> tuple[dict[str, Any], Outcome]:
         """(AdmissionReview answer, metrics decision label) for a well-formed request."""
         if req.operation in ("DELETE", "CONNECT"):
-            return review_response(req.uid, allowed=True), SKIPPED
+            return review_response(req.uid, allowed=True), Outcome.SKIPPED
         s = self.settings
         deadline = Deadline(budget_seconds(parse_go_duration(timeout_param), s.budget_seconds, s.safety_margin_seconds))
         self.metrics.budget.observe(deadline.budget)
@@ -288,19 +292,9 @@ class WebhookApp:
             if not outer.expired():
                 raise  # a TimeoutError of our own making: a bug, fails open
             # the deadline, noticed here rather than by a check: timeoutAction decides, as for a check
-            ev = timed_out_evaluation(obj, settings=s, deadline=deadline, view=self.view, namespace=req.namespace or None)
-        except AdapterError as exc:
-            kind = obj.get("kind") if isinstance(obj.get("kind"), str) else req.kind.kind
-            name = req.name or _meta(obj, "name") or _meta(obj, "generateName") or "<unnamed>"
-            ns = req.namespace or _meta(obj, "namespace") or "default"
-            problem = str(exc)
-            if len(problem) > ADAPTER_ERROR_MAX_CHARS:
-                problem = problem[: ADAPTER_ERROR_MAX_CHARS - 1] + "…"
-            msg = (
-                f'{kind} "{name}" in namespace "{ns}" is not a valid {kind}: {problem}. '
-                "Fix: correct that field and apply again."
+            ev = timed_out_evaluation(
+                obj, settings=s, deadline=deadline, view=self.view, namespace=req.namespace or None
             )
-            return review_response(req.uid, allowed=False, message=msg), DENIED
         self.metrics.observe_checks(ev.results.checks)
         return response_from_decision(req.uid, ev.decision), ev.decision.outcome
 
@@ -312,13 +306,18 @@ class WebhookApp:
         # the exception's text is left out on purpose: it may quote object content
         log.error(
             "internal error while judging uid=%s kind=%s operation=%s: %s at %s; allowed (fail-open)\n%s",
-            req.uid, req.kind.kind, req.operation, name, where, "".join(traceback.format_tb(exc.__traceback__)),
+            req.uid,
+            req.kind.kind,
+            req.operation,
+            name,
+            where,
+            "".join(traceback.format_tb(exc.__traceback__)),
         )
         warning = clip(f"preflight-webhook internal error ({name} at {where}); the object was not checked")
         return review_response(req.uid, allowed=True, warnings=[warning], audit_annotations={"decision": "error"})
 
-    def _log_decision(self, req: AdmissionRequest, decision: str, answer: dict[str, Any], started: float) -> None:
-        level = logging.INFO if decision in (DENIED, ERROR) else logging.DEBUG
+    def _log_decision(self, req: AdmissionRequest, decision: Outcome, answer: dict[str, Any], started: float) -> None:
+        level = logging.INFO if decision in (Outcome.DENIED, Outcome.ERROR) else logging.DEBUG
         if not decision_log.isEnabledFor(level):
             return
         resp = answer["response"]
@@ -357,8 +356,6 @@ class WebhookApp:
         if self.view is not None:
             try:
                 caps = self.view.capabilities()
-                if inspect.isawaitable(caps):
-                    caps = await caps
             except Exception as exc:
                 log.error("capabilities failed: %s", type(exc).__name__)
                 return self._json({"error": f"capabilities unavailable ({type(exc).__name__})"}, status=503)
@@ -387,13 +384,13 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 def _where(exc: BaseException) -> str:
-    """`workloads/aiperf.py:123`: the innermost frame in our package (or the innermost frame)."""
+    """`workloads/aiperf/jobset.py:123`: the innermost frame in our package (or the innermost frame)."""
     frames = traceback.extract_tb(exc.__traceback__)
     if not frames:
         return "unknown"
     ours = [f for f in frames if f.filename.startswith(_PACKAGE_DIR)]
     if ours:
-        return f"{ours[-1].filename[len(_PACKAGE_DIR):]}:{ours[-1].lineno}"
+        return f"{ours[-1].filename[len(_PACKAGE_DIR) :]}:{ours[-1].lineno}"
     return f"{os.path.basename(frames[-1].filename)}:{frames[-1].lineno}"
 
 
@@ -428,7 +425,8 @@ class _Connection(RequestHandler):
             if owner.rejected_connections == 1 or owner.rejected_connections % 1000 == 0:  # no log flood
                 log.warning(
                     "connection closed: %d connections open (maxConnections); %d refused so far",
-                    len(owner.connections), owner.rejected_connections,
+                    len(owner.connections),
+                    owner.rejected_connections,
                 )
             transport.abort()  # type: ignore[attr-defined]
             return
@@ -481,7 +479,7 @@ class _Connection(RequestHandler):
     def abort(self) -> None:
         transport = self.transport
         if transport is not None:
-            transport.abort()  # type: ignore[attr-defined]
+            transport.abort()
         self.force_close()
 
 
@@ -551,9 +549,8 @@ class WebhookServer:
 
     @web.middleware
     async def _track_request(self, request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
-        conn = request.protocol
-        tracked = isinstance(conn, _Connection)
-        if tracked:
+        conn = request.protocol if isinstance(request.protocol, _Connection) else None
+        if conn is not None:
             conn.request_started(request)
         try:
             if self.client_auth is not None and request.path == "/validate":
@@ -562,7 +559,7 @@ class WebhookServer:
                     return refusal
             return await handler(request)
         finally:
-            if tracked:
+            if conn is not None:
                 conn.request_finished()
 
     def _refuse_client(self, request: web.Request) -> web.Response | None:
@@ -575,7 +572,9 @@ class WebhookServer:
         names = peer_names(peer)
         allowed = self.client_auth.allowed_names
         if allowed and not names & set(allowed):
-            log.info("refused /validate from %s: client certificate names %s are not allowed", request.remote, sorted(names))
+            log.info(
+                "refused /validate from %s: client certificate names %s are not allowed", request.remote, sorted(names)
+            )
             return self.webhook._json({"error": "this client certificate is not allowed to call /validate"}, status=403)
         return None
 
@@ -592,7 +591,7 @@ class WebhookServer:
         manager = self._runner.server
         assert manager is not None
         loop = asyncio.get_running_loop()
-        kwargs = dict(manager._kwargs)  # noqa: SLF001 - the handler settings aiohttp built for this app
+        kwargs = dict(manager._kwargs)
 
         def factory() -> _Connection:
             return _Connection(self, manager, loop=loop, **kwargs)
@@ -612,7 +611,10 @@ class WebhookServer:
             self.reloader.start()
         log.info(
             "serving on https://%s:%d (json: %s, client authentication: %s)",
-            self.host, self.port, self.webhook.json_name, "on" if self.client_auth else "off",
+            self.host,
+            self.port,
+            self.webhook.json_name,
+            "on" if self.client_auth else "off",
         )
 
     async def shutdown(self) -> None:
@@ -635,8 +637,10 @@ class WebhookServer:
                 self._all_closed.clear()
                 try:
                     await asyncio.wait_for(self._all_closed.wait(), drain)
-                except (asyncio.TimeoutError, TimeoutError):
-                    log.warning("drain ended after %.1fs with %d connection(s) open; closing them", drain, len(self.connections))
+                except TimeoutError:
+                    log.warning(
+                        "drain ended after %.1fs with %d connection(s) open; closing them", drain, len(self.connections)
+                    )
                 for conn in list(self.connections):
                     conn.abort()
             await self._runner.cleanup()

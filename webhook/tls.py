@@ -180,11 +180,15 @@ class CertificateNotValid(ValueError):
 def _require_valid_now(cert_pem: bytes, info: CertInfo) -> None:
     """An expired (or not yet valid) pair would fail every apiserver handshake; keep the old one instead."""
     cert = x509.load_pem_x509_certificate(cert_pem)
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     if cert.not_valid_after_utc <= now:
-        raise CertificateNotValid(f"the certificate (serial {info.serial:x}) is expired since {cert.not_valid_after_utc.isoformat()}")
+        raise CertificateNotValid(
+            f"the certificate (serial {info.serial:x}) is expired since {cert.not_valid_after_utc.isoformat()}"
+        )
     if cert.not_valid_before_utc > now:
-        raise CertificateNotValid(f"the certificate (serial {info.serial:x}) is not yet valid until {cert.not_valid_before_utc.isoformat()}")
+        raise CertificateNotValid(
+            f"the certificate (serial {info.serial:x}) is not yet valid until {cert.not_valid_before_utc.isoformat()}"
+        )
 
 
 def _load_pair_bytes(live: ssl.SSLContext, cert_pem: bytes, key_pem: bytes) -> None:
@@ -222,7 +226,7 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
 
 
 def _now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def generate_ca(common_name: str = "preflight-webhook-ca", days: int = 3650) -> KeyPair:
@@ -241,9 +245,15 @@ def generate_ca(common_name: str = "preflight-webhook-ca", days: int = 3650) -> 
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(
             x509.KeyUsage(
-                digital_signature=True, content_commitment=False, key_encipherment=False,
-                data_encipherment=False, key_agreement=False, key_cert_sign=True, crl_sign=True,
-                encipher_only=False, decipher_only=False,
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
             ),
             critical=True,
         )
@@ -270,7 +280,9 @@ def issue_cert(
     key = _new_key()
     sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
     sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]
-    usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + ([ExtendedKeyUsageOID.CLIENT_AUTH] if client else [])
+    usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + (
+        [ExtendedKeyUsageOID.CLIENT_AUTH] if client else []
+    )
     subject = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
     subject.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name[:64]))
     now = _now()
@@ -285,9 +297,15 @@ def issue_cert(
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(
-                digital_signature=True, content_commitment=False, key_encipherment=False,
-                data_encipherment=False, key_agreement=False, key_cert_sign=False, crl_sign=False,
-                encipher_only=False, decipher_only=False,
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
             ),
             critical=True,
         )

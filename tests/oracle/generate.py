@@ -41,10 +41,10 @@ def render_one(path: Path) -> dict:
     """Runs inside the oracle venv with the case's env already set."""
     import yaml
     from aiperf.common.endpoint_credentials import validate_kubernetes_credential_transport
+    from aiperf.config.user_files import RunMeta
     from aiperf.kubernetes.resources import KubernetesDeployment
     from aiperf.kubernetes.spec_converter import AIPerfJobSpecConverter, apply_worker_config, build_benchmark_run
     from aiperf.operator.results_layout import epoch_key_from_body
-    from aiperf.config.user_files import RunMeta
 
     body = yaml.safe_load(path.read_text())
     name, ns = body["metadata"]["name"], body["metadata"]["namespace"]
@@ -56,7 +56,9 @@ def render_one(path: Path) -> dict:
         out["totalWorkers"] = total
         pods = apply_worker_config(config, total)
         run = build_benchmark_run(
-            run_config=config.model_dump(mode="python", exclude_unset=True, exclude_none=True, context={"include_secrets": True}),
+            run_config=config.model_dump(
+                mode="python", exclude_unset=True, exclude_none=True, context={"include_secrets": True}
+            ),
             run_id=name,
             namespace=ns,
             run_meta=RunMeta(epoch=epoch_key_from_body(body), job_name=name, namespace=ns),

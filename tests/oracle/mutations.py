@@ -36,7 +36,11 @@ MUTATIONS: dict[str, tuple[tuple[Any, ...], Any, str]] = {
     # phases
     "phase type 'bogus'": (("benchmark", "phases", 0, "type"), "bogus", "rejects"),
     "phase without type": (("benchmark", "phases", 0, "type"), DELETE, "rejects"),
-    "phase type poisson": (("benchmark", "phases", 0), {"name": "profiling", "type": "poisson", "rate": 5, "requests": 10}, "accepts"),
+    "phase type poisson": (
+        ("benchmark", "phases", 0),
+        {"name": "profiling", "type": "poisson", "rate": 5, "requests": 10},
+        "accepts",
+    ),
     "phase concurrency 'x'": (("benchmark", "phases", 0, "concurrency"), "x", "rejects"),
     "phase concurrency 1.5": (("benchmark", "phases", 0, "concurrency"), 1.5, "rejects"),
     "phase concurrency '5'": (("benchmark", "phases", 0, "concurrency"), "5", "accepts"),
@@ -49,13 +53,25 @@ MUTATIONS: dict[str, tuple[tuple[Any, ...], Any, str]] = {
     "phase duration '30s'": (("benchmark", "phases", 0, "duration"), "30s", "accepts"),
     "phase duration 30": (("benchmark", "phases", 0, "duration"), 30, "accepts"),
     "phase gracePeriod 'soon'": (("benchmark", "phases", 0, "gracePeriod"), "soon", "rejects"),
-    "phase gracePeriod 'inf'": (("benchmark", "phases", 0), {"name": "profiling", "type": "concurrency", "concurrency": 10, "duration": "30s", "gracePeriod": "inf"}, "accepts"),
+    "phase gracePeriod 'inf'": (
+        ("benchmark", "phases", 0),
+        {"name": "profiling", "type": "concurrency", "concurrency": 10, "duration": "30s", "gracePeriod": "inf"},
+        "accepts",
+    ),
     "phase seamless 'maybe'": (("benchmark", "phases", 0, "seamless"), "maybe", "rejects"),
     "phase seamless 'no'": (("benchmark", "phases", 0, "seamless"), "no", "accepts"),
     "phases as a map": (("benchmark", "phases"), {"profiling": {"type": "concurrency", "concurrency": 10}}, "rejects"),
     "phases as one phase": (("benchmark", "phases"), {"type": "concurrency", "concurrency": 10}, "rejects"),
-    "profiling shorthand": (("benchmark",), {**BENCH, "profiling": {"type": "concurrency", "concurrency": 10, "requests": 5}}, "accepts"),
-    "profiling shorthand without type": (("benchmark",), {**BENCH, "profiling": {"concurrency": 10, "requests": 5}}, "rejects"),
+    "profiling shorthand": (
+        ("benchmark",),
+        {**BENCH, "profiling": {"type": "concurrency", "concurrency": 10, "requests": 5}},
+        "accepts",
+    ),
+    "profiling shorthand without type": (
+        ("benchmark",),
+        {**BENCH, "profiling": {"concurrency": 10, "requests": 5}},
+        "rejects",
+    ),
     # datasets
     "dataset type 0": (("benchmark", "datasets", 0, "type"), 0, "rejects"),
     "dataset type 'bogus'": (("benchmark", "datasets", 0, "type"), "bogus", "rejects"),

@@ -35,7 +35,8 @@ from webhook.workloads.trainjob import build
 ORACLE = os.environ.get("PREFLIGHT_TRAINER_ORACLE")
 
 pytestmark = pytest.mark.skipif(
-    not ORACLE, reason="PREFLIGHT_TRAINER_ORACLE is not set (make test builds the oracle with tests/oracle/trainer/build.sh)"
+    not ORACLE,
+    reason="PREFLIGHT_TRAINER_ORACLE is not set (make test builds the oracle with tests/oracle/trainer/build.sh)",
 )
 
 # Trainer's own runtimes: manifests/base/runtimes/** and examples/flux (build.sh copies them next to the binary)
@@ -71,7 +72,9 @@ def _rjob(name: str, role: str | None, containers: list[dict[str, Any]], **extra
     return {"name": name, "template": tmpl, **extra}
 
 
-def _runtime(name: str, ml: dict[str, Any] | None, jobs: list[dict[str, Any]], kind: str = "ClusterTrainingRuntime") -> dict[str, Any]:
+def _runtime(
+    name: str, ml: dict[str, Any] | None, jobs: list[dict[str, Any]], kind: str = "ClusterTrainingRuntime"
+) -> dict[str, Any]:
     spec: dict[str, Any] = {"template": {"spec": {"replicatedJobs": jobs}}}
     if ml is not None:
         spec["mlPolicy"] = ml
@@ -104,7 +107,13 @@ SYNTHETIC = {
         "plain",
         None,
         [
-            _rjob("node", "trainer", [{"name": "node", "image": "plain/train:1", "resources": {"limits": {"cpu": "1"}}}], job={"parallelism": 3}, replicas=3),
+            _rjob(
+                "node",
+                "trainer",
+                [{"name": "node", "image": "plain/train:1", "resources": {"limits": {"cpu": "1"}}}],
+                job={"parallelism": 3},
+                replicas=3,
+            ),
             _rjob("sidecar", None, [{"name": "sc", "image": "plain/side:1"}], job={"parallelism": 2}, replicas=2),
             # an ancestor label Trainer does not know: the job keeps its replicas
             _rjob("helper", "something-else", [{"name": "h", "image": "plain/helper:1"}], replicas=2),
@@ -118,7 +127,13 @@ SYNTHETIC = {
             _rjob(
                 "dataset-initializer",
                 "dataset-initializer",
-                [{"name": "dataset-initializer", "image": "init/data:1", "volumeMounts": [{"name": "initializer", "mountPath": "/workspace"}]}],
+                [
+                    {
+                        "name": "dataset-initializer",
+                        "image": "init/data:1",
+                        "volumeMounts": [{"name": "initializer", "mountPath": "/workspace"}],
+                    }
+                ],
                 pod={"volumes": [{"name": "initializer", "emptyDir": {}}]},
             ),
             _rjob(
@@ -128,7 +143,9 @@ SYNTHETIC = {
                     {
                         "name": "model-initializer",
                         "image": "init/model:1",
-                        "env": [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "runtime-token", "key": "t"}}}],
+                        "env": [
+                            {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "runtime-token", "key": "t"}}}
+                        ],
                         "volumeMounts": [{"name": "initializer", "mountPath": "/workspace"}],
                     }
                 ],
@@ -146,7 +163,10 @@ SYNTHETIC = {
                     },
                     {"name": "logger", "image": "torch/logger:1", "resources": {"requests": {"cpu": "100m"}}},
                 ],
-                dependsOn=[{"name": "dataset-initializer", "status": "Complete"}, {"name": "model-initializer", "status": "Complete"}],
+                dependsOn=[
+                    {"name": "dataset-initializer", "status": "Complete"},
+                    {"name": "model-initializer", "status": "Complete"},
+                ],
             ),
         ],
         kind="TrainingRuntime",
@@ -158,7 +178,9 @@ WITH_INITIALIZERS = {"torch-cache", "torchtune-llama1b", "torchtune-llama3b", "t
 
 def _trainer_job(runtime: dict[str, Any]) -> str:
     for rj in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
-        if ((rj["template"].get("metadata") or {}).get("labels") or {}).get("trainer.kubeflow.org/trainjob-ancestor-step") == "trainer":
+        if ((rj["template"].get("metadata") or {}).get("labels") or {}).get(
+            "trainer.kubeflow.org/trainjob-ancestor-step"
+        ) == "trainer":
             return rj["name"]
     return runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["name"]
 
@@ -172,7 +194,10 @@ def _variants(rt_id: str, runtime: dict[str, Any]) -> dict[str, dict[str, Any]]:
             "trainer": {
                 "numNodes": 3,
                 "image": "acme/train:2",
-                "resourcesPerNode": {"requests": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "4"}, "limits": {"nvidia.com/gpu": "4"}},
+                "resourcesPerNode": {
+                    "requests": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "4"},
+                    "limits": {"nvidia.com/gpu": "4"},
+                },
             }
         },
         "nodes1-env": {
@@ -204,7 +229,15 @@ def _variants(rt_id: str, runtime: dict[str, Any]) -> dict[str, dict[str, Any]]:
                                                 "template": {
                                                     "spec": {
                                                         "imagePullSecrets": [{"name": "registry-pull"}],
-                                                        "volumes": [{"name": "creds", "secret": {"secretName": "team-creds", "optional": True}}],
+                                                        "volumes": [
+                                                            {
+                                                                "name": "creds",
+                                                                "secret": {
+                                                                    "secretName": "team-creds",
+                                                                    "optional": True,
+                                                                },
+                                                            }
+                                                        ],
                                                         "nodeSelector": {"pool": "gpu"},
                                                     }
                                                 }
@@ -222,7 +255,11 @@ def _variants(rt_id: str, runtime: dict[str, Any]) -> dict[str, dict[str, Any]]:
     if rt_id.startswith("torchtune"):
         # the Trainer SDK's torchtune TrainJob: Trainer appends the recipe to `tune run`
         out["tune-run"] = {
-            "trainer": {"command": ["tune", "run"], "numNodes": 1, "resourcesPerNode": {"limits": {"nvidia.com/gpu": "4"}}},
+            "trainer": {
+                "command": ["tune", "run"],
+                "numNodes": 1,
+                "resourcesPerNode": {"limits": {"nvidia.com/gpu": "4"}},
+            },
         }
     if rt_id == "torch-ns":
         # a patch may set env on containers other than node and the initializers: strategic merge by name
@@ -233,7 +270,15 @@ def _variants(rt_id: str, runtime: dict[str, Any]) -> dict[str, dict[str, Any]]:
                     "template": {
                         "spec": {
                             "containers": [
-                                {"name": "logger", "env": [{"name": "LOG_TOKEN", "valueFrom": {"secretKeyRef": {"name": "log-token", "key": "t"}}}]}
+                                {
+                                    "name": "logger",
+                                    "env": [
+                                        {
+                                            "name": "LOG_TOKEN",
+                                            "valueFrom": {"secretKeyRef": {"name": "log-token", "key": "t"}},
+                                        }
+                                    ],
+                                }
                             ]
                         }
                     }
@@ -241,7 +286,12 @@ def _variants(rt_id: str, runtime: dict[str, Any]) -> dict[str, dict[str, Any]]:
             },
         }
         out["patched-sidecar-env"] = {
-            "runtimePatches": [{"manager": "example.com/logs", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [logger_patch]}}}}]
+            "runtimePatches": [
+                {
+                    "manager": "example.com/logs",
+                    "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [logger_patch]}}},
+                }
+            ]
         }
     if rt_id in WITH_INITIALIZERS:
         out["initializers"] = {
@@ -254,7 +304,12 @@ def _variants(rt_id: str, runtime: dict[str, Any]) -> dict[str, dict[str, Any]]:
                 },
                 "model": {
                     "storageUri": "hf://acme/model",
-                    "env": [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "model-token", "key": "t", "optional": True}}}],
+                    "env": [
+                        {
+                            "name": "HF_TOKEN",
+                            "valueFrom": {"secretKeyRef": {"name": "model-token", "key": "t", "optional": True}},
+                        }
+                    ],
                 },
             },
         }
@@ -305,7 +360,9 @@ def oracle() -> dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]]
     cases = _cases()
     assert [c[0] for c in cases] == _case_ids()
     payload = {"cases": [{"name": cid, "trainJob": tj, "runtime": rt} for cid, tj, rt in cases]}
-    proc = subprocess.run([ORACLE or ""], input=json.dumps(payload), capture_output=True, text=True, check=True, timeout=600)
+    proc = subprocess.run(
+        [ORACLE or ""], input=json.dumps(payload), capture_output=True, text=True, check=True, timeout=600
+    )
     answers = {c["name"]: c for c in json.loads(proc.stdout)["cases"]}
     return {cid: (tj, rt, answers[cid]) for cid, tj, rt in cases}
 
@@ -318,8 +375,13 @@ def _facts_of_pod(spec: dict[str, Any]) -> dict[str, Any]:
         "limits": pod_limits(spec),
         "secrets": sorted({(r.name, r.key, r.optional) for r in secret_refs(spec)}, key=str),
         "configMaps": sorted({(name, optional) for name, optional, _ in config_map_refs(spec)}),
-        "env": {c.get("name"): sorted(json.dumps(e, sort_keys=True) for e in c.get("env") or []) for _, c in all_containers(spec)},
-        "pvcs": sorted(v["persistentVolumeClaim"]["claimName"] for v in spec.get("volumes") or [] if v.get("persistentVolumeClaim")),
+        "env": {
+            c.get("name"): sorted(json.dumps(e, sort_keys=True) for e in c.get("env") or [])
+            for _, c in all_containers(spec)
+        },
+        "pvcs": sorted(
+            v["persistentVolumeClaim"]["claimName"] for v in spec.get("volumes") or [] if v.get("persistentVolumeClaim")
+        ),
     }
 
 
@@ -336,13 +398,24 @@ def _oracle_facts(answer: dict[str, Any]) -> dict[str, Any]:
         "dependsOn": {rj["name"]: [(d["name"], d["status"]) for d in rj.get("dependsOn") or []] for rj in rjobs},
         "secrets": sorted(o["metadata"]["name"] for o in objects if o["kind"] == "Secret"),
         "configMaps": sorted(o["metadata"]["name"] for o in objects if o["kind"] == "ConfigMap"),
-        "hostfile": next((o["data"]["hostfile"] for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-mpi-hostfile")), None),
+        "hostfile": next(
+            (
+                o["data"]["hostfile"]
+                for o in objects
+                if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-mpi-hostfile")
+            ),
+            None,
+        ),
     }
 
 
 def _our_facts(tj: dict[str, Any], rt: dict[str, Any]) -> dict[str, Any]:
     def lookup(kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-        ok = rt["kind"] == kind and rt["metadata"]["name"] == name and (rt["metadata"].get("namespace") or "") == namespace
+        ok = (
+            rt["kind"] == kind
+            and rt["metadata"]["name"] == name
+            and (rt["metadata"].get("namespace") or "") == namespace
+        )
         return copy.deepcopy(rt) if ok else None
 
     wl = build(copy.deepcopy(tj), settings=Settings(), runtime_lookup=lookup)
@@ -356,7 +429,9 @@ def _our_facts(tj: dict[str, Any], rt: dict[str, Any]) -> dict[str, Any]:
         # every ConfigMap the Workload says Trainer creates: the MPI hostfile / Flux entrypoint and
         # the `<name>-runtime-snapshot` Trainer applies for every TrainJob (pkg/runtime/core/snapshot.go)
         "configMaps": sorted(o["metadata"]["name"] for o in wl.derived.values() if o.get("kind") == "ConfigMap"),
-        "hostfile": (cm.get("data") or {}).get("hostfile") if cm and cm["metadata"]["name"].endswith("-mpi-hostfile") else None,
+        "hostfile": (cm.get("data") or {}).get("hostfile")
+        if cm and cm["metadata"]["name"].endswith("-mpi-hostfile")
+        else None,
     }
 
 
@@ -364,9 +439,13 @@ def _our_facts(tj: dict[str, Any], rt: dict[str, Any]) -> dict[str, Any]:
 def test_trainer_oracle_agrees(case_id, oracle):
     tj, rt, answer = oracle[case_id]
     if case_id in UNJUDGEABLE:
-        assert answer.get("error"), f"{case_id} is listed as unjudgeable ({UNJUDGEABLE[case_id]}) but the oracle rendered it"
+        assert answer.get("error"), (
+            f"{case_id} is listed as unjudgeable ({UNJUDGEABLE[case_id]}) but the oracle rendered it"
+        )
         wl = build(copy.deepcopy(tj), settings=Settings(), runtime_lookup=lambda kind, ns, name: copy.deepcopy(rt))
-        assert wl.render_errors, f"the oracle fails on {case_id} ({answer['error']}) but the adapter reports no render error"
+        assert wl.render_errors, (
+            f"the oracle fails on {case_id} ({answer['error']}) but the adapter reports no render error"
+        )
         pytest.skip(f"the oracle cannot judge {case_id}: {UNJUDGEABLE[case_id]}")
     assert not answer.get("error"), answer.get("error")
     want, got = _oracle_facts(answer), _our_facts(tj, rt)

@@ -9,9 +9,10 @@ results, not exceptions (404 → the check's verdict, 403 → warn "cannot verif
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from webhook.deadline import Deadline
+from webhook.kube import Permission as Permission  # re-exported: a check declares its permissions with it
 from webhook.results import CheckResult
 from webhook.workloads.base import Workload
 
@@ -25,26 +26,12 @@ TRAINJOB = "TrainJob"
 ALL_KINDS = frozenset({AIPERFJOB, AIPERFSWEEP, TRAINJOB})
 
 
-@dataclass(frozen=True)
-class Permission:
-    """One (verb, group, resource) a check needs; probed by SelfSubjectAccessReview at start-up."""
-
-    verb: str
-    resource: str
-    group: str = ""
-    subresource: str = ""
-
-    def __str__(self) -> str:
-        res = f"{self.resource}/{self.subresource}" if self.subresource else self.resource
-        return f"{self.verb} {res}.{self.group}" if self.group else f"{self.verb} {res}"
-
-
 @dataclass
 class CheckContext:
     workload: Workload
     deadline: Deadline
-    settings: "Settings"
-    view: "ClusterView | None" = None
+    settings: Settings
+    view: ClusterView | None = None
 
 
 class Check:
@@ -71,7 +58,7 @@ class Check:
     summary: ClassVar[str] = ""
     #: the action when the config names none; "warn" for checks whose FAIL can be wrong in
     #: clusters they cannot fully see (e.g. node pools that autoscale from zero)
-    default_action: ClassVar[str] = "deny"
+    default_action: ClassVar[Literal["deny", "warn", "audit", "off"]] = "deny"
     #: run() never awaits: it reads only the Workload and cached cluster state. The engine then
     #: runs it in the request's own task instead of a task per check (that costs more than most
     #: checks do). A check that awaits I/O must leave this False so the deadline can cut it off.

@@ -2,22 +2,19 @@
 
 Blocking and cheap (discovery only): a JobSet-based job on a cluster that does not
 serve JobSet fails no matter what else is true, so nothing else is worth probing.
-The helpers at the bottom are shared by the cluster-check modules: the permissions a
-cached resource needs, and the "cached data is N s old" note.
 """
 
 from __future__ import annotations
 
-from webhook.checks.base import AIPERFJOB, ALL_KINDS, TRAINJOB, Check, CheckContext, Permission
+from webhook.checks.base import AIPERFJOB, ALL_KINDS, TRAINJOB, Check, CheckContext
+from webhook.kube import JOBSET_API_VERSION
 from webhook.results import CheckResult, Status
 
-JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 TRAINER_API = "trainer.kubeflow.org/v1alpha1"
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 
 JOBSET_INSTALL = (
-    "kubectl apply --server-side -f "
-    "https://github.com/kubernetes-sigs/jobset/releases/download/v0.12.0/manifests.yaml"
+    "kubectl apply --server-side -f https://github.com/kubernetes-sigs/jobset/releases/download/v0.12.0/manifests.yaml"
 )
 TRAINER_INSTALL = (
     'kubectl apply --server-side -k "https://github.com/kubeflow/trainer.git/manifests/overlays/manager?ref=v2.3.0"'
@@ -30,14 +27,18 @@ class KubernetesVersion(Check):
     blocking = True
     needs_cluster = True
     needs_pod_groups = False
-    summary = "The cluster runs at least the Kubernetes version the checks support (minKubernetesVersion, default 1.27)."
+    summary = (
+        "The cluster runs at least the Kubernetes version the checks support (minKubernetesVersion, default 1.27)."
+    )
 
     async def run(self, ctx: CheckContext) -> CheckResult:
         assert ctx.view is not None
         minimum = parse_version(ctx.settings.min_kubernetes_version)
         have = ctx.view.server_version()
         if have is None:
-            return CheckResult(self.name, Status.WARN, "Could not read the cluster's Kubernetes version (discovery has not answered)")
+            return CheckResult(
+                self.name, Status.WARN, "Could not read the cluster's Kubernetes version (discovery has not answered)"
+            )
         shown = f"{have[0]}.{have[1]}"
         want = f"{minimum[0]}.{minimum[1]}"
         if have < minimum:
@@ -62,17 +63,17 @@ class JobSetAPI(Check):
     needs_cluster = True
     needs_pod_groups = False
     kinds = ALL_KINDS
-    summary = f"The cluster serves {JOBSET_API}: the job runs as a JobSet."
+    summary = f"The cluster serves {JOBSET_API_VERSION}: the job runs as a JobSet."
 
     async def run(self, ctx: CheckContext) -> CheckResult:
         assert ctx.view is not None
-        if ctx.view.served(JOBSET_API):
-            return CheckResult(self.name, Status.PASS, f"{JOBSET_API} is served")
+        if ctx.view.served(JOBSET_API_VERSION):
+            return CheckResult(self.name, Status.PASS, f"{JOBSET_API_VERSION} is served")
         kind = ctx.workload.kind
         return CheckResult(
             self.name,
             Status.FAIL,
-            f"The cluster does not serve {JOBSET_API}, so the {kind}'s JobSet cannot be created. "
+            f"The cluster does not serve {JOBSET_API_VERSION}, so the {kind}'s JobSet cannot be created. "
             f"Fix: install JobSet v0.12 or later: {JOBSET_INSTALL}",
         )
 
@@ -101,9 +102,6 @@ class TrainerAPI(Check):
 CHECKS = [KubernetesVersion(), JobSetAPI(), TrainerAPI()]
 
 
-# --- helpers shared by the cluster checks -------------------------------------------
-
-
 def parse_version(text: str) -> tuple[int, int]:
     """`1.27`, `v1.30.2`, `1.29+` → (major, minor)."""
     parts = text.strip().lstrip("v").split(".")
@@ -113,51 +111,10 @@ def parse_version(text: str) -> tuple[int, int]:
     return int(digits[0]), int(digits[1])
 
 
-def cached(resource: str, group: str = "") -> tuple[Permission, Permission]:
-    """A watch-backed cache needs list and watch."""
-    return Permission("list", resource, group), Permission("watch", resource, group)
-
-
-def stale_details(ctx: CheckContext, *resources: str) -> list[str]:
-    """One detail line per cache that is older than cacheStaleSeconds (or never synced)."""
-    view = ctx.view
-    if view is None:
-        return []
-    out: list[str] = []
-    limit = ctx.settings.cache_stale_seconds
-    for resource in resources:
-        age = view.cache_age(resource)
-        if age is None:
-            out.append(f"cached {resource} have not synced yet; this verdict may miss objects")
-        elif age > limit:
-            out.append(f"cached {resource} are {age:.0f}s old (over cacheStaleSeconds {limit:g}); this verdict may be out of date")
-    return out
-
-
-def with_stale(result: CheckResult, ctx: CheckContext, *resources: str) -> CheckResult:
-    """Note stale caches in the details and as caveats, so a kubectl user sees them too."""
-    lines = stale_details(ctx, *resources)
-    result.details.extend(lines)
-    result.caveats.extend(lines)
-    return result
-
-
-def plural(n: int, word: str, suffix: str = "s") -> str:
-    return f"{n} {word}{'' if n == 1 else suffix}"
-
-
-def quoted_list(names: list[str] | set[str]) -> str:
-    return ", ".join(f'"{n}"' for n in sorted(names))
-
-
 __all__ = [
     "AIPERFJOB",
     "CHECKS",
-    "JOBSET_API",
     "KUEUE_API",
     "TRAINER_API",
-    "cached",
     "parse_version",
-    "stale_details",
-    "with_stale",
 ]

@@ -73,7 +73,9 @@ def _walk(node: Any, path: str, depth: int) -> list[tuple[str, int]]:
     if depth >= 8 or not isinstance(node, (dict, list)) or not node:
         return [(path, size)]
     items = node.items() if isinstance(node, dict) else enumerate(node)
-    children = [((f"{path}.{k}" if path else str(k)) if isinstance(node, dict) else f"{path}[{k}]", v) for k, v in items]
+    children = [
+        ((f"{path}.{k}" if path else str(k)) if isinstance(node, dict) else f"{path}[{k}]", v) for k, v in items
+    ]
     sized = sorted(((p, v, _size(v)) for p, v in children), key=lambda t: -t[2])
     top_path, top_value, top_size = sized[0]
     if top_size * 2 <= size or not path and not isinstance(top_value, (dict, list)):

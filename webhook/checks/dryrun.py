@@ -30,9 +30,8 @@ import re
 import uuid
 from typing import Any
 
-from webhook.checks.base import Check, CheckContext, Permission
-from webhook.checks.basics import JOBSET_API
-from webhook.cluster.view import ApiError
+from webhook.checks.base import Check, CheckContext
+from webhook.kube import JOBSET_API_VERSION, ApiError, Permission
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import PodGroup, Workload
 
@@ -157,7 +156,9 @@ def pod_for(wl: Workload, group: PodGroup) -> dict[str, Any]:
     labels.update(keys)
     annotations.update(keys)
     network = js_spec.get("network") or {}
-    subdomain = network.get("subdomain") if isinstance(network.get("subdomain"), str) and network.get("subdomain") else None
+    subdomain = (
+        network.get("subdomain") if isinstance(network.get("subdomain"), str) and network.get("subdomain") else None
+    )
     subdomain = subdomain or _jobset_name(wl)
     coordinator = js_spec.get("coordinator")
     if isinstance(coordinator, dict) and coordinator.get("replicatedJob"):
@@ -223,7 +224,9 @@ def pod_for(wl: Workload, group: PodGroup) -> dict[str, Any]:
         "labels": labels,
         "annotations": annotations,
         "finalizers": finalizers,
-        "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job_name, "uid": job_uid, "controller": True}],
+        "ownerReferences": [
+            {"apiVersion": "batch/v1", "kind": "Job", "name": job_name, "uid": job_uid, "controller": True}
+        ],
     }
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
@@ -238,7 +241,7 @@ def jobset_for(wl: Workload) -> dict[str, Any] | None:
     if not js:
         return None
     body = copy.deepcopy(js)
-    body.setdefault("apiVersion", JOBSET_API)
+    body.setdefault("apiVersion", JOBSET_API_VERSION)
     body.setdefault("kind", "JobSet")
     body.setdefault("metadata", {})["namespace"] = wl.namespace
     body["metadata"].pop("resourceVersion", None)
@@ -284,7 +287,7 @@ def fix_for(text: str, ns: str) -> str:
             "or ask an admin to relax it"
         )
     if "LimitRange" in text or re.search(r"(maximum|minimum) .* usage per (Container|Pod)", text):
-        return f"keep the containers' resources within the LimitRange of namespace \"{ns}\" (kubectl describe limitrange -n {ns})"
+        return f'keep the containers\' resources within the LimitRange of namespace "{ns}" (kubectl describe limitrange -n {ns})'
     if "exceeded quota" in text or "failed quota" in text:
         return f"see Resource Quotas (kubectl describe resourcequota -n {ns})"
     if "serviceaccount" in text.lower() and "not found" in text:
@@ -306,7 +309,7 @@ class DryRun(Check):
     needs_cluster = True
     local_capacity = True
     permissions = (Permission("create", "jobsets", "jobset.x-k8s.io"), Permission("create", "pods"))
-    apis = ("v1", JOBSET_API)
+    apis = ("v1", JOBSET_API_VERSION)
     summary = (
         "The JobSet and, per pod group, the first Pod as the Job controller creates it pass the apiserver's "
         "admission with dryRun=All (schema, Pod Security, LimitRange, quota, other webhooks and policies)."
@@ -364,7 +367,9 @@ class DryRun(Check):
                 accepted.append(f"{subject} (already exists)")
             elif (why := probe_only(exc.message, exc.status, kind, body)) is not None:
                 text = exc.message.strip().rstrip(".")
-                unknown.append(f"Cannot verify the {subject}: the rejection concerns only the dry-run probe ({why}): {text}")
+                unknown.append(
+                    f"Cannot verify the {subject}: the rejection concerns only the dry-run probe ({why}): {text}"
+                )
             else:
                 text = exc.message.strip().rstrip(".")
                 fails.append(f"{subject} rejected by the apiserver: {text}. Fix: {fix_for(text, ns)}.")

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from webhook.checks.base import AIPERFJOB, AIPERFSWEEP, Check, CheckContext
-from webhook.checks.basics import cached, with_stale
+from webhook.checks.common import cached, with_stale
 from webhook.results import CheckResult, Status
 
 
@@ -61,10 +61,11 @@ class EndpointService(Check):
     async def run(self, ctx: CheckContext) -> CheckResult:
         assert ctx.view is not None
         urls = endpoint_urls(ctx.workload.obj)
-        internal = [(u, service_of(u)) for u in urls]
-        internal = [(u, s) for u, s in internal if s is not None]
+        internal = [(u, s) for u in urls if (s := service_of(u)) is not None]
         if not internal:
-            return CheckResult(self.name, Status.SKIP, "No in-cluster Service endpoint (*.svc) in spec.benchmark.endpoint.urls")
+            return CheckResult(
+                self.name, Status.SKIP, "No in-cluster Service endpoint (*.svc) in spec.benchmark.endpoint.urls"
+            )
         fails: list[str] = []
         warns: list[str] = []
         found: list[str] = []
@@ -88,7 +89,9 @@ class EndpointService(Check):
                     f"Fix: use port {ports[0]} in spec.benchmark.endpoint.urls, or expose {port} on the Service"
                 )
         if fails:
-            return with_stale(CheckResult(self.name, Status.FAIL, " ".join(fails), details=fails + warns), ctx, "services")
+            return with_stale(
+                CheckResult(self.name, Status.FAIL, " ".join(fails), details=fails + warns), ctx, "services"
+            )
         if warns:
             return with_stale(CheckResult(self.name, Status.WARN, "; ".join(warns), details=warns), ctx, "services")
         return with_stale(CheckResult(self.name, Status.PASS, f"Service {', '.join(found)} exists"), ctx, "services")

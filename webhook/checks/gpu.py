@@ -62,7 +62,12 @@ def container_findings(kind: str, group: str, container: dict[str, Any], is_init
         lim = _parse(lim_raw) if lim_raw is not None else None
         if (req_raw is not None and req is None) or (lim_raw is not None and lim is None):
             bad = req_raw if req_raw is not None and req is None else lim_raw
-            out.append((f'{where} sets {resource} to "{bad}", which is not a Kubernetes quantity', "use a whole number such as 1"))
+            out.append(
+                (
+                    f'{where} sets {resource} to "{bad}", which is not a Kubernetes quantity',
+                    "use a whole number such as 1",
+                )
+            )
             continue
         amount = lim if req is None else req  # the apiserver defaults a missing request to the limit
         if amount is not None and is_extended_resource(resource) and amount != amount.to_integral_value():
@@ -106,7 +111,9 @@ def _combine(status: Status, findings: list[tuple[str, str]]) -> CheckResult:
 class AcceleratorLimits(Check):
     name = NAME
     synchronous = True  # reads only the Workload and cached state
-    summary = "Extended resources (nvidia.com/gpu, …) and hugepages are requested with an equal limit, in whole numbers."
+    summary = (
+        "Extended resources (nvidia.com/gpu, …) and hugepages are requested with an equal limit, in whole numbers."
+    )
 
     async def run(self, ctx: CheckContext) -> CheckResult:
         wl = ctx.workload
@@ -127,9 +134,13 @@ class AcceleratorLimits(Check):
         if findings:
             return _combine(Status.FAIL, findings)
         if not seen:
-            return CheckResult(self.name, Status.PASS, "No container requests an extended resource such as nvidia.com/gpu")
+            return CheckResult(
+                self.name, Status.PASS, "No container requests an extended resource such as nvidia.com/gpu"
+            )
         totals = ", ".join(f"{r}: {format_quantity(q, r)}" for r, q in sorted(seen.items()))
-        return CheckResult(self.name, Status.PASS, f"Extended resources have limits equal to requests ({totals} in total)")
+        return CheckResult(
+            self.name, Status.PASS, f"Extended resources have limits equal to requests ({totals} in total)"
+        )
 
 
 CHECKS = [AcceleratorLimits()]

@@ -8,8 +8,8 @@ checks, each a separate verdict so policy can tune them:
   and its namespaceSelector selects the job's namespace (nil selects none, {} all).
 * Kueue Admission Checks: every AdmissionCheck of the ClusterQueue's
   admissionChecksStrategy exists and is Active; optionally (settings.kueue) one of them
-  belongs to the configured controller and that controller's Lease is fresh (the seed's
-  readmission gate, same wording).
+  belongs to the configured controller and that controller's Lease is fresh (a controller that
+  stopped renewing its Lease readmits nothing: the job would wait forever).
 * Kueue Capacity: the job's total requests (all pods at once: Kueue charges the whole
   gang, initializers included) fit what the ClusterQueue could ever get in some flavor —
   Kueue v0.17.0's potentialAvailable over the whole cohort tree (pkg/cache/scheduler/
@@ -28,134 +28,38 @@ asked for on a cluster without Kueue is a FAIL here, not a skip. A 403 is never 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from webhook.checks.base import AIPERFJOB, Check, CheckContext, Permission
-from webhook.checks.basics import KUEUE_API, cached, with_stale
-from webhook.cluster.view import ApiError
-from webhook.quantity import format_quantity, parse_quantity
+from webhook.checks.base import Check, CheckContext
+from webhook.checks.basics import KUEUE_API
+from webhook.checks.common import cached, with_stale
+from webhook.checks.kueue_cohort import ZERO, CohortTree, flavor_limits
+from webhook.checks.kueue_queue import (
+    Queue,
+    _cond_text,
+    _resolve,
+    condition,
+    resolve_queue,
+    selector_matches,
+    selector_text,
+)
+from webhook.kube import ApiError, Permission
+from webhook.quantity import format_quantity
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import Workload
 from webhook.workloads.podspec import pod_requests
 
 GROUP = "kueue.x-k8s.io"
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-AIPERF_DEFAULT_QUEUE_ENV = "AIPERF_K8S_JOBSET_KUEUE_DEFAULT_QUEUE_NAME"
-ZERO = Decimal(0)
 
 #: clock for Lease ages; tests may replace it
 now = time.time
 
 
-@dataclass
-class Queue:
-    name: str
-    #: where the name comes from, for messages and fixes
-    source: str
-    implicit: bool = False
-
-
-# --- queue resolution -----------------------------------------------------------------------
-
-
-def requested_queue(wl: Workload, settings: Any) -> Queue | None:
-    """The queue the job explicitly asks for (or the AIPerf operator's configured default)."""
-    labels = (wl.obj.get("metadata") or {}).get("labels") or {}
-    sched = ((wl.obj.get("spec") or {}).get("scheduling")) or {}
-    if isinstance(labels.get(QUEUE_LABEL), str) and labels[QUEUE_LABEL]:
-        return Queue(labels[QUEUE_LABEL], f"label {QUEUE_LABEL}")
-    if wl.kind == AIPERFJOB and isinstance(sched.get("queueName"), str) and sched["queueName"]:
-        return Queue(sched["queueName"], "spec.scheduling.queueName")
-    if wl.queue_name:
-        return Queue(wl.queue_name, "the job's queue name")
-    if wl.kind == AIPERFJOB:
-        default = settings.kueue.default_queue_name or settings.aiperf_env.get(AIPERF_DEFAULT_QUEUE_ENV)
-        if default:
-            return Queue(default, "the AIPerf operator's default queue (kueue.defaultQueueName)")
-    return None
-
-
-def condition(obj: dict[str, Any], ctype: str) -> dict[str, Any] | None:
-    for c in (obj.get("status") or {}).get("conditions") or []:
-        if c.get("type") == ctype:
-            return c
-    return None
-
-
-def _cond_text(c: dict[str, Any]) -> str:
-    reason, msg = c.get("reason") or "", (c.get("message") or "").strip().rstrip(".")
-    return f"{reason}: {msg}" if reason and msg else (reason or msg or "no reason given")
-
-
-def selector_matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
-    """A metav1.LabelSelector; `{}` matches everything."""
-    for k, v in (selector.get("matchLabels") or {}).items():
-        if labels.get(k) != v:
-            return False
-    for e in selector.get("matchExpressions") or []:
-        key, op, values = e.get("key", ""), e.get("operator"), list(e.get("values") or [])
-        if op == "In" and not (key in labels and labels[key] in values):
-            return False
-        if op == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
-    return True
-
-
-def selector_text(selector: dict[str, Any]) -> str:
-    parts = [f"{k}={v}" for k, v in (selector.get("matchLabels") or {}).items()]
-    for e in selector.get("matchExpressions") or []:
-        vals = e.get("values") or []
-        parts.append(f"{e.get('key')} {e.get('operator')}" + (f" ({', '.join(map(str, vals))})" if vals else ""))
-    return ", ".join(parts) or "{}"
-
-
-@dataclass
-class Resolved:
-    queue: Queue
-    local_queue: dict[str, Any]
-    cluster_queue: dict[str, Any]
-
-
-def _resolve(ctx: CheckContext) -> tuple[Queue | None, str | None]:
-    """(queue, skip reason). The queue is None with a reason when there is nothing to check."""
-    assert ctx.view is not None
-    wl = ctx.workload
-    q = requested_queue(wl, ctx.settings)
-    if q is not None:
-        return q, None
-    if not ctx.view.served(KUEUE_API):
-        return None, f"Kueue is not installed ({KUEUE_API} is not served) and the job names no queue"
-    if ctx.view.get_cached("localqueues", wl.namespace, "default") is not None:
-        return Queue("default", f'Kueue\'s default LocalQueue of namespace "{wl.namespace}"', implicit=True), None
-    return None, f'The job names no Kueue queue ({QUEUE_LABEL}) and namespace "{wl.namespace}" has no LocalQueue "default"'
-
-
-def resolve_queue(ctx: CheckContext) -> tuple[Resolved | None, str | None]:
-    """For the follow-up checks: the LocalQueue and ClusterQueue, or why to skip."""
-    assert ctx.view is not None
-    q, reason = _resolve(ctx)
-    if q is None:
-        return None, reason
-    if not ctx.view.served(KUEUE_API):
-        return None, "Kueue is not installed (see Kueue Queue)"
-    lq = ctx.view.get_cached("localqueues", ctx.workload.namespace, q.name)
-    if lq is None:
-        return None, f'LocalQueue "{q.name}" does not exist (see Kueue Queue)'
-    cq_name = (lq.get("spec") or {}).get("clusterQueue") or ""
-    cq = ctx.view.get_cached("clusterqueues", None, cq_name) if cq_name else None
-    if cq is None:
-        return None, f'ClusterQueue "{cq_name}" does not exist (see Kueue Queue)'
-    return Resolved(q, lq, cq), None
-
-
-def _result(name: str, fails: list[str], warns: list[str], ok: str, ctx: CheckContext, *caches: str) -> CheckResult | list[CheckResult]:
+def _result(
+    name: str, fails: list[str], warns: list[str], ok: str, ctx: CheckContext, *caches: str
+) -> CheckResult | list[CheckResult]:
     """One FAIL (all failures), one WARN (all warnings), both, or one PASS."""
     out: list[CheckResult] = []
     if fails:
@@ -206,15 +110,22 @@ class KueueQueue(Check):
         lq = view.get_cached("localqueues", ns, q.name)
         if lq is None:
             others = sorted((o.get("metadata") or {}).get("name", "?") for o in view.list_cached("localqueues", ns))
-            known = f" (LocalQueues in the namespace: {', '.join(others)})" if others else " (the namespace has no LocalQueue)"
+            known = (
+                f" (LocalQueues in the namespace: {', '.join(others)})"
+                if others
+                else " (the namespace has no LocalQueue)"
+            )
             return _result(
                 self.name,
                 [
                     f'LocalQueue "{q.name}" not found in namespace "{ns}" ({q.source}), so Kueue would keep the job '
-                    f"suspended{known}. Fix: create LocalQueue \"{q.name}\" in namespace \"{ns}\" pointing at a ClusterQueue, "
+                    f'suspended{known}. Fix: create LocalQueue "{q.name}" in namespace "{ns}" pointing at a ClusterQueue, '
                     f"or correct {q.source}."
                 ],
-                [], "", ctx, *caches,
+                [],
+                "",
+                ctx,
+                *caches,
             )
         fails: list[str] = []
         warns: list[str] = []
@@ -257,7 +168,9 @@ class KueueQueue(Check):
         else:
             nso = ctx.view.get_cached("namespaces", None, ns)
             if nso is None:
-                warns.append(f'Cannot evaluate the namespaceSelector of ClusterQueue "{name}": namespace "{ns}" is not in the cache')
+                warns.append(
+                    f'Cannot evaluate the namespaceSelector of ClusterQueue "{name}": namespace "{ns}" is not in the cache'
+                )
             else:
                 labels = (nso.get("metadata") or {}).get("labels") or {}
                 if not selector_matches(selector, labels):
@@ -274,7 +187,9 @@ class KueueQueue(Check):
                 "AdmissionCheckNotFound": "create the AdmissionChecks it names (see Kueue Admission Checks)",
                 "AdmissionCheckInactive": "start the AdmissionChecks' controllers (see Kueue Admission Checks)",
             }.get(reason, f"kubectl describe clusterqueue {name} and correct what it names")
-            fails.append(f'ClusterQueue "{name}" is not Active ({_cond_text(c)}), so Kueue admits nothing from it. Fix: {fix}.')
+            fails.append(
+                f'ClusterQueue "{name}" is not Active ({_cond_text(c)}), so Kueue admits nothing from it. Fix: {fix}.'
+            )
 
 
 def _stopped_or_inactive(queue: dict[str, Any], label: str, warns: list[str]) -> dict[str, Any] | None:
@@ -352,7 +267,9 @@ class KueueAdmissionChecks(Check):
             controller = (ac.get("spec") or {}).get("controllerName", "")
             c = condition(ac, "Active")
             if c is None:
-                warns.append(f'AdmissionCheck "{name}" has no Active condition yet (is controller "{controller}" running?)')
+                warns.append(
+                    f'AdmissionCheck "{name}" has no Active condition yet (is controller "{controller}" running?)'
+                )
             elif c.get("status") != "True":
                 fails.append(
                     f'AdmissionCheck "{name}" is not Active ({_cond_text(c)}): its controller "{controller}" has not started. '
@@ -361,9 +278,14 @@ class KueueAdmissionChecks(Check):
         gate = "the readmission gate is not proven: "
         want = kcfg.admission_check_controller
         if want:
-            mine = [(n, flv) for n, flv in listed if n in objs and (objs[n].get("spec") or {}).get("controllerName") == want]
+            mine = [
+                (n, flv) for n, flv in listed if n in objs and (objs[n].get("spec") or {}).get("controllerName") == want
+            ]
             if not mine:
-                named = ", ".join(f'"{n}" names controller "{(o.get("spec") or {}).get("controllerName", "")}"' for n, o in objs.items())
+                named = ", ".join(
+                    f'"{n}" names controller "{(o.get("spec") or {}).get("controllerName", "")}"'
+                    for n, o in objs.items()
+                )
                 fails.append(
                     f'{gate}ClusterQueue "{cq_name}" lists no AdmissionCheck of controller "{want}"'
                     + (f" (AdmissionCheck {named})" if named else "")
@@ -379,7 +301,9 @@ class KueueAdmissionChecks(Check):
             await self._lease(ctx, gate, fails, warns)
         if not listed and not fails:
             return with_stale(
-                CheckResult(self.name, Status.SKIP, f'ClusterQueue "{cq_name}" uses no AdmissionChecks'), ctx, "clusterqueues"
+                CheckResult(self.name, Status.SKIP, f'ClusterQueue "{cq_name}" uses no AdmissionChecks'),
+                ctx,
+                "clusterqueues",
             )
         ok = f'{len(listed)} AdmissionCheck(s) of ClusterQueue "{cq_name}" exist and are Active: {", ".join(n for n, _ in listed)}'
         return _result(self.name, fails, warns, ok, ctx, "clusterqueues", "admissionchecks")
@@ -397,12 +321,16 @@ class KueueAdmissionChecks(Check):
             lease = await ctx.view.get_object("coordination.k8s.io/v1", "leases", lns, lname, ctx.deadline)
         except ApiError as exc:
             if exc.forbidden:
-                warns.append(f"Cannot verify the admission controller's Lease {lns}/{lname} (not permitted to get leases)")
+                warns.append(
+                    f"Cannot verify the admission controller's Lease {lns}/{lname} (not permitted to get leases)"
+                )
             else:
                 warns.append(f"Cannot verify the admission controller's Lease {lns}/{lname} ({exc.message})")
             return
         if lease is None:
-            fails.append(f"{gate}Lease {lns}/{lname} does not exist. Fix: deploy the admission controller, or correct kueue.admissionLease.")
+            fails.append(
+                f"{gate}Lease {lns}/{lname} does not exist. Fix: deploy the admission controller, or correct kueue.admissionLease."
+            )
             return
         spec = lease.get("spec") or {}
         if not spec.get("holderIdentity"):
@@ -410,7 +338,9 @@ class KueueAdmissionChecks(Check):
             return
         renewed = parse_time(spec.get("renewTime") or "") if spec.get("renewTime") else None
         if renewed is None:
-            fails.append(f"{gate}the admission controller's Lease has never been renewed. Fix: start the admission controller.")
+            fails.append(
+                f"{gate}the admission controller's Lease has never been renewed. Fix: start the admission controller."
+            )
             return
         age = now() - renewed
         if age > kcfg.lease_max_age_seconds:
@@ -420,241 +350,7 @@ class KueueAdmissionChecks(Check):
             )
 
 
-# --- Kueue Capacity -----------------------------------------------------------------------
-
-
-def _flavor_usage(cq: dict[str, Any]) -> dict[tuple[str, str], Decimal]:
-    status = cq.get("status") or {}
-    rows = status.get("flavorsReservation") or status.get("flavorsUsage") or []
-    out: dict[tuple[str, str], Decimal] = {}
-    for f in rows:
-        for r in f.get("resources") or []:
-            try:
-                out[(str(f.get("name")), str(r.get("name")))] = parse_quantity(r.get("total", 0))
-            except ValueError:
-                continue
-    return out
-
-
-def _q(raw: Any) -> Decimal | None:
-    if raw is None:
-        return None
-    try:
-        return parse_quantity(raw)
-    except ValueError:
-        return None
-
-
-def _cohort(cq: dict[str, Any]) -> str:
-    """A ClusterQueue's cohort (v1beta2 spec.cohortName, v1beta1 spec.cohort)."""
-    spec = cq.get("spec") or {}
-    return str(spec.get("cohortName") or spec.get("cohort") or "")
-
-
-def _parent(cohort: dict[str, Any]) -> str:
-    """A Cohort object's parent (v1beta2/v1beta1 spec.parentName, v1alpha1 spec.parent)."""
-    spec = cohort.get("spec") or {}
-    return str(spec.get("parentName") or spec.get("parent") or "")
-
-
-FR = tuple[str, str]  # (flavor, resource)
-
-
-@dataclass
-class Quota:
-    """One flavor/resource of a resourceGroup (pkg/cache/scheduler/resource.go ResourceQuota)."""
-
-    nominal: Decimal
-    borrowing_limit: Decimal | None = None
-    lending_limit: Decimal | None = None
-
-
-@dataclass
-class Node:
-    """A ClusterQueue or a Cohort of the tree (pkg/cache/scheduler/resource_node.go resourceNode)."""
-
-    kind: str  # "ClusterQueue" | "Cohort"
-    name: str
-    parent: str  # cohort name, "" for a root
-    quotas: dict[FR, Quota]
-    usage: dict[FR, Decimal]
-    children: list["Node"]
-
-
-def _quotas(obj: dict[str, Any], label: str, issues: list[str]) -> dict[FR, Quota]:
-    """createResourceQuotas (pkg/cache/scheduler/resource.go): every flavor × resource of every
-    resourceGroup. An unparsable quantity is an issue (the tree cannot be read fully), counted as 0."""
-    out: dict[FR, Quota] = {}
-    for rg in (obj.get("spec") or {}).get("resourceGroups") or []:
-        for f in rg.get("flavors") or []:
-            for r in f.get("resources") or []:
-                key = (str(f.get("name")), str(r.get("name")))
-                vals: list[Decimal | None] = []
-                for field_ in ("nominalQuota", "borrowingLimit", "lendingLimit"):
-                    raw = r.get(field_)
-                    v = _q(raw)
-                    if raw is not None and v is None:
-                        issues.append(f'{label} has an unreadable {field_} "{raw}" for {key[1]} in flavor "{key[0]}"')
-                    vals.append(v)
-                out[key] = Quota(vals[0] or ZERO, vals[1], vals[2])
-    return out
-
-
-class CohortTree:
-    """The ClusterQueue's cohort tree as Kueue v0.17.0 builds it (pkg/cache/hierarchy/manager.go,
-    pkg/cache/scheduler/resource_node.go): ClusterQueues under their spec.cohortName, Cohort
-    objects under their spec.parentName, a Cohort that is named but has no object is an empty
-    implicit one (no quota, no limits). A Cohort object's own resourceGroups are quota shared
-    by its whole subtree.
-
-    `issues` says why the tree cannot be read fully (Cohorts unreadable, a parent that does not
-    exist, a cycle, an unreadable quantity): a "never" verdict from it is only a warning.
-    """
-
-    def __init__(self, cq: dict[str, Any], all_cqs: list[dict[str, Any]], cohorts: list[dict[str, Any]] | None) -> None:
-        self.issues: list[str] = []
-        self._subtree: dict[tuple[int, FR], Decimal] = {}
-        self._usage: dict[tuple[int, FR], Decimal] = {}
-        cq_name = str((cq.get("metadata") or {}).get("name", "?"))
-        by_cohort: dict[str, list[dict[str, Any]]] = {}
-        for other in all_cqs:
-            if (other.get("metadata") or {}).get("name") != cq_name and _cohort(other):
-                by_cohort.setdefault(_cohort(other), []).append(other)
-        objs = {str((c.get("metadata") or {}).get("name")): c for c in cohorts or []}
-        sub_cohorts: dict[str, list[str]] = {}
-        for name, c in objs.items():
-            if _parent(c):
-                sub_cohorts.setdefault(_parent(c), []).append(name)
-
-        self.cq = Node("ClusterQueue", cq_name, _cohort(cq), _quotas(cq, f'ClusterQueue "{cq_name}"', self.issues),
-                       _flavor_usage(cq), [])
-        self.path: list[Node] = []  # the ClusterQueue's ancestors, nearest first
-        if not self.cq.parent:
-            return
-        if cohorts is None:
-            self.issues.append(f'the Cohort objects of cohort "{self.cq.parent}" cannot be read (cached cohorts have not synced)')
-        seen: set[str] = set()
-        name, child = self.cq.parent, self.cq.name
-        while name:
-            if name in seen:
-                self.issues.append(f'cohort "{name}" is part of a cycle of parentName references, so Kueue deactivates it')
-                break
-            seen.add(name)
-            obj = objs.get(name)
-            if obj is None and self.path and cohorts is not None:
-                self.issues.append(f'Cohort "{name}" (parentName of Cohort "{child}") does not exist')
-            node = Node("Cohort", name, _parent(obj) if obj else "",
-                        _quotas(obj, f'Cohort "{name}"', self.issues) if obj else {}, {}, [])
-            self.path.append(node)
-            child, name = name, node.parent
-
-        # every node under the root, built once (a cycle below the path cannot happen: names are unique)
-        def build(cohort: Node, depth: int) -> None:
-            if depth > 64:
-                self.issues.append(f'the cohort tree under "{cohort.name}" is deeper than 64 levels')
-                return
-            for c in by_cohort.get(cohort.name, []):
-                n = str((c.get("metadata") or {}).get("name", "?"))
-                cohort.children.append(Node("ClusterQueue", n, cohort.name, _quotas(c, f'ClusterQueue "{n}"', self.issues),
-                                            _flavor_usage(c), []))
-            for sub in sorted(sub_cohorts.get(cohort.name, [])):
-                on_path = next((p for p in self.path if p.name == sub), None)
-                if on_path is not None:
-                    cohort.children.append(on_path)
-                    build(on_path, depth + 1)
-                    continue
-                o = objs[sub]
-                node = Node("Cohort", sub, cohort.name, _quotas(o, f'Cohort "{sub}"', self.issues), {}, [])
-                cohort.children.append(node)
-                build(node, depth + 1)
-
-        if not any("cycle" in i for i in self.issues):
-            self.path[0].children.append(self.cq)
-            build(self.path[-1], 0)
-
-    @property
-    def cohort_names(self) -> list[str]:
-        return [n.name for n in self.path]
-
-    # --- resource_node.go, over Decimal quantities ---
-
-    def subtree_quota(self, node: Node, fr: FR) -> Decimal:
-        """SubtreeQuota: own nominal + what each child exposes (its subtree minus its localQuota)."""
-        key = (id(node), fr)
-        if key not in self._subtree:
-            q = node.quotas.get(fr)
-            total = q.nominal if q else ZERO
-            for child in node.children:
-                total += self.subtree_quota(child, fr) - self.local_quota(child, fr)
-            self._subtree[key] = total
-        return self._subtree[key]
-
-    def local_quota(self, node: Node, fr: FR) -> Decimal:
-        """localQuota: what lendingLimit keeps for the subtree, never lent to the parent."""
-        q = node.quotas.get(fr)
-        if q is None or q.lending_limit is None:
-            return ZERO
-        return max(ZERO, self.subtree_quota(node, fr) - q.lending_limit)
-
-    def usage(self, node: Node, fr: FR) -> Decimal:
-        """Usage: a ClusterQueue's reservation; a Cohort's is its children's usage past their localQuota."""
-        if node.kind == "ClusterQueue":
-            return node.usage.get(fr, ZERO)
-        key = (id(node), fr)
-        if key not in self._usage:
-            self._usage[key] = sum(
-                (max(ZERO, self.usage(c, fr) - self.local_quota(c, fr)) for c in node.children), ZERO
-            )
-        return self._usage[key]
-
-    def _chain(self) -> list[Node]:
-        return [self.cq, *self.path] if not any("cycle" in i for i in self.issues) else [self.cq]
-
-    def potential_available(self, fr: FR) -> Decimal:
-        """potentialAvailable: the largest request the ClusterQueue could ever admit (no usage),
-        its localQuota plus what its parent could provide, capped by nominal + borrowingLimit."""
-        chain = self._chain()
-
-        def pa(i: int) -> Decimal:
-            node = chain[i]
-            if i == len(chain) - 1:
-                return self.subtree_quota(node, fr)
-            avail = self.local_quota(node, fr) + pa(i + 1)
-            q = node.quotas.get(fr)
-            if q is not None and q.borrowing_limit is not None:
-                avail = min(self.subtree_quota(node, fr) + q.borrowing_limit, avail)
-            return avail
-
-        return pa(0)
-
-    def available(self, fr: FR) -> Decimal:
-        """available: capacity left now, bounded by borrowingLimits and what is used up the tree."""
-        chain = self._chain()
-
-        def av(i: int) -> Decimal:
-            node = chain[i]
-            if i == len(chain) - 1:
-                return self.subtree_quota(node, fr) - self.usage(node, fr)
-            parent_avail = av(i + 1)
-            q = node.quotas.get(fr)
-            local = self.local_quota(node, fr)
-            if q is not None and q.borrowing_limit is not None:
-                stored = self.subtree_quota(node, fr) - local
-                used = max(ZERO, self.usage(node, fr) - local)
-                parent_avail = min(stored - used + q.borrowing_limit, parent_avail)
-            return max(ZERO, local - self.usage(node, fr)) + parent_avail
-
-        return av(0)
-
-
-def flavor_limits(tree: CohortTree, frs: list[FR]) -> dict[FR, tuple[Decimal, Decimal]]:
-    """(flavor, resource) → (nominalQuota, the most it can borrow) for the tree's ClusterQueue."""
-    out: dict[FR, tuple[Decimal, Decimal]] = {}
-    for fr in frs:
-        q = tree.cq.quotas.get(fr)
-        nominal = q.nominal if q else ZERO
-        out[fr] = (nominal, max(ZERO, tree.potential_available(fr) - nominal))
-    return out
+# --- Kueue Capacity (the cohort tree's arithmetic: kueue_cohort.py) ---------------------
 
 
 def _need_text(need: dict[str, Decimal]) -> str:
@@ -675,27 +371,18 @@ class KueueCapacity(Check):
     )
 
     async def run(self, ctx: CheckContext) -> CheckResult:
+        """Steps: the job's needs per pod group, the resources the ClusterQueue covers, then the
+        first shortfall against what the cohort tree could ever provide (never admitted) and
+        against what is free now (waits in the queue)."""
         assert ctx.view is not None
         resolved, reason = resolve_queue(ctx)
         if resolved is None:
             return CheckResult(self.name, Status.SKIP, f"Skipped: {reason}")
-        wl = ctx.workload
         cq = resolved.cluster_queue
         cq_name = (cq.get("metadata") or {}).get("name", "?")
-        groups = (cq.get("spec") or {}).get("resourceGroups") or []
-        covered_by: dict[str, list[str]] = {}
-        for rg in groups:
-            flavors = [str(f.get("name")) for f in rg.get("flavors") or []]
-            for r in rg.get("coveredResources") or []:
-                covered_by[str(r)] = flavors
+        covered_by = _covered_by(cq)
         try:
-            podsets = []
-            for g in (g for g in wl.pod_groups if g.queued):
-                per_pod = {r: v for r, v in pod_requests(g.pod_spec).items() if v > 0}
-                need = {r: v * g.pods for r, v in per_pod.items()}
-                if "pods" in covered_by:
-                    need["pods"] = Decimal(g.pods)
-                podsets.append((g.name, need))
+            podsets = _podset_needs(ctx.workload, covered_by)
         except ValueError as exc:
             return CheckResult(self.name, Status.WARN, f"Could not compute the job's requests: {exc}")
         total: dict[str, Decimal] = {}
@@ -714,65 +401,23 @@ class KueueCapacity(Check):
                     f'ClusterQueue "{cq_name}" has no quota for {", ".join(uncovered)}, which the job requests, so Kueue never '
                     f'admits it. Fix: add {", ".join(uncovered)} to a resourceGroup of ClusterQueue "{cq_name}", or use another queue.',
                 ),
-                ctx, "clusterqueues",
+                ctx,
+                "clusterqueues",
             )
 
         readable = ctx.view.cache_age("cohorts") is not None
-        tree = CohortTree(cq, ctx.view.list_cached("clusterqueues"), ctx.view.list_cached("cohorts") if readable else None)
+        tree = CohortTree(
+            cq, ctx.view.list_cached("clusterqueues"), ctx.view.list_cached("cohorts") if readable else None
+        )
         caches = ("clusterqueues", "cohorts") if tree.path and readable else ("clusterqueues",)
         in_cohort = f"cohort {' → '.join(chr(34) + n + chr(34) for n in tree.cohort_names)}" if tree.path else ""
         issues = "; ".join(dict.fromkeys(tree.issues))
 
-        def cap(f: str, r: str, free: bool) -> Decimal:
-            return tree.available((f, r)) if free else tree.potential_available((f, r))
-
-        def short(free: bool) -> tuple[str, Decimal, Decimal, str | None] | None:
-            """(resource, needed, available, pod group or None for the whole job) of the first shortfall."""
-            for r, v in sorted(total.items()):
-                most = sum((max(cap(f, r, free), ZERO) for f in covered_by[r]), ZERO)
-                if v > most:
-                    return r, v, most, None
-            for pname, need in podsets:  # Kueue puts each pod group into one flavor
-                for r, v in sorted(need.items()):
-                    best = max((cap(f, r, free) for f in covered_by[r]), default=ZERO)
-                    if v > best:
-                        return r, v, max(best, ZERO), pname
-            return None
-
-        never = short(free=False)
+        never = _shortfall(tree, total, podsets, covered_by, free=False)
         if never is not None:
-            r, v, most, pname = never
-            limits = flavor_limits(tree, [(f, r) for f in covered_by[r]])
-            breakdown = "; ".join(
-                f'flavor "{f}": nominalQuota {format_quantity(limits[(f, r)][0], r)}'
-                + (f" + {format_quantity(limits[(f, r)][1], r)} borrowable in {in_cohort}" if tree.path else "")
-                for f in covered_by[r]
-            )
-            what = (
-                f'The job needs {r} {format_quantity(v, r)} but ClusterQueue "{cq_name}" can provide at most '
-                if pname is None
-                else f'The {pname} pods need {r} {format_quantity(v, r)} in one flavor but no flavor of ClusterQueue '
-                f'"{cq_name}" holds more than '
-            ) + f"{format_quantity(most, r)} ({breakdown})"
-            fix = (
-                f"reduce the job's pods or requests, or raise nominalQuota/borrowingLimit for {r} in ClusterQueue "
-                f'"{cq_name}"' + (f' or the quota {in_cohort} can lend' if tree.path else "") + "."
-            )
-            if issues:  # the tree is not fully known: never a denial
-                return with_stale(
-                    CheckResult(
-                        self.name, Status.WARN,
-                        f"{what} as far as its cohort tree can be read ({issues}), so Kueue may never admit it. "
-                        f"Fix: correct the cohort tree, or {fix}",
-                        details=list(dict.fromkeys(tree.issues)),
-                    ),
-                    ctx, *caches,
-                )
-            return with_stale(
-                CheckResult(self.name, Status.FAIL, f"{what}, so Kueue would never admit it. Fix: {fix}"), ctx, *caches,
-            )
+            return with_stale(self._never_admitted(never, tree, covered_by, cq_name, in_cohort, issues), ctx, *caches)
         caveat = f" (as far as its cohort tree can be read: {issues})" if issues else ""
-        wait = short(free=True)
+        wait = _shortfall(tree, total, podsets, covered_by, free=True)
         if wait is not None:
             r, v, free, _ = wait
             lend = f" (with what {in_cohort} can lend)" if tree.path else ""
@@ -783,12 +428,105 @@ class KueueCapacity(Check):
                     f'ClusterQueue "{cq_name}" has {r} {format_quantity(free, r)} free now{lend}, the job needs '
                     f"{format_quantity(v, r)}: it waits in the queue{caveat}",
                 ),
-                ctx, *caches,
+                ctx,
+                *caches,
             )
         return with_stale(
-            CheckResult(self.name, Status.PASS, f'The job ({_need_text(total)}) fits ClusterQueue "{cq_name}" now{caveat}'),
-            ctx, *caches,
+            CheckResult(
+                self.name, Status.PASS, f'The job ({_need_text(total)}) fits ClusterQueue "{cq_name}" now{caveat}'
+            ),
+            ctx,
+            *caches,
         )
+
+    def _never_admitted(
+        self,
+        shortfall: Shortfall,
+        tree: CohortTree,
+        covered_by: dict[str, list[str]],
+        cq_name: str,
+        in_cohort: str,
+        issues: str,
+    ) -> CheckResult:
+        """A need past what the ClusterQueue and its cohort tree could ever provide: FAIL, or
+        WARN when part of the tree could not be read (never a denial on a guess)."""
+        r, v, most, pname = shortfall
+        limits = flavor_limits(tree, [(f, r) for f in covered_by[r]])
+        breakdown = "; ".join(
+            f'flavor "{f}": nominalQuota {format_quantity(limits[(f, r)][0], r)}'
+            + (f" + {format_quantity(limits[(f, r)][1], r)} borrowable in {in_cohort}" if tree.path else "")
+            for f in covered_by[r]
+        )
+        what = (
+            f'The job needs {r} {format_quantity(v, r)} but ClusterQueue "{cq_name}" can provide at most '
+            if pname is None
+            else f"The {pname} pods need {r} {format_quantity(v, r)} in one flavor but no flavor of ClusterQueue "
+            f'"{cq_name}" holds more than '
+        ) + f"{format_quantity(most, r)} ({breakdown})"
+        fix = (
+            f"reduce the job's pods or requests, or raise nominalQuota/borrowingLimit for {r} in ClusterQueue "
+            f'"{cq_name}"' + (f" or the quota {in_cohort} can lend" if tree.path else "") + "."
+        )
+        if issues:  # the tree is not fully known: never a denial
+            return CheckResult(
+                self.name,
+                Status.WARN,
+                f"{what} as far as its cohort tree can be read ({issues}), so Kueue may never admit it. "
+                f"Fix: correct the cohort tree, or {fix}",
+                details=list(dict.fromkeys(tree.issues)),
+            )
+        return CheckResult(self.name, Status.FAIL, f"{what}, so Kueue would never admit it. Fix: {fix}")
+
+
+#: (resource, needed, available, pod group or None for the whole job) of a shortfall
+Shortfall = tuple[str, Decimal, Decimal, str | None]
+
+
+def _covered_by(cq: dict[str, Any]) -> dict[str, list[str]]:
+    """resource → the flavors of the ClusterQueue's resourceGroup that covers it."""
+    covered_by: dict[str, list[str]] = {}
+    for rg in (cq.get("spec") or {}).get("resourceGroups") or []:
+        flavors = [str(f.get("name")) for f in rg.get("flavors") or []]
+        for r in rg.get("coveredResources") or []:
+            covered_by[str(r)] = flavors
+    return covered_by
+
+
+def _podset_needs(wl: Workload, covered_by: dict[str, list[str]]) -> list[tuple[str, dict[str, Decimal]]]:
+    """(pod group, its total requests) per pod group, as Kueue's podSets count them. Raises ValueError."""
+    podsets = []
+    for g in (g for g in wl.pod_groups if g.queued):  # an AIPerfSweep's sweep-controller pod is not queued
+        per_pod = {r: v for r, v in pod_requests(g.pod_spec).items() if v > 0}
+        need = {r: v * g.pods for r, v in per_pod.items()}
+        if "pods" in covered_by:
+            need["pods"] = Decimal(g.pods)
+        podsets.append((g.name, need))
+    return podsets
+
+
+def _shortfall(
+    tree: CohortTree,
+    total: dict[str, Decimal],
+    podsets: list[tuple[str, dict[str, Decimal]]],
+    covered_by: dict[str, list[str]],
+    *,
+    free: bool,
+) -> Shortfall | None:
+    """The first need past what the flavors provide: free now (`free`), or at most (borrowing all it may)."""
+
+    def cap(f: str, r: str) -> Decimal:
+        return tree.available((f, r)) if free else tree.potential_available((f, r))
+
+    for r, v in sorted(total.items()):
+        most = sum((max(cap(f, r), ZERO) for f in covered_by[r]), ZERO)
+        if v > most:
+            return r, v, most, None
+    for pname, need in podsets:  # Kueue puts each pod group into one flavor
+        for r, v in sorted(need.items()):
+            best = max((cap(f, r) for f in covered_by[r]), default=ZERO)
+            if v > best:
+                return r, v, max(best, ZERO), pname
+    return None
 
 
 CHECKS = [KueueQueue(), KueueAdmissionChecks(), KueueCapacity()]

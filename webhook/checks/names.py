@@ -89,7 +89,9 @@ def _format_problem(name: str) -> str | None:
 class NameLength(Check):
     name = NAME
     synchronous = True  # reads only the Workload and cached state
-    summary = "The Job and pod names JobSet derives (<jobset>-<replicatedJob>-<jobIdx>-<podIdx>-xxxxx) fit 63 characters."
+    summary = (
+        "The Job and pod names JobSet derives (<jobset>-<replicatedJob>-<jobIdx>-<podIdx>-xxxxx) fit 63 characters."
+    )
 
     async def run(self, ctx: CheckContext) -> CheckResult:
         wl = ctx.workload

@@ -14,7 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 from webhook.checks.base import AIPERFJOB, Check, CheckContext
-from webhook.checks.basics import cached, plural, with_stale
+from webhook.checks.common import cached, plural, with_stale
 from webhook.quantity import format_quantity, parse_quantity
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import PodGroup, Workload
@@ -55,7 +55,9 @@ def taints(node: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def required_terms(pod_spec: dict[str, Any]) -> list[dict[str, Any]] | None:
-    aff = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    aff = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
     if not isinstance(aff, dict):
         return None
     return list(aff.get("nodeSelectorTerms") or [])
@@ -121,7 +123,8 @@ def blocking_taints(pod_spec: dict[str, Any], node: dict[str, Any]) -> list[dict
     """NoSchedule/NoExecute taints of the node that no toleration of the pod tolerates."""
     tols = pod_spec.get("tolerations") or []
     return [
-        t for t in taints(node)
+        t
+        for t in taints(node)
         if t.get("effect") in ("NoSchedule", "NoExecute") and not any(tolerates(tol, t) for tol in tols)
     ]
 
@@ -139,7 +142,8 @@ def selection_text(pod_spec: dict[str, Any]) -> str:
         rendered = []
         for t in terms:
             exprs = [
-                f"{e.get('key')} {e.get('operator')}" + (f" [{', '.join(map(str, e.get('values') or []))}]" if e.get("values") else "")
+                f"{e.get('key')} {e.get('operator')}"
+                + (f" [{', '.join(map(str, e.get('values') or []))}]" if e.get("values") else "")
                 for e in (t.get("matchExpressions") or []) + (t.get("matchFields") or [])
             ]
             rendered.append(" and ".join(exprs) or "(empty term)")
@@ -200,7 +204,11 @@ class NodeSelectorMatch(Check):
         nodes = ctx.view.list_cached("nodes")
         if not nodes:
             return with_stale(
-                CheckResult(self.name, Status.WARN, "No nodes are visible, so the pods' node selection cannot be matched"), ctx, "nodes"
+                CheckResult(
+                    self.name, Status.WARN, "No nodes are visible, so the pods' node selection cannot be matched"
+                ),
+                ctx,
+                "nodes",
             )
         fails: list[str] = []
         passes: list[str] = []
@@ -232,7 +240,9 @@ class NodeSelectorMatch(Check):
                     f"Fix: {fix}, or label another node to match."
                 )
         if fails:
-            return with_stale(CheckResult(self.name, Status.FAIL, " ".join(fails), details=fails + passes), ctx, "nodes")
+            return with_stale(
+                CheckResult(self.name, Status.FAIL, " ".join(fails), details=fails + passes), ctx, "nodes"
+            )
         return with_stale(CheckResult(self.name, Status.PASS, "; ".join(passes)), ctx, "nodes")
 
 
@@ -245,7 +255,9 @@ class PerNodeSchedulability(Check):
     local_capacity = True
     permissions = NODE_PERMISSIONS
     apis = ("v1",)
-    summary = "Each pod fits the allocatable of one Ready, schedulable node that it selects and whose taints it tolerates."
+    summary = (
+        "Each pod fits the allocatable of one Ready, schedulable node that it selects and whose taints it tolerates."
+    )
 
     async def run(self, ctx: CheckContext) -> CheckResult:
         assert ctx.view is not None
@@ -260,7 +272,9 @@ class PerNodeSchedulability(Check):
             try:
                 req = pod_requests(g.pod_spec)
             except ValueError as exc:
-                return CheckResult(self.name, Status.WARN, f"Could not compute the requests of the {g.name} pods: {exc}")
+                return CheckResult(
+                    self.name, Status.WARN, f"Could not compute the requests of the {g.name} pods: {exc}"
+                )
             selected = [n for n in nodes if _usable(n) and selects(g.pod_spec, n)]
             if not selected:
                 unselected.append(g.name)
@@ -270,7 +284,7 @@ class PerNodeSchedulability(Check):
                 sample = selected[0]
                 bt = blocking_taints(g.pod_spec, sample)
                 t = bt[0]
-                tol = "{key: %s, operator: Exists, effect: %s}" % (t.get("key", ""), t.get("effect", ""))
+                tol = f"{{key: {t.get('key', '')}, operator: Exists, effect: {t.get('effect', '')}}}"
                 fails.append(
                     f"Every Ready node the {g.name} pods may use has a taint they do not tolerate "
                     f"({node_name(sample)}: {', '.join(taint_text(x) for x in bt)}). "
@@ -280,7 +294,9 @@ class PerNodeSchedulability(Check):
             need = {r: v for r, v in req.items() if v > 0}
             fits = [n for n in eligible if _fits(need, n)]
             if fits:
-                passes.append(f"{g.name} ({_fmt_resources(need)}) fits {len(fits)} of {plural(len(eligible), 'eligible node')}")
+                passes.append(
+                    f"{g.name} ({_fmt_resources(need)}) fits {len(fits)} of {plural(len(eligible), 'eligible node')}"
+                )
                 continue
             short = []
             for r, v in sorted(need.items()):
@@ -297,7 +313,9 @@ class PerNodeSchedulability(Check):
                 "Fix: add nodes with that much allocatable, or reduce the pod's requests."
             )
         if fails:
-            return with_stale(CheckResult(self.name, Status.FAIL, " ".join(fails), details=fails + passes), ctx, "nodes")
+            return with_stale(
+                CheckResult(self.name, Status.FAIL, " ".join(fails), details=fails + passes), ctx, "nodes"
+            )
         if not passes:
             return with_stale(
                 CheckResult(
@@ -305,10 +323,15 @@ class PerNodeSchedulability(Check):
                     Status.SKIP,
                     f"No Ready, schedulable node matches the node selection of the {', '.join(unselected)} pods (see Node Selector Match)",
                 ),
-                ctx, "nodes",
+                ctx,
+                "nodes",
             )
         details = [f"{name}: no Ready, schedulable node matches its node selection" for name in unselected]
-        return with_stale(CheckResult(self.name, Status.PASS, "Each pod fits a node: " + "; ".join(passes), details=details), ctx, "nodes")
+        return with_stale(
+            CheckResult(self.name, Status.PASS, "Each pod fits a node: " + "; ".join(passes), details=details),
+            ctx,
+            "nodes",
+        )
 
 
 def _alloc(node: dict[str, Any], resource: str) -> Decimal:
@@ -352,26 +375,38 @@ class Tolerations(Check):
         if not any_tol:
             return CheckResult(self.name, Status.SKIP, "No tolerations set")
         if not users:
-            return CheckResult(self.name, Status.PASS, "The tolerations match any taint (key-less Exists) or node condition taints")
+            return CheckResult(
+                self.name, Status.PASS, "The tolerations match any taint (key-less Exists) or node condition taints"
+            )
         nodes = ctx.view.list_cached("nodes")
         if not nodes:
             return with_stale(CheckResult(self.name, Status.SKIP, "No nodes are visible"), ctx, "nodes")
         all_taints = [t for n in nodes for t in taints(n)]
-        unmatched = {text: groups for text, (tol, groups) in users.items() if not any(tolerates(tol, t) for t in all_taints)}
+        unmatched = {
+            text: groups for text, (tol, groups) in users.items() if not any(tolerates(tol, t) for t in all_taints)
+        }
         if unmatched:
             groups = sorted({g for gs in unmatched.values() for g in gs})
-            lines = [f"toleration {text} of the {', '.join(dict.fromkeys(gs))} pods matches no node's taint" for text, gs in unmatched.items()]
+            lines = [
+                f"toleration {text} of the {', '.join(dict.fromkeys(gs))} pods matches no node's taint"
+                for text, gs in unmatched.items()
+            ]
             return with_stale(
                 CheckResult(
                     self.name,
                     Status.WARN,
                     f"No node has a taint matching toleration {', '.join(unmatched)} ({', '.join(groups)} pods): misspelled or unneeded?",
                     details=lines,
-                    hints=["Compare with the nodes' taints: kubectl get nodes -o custom-columns=NAME:.metadata.name,TAINTS:.spec.taints"],
+                    hints=[
+                        "Compare with the nodes' taints: kubectl get nodes -o custom-columns=NAME:.metadata.name,TAINTS:.spec.taints"
+                    ],
                 ),
-                ctx, "nodes",
+                ctx,
+                "nodes",
             )
-        return with_stale(CheckResult(self.name, Status.PASS, "Every toleration matches a taint on at least one node"), ctx, "nodes")
+        return with_stale(
+            CheckResult(self.name, Status.PASS, "Every toleration matches a taint on at least one node"), ctx, "nodes"
+        )
 
 
 CHECKS = [NodeSelectorMatch(), PerNodeSchedulability(), Tolerations()]

@@ -16,7 +16,9 @@ class JobRender(Check):
     synchronous = True  # reads only the Workload and cached state
     blocking = True
     needs_pod_groups = False
-    summary = "The job's controller can render it into pods (AIPerf worker split and memory floor; TrainJob runtime merge)."
+    summary = (
+        "The job's controller can render it into pods (AIPerf worker split and memory floor; TrainJob runtime merge)."
+    )
 
     async def run(self, ctx: CheckContext) -> CheckResult:
         wl = ctx.workload

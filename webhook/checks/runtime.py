@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from webhook.checks.base import TRAINJOB, Check, CheckContext
-from webhook.checks.basics import TRAINER_API, cached, with_stale
+from webhook.checks.basics import TRAINER_API
+from webhook.checks.common import cached, with_stale
 from webhook.results import CheckResult, Status
 
 GROUP = "trainer.kubeflow.org"
@@ -41,7 +42,11 @@ class TrainingRuntime(Check):
         resource = "trainingruntimes" if kind == "TrainingRuntime" else "clustertrainingruntimes"
         where = f' in namespace "{wl.namespace}"' if kind == "TrainingRuntime" else ""
         if kind not in ("TrainingRuntime", "ClusterTrainingRuntime"):
-            return CheckResult(self.name, Status.SKIP, f"Skipped: runtimeRef kind {kind!r} is not a Trainer runtime; Trainer's webhook rejects it")
+            return CheckResult(
+                self.name,
+                Status.SKIP,
+                f"Skipped: runtimeRef kind {kind!r} is not a Trainer runtime; Trainer's webhook rejects it",
+            )
         found = wl.runtime is not None or (
             ctx.view.get_cached(resource, wl.namespace if kind == "TrainingRuntime" else None, name) is not None
         )

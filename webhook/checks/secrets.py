@@ -28,10 +28,10 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from webhook.checks.base import Check, CheckContext, Permission
+from webhook.checks.base import Check, CheckContext
 from webhook.checks.image import parse_image
 from webhook.cluster.names import is_dns1123_subdomain
-from webhook.cluster.view import ApiError
+from webhook.kube import ApiError, Permission
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import Workload
 from webhook.workloads.podspec import SecretRef, describe_path, secret_refs
@@ -184,7 +184,7 @@ def _invalid_name(use: _Use, refs: list[tuple[SecretRef, str]]) -> str:
 def _missing_key(use: _Use, ns: str, key: str, refs: list[tuple[SecretRef, str]]) -> str:
     return (
         f'Secret "{use.name}" in namespace "{ns}" has no key "{key}" (referenced by {_by(refs)}). '
-        f"Fix: kubectl patch secret {use.name} -n {ns} --type merge -p '{{\"stringData\":{{\"{key}\":\"…\"}}}}'"
+        f'Fix: kubectl patch secret {use.name} -n {ns} --type merge -p \'{{"stringData":{{"{key}":"…"}}}}\''
     )
 
 
@@ -220,10 +220,14 @@ class Secrets(Check):
         not_read = _not_read(uses)
         if not to_read:
             if not not_read:
-                return CheckResult(self.name, Status.PASS, f"Only optional Secret references ({', '.join(sorted(uses))})")
+                return CheckResult(
+                    self.name, Status.PASS, f"Only optional Secret references ({', '.join(sorted(uses))})"
+                )
             optional = sorted(n for n, u in uses.items() if all(r.optional for r, _ in u.refs))
             parts = not_read + ([f"optional: {', '.join(optional)}"] if optional else [])
-            return CheckResult(self.name, Status.PASS, f"No referenced Secret is required: {'; '.join(parts)}", details=not_read)
+            return CheckResult(
+                self.name, Status.PASS, f"No referenced Secret is required: {'; '.join(parts)}", details=not_read
+            )
 
         view = ctx.view
         tasks = {asyncio.ensure_future(view.secret_keys(ns, u.name, ctx.deadline)): u for u in to_read}
@@ -237,7 +241,7 @@ class Secrets(Check):
         unknown: list[str] = []
         for task, use in sorted(tasks.items(), key=lambda kv: kv[1].name):
             if task in pending:
-                unknown.append(_cannot_verify(use.name, ns, asyncio.TimeoutError()))
+                unknown.append(_cannot_verify(use.name, ns, TimeoutError()))
                 continue
             exc = task.exception()
             if exc is not None and not (isinstance(exc, ApiError) and exc.not_found):

@@ -8,7 +8,7 @@ namespace's `default` ServiceAccount, which the cluster creates itself: not chec
 from __future__ import annotations
 
 from webhook.checks.base import Check, CheckContext
-from webhook.checks.basics import cached, with_stale
+from webhook.checks.common import cached, with_stale
 from webhook.results import CheckResult, Status
 from webhook.workloads.podspec import service_account
 
@@ -30,7 +30,9 @@ class ServiceAccount(Check):
             if sa is not None and sa not in wl.managed_service_accounts:
                 users.setdefault(sa, []).append(g.name)
         if not users:
-            return CheckResult(self.name, Status.SKIP, "No serviceAccountName set; the pods use the namespace's default ServiceAccount")
+            return CheckResult(
+                self.name, Status.SKIP, "No serviceAccountName set; the pods use the namespace's default ServiceAccount"
+            )
         missing = [sa for sa in users if ctx.view.get_cached("serviceaccounts", wl.namespace, sa) is None]
         if missing:
             lines = [
@@ -39,10 +41,14 @@ class ServiceAccount(Check):
                 f"Fix: kubectl create serviceaccount {sa} -n {wl.namespace}"
                 for sa in missing
             ]
-            return with_stale(CheckResult(self.name, Status.FAIL, " ".join(lines), details=lines), ctx, "serviceaccounts")
+            return with_stale(
+                CheckResult(self.name, Status.FAIL, " ".join(lines), details=lines), ctx, "serviceaccounts"
+            )
         names = ", ".join(f'"{sa}"' for sa in users)
         return with_stale(
-            CheckResult(self.name, Status.PASS, f'ServiceAccount {names} exists in namespace "{wl.namespace}"'), ctx, "serviceaccounts"
+            CheckResult(self.name, Status.PASS, f'ServiceAccount {names} exists in namespace "{wl.namespace}"'),
+            ctx,
+            "serviceaccounts",
         )
 
 

@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from webhook.checks.base import AIPERFSWEEP, Check, CheckContext
-from webhook.checks.basics import with_stale
+from webhook.checks.common import with_stale
 from webhook.checks.configmap import CONFIGMAP_MAX_BYTES, kib
 from webhook.checks.names import MAX_LABEL, jobset_name, longest_names, replicated_jobs
 from webhook.checks.quotas import (

@@ -21,8 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.checks.base import Permission
-from webhook.cluster.view import ApiError
+from webhook.kube import ApiError, Permission
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +155,7 @@ class ResourceCache:
     def get(self, namespace: str | None, name: str) -> dict[str, Any] | None:
         return self._items.get((namespace or "", name))
 
-    def list(self, namespace: str | None = None) -> list[dict[str, Any]]:
+    def objects(self, namespace: str | None = None) -> list[dict[str, Any]]:
         if namespace is None:
             return list(self._items.values())
         return list(self._by_ns.get(namespace, {}).values())
@@ -356,7 +355,7 @@ class Reflector:
                 log.info("watch of %s expired (410 Gone): relisting", self.spec.resource)
                 need_list = True
                 self.failures = 0
-            except Exception as exc:  # noqa: BLE001 - any failure: keep the last state, back off
+            except Exception as exc:
                 if isinstance(exc, ApiError) and exc.status == 410:
                     need_list = True
                     continue

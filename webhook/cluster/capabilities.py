@@ -1,4 +1,4 @@
-"""Capabilities, proven once at start-up (seed 000): what the webhook may see and use.
+"""Capabilities, proven once at start-up: what the webhook may see and use.
 
 Every permission a registered check declares (Check.permissions), plus what the caches
 and the live reads need, is asked of the apiserver with a SelfSubjectAccessReview; the
@@ -11,7 +11,7 @@ served APIs come from discovery. From those answers each check gets a value:
 * unknown — the question could not be asked (apiserver unreachable, SSAR failed); the
             check runs and reports what it meets (403 → "cannot verify").
 
-`required_permissions()` is the single list the Helm chart's RBAC is generated from and
+`required_permissions(all_checks())` is the single list the Helm chart's RBAC is generated from and
 compared against: deterministic (sorted) and complete.
 """
 
@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.checks.base import Check, Permission
 from webhook.cluster.cache import CACHE_SPECS, SPECS_BY_RESOURCE, CacheSpec
-from webhook.cluster.view import ApiError
+from webhook.cluster.view import CheckNeeds
+from webhook.kube import ApiError, Permission
 
 YES, NO, UNKNOWN = "yes", "no", "unknown"
 PROBED, DECLARED = "probed", "declared"
@@ -48,12 +48,8 @@ def _perm_key(p: Permission) -> tuple[str, str, str, str]:
     return (p.group, p.resource, p.subresource, p.verb)
 
 
-def required_permissions(checks: Iterable[Check] | None = None) -> list[Permission]:
-    """Every permission the webhook may use: the union over checks and the view, sorted."""
-    if checks is None:
-        from webhook.checks import all_checks
-
-        checks = all_checks()
+def required_permissions(checks: Iterable[CheckNeeds]) -> list[Permission]:
+    """Every permission the webhook may use: the union over `checks` and the view, sorted."""
     perms: set[Permission] = set(VIEW_PERMISSIONS)
     for c in checks:
         perms.update(c.permissions)
@@ -67,10 +63,7 @@ def rbac_rules(perms: Iterable[Permission]) -> list[dict[str, Any]]:
     for p in perms:
         res = f"{p.resource}/{p.subresource}" if p.subresource else p.resource
         grouped.setdefault((p.group, res), set()).add(p.verb)
-    return [
-        {"apiGroups": [g], "resources": [r], "verbs": sorted(v)}
-        for (g, r), v in sorted(grouped.items())
-    ]
+    return [{"apiGroups": [g], "resources": [r], "verbs": sorted(v)} for (g, r), v in sorted(grouped.items())]
 
 
 @dataclass(frozen=True)
@@ -99,7 +92,9 @@ def parse_ssar(doc: dict[str, Any]) -> PermissionResult:
     return PermissionResult(allowed, reason)
 
 
-async def probe_permissions(client: Any, perms: Sequence[Permission], timeout: float) -> dict[Permission, PermissionResult]:
+async def probe_permissions(
+    client: Any, perms: Sequence[Permission], timeout: float
+) -> dict[Permission, PermissionResult]:
     """One SSAR per permission (cluster-wide: all namespaces), concurrently, within `timeout`."""
 
     async def one(p: Permission) -> PermissionResult:
@@ -139,7 +134,7 @@ def cache_absence_reason(
     return not_permitted(denied) if denied else ""
 
 
-def _cache_needed(check: Check) -> list[CacheSpec]:
+def _cache_needed(check: CheckNeeds) -> list[CacheSpec]:
     """Caches a check reads: those it declares list or watch for."""
     out: list[CacheSpec] = []
     for p in check.permissions:
@@ -150,7 +145,7 @@ def _cache_needed(check: Check) -> list[CacheSpec]:
 
 
 def capability_of(
-    check: Check,
+    check: CheckNeeds,
     *,
     served: Callable[[str], bool] | None,
     perms: dict[Permission, PermissionResult] | None,
@@ -192,7 +187,7 @@ ESSENTIAL_PERMISSIONS = (Permission("list", "namespaces"), Permission("watch", "
 
 
 def fatal_reason(
-    checks: Sequence[Check], served: Callable[[str], bool], perms: dict[Permission, PermissionResult]
+    checks: Sequence[CheckNeeds], served: Callable[[str], bool], perms: dict[Permission, PermissionResult]
 ) -> str:
     """Why the webhook cannot decide anything with these answers ("" when it can)."""
     essential = [p for p in ESSENTIAL_PERMISSIONS if perms.get(p, PermissionResult(None)).allowed is False]
@@ -200,7 +195,9 @@ def fatal_reason(
         return f"cannot decide anything: {not_permitted(essential)} (namespace mode labels cannot be read)"
     caps = [capability_of(c, served=served, perms=perms) for c in checks if c.needs_cluster]
     if caps and all(c.value == NO for c in caps):
-        return "cannot decide anything: every cluster check is lowered (" + "; ".join(
-            f"{c.check}: {c.reason}" for c in caps
-        ) + ")"
+        return (
+            "cannot decide anything: every cluster check is lowered ("
+            + "; ".join(f"{c.check}: {c.reason}" for c in caps)
+            + ")"
+        )
     return ""

@@ -14,6 +14,7 @@ its generated models.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -26,8 +27,7 @@ import aiohttp
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
-from webhook.cluster.names import is_dns1123_label, is_dns1123_subdomain
-from webhook.cluster.view import ApiError
+from webhook.kube import ApiError
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ async def load_configuration(kubeconfig: str | None = None) -> k8s_client.Config
     """In-cluster config when no kubeconfig is given and we run in a pod; else the kubeconfig."""
     cfg = k8s_client.Configuration()
     if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        k8s_config.load_incluster_config(client_configuration=cfg)
+        k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
     else:
         await k8s_config.load_kube_config(config_file=kubeconfig or default_kubeconfig(), client_configuration=cfg)
     return cfg
@@ -90,13 +90,13 @@ class Coalescer(Generic[T]):
                 task = asyncio.ensure_future(fn(max(0.0, end - loop.time())))
                 self._inflight[key] = task
                 self.calls += 1
-                task.add_done_callback(lambda t, k=key: self._forget(k, t))
+                task.add_done_callback(functools.partial(self._forget, key))
             left = end - loop.time()
             if left <= 0:
                 raise ApiError(0, "timed out waiting for the apiserver")
             try:
                 return await asyncio.wait_for(asyncio.shield(task), left)
-            except (asyncio.TimeoutError, TimeoutError):
+            except TimeoutError:
                 raise ApiError(0, "timed out waiting for the apiserver") from None
             except ApiError as exc:
                 if exc.status == 0 and not mine and end - loop.time() > 0.05:
@@ -111,6 +111,7 @@ class Coalescer(Generic[T]):
 
 
 # --------------------------------------------------------------------------- names in URLs
+
 
 def check_path(path: str) -> None:
     """Refuse a path with an empty, "." or ".." segment: it would address another resource.
@@ -205,7 +206,7 @@ class KubeClient:
                         resp.release()
         except ApiError:
             raise
-        except (TimeoutError, asyncio.TimeoutError):
+        except TimeoutError:
             raise ApiError(0, f"timed out after {timeout:.1f}s waiting for the apiserver") from None
         except (aiohttp.ClientError, OSError) as exc:
             raise ApiError(0, f"cannot reach the apiserver: {type(exc).__name__}: {exc}") from None
@@ -239,7 +240,7 @@ class KubeClient:
         timeout = aiohttp.ClientTimeout(total=None, connect=30, sock_connect=30, sock_read=read_timeout)
         try:
             resp = await self._send("GET", path, query=query, accept=accept, timeout=timeout)
-        except (TimeoutError, asyncio.TimeoutError):
+        except TimeoutError:
             raise ApiError(0, "timed out opening a watch") from None
         except (aiohttp.ClientError, OSError) as exc:
             raise ApiError(0, f"cannot reach the apiserver: {type(exc).__name__}: {exc}") from None
@@ -250,7 +251,7 @@ class KubeClient:
             while True:
                 try:
                     line = await resp.content.readline()
-                except (TimeoutError, asyncio.TimeoutError):
+                except TimeoutError:
                     raise ApiError(0, "watch stream went silent") from None
                 except (aiohttp.ClientError, OSError) as exc:
                     raise ApiError(0, f"watch stream broke: {type(exc).__name__}: {exc}") from None

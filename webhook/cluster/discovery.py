@@ -14,14 +14,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.cluster.view import ApiError
+from webhook.kube import JOBSET_API_VERSION, ApiError
 
 log = logging.getLogger(__name__)
 
 #: group/versions whose resource lists we always keep
 INTERESTING = (
     "v1",
-    "jobset.x-k8s.io/v1alpha2",
+    JOBSET_API_VERSION,
     "trainer.kubeflow.org/v1alpha1",
     "kueue.x-k8s.io/v1beta2",
     "coordination.k8s.io/v1",
@@ -78,7 +78,9 @@ def parse_resources(doc: dict[str, Any]) -> dict[str, ApiResource]:
         name = r.get("name") or ""
         if not name or "/" in name:  # subresources
             continue
-        out[r.get("kind") or ""] = ApiResource(name, r.get("kind") or "", bool(r.get("namespaced")), tuple(r.get("verbs") or ()))
+        out[r.get("kind") or ""] = ApiResource(
+            name, r.get("kind") or "", bool(r.get("namespaced")), tuple(r.get("verbs") or ())
+        )
     return out
 
 
@@ -183,5 +185,5 @@ class Discovery:
             except ApiError as exc:  # keep the last answer; the next pass may succeed
                 self.last_error = exc.message
                 log.warning("discovery refresh failed (keeping the last answer): %s", exc.message)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.exception("discovery refresh failed")

@@ -17,11 +17,11 @@ import asyncio
 import logging
 import os
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from webhook.checks.base import Check, Permission
 from webhook.cluster.cache import CACHE_SPECS, SPECS_BY_RESOURCE, CacheSpec, Reflector, backoff_delay
 from webhook.cluster.capabilities import (
     NO,
@@ -34,11 +34,12 @@ from webhook.cluster.capabilities import (
     required_permissions,
 )
 from webhook.cluster.client import Coalescer, KubeClient, load_configuration
-from webhook.cluster.names import is_dns1123_label, is_dns1123_subdomain
 from webhook.cluster.discovery import Discovery, gv_path
-from webhook.cluster.view import ApiError
+from webhook.cluster.names import is_dns1123_label, is_dns1123_subdomain
+from webhook.cluster.view import CheckNeeds
 from webhook.config import Settings
 from webhook.deadline import Deadline
+from webhook.kube import ApiError, Permission
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +59,10 @@ def _q(part: str) -> str:
     return quote(part, safe="")
 
 
-def own_namespace(env: dict[str, str] | None = None, sa_file: str = SA_NAMESPACE_FILE) -> str | None:
+def own_namespace(env: Mapping[str, str] | None = None, sa_file: str = SA_NAMESPACE_FILE) -> str | None:
     """The webhook's own namespace: $POD_NAMESPACE (the chart sets it), else the ServiceAccount's file."""
-    env = os.environ if env is None else env
-    ns = (env.get("POD_NAMESPACE") or "").strip()
+    environ: Mapping[str, str] = os.environ if env is None else env
+    ns = (environ.get("POD_NAMESPACE") or "").strip()
     if ns:
         return ns
     try:
@@ -92,15 +93,11 @@ class LiveClusterView:
         settings: Settings,
         client: KubeClient,
         *,
-        checks: list[Check] | None = None,
+        checks: Sequence[CheckNeeds],
         discovery_refresh_seconds: float = 60.0,
         clock: Any = time.monotonic,
         own_ns: str | None = None,
     ) -> None:
-        if checks is None:
-            from webhook.checks import all_checks
-
-            checks = all_checks()
         self.settings = settings
         self.client = client
         self.checks = checks
@@ -131,14 +128,14 @@ class LiveClusterView:
             self._startup_task = asyncio.ensure_future(self._startup())
         try:
             await asyncio.wait_for(self._first_attempt.wait(), wait_seconds)
-        except (asyncio.TimeoutError, TimeoutError):
+        except TimeoutError:
             pass
 
     async def wait_probed(self, timeout: float) -> bool:
         try:
             await asyncio.wait_for(self._probed.wait(), timeout)
             return True
-        except (asyncio.TimeoutError, TimeoutError):
+        except TimeoutError:
             return False
 
     async def wait_synced(self, timeout: float) -> bool:
@@ -146,7 +143,7 @@ class LiveClusterView:
         try:
             await asyncio.wait_for(self._synced.wait(), timeout)
             return True
-        except (asyncio.TimeoutError, TimeoutError):
+        except TimeoutError:
             return False
 
     async def close(self) -> None:
@@ -245,7 +242,7 @@ class LiveClusterView:
 
     def list_cached(self, resource: str, namespace: str | None = None) -> list[dict[str, Any]]:
         r = self.reflectors.get(resource)
-        return [] if r is None else r.cache.list(namespace)
+        return [] if r is None else r.cache.objects(namespace)
 
     def get_cached(self, resource: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         r = self.reflectors.get(resource)
@@ -277,7 +274,7 @@ class LiveClusterView:
             r.cache.listeners.remove(changed.set)
 
     def staleness(self, resource: str) -> str:
-        """"" when fresh; otherwise a phrase for messages ("cached data is 312s old")."""
+        """ "" when fresh; otherwise a phrase for messages ("cached data is 312s old")."""
         age = self.cache_age(resource)
         if age is None:
             return f"no cached {resource}"
@@ -291,18 +288,26 @@ class LiveClusterView:
         for spec in CACHE_SPECS:
             r = self.reflectors.get(spec.resource)
             if r is None:
-                out.append({"resource": spec.resource, "cached": False, "reason": self.cache_reasons.get(spec.resource, "not started")})
+                out.append(
+                    {
+                        "resource": spec.resource,
+                        "cached": False,
+                        "reason": self.cache_reasons.get(spec.resource, "not started"),
+                    }
+                )
                 continue
             age = r.cache.age()
-            out.append({
-                "resource": spec.resource,
-                "cached": True,
-                "synced": r.cache.synced,
-                "objects": len(r.cache),
-                "ageSeconds": None if age is None else round(age, 1),
-                "relists": r.cache.relists,
-                "lastError": r.denied or r.cache.last_error,
-            })
+            out.append(
+                {
+                    "resource": spec.resource,
+                    "cached": True,
+                    "synced": r.cache.synced,
+                    "objects": len(r.cache),
+                    "ageSeconds": None if age is None else round(age, 1),
+                    "relists": r.cache.relists,
+                    "lastError": r.denied or r.cache.last_error,
+                }
+            )
         return out
 
     # ------------------------------------------------------------------ live reads
@@ -396,8 +401,12 @@ class LiveClusterView:
             obj["metadata"] = {**(obj.get("metadata") or {}), "namespace": namespace}
         path += f"/{res.name}"
         await self.client.request(
-            "POST", path, query={"dryRun": "All"}, body=obj,
-            timeout=deadline.timeout(LIVE_CALL_CEILING), kind=f"DRYRUN {res.name}",
+            "POST",
+            path,
+            query={"dryRun": "All"},
+            body=obj,
+            timeout=deadline.timeout(LIVE_CALL_CEILING),
+            kind=f"DRYRUN {res.name}",
         )
 
     # ------------------------------------------------------------------ discovery, capabilities
@@ -408,7 +417,7 @@ class LiveClusterView:
     def server_version(self) -> tuple[int, int] | None:
         return self.discovery.server_version()
 
-    def _capability(self, check: Check) -> Capability:
+    def _capability(self, check: CheckNeeds) -> Capability:
         snap = self.discovery.snapshot
         # the probed part changes only with a new discovery snapshot or permission probe:
         # computed once per (check, snapshot, probe), not on every request
@@ -430,7 +439,7 @@ class LiveClusterView:
                     return Capability(check.name, NO, cap.source, r.denied)
         return cap
 
-    def check_capability(self, check: Check) -> tuple[bool, str]:
+    def check_capability(self, check: CheckNeeds) -> tuple[bool, str]:
         cap = self._capability(check)
         return (False, cap.reason) if cap.value == NO else (True, "")
 
@@ -446,21 +455,19 @@ class LiveClusterView:
             "serverVersion": None if ver is None else f"{ver[0]}.{ver[1]}",
             "checks": self.capabilities(),
             "caches": self.cache_status(),
-            "missingPermissions": sorted(
-                str(p) for p, r in (self.permissions or {}).items() if r.allowed is False
-            ),
+            "missingPermissions": sorted(str(p) for p, r in (self.permissions or {}).items() if r.allowed is False),
             "probed": self.permissions is not None,
         }
 
 
 async def open_cluster_view(
-    settings: Settings, kubeconfig: str | None = None, *, wait_seconds: float = 20.0
+    settings: Settings, kubeconfig: str | None = None, *, checks: Sequence[CheckNeeds], wait_seconds: float = 20.0
 ) -> LiveClusterView:
     """Connect (in-cluster config when no kubeconfig is given inside a pod, else the
     kubeconfig or the default one) and begin start-up. Returns once the caches have
     synced, or the apiserver could not be read, or after `wait_seconds`; start-up then
     goes on in the background (`ready`, `ready_reason`, `wait_synced`)."""
     cfg = await load_configuration(kubeconfig)
-    view = LiveClusterView(settings, KubeClient(cfg, settings.api_concurrency))
+    view = LiveClusterView(settings, KubeClient(cfg, settings.api_concurrency), checks=checks)
     await view.start(wait_seconds)
     return view

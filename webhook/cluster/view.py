@@ -7,34 +7,34 @@ Unit tests of pure check logic may use a small in-memory implementation of this 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from webhook.deadline import Deadline
+from webhook.kube import ApiError, Permission
 
-if TYPE_CHECKING:  # pragma: no cover
-    from webhook.checks.base import Check
+__all__ = ["ApiError", "CheckNeeds", "ClusterView"]
 
 
-class ApiError(Exception):
-    """An apiserver answer that is not a success. `status` is the HTTP code (0 = no answer)."""
+class CheckNeeds(Protocol):
+    """What the cluster layer reads of a check: its name and what it needs (checks.base.Check has it).
 
-    def __init__(self, status: int, message: str, reason: str = "") -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.reason = reason
+    The cluster layer takes this instead of importing checks/, the way a lower layer states
+    the interface it serves rather than depending on the layer above."""
 
     @property
-    def transient(self) -> bool:
-        return self.status == 0 or self.status == 429 or self.status >= 500
+    def name(self) -> str: ...
 
     @property
-    def forbidden(self) -> bool:
-        return self.status == 403
+    def needs_cluster(self) -> bool: ...
 
     @property
-    def not_found(self) -> bool:
-        return self.status == 404
+    def permissions(self) -> tuple[Permission, ...]: ...
+
+    @property
+    def optional_permissions(self) -> tuple[Permission, ...]: ...
+
+    @property
+    def apis(self) -> tuple[str, ...]: ...
 
 
 class ClusterView(Protocol):
@@ -72,6 +72,23 @@ class ClusterView(Protocol):
 
     def server_version(self) -> tuple[int, int] | None: ...
 
-    def check_capability(self, check: "Check") -> tuple[bool, str]:
+    def check_capability(self, check: CheckNeeds) -> tuple[bool, str]:
         """(usable, reason). usable=False lowers the check to skip with `reason`."""
         ...
+
+    # --- life cycle: the server's readiness, /capabilities and shutdown ---
+    @property
+    def ready(self) -> bool:
+        """Caches synced and capabilities probed: the webhook may answer reviews."""
+        ...
+
+    @property
+    def ready_reason(self) -> str:
+        """Why the view is not ready ("ready" when it is)."""
+        ...
+
+    def capabilities(self) -> list[dict[str, str]]:
+        """One entry per check: name, value (yes/no/unknown), source and reason."""
+        ...
+
+    async def close(self) -> None: ...

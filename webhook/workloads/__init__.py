@@ -7,14 +7,16 @@ no adapter handles the kind (the webhook allows it untouched).
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from webhook.config import Settings
 from webhook.workloads.base import AdapterError, RuntimeLookup, Workload
 
 Adapter = Callable[..., Workload]
 
-# (group, kind) → "module:function"; imported lazily so a missing adapter never breaks the rest
+# (group, kind) → "module:function"; a module is imported when its kind is first met (`serve`
+# imports them all at start-up: import_adapters), so the CLI loads only what it judges
 _ADAPTERS: dict[tuple[str, str], str] = {
     ("aiperf.nvidia.com", "AIPerfJob"): "webhook.workloads.aiperf:build",
     ("aiperf.nvidia.com", "AIPerfSweep"): "webhook.workloads.aiperf_sweep:build",
@@ -64,4 +66,12 @@ def build_workload(
     return adapter(obj, settings=settings, runtime_lookup=runtime_lookup, namespace=namespace)
 
 
-__all__ = ["AdapterError", "RuntimeLookup", "Workload", "adapter_for", "build_workload", "import_adapters", "known_kinds"]
+__all__ = [
+    "AdapterError",
+    "RuntimeLookup",
+    "Workload",
+    "adapter_for",
+    "build_workload",
+    "import_adapters",
+    "known_kinds",
+]

@@ -12,8 +12,9 @@ plain PodSpec dict.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from decimal import Decimal
-from typing import Any, Iterator, NamedTuple
+from typing import Any, NamedTuple
 
 from webhook import quantity
 from webhook.workloads.shape import ListOf, MapOf, Schema, clean
@@ -62,7 +63,13 @@ AFFINITY: dict[str, Schema] = {
     "podAffinity": _POD_AFFINITY,
     "podAntiAffinity": _POD_AFFINITY,
 }
-TOLERATION: dict[str, Schema] = {"key": "string", "operator": "string", "value": "string", "effect": "string", "tolerationSeconds": "int64"}
+TOLERATION: dict[str, Schema] = {
+    "key": "string",
+    "operator": "string",
+    "value": "string",
+    "effect": "string",
+    "tolerationSeconds": "int64",
+}
 _SECCOMP: dict[str, Schema] = {"type": "string", "localhostProfile": "string"}
 SECURITY_CONTEXT: dict[str, Schema] = {
     "capabilities": {"add": ListOf("string"), "drop": ListOf("string")},
@@ -132,7 +139,12 @@ CONTAINER: dict[str, Schema] = {
     "tty": "boolean",
 }
 _KEY_TO_PATH: dict[str, Schema] = {"key": "string", "path": "string", "mode": "integer"}
-_SOURCE: dict[str, Schema] = {"name": "string", "optional": "boolean", "items": ListOf(_KEY_TO_PATH), "defaultMode": "integer"}
+_SOURCE: dict[str, Schema] = {
+    "name": "string",
+    "optional": "boolean",
+    "items": ListOf(_KEY_TO_PATH),
+    "defaultMode": "integer",
+}
 VOLUME: dict[str, Schema] = {
     "name": "string",
     "secret": {"secretName": "string", "optional": "boolean", "items": ListOf(_KEY_TO_PATH), "defaultMode": "integer"},
@@ -167,7 +179,11 @@ POD_SPEC: dict[str, Schema] = {
     "hostname": "string",
     "subdomain": "string",
     "dnsPolicy": "string",
-    "dnsConfig": {"nameservers": ListOf("string"), "searches": ListOf("string"), "options": ListOf({"name": "string", "value": "string"})},
+    "dnsConfig": {
+        "nameservers": ListOf("string"),
+        "searches": ListOf("string"),
+        "options": ListOf({"name": "string", "value": "string"}),
+    },
     "hostAliases": ListOf({"ip": "string", "hostnames": ListOf("string")}),
     "topologySpreadConstraints": ListOf(
         {
@@ -368,7 +384,9 @@ def secret_refs(pod_spec: dict[str, Any]) -> list[SecretRef]:
             if isinstance(ref, dict) and _name(ref):
                 key = ref.get("key") if isinstance(ref.get("key"), str) else None
                 refs.append(
-                    SecretRef(ref["name"], key, ref.get("optional") is True, f"{kind}[{cname}].env[{env.get('name', '?')}]")
+                    SecretRef(
+                        ref["name"], key, ref.get("optional") is True, f"{kind}[{cname}].env[{env.get('name', '?')}]"
+                    )
                 )
         for j, ef in enumerate(c.get("envFrom") or []):
             if isinstance(ef, dict) and isinstance(ef.get("secretRef"), dict) and _name(ef["secretRef"]):
@@ -393,7 +411,11 @@ def config_map_refs(pod_spec: dict[str, Any]) -> list[tuple[str, bool, str]]:
                 cm = source.get("configMap") if isinstance(source, dict) else None
                 if isinstance(cm, dict) and _name(cm):
                     refs.append(
-                        (cm["name"], bool(cm.get("optional", False)), f"volumes[{vname}].projected.sources[{j}].configMap")
+                        (
+                            cm["name"],
+                            bool(cm.get("optional", False)),
+                            f"volumes[{vname}].projected.sources[{j}].configMap",
+                        )
                     )
     for kind, c in all_containers(pod_spec):
         cname = c.get("name", "?")
@@ -401,7 +423,9 @@ def config_map_refs(pod_spec: dict[str, Any]) -> list[tuple[str, bool, str]]:
             vf = env.get("valueFrom") if isinstance(env, dict) else None
             ref = vf.get("configMapKeyRef") if isinstance(vf, dict) else None
             if isinstance(ref, dict) and _name(ref):
-                refs.append((ref["name"], bool(ref.get("optional", False)), f"{kind}[{cname}].env[{env.get('name', '?')}]"))
+                refs.append(
+                    (ref["name"], bool(ref.get("optional", False)), f"{kind}[{cname}].env[{env.get('name', '?')}]")
+                )
         for j, ef in enumerate(c.get("envFrom") or []):
             cm = ef.get("configMapRef") if isinstance(ef, dict) else None
             if isinstance(cm, dict) and _name(cm):

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from webhook import quantity
 from webhook.workloads.base import AdapterError
@@ -97,14 +98,18 @@ def _plain_json_error(obj: Any) -> None:
         if isinstance(value, dict):
             for key, v in value.items():
                 if not isinstance(key, str):
-                    raise AdapterError(f"{path or 'the object'} must have string keys, not {json_type(key)} {repr(key)[:_SHOWN]}")
+                    raise AdapterError(
+                        f"{path or 'the object'} must have string keys, not {json_type(key)} {repr(key)[:_SHOWN]}"
+                    )
                 stack.append((v, at(path, key), depth + 1))
         elif isinstance(value, list):
             stack.extend((v, at(path, i), depth + 1) for i, v in enumerate(value))
         elif isinstance(value, float) and not math.isfinite(value):
             raise AdapterError(f"{path} must be a finite number, not {value}")
         elif value is not None and not isinstance(value, (str, int, float)):
-            raise AdapterError(f"{path} must be a JSON value (string, number, boolean, list or mapping), not {json_type(value)}")
+            raise AdapterError(
+                f"{path} must be a JSON value (string, number, boolean, list or mapping), not {json_type(value)}"
+            )
 
 
 def at(path: str, key: str | int) -> str:
@@ -150,7 +155,9 @@ def number(value: Any, path: str) -> int | float | None:
     raise wrong(path, "a number", value)
 
 
-def integer(value: Any, path: str, *, lax: bool = False, minimum: int = INT32_MIN, maximum: int = INT32_MAX) -> int | None:
+def integer(
+    value: Any, path: str, *, lax: bool = False, minimum: int = INT32_MIN, maximum: int = INT32_MAX
+) -> int | None:
     """An integer within [minimum, maximum] (int32 by default, as Kubernetes fields are).
 
     `lax` accepts what pydantic's lax mode does for AIPerf's models: integral floats and
@@ -208,16 +215,16 @@ def quantity_value(value: Any, path: str) -> None:
 
 @dataclass(frozen=True)
 class ListOf:
-    item: "Schema"
+    item: Schema
 
 
 @dataclass(frozen=True)
 class MapOf:
-    value: "Schema"
+    value: Schema
 
 
 # "string" | "integer" (int32) | "int64" | "boolean" | "quantity" | "int-or-string" | "any" | ListOf | MapOf | {field: Schema}
-Schema = Union[str, ListOf, MapOf, dict[str, Any]]
+Schema = str | ListOf | MapOf | dict[str, Any]
 
 
 def clean(value: Any, schema: Schema, path: str) -> Any:
@@ -279,11 +286,17 @@ def _clean_explain(value: Any, schema: Schema, path: str) -> Any:
     if schema == "any":
         return value
     if isinstance(schema, dict):
-        return {k: _clean_explain(v, schema[k], at(path, k)) if k in schema else v for k, v in mapping(value, path).items() if v is not None}
+        return {
+            k: _clean_explain(v, schema[k], at(path, k)) if k in schema else v
+            for k, v in mapping(value, path).items()
+            if v is not None
+        }
     if isinstance(schema, ListOf):
         return [_item(v, schema.item, at(path, i)) for i, v in enumerate(listing(value, path))]
     if isinstance(schema, MapOf):
-        return {k: _clean_explain(v, schema.value, at(path, k)) for k, v in mapping(value, path).items() if v is not None}
+        return {
+            k: _clean_explain(v, schema.value, at(path, k)) for k, v in mapping(value, path).items() if v is not None
+        }
     if schema == "string":
         return string(value, path)
     if schema == "integer":
@@ -315,7 +328,13 @@ def _describe(schema: Schema) -> str:
         return "a mapping"
     if isinstance(schema, ListOf):
         return "a list"
-    names = {"string": "a string", "integer": "an integer", "int64": "an integer", "boolean": "a boolean", "int-or-string": "an integer or a string"}
+    names = {
+        "string": "a string",
+        "integer": "an integer",
+        "int64": "an integer",
+        "boolean": "a boolean",
+        "int-or-string": "an integer or a string",
+    }
     return names.get(str(schema), "a quantity")
 
 
@@ -371,14 +390,14 @@ def size_problem(obj: Any, *, max_values: int, max_items: int) -> str | None:
         if part:
             parts[part] = parts.get(part, 0) + size
         if count > max_values:
-            largest = max(parts.items(), key=lambda kv: kv[1]) if parts else ("the object", count)
+            largest: tuple[str, int] = max(parts.items(), key=lambda kv: kv[1]) if parts else ("the object", count)
             return (
                 f"too large to check: more than {max_values} JSON values (limit {max_values}; the largest part is "
                 f"{largest[0]} with {largest[1]}). Fix: remove what the job does not need from {largest[0]}, or ask "
                 "the webhook's operator to raise objectLimits.maxValues"
             )
         deeper = depth + 1
-        items = value.items() if isinstance(value, dict) else enumerate(value)
+        items: Iterable[tuple[Any, Any]] = value.items() if isinstance(value, dict) else enumerate(value)
         for key, v in items:
             if isinstance(v, (dict, list)):
                 child = at(path, key) if deeper <= _PATH_DEPTH else path

@@ -10,6 +10,7 @@ rules are spelled out in docs/workloads.md; tests/oracle/test_trainer_oracle.py 
 result with Trainer's and JobSet's own code. Without the runtime the pod groups are unknown;
 the TrainJob's own secret references are still recorded so the secrets check can run.
 """
+
 from __future__ import annotations
 
 import copy
@@ -19,19 +20,21 @@ from typing import Any
 
 from webhook import quantity
 from webhook.config import Settings
+from webhook.kube import JOBSET_API_VERSION, QUEUE_LABEL
 from webhook.workloads import podspec
 from webhook.workloads.base import PodGroup, RuntimeLookup, Workload
 from webhook.workloads.shape import ListOf, Schema, clean, listing, mapping, plain_json, str_map, string, wrong
 
 API_GROUP = "trainer.kubeflow.org"
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
 RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
 RUNTIME_SNAPSHOT_SUFFIX = "-runtime-snapshot"  # T:pkg/runtime/core/snapshot.go
 # role (ancestor step) → the container Trainer writes into
-ROLE_CONTAINER = {"trainer": "node", "dataset-initializer": "dataset-initializer", "model-initializer": "model-initializer"}
-_INITIALIZER_ROLE = {"dataset": "dataset-initializer", "model": "model-initializer"}
+ROLE_CONTAINER = {
+    "trainer": "node",
+    "dataset-initializer": "dataset-initializer",
+    "model-initializer": "model-initializer",
+}
 
 # --- the shapes this adapter reads (TrainJob v1alpha1, JobSet v1alpha2), validated before use ---
 _JOB_SPEC: dict[str, Schema] = {
@@ -55,7 +58,11 @@ JOBSET_TEMPLATE: dict[str, Schema] = {
         "volumeClaimPolicies": ListOf({"templates": ListOf({"metadata": podspec.OBJECT_META})}),
     },
 }
-_INITIALIZER: dict[str, Schema] = {"storageUri": "string", "env": ListOf(podspec.ENV_VAR), "secretRef": {"name": "string"}}
+_INITIALIZER: dict[str, Schema] = {
+    "storageUri": "string",
+    "env": ListOf(podspec.ENV_VAR),
+    "secretRef": {"name": "string"},
+}
 TRAINJOB_SPEC: dict[str, Schema] = {
     "runtimeRef": {"name": "string", "kind": "string", "apiGroup": "string"},
     "trainer": {
@@ -76,7 +83,12 @@ RUNTIME_SPEC: dict[str, Schema] = {
     "mlPolicy": {
         "numNodes": "integer",
         "torch": {"numProcPerNode": "int-or-string"},
-        "mpi": {"runLauncherAsNode": "boolean", "numProcPerNode": "integer", "sshAuthMountPath": "string", "mpiImplementation": "string"},
+        "mpi": {
+            "runLauncherAsNode": "boolean",
+            "numProcPerNode": "integer",
+            "sshAuthMountPath": "string",
+            "mpiImplementation": "string",
+        },
         "flux": {"numProcPerNode": "integer"},
         "jax": {},
         "xgboost": {},
@@ -140,7 +152,6 @@ def strategic_merge(base: Any, patch: Any, field: str = "") -> Any:
     return _copy(patch)
 
 
-
 def _container(pod_spec: dict[str, Any], name: str) -> dict[str, Any] | None:
     for c in pod_spec.get("containers") or []:
         if c.get("name") == name:
@@ -168,7 +179,9 @@ def _own_secret_refs(spec: dict[str, Any]) -> list[tuple[str, str | None, bool, 
         for e in env:
             ref = (e.get("valueFrom") or {}).get("secretKeyRef") or {}
             if ref.get("name"):
-                refs.append((ref["name"], ref.get("key"), bool(ref.get("optional", False)), f"{path}[{e.get('name', '?')}]"))
+                refs.append(
+                    (ref["name"], ref.get("key"), bool(ref.get("optional", False)), f"{path}[{e.get('name', '?')}]")
+                )
 
     env_refs((spec.get("trainer") or {}).get("env") or [], "spec.trainer.env")
     for kind in ("dataset", "model"):
@@ -178,8 +191,6 @@ def _own_secret_refs(spec: dict[str, Any]) -> list[tuple[str, str | None, bool, 
         if sref.get("name"):
             refs.append((sref["name"], None, False, f"spec.initializer.{kind}.secretRef"))
     return refs
-
-
 
 
 def build(
@@ -210,7 +221,7 @@ def build(
         obj=obj,
         queue_name=labels.get(QUEUE_LABEL) or None,
         managed_by=spec.get("managedBy") or "trainer.kubeflow.org/trainjob-controller",
-            )
+    )
     ref = spec.get("runtimeRef") or {}
     rt_name = ref.get("name")
     rt_kind = ref.get("kind") or "ClusterTrainingRuntime"
@@ -226,7 +237,9 @@ def build(
         runtime = runtime_lookup(rt_kind, ns if rt_kind == "TrainingRuntime" else "", rt_name)
         if runtime is None:
             where = f' in namespace "{ns}"' if rt_kind == "TrainingRuntime" else ""
-            wl.incomplete_reason = f'{rt_kind} "{rt_name}"{where} was not found (offline: put it in the same input file)'
+            wl.incomplete_reason = (
+                f'{rt_kind} "{rt_name}"{where} was not found (offline: put it in the same input file)'
+            )
     if runtime is None:
         wl.extra_secret_refs = _own_secret_refs(spec)
         return wl
@@ -329,7 +342,9 @@ def _render(wl: Workload, spec: dict[str, Any], patches: list[Any], rt_spec: dic
         count = 1 if parallelism is None else int(parallelism)
         if role == "trainer" and ml is not None:
             count = ml.get("numNodes") if ml.get("numNodes") is not None else 1
-        if res_per_node is not None and ((role == "trainer" and ml is not None) or (launcher_as_node and name == "node")):
+        if res_per_node is not None and (
+            (role == "trainer" and ml is not None) or (launcher_as_node and name == "node")
+        ):
             node = _container(pod, "node")
             if node is not None:
                 node["resources"] = _merge_resources(node.get("resources") or {}, res_per_node)
@@ -390,7 +405,7 @@ def _render(wl: Workload, spec: dict[str, Any], patches: list[Any], rt_spec: dic
 
     # 5. JobSet: PVC volumes of volumeClaimPolicies
     claims = [
-        str(((t.get("metadata") or {}).get("name")))
+        str((t.get("metadata") or {}).get("name"))
         for policy in jobset_spec.get("volumeClaimPolicies") or []
         for t in policy.get("templates") or []
         if (t.get("metadata") or {}).get("name")
@@ -424,7 +439,9 @@ def _render(wl: Workload, spec: dict[str, Any], patches: list[Any], rt_spec: dic
         metadata["labels"] = dict(tmeta["labels"])
     if tmeta.get("annotations"):
         metadata["annotations"] = dict(tmeta["annotations"])
-    wl.derived = {"jobSet": {"apiVersion": JOBSET_API_VERSION, "kind": "JobSet", "metadata": metadata, "spec": jobset_spec}}
+    wl.derived = {
+        "jobSet": {"apiVersion": JOBSET_API_VERSION, "kind": "JobSet", "metadata": metadata, "spec": jobset_spec}
+    }
     # objects Trainer creates besides the JobSet, only for the runtimes that create them
     if mpi is not None:
         wl.managed_secrets = {f"{wl.name}{MPI_SSH_SECRET_SUFFIX}"}
@@ -509,7 +526,9 @@ def _node_resources(ordered: list[dict[str, Any]]) -> dict[str, Any]:
     return {}
 
 
-def _mpi_slots(ordered: list[dict[str, Any]], mpi: dict[str, Any], trainer: dict[str, Any], res_per_node: dict[str, Any] | None) -> int:
+def _mpi_slots(
+    ordered: list[dict[str, Any]], mpi: dict[str, Any], trainer: dict[str, Any], res_per_node: dict[str, Any] | None
+) -> int:
     """Processes per node (hostfile slots): trainer.numProcPerNode, else the runtime's; a runtime value
     of 1 becomes the GPUs per node when there are more (T:…/plugins/mpi/mpi.go EnforceMLPolicy)."""
     if trainer.get("numProcPerNode") is not None:
@@ -517,7 +536,7 @@ def _mpi_slots(ordered: list[dict[str, Any]], mpi: dict[str, Any], trainer: dict
             return int(trainer["numProcPerNode"])
         except (TypeError, ValueError):
             pass
-    nproc = mpi.get("numProcPerNode") if mpi.get("numProcPerNode") is not None else 1
+    nproc: Any = mpi.get("numProcPerNode") if mpi.get("numProcPerNode") is not None else 1
     if nproc == 1:
         gpus = _gpus(res_per_node if res_per_node is not None else _node_resources(ordered))
         if gpus > 1:
@@ -543,7 +562,10 @@ def _mpi_policy(name: str, ordered: list[dict[str, Any]], mpi: dict[str, Any]) -
     }
     hostfile_volume = {
         "name": "mpi-hostfile",
-        "configMap": {"name": f"{name}-mpi-hostfile", "items": [{"key": "hostfile", "path": "hostfile", "mode": 0o444}]},
+        "configMap": {
+            "name": f"{name}-mpi-hostfile",
+            "items": [{"key": "hostfile", "path": "hostfile", "mode": 0o444}],
+        },
     }
     nproc = mpi.get("numProcPerNode") if mpi.get("numProcPerNode") is not None else 1
     for rj in ordered:
@@ -569,7 +591,9 @@ def _mpi_policy(name: str, ordered: list[dict[str, Any]], mpi: dict[str, Any]) -
             )
 
 
-def _hostfile(name: str, ordered: list[dict[str, Any]], counts: dict[str, int], launcher_as_node: bool, mpi: dict[str, Any]) -> str:
+def _hostfile(
+    name: str, ordered: list[dict[str, Any]], counts: dict[str, int], launcher_as_node: bool, mpi: dict[str, Any]
+) -> str:
     """The hostfile ConfigMap's content (T:…/plugins/mpi/mpi.go buildHostFileConfigMap), for its size."""
     slots = mpi.get("numProcPerNode") if mpi.get("numProcPerNode") is not None else 1
     lines = []
@@ -638,7 +662,12 @@ def _flux_policy(name: str, ordered: list[dict[str, Any]], trainer: dict[str, An
 
 
 def _torch_env(
-    node: dict[str, Any], name: str, num_nodes: int, trainer: dict[str, Any], res_per_node: dict[str, Any] | None, pod: dict[str, Any]
+    node: dict[str, Any],
+    name: str,
+    num_nodes: int,
+    trainer: dict[str, Any],
+    res_per_node: dict[str, Any] | None,
+    pod: dict[str, Any],
 ) -> None:
     """The PET_* variables the torch plugin sets on `node` (T:…/plugins/torch/torch.go EnforceMLPolicy)."""
     res = res_per_node if res_per_node is not None else (node.get("resources") or {})
@@ -647,10 +676,15 @@ def _torch_env(
         nproc = str(max(1, _cpus(res)))
     if trainer.get("env"):
         _upsert_env(node, trainer["env"])
-    env = [
+    env: list[dict[str, Any]] = [
         {"name": "PET_NNODES", "value": str(num_nodes)},
         {"name": "PET_NPROC_PER_NODE", "value": nproc},
-        {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}},
+        {
+            "name": "PET_NODE_RANK",
+            "valueFrom": {
+                "fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}
+            },
+        },
     ]
     if trainer.get("command") != ["tune", "run"]:
         env += [

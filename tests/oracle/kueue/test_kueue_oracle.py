@@ -71,7 +71,9 @@ def generate(seed: int) -> dict[str, Any]:
             spec["parentName"] = "ghost"  # a parent that does not exist
         if rng.random() < 0.6:
             spec["resourceGroups"] = _groups(rng, limits=bool(spec.get("parentName")))
-        cohorts.append({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort", "metadata": {"name": name}, "spec": spec})
+        cohorts.append(
+            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort", "metadata": {"name": name}, "spec": spec}
+        )
     cqs, usage = [], {}
     for i in range(rng.randint(1, 5)):
         name = f"cq{i}"
@@ -133,6 +135,8 @@ def test_potential_and_available_agree_with_kueue(answers) -> None:
                 request = _kueue_units(r, Decimal(random.Random(i * 7 + compared).randint(0, 40)))
                 never += request > want["potential"]
                 if (pot, avail) != (want["potential"], want["available"]):
-                    mismatches.append(f"case {i} {name} {key}: ours {pot}/{avail}, Kueue {want['potential']}/{want['available']}")
+                    mismatches.append(
+                        f"case {i} {name} {key}: ours {pot}/{avail}, Kueue {want['potential']}/{want['available']}"
+                    )
     assert not mismatches, "\n".join(mismatches[:20])
     assert compared >= 500 and never >= 50, (compared, never)

@@ -75,12 +75,19 @@ _SCOPES: list[dict[str, Any]] = [
     {"scopes": ["BestEffort"]},
     {"scopes": ["NotBestEffort"]},
     {"scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": ["high"]}]}},
-    {"scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": ["low", "high"]}]}},
+    {
+        "scopeSelector": {
+            "matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": ["low", "high"]}]
+        }
+    },
     {"scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "NotIn", "values": ["high"]}]}},
     {"scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "Exists"}]}},
     {"scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "DoesNotExist"}]}},
     {"scopeSelector": {"matchExpressions": [{"scopeName": "CrossNamespacePodAffinity", "operator": "Exists"}]}},
-    {"scopes": ["NotTerminating"], "scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "Exists"}]}},
+    {
+        "scopes": ["NotTerminating"],
+        "scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "Exists"}]},
+    },
 ]
 
 
@@ -112,13 +119,19 @@ def _pod(rnd: random.Random) -> dict[str, Any]:
     if inits:
         spec["initContainers"] = inits
     if rnd.random() < 0.25:
-        spec["overhead"] = dict(rnd.sample([("cpu", "50m"), ("memory", "32Mi"), ("nvidia.com/gpu", "1")], k=rnd.randint(1, 2)))
+        spec["overhead"] = dict(
+            rnd.sample([("cpu", "50m"), ("memory", "32Mi"), ("nvidia.com/gpu", "1")], k=rnd.randint(1, 2))
+        )
     if rnd.random() < 0.2:
         spec["activeDeadlineSeconds"] = rnd.choice([0, 600])
     if rnd.random() < 0.4:
         spec["priorityClassName"] = rnd.choice(["high", "low"])
     if rnd.random() < 0.1:
-        term = {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"a": "b"}}, "namespaces": ["other"]}
+        term = {
+            "topologyKey": "kubernetes.io/hostname",
+            "labelSelector": {"matchLabels": {"a": "b"}},
+            "namespaces": ["other"],
+        }
         spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
     pod: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec}
     return pod
@@ -134,21 +147,41 @@ def _quota(rnd: random.Random, name: str, generous: bool = False) -> dict[str, A
     spec: dict[str, Any] = {"hard": hard}
     if rnd.random() < 0.45:
         spec.update(rnd.choice(_SCOPES))
-    return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": name}, "spec": spec, "status": {"used": used}}
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": name},
+        "spec": spec,
+        "status": {"used": used},
+    }
 
 
 def _limit_range(rnd: random.Random, name: str) -> dict[str, Any]:
     item: dict[str, Any] = {"type": "Container"}
     for key in ("default", "defaultRequest", "max", "min"):
         if rnd.random() < 0.45:
-            item[key] = {r: v for r, v in {"cpu": rnd.choice(["500m", "2", "4"]), "memory": rnd.choice(["256Mi", "2Gi"])}.items()
-                         if rnd.random() < 0.7}
+            item[key] = {
+                r: v
+                for r, v in {"cpu": rnd.choice(["500m", "2", "4"]), "memory": rnd.choice(["256Mi", "2Gi"])}.items()
+                if rnd.random() < 0.7
+            }
     return {"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": name}, "spec": {"limits": [item]}}
 
 
-_FULL_DEFAULTS = {"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "defaults"},
-                  "spec": {"limits": [{"type": "Container", "default": {"cpu": "1", "memory": "1Gi"},
-                                       "defaultRequest": {"cpu": "250m", "memory": "256Mi"}}]}}
+_FULL_DEFAULTS = {
+    "apiVersion": "v1",
+    "kind": "LimitRange",
+    "metadata": {"name": "defaults"},
+    "spec": {
+        "limits": [
+            {
+                "type": "Container",
+                "default": {"cpu": "1", "memory": "1Gi"},
+                "defaultRequest": {"cpu": "250m", "memory": "256Mi"},
+            }
+        ]
+    },
+}
 
 
 def _case(rnd: random.Random, ident: str, groups: int) -> dict[str, Any]:
@@ -208,7 +241,8 @@ def _ours(case: dict[str, Any]) -> dict[str, Any]:
                 "matches": {q["metadata"]["name"]: Q.covers(q, spec) for q in case["quotas"]},
                 "constraints": {
                     q["metadata"]["name"]: Q.constraint_error(q, spec)
-                    for q in case["quotas"] if Q.covers(q, spec) and Q.constraint_error(q, spec)
+                    for q in case["quotas"]
+                    if Q.covers(q, spec) and Q.constraint_error(q, spec)
                 },
             }
         )
@@ -244,7 +278,9 @@ def _compare(case: dict[str, Any], oracle: dict[str, Any]) -> list[str]:
     rejected_by = {p.name for p in ours["projections"] if p.lacking or p.exceeded()}
     rejection = oracle.get("rejected", "")
     if bool(rejected_by) != bool(rejection):
-        bad.append(f"{cid}: we reject via {sorted(rejected_by) or 'nothing'}, the apiserver: {rejection or 'admits every pod'}")
+        bad.append(
+            f"{cid}: we reject via {sorted(rejected_by) or 'nothing'}, the apiserver: {rejection or 'admits every pod'}"
+        )
         return bad
     if rejection:
         m = re.search(r"(?:failed|exceeded) quota: ([^:,]+)", rejection)
@@ -253,7 +289,7 @@ def _compare(case: dict[str, Any], oracle: dict[str, Any]) -> list[str]:
         return bad
     for p in ours["projections"]:
         peak = _dec(oracle["peak"][p.name])
-        for r, cap in p.hard.items():
+        for r in p.hard:
             if not Q.tracked(r):
                 continue
             want = p.used.get(r, Decimal(0)) + p.job.get(r, Decimal(0))
@@ -265,7 +301,9 @@ def _compare(case: dict[str, Any], oracle: dict[str, Any]) -> list[str]:
 def test_quota_arithmetic_matches_kubernetes() -> None:
     cases = _cases()
     doc = {"cases": cases}
-    proc = subprocess.run([ORACLE or ""], input=json.dumps(doc), capture_output=True, text=True, timeout=300, check=True)
+    proc = subprocess.run(
+        [ORACLE or ""], input=json.dumps(doc), capture_output=True, text=True, timeout=300, check=True
+    )
     results = json.loads(proc.stdout)["results"]
     assert len(results) == len(cases) >= 100
     mismatches = [line for case, res in zip(cases, results) for line in _compare(case, res)]
@@ -276,5 +314,7 @@ def test_quota_arithmetic_matches_kubernetes() -> None:
     staged = 0
     for case, res in zip(cases, results):
         if not res.get("rejected") and any(g["completeBefore"] for g in case["groups"]):
-            staged += any(p.job.get(r, 0) < p.summed.get(r, 0) for p in _ours(case)["projections"] for r in p.hard if Q.tracked(r))
+            staged += any(
+                p.job.get(r, 0) < p.summed.get(r, 0) for p in _ours(case)["projections"] for r in p.hard if Q.tracked(r)
+            )
     assert staged >= 10, f"only {staged} admitted cases where a Complete stage lowers the peak"

@@ -1,20 +1,19 @@
 """`preflight-webhook` / `python -m webhook`: the command line entry point.
 
 This module only builds the parser and dispatches. Each subcommand lives in its own
-module `webhook.cmd_<name>` exposing:
+module `webhook.cli.<name>`, listed in COMMANDS, exposing:
 
     def add_parser(subparsers) -> argparse.ArgumentParser   # registers the subcommand
     def run(args: argparse.Namespace) -> int                # the exit code
 
-A subcommand module that is not there (yet) is simply absent from `--help`. Every
-subcommand also gets `--log-level` and `--log-format text|json`. Logs go to stderr,
-so stdout stays clean for machine-readable output.
+A command module imports what only running it needs inside its functions, so `--help`
+stays fast. Every subcommand also gets `--log-level` and `--log-format text|json`. Logs
+go to stderr, so stdout stays clean for machine-readable output.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import logging
 import sys
@@ -23,12 +22,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from webhook import __version__
+from webhook.cli import capabilities, certs, check, plan, serve
 
-#: report order in --help
-SUBCOMMANDS = ("serve", "check", "plan", "capabilities", "certs")
-
-# LogRecord attributes that are not user-supplied extras
-_RESERVED = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+#: the subcommands, in --help order
+COMMANDS = (serve, check, plan, capabilities, certs)
 
 
 class JsonFormatter(logging.Formatter):
@@ -60,7 +57,9 @@ class TextFormatter(logging.Formatter):
         text = super().format(record)
         fields = getattr(record, "fields", None)
         if isinstance(fields, dict) and fields:
-            text += " " + " ".join(f"{k}={v!r}" if isinstance(v, str) and " " in v else f"{k}={v}" for k, v in fields.items())
+            text += " " + " ".join(
+                f"{k}={v!r}" if isinstance(v, str) and " " in v else f"{k}={v}" for k, v in fields.items()
+            )
         return text
 
 
@@ -83,15 +82,19 @@ def configure_logging(level: str = "info", fmt: str = "text") -> None:
 
 
 def _add_logging_options(p: argparse.ArgumentParser) -> None:
-    existing = {a.dest for a in p._actions}  # noqa: SLF001 - a subcommand may define its own
+    existing = {a.dest for a in p._actions}
     if "log_level" not in existing:
         p.add_argument(
-            "--log-level", default="info", choices=["debug", "info", "warning", "error"],
+            "--log-level",
+            default="info",
+            choices=["debug", "info", "warning", "error"],
             help="log verbosity (default: info); admission decisions: denials at info, all at debug",
         )
     if "log_format" not in existing:
         p.add_argument(
-            "--log-format", default="text", choices=["text", "json"],
+            "--log-format",
+            default="text",
+            choices=["text", "json"],
             help="log line format on stderr: text, or json (one object per line) for log pipelines",
         )
 
@@ -106,8 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in SUBCOMMANDS:
-        mod = importlib.import_module(f"webhook.cmd_{name}")
+    for mod in COMMANDS:
         p = mod.add_parser(sub)
         _add_logging_options(p)
         if p.get_default("func") is None:

@@ -12,12 +12,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from webhook.checks import all_checks, check_names
 from webhook.config import ConfigError, Settings, load_settings
 
 log = logging.getLogger("webhook.serve")
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "serve",
         help="run the validating admission webhook (HTTPS)",
@@ -32,19 +33,28 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--tls-cert", metavar="FILE", help="PEM certificate (chain) to serve")
     p.add_argument("--tls-key", metavar="FILE", help="PEM private key of --tls-cert")
     p.add_argument(
-        "--self-signed", action="store_true",
+        "--self-signed",
+        action="store_true",
         help="generate a CA and serving certificate into --certs-dir and print the base64 caBundle (development)",
     )
     p.add_argument("--certs-dir", default="certs", metavar="DIR", help="where --self-signed writes (default: certs/)")
     p.add_argument(
-        "--san", action="append", default=[], metavar="NAME|IP",
+        "--san",
+        action="append",
+        default=[],
+        metavar="NAME|IP",
         help="extra SAN for --self-signed, besides localhost, 127.0.0.1 and ::1 (repeatable)",
     )
     p.add_argument(
-        "--cert-reload-seconds", type=float, default=10.0, metavar="S",
+        "--cert-reload-seconds",
+        type=float,
+        default=10.0,
+        metavar="S",
         help="how often the certificate files are checked for changes (default: 10)",
     )
-    p.add_argument("--config", metavar="FILE", help="YAML configuration (see docs/configuration.md); default: all defaults")
+    p.add_argument(
+        "--config", metavar="FILE", help="YAML configuration (see docs/configuration.md); default: all defaults"
+    )
     p.add_argument("--offline", action="store_true", help="run without a cluster: cluster-backed checks are skipped")
     p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig to use (default: in-cluster, then ~/.kube/config)")
     p.add_argument("--access-log", action="store_true", help="log every HTTP request (aiohttp access log)")
@@ -76,7 +86,7 @@ def _self_signed(certs_dir: str, sans: list[str]) -> tuple[Path, Path]:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        settings = load_settings(args.config)
+        settings = load_settings(args.config, known_checks=check_names())
     except ConfigError as exc:
         return _error(str(exc))
     if args.self_signed:
@@ -126,9 +136,8 @@ def _install_uvloop() -> None:
 def _freeze_startup_objects() -> None:
     """Move what start-up built (modules, schemas, the synced caches) out of the cyclic collector's way.
 
-    Without it every full collection walks all of them: ~35 ms with the webhook's ~58,000
-    start-up objects, once every few hundred AIPerfJob reviews, which lands in the p99. After
-    gc.freeze() a full collection takes ~1 ms. Reference counting still frees frozen objects
+    Without it every full collection walks all of them, once every few hundred reviews, which
+    lands in the p99 (docs/benchmarks.md has the measurement). Reference counting still frees frozen objects
     (a cache entry that is replaced goes away as before). The adapters are imported first,
     as they otherwise load on the first review.
     """
@@ -151,7 +160,7 @@ async def _serve(args: argparse.Namespace, settings: Settings, ctx: ssl.SSLConte
         from webhook.cluster.live import open_cluster_view
 
         try:
-            view = await open_cluster_view(settings, kubeconfig=args.kubeconfig)
+            view = await open_cluster_view(settings, kubeconfig=args.kubeconfig, checks=all_checks())
         except Exception as exc:
             log.error("cannot connect to the cluster: %s: %s", type(exc).__name__, exc)
             print("error: cannot connect to the cluster; check --kubeconfig, or pass --offline", file=sys.stderr)
@@ -169,7 +178,9 @@ async def _serve(args: argparse.Namespace, settings: Settings, ctx: ssl.SSLConte
         metrics.cert_expiry.set(reloader.info.not_after.timestamp())
 
     webhook = WebhookApp(settings, view=view, metrics=metrics)
-    server = WebhookServer(webhook, ssl_context=ctx, host=args.host, port=args.port, reloader=reloader, access_log=args.access_log)
+    server = WebhookServer(
+        webhook, ssl_context=ctx, host=args.host, port=args.port, reloader=reloader, access_log=args.access_log
+    )
     try:
         await server.start()
     except OSError as exc:

@@ -16,6 +16,7 @@ from typing import Any, TextIO
 
 import yaml
 
+from webhook.checks import all_checks, check_names
 from webhook.config import ConfigError, load_settings
 
 
@@ -32,8 +33,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
     p.add_argument("--config", metavar="FILE", help="webhook settings file (YAML)")
     p.add_argument("-o", "--output", choices=["text", "json"], default="text", help="output format (default: text)")
-    p.add_argument("--wait", type=float, default=30.0, metavar="SECONDS", help="longest wait for the probe (default: 30)")
-    p.add_argument("--rbac", action="store_true", help="print the RBAC rules the webhook needs and exit (no cluster access)")
+    p.add_argument(
+        "--wait", type=float, default=30.0, metavar="SECONDS", help="longest wait for the probe (default: 30)"
+    )
+    p.add_argument(
+        "--rbac", action="store_true", help="print the RBAC rules the webhook needs and exit (no cluster access)"
+    )
     return p
 
 
@@ -42,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     if args.rbac:
         return _print_rbac(args.output, out)
     try:
-        settings = load_settings(args.config)
+        settings = load_settings(args.config, known_checks=check_names())
     except ConfigError as exc:
         print(f"error: {exc}", file=err)
         return 2
@@ -52,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
 def _print_rbac(fmt: str, out: TextIO) -> int:
     from webhook.cluster.capabilities import rbac_rules, required_permissions
 
-    perms = required_permissions()
+    perms = required_permissions(all_checks())
     if fmt == "json":
         out.write(json.dumps({"permissions": [str(p) for p in perms], "rules": rbac_rules(perms)}, indent=2) + "\n")
     else:
@@ -64,9 +69,13 @@ async def _probe(args: argparse.Namespace, settings: Any, out: TextIO, err: Text
     from webhook.cluster.live import open_cluster_view
 
     try:
-        view = await open_cluster_view(settings, kubeconfig=args.kubeconfig, wait_seconds=args.wait)
+        view = await open_cluster_view(
+            settings, kubeconfig=args.kubeconfig, checks=all_checks(), wait_seconds=args.wait
+        )
     except Exception as exc:  # bad kubeconfig, no config at all: the user's input
-        print(f"error: cannot connect to the cluster: {str(exc) or type(exc).__name__}. Fix: check --kubeconfig", file=err)
+        print(
+            f"error: cannot connect to the cluster: {str(exc) or type(exc).__name__}. Fix: check --kubeconfig", file=err
+        )
         return 1
     try:
         await view.wait_probed(max(0.0, args.wait))
@@ -84,7 +93,9 @@ def render_table(summary: dict[str, Any]) -> str:
     rows = [("CHECK", "VALUE", "SOURCE", "REASON")]
     rows += [(c["check"], c["value"], c["source"], c["reason"]) for c in summary["checks"]]
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    lines = ["  ".join([r[0].ljust(widths[0]), r[1].ljust(widths[1]), r[2].ljust(widths[2]), r[3]]).rstrip() for r in rows]
+    lines = [
+        "  ".join([r[0].ljust(widths[0]), r[1].ljust(widths[1]), r[2].ljust(widths[2]), r[3]]).rstrip() for r in rows
+    ]
     ver = summary.get("serverVersion") or "unknown"
     lines.append("")
     lines.append(f"Kubernetes {ver}; {'ready' if summary['ready'] else 'not ready'}: {summary['reason']}")

@@ -9,7 +9,7 @@ from pathlib import Path
 from webhook.tls import ca_bundle, generate_ca, generate_serving_cert, service_dns_names, write_cert_files
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "certs",
         help="generate webhook TLS certificates",
@@ -31,12 +31,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     init.add_argument("--days", type=int, default=365, help="serving certificate validity in days (default: 365)")
     init.add_argument("--ca-days", type=int, default=3650, help="CA validity in days (default: 3650)")
     init.add_argument("--dns", action="append", default=[], metavar="NAME", help="an extra DNS SAN (repeatable)")
-    init.add_argument("--ip", action="append", default=[], metavar="ADDR", help="an extra IP SAN, e.g. 127.0.0.1 (repeatable)")
+    init.add_argument(
+        "--ip", action="append", default=[], metavar="ADDR", help="an extra IP SAN, e.g. 127.0.0.1 (repeatable)"
+    )
     init.add_argument("--force", action="store_true", help="overwrite existing files in DIR")
     init.set_defaults(func=run_init)
-    from webhook import cmd_certs_manage  # `certs manage`: the self-managed rotation loop
+    from webhook.cli import certs_manage  # `certs manage`: the self-managed rotation loop
 
-    cmd_certs_manage.add_parser(certs_sub)
+    certs_manage.add_parser(certs_sub)
     return p
 
 

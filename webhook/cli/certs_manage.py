@@ -18,7 +18,7 @@ from webhook.certmanager import CertManager, KubeCertStore, RotationSettings, pa
 from webhook.tls import service_dns_names
 
 
-def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """Register `manage` under the `certs` sub-command."""
     p = sub.add_parser(
         "manage",
@@ -31,17 +31,27 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> ar
     p.add_argument("--namespace", required=True, help="namespace of the Service")
     p.add_argument("--ip-address", action="append", default=[], metavar="IP", help="extra IP SAN (repeatable)")
     p.add_argument("--validity-days", type=float, default=365.0, help="lifetime of the CA and serving cert (365)")
-    p.add_argument("--renew-before-days", type=float, default=30.0, help="start a rotation this long before expiry (30)")
     p.add_argument(
-        "--bundle-propagation-seconds", type=float, default=30.0,
+        "--renew-before-days", type=float, default=30.0, help="start a rotation this long before expiry (30)"
+    )
+    p.add_argument(
+        "--bundle-propagation-seconds",
+        type=float,
+        default=30.0,
         help="wait between adding the new CA to the caBundle and serving a certificate from it (30)",
     )
     p.add_argument(
-        "--cert-propagation-seconds", type=float, default=180.0,
+        "--cert-propagation-seconds",
+        type=float,
+        default=180.0,
         help="wait after switching the certificate before dropping the old CA: every replica must have reloaded (180)",
     )
-    p.add_argument("--check-interval", type=float, default=60.0, help="seconds between checks; repairs caBundle drift (60)")
-    p.add_argument("--write-dir", type=Path, help="also mirror tls.crt, tls.key and ca.crt (bundle) into this directory")
+    p.add_argument(
+        "--check-interval", type=float, default=60.0, help="seconds between checks; repairs caBundle drift (60)"
+    )
+    p.add_argument(
+        "--write-dir", type=Path, help="also mirror tls.crt, tls.key and ca.crt (bundle) into this directory"
+    )
     p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
     p.add_argument("--once", action="store_true", help="reconcile once and exit")
     p.set_defaults(func=run)
@@ -52,7 +62,7 @@ async def _api_client(kubeconfig: str | None):  # type: ignore[no-untyped-def]
     from kubernetes_asyncio import client, config
 
     if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config()
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
         return client.ApiClient()
     cfg = client.Configuration()
     await config.load_kube_config(config_file=kubeconfig or os.environ.get("KUBECONFIG"), client_configuration=cfg)

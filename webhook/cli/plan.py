@@ -17,6 +17,7 @@ import sys
 from typing import Any
 
 from webhook import quantity
+from webhook.checks import check_names
 from webhook.config import ConfigError, Settings, load_settings
 from webhook.manifests import load_documents, split_runtimes
 from webhook.workloads import build_workload
@@ -33,7 +34,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="show the pods, references and derived objects a job will create",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
-    p.add_argument("-f", "--filename", required=True, metavar="FILE", help="manifest file (YAML or JSON, multi-document); - for stdin")
+    p.add_argument(
+        "-f",
+        "--filename",
+        required=True,
+        metavar="FILE",
+        help="manifest file (YAML or JSON, multi-document); - for stdin",
+    )
     p.add_argument("-o", "--output", choices=("text", "json"), default="text")
     p.add_argument("--config", metavar="FILE", help="webhook config (for aiperfEnv and the Kueue default queue)")
     return p
@@ -108,7 +115,11 @@ def sweep_plan(wl: SweepWorkload) -> dict[str, Any]:
                     {"name": g.name, "replicas": g.pods, "requests": _quantities(pod_requests(g.pod_spec))}
                     for g in c.workload.pod_groups
                 ],
-                "requests": {"pods": pods, "cpu": quantity.format_quantity(cpu, "cpu"), "memory": quantity.format_quantity(mem, "memory")},
+                "requests": {
+                    "pods": pods,
+                    "cpu": quantity.format_quantity(cpu, "cpu"),
+                    "memory": quantity.format_quantity(mem, "memory"),
+                },
                 "configMapBytes": c.configmap_bytes if cm else None,
                 "renderErrors": list(c.workload.render_errors),
             }
@@ -155,7 +166,9 @@ def render_text(p: dict[str, Any], wl: Workload) -> str:
     if sw:
         objs = sw["controllerObjects"]
         if objs:
-            lines.append(f"  sweep controller: JobSet {objs['jobSet']}, ServiceAccount/Role/RoleBinding {objs['serviceAccount']}")
+            lines.append(
+                f"  sweep controller: JobSet {objs['jobSet']}, ServiceAccount/Role/RoleBinding {objs['serviceAccount']}"
+            )
         runs = sum(len(c["names"]) for c in sw["children"])
         lines.append(
             f"  {sw['type']} sweep: {sw['variations']} variation(s) x {sw['trials']} trial(s), {runs} child AIPerfJob(s), "
@@ -166,13 +179,19 @@ def render_text(p: dict[str, Any], wl: Workload) -> str:
             groups = ", ".join(f"{g['replicas']} {g['name']}" for g in c["podGroups"]) or "not rendered"
             r = c["requests"]
             trials = f" (+{len(c['names']) - 1} trial(s))" if len(c["names"]) > 1 else ""
-            lines.append(f"    child {c['name']}{trials} [{c['label']}]: {groups}; requests cpu={r['cpu']} memory={r['memory']}")
+            lines.append(
+                f"    child {c['name']}{trials} [{c['label']}]: {groups}; requests cpu={r['cpu']} memory={r['memory']}"
+            )
     return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        settings = load_settings(getattr(args, "config", None)) if getattr(args, "config", None) else Settings()
+        settings = (
+            load_settings(getattr(args, "config", None), known_checks=check_names())
+            if getattr(args, "config", None)
+            else Settings()
+        )
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -189,11 +208,14 @@ def run(args: argparse.Namespace) -> int:
         try:
             wl = build_workload(doc, settings=settings, runtime_lookup=lookup)
         except AdapterError as exc:
-            meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+            meta: dict[str, Any] = m if isinstance(m := doc.get("metadata"), dict) else {}
             print(f"error: document {i + 1} ({doc.get('kind')} {meta.get('name', '?')}): {exc}", file=sys.stderr)
             return EXIT_USAGE
         if wl is None:
-            print(f"note: {doc.get('kind')} {doc.get('apiVersion')} is not a job this webhook plans; skipped", file=sys.stderr)
+            print(
+                f"note: {doc.get('kind')} {doc.get('apiVersion')} is not a job this webhook plans; skipped",
+                file=sys.stderr,
+            )
             continue
         for err in wl.render_errors:
             print(f"error: {wl.ref}: {err}", file=sys.stderr)

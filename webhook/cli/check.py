@@ -22,12 +22,13 @@ import sys
 from collections.abc import AsyncIterator
 from typing import Any, TextIO
 
+from webhook.checks import all_checks, check_names
 from webhook.cluster.view import ClusterView
 from webhook.config import ConfigError, Settings, load_settings
 from webhook.deadline import Deadline
 from webhook.policy import AUDIT, DENY, WARN, Decision
 from webhook.results import CheckResult, PreflightResults, Status
-from webhook.workloads.base import AdapterError, RuntimeLookup
+from webhook.workloads.base import RuntimeLookup
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -51,13 +52,28 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             "ClusterTrainingRuntime documents in the same input are used for their TrainJobs."
         ),
     )
-    p.add_argument("-f", "--filename", required=True, metavar="FILE", help="manifest file (YAML or JSON, multi-document); - for stdin")
+    p.add_argument(
+        "-f",
+        "--filename",
+        required=True,
+        metavar="FILE",
+        help="manifest file (YAML or JSON, multi-document); - for stdin",
+    )
     p.add_argument("-o", "--output", choices=("text", "json"), default="text", help="output format (default text)")
     p.add_argument("--offline", action="store_true", help="no cluster: run only the checks that need none")
     p.add_argument("--config", metavar="FILE", help="webhook config file (policy, publicRegistries, aiperfEnv, ...)")
-    p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig for the cluster (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
+    p.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="kubeconfig for the cluster (default: $KUBECONFIG, ~/.kube/config, in-cluster)",
+    )
     p.add_argument("-n", "--namespace", metavar="NS", help="namespace for documents that name none (default: default)")
-    p.add_argument("--timeout", type=float, metavar="SECONDS", help="time budget per document (default: the config's budgetSeconds)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="time budget per document (default: the config's budgetSeconds)",
+    )
     p.set_defaults(func=run)
     return p
 
@@ -74,7 +90,7 @@ async def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from webhook.manifests import load_documents, split_runtimes
 
     try:
-        settings = load_settings(args.config)
+        settings = load_settings(args.config, known_checks=check_names())
     except ConfigError as exc:
         print(f"error: {exc}", file=err)
         return EXIT_USAGE
@@ -109,7 +125,7 @@ async def _cluster(args: argparse.Namespace, settings: Settings, err: TextIO) ->
     from webhook.cluster.live import open_cluster_view
 
     try:
-        view = await open_cluster_view(settings, kubeconfig=args.kubeconfig)
+        view = await open_cluster_view(settings, kubeconfig=args.kubeconfig, checks=all_checks())
     except Exception as exc:  # any failure to reach the cluster is an input problem for the CLI
         text = str(exc) or type(exc).__name__
         print(f"error: cannot connect to the cluster: {text}. Fix: check --kubeconfig, or run with --offline", file=err)
@@ -152,17 +168,23 @@ async def _check_all(
     any_failed = False
     for i, obj in enumerate(jobs):
         label = _label(obj, args.namespace, i)
-        try:
-            ev = await evaluate(
-                obj, settings=settings, deadline=Deadline(timeout), view=view,
-                runtime_lookup=lookup, namespace=args.namespace,
-            )
-        except AdapterError as exc:
-            print(f"error: {label}: {exc}", file=err)
+        ev = await evaluate(
+            obj,
+            settings=settings,
+            deadline=Deadline(timeout),
+            view=view,
+            runtime_lookup=lookup,
+            namespace=args.namespace,
+        )
+        if ev.unreadable is not None:  # the input's mistake: said as one, not as a check report
+            print(f"error: {label}: {ev.unreadable}", file=err)
             input_errors += 1
             continue
         if ev.workload is None:
-            print(f"note: {label}: kind {obj.get('kind')} is not checked by preflight-webhook (the webhook allows it untouched)", file=err)
+            print(
+                f"note: {label}: kind {obj.get('kind')} is not checked by preflight-webhook (the webhook allows it untouched)",
+                file=err,
+            )
             continue
         shown = as_decided(ev.results, ev.decision)
         any_failed = any_failed or not ev.decision.allowed
@@ -181,7 +203,7 @@ async def _check_all(
 
 
 def _label(obj: dict[str, Any], namespace: str | None, index: int) -> str:
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    meta: dict[str, Any] = m if isinstance(m := obj.get("metadata"), dict) else {}
     name = meta.get("name") or meta.get("generateName") or f"document {index + 1}"
     ns = meta.get("namespace") or namespace or "default"
     return f"{obj.get('kind', 'object')} {ns}/{name}"
@@ -198,7 +220,11 @@ def as_decided(results: PreflightResults, decision: Decision) -> PreflightResult
         if verdict == DENY and r.status is not Status.FAIL:  # e.g. a timeout under timeoutAction deny
             r = dataclasses.replace(r, status=Status.FAIL)
         elif r.status is Status.FAIL and verdict in (WARN, AUDIT):
-            why = "the webhook admits it with this warning" if verdict == WARN else "the webhook admits it and records this in its audit annotations only"
+            why = (
+                "the webhook admits it with this warning"
+                if verdict == WARN
+                else "the webhook admits it and records this in its audit annotations only"
+            )
             cause = f"mode {mode}" if mode != "enforce" else f"the check's action is {verdict}"
             r = dataclasses.replace(r, status=Status.WARN, details=[*r.details, f"{why} ({cause})"])
         out.append(r)
@@ -220,7 +246,12 @@ def render_text(ref: str, results: PreflightResults, allowed: bool, offline: boo
 
 def _summary(results: PreflightResults, allowed: bool, offline: bool) -> str:
     counts = {s: len(results.by_status(s)) for s in Status}
-    parts = [f"{counts[Status.PASS]} passed", f"{counts[Status.FAIL]} failed", f"{counts[Status.WARN]} warnings", f"{counts[Status.SKIP]} skipped"]
+    parts = [
+        f"{counts[Status.PASS]} passed",
+        f"{counts[Status.FAIL]} failed",
+        f"{counts[Status.WARN]} warnings",
+        f"{counts[Status.SKIP]} skipped",
+    ]
     verdict = "FAILED" if not allowed else ("PASSED with warnings" if results.has_warnings else "PASSED")
     tail = "; the webhook would deny it" if not allowed else ""
     if offline and counts[Status.SKIP]:

@@ -1,0 +1,43 @@
+"""Helpers the check modules share, that are not a check: the permissions a cached resource
+needs, the "cached data is N s old" note a verdict from a stale cache carries, and plurals."""
+
+from __future__ import annotations
+
+from webhook.checks.base import CheckContext
+from webhook.kube import Permission
+from webhook.results import CheckResult
+
+
+def cached(resource: str, group: str = "") -> tuple[Permission, Permission]:
+    """A watch-backed cache needs list and watch."""
+    return Permission("list", resource, group), Permission("watch", resource, group)
+
+
+def stale_details(ctx: CheckContext, *resources: str) -> list[str]:
+    """One detail line per cache that is older than cacheStaleSeconds (or never synced)."""
+    view = ctx.view
+    if view is None:
+        return []
+    out: list[str] = []
+    limit = ctx.settings.cache_stale_seconds
+    for resource in resources:
+        age = view.cache_age(resource)
+        if age is None:
+            out.append(f"cached {resource} have not synced yet; this verdict may miss objects")
+        elif age > limit:
+            out.append(
+                f"cached {resource} are {age:.0f}s old (over cacheStaleSeconds {limit:g}); this verdict may be out of date"
+            )
+    return out
+
+
+def with_stale(result: CheckResult, ctx: CheckContext, *resources: str) -> CheckResult:
+    """Note stale caches in the details and as caveats, so a kubectl user sees them too."""
+    lines = stale_details(ctx, *resources)
+    result.details.extend(lines)
+    result.caveats.extend(lines)
+    return result
+
+
+def plural(n: int, word: str, suffix: str = "s") -> str:
+    return f"{n} {word}{'' if n == 1 else suffix}"

@@ -1,0 +1,52 @@
+"""Kubernetes vocabulary every layer shares; this module imports nothing from the project.
+
+`Permission` is what a check declares and the cluster layer proves with a
+SelfSubjectAccessReview; `ApiError` is what the cluster layer raises and checks and the
+engine read. Both sit here, below cluster/ and checks/, so that neither imports the other
+for them. The API names are the ones several modules spell (adapters, checks, discovery).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: the label Kueue reads a job's LocalQueue from (kueue pkg/controller/constants QueueLabel)
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+#: the JobSet API the AIPerf operator and Trainer v2.3.0 create (JobSet v0.12.0 serves it)
+JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
+
+
+@dataclass(frozen=True)
+class Permission:
+    """One (verb, group, resource) a check needs; probed by SelfSubjectAccessReview at start-up."""
+
+    verb: str
+    resource: str
+    group: str = ""
+    subresource: str = ""
+
+    def __str__(self) -> str:
+        res = f"{self.resource}/{self.subresource}" if self.subresource else self.resource
+        return f"{self.verb} {res}.{self.group}" if self.group else f"{self.verb} {res}"
+
+
+class ApiError(Exception):
+    """An apiserver answer that is not a success. `status` is the HTTP code (0 = no answer)."""
+
+    def __init__(self, status: int, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.reason = reason
+
+    @property
+    def transient(self) -> bool:
+        return self.status == 0 or self.status == 429 or self.status >= 500
+
+    @property
+    def forbidden(self) -> bool:
+        return self.status == 403
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404

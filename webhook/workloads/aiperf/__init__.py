@@ -1,0 +1,65 @@
+"""AIPerfJob → Workload: the JobSet and run-config ConfigMap AIPerf 0.13.0's operator renders.
+
+Reproduces `aiperf.operator.handlers.create._build_deployment` without importing AIPerf
+(its wheel pulls ~50 heavy packages): the worker arithmetic
+(`AIPerfJobSpecConverter.calculate_workers`, `apply_worker_config`), the controller and
+worker containers with the per-container split of the `AIPERF_K8S_*` budgets
+(`jobset.split_worker_pod_resources`), env, volumes, probes, security contexts and the
+podTemplate pass-through, and the `run_config.json` the ConfigMap carries. Where the
+operator would refuse to render, the refusal goes to `Workload.render_errors` with a fix.
+
+Settings: `Settings.aiperf_env` (same names as the operator's env) wins over this
+process's environment, which wins over AIPerf's defaults. The goldens in tests/oracle/
+were produced by AIPerf's own renderer and pin every detail here.
+
+The package follows the operator's seams: `env` (constants, AIPERF_K8S_* defaults),
+`resources` (the per-container budget split), `workers` (worker topology), `run_config`
+(run_config.json and its JSON writer), `jobset` (the JobSet renderer), `typed` (shape
+checks) and `adapter` (`build`: one AIPerfJob to a Workload). Every public name is
+importable from `webhook.workloads.aiperf`.
+"""
+
+from __future__ import annotations
+
+from webhook.kube import JOBSET_API_VERSION, QUEUE_LABEL
+from webhook.workloads.aiperf.adapter import build
+from webhook.workloads.aiperf.env import (
+    API_VERSION,
+    CONFIGMAP_KEY,
+    MAX_JOB_ID,
+    MAX_WORKER_POD_CONTAINERS,
+    MIN_CONTAINER_CPU_MCPU,
+    MIN_CONTAINER_MEMORY_MIB,
+    PRIORITY_LABEL,
+    RESOURCE_DEFAULTS,
+    WORKER_IMPORT_MEMORY_FLOOR_MIB,
+)
+from webhook.workloads.aiperf.resources import split_worker_pod_resources
+from webhook.workloads.aiperf.run_config import dumps_indent2, run_config_cfg, run_config_json, run_epoch
+from webhook.workloads.aiperf.typed import DATASET_TYPES, ENDPOINT_TYPES, PHASE_TYPES
+from webhook.workloads.aiperf.workers import calculate_workers, worker_topology
+
+__all__ = [
+    "API_VERSION",
+    "CONFIGMAP_KEY",
+    "DATASET_TYPES",
+    "ENDPOINT_TYPES",
+    "JOBSET_API_VERSION",
+    "MAX_JOB_ID",
+    "MAX_WORKER_POD_CONTAINERS",
+    "MIN_CONTAINER_CPU_MCPU",
+    "MIN_CONTAINER_MEMORY_MIB",
+    "PHASE_TYPES",
+    "PRIORITY_LABEL",
+    "QUEUE_LABEL",
+    "RESOURCE_DEFAULTS",
+    "WORKER_IMPORT_MEMORY_FLOOR_MIB",
+    "build",
+    "calculate_workers",
+    "dumps_indent2",
+    "run_config_cfg",
+    "run_config_json",
+    "run_epoch",
+    "split_worker_pod_resources",
+    "worker_topology",
+]

@@ -1,0 +1,184 @@
+"""The AIPerfJob adapter: one AIPerfJob object to a Workload (its JobSet, its ConfigMap, its pod groups)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from webhook.config import Settings
+from webhook.kube import JOBSET_API_VERSION, QUEUE_LABEL
+from webhook.workloads.aiperf.env import (
+    _PORTS,
+    API_VERSION,
+    CONFIGMAP_KEY,
+    MAX_JOB_ID,
+    MAX_WORKER_POD_CONTAINERS,
+    PRIORITY_LABEL,
+    _Env,
+    _get,
+)
+from webhook.workloads.aiperf.jobset import _queue, _Renderer
+from webhook.workloads.aiperf.resources import _RenderError
+from webhook.workloads.aiperf.run_config import run_config_json
+from webhook.workloads.aiperf.typed import _DNS_LABEL, _check_shape, _phase_errors
+from webhook.workloads.aiperf.workers import calculate_workers, worker_topology
+from webhook.workloads.base import PodGroup, RuntimeLookup, Workload
+from webhook.workloads.shape import (
+    mapping,
+    plain_json,
+    str_map,
+    string,
+)
+
+
+def build(
+    obj: dict[str, Any],
+    *,
+    settings: Settings,
+    runtime_lookup: RuntimeLookup | None = None,
+    namespace: str | None = None,
+) -> Workload:
+    """The Workload for one AIPerfJob. Raises AdapterError when it cannot be read as one.
+
+    Steps: read the object (metadata, spec shape), collect what the operator refuses before
+    rendering, lay out the workers, render the JobSet and the ConfigMap, list the pod groups."""
+    plain_json(obj)
+    meta = mapping(obj.get("metadata"), "metadata")
+    name = string(meta.get("name"), "metadata.name") or ""
+    ns = string(meta.get("namespace"), "metadata.namespace") or namespace or "default"
+    labels = str_map(meta.get("labels"), "metadata.labels")
+    str_map(meta.get("annotations"), "metadata.annotations")  # the skip annotation is read from here
+    uid = string(meta.get("uid"), "metadata.uid")
+    spec, template = _check_shape(obj.get("spec"))
+    env = _Env(settings)
+    queue, prio = _queue(spec, env, settings)
+    wl = Workload(
+        kind="AIPerfJob",
+        api_version=str(obj.get("apiVersion") or API_VERSION),
+        name=name,
+        namespace=ns,
+        obj=obj,
+        queue_name=queue or labels.get(QUEUE_LABEL),
+    )
+    wl.render_errors += _refusals(spec, name)
+    if wl.render_errors:
+        wl.incomplete_reason = "the AIPerf operator cannot render this AIPerfJob"
+        return wl
+    try:
+        pods, per_pod, rp_per_pod = _worker_layout(spec, env)
+        r = _Renderer(spec, template, name, ns, uid, env)
+        worker_containers = r.worker_containers(per_pod, rp_per_pod)
+    except _RenderError as exc:
+        wl.render_errors.append(f"The AIPerf operator would refuse to render this job: {exc}")
+        wl.incomplete_reason = "the AIPerf operator cannot render this AIPerfJob"
+        return wl
+    jobset = _jobset(spec, r, env, ns, name, pods, worker_containers, queue, prio)
+    configmap = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": f"{r.name}-config",
+            "namespace": ns,
+            "labels": {"app": "aiperf", "aiperf.nvidia.com/job-id": name},
+        },
+        "data": {CONFIGMAP_KEY: run_config_json(spec, obj, name, ns, pods, per_pod, rp_per_pod)},
+    }
+    wl.derived = {"jobSet": jobset, "configMap": configmap}
+    for rj in jobset["spec"]["replicatedJobs"]:
+        tmpl = rj["template"]["spec"]["template"]
+        wl.pod_groups.append(
+            PodGroup(
+                name=rj["name"],
+                pods=rj["replicas"],
+                pod_spec=tmpl["spec"],
+                pod_metadata=tmpl["metadata"],
+                role=rj["name"],
+            )
+        )
+    return wl
+
+
+def _refusals(spec: dict[str, Any], job_id: str) -> list[str]:
+    """What the operator refuses before it renders anything: the job id, phase names, `sweep`."""
+    errors: list[str] = []
+    if not job_id:
+        errors.append("metadata.name is empty (generateName is not resolved at admission). Fix: set metadata.name.")
+    elif len(job_id) > MAX_JOB_ID or not _DNS_LABEL.match(job_id):
+        errors.append(
+            f'AIPerfJob name "{job_id}" is not a DNS label of at most {MAX_JOB_ID} characters, which the AIPerf operator '
+            f"requires for its job id (pods are named aiperf-<name>-controller-0-0-xxxxx, at most 63 characters). "
+            f"Fix: rename the AIPerfJob to at most {MAX_JOB_ID} lowercase letters, digits and '-'."
+        )
+    errors += _phase_errors(spec["benchmark"])
+    if spec.get("sweep") is not None:
+        errors.append(
+            "A single Kubernetes benchmark run cannot include `sweep`, so the AIPerf operator rejects this AIPerfJob. "
+            "Fix: submit it as kind: AIPerfSweep (same spec: every variation becomes a child AIPerfJob), "
+            "or remove spec.sweep."
+        )
+    return errors
+
+
+def _worker_layout(spec: dict[str, Any], env: _Env) -> tuple[int, int, int]:
+    """(worker pods, workers per pod, record processors per pod); raises _RenderError past the container cap."""
+    total = calculate_workers(spec, env)
+    pods, per_pod, rp_per_pod = worker_topology(total, spec["benchmark"].get("runtime") or {}, env)
+    if 1 + per_pod + rp_per_pod > MAX_WORKER_POD_CONTAINERS:
+        raise _RenderError(
+            f"each worker pod would hold {1 + per_pod + rp_per_pod} containers (1 worker-pod-manager + {per_pod} "
+            f"worker(s) + {rp_per_pod} record processor(s)), about 2 KB each, so the JobSet cannot fit the "
+            "apiserver's 1.5 MiB object limit. Fix: lower spec.benchmark.runtime.workersPerPod / "
+            f"recordProcessorsPerPod so a pod holds at most {MAX_WORKER_POD_CONTAINERS} containers."
+        )
+    return pods, per_pod, rp_per_pod
+
+
+def _jobset(
+    spec: dict[str, Any],
+    r: _Renderer,
+    env: _Env,
+    ns: str,
+    job_id: str,
+    pods: int,
+    worker_containers: list[dict[str, Any]],
+    queue: str | None,
+    prio: str | None,
+) -> dict[str, Any]:
+    """The JobSet: a controller replicated job and a workers replicated job."""
+    bench = spec["benchmark"]
+    gpu = _get(bench, "gpuTelemetry") or {}
+    srv = _get(bench, "serverMetrics") or {}
+    controller = r.controller_containers(
+        gpu_telemetry=bool(gpu.get("enabled", True)) if isinstance(gpu, dict) else True,
+        server_metrics=bool(srv.get("enabled", True)) if isinstance(srv, dict) else True,
+    )
+    keep_failed = bool(_get(spec, "keepFailedPods", False))
+    controller_job = r.replicated_job(
+        "controller", 1, controller, "Never", env.int("AIPERF_K8S_JOBSET_CONTROLLER_BACKOFF_LIMIT", 0), None,
+        annotations={"prometheus.io/scrape": "true", "prometheus.io/port": str(_PORTS["API_SERVICE"]), "prometheus.io/path": "/metrics"},
+    )  # fmt: skip
+    worker_job = r.replicated_job(
+        "workers", pods, worker_containers, "OnFailure", env.int("AIPERF_K8S_JOBSET_WORKER_BACKOFF_LIMIT", 20),
+        None if keep_failed else 0,
+    )  # fmt: skip
+    js_labels = {"app": "aiperf", "aiperf.nvidia.com/job-id": job_id}
+    if queue:
+        js_labels[QUEUE_LABEL] = queue
+    if prio:
+        js_labels[PRIORITY_LABEL] = prio
+    jobset: dict[str, Any] = {
+        "apiVersion": JOBSET_API_VERSION,
+        "kind": "JobSet",
+        "metadata": {"name": r.name, "namespace": ns, "labels": js_labels},
+        "spec": {
+            "network": {"enableDNSHostnames": True},
+            "successPolicy": {"operator": "All", "targetReplicatedJobs": ["controller"]},
+            "replicatedJobs": [controller_job, worker_job],
+        },
+    }
+    if queue:
+        jobset["spec"]["suspend"] = True
+    if not keep_failed:
+        ttl = _get(spec, "ttlSecondsAfterFinished", 300)
+        if ttl is not None:
+            jobset["spec"]["ttlSecondsAfterFinished"] = ttl
+    return jobset
