@@ -322,7 +322,7 @@ def test_serve_refuses_a_client_ca_it_cannot_load(
 ) -> None:
     import argparse
 
-    from webhook import cmd_serve
+    from webhook.cli import serve as cmd_serve
 
     cfg = tmp_path / "config.yaml"
     cfg.write_text(f"clientAuth:\n  caFile: {tmp_path / 'missing-ca.crt'}\n")
