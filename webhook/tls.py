@@ -7,7 +7,7 @@ on a scratch context from a private copy of the bytes, so a half-written rotatio
 (new cert, old key) never leaves the live context without a usable key.
 
 The generators are plain functions returning PEM bytes; `certs init`, `serve
---self-signed` and the self-managed rotation (webhook/certmanager.py) all use them.
+--self-signed` and the self-managed rotation (webhook/certmanager/) all use them.
 """
 
 from __future__ import annotations
