@@ -35,21 +35,11 @@ kubernetes_asyncio implementation) and `manager` (CertManager, the atomic file m
 from __future__ import annotations
 
 from webhook.certmanager.layout import (
-    ANNOTATION_PREFIX,
-    CA_ADDED,
     CA_CRT,
-    CA_KEY,
-    MANAGED_BY,
     MANAGED_BY_LABEL,
     NEXT_CRT,
-    NEXT_KEY,
-    NEXT_TLS_CRT,
-    NEXT_TLS_KEY,
     PREV_CRT,
     ROTATE_REQUEST,
-    STEADY,
-    STEP_SINCE,
-    SWITCHED,
     TLS_CRT,
     TLS_KEY,
     Plan,
@@ -64,21 +54,11 @@ from webhook.certmanager.rotation import plan, renew_due
 from webhook.certmanager.store import CertStore, KubeCertStore
 
 __all__ = [
-    "ANNOTATION_PREFIX",
-    "CA_ADDED",
     "CA_CRT",
-    "CA_KEY",
-    "MANAGED_BY",
     "MANAGED_BY_LABEL",
     "NEXT_CRT",
-    "NEXT_KEY",
-    "NEXT_TLS_CRT",
-    "NEXT_TLS_KEY",
     "PREV_CRT",
     "ROTATE_REQUEST",
-    "STEADY",
-    "STEP_SINCE",
-    "SWITCHED",
     "TLS_CRT",
     "TLS_KEY",
     "CertManager",

@@ -12,7 +12,7 @@ from webhook.config import Settings
 from webhook.kube import QUEUE_LABEL
 from webhook.workloads.base import RuntimeLookup, Workload
 from webhook.workloads.shape import clean, listing, mapping, plain_json, str_map, string, wrong
-from webhook.workloads.trainjob.jobset import render
+from webhook.workloads.trainjob.jobset import config_map, render
 from webhook.workloads.trainjob.schema import (
     API_GROUP,
     RUNTIME_KINDS,
@@ -110,9 +110,5 @@ def build(
     # (T:pkg/runtime/core/snapshot.go createRuntimeSnapshot, called from NewObjects of both runtime
     # kinds): one more ConfigMap in the namespace, for every TrainJob whose runtime exists. Its
     # content is the runtime itself; only its identity matters to the checks (count/configmaps).
-    wl.derived["runtimeSnapshot"] = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": f"{wl.name}{RUNTIME_SNAPSHOT_SUFFIX}", "namespace": wl.namespace},
-    }
+    wl.derived["runtimeSnapshot"] = config_map(wl, RUNTIME_SNAPSHOT_SUFFIX)
     return wl

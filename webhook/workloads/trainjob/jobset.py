@@ -178,16 +178,20 @@ def render(wl: Workload, spec: dict[str, Any], patches: list[Any], rt_spec: dict
     # objects Trainer creates besides the JobSet, only for the runtimes that create them
     if mpi is not None:
         wl.managed_secrets = {f"{wl.name}{MPI_SSH_SECRET_SUFFIX}"}
-        wl.derived["configMap"] = {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": f"{wl.name}-mpi-hostfile", "namespace": wl.namespace},
-            "data": {"hostfile": hostfile(wl.name, ordered, counts, launcher_as_node, mpi)},
-        }
+        hosts = hostfile(wl.name, ordered, counts, launcher_as_node, mpi)
+        wl.derived["configMap"] = config_map(wl, "-mpi-hostfile", {"hostfile": hosts})
     elif flux is not None:
         wl.managed_secrets = {f"{wl.name}-flux-curve"}
-        wl.derived["configMap"] = {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": f"{wl.name}-flux-entrypoint", "namespace": wl.namespace},
-        }
+        wl.derived["configMap"] = config_map(wl, "-flux-entrypoint")
+
+
+def config_map(wl: Workload, suffix: str, data: dict[str, str] | None = None) -> dict[str, Any]:
+    """A ConfigMap Trainer creates for the TrainJob, named `<trainjob><suffix>` in its namespace."""
+    cm: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": f"{wl.name}{suffix}", "namespace": wl.namespace},
+    }
+    if data is not None:
+        cm["data"] = data
+    return cm
