@@ -18,6 +18,7 @@ from typing import Any
 
 from webhook import quantity
 from webhook.checks import check_names
+from webhook.cli.args import add_manifest_argument
 from webhook.config import ConfigError, Settings, load_settings
 from webhook.manifests import load_documents, split_runtimes
 from webhook.workloads import build_workload
@@ -34,13 +35,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="show the pods, references and derived objects a job will create",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
-    p.add_argument(
-        "-f",
-        "--filename",
-        required=True,
-        metavar="FILE",
-        help="manifest file (YAML or JSON, multi-document); - for stdin",
-    )
+    add_manifest_argument(p)
     p.add_argument("-o", "--output", choices=("text", "json"), default="text")
     p.add_argument("--config", metavar="FILE", help="webhook config (for aiperfEnv and the Kueue default queue)")
     return p
