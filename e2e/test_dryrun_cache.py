@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import yaml
 
 from e2e.conftest import SAMPLES_DIR
@@ -18,7 +19,7 @@ from e2e.webhook import stored as exists
 
 
 def dry_run_creates(cp: ControlPlane, ns: str, prefix: str) -> list[tuple[str, str]]:
-    """(resource, name) of every dryRun=All create of jobsets and pods named ``prefix``…"""
+    """(resource, name) of every dryRun=All create of jobsets and pods whose name contains ``prefix``."""
     return [
         (ref.get("resource"), ref.get("name"))
         for e in cp.audit_events()
@@ -27,14 +28,18 @@ def dry_run_creates(cp: ControlPlane, ns: str, prefix: str) -> list[tuple[str, s
         and "dryRun=All" in (e.get("requestURI") or "")
         and (ref := e.get("objectRef") or {}).get("resource") in ("jobsets", "pods")
         and ref.get("namespace") == ns
-        and str(ref.get("name") or "").startswith(prefix)
+        and prefix in str(ref.get("name") or "")
     ]
 
 
-def test_dry_run_then_apply_dry_runs_once(samples_cluster: ControlPlane, sample_webhook: RunningWebhook) -> None:
+@pytest.mark.parametrize("sample", ["trainjob-good", "aiperfjob-good"])
+def test_dry_run_then_apply_dry_runs_once(
+    samples_cluster: ControlPlane, sample_webhook: RunningWebhook, sample: str
+) -> None:
+    """The second apply carries a new metadata.uid (the AIPerfJob's containers get it in env): still one dry run."""
     cp = samples_cluster
-    job: dict[str, Any] = yaml.safe_load((SAMPLES_DIR / "trainjob-good.yaml").read_text())
-    name, ns = "e2e-dryrun-once", job["metadata"]["namespace"]
+    job: dict[str, Any] = yaml.safe_load((SAMPLES_DIR / f"{sample}.yaml").read_text())
+    name, ns = f"e2e-dryrun-once-{sample.split('-')[0]}", job["metadata"]["namespace"]
     job["metadata"]["name"] = name
     manifest = yaml.safe_dump(job, sort_keys=False)
     reviews0 = sample_webhook.requests_total()
@@ -53,4 +58,4 @@ def test_dry_run_then_apply_dry_runs_once(samples_cluster: ControlPlane, sample_
         assert len(set(after_first)) == len(after_first), after_first
         assert dry_run_creates(cp, ns, name) == after_first
     finally:
-        cp.kubectl("delete", "trainjob", name, "-n", ns, "--ignore-not-found", check=False)
+        cp.kubectl("delete", job["kind"].lower(), name, "-n", ns, "--ignore-not-found", check=False)

@@ -135,6 +135,18 @@ def test_key_covers_content_and_versions() -> None:
     assert k != content_key("Pod", "team-a", body, [("namespaces", "team-a", "2")])
 
 
+def test_key_stands_the_jobs_own_uid_for_the_job() -> None:
+    """The apiserver draws a new uid per request; the AIPerf operator copies it into env."""
+    uid1, uid2 = "11111111-2222-3333-4444-555555555555", "66666666-7777-8888-9999-000000000000"
+
+    def body(uid: str) -> dict[str, Any]:
+        return {"spec": {"containers": [{"env": [{"name": "AIPERF_JOB_UID", "value": uid}]}]}}
+
+    assert content_key("Pod", "ns", body(uid1), [], uid1) == content_key("Pod", "ns", body(uid2), [], uid2)
+    # another object's uid is content like any other
+    assert content_key("Pod", "ns", body(uid1), [], uid2) != content_key("Pod", "ns", body(uid2), [], uid2)
+
+
 # --- through the check --------------------------------------------------------------------
 
 

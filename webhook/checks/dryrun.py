@@ -393,9 +393,11 @@ class DryRun(Check):
         view = ctx.view
         cache = cache_for(view, ctx.settings.dry_run_cache_seconds)
         versions = list(read_versions(view, ns, [b for *_, b in bodies]))
+        uid = (wl.obj.get("metadata") or {}).get("uid")
+        own_uid = uid if isinstance(uid, str) else None
 
         def dry_run(av: str, kind: str, body: dict[str, Any]) -> Any:
-            key = content_key(kind, ns, body, versions)
+            key = content_key(kind, ns, body, versions, own_uid)
             return cache.run(key, lambda: view.dry_run_create(av, kind, ns, body, ctx.deadline))
 
         tasks = {
