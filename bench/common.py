@@ -9,7 +9,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "benchmarks.md"
-PLURALS = {"AIPerfJob": "aiperfjobs", "TrainJob": "trainjobs"}
+PLURALS = {"AIPerfJob": "aiperfjobs", "AIPerfSweep": "aiperfsweeps", "TrainJob": "trainjobs"}
 
 
 def review(obj: dict[str, Any], *, uid: str = "bench-0000", kind: dict[str, str] | None = None) -> bytes:

@@ -1,6 +1,7 @@
 """CPU per /validate request in process, without sockets or TLS: where the webhook's own time goes.
 
     .venv/bin/python bench/inproc.py [-n 300] [--profile pyinstrument|cprofile] [--kind aiperf,trainjob,trainjob-rt]
+    .venv/bin/python bench/inproc.py --json     # one JSON line per sample: {"kind", "ms", ...}
 
 Each request goes through `WebhookApp.validate` (content-type and size checks, body read,
 envelope parse, evaluate, metrics, decision log, JSON answer) with a stand-in for
@@ -91,7 +92,7 @@ def make_call(kind: str) -> tuple[Any, str]:
     return call_rt, body
 
 
-async def measure(kind: str, n: int, profile: str | None) -> None:
+async def measure(kind: str, n: int, profile: str | None, as_json: bool = False) -> None:
     call, body = make_call(kind)
     first = await call()
     text = first.body if hasattr(first, "body") else first
@@ -104,11 +105,15 @@ async def measure(kind: str, n: int, profile: str | None) -> None:
         for _ in range(n):
             await call()
         best = min(best, (time.process_time() - c0) * 1000.0 / n)
-    print(
-        f"{kind}: {best:.3f} ms CPU/request (best of 7 x {n}); body {len(body)} bytes; "
-        f"allowed={answer['allowed']} warnings={len(answer.get('warnings') or [])}",
-        flush=True,
-    )
+    if as_json:
+        line = {"kind": kind, "ms": round(best, 4), "n": n, "blocks": 7, "body_bytes": len(body)}
+        print(json.dumps({**line, "allowed": answer["allowed"], "warnings": len(answer.get("warnings") or [])}))
+    else:
+        print(
+            f"{kind}: {best:.3f} ms CPU/request (best of 7 x {n}); body {len(body)} bytes; "
+            f"allowed={answer['allowed']} warnings={len(answer.get('warnings') or [])}",
+            flush=True,
+        )
     if profile == "pyinstrument":
         from pyinstrument import Profiler
 
@@ -136,9 +141,10 @@ def main() -> int:
     p.add_argument("-n", type=int, default=300)
     p.add_argument("--profile", choices=("pyinstrument", "cprofile"))
     p.add_argument("--kind", default="aiperf,trainjob,trainjob-rt")
+    p.add_argument("--json", action="store_true", help="one JSON line per kind (CPU ms per request, best block)")
     args = p.parse_args()
     for kind in args.kind.split(","):
-        asyncio.run(measure(kind, args.n, args.profile))
+        asyncio.run(measure(kind, args.n, args.profile, args.json))
     return 0
 
 

@@ -90,7 +90,7 @@ AUDIT_POLICY: dict[str, Any] = {
         {
             "level": "Request",
             "resources": [
-                {"group": "aiperf.nvidia.com", "resources": ["aiperfjobs"]},
+                {"group": "aiperf.nvidia.com", "resources": ["aiperfjobs", "aiperfsweeps"]},
                 {"group": "trainer.kubeflow.org", "resources": ["trainjobs"]},
                 {"group": "jobset.x-k8s.io", "resources": ["jobsets"]},
             ],

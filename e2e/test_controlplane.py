@@ -30,6 +30,7 @@ def test_server_version_is_at_least_1_27(control_plane: ControlPlane) -> None:
         "localqueues.kueue.x-k8s.io",
         "clusterqueues.kueue.x-k8s.io",
         "aiperfjobs.aiperf.nvidia.com",
+        "aiperfsweeps.aiperf.nvidia.com",
     ],
 )
 def test_crd_established(control_plane: ControlPlane, crd: str) -> None:

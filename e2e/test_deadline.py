@@ -183,7 +183,14 @@ def test_slow_apiserver_answer_arrives_and_names_unfinished_checks(
         ns,
         failure_policy="Fail",
         timeout_seconds=3,
-        config={"mode": "enforce", "secretTtlSeconds": 0, "budgetSeconds": 4, "safetyMarginSeconds": 0.5},
+        # dryRunCacheSeconds 0: the second apply is the same job and would reuse the first Dry Run outcome
+        config={
+            "mode": "enforce",
+            "secretTtlSeconds": 0,
+            "dryRunCacheSeconds": 0,
+            "budgetSeconds": 4,
+            "safetyMarginSeconds": 0.5,
+        },
     )
     job = aiperfjob(ns)
     # healthy first: the same job passes every check, so what follows is the delay's doing

@@ -48,7 +48,7 @@ RULES: list[dict[str, Any]] = [
     {
         "apiGroups": ["aiperf.nvidia.com"],
         "apiVersions": ["*"],
-        "resources": ["aiperfjobs"],
+        "resources": ["aiperfjobs", "aiperfsweeps"],
         "operations": ["CREATE", "UPDATE"],
         "scope": "Namespaced",
     },
@@ -421,7 +421,11 @@ def findings_of(stderr: str) -> list[str]:
     return out
 
 
-_PLURALS = {"AIPerfJob": "aiperfjobs.aiperf.nvidia.com", "TrainJob": "trainjobs.trainer.kubeflow.org"}
+_PLURALS = {
+    "AIPerfJob": "aiperfjobs.aiperf.nvidia.com",
+    "AIPerfSweep": "aiperfsweeps.aiperf.nvidia.com",
+    "TrainJob": "trainjobs.trainer.kubeflow.org",
+}
 
 
 def stored(cp: ControlPlane, obj: dict[str, Any]) -> bool:

@@ -203,7 +203,7 @@ def test_webhook_configuration_is_safe_by_default() -> None:
         {
             "apiGroups": ["aiperf.nvidia.com"],
             "apiVersions": ["*"],
-            "resources": ["aiperfjobs"],
+            "resources": ["aiperfjobs", "aiperfsweeps"],
             "operations": ["CREATE", "UPDATE"],
             "scope": "Namespaced",
         },

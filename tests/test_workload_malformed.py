@@ -270,7 +270,7 @@ def test_malformed_aiperfjob(mutate: Callable[[dict[str, Any]], Any], message: s
 
 
 TRAINJOB_CASES = [
-    # _pod_spec / _role / _render: AttributeError and TypeError on a patched replicated job
+    # trainjob.runtime.pod_spec / role_of, trainjob.jobset.render: AttributeError and TypeError on a patched replicated job
     ("patch-template-str", _set(NODE_PATCH + ".template", "pod"), f"{NODE_PATCH}.template must be a mapping, not str"),
     (
         "patch-metadata-list",

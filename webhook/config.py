@@ -122,6 +122,9 @@ class Settings(_Model):
     api_concurrency: int = Field(16, ge=1, le=256, alias="apiConcurrency")
     #: TTL of on-demand Secret reads
     secret_ttl_seconds: float = Field(5.0, ge=0, le=300, alias="secretTtlSeconds")
+    #: how long a Dry Run outcome is reused for the same content and the same versions of the
+    #: objects its admission reads (0: never)
+    dry_run_cache_seconds: float = Field(10.0, ge=0, le=300, alias="dryRunCacheSeconds")
     #: namespaces whose Secrets are never read (the chart lists those its namespaceSelector excludes);
     #: kube-system and the webhook's own namespace are always added
     excluded_namespaces: list[str] = Field(default_factory=list, alias="excludedNamespaces")

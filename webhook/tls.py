@@ -7,7 +7,7 @@ on a scratch context from a private copy of the bytes, so a half-written rotatio
 (new cert, old key) never leaves the live context without a usable key.
 
 The generators are plain functions returning PEM bytes; `certs init`, `serve
---self-signed` and the self-managed rotation (webhook/certmanager.py) all use them.
+--self-signed` and the self-managed rotation (webhook/certmanager/) all use them.
 """
 
 from __future__ import annotations
@@ -229,20 +229,22 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-def generate_ca(common_name: str = "preflight-webhook-ca", days: int = 3650) -> KeyPair:
-    """A self-signed CA (ECDSA P-256) valid for `days`, able to sign serving certificates only."""
-    key = _new_key()
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+def _builder(
+    subject: x509.Name, issuer: x509.Name, key: ec.EllipticCurvePrivateKey, days: float, *, ca: bool
+) -> x509.CertificateBuilder:
+    """What every certificate here shares: subject and issuer, a random serial, valid from five
+    minutes ago (clock skew) for `days`, and the basic constraints and key usage of a CA (signs
+    certificates, no intermediates) or of a leaf (signs nothing)."""
     now = _now()
-    cert = (
+    return (
         x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
+        .subject_name(subject)
+        .issuer_name(issuer)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(minutes=5))
         .not_valid_after(now + dt.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=0 if ca else None), critical=True)
         .add_extension(
             x509.KeyUsage(
                 digital_signature=True,
@@ -250,13 +252,22 @@ def generate_ca(common_name: str = "preflight-webhook-ca", days: int = 3650) -> 
                 key_encipherment=False,
                 data_encipherment=False,
                 key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
+                key_cert_sign=ca,
+                crl_sign=ca,
                 encipher_only=False,
                 decipher_only=False,
             ),
             critical=True,
         )
+    )
+
+
+def generate_ca(common_name: str = "preflight-webhook-ca", days: int = 3650) -> KeyPair:
+    """A self-signed CA (ECDSA P-256) valid for `days`, able to sign serving certificates only."""
+    key = _new_key()
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    cert = (
+        _builder(name, name, key, days, ca=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .sign(key, hashes.SHA256())
     )
@@ -285,30 +296,8 @@ def issue_cert(
     )
     subject = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
     subject.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name[:64]))
-    now = _now()
     builder = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name(subject))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        _builder(x509.Name(subject), ca_cert.subject, key, days, ca=False)
         .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_cert.public_key()),  # type: ignore[arg-type]

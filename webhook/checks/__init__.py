@@ -21,12 +21,14 @@ from webhook.checks import (
     runtime,
     secrets,
     serviceaccount,
+    sweep,
 )
 from webhook.checks.base import Check
 
 # order = report order; blocking checks run first regardless
 _FAMILIES = (
     render,
+    sweep,
     basics,
     runtime,
     image,

@@ -21,8 +21,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from webhook.config import Settings
 
 AIPERFJOB = "AIPerfJob"
+AIPERFSWEEP = "AIPerfSweep"
 TRAINJOB = "TrainJob"
-ALL_KINDS = frozenset({AIPERFJOB, TRAINJOB})
+ALL_KINDS = frozenset({AIPERFJOB, AIPERFSWEEP, TRAINJOB})
 
 
 @dataclass

@@ -19,6 +19,11 @@ Owners do not exist yet, so their uids are placeholders; the apiserver accepts a
 ownerReference to an absent owner on create (the garbage collector acts later).
 A rejection that only concerns the probe object (its ownerReference, an absent owner, its
 name) is "cannot verify" (warn), never a deny.
+
+Each distinct object is dry-run at most once per review, all of them concurrently, and an
+outcome is remembered for `dryRunCacheSeconds` keyed by the object's content and the
+resourceVersions of the cached objects its admission reads (webhook.checks.dryrun_cache):
+a `kubectl apply --dry-run=server` followed by the real apply sends the dry runs once.
 """
 
 from __future__ import annotations
@@ -28,9 +33,13 @@ import copy
 import hashlib
 import re
 import uuid
+import weakref
+from collections.abc import Iterator
 from typing import Any
 
 from webhook.checks.base import Check, CheckContext
+from webhook.checks.dryrun_cache import DryRunCache, content_key
+from webhook.cluster.view import ClusterView
 from webhook.kube import JOBSET_API_VERSION, ApiError, Permission
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import PodGroup, Workload
@@ -183,6 +192,10 @@ def pod_for(wl: Workload, group: PodGroup) -> dict[str, Any]:
             labels.setdefault(key, job_uid)
 
     spec = copy.deepcopy(group.pod_spec)
+    if spec.get("serviceAccountName") in wl.managed_service_accounts:
+        # the job's controller creates that ServiceAccount just before the pods (AIPerfSweep's
+        # sweep controller): the probe runs as the namespace's default one instead
+        spec.pop("serviceAccountName")
     if network.get("enableDNSHostnames", True) is not False:  # the JobSet webhook defaults it to true
         spec["subdomain"] = subdomain
     if _EXCLUSIVE in annotations and _NODE_SELECTOR_STRATEGY in annotations:
@@ -296,6 +309,62 @@ def fix_for(text: str, ns: str) -> str:
     return "correct the spec as the message says"
 
 
+#: one cache per cluster view (a view is one cluster; a test's fake view starts empty)
+_CACHES: weakref.WeakKeyDictionary[Any, DryRunCache] = weakref.WeakKeyDictionary()
+
+
+def cache_for(view: ClusterView, ttl: float) -> DryRunCache:
+    """The view's dry-run cache (a fresh, unshared one if the view cannot be weakly referenced)."""
+    try:
+        cache = _CACHES.get(view)
+        if cache is None or cache.ttl != ttl:
+            cache = _CACHES[view] = DryRunCache(ttl)
+        return cache
+    except TypeError:
+        return DryRunCache(ttl)
+
+
+def _rv(obj: dict[str, Any] | None) -> str:
+    meta = (obj or {}).get("metadata") or {}
+    return str(meta.get("resourceVersion") or meta.get("uid") or "") if obj is not None else "-"
+
+
+def read_versions(view: ClusterView, ns: str, bodies: list[dict[str, Any]]) -> Iterator[tuple[str, ...]]:
+    """(resource, name, resourceVersion) of the watched objects the apiserver's admission of
+    ``bodies`` reads: the namespace (Pod Security labels, existence), its ResourceQuotas and
+    LimitRanges, and every ServiceAccount and PriorityClass a pod names. "-" = absent."""
+    yield ("namespaces", ns, _rv(view.get_cached("namespaces", None, ns)))
+    for resource in ("resourcequotas", "limitranges"):
+        for o in view.list_cached(resource, ns):
+            yield (resource, str((o.get("metadata") or {}).get("name")), _rv(o))
+    sas: set[str] = set()
+    classes: set[str] = set()
+    for body in bodies:
+        for spec in _pod_specs(body):
+            sa = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
+            sas.add(str(sa))
+            if isinstance(spec.get("priorityClassName"), str):
+                classes.add(spec["priorityClassName"])
+    for sa in sorted(sas):
+        yield ("serviceaccounts", sa, _rv(view.get_cached("serviceaccounts", ns, sa)))
+    if classes:
+        by_name = {str((o.get("metadata") or {}).get("name")): o for o in view.list_cached("priorityclasses")}
+        for c in sorted(classes):
+            yield ("priorityclasses", c, _rv(by_name.get(c)))
+
+
+def _pod_specs(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    if body.get("kind") == "Pod":
+        spec = body.get("spec")
+        if isinstance(spec, dict):
+            yield spec
+        return
+    for r in (body.get("spec") or {}).get("replicatedJobs") or []:
+        spec = (((r.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec")
+        if isinstance(spec, dict):
+            yield spec
+
+
 def _subject(kind: str, name: str, group: str | None) -> str:
     return f"Pod for {group}" if group is not None else f'{kind} "{name}"'
 
@@ -316,18 +385,32 @@ class DryRun(Check):
         wl = ctx.workload
         ns = wl.namespace
         bodies: list[tuple[str, str, str, str | None, dict[str, Any]]] = []  # (apiVersion, kind, name, group, body)
-        js = jobset_for(wl)
-        if js is not None:
-            bodies.append((js["apiVersion"], "JobSet", js["metadata"].get("name", wl.name), None, js))
-        for g in wl.pod_groups:
-            pod = pod_for(wl, g)
+        # who creates each group's pods: the job itself, or (AIPerfSweep) the child whose JobSet does
+        source = getattr(wl, "group_source", None)
+        owned = [(g, *(source(g) if source else (wl, g))) for g in wl.pod_groups]
+        owners = list({id(o): o for o in [wl, *(o for _, o, _ in owned)]}.values())
+        for owner in owners:
+            js = jobset_for(owner)
+            if js is not None:
+                bodies.append((js["apiVersion"], "JobSet", js["metadata"].get("name", owner.name), None, js))
+        for g, owner, own_group in owned:
+            pod = pod_for(owner, own_group)
             bodies.append(("v1", "Pod", pod["metadata"]["name"], g.name, pod))
         if not bodies:
             return CheckResult(self.name, Status.SKIP, "Nothing to dry-run: the job derives no JobSet and no pods")
 
         view = ctx.view
+        cache = cache_for(view, ctx.settings.dry_run_cache_seconds)
+        versions = list(read_versions(view, ns, [b for *_, b in bodies]))
+        uid = (wl.obj.get("metadata") or {}).get("uid")
+        own_uid = uid if isinstance(uid, str) else None
+
+        def dry_run(av: str, kind: str, body: dict[str, Any]) -> Any:
+            key = content_key(kind, ns, body, versions, own_uid)
+            return cache.run(key, lambda: view.dry_run_create(av, kind, ns, body, ctx.deadline))
+
         tasks = {
-            asyncio.ensure_future(view.dry_run_create(av, kind, ns, body, ctx.deadline)): (kind, name, group, body)
+            asyncio.ensure_future(dry_run(av, kind, body)): (kind, name, group, body)
             for av, kind, name, group, body in bodies
         }
         done, pending = await asyncio.wait(tasks.keys(), timeout=max(0.0, ctx.deadline.remaining() - _REPORT_MARGIN))

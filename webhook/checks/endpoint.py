@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from webhook.checks.base import AIPERFJOB, Check, CheckContext
+from webhook.checks.base import AIPERFJOB, AIPERFSWEEP, Check, CheckContext
 from webhook.checks.common import cached, with_stale
 from webhook.results import CheckResult, Status
 
@@ -51,7 +51,7 @@ def url_port(url: str) -> int | None:
 class EndpointService(Check):
     name = "Endpoint Service"
     synchronous = True  # reads only the Workload and cached state
-    kinds = frozenset({AIPERFJOB})
+    kinds = frozenset({AIPERFJOB, AIPERFSWEEP})
     needs_cluster = True
     needs_pod_groups = False
     permissions = cached("services")

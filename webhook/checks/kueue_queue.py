@@ -15,6 +15,7 @@ from webhook.checks.basics import KUEUE_API
 from webhook.kube import QUEUE_LABEL
 from webhook.workloads.base import Workload
 
+GROUP = "kueue.x-k8s.io"
 AIPERF_DEFAULT_QUEUE_ENV = "AIPERF_K8S_JOBSET_KUEUE_DEFAULT_QUEUE_NAME"
 
 

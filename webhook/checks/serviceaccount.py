@@ -27,7 +27,7 @@ class ServiceAccount(Check):
         users: dict[str, list[str]] = {}
         for g in wl.pod_groups:
             sa = service_account(g.pod_spec)
-            if sa is not None:
+            if sa is not None and sa not in wl.managed_service_accounts:
                 users.setdefault(sa, []).append(g.name)
         if not users:
             return CheckResult(

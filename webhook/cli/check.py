@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator
 from typing import Any, TextIO
 
 from webhook.checks import all_checks, check_names
+from webhook.cli.args import add_manifest_argument
 from webhook.cluster.view import ClusterView
 from webhook.config import ConfigError, Settings, load_settings
 from webhook.deadline import Deadline
@@ -52,13 +53,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             "ClusterTrainingRuntime documents in the same input are used for their TrainJobs."
         ),
     )
-    p.add_argument(
-        "-f",
-        "--filename",
-        required=True,
-        metavar="FILE",
-        help="manifest file (YAML or JSON, multi-document); - for stdin",
-    )
+    add_manifest_argument(p)
     p.add_argument("-o", "--output", choices=("text", "json"), default="text", help="output format (default text)")
     p.add_argument("--offline", action="store_true", help="no cluster: run only the checks that need none")
     p.add_argument("--config", metavar="FILE", help="webhook config file (policy, publicRegistries, aiperfEnv, ...)")

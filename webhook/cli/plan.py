@@ -18,9 +18,11 @@ from typing import Any
 
 from webhook import quantity
 from webhook.checks import check_names
+from webhook.cli.args import add_manifest_argument
 from webhook.config import ConfigError, Settings, load_settings
 from webhook.manifests import load_documents, split_runtimes
 from webhook.workloads import build_workload
+from webhook.workloads.aiperf_sweep import SweepWorkload
 from webhook.workloads.base import AdapterError, Workload
 from webhook.workloads.podspec import config_map_refs, pod_limits, pod_requests, secret_refs, service_account
 
@@ -33,13 +35,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="show the pods, references and derived objects a job will create",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
-    p.add_argument(
-        "-f",
-        "--filename",
-        required=True,
-        metavar="FILE",
-        help="manifest file (YAML or JSON, multi-document); - for stdin",
-    )
+    add_manifest_argument(p)
     p.add_argument("-o", "--output", choices=("text", "json"), default="text")
     p.add_argument("--config", metavar="FILE", help="webhook config (for aiperfEnv and the Kueue default queue)")
     return p
@@ -60,7 +56,11 @@ def plan(wl: Workload) -> dict[str, Any]:
     secrets: set[str] = set()
     config_maps: set[str] = set()
     sa: str | None = None
-    derived_cm = (wl.derived.get("configMap") or {}).get("metadata", {}).get("name")
+    derived_cms = {
+        (o.get("metadata") or {}).get("name")
+        for k, o in wl.derived.items()
+        if isinstance(o, dict) and (o.get("kind") == "ConfigMap" or k == "configMap")
+    }
     for g in wl.pod_groups:
         groups.append(
             {
@@ -72,13 +72,13 @@ def plan(wl: Workload) -> dict[str, Any]:
             }
         )
         secrets.update(r.name for r in secret_refs(g.pod_spec))
-        config_maps.update(name for name, _, _ in config_map_refs(g.pod_spec) if name != derived_cm)
+        config_maps.update(name for name, _, _ in config_map_refs(g.pod_spec) if name not in derived_cms)
         sa = sa or service_account(g.pod_spec)
     secrets.update(ref[0] for ref in wl.extra_secret_refs)
     secrets -= wl.managed_secrets
     js = wl.derived.get("jobSet")
     cm = wl.derived.get("configMap")
-    return {
+    out = {
         "kind": wl.kind,
         "name": wl.name,
         "namespace": wl.namespace,
@@ -88,6 +88,46 @@ def plan(wl: Workload) -> dict[str, Any]:
             "jobSet": {"name": js["metadata"]["name"]} if js else None,
             "configMap": {"name": cm["metadata"]["name"], "bytes": _bytes(cm)} if cm else None,
         },
+    }
+    if isinstance(wl, SweepWorkload):
+        out["sweep"] = sweep_plan(wl)
+    return out
+
+
+def sweep_plan(wl: SweepWorkload) -> dict[str, Any]:
+    """An AIPerfSweep's children: one entry per variation (its trials share the render), run one at a time."""
+    children = []
+    for c in wl.children:
+        pods, cpu, mem = c.requests
+        cm = c.workload.derived.get("configMap")
+        children.append(
+            {
+                "name": c.name,
+                "names": c.names,
+                "variation": c.variation,
+                "label": c.label,
+                "podGroups": [
+                    {"name": g.name, "replicas": g.pods, "requests": _quantities(pod_requests(g.pod_spec))}
+                    for g in c.workload.pod_groups
+                ],
+                "requests": {
+                    "pods": pods,
+                    "cpu": quantity.format_quantity(cpu, "cpu"),
+                    "memory": quantity.format_quantity(mem, "memory"),
+                },
+                "configMapBytes": c.configmap_bytes if cm else None,
+                "renderErrors": list(c.workload.render_errors),
+            }
+        )
+    return {
+        "type": wl.sweep_type,
+        "variations": wl.variations,
+        "trials": wl.trials,
+        "concurrency": "one child at a time, next to the sweep-controller pod",
+        "heaviestChild": wl.worst.name if wl.worst else None,
+        "controllerObjects": {k: v["metadata"]["name"] for k, v in wl.controller_objects.items()},
+        "notes": list(wl.notes),
+        "children": children,
     }
 
 
@@ -117,6 +157,26 @@ def render_text(p: dict[str, Any], wl: Workload) -> str:
         lines.append(f"  creates JobSet {d['jobSet']['name']}")
     if d["configMap"]:
         lines.append(f"  creates ConfigMap {d['configMap']['name']} ({d['configMap']['bytes']:,} bytes of 1,048,576)")
+    sw = p.get("sweep")
+    if sw:
+        objs = sw["controllerObjects"]
+        if objs:
+            lines.append(
+                f"  sweep controller: JobSet {objs['jobSet']}, ServiceAccount/Role/RoleBinding {objs['serviceAccount']}"
+            )
+        runs = sum(len(c["names"]) for c in sw["children"])
+        lines.append(
+            f"  {sw['type']} sweep: {sw['variations']} variation(s) x {sw['trials']} trial(s), {runs} child AIPerfJob(s), "
+            f"{sw['concurrency']}; the pod groups above are the peak (heaviest child {sw['heaviestChild'] or '-'})"
+        )
+        lines += [f"  note: {n}" for n in sw["notes"]]
+        for c in sw["children"]:
+            groups = ", ".join(f"{g['replicas']} {g['name']}" for g in c["podGroups"]) or "not rendered"
+            r = c["requests"]
+            trials = f" (+{len(c['names']) - 1} trial(s))" if len(c["names"]) > 1 else ""
+            lines.append(
+                f"    child {c['name']}{trials} [{c['label']}]: {groups}; requests cpu={r['cpu']} memory={r['memory']}"
+            )
     return "\n".join(lines)
 
 
@@ -159,7 +219,7 @@ def run(args: argparse.Namespace) -> int:
         out.append(p)
         texts.append(render_text(p, wl))
     if not out:
-        print("error: no AIPerfJob or TrainJob in the input", file=sys.stderr)
+        print("error: no AIPerfJob, AIPerfSweep or TrainJob in the input", file=sys.stderr)
         return EXIT_USAGE
     if args.output == "json":
         print(json.dumps(out[0] if len(out) == 1 else out, indent=2))

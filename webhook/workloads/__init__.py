@@ -19,6 +19,7 @@ Adapter = Callable[..., Workload]
 # imports them all at start-up: import_adapters), so the CLI loads only what it judges
 _ADAPTERS: dict[tuple[str, str], str] = {
     ("aiperf.nvidia.com", "AIPerfJob"): "webhook.workloads.aiperf:build",
+    ("aiperf.nvidia.com", "AIPerfSweep"): "webhook.workloads.aiperf_sweep:build",
     ("trainer.kubeflow.org", "TrainJob"): "webhook.workloads.trainjob:build",
 }
 

@@ -27,6 +27,9 @@ class PodGroup:
     # pkg/controllers/depends_on.go), so a group after a "Complete" dependency never runs at the
     # same time as it (quota and Kueue arithmetic take the peak over such stages).
     depends_on: list[tuple[str, str]] = field(default_factory=list)
+    # whether the job's Kueue workload holds these pods (an AIPerfSweep's sweep-controller JobSet
+    # carries no queue label: only its children queue)
+    queued: bool = True
 
     def containers(self, *, init: bool = True) -> list[dict[str, Any]]:
         out = list(self.pod_spec.get("containers") or [])
@@ -58,6 +61,8 @@ class Workload:
     render_errors: list[str] = field(default_factory=list)
     # secrets the job's own controller creates (never required to pre-exist)
     managed_secrets: set[str] = field(default_factory=set)
+    # ServiceAccounts the job's own controller creates (e.g. an AIPerfSweep's sweep-controller account)
+    managed_service_accounts: set[str] = field(default_factory=set)
     # extra secret references that are not in any pod spec: (secret, key|None, optional, field path)
     extra_secret_refs: list[tuple[str, str | None, bool, str]] = field(default_factory=list)
 

@@ -379,9 +379,9 @@ def size_problem(obj: Any, *, max_values: int, max_items: int) -> str | None:
         value, path, depth, part = stack.pop()
         size = len(value)
         if size > max_items:
-            key = path.rsplit(".", 1)[-1].split("[", 1)[0]
+            field = path.rsplit(".", 1)[-1].split("[", 1)[0]
             where = path or "the object"
-            noun = f"{_NOUNS[key]} in {where}" if key in _NOUNS and path.endswith(key) else f"entries in {where}"
+            noun = f"{_NOUNS[field]} in {where}" if field in _NOUNS and path.endswith(field) else f"entries in {where}"
             return (
                 f"too large to check: {size} {noun} (limit {max_items}). Fix: keep {where} to at most {max_items} "
                 "entries (split a benchmark over several jobs), or ask the webhook's operator to raise objectLimits.maxItems"

@@ -110,7 +110,11 @@ def _refusals(spec: dict[str, Any], job_id: str) -> list[str]:
         )
     errors += _phase_errors(spec["benchmark"])
     if spec.get("sweep") is not None:
-        errors.append("A single Kubernetes benchmark run cannot include `sweep`. Fix: submit an AIPerfSweep instead.")
+        errors.append(
+            "A single Kubernetes benchmark run cannot include `sweep`, so the AIPerf operator rejects this AIPerfJob. "
+            "Fix: submit it as kind: AIPerfSweep (same spec: every variation becomes a child AIPerfJob), "
+            "or remove spec.sweep."
+        )
     return errors
 
 

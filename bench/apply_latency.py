@@ -1,0 +1,229 @@
+"""What users feel: the latency the webhook adds to an apply, against a no-op webhook.
+
+    .venv/bin/python bench/apply_latency.py [--clients 1,8,32] [--per-client 30] [--rounds 2] [--no-write]
+
+One local control plane (e2e/controlplane.py) with the sample prerequisites (bench/cluster_bench.py
+``setup_samples``), and four modes, measured in turn in each round:
+
+none            no ValidatingWebhookConfiguration: the apiserver's own cost, the baseline
+no-op           bench/noop_server.py (``--echo-uid``: it parses the review for its uid and
+                allows), registered exactly like the webhook: e2e/webhook.py RunningWebhook's
+                certificates, VWC (failurePolicy Fail, timeoutSeconds 10, the same rules and
+                namespaceSelector)
+Dry Run off     ``python -m webhook serve`` with ``checks: {Dry Run: off}``
+Dry Run on      ``python -m webhook serve`` with the default config (Dry Run POSTs the derived
+                JobSet and one Pod per pod group with dryRun=All; an outcome is reused for
+                dryRunCacheSeconds, so the repeated identical POSTs here are the "apiserver
+                retry / dry run then apply" case)
+Dry Run on,     the same with ``dryRunCacheSeconds: 0``: every review sends its dry runs, the
+cache off       cost of an object the webhook has not seen
+
+Only one mode's VWC is in place at a time (each webhook's own request counter confirms the
+apiserver calls it). The clients are bench/loadgen.py (aiohttp, admin client certificate,
+keep-alive TLS) POSTing the sample AIPerfJob or TrainJob to its collection with ``?dryRun=All``
+(the webhook judges a dry-run create exactly like a create; nothing is stored), at 1, 8 and 32
+concurrent clients. Added latency = mode - none at the same percentile; the ratio is the
+webhook's added latency over the no-op's. The section goes to docs/benchmarks.md between
+``<!-- bench:apply-latency -->`` markers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.cluster_bench import SAMPLE_SELECTOR, header, load, pct, sample, set_registered, setup_samples  # noqa: E402
+from bench.common import write_section  # noqa: E402
+from bench.loadgen import run_load  # noqa: E402
+from e2e.controlplane import ControlPlane, free_ports  # noqa: E402
+from e2e.webhook import ROOT as E2E_ROOT  # noqa: E402
+from e2e.webhook import RunningWebhook, wait_until  # noqa: E402
+
+PATHS = {
+    "aiperfjob-good": "/apis/aiperf.nvidia.com/v1alpha1/namespaces/{ns}/aiperfjobs",
+    "trainjob-good": "/apis/trainer.kubeflow.org/v1alpha1/namespaces/{ns}/trainjobs",
+}
+NONE, NOOP, OFF, ON = "no webhook", "no-op webhook", "preflight, Dry Run off", "preflight, Dry Run on"
+COLD = "preflight, Dry Run on, cache off"
+TARGET = "p99 added <= 1.3x the no-op webhook's at 8 clients, Dry Run off"
+
+
+class NoopWebhook(RunningWebhook):
+    """bench/noop_server.py in place of ``serve``: same certificates, same VWC, same probe."""
+
+    def start_process(self, cert: Path, key: Path, config: Path) -> None:
+        assert self.workdir is not None
+        (self.port,) = free_ports(1)
+        self.log_path = self.workdir / "noop.log"
+        self._log = open(self.log_path, "ab")
+        argv = [
+            sys.executable,
+            str(E2E_ROOT / "bench" / "noop_server.py"),
+            f"--port={self.port}",
+            f"--tls-cert={cert}",
+            f"--tls-key={key}",
+            "--echo-uid",
+        ]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(E2E_ROOT), env.get("PYTHONPATH", "")) if p)
+        self.proc = subprocess.Popen(
+            argv, cwd=E2E_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+        wait_until("the no-op webhook's /readyz", self._ready, timeout=self.ready_timeout)
+
+
+def measure(cp: ControlPlane, name: str, clients: int, per_client: int) -> tuple[list[float], int]:
+    job = sample(name)
+    url = f"{cp.server_url}{PATHS[name].format(ns=job['metadata']['namespace'])}?dryRun=All"
+    res = asyncio.run(
+        run_load(
+            url,
+            json.dumps(job).encode(),
+            ssl_context=cp._admin_ssl(),
+            connections=clients,
+            requests=clients * per_client,
+            duration=300,
+            warmup=clients * 2,
+            ok_statuses=(201,),
+        )
+    )
+    return res.latencies_ms, res.errors
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--clients", default="1,8,32")
+    p.add_argument("--per-client", type=int, default=30, help="requests per client per round and level")
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--no-write", action="store_true")
+    p.add_argument("--section", default="apply-latency", help="the docs/benchmarks.md section to write")
+    args = p.parse_args()
+    levels = [int(c) for c in args.clients.split(",")]
+    command = " ".join([".venv/bin/python bench/apply_latency.py", *(shlex.quote(a) for a in sys.argv[1:])])
+    modes = [NONE, NOOP, OFF, ON, COLD]
+    times: dict[tuple[str, str, int], list[float]] = {}
+    errors: dict[tuple[str, str, int], int] = {}
+    loads: list[str] = []
+    with ControlPlane() as cp:
+        setup_samples(cp)
+        with contextlib.ExitStack() as stack:
+            common: dict[str, Any] = {"namespace_selector": SAMPLE_SELECTOR, "probe_namespace": "demo-bench"}
+            hooks: dict[str, RunningWebhook] = {
+                NOOP: stack.enter_context(NoopWebhook(cp, vwc_name="apply-bench-noop", **common)),
+                OFF: stack.enter_context(
+                    RunningWebhook(
+                        cp,
+                        vwc_name="apply-bench-off",
+                        config={"checks": {"Dry Run": "off"}},
+                        log_level="warning",
+                        **common,
+                    )
+                ),  # fmt: skip
+                ON: stack.enter_context(
+                    RunningWebhook(cp, vwc_name="apply-bench-on", config={}, log_level="warning", **common)
+                ),
+                COLD: stack.enter_context(
+                    RunningWebhook(
+                        cp,
+                        vwc_name="apply-bench-cold",
+                        config={"dryRunCacheSeconds": 0},
+                        log_level="warning",
+                        **common,
+                    )
+                ),  # fmt: skip
+            }
+            answered0 = {m: h.requests_total() for m, h in hooks.items()}
+            for rnd in range(args.rounds):
+                order = modes if rnd % 2 == 0 else list(reversed(modes))
+                for mode in order:
+                    for other, h in hooks.items():
+                        if other != mode:
+                            set_registered(h, False)
+                    if mode in hooks:
+                        set_registered(hooks[mode], True)
+                    loads.append(load())
+                    for name in PATHS:
+                        for c in levels:
+                            xs, errs = measure(cp, name, c, args.per_client)
+                            times.setdefault((mode, name, c), []).extend(xs)
+                            errors[(mode, name, c)] = errors.get((mode, name, c), 0) + errs
+                            print(
+                                f"round {rnd} {mode} {name} c={c}: p50 {pct(xs, 50):.1f} p99 {pct(xs, 99):.1f} "
+                                f"errors {errs} load {load()}",
+                                flush=True,
+                            )
+            answered = {m: h.requests_total() - answered0[m] for m, h in hooks.items()}
+
+    def added(mode: str, name: str, c: int, q: float) -> float:
+        return pct(times[(mode, name, c)], q) - pct(times[(NONE, name, c)], q)
+
+    lines = [
+        "## Cluster: added apply latency against a no-op webhook",
+        "",
+        *header(command),
+        f"Clients: bench/loadgen.py POSTing the sample to its collection with `?dryRun=All` through the real "
+        f"kube-apiserver (admin client certificate, keep-alive TLS), {args.per_client} requests per client per "
+        f"round, {args.rounds} rounds (mode order reversed every other round). The no-op webhook "
+        f"(bench/noop_server.py --echo-uid) is registered exactly like the webhook (same certificates, "
+        f"failurePolicy Fail, timeoutSeconds 10, rules, namespaceSelector); one VWC in place at a time. "
+        f"Added = the mode's percentile minus the no-webhook percentile; ratio = added / the no-op's added.",
+        "",
+        "| sample | clients | mode | calls | p50 | p99 | added p50 | added p99 | ratio p50 | ratio p99 | errors |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name in PATHS:
+        for c in levels:
+            for mode in modes:
+                xs = times[(mode, name, c)]
+                row = f"| {name} | {c} | {mode} | {len(xs)} | {pct(xs, 50):.1f} | {pct(xs, 99):.1f} |"
+                if mode == NONE:
+                    row += " | | | |"
+                else:
+                    a50, a99 = added(mode, name, c, 50), added(mode, name, c, 99)
+                    n50, n99 = added(NOOP, name, c, 50), added(NOOP, name, c, 99)
+                    r50 = f"{a50 / n50:.2f}" if mode != NOOP and n50 > 0 else ""
+                    r99 = f"{a99 / n99:.2f}" if mode != NOOP and n99 > 0 else ""
+                    row += f" {a50:.1f} | {a99:.1f} | {r50} | {r99} |"
+                lines.append(row + f" {errors[(mode, name, c)]} |")
+    verdicts = []
+    if 8 in levels:
+        for name in PATHS:
+            a, n = added(OFF, name, 8, 99), added(NOOP, name, 8, 99)
+            ok = n > 0 and a <= 1.3 * n
+            verdicts.append(
+                f"- {name}, 8 clients, Dry Run off: added p99 {a:.1f} ms vs the no-op's {n:.1f} ms "
+                f"→ {'met' if ok else 'NOT met'} ({TARGET})."
+            )
+    lines += [
+        "",
+        f"Load average at the start of each phase: {', '.join(loads)}. Reviews answered: "
+        + ", ".join(f"{m}: {n:.0f}" for m, n in answered.items())
+        + ".",
+        "",
+        *verdicts,
+    ]
+    text = "\n".join(lines)
+    print(text, flush=True)
+    if not args.no_write:
+        write_section(args.section, text)
+    return 0
+
+
+if __name__ == "__main__":
+    t0 = time.perf_counter()
+    rc = main()
+    print(f"==> took {time.perf_counter() - t0:.0f}s", file=sys.stderr)
+    raise SystemExit(rc)

@@ -1,0 +1,229 @@
+"""The Dry Run cache: keyed by content and by the versions of the watched objects admission reads.
+
+A hit reuses the apiserver's definitive answer; a content change, a changed resourceVersion of
+a read object, or the end of the lifetime is a miss; a transient failure is never reused;
+concurrent reviews of the same content share one request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from tests.fakeview import FakeView, container, meta, pod, run_check, workload
+from webhook.checks.dryrun import DryRun
+from webhook.checks.dryrun_cache import DryRunCache, content_key
+from webhook.cluster.view import ApiError
+from webhook.config import Settings
+from webhook.results import Status
+from webhook.workloads.base import PodGroup
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Calls:
+    """A dry-run call that counts itself and fails with ``error`` when set."""
+
+    def __init__(self, error: BaseException | None = None) -> None:
+        self.count = 0
+        self.error = error
+
+    async def __call__(self) -> None:
+        self.count += 1
+        if self.error is not None:
+            raise self.error
+
+
+async def test_hit_reuses_acceptance_within_the_lifetime() -> None:
+    cache, call = DryRunCache(10, Clock()), Calls()
+    await cache.run("k", call)
+    await cache.run("k", call)
+    assert call.count == 1
+    assert (cache.hits, cache.misses) == (1, 1)
+
+
+async def test_a_rejection_is_reused_and_raised_again() -> None:
+    cache, call = DryRunCache(10, Clock()), Calls(ApiError(422, "spec.x: Invalid value", "Invalid"))
+    for _ in range(2):
+        with pytest.raises(ApiError, match="spec.x: Invalid value"):
+            await cache.run("k", call)
+    assert call.count == 1
+
+
+@pytest.mark.parametrize("error", [ApiError(0, "timed out"), ApiError(503, "unavailable"), RuntimeError("boom")])
+async def test_transient_failures_are_never_reused(error: BaseException) -> None:
+    cache, call = DryRunCache(10, Clock()), Calls(error)
+    for _ in range(2):
+        with pytest.raises(type(error)):
+            await cache.run("k", call)
+    assert call.count == 2
+    assert len(cache) == 0
+
+
+async def test_expiry() -> None:
+    clock = Clock()
+    cache, call = DryRunCache(10, clock), Calls()
+    await cache.run("k", call)
+    clock.now += 9.9
+    await cache.run("k", call)
+    assert call.count == 1
+    clock.now += 0.1
+    await cache.run("k", call)
+    assert call.count == 2
+
+
+async def test_zero_lifetime_remembers_nothing() -> None:
+    cache, call = DryRunCache(0, Clock()), Calls()
+    await cache.run("k", call)
+    await cache.run("k", call)
+    assert call.count == 2
+
+
+async def test_concurrent_callers_share_one_request() -> None:
+    cache = DryRunCache(10, Clock())
+    release = asyncio.Event()
+    count = 0
+
+    async def call() -> None:
+        nonlocal count
+        count += 1
+        await release.wait()
+
+    waiters = [asyncio.ensure_future(cache.run("k", call)) for _ in range(3)]
+    await asyncio.sleep(0)  # let all three reach the cache (a scheduling step, not a wait for time)
+    release.set()
+    await asyncio.gather(*waiters)
+    assert count == 1
+
+
+async def test_a_cancelled_caller_does_not_cancel_the_shared_request() -> None:
+    cache = DryRunCache(10, Clock())
+    release = asyncio.Event()
+    count = 0
+
+    async def call() -> None:
+        nonlocal count
+        count += 1
+        await release.wait()
+
+    first = asyncio.ensure_future(cache.run("k", call))
+    second = asyncio.ensure_future(cache.run("k", call))
+    await asyncio.sleep(0)
+    first.cancel()
+    release.set()
+    await second
+    assert count == 1
+    await cache.run("k", call)  # the outcome was kept
+    assert count == 1
+
+
+def test_key_covers_content_and_versions() -> None:
+    body = {"spec": {"containers": [{"image": "a"}]}}
+    versions = [("namespaces", "team-a", "1")]
+    k = content_key("Pod", "team-a", body, versions)
+    assert k == content_key("Pod", "team-a", {"spec": {"containers": [{"image": "a"}]}}, list(versions))
+    assert k != content_key("Pod", "team-a", {"spec": {"containers": [{"image": "b"}]}}, versions)
+    assert k != content_key("Pod", "team-b", body, versions)
+    assert k != content_key("Pod", "team-a", body, [("namespaces", "team-a", "2")])
+
+
+def test_key_stands_the_jobs_own_uid_for_the_job() -> None:
+    """The apiserver draws a new uid per request; the AIPerf operator copies it into env."""
+    uid1, uid2 = "11111111-2222-3333-4444-555555555555", "66666666-7777-8888-9999-000000000000"
+
+    def body(uid: str) -> dict[str, Any]:
+        return {"spec": {"containers": [{"env": [{"name": "AIPERF_JOB_UID", "value": uid}]}]}}
+
+    assert content_key("Pod", "ns", body(uid1), [], uid1) == content_key("Pod", "ns", body(uid2), [], uid2)
+    # another object's uid is content like any other
+    assert content_key("Pod", "ns", body(uid1), [], uid2) != content_key("Pod", "ns", body(uid2), [], uid2)
+
+
+# --- through the check --------------------------------------------------------------------
+
+
+def _wl(image: str = "img:1") -> Any:
+    js = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "llama-ft", "namespace": "team-a"},
+        "spec": {"replicatedJobs": [{"name": "node", "replicas": 1}]},
+    }
+    return workload([PodGroup("node", 2, pod(container("node", image=image)))], derived={"jobSet": js})
+
+
+def _view() -> FakeView:
+    view = FakeView()
+    view.add("namespaces", {"metadata": meta("team-a", resourceVersion="10")})
+    view.add("resourcequotas", {"metadata": meta("compute", "team-a", resourceVersion="20")})
+    return view
+
+
+async def test_check_dry_runs_once_for_the_same_content() -> None:
+    view = _view()
+    for _ in range(2):
+        res = await run_check(DryRun(), _wl(), view)
+        assert res.status is Status.PASS
+    assert [kind for _, kind, _, _ in view.dry_runs] == ["JobSet", "Pod"]
+
+
+async def test_check_misses_when_the_content_changes() -> None:
+    view = _view()
+    await run_check(DryRun(), _wl("img:1"), view)
+    await run_check(DryRun(), _wl("img:2"), view)
+    # per object: this derived JobSet does not carry the image, so only the Pod is dry-run again
+    assert [(kind, body["spec"].get("containers", [{}])[0].get("image")) for _, kind, _, body in view.dry_runs] == [
+        ("JobSet", None),
+        ("Pod", "img:1"),
+        ("Pod", "img:2"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "resource,obj",
+    [
+        ("resourcequotas", {"metadata": meta("compute", "team-a", resourceVersion="21")}),
+        ("namespaces", {"metadata": meta("team-a", resourceVersion="11")}),
+    ],
+)
+async def test_check_misses_when_a_read_object_changes(resource: str, obj: dict[str, Any]) -> None:
+    view = _view()
+    await run_check(DryRun(), _wl(), view)
+    view.objects[resource] = [obj]
+    await run_check(DryRun(), _wl(), view)
+    assert len(view.dry_runs) == 4
+
+
+async def test_check_misses_when_a_limitrange_appears() -> None:
+    view = _view()
+    await run_check(DryRun(), _wl(), view)
+    view.add("limitranges", {"metadata": meta("limits", "team-a", resourceVersion="30")})
+    await run_check(DryRun(), _wl(), view)
+    assert len(view.dry_runs) == 4
+
+
+async def test_check_reuses_a_rejection_with_the_same_message() -> None:
+    err = ApiError(403, 'pods "x" is forbidden: violates PodSecurity "restricted:latest": privileged', "Forbidden")
+    view = _view()
+    view.dry_run_errors[("Pod", "*")] = err
+    first = await run_check(DryRun(), _wl(), view)
+    second = await run_check(DryRun(), _wl(), view)
+    assert first.status is Status.FAIL
+    assert second.message == first.message
+    assert len(view.dry_runs) == 2
+
+
+async def test_check_with_the_cache_off_dry_runs_every_time() -> None:
+    view = _view()
+    settings = Settings(dryRunCacheSeconds=0)
+    await run_check(DryRun(), _wl(), view, settings)
+    await run_check(DryRun(), _wl(), view, settings)
+    assert len(view.dry_runs) == 4

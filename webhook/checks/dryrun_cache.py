@@ -1,0 +1,108 @@
+"""The Dry Run check's short-lived memory: nothing is dry-run twice for the same content.
+
+A `kubectl apply --dry-run=server` followed by the real apply, an apiserver retry, or the
+children of a sweep send the same derived JobSet and Pods to the apiserver within seconds.
+Each dry-run outcome is kept for `dryRunCacheSeconds` under a key made of
+
+- the object's content (kind, namespace, the canonical JSON of the body), and
+- the resourceVersions of the cached objects whose state the apiserver's admission reads for
+  it and the webhook watches (the namespace, its ResourceQuotas and LimitRanges, the pods'
+  ServiceAccounts and PriorityClasses),
+
+so a changed object, or a changed quota, namespace label or LimitRange, is a miss: a verdict
+is never served for data newer than the data it was computed with. What the webhook does
+not watch (other webhooks, admission policies) is bounded by the lifetime alone.
+
+Only definitive outcomes are kept: the apiserver's acceptance, or its rejection
+(a non-transient ApiError). A timeout, a 5xx or any other error is forgotten at once, so
+the next review asks again. Concurrent reviews of the same content share one request
+(single flight): the first caller's request is shielded from the others' cancellation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.kube import ApiError
+
+#: entries kept at most (oldest dropped first); a few KiB each at most (a future and a key)
+MAX_ENTRIES = 4096
+
+
+def content_key(
+    kind: str, namespace: str, body: dict[str, Any], versions: Iterable[tuple[str, ...]], own_uid: str | None = None
+) -> str:
+    """sha256 of the object's content and of the versions of what its admission reads.
+
+    ``own_uid``: the judged job's metadata.uid, which the apiserver draws anew for every
+    request (a dry-run apply and the real apply carry different ones) and which the AIPerf
+    operator copies into an env var of every container. It stands for "this job" in the
+    key, so the same job content is the same key; any other difference is a miss."""
+    doc = json.dumps([kind, namespace, body, sorted(versions)], sort_keys=True, separators=(",", ":"), default=str)
+    if own_uid and len(own_uid) >= 8:
+        doc = doc.replace(own_uid, "<own-uid>")
+    return hashlib.sha256(doc.encode()).hexdigest()
+
+
+def cacheable(exc: BaseException | None) -> bool:
+    """The apiserver's acceptance (None) or its definitive rejection."""
+    return exc is None or (isinstance(exc, ApiError) and not exc.transient)
+
+
+@dataclass
+class _Entry:
+    expires: float
+    future: asyncio.Future[None]
+
+
+class DryRunCache:
+    """Outcomes of dry-run calls by key; ``ttl`` seconds (0 = remember nothing)."""
+
+    def __init__(self, ttl: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.ttl = ttl
+        self.clock = clock
+        self._entries: dict[str, _Entry] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    async def run(self, key: str, call: Callable[[], Awaitable[None]]) -> None:
+        """``await call()`` once per key and lifetime; raises what it raised (if definitive)."""
+        if self.ttl <= 0:
+            self.misses += 1
+            await call()
+            return
+        now = self.clock()
+        entry = self._entries.get(key)
+        if entry is not None and entry.expires > now:
+            self.hits += 1
+            await asyncio.shield(entry.future)
+            return
+        self.misses += 1
+        self._evict(now)
+        future: asyncio.Future[None] = asyncio.ensure_future(call())
+        entry = _Entry(now + self.ttl, future)
+        self._entries[key] = entry
+        future.add_done_callback(lambda f: self._settled(key, entry, f))
+        await asyncio.shield(future)
+
+    def _settled(self, key: str, entry: _Entry, future: asyncio.Future[None]) -> None:
+        keep = not future.cancelled() and cacheable(future.exception())
+        if not keep and self._entries.get(key) is entry:
+            del self._entries[key]
+
+    def _evict(self, now: float) -> None:
+        if len(self._entries) < MAX_ENTRIES:
+            return
+        for k in [k for k, e in self._entries.items() if e.expires <= now and e.future.done()]:
+            del self._entries[k]
+        while len(self._entries) >= MAX_ENTRIES:
+            self._entries.pop(next(iter(self._entries)))

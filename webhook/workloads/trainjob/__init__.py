@@ -1,0 +1,51 @@
+"""TrainJob → Workload: the JobSet Kubeflow Trainer v2.3.0 builds from a TrainJob and its runtime,
+and the pods JobSet v0.12.0 creates from it.
+
+Mirrors, in their order: pkg/runtime/core/trainingruntime.go (runtimePatches, newRuntimeInfo:
+pod counts and resourcesPerNode), the ML policy plugins' EnforceMLPolicy
+(pkg/runtime/framework/plugins/{plainml,torch,jax,xgboost,mpi,flux}), the JobSet builder
+(plugins/jobset/{jobset.go,builder.go}, with pkg/apply's whole-entry env upsert), and JobSet's
+volumeClaimPolicies volumes (sigs.k8s.io/jobset pkg/controllers/volume_claim_policy.go). The
+rules are spelled out in docs/workloads.md; tests/oracle/test_trainer_oracle.py compares the
+result with Trainer's and JobSet's own code.
+
+The package follows Trainer's seams: `schema` (API names, the shapes read, the cache of
+validated runtime specs), `merge` (strategic merge, resources merge, pkg/apply upserts),
+`runtime` (reading a replicatedJob as T:pkg/runtime/runtime.go does), `plugins/` (one module
+per ML policy plugin: torch, mpi, flux, jax, xgboost), `jobset` (the JobSet renderer, incl.
+volumeClaimPolicies) and `adapter` (`build`: one TrainJob to a Workload). Every public name is
+importable from `webhook.workloads.trainjob`.
+"""
+
+from __future__ import annotations
+
+from webhook.workloads.trainjob.adapter import build
+from webhook.workloads.trainjob.merge import strategic_merge
+from webhook.workloads.trainjob.plugins import FLUX_INSTALLER_IMAGE, MPI_SSH_SECRET_SUFFIX
+from webhook.workloads.trainjob.schema import (
+    ANCESTOR_LABEL,
+    API_GROUP,
+    JOBSET_TEMPLATE,
+    REPLICATED_JOB,
+    ROLE_CONTAINER,
+    RUNTIME_KINDS,
+    RUNTIME_SNAPSHOT_SUFFIX,
+    RUNTIME_SPEC,
+    TRAINJOB_SPEC,
+)
+
+__all__ = [
+    "ANCESTOR_LABEL",
+    "API_GROUP",
+    "FLUX_INSTALLER_IMAGE",
+    "JOBSET_TEMPLATE",
+    "MPI_SSH_SECRET_SUFFIX",
+    "REPLICATED_JOB",
+    "ROLE_CONTAINER",
+    "RUNTIME_KINDS",
+    "RUNTIME_SNAPSHOT_SUFFIX",
+    "RUNTIME_SPEC",
+    "TRAINJOB_SPEC",
+    "build",
+    "strategic_merge",
+]
