@@ -226,6 +226,18 @@ def default_priority_class(priority_classes: list[dict[str, Any]]) -> str:
     return best[1] if best else ""
 
 
+def admission_inputs(view: Any, namespace: str) -> tuple[list[dict[str, Any]], bool, str]:
+    """What the apiserver's admission chain reads besides the pod, from the watch caches: the
+    namespace's LimitRanges by name (LimitRanger applies them in that order), whether
+    PriorityClasses can be read, and the globalDefault PriorityClass ("" if none or unknown)."""
+    limit_ranges = sorted(
+        view.list_cached("limitranges", namespace), key=lambda lr: (lr.get("metadata") or {}).get("name", "")
+    )
+    pc_known = view.cache_age("priorityclasses") is not None
+    default_pc = default_priority_class(view.list_cached("priorityclasses")) if pc_known else ""
+    return limit_ranges, pc_known, default_pc
+
+
 def _uses_priority_scope(quota: dict[str, Any]) -> bool:
     return any(s == "PriorityClass" for s, _, _ in quota_scopes(quota))
 
@@ -259,11 +271,7 @@ class ResourceQuotas(Check):
                 ctx,
                 "resourcequotas",
             )
-        limit_ranges = sorted(
-            view.list_cached("limitranges", wl.namespace), key=lambda lr: (lr.get("metadata") or {}).get("name", "")
-        )
-        pc_known = view.cache_age("priorityclasses") is not None
-        default_pc = default_priority_class(view.list_cached("priorityclasses")) if pc_known else ""
+        limit_ranges, pc_known, default_pc = admission_inputs(view, wl.namespace)
         unnamed = [g.name for g in wl.pod_groups if not g.pod_spec.get("priorityClassName")]
         pod_level = [g.name for g in wl.pod_groups if pod_level_resources(g.pod_spec)]
         if pod_level:

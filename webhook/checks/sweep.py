@@ -21,8 +21,8 @@ from webhook.checks.names import MAX_LABEL, jobset_name, longest_names, replicat
 from webhook.checks.quotas import (
     ZERO,
     ResourceQuotas,
+    admission_inputs,
     admitted_pod,
-    default_priority_class,
     pod_level_resources,
     project,
     quota_hard,
@@ -195,14 +195,7 @@ class SweepChildQuotas(Check):
                 ctx,
                 "resourcequotas",
             )
-        limit_ranges = sorted(
-            view.list_cached("limitranges", wl.namespace), key=lambda lr: (lr.get("metadata") or {}).get("name", "")
-        )
-        default_pc = (
-            default_priority_class(view.list_cached("priorityclasses"))
-            if view.cache_age("priorityclasses") is not None
-            else ""
-        )
+        limit_ranges, _, default_pc = admission_inputs(view, wl.namespace)
         controller = wl.pod_groups[0]
         ctl_spec = admitted_pod(_slim(controller.pod_spec), limit_ranges, default_pc)
         rendered = worst_first([c for c in wl.children if c.workload.pod_groups and not c.workload.render_errors])

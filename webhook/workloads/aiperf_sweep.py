@@ -43,6 +43,7 @@ from typing import Any
 
 from webhook.config import Settings
 from webhook.workloads import aiperf
+from webhook.workloads.aiperf.env import POD_SECURITY
 from webhook.workloads.base import AdapterError, PodGroup, RuntimeLookup, Workload
 from webhook.workloads.shape import mapping, plain_json, str_map, string
 
@@ -548,13 +549,7 @@ def controller_objects(
             env.get("AIPERF_K8S_RESULTS_SIDECAR_CPU", cpu), env.get("AIPERF_K8S_RESULTS_SIDECAR_MEMORY", mem), mode
         )
     sidecar["securityContext"] = dict(security)
-    pod_security = {
-        "runAsNonRoot": True,
-        "runAsUser": 1000,
-        "runAsGroup": 1000,
-        "fsGroup": 1000,
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
+    pod_security = copy.deepcopy(POD_SECURITY)  # the operator's pod security context (aiperf/env.py)
     pod_spec: dict[str, Any] = {
         "restartPolicy": "OnFailure",
         "serviceAccountName": sa,

@@ -104,7 +104,7 @@ _CONTAINER_SECURITY = {
     "capabilities": {"drop": ["ALL"]},
     "seccompProfile": {"type": "RuntimeDefault"},
 }
-_POD_SECURITY = {
+POD_SECURITY = _POD_SECURITY = {
     "runAsNonRoot": True,
     "runAsUser": 1000,
     "runAsGroup": 1000,
