@@ -40,7 +40,8 @@ async def start_webhook(cert_files: tuple[Path, Path]) -> AsyncIterator[Callable
     The server has `.url` (https://127.0.0.1:PORT) and `.reloader` (a CertReloader on cert_files).
     """
     from webhook.config import Settings
-    from webhook.server import WebhookApp, WebhookServer
+    from webhook.listener import WebhookServer
+    from webhook.server import WebhookApp
     from webhook.tls import CertReloader, server_context
 
     servers: list[WebhookServer] = []

@@ -25,7 +25,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from webhook.config import Settings
-from webhook.server import WebhookApp, WebhookServer
+from webhook.listener import WebhookServer
+from webhook.server import WebhookApp
 from webhook.tls import server_context
 
 SAMPLES = Path(__file__).parent / "oracle" / "samples"  # copies of the design notes' samples

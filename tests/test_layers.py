@@ -41,6 +41,7 @@ LAYER_OF = {
     "webhook.preflight": "domain",
     "webhook.manifests": "domain",
     "webhook.server": "server",
+    "webhook.listener": "server",
     "webhook.admission": "server",
     "webhook.metrics": "server",
     "webhook.certmanager": "certs",

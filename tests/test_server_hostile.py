@@ -94,7 +94,7 @@ async def read_response(reader: asyncio.StreamReader) -> tuple[int, dict[str, st
 @pytest.fixture
 def head_arrived(monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
     """Set once a request head has been parsed and handed to the app (its body may still be arriving)."""
-    from webhook import server as server_module
+    from webhook import listener as server_module
 
     ev = asyncio.Event()
     original = server_module._Connection.request_started
@@ -336,7 +336,7 @@ def test_serve_refuses_a_client_ca_it_cannot_load(
 
 
 def test_peer_names_are_the_subject_cn_and_dns_ip_sans() -> None:
-    from webhook.server import peer_names
+    from webhook.listener import peer_names
 
     peer = {
         "subject": ((("organizationName", "system:masters"),), (("commonName", "kube-apiserver-webhook-client"),)),

@@ -48,7 +48,7 @@ def server_context(
 
     With `client_ca_file`, a client certificate is requested and, when sent, verified
     against that CA (CERT_OPTIONAL: a client without one still completes the handshake,
-    so the kubelet's probes work; WebhookServer refuses it on /validate).
+    so the kubelet's probes work; webhook.listener.WebhookServer refuses it on /validate).
     """
     ctx = _bare_context()
     ctx.load_cert_chain(os.fspath(cert_file), os.fspath(key_file))

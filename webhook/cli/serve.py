@@ -151,8 +151,9 @@ def _freeze_startup_objects() -> None:
 
 
 async def _serve(args: argparse.Namespace, settings: Settings, ctx: ssl.SSLContext, reloader: Any) -> int:
+    from webhook.listener import WebhookServer
     from webhook.metrics import Metrics
-    from webhook.server import WebhookApp, WebhookServer
+    from webhook.server import WebhookApp
     from webhook.workloads import known_kinds
 
     view = None
