@@ -30,9 +30,7 @@ webhook's added latency over the no-op's. The section goes to docs/benchmarks.md
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
-import json
 import os
 import shlex
 import subprocess
@@ -44,9 +42,17 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.cluster_bench import SAMPLE_SELECTOR, header, load, pct, sample, set_registered, setup_samples  # noqa: E402
+from bench.cluster_bench import (  # noqa: E402
+    SAMPLE_SELECTOR,
+    direct_dry_runs,
+    header,
+    load,
+    pct,
+    sample,
+    set_registered,
+    setup_samples,
+)
 from bench.common import write_section  # noqa: E402
-from bench.loadgen import run_load  # noqa: E402
 from e2e.controlplane import ControlPlane, free_ports  # noqa: E402
 from e2e.webhook import ROOT as E2E_ROOT  # noqa: E402
 from e2e.webhook import RunningWebhook, wait_until  # noqa: E402
@@ -87,19 +93,8 @@ class NoopWebhook(RunningWebhook):
 
 def measure(cp: ControlPlane, name: str, clients: int, per_client: int) -> tuple[list[float], int]:
     job = sample(name)
-    url = f"{cp.server_url}{PATHS[name].format(ns=job['metadata']['namespace'])}?dryRun=All"
-    res = asyncio.run(
-        run_load(
-            url,
-            json.dumps(job).encode(),
-            ssl_context=cp._admin_ssl(),
-            connections=clients,
-            requests=clients * per_client,
-            duration=300,
-            warmup=clients * 2,
-            ok_statuses=(201,),
-        )
-    )
+    path = PATHS[name].format(ns=job["metadata"]["namespace"])
+    res = direct_dry_runs(cp, job, clients, per_client, path=path, duration=300)
     return res.latencies_ms, res.errors
 
 

@@ -445,7 +445,12 @@ def kubectl_applies(cp: ControlPlane, manifest: Path, clients: int, per_client: 
 
 
 def direct_dry_runs(
-    cp: ControlPlane, job: dict[str, Any], clients: int, per_client: int, path: str | None = None
+    cp: ControlPlane,
+    job: dict[str, Any],
+    clients: int,
+    per_client: int,
+    path: str | None = None,
+    duration: float = 120,
 ) -> LoadResult:
     url = f"{cp.server_url}{path or TRAINJOBS.format(ns=job['metadata']['namespace'])}?dryRun=All"
     return asyncio.run(
@@ -455,7 +460,7 @@ def direct_dry_runs(
             ssl_context=cp._admin_ssl(),
             connections=clients,
             requests=clients * per_client,
-            duration=120,
+            duration=duration,
             warmup=clients * 2,
             ok_statuses=(201,),
         )

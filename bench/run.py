@@ -189,6 +189,11 @@ def main() -> int:
     body = review_body()
     py = sys.executable
 
+    def serve(port: int) -> list[str]:
+        """`preflight-webhook serve --offline` on 127.0.0.1:port with the bench certificate."""
+        return [py, "-m", "webhook", "serve", "--offline", "--host", "127.0.0.1", "--port", str(port),
+                "--tls-cert", str(files.cert), "--tls-key", str(files.key), "--log-level", "warning"]  # fmt: skip
+
     loops = ["asyncio"] + (["uvloop"] if available("uvloop") else [])
     codecs = ["stdlib"] + (["orjson"] if available("orjson") else [])
     runs: dict[str, Run] = {}
@@ -219,23 +224,7 @@ def main() -> int:
             env_c = dict(env, PREFLIGHT_WEBHOOK_JSON=codec)
             runs[f"webhook/{loop}/{codec}"], answer = measure(
                 f"webhook {loop} + {codec} json",
-                [
-                    py,
-                    "-m",
-                    "webhook",
-                    "serve",
-                    "--offline",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(port),
-                    "--tls-cert",
-                    str(files.cert),
-                    "--tls-key",
-                    str(files.key),
-                    "--log-level",
-                    "warning",
-                ],
+                serve(port),
                 env_c,
                 port,
                 body,
@@ -245,23 +234,7 @@ def main() -> int:
         port = free_port()
         runs[f"path/{loop}/stdlib"], _ = measure(
             f"webhook {loop}, server path only",
-            [
-                py,
-                "-m",
-                "webhook",
-                "serve",
-                "--offline",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--tls-cert",
-                str(files.cert),
-                "--tls-key",
-                str(files.key),
-                "--log-level",
-                "warning",
-            ],
+            serve(port),
             dict(env, PREFLIGHT_WEBHOOK_JSON="stdlib"),
             port,
             review_body(unhandled=True),
