@@ -50,16 +50,16 @@ test: install lint build-cluster oracle ## the whole suite: lint, unit, server, 
 	$(PY) -m pytest tests e2e -q
 
 demo: install build-cluster ## start the local control plane with the webhook and show it accept, deny and warn
-	$(PY) e2e/demo.py up
+	$(PY) -m e2e.harness.demo up
 
 demo-down: ## stop what `make demo` left running
-	$(PY) e2e/demo.py down
+	$(PY) -m e2e.harness.demo down
 
 demo-cluster: install build-cluster ## (root) a real single node, our image, `helm install` of the chart, the samples applied
-	$(PY) e2e/demo_cluster.py up
+	$(PY) -m e2e.harness.demo_cluster up
 
 demo-cluster-down: ## stop what `make demo-cluster` left running (by PID) and remove it
-	$(PY) e2e/demo_cluster.py down
+	$(PY) -m e2e.harness.demo_cluster down
 
 bench: install ## run the load benchmarks and write docs/benchmarks.md
 	$(PY) bench/run.py

@@ -2,12 +2,12 @@
 
     .venv/bin/python bench/apply_latency.py [--clients 1,8,32] [--per-client 30] [--rounds 2] [--no-write]
 
-One local control plane (e2e/controlplane.py) with the sample prerequisites (bench/cluster_bench.py
+One local control plane (e2e/harness/controlplane.py) with the sample prerequisites (bench/cluster_bench.py
 ``setup_samples``), and four modes, measured in turn in each round:
 
 none            no ValidatingWebhookConfiguration: the apiserver's own cost, the baseline
 no-op           bench/noop_server.py (``--echo-uid``: it parses the review for its uid and
-                allows), registered exactly like the webhook: e2e/webhook.py RunningWebhook's
+                allows), registered exactly like the webhook: e2e/harness/runner.py RunningWebhook's
                 certificates, VWC (failurePolicy Fail, timeoutSeconds 10, the same rules and
                 namespaceSelector)
 Dry Run off     ``python -m webhook serve`` with ``checks: {Dry Run: off}``
@@ -53,9 +53,9 @@ from bench.cluster_bench import (  # noqa: E402
     setup_samples,
 )
 from bench.common import write_section  # noqa: E402
-from e2e.controlplane import ControlPlane, free_ports  # noqa: E402
-from e2e.webhook import ROOT as E2E_ROOT  # noqa: E402
-from e2e.webhook import RunningWebhook, wait_until  # noqa: E402
+from e2e.harness.controlplane import ControlPlane, free_ports  # noqa: E402
+from e2e.harness.runner import ROOT as E2E_ROOT  # noqa: E402
+from e2e.harness.runner import RunningWebhook, wait_until  # noqa: E402
 
 PATHS = {
     "aiperfjob-good": "/apis/aiperf.nvidia.com/v1alpha1/namespaces/{ns}/aiperfjobs",

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/cluster_bench.py [--only validate,apiserver,burst,memory] [--no-write]
 
-One local control plane (e2e/controlplane.py, binaries from e2e/build.sh) is started for the
+One local control plane (e2e/harness/controlplane.py, binaries from e2e/build.sh) is started for the
 run; the sample objects (e2e/samples/: namespaces, ServiceAccounts, Secrets, the endpoint
 Service, the ClusterTrainingRuntime), a ResourceQuota per sample namespace (status filled in:
 there is no quota controller) and a few Ready Nodes are created, then each selected
@@ -49,8 +49,8 @@ sys.path.insert(0, str(ROOT))
 from bench.common import review, write_section  # noqa: E402
 from bench.loadgen import LoadResult, run_load  # noqa: E402
 from bench.run import cpu_seconds  # noqa: E402
-from e2e.controlplane import ControlPlane  # noqa: E402
-from e2e.webhook import RunningWebhook, parse_metrics  # noqa: E402
+from e2e.harness.controlplane import ControlPlane  # noqa: E402
+from e2e.harness.runner import RunningWebhook, parse_metrics  # noqa: E402
 
 SAMPLES = ROOT / "e2e" / "samples"
 TRAINJOBS = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/{ns}/trainjobs"

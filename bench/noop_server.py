@@ -5,7 +5,7 @@ costs on top of this is what our code costs. The answer is fixed, except that wi
 ``--echo-uid`` the request's uid is parsed out of the review and echoed (the apiserver
 rejects an answer whose uid differs: bench/apply_latency.py registers this server with the
 apiserver). ``/metrics`` counts the reviews answered as ``preflight_webhook_requests_total``,
-the counter e2e/webhook.py's registration probe watches.
+the counter e2e/harness/runner.py's registration probe watches.
 """
 
 from __future__ import annotations

@@ -227,7 +227,7 @@ def main() -> int:
     cp = None
     kubeconfig = args.kubeconfig
     if kubeconfig is None:
-        from e2e.controlplane import ControlPlane
+        from e2e.harness.controlplane import ControlPlane
 
         cp = ControlPlane().start()
         kubeconfig = str(cp.kubeconfig)

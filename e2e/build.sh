@@ -11,7 +11,7 @@
 #   crds/*.yaml         JobSet, Trainer and Kueue CRDs from their Go modules
 #   crds/runtimes/*.yaml  Trainer's sample ClusterTrainingRuntimes (not installed by default)
 #   bin/kubelet, kube-controller-manager, kube-scheduler, kube-proxy  for the real node
-#                       (e2e/node.py), same module setup as kube-apiserver
+#                       (e2e/harness/node.py), same module setup as kube-apiserver
 # `node` (part of `all`) also installs the node's Debian packages when run as root (containerd,
 # runc, CNI plugins, iptables, conntrack, buildah, mmdebstrap), or names the missing ones.
 # Each piece carries a stamp file recording the version it was built from; a piece whose
@@ -23,7 +23,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=versions.env
 source "$HERE/versions.env"
 # The Kubernetes version is a parameter: PREFLIGHT_KUBERNETES_VERSION=v1.x.y overrides the pin
-# for one run (its own cache dir, so the pinned build stays); e2e/controlplane.py reads it too.
+# for one run (its own cache dir, so the pinned build stays); e2e/harness/controlplane.py reads it too.
 KUBERNETES_VERSION="${PREFLIGHT_KUBERNETES_VERSION:-$KUBERNETES_VERSION}"
 
 CACHE_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/preflight-webhook"
@@ -122,7 +122,7 @@ build_kube_apiserver() {
 }
 
 # build_kube_bin <name>: kubelet, kube-controller-manager, kube-scheduler, kube-proxy for the real
-# node (e2e/node.py), built from the same k8s.io/kubernetes module setup as kube-apiserver, so the
+# node (e2e/harness/node.py), built from the same k8s.io/kubernetes module setup as kube-apiserver, so the
 # Go build cache that build is warm for is reused (kubelet ~90 s, controller-manager ~50 s warm).
 build_kube_bin() {
     local name="$1" out="$BIN/$1" stamp="$BIN/.$1.version"
@@ -155,7 +155,7 @@ build_kube_bin() {
     say "$name $KUBERNETES_VERSION built in $((SECONDS - t0))s"
 }
 
-# The Debian packages a real node needs (e2e/node.py): container runtime, CNI plugins, packet
+# The Debian packages a real node needs (e2e/harness/node.py): container runtime, CNI plugins, packet
 # filter tools, and the image tools that build our Dockerfile and its base.
 NODE_PACKAGES=(containerd runc containernetworking-plugins iptables nftables conntrack buildah mmdebstrap)
 # command each package provides (same order), to tell which are missing
@@ -179,7 +179,7 @@ install_node_packages() {
         return
     fi
     if [[ "$(id -u)" != 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
-        # `all` (every e2e run) only warns: the tests without a node still run; e2e/node.py
+        # `all` (every e2e run) only warns: the tests without a node still run; e2e/harness/node.py
         # then fails with the same list. `build.sh node` is strict.
         if [[ "${1:-}" == warn ]]; then
             say "WARNING: the real node needs these Debian packages, missing here: $missing (as root: apt-get install $missing)"

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from e2e.controlplane import ControlPlane, ensure_built
-from e2e.webhook import RunningWebhook
+from e2e.harness.controlplane import ControlPlane, ensure_built
+from e2e.harness.runner import RunningWebhook
 from webhook.checks import all_checks
 from webhook.cluster.live import LiveClusterView, open_cluster_view
 from webhook.config import Settings
@@ -42,7 +42,7 @@ def control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
 
 
 # --------------------------------------------------------------------------- the webhook, registered
-# (e2e/webhook.py: RunningWebhook is the one registration helper)
+# (e2e/harness/runner.py: RunningWebhook is the one registration helper)
 
 SAMPLES_DIR = Path(__file__).resolve().parent / "samples"
 #: the label the sample namespaces carry; the samples webhook's namespaceSelector matches it

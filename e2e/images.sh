@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build (once) the images the real node (e2e/node.py) runs, without pulling any image:
+# Build (once) the images the real node (e2e/harness/node.py) runs, without pulling any image:
 #
 #   e2e/images.sh [all|pause|base|webhook|path]
 #

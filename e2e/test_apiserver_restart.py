@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.controlplane import ControlPlane
-from e2e.webhook import RunningWebhook, findings_of, wait_until
+from e2e.harness.controlplane import ControlPlane
+from e2e.harness.runner import RunningWebhook, findings_of, wait_until
 
 LABEL = "preflight-webhook/apiserver-restart-e2e"
 NS = "e2e-apiserver-restart"

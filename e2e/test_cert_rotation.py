@@ -31,9 +31,9 @@ import pytest
 import yaml
 from cryptography import x509
 
-from e2e.controlplane import ControlPlane, free_ports, stop_pid
-from e2e.webhook import validating_webhook_configuration
-from e2e.webhook import wait_until as wait_for
+from e2e.harness.controlplane import ControlPlane, free_ports, stop_pid
+from e2e.harness.runner import validating_webhook_configuration
+from e2e.harness.runner import wait_until as wait_for
 
 NS = "preflight-rotation"
 SECRET = "preflight-rotation-tls"
@@ -98,7 +98,7 @@ def rotation_env(control_plane: ControlPlane, tmp_path: Path) -> Iterator[dict[s
     cp.kubectl("label", "namespace", NS, "preflight-e2e=rotation", "--overwrite")
     cp.kubectl("delete", "secret", SECRET, "-n", NS, "--ignore-not-found")
     (port,) = free_ports(1)
-    # no caBundle: `certs manage` injects it (the registration shape is e2e/webhook.py's, like every e2e webhook)
+    # no caBundle: `certs manage` injects it (the registration shape is e2e/harness/runner.py's, like every e2e webhook)
     cp.apply(
         validating_webhook_configuration(
             VWC,

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.controlplane import ControlPlane
+from e2e.harness.controlplane import ControlPlane
 
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "charts" / "preflight-webhook"

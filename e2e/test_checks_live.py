@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.controlplane import ControlPlane
-from e2e.live import live_evaluate, result_of
+from e2e.harness.controlplane import ControlPlane
+from e2e.harness.live import live_evaluate, result_of
 from webhook.config import Settings
 from webhook.results import Status
 

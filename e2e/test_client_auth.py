@@ -1,6 +1,6 @@
 """Caller authentication against the real kube-apiserver: the apiserver presents a client
 certificate to the webhook (AdmissionConfiguration kubeConfigFile, set up by
-e2e/controlplane.py), the webhook verifies it (clientAuth), and nobody else gets a verdict."""
+e2e/harness/controlplane.py), the webhook verifies it (clientAuth), and nobody else gets a verdict."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from typing import Any
 import yaml
 
 from e2e.conftest import SAMPLES_DIR
-from e2e.controlplane import WEBHOOK_CLIENT_NAME, ControlPlane
-from e2e.webhook import RunningWebhook
+from e2e.harness.controlplane import WEBHOOK_CLIENT_NAME, ControlPlane
+from e2e.harness.runner import RunningWebhook
 
 NS = "e2e-client-auth"
 HOOK = "preflight.webhook.io"

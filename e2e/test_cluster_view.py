@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from e2e.controlplane import ControlPlane
+from e2e.harness.controlplane import ControlPlane
 from webhook.checks import all_checks
 from webhook.checks.base import Check, Permission
 from webhook.cluster.client import KubeClient, load_configuration

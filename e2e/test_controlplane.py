@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e.controlplane import ControlPlane, _pid_alive
+from e2e.harness.controlplane import ControlPlane, _pid_alive
 
 
 def test_server_version_is_at_least_1_27(control_plane: ControlPlane) -> None:

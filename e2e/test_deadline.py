@@ -1,7 +1,7 @@
 """The deadline holds under a slow or failing apiserver end to end.
 
 Real kube-apiserver, real `preflight-webhook serve`, real kubectl. Only the webhook's own
-traffic to the apiserver goes through e2e/delayproxy.py (its kubeconfig names the proxy);
+traffic to the apiserver goes through e2e/harness/delayproxy.py (its kubeconfig names the proxy);
 kubectl and the apiserver's calls to the webhook stay direct. Every change to the proxy
 is made after the webhook is ready (caches synced) and called by the apiserver.
 
@@ -26,9 +26,9 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.controlplane import ControlPlane
-from e2e.delayproxy import DelayProxy, proxied_kubeconfig
-from e2e.webhook import RunningWebhook, findings_of, wait_until
+from e2e.harness.controlplane import ControlPlane
+from e2e.harness.delayproxy import DelayProxy, proxied_kubeconfig
+from e2e.harness.runner import RunningWebhook, findings_of, wait_until
 
 LABEL = "preflight-webhook/deadline-e2e"
 SECRET, SERVICE, JOB = "api-key", "llm", "slow-bench"

@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from e2e.conftest import SAMPLES_DIR
-from e2e.controlplane import ControlPlane
-from e2e.webhook import RunningWebhook
-from e2e.webhook import stored as exists
+from e2e.harness.controlplane import ControlPlane
+from e2e.harness.runner import RunningWebhook
+from e2e.harness.runner import stored as exists
 
 
 def dry_run_creates(cp: ControlPlane, ns: str, prefix: str) -> list[tuple[str, str]]:

@@ -14,8 +14,8 @@ from typing import Any
 import yaml
 
 from e2e.conftest import SAMPLES_DIR
-from e2e.webhook import RunningWebhook
-from e2e.webhook import stored as exists
+from e2e.harness.runner import RunningWebhook
+from e2e.harness.runner import stored as exists
 
 HOOK = "preflight.webhook.io"
 

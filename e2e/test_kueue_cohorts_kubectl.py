@@ -25,8 +25,8 @@ import pytest
 import yaml
 
 from e2e.conftest import SAMPLES_DIR
-from e2e.controlplane import ControlPlane
-from e2e.webhook import RunningWebhook, findings_of, stored, warnings_of
+from e2e.harness.controlplane import ControlPlane
+from e2e.harness.runner import RunningWebhook, findings_of, stored, warnings_of
 from webhook.quantity import format_quantity
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,8 +14,8 @@ import sys
 import pytest
 
 from e2e.conftest import SAMPLES_DIR, SAMPLES_LABEL
-from e2e.controlplane import ControlPlane
-from e2e.webhook import ROOT, RunningWebhook
+from e2e.harness.controlplane import ControlPlane
+from e2e.harness.runner import ROOT, RunningWebhook
 
 #: the values stored in the sample Secrets hf-token and ghcr-pull
 VALUES = ("not-a-real-token", "ZGVtbzpkZW1v", '"auths"')

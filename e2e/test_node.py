@@ -1,4 +1,4 @@
-"""The real single-node cluster (e2e/node.py): it comes up, keeps its addresses on this
+"""The real single-node cluster (e2e/harness/node.py): it comes up, keeps its addresses on this
 machine, and its teardown leaves nothing behind.
 
 Marked ``node``: ``pytest e2e -m "not node"`` skips them; ``make test`` runs them. On a
@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from e2e.node import NODE_NAME, Node, _cgroup_dirs, default_route_devs, diff_snapshots, snapshot
+from e2e.harness.node import NODE_NAME, Node, _cgroup_dirs, default_route_devs, diff_snapshots, snapshot
 
 pytestmark = pytest.mark.node
 

@@ -1,6 +1,6 @@
 """The product as users run it: our Dockerfile's image, `helm install` of the chart with its
 default values (only the image repository, tag and pull policy overridden), the webhook
-serving from its pods on a real node (e2e/node.py), called by the apiserver through its Service.
+serving from its pods on a real node (e2e/harness/node.py), called by the apiserver through its Service.
 
 Marked ``node`` (``pytest e2e -m "not node"`` skips it; ``make test`` runs it).
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e.node import CHART_DIR, CHART_NAMESPACE, CHART_RELEASE, Node
+from e2e.harness.node import CHART_DIR, CHART_NAMESPACE, CHART_RELEASE, Node
 
 pytestmark = pytest.mark.node
 

@@ -27,8 +27,8 @@ import pytest
 import yaml
 
 from e2e.conftest import SAMPLES_DIR
-from e2e.controlplane import ControlPlane
-from e2e.webhook import ROOT, RunningWebhook, stored, wait_until, warnings_of
+from e2e.harness.controlplane import ControlPlane
+from e2e.harness.runner import ROOT, RunningWebhook, stored, wait_until, warnings_of
 
 HOOK = "preflight.webhook.io"
 MODE_LABEL = "preflight.webhook.io/mode"

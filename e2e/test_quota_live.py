@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from e2e.controlplane import ControlPlane
+from e2e.harness.controlplane import ControlPlane
 from webhook.checks import all_checks
 from webhook.checks import quotas as Q
 from webhook.checks.base import CheckContext

@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from e2e.conftest import SAMPLES_DIR, SAMPLES_LABEL
-from e2e.controlplane import ControlPlane
-from e2e.webhook import RunningWebhook, stored
+from e2e.harness.controlplane import ControlPlane
+from e2e.harness.runner import RunningWebhook, stored
 
 HOOK = "preflight.webhook.io"
 NS = "e2e-sweep"

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.controlplane import ControlPlane, read_versions
-from e2e.live import live_evaluate, result_of
+from e2e.harness.controlplane import ControlPlane, read_versions
+from e2e.harness.live import live_evaluate, result_of
 from webhook.checks import all_checks
 from webhook.cluster.live import LiveClusterView, open_cluster_view
 from webhook.config import Settings

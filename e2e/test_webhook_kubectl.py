@@ -1,5 +1,5 @@
 """The webhook as a user meets it: `kubectl` against the real kube-apiserver, which calls
-`preflight-webhook serve` through a ValidatingWebhookConfiguration (e2e/webhook.py).
+`preflight-webhook serve` through a ValidatingWebhookConfiguration (e2e/harness/runner.py).
 
 Assertions are on kubectl's real output (stdout, stderr with `Warning:` lines and
 `admission webhook "…" denied the request: …`), the apiserver's audit log, and the
@@ -19,9 +19,9 @@ import pytest
 import yaml
 
 from e2e.conftest import SAMPLES_DIR, SAMPLES_LABEL
-from e2e.controlplane import ControlPlane
-from e2e.webhook import RunningWebhook, warnings_of
-from e2e.webhook import stored as exists
+from e2e.harness.controlplane import ControlPlane
+from e2e.harness.runner import RunningWebhook, warnings_of
+from e2e.harness.runner import stored as exists
 
 HOOK = "preflight.webhook.io"
 MODE_LABEL = "preflight.webhook.io/mode"

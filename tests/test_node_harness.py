@@ -1,4 +1,4 @@
-"""The real node harness's pure parts (e2e/node.py): range choice and the teardown comparison."""
+"""The real node harness's pure parts (e2e/harness/node.py): range choice and the teardown comparison."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from e2e import node
+from e2e.harness import node
 
 
 def _snap(**over: Any) -> dict[str, Any]:

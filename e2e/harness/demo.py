@@ -1,11 +1,11 @@
 """`make demo`: a real kube-apiserver calling preflight-webhook, shown through kubectl.
 
-    python e2e/demo.py up      # build/reuse binaries, start everything, apply the samples
-    python e2e/demo.py down    # stop what `up` left running (the webhook, then the control plane)
+    python -m e2e.harness.demo up      # build/reuse binaries, start everything, apply the samples
+    python -m e2e.harness.demo down    # stop what `up` left running (the webhook, then the control plane)
 
 `up` starts etcd + kube-apiserver (state in .demo/, git-ignored), installs the CRDs and
 the sample ClusterTrainingRuntime, starts `preflight-webhook serve` and registers it
-(e2e/webhook.py), then applies e2e/samples/: a good AIPerfJob and TrainJob (accepted),
+(e2e/harness/runner.py), then applies e2e/samples/: a good AIPerfJob and TrainJob (accepted),
 a broken one of each (denied), and a `--dry-run=server` of a job that only warns. Every
 kubectl line printed is kubectl's real output. The cluster stays up afterwards; Ctrl-C
 while `up` runs stops everything it started.
@@ -26,14 +26,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: make `e2e` and `webhook` importable
-    sys.path.insert(0, str(ROOT))
+from e2e.harness import controlplane
+from e2e.harness.controlplane import STATE_FILE, ControlPlane, ControlPlaneError, _pid_runs, ensure_built, stop_pid
+from e2e.harness.runner import RunningWebhook, WebhookError
 
-from e2e import controlplane  # noqa: E402
-from e2e.controlplane import STATE_FILE, ControlPlane, ControlPlaneError, _pid_runs, ensure_built, stop_pid  # noqa: E402
-from e2e.webhook import RunningWebhook, WebhookError  # noqa: E402
-
+ROOT = Path(__file__).resolve().parents[2]
 DEMO_DIR = ROOT / ".demo"
 CLUSTER_DIR = DEMO_DIR / "cluster"
 WEBHOOK_DIR = DEMO_DIR / "webhook"
@@ -225,7 +222,7 @@ def down(quiet: bool = False) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="e2e/demo.py", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m e2e.harness.demo", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("up", help="start the control plane + webhook and apply the samples (make demo)")
     sub.add_parser("down", help="stop what `up` left running (make demo-down)")

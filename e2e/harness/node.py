@@ -2,7 +2,7 @@
 
 :class:`Node` starts, on this machine and as root:
 
-* etcd + kube-apiserver (:class:`e2e.controlplane.ControlPlane`), the apiserver listening on
+* etcd + kube-apiserver (:class:`e2e.harness.controlplane.ControlPlane`), the apiserver listening on
   and advertising the bridge's address (a local address: pods reach it through the
   ``kubernetes`` Service; the host reaches it over loopback routing), with a kubelet client
   certificate so ``kubectl logs``/``exec`` work;
@@ -40,14 +40,15 @@ Library use (the next issues run JobSet/Trainer/Kueue controllers on it)::
 
 Command line::
 
-    python e2e/node.py up --state-dir .demo/node   # prints export KUBECONFIG=...
-    python e2e/node.py down --state-dir .demo/node
+    python -m e2e.harness.node up --state-dir .demo/node   # prints export KUBECONFIG=...
+    python -m e2e.harness.node down --state-dir .demo/node
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import ipaddress
 import json
 import os
@@ -63,10 +64,7 @@ from typing import Any
 
 import yaml
 
-if __name__ == "__main__" and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    sys.path[0] = str(Path(__file__).resolve().parents[1])
-
-from e2e.controlplane import (
+from e2e.harness.controlplane import (
     ControlPlane,
     ControlPlaneError,
     _die_with_parent,
@@ -86,6 +84,11 @@ CIDR_CANDIDATES = [
     ("192.168.244.0/24", "192.168.96.0/24"),
 ]
 GUARD_CHAIN = "PREFLIGHT-NODE-GUARD"
+#: One node at a time per machine: the kubelet's fixed paths, the guard chain and the start
+#: snapshot are machine-wide. Node.start() holds this lock until stop(), then also waits for
+#: any kubelet it did not start (a node left up by ``python -m e2e.harness.node up``) to go.
+MACHINE_LOCK = Path("/run/preflight-node.lock")
+MACHINE_WAIT_SECONDS = 45 * 60
 #: Paths the kubelet/containerd/CNI write whatever their config says; removed at teardown
 #: when they did not exist at start.
 FIXED_PATHS = [
@@ -126,8 +129,8 @@ REQUIRED_COMMANDS = {
     "nft": "nftables",
 }
 CNI_BIN_DIR = Path("/usr/lib/cni")
-CHART_DIR = Path(__file__).resolve().parents[1] / "charts" / "preflight-webhook"
-SAMPLES_DIR = Path(__file__).resolve().parent / "samples"
+CHART_DIR = Path(__file__).resolve().parents[2] / "charts" / "preflight-webhook"
+SAMPLES_DIR = Path(__file__).resolve().parents[1] / "samples"
 CHART_RELEASE = "preflight-webhook"  # the chart's full name is then the release name
 CHART_NAMESPACE = "preflight-system"
 
@@ -309,6 +312,7 @@ class Node:
         self._before: dict[str, Any] | None = None
         self._guard_rules: list[list[str]] = []
         self._started = False
+        self._lock_fd: int | None = None
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -335,6 +339,7 @@ class Node:
         problems = preflight_problems()
         if problems:
             raise NodeError("the real node cannot run on this machine: " + "; ".join(problems))
+        self._acquire_machine()
         try:
             self._start()
         except BaseException:
@@ -342,6 +347,39 @@ class Node:
             raise
         self._started = True
         return self
+
+    def _acquire_machine(self) -> None:
+        """Wait for the machine-wide node lock, then for any other node's kubelet to exit."""
+        if self._lock_fd is not None:
+            return
+        fd = os.open(MACHINE_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + MACHINE_WAIT_SECONDS
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                self._say(f"another node holds {MACHINE_LOCK}; waiting for it to stop")
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            said = False
+            while _run(["pgrep", "-x", "kubelet"], check=False).stdout.strip():
+                if time.monotonic() > deadline:
+                    raise NodeError(
+                        "a kubelet this harness did not start is running "
+                        "(stop it: python -m e2e.harness.node down --state-dir ...)"
+                    )
+                if not said:
+                    self._say("a kubelet from another node is running; waiting for it to exit")
+                    said = True
+                time.sleep(2)  # polling a foreign process: there is nothing to wait on
+        except BaseException:
+            os.close(fd)
+            raise
+        self._lock_fd = fd
+
+    def _release_machine(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the descriptor releases the flock
+            self._lock_fd = None
 
     def _start(self) -> None:
         t0 = time.monotonic()
@@ -779,6 +817,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     def stop(self) -> list[str]:
         """Tear everything down; returns what was left behind compared with the start snapshot (empty = clean)."""
         if self.state_dir is None:
+            self._release_machine()
             return []
         teardown(self.state_dir, self._procs, self.cp, self.bin_dir if hasattr(self, "bin_dir") else None)
         self._procs.clear()
@@ -792,6 +831,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         self.state_dir = None
         self._started = False
         self._last_leftovers = left
+        self._release_machine()
         return left
 
     def leftovers(self) -> list[str]:
@@ -873,7 +913,7 @@ def teardown(
     if cp is not None:
         cp.stop()
     elif (state_dir / "cp" / "controlplane.json").exists():
-        from e2e.controlplane import _stop_recorded
+        from e2e.harness.controlplane import _stop_recorded
 
         _stop_recorded(state_dir / "cp")
     if bin_dir is not None and (bin_dir / "kube-proxy").exists() and state.get("bridge"):
@@ -960,7 +1000,7 @@ def _split_rule(rule: str) -> list[str]:
 # --------------------------------------------------------------------------- images
 
 
-IMAGES_SCRIPT = Path(__file__).resolve().parent / "images.sh"
+IMAGES_SCRIPT = Path(__file__).resolve().parents[1] / "images.sh"
 PAUSE_IMAGE = "localhost/preflight/pause:local"
 WEBHOOK_IMAGE_REPOSITORY = "localhost/preflight/preflight-webhook"
 WEBHOOK_IMAGE_TAG = "e2e"
@@ -987,7 +1027,7 @@ def build_images(what: str = "all") -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="e2e/node.py", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m e2e.harness.node", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     up = sub.add_parser("up", help="start the node; prints export KUBECONFIG=...")
     up.add_argument("--state-dir", required=True)
@@ -1008,12 +1048,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         teardown(state_dir, bin_dir=cache_dir() / "bin")
         left = diff_snapshots(before, snapshot()) if before is not None else []
         for line in left:
-            print(f"e2e/node.py: left behind: {line}", file=sys.stderr)
+            print(f"e2e/harness/node.py: left behind: {line}", file=sys.stderr)
         if before is not None and not left:
             shutil.rmtree(state_dir, ignore_errors=True)
         return 1 if left else 0
     except ControlPlaneError as e:
-        print(f"e2e/node.py: error: {e}", file=sys.stderr)
+        print(f"e2e/harness/node.py: error: {e}", file=sys.stderr)
         return 1
 
 

@@ -1,4 +1,4 @@
-"""The webhook, running for real against a :class:`~e2e.controlplane.ControlPlane`.
+"""The webhook, running for real against a :class:`~e2e.harness.controlplane.ControlPlane`.
 
 :class:`RunningWebhook` is the ONE place that starts ``python -m webhook serve`` for the
 end-to-end tests and the demo, and registers it with the apiserver:
@@ -38,10 +38,10 @@ from typing import Any
 
 import yaml
 
-from e2e.controlplane import ControlPlane, _tail, free_ports, stop_pid
+from e2e.harness.controlplane import ControlPlane, _tail, free_ports, stop_pid
 from webhook.tls import ca_bundle, generate_ca, generate_serving_cert, write_cert_files
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 #: what the webhook judges; everything else must never reach it
 RULES: list[dict[str, Any]] = [

@@ -29,8 +29,8 @@ Library use::
 
 Command line (used by ``make demo`` / ``make demo-down``)::
 
-    python e2e/controlplane.py up --state-dir .demo/cluster     # prints export KUBECONFIG=...
-    python e2e/controlplane.py down --state-dir .demo/cluster
+    python -m e2e.harness.controlplane up --state-dir .demo/cluster     # prints export KUBECONFIG=...
+    python -m e2e.harness.controlplane down --state-dir .demo/cluster
 
 Only the standard library, PyYAML, cryptography and the project's own certificate code (webhook/tls.py) are used.
 """
@@ -64,13 +64,9 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-if __name__ == "__main__" and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    # run as a script: e2e/ first on sys.path would shadow the `webhook` package with e2e/webhook.py
-    sys.path[0] = str(Path(__file__).resolve().parents[1])
-
 from webhook.tls import KeyPair, generate_ca, issue_cert
 
-E2E_DIR = Path(__file__).resolve().parent
+E2E_DIR = Path(__file__).resolve().parents[1]
 BUILD_SCRIPT = E2E_DIR / "build.sh"
 VERSIONS_FILE = E2E_DIR / "versions.env"
 LOCAL_CRDS_DIR = E2E_DIR / "crds"
@@ -314,13 +310,13 @@ class ControlPlane:
         self.start_timeout = start_timeout
         self.extra_apiserver_args = list(extra_apiserver_args)
         self.verbose = verbose
-        # e2e/node.py: the apiserver listens on (and advertises) its bridge address, so pods
+        # e2e/harness/node.py: the apiserver listens on (and advertises) its bridge address, so pods
         # reach it through the `kubernetes` Service; that address is local to this machine.
         self.bind_address = bind_address
         self.service_cidr = service_cidr
-        # e2e/node.py: a client certificate for the apiserver's calls to kubelets (logs, exec)
+        # e2e/harness/node.py: a client certificate for the apiserver's calls to kubelets (logs, exec)
         self.kubelet_client = kubelet_client
-        # None: only a temp control plane dies with its parent; e2e/node.py's temp node asks for it explicitly
+        # None: only a temp control plane dies with its parent; e2e/harness/node.py's temp node asks for it explicitly
         self._die_with_parent = die_with_parent
 
         self.state_dir: Path | None = None
@@ -407,7 +403,7 @@ class ControlPlane:
             if (self.state_dir / STATE_FILE).exists():
                 raise ControlPlaneError(
                     f"{self.state_dir} already holds a control plane; run "
-                    f"'python e2e/controlplane.py down --state-dir {self.state_dir}' first"
+                    f"'python -m e2e.harness.controlplane down --state-dir {self.state_dir}' first"
                 )
         else:
             self.state_dir = Path(tempfile.mkdtemp(prefix="preflight-e2e-"))
@@ -965,7 +961,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
     cp.start()
     print(
         f"==> control plane up at {cp.server_url} in {time.monotonic() - t0:.1f}s "
-        f"(pids: {cp.pids}); stop with: python e2e/controlplane.py down --state-dir {state_dir}",
+        f"(pids: {cp.pids}); stop with: python -m e2e.harness.controlplane down --state-dir {state_dir}",
         file=sys.stderr,
     )
     print(f"export KUBECONFIG={cp.kubeconfig}")
@@ -1018,7 +1014,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="e2e/controlplane.py", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m e2e.harness.controlplane", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     up = sub.add_parser("up", help="build if needed, start etcd + kube-apiserver, print export KUBECONFIG=...")
     up.add_argument("--state-dir", required=True, help="where certs, kubeconfigs, logs, etcd data and PIDs go")
@@ -1031,7 +1027,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return {"up": _cmd_up, "down": _cmd_down, "status": _cmd_status}[args.cmd](args)
     except ControlPlaneError as e:
-        print(f"e2e/controlplane.py: error: {e}", file=sys.stderr)
+        print(f"e2e/harness/controlplane.py: error: {e}", file=sys.stderr)
         return 1
 
 

@@ -1,9 +1,9 @@
 """`make demo-cluster`: the product as a user runs it, on a real single node built here.
 
-    python e2e/demo_cluster.py up      # node + our image + helm install + the sample applies
-    python e2e/demo_cluster.py down    # stop everything `up` started (by PID) and remove it
+    python -m e2e.harness.demo_cluster up      # node + our image + helm install + the sample applies
+    python -m e2e.harness.demo_cluster down    # stop everything `up` started (by PID) and remove it
 
-`up` starts the real node (e2e/node.py: etcd, kube-apiserver, controller-manager, scheduler,
+`up` starts the real node (e2e/harness/node.py: etcd, kube-apiserver, controller-manager, scheduler,
 containerd, kube-proxy, kubelet; state in .demo/node/, git-ignored), builds the image from the
 repository's Dockerfile (e2e/images.sh, cached), `helm install`s charts/preflight-webhook with
 its default values (only the image repository, tag and pull policy set), waits until the
@@ -20,15 +20,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: make `e2e` and `webhook` importable
-    sys.path.insert(0, str(ROOT))
+from e2e.harness.controlplane import ControlPlaneError
+from e2e.harness.demo import SAMPLES, heading, note, show_kubectl, step
+from e2e.harness.node import CHART_NAMESPACE, CHART_RELEASE, Node
+from e2e.harness.node import main as node_main
 
-from e2e.controlplane import ControlPlaneError  # noqa: E402
-from e2e.demo import SAMPLES, heading, note, show_kubectl, step  # noqa: E402
-from e2e.node import CHART_NAMESPACE, CHART_RELEASE, Node  # noqa: E402
-from e2e.node import main as node_main  # noqa: E402
-
+ROOT = Path(__file__).resolve().parents[2]
 NODE_DIR = ROOT / ".demo" / "node"
 
 
@@ -101,7 +98,7 @@ def up() -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="e2e/demo_cluster.py", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m e2e.harness.demo_cluster", description=__doc__.split("\n\n")[0])
     parser.add_argument("cmd", choices=["up", "down"])
     args = parser.parse_args(argv)
     if args.cmd == "up":
