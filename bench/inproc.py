@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/inproc.py [-n 300] [--profile pyinstrument|cprofile] [--kind aiperf,trainjob,trainjob-rt]
     .venv/bin/python bench/inproc.py --json     # one JSON line per sample: {"kind", "ms", ...}
+    .venv/bin/python bench/inproc.py --instructions [--json]   # instructions per request (valgrind)
 
 Each request goes through `WebhookApp.validate` (content-type and size checks, body read,
 envelope parse, evaluate, metrics, decision log, JSON answer) with a stand-in for
@@ -13,6 +14,13 @@ server has no runtime lookup without a cluster, so the adapter stops at the runt
 reference), `trainjob-rt` (the sample TrainJob through `evaluate()` with the sample
 ClusterTrainingRuntime given, with a resourceVersion as the watch cache holds it,
 plus envelope parse, metrics and the JSON answer as the handler does them).
+
+`--instructions` counts CPU instructions instead of seconds: the same script runs twice
+under `valgrind --tool=callgrind` (a warm-up of 30 requests, then 0 or N more, with
+PYTHONHASHSEED=0), and the difference of the two totals divided by N is the cost of one
+request in instructions. Unlike CPU time it does not move with what else the machine runs
+(the two cores are shared), so a change's effect is one comparison; it takes about a
+minute per kind (valgrind runs Python ~50x slower).
 """
 
 from __future__ import annotations
@@ -20,6 +28,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -92,6 +103,28 @@ def make_call(kind: str) -> tuple[Any, str]:
     return call_rt, body
 
 
+async def count_run(kind: str, n: int) -> None:
+    """The body valgrind counts: 30 warm-up requests (imports, caches), then `n` more."""
+    call, _ = make_call(kind)
+    for _ in range(30 + n):
+        await call()
+
+
+def instructions(kind: str, n: int) -> dict[str, Any]:
+    """Instructions per request: two callgrind runs, 0 and `n` requests after the warm-up."""
+    totals = []
+    for k in (0, n):
+        argv = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
+                __file__, "--kind", kind, "--count-run", str(k)]  # fmt: skip
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, check=True)
+        m = re.search(r"Collected : (\d+)", done.stderr)
+        if m is None:
+            raise SystemExit(f"no instruction count in valgrind's output:\n{done.stderr[-2000:]}")
+        totals.append(int(m.group(1)))
+    return {"kind": kind, "instructions": round((totals[1] - totals[0]) / n), "n": n}
+
+
 async def measure(kind: str, n: int, profile: str | None, as_json: bool = False) -> None:
     call, body = make_call(kind)
     first = await call()
@@ -142,7 +175,18 @@ def main() -> int:
     p.add_argument("--profile", choices=("pyinstrument", "cprofile"))
     p.add_argument("--kind", default="aiperf,trainjob,trainjob-rt")
     p.add_argument("--json", action="store_true", help="one JSON line per kind (CPU ms per request, best block)")
+    p.add_argument("--instructions", action="store_true", help="instructions per request under valgrind instead")
+    p.add_argument("--count-run", type=int, help=argparse.SUPPRESS)  # the body --instructions runs under valgrind
     args = p.parse_args()
+    if args.count_run is not None:
+        asyncio.run(count_run(args.kind, args.count_run))
+        return 0
+    if args.instructions:
+        n = min(args.n, 100)
+        for kind in args.kind.split(","):
+            line = instructions(kind, n)
+            print(json.dumps(line) if args.json else f"{kind}: {line['instructions']:,} instructions/request (n={n})")
+        return 0
     for kind in args.kind.split(","):
         asyncio.run(measure(kind, args.n, args.profile, args.json))
     return 0
