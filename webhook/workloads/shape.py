@@ -63,29 +63,55 @@ def plain_json(obj: Any) -> None:
 
 
 def _is_plain_json(obj: Any) -> bool:
-    """What _plain_json_error accepts, without building a path for every node."""
+    """What _plain_json_error accepts, without building a path for every node.
+
+    Only containers go on the stack; scalars are judged where they are met (most values
+    are scalars: a stack entry per scalar cost more than the judgement)."""
+    if not isinstance(obj, (dict, list)):
+        return _plain_scalar(obj)
     stack: list[tuple[Any, int]] = [(obj, 0)]
     finite = math.isfinite
     while stack:
         value, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            return False
-        t = type(value)
-        if t is str or t is int or t is bool or value is None:
-            continue
+        deeper = depth + 1
         if isinstance(value, dict):
+            if deeper > MAX_DEPTH and value:
+                return False
             for key, v in value.items():
                 if not isinstance(key, str):
                     return False
-                stack.append((v, depth + 1))
-        elif isinstance(value, list):
-            stack.extend((v, depth + 1) for v in value)
-        elif isinstance(value, float):
-            if not finite(value):
+                t = type(v)
+                if t is str or t is int or t is bool or v is None:
+                    continue
+                if t is dict or t is list or isinstance(v, (dict, list)):
+                    stack.append((v, deeper))
+                elif t is float:
+                    if not finite(v):
+                        return False
+                elif not _plain_scalar(v):
+                    return False
+        else:
+            if deeper > MAX_DEPTH and value:
                 return False
-        elif not isinstance(value, (str, int)):
-            return False
+            for v in value:
+                t = type(v)
+                if t is str or t is int or t is bool or v is None:
+                    continue
+                if t is dict or t is list or isinstance(v, (dict, list)):
+                    stack.append((v, deeper))
+                elif t is float:
+                    if not finite(v):
+                        return False
+                elif not _plain_scalar(v):
+                    return False
     return True
+
+
+def _plain_scalar(value: Any) -> bool:
+    """A JSON scalar: string, finite number, boolean or null."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return value is None or isinstance(value, (str, int))
 
 
 def _plain_json_error(obj: Any) -> None:
@@ -370,8 +396,32 @@ def size_problem(obj: Any, *, max_values: int, max_items: int) -> str | None:
     the object's size. The text is the verdict's body: `too large to check: 280000 models in
     spec.benchmark.models (limit 1000). Fix: ...`.
     """
-    if not isinstance(obj, (dict, list)):
+    if not isinstance(obj, (dict, list)) or not _over_limits(obj, max_values, max_items):
         return None
+    return _size_problem_text(obj, max_values, max_items)
+
+
+def _over_limits(obj: dict[str, Any] | list[Any], max_values: int, max_items: int) -> bool:
+    """Whether `_size_problem_text` finds a bound crossed: the same walk without paths (it runs on
+    every request; the paths are only needed to name the part that crossed it)."""
+    stack: list[Any] = [obj]
+    count = 0
+    while stack:
+        value = stack.pop()
+        size = len(value)
+        if size > max_items:
+            return True
+        count += size
+        if count > max_values:
+            return True
+        for v in value.values() if isinstance(value, dict) else value:
+            if isinstance(v, (dict, list)):
+                stack.append(v)
+    return False
+
+
+def _size_problem_text(obj: dict[str, Any] | list[Any], max_values: int, max_items: int) -> str | None:
+    """size_problem's text: the first bound crossed, named by its field path."""
     stack: list[tuple[Any, str, int, str]] = [(obj, "", 0, "")]
     count = 0
     parts: dict[str, int] = {}
