@@ -14,6 +14,7 @@ keys are left alone, the apiserver judges those.
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from collections.abc import Iterable
@@ -136,6 +137,18 @@ def _plain_json_error(obj: Any) -> None:
             raise AdapterError(
                 f"{path} must be a JSON value (string, number, boolean, list or mapping), not {json_type(value)}"
             )
+
+
+def copy_json(value: Any) -> Any:
+    """copy.deepcopy for JSON data at a fraction of its cost (no memo); anything else goes to deepcopy."""
+    t = type(value)
+    if t is dict:
+        return {k: copy_json(v) for k, v in value.items()}
+    if t is list:
+        return [copy_json(v) for v in value]
+    if t is str or t is int or t is float or t is bool or value is None:
+        return value
+    return copy.deepcopy(value)
 
 
 def at(path: str, key: str | int) -> str:

@@ -5,7 +5,6 @@ contexts and the podTemplate pass-through (aiperf/operator/handlers/create.py _b
 from __future__ import annotations
 
 import functools
-import json
 from typing import Any
 
 from webhook.config import Settings
@@ -34,6 +33,7 @@ from webhook.workloads.shape import (
     Schema,
     at,
     clean,
+    copy_json,
     mapping,
 )
 
@@ -61,7 +61,7 @@ class _Renderer:
 
     @functools.cached_property
     def _security(self) -> dict[str, Any]:
-        ctx = json.loads(json.dumps(_CONTAINER_SECURITY))
+        ctx = {k: copy_json(v) for k, v in _CONTAINER_SECURITY.items()}
         over = self._t("containerSecurityContext") or {}
         if "capabilities" in over:
             ctx["capabilities"] = {**ctx["capabilities"], **over["capabilities"]}
@@ -421,8 +421,9 @@ def _key(d: dict[str, Any], camel: str) -> str:
 
 
 def _no_unknown(d: dict[str, Any], allowed: set[str], path: str, what: str) -> None:
+    known = _known(d, allowed)
     for key in d:
-        if key not in _known(d, allowed):
+        if key not in known:
             raise AdapterError(f"{at(path, key)} is not a field of AIPerfJob (AIPerf rejects unknown {what})")
 
 

@@ -8,8 +8,9 @@ pkg/util/trainingruntime/trainingruntime.go MergeResourceRequirements, pkg/apply
 
 from __future__ import annotations
 
-import copy
 from typing import Any
+
+from webhook.workloads.shape import copy_json as copy_json  # re-exported: the plugins copy with it
 
 # strategic-merge keys of the PodSpec fields a runtime patch may carry (k8s.io/api patchMergeKey)
 _MERGE_KEYS = {
@@ -24,18 +25,6 @@ _MERGE_KEYS = {
     "claims": "name",
     "replicatedJobs": "name",  # JobSet's listMapKey: patches address replicated jobs by name
 }
-
-
-def copy_json(value: Any) -> Any:
-    """copy.deepcopy for JSON data at a fraction of its cost (no memo); anything else goes to deepcopy."""
-    t = type(value)
-    if t is dict:
-        return {k: copy_json(v) for k, v in value.items()}
-    if t is list:
-        return [copy_json(v) for v in value]
-    if t is str or t is int or t is float or t is bool or value is None:
-        return value
-    return copy.deepcopy(value)
 
 
 def strategic_merge(base: Any, patch: Any, field: str = "") -> Any:
