@@ -235,7 +235,44 @@ def _float_text(o: float) -> str:
 
 
 def _indent2(o: Any, out: list[str], nl: str) -> None:
-    if isinstance(o, str):
+    t = type(o)  # exact types first (a JSON document's containers), the isinstance chain for the rest
+    if t is dict or (t is not list and isinstance(o, dict)):
+        if not o:
+            out.append("{}")
+            return
+        inner = nl + "  "
+        sep = "{" + inner
+        for k, v in o.items():
+            if not isinstance(k, str):
+                raise _NotPlain
+            t = type(v)  # the common scalars inline: a call per scalar costs more than writing it
+            if t is str:
+                out.append(sep + _encode_str(k) + ": " + _encode_str(v))
+            elif t is int:
+                out.append(sep + _encode_str(k) + ": " + int.__repr__(v))
+            else:
+                out.append(sep + _encode_str(k) + ": ")
+                _indent2(v, out, inner)
+            sep = "," + inner
+        out.append(nl + "}")
+    elif t is list or isinstance(o, (list, tuple)):
+        if not o:
+            out.append("[]")
+            return
+        inner = nl + "  "
+        sep = "[" + inner
+        for v in o:
+            t = type(v)
+            if t is str:
+                out.append(sep + _encode_str(v))
+            elif t is int:
+                out.append(sep + int.__repr__(v))
+            else:
+                out.append(sep)
+                _indent2(v, out, inner)
+            sep = "," + inner
+        out.append(nl + "]")
+    elif isinstance(o, str):
         out.append(_encode_str(o))
     elif o is None:
         out.append("null")
@@ -247,42 +284,6 @@ def _indent2(o: Any, out: list[str], nl: str) -> None:
         out.append(int.__repr__(o))
     elif isinstance(o, float):
         out.append(_float_text(o))
-    elif isinstance(o, (list, tuple)):
-        if not o:
-            out.append("[]")
-            return
-        inner = nl + "  "
-        sep = "[" + inner
-        for v in o:
-            t = type(v)  # the common scalars inline: a call per scalar costs more than writing it
-            if t is str:
-                out.append(sep + _encode_str(v))
-            elif t is int:
-                out.append(sep + int.__repr__(v))
-            else:
-                out.append(sep)
-                _indent2(v, out, inner)
-            sep = "," + inner
-        out.append(nl + "]")
-    elif isinstance(o, dict):
-        if not o:
-            out.append("{}")
-            return
-        inner = nl + "  "
-        sep = "{" + inner
-        for k, v in o.items():
-            if not isinstance(k, str):
-                raise _NotPlain
-            t = type(v)
-            if t is str:
-                out.append(sep + _encode_str(k) + ": " + _encode_str(v))
-            elif t is int:
-                out.append(sep + _encode_str(k) + ": " + int.__repr__(v))
-            else:
-                out.append(sep + _encode_str(k) + ": ")
-                _indent2(v, out, inner)
-            sep = "," + inner
-        out.append(nl + "}")
     else:
         raise _NotPlain
 
