@@ -28,7 +28,11 @@ _MERGE_KEYS = {
 
 
 def strategic_merge(base: Any, patch: Any, field: str = "") -> Any:
-    """A strategic merge patch of plain dicts: maps merge, keyed lists merge by key, other lists replace."""
+    """A strategic merge patch of plain dicts: maps merge, keyed lists merge by key, other lists replace.
+
+    Returns new maps and lists along the merged paths and copies of the patch's values; what
+    only `base` holds is shared with it, never changed (the result is cleaned into a copy
+    before anything changes it: render)."""
     if isinstance(base, dict) and isinstance(patch, dict):
         out = dict(base)
         for k, v in patch.items():
@@ -41,7 +45,7 @@ def strategic_merge(base: Any, patch: Any, field: str = "") -> Any:
         return out
     key = _MERGE_KEYS.get(field)
     if key and isinstance(base, list) and isinstance(patch, list):
-        out_list = [copy_json(x) for x in base]
+        out_list = list(base)  # base items are never changed here: a merged item is a new dict
         for item in patch:
             if not isinstance(item, dict) or key not in item:
                 out_list.append(copy_json(item))
