@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import math
 import re
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -283,6 +284,10 @@ def clean(value: Any, schema: Schema, path: str) -> Any:
     return _clean_explain(value, schema, path)
 
 
+_STRING = sys.intern("string")
+_ANY = sys.intern("any")
+
+
 def _clean_fast(value: Any, schema: Schema) -> Any:
     """_clean_explain without paths (its errors carry none; clean() re-runs to name them)."""
     if type(schema) is dict:
@@ -290,7 +295,16 @@ def _clean_fast(value: Any, schema: Schema) -> Any:
             return {}
         if not isinstance(value, dict):
             raise AdapterError("")
-        return {k: _clean_fast(v, schema[k]) if k in schema else v for k, v in value.items() if v is not None}
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            if v is None:
+                continue
+            sub = schema.get(k)
+            if sub is None or sub is _ANY or (sub is _STRING and type(v) is str):
+                out[k] = v  # unknown keys as given; strings and "any" need no call (most leaves)
+            else:
+                out[k] = _clean_fast(v, sub)
+        return out
     if type(schema) is str:
         if schema == "string":
             if value is None or isinstance(value, str):
