@@ -318,12 +318,12 @@ def _clean_fast(value: Any, schema: Schema) -> Any:
         if not isinstance(value, list):
             raise AdapterError("")
         item = schema.item
-        out = []
+        items = []
         for v in value:
             if v is None:
                 raise AdapterError("")
-            out.append(_clean_fast(v, item))
-        return out
+            items.append(_clean_fast(v, item))
+        return items
     elif isinstance(schema, MapOf):
         if value is None:
             return {}
