@@ -312,6 +312,18 @@ def _clean_fast(value: Any, schema: Schema) -> Any:
             raise AdapterError("")
         if schema == "any":
             return value
+        # the other leaves, for their common values (anything else: _clean_explain decides)
+        t = type(value)
+        if schema == "quantity" and t is str:
+            try:
+                quantity.parse_quantity(value)  # memoized per string
+            except ValueError:
+                raise AdapterError("") from None
+            return value
+        if schema == "integer" and t is int and INT32_MIN <= value <= INT32_MAX:
+            return value
+        if schema == "boolean" and t is bool:
+            return value
     elif isinstance(schema, ListOf):
         if value is None:
             return []
