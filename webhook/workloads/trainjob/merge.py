@@ -87,7 +87,7 @@ def _upsert(items: list[dict[str, Any]], item: dict[str, Any], key: str) -> None
 def upsert_env(container: dict[str, Any], env: list[dict[str, Any]]) -> None:
     """UpsertEnvVars(apply.EnvVars(env)): same-name entries are replaced whole, never merged field by field
     (an entry with valueFrom carries no value; one without valueFrom is its value, "" when unset)."""
-    out = [copy_json(e) for e in container.get("env") or []]
+    out = list(container.get("env") or [])  # entries are replaced whole, never changed: no copies
     for e in env:
         entry: dict[str, Any] = {"name": e.get("name")}
         if e.get("valueFrom") is not None:
