@@ -453,8 +453,11 @@ def _over_limits(obj: dict[str, Any] | list[Any], max_values: int, max_items: in
         count += size
         if count > max_values:
             return True
-        for v in value.values() if isinstance(value, dict) else value:
-            if isinstance(v, (dict, list)):
+        for v in value.values() if type(value) is dict or isinstance(value, dict) else value:
+            t = type(v)  # scalars (most values) first, by exact type
+            if t is str or t is int or t is bool or v is None or t is float:
+                continue
+            if t is dict or t is list or isinstance(v, (dict, list)):
                 stack.append(v)
     return False
 
