@@ -47,10 +47,12 @@ ROOT = Path(__file__).resolve().parent.parent
 #: the checkout whose webhook package is measured (--code DIR sets it and runs this script again)
 CODE = Path(os.environ.get("PREFLIGHT_BENCH_CODE") or ROOT)
 sys.path.insert(0, str(ROOT))
-if CODE != ROOT:
-    sys.path.insert(0, str(CODE))
 
-from bench.common import review, write_section  # noqa: E402
+from bench.common import review, write_section  # noqa: E402  (this checkout's: it writes our docs/benchmarks.md)
+
+if CODE != ROOT:
+    sys.path.insert(0, str(CODE))  # the webhook package below comes from there
+
 from webhook.admission import parse_review_bytes, response_from_decision  # noqa: E402
 from webhook.config import Settings  # noqa: E402
 from webhook.deadline import Deadline  # noqa: E402
