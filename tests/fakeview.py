@@ -13,7 +13,16 @@ from typing import Any
 from webhook.cluster.view import ApiError
 from webhook.deadline import Deadline
 
-CLUSTER_SCOPED = {"namespaces", "nodes", "clustertrainingruntimes", "clusterqueues", "admissionchecks", "cohorts"}
+CLUSTER_SCOPED = {
+    "namespaces",
+    "nodes",
+    "clustertrainingruntimes",
+    "clusterqueues",
+    "admissionchecks",
+    "cohorts",
+    "resourceflavors",
+    "nodepools",
+}
 
 
 class FakeView:
