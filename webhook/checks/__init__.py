@@ -9,6 +9,7 @@ from __future__ import annotations
 from webhook.checks import (
     basics,
     configmap,
+    controllers,
     dryrun,
     endpoint,
     gpu,
@@ -41,6 +42,7 @@ _FAMILIES = (
     kueue,
     nodes,
     endpoint,
+    controllers,
     dryrun,
 )
 
