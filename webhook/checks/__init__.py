@@ -16,6 +16,7 @@ from webhook.checks import (
     image,
     kueue,
     names,
+    netpol,
     nodes,
     quotas,
     render,
@@ -42,6 +43,7 @@ _FAMILIES = (
     kueue,
     nodes,
     endpoint,
+    netpol,
     controllers,
     dryrun,
 )
