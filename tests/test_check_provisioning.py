@@ -193,6 +193,8 @@ def _pod_reqs(*exprs: dict) -> dict:
         ({"gen": "5"}, {"key": "gen", "operator": "Gt", "values": ["4"]}, True),
         ({"gen": "3"}, {"key": "gen", "operator": "Gt", "values": ["4"]}, False),
         ({"gen": "3"}, {"key": "gen", "operator": "Lt", "values": ["4"]}, True),
+        ({"gen": "4"}, {"key": "gen", "operator": "Gte", "values": ["4"]}, True),
+        ({"gen": "4"}, {"key": "gen", "operator": "Lt", "values": ["4"]}, False),
         # the NodePool's own name label
         ({}, {"key": "karpenter.sh/nodepool", "operator": "In", "values": ["p"]}, True),
         ({}, {"key": "karpenter.sh/nodepool", "operator": "In", "values": ["other"]}, False),
@@ -231,8 +233,8 @@ def test_nodepool_requirements_and_terms() -> None:
 
 
 def test_requirement_intersections() -> None:
-    gt, lt = Requirement.of("g", "Gt", ["3"]), Requirement.of("g", "Lt", ["3"])
-    assert gt.intersection(lt).empty()  # Karpenter: greaterThan >= lessThan is DoesNotExist
+    gt, lt = Requirement.of("g", "Gt", ["2"]), Requirement.of("g", "Lt", ["3"])
+    assert gt.intersection(lt).empty()  # v1.13: Gt 2 is gte 3, Lt 3 is lte 2: nothing left
     assert not Requirement.of("g", "Gt", ["2"]).intersection(Requirement.of("g", "Lt", ["4"])).empty()
     both = Requirement.of("k", "NotIn", ["a"]).intersection(Requirement.of("k", "NotIn", ["b"]))
     assert (both.operator, both.values) == ("NotIn", frozenset({"a", "b"}))

@@ -7,10 +7,12 @@ ask this module what could add one:
 * **Karpenter** (karpenter.sh/v1 NodePools, cached): a NodePool could launch a node for the
   pod when its template's requirements and labels are *compatible* with the pod's node
   selection and the pod tolerates every taint of the template. This follows Karpenter's own
-  code (kubernetes-sigs/karpenter, pkg/scheduling/requirement.go, requirements.go
+  code (sigs.k8s.io/karpenter v1.13.0, pkg/scheduling/requirement.go, requirements.go
   `Compatible` with `AllowUndefinedWellKnownLabels`, taints.go `Taints.Tolerates`; the
-  template: pkg/controllers/provisioning/scheduling/nodeclaimtemplate.go — requirements +
-  template labels + `karpenter.sh/nodepool In [name]`): a custom label the pod asks for must
+  template: pkg/controllers/provisioning/scheduling/nodeclaimtemplate.go NewNodeClaimTemplate —
+  requirements + template labels + `karpenter.sh/nodepool` and the NodeClass label;
+  nodeclaim.go CanAdd checks the template's
+  taints, then Compatible): a custom label the pod asks for must
   be defined by the NodePool, a well-known one (zone, region, instance type, arch, os,
   capacity type, windows build; and the cloud providers' own `karpenter.*` domains, which
   they add to the well-known set) may be left open. Instance types, limits and the
@@ -42,7 +44,7 @@ KARPENTER_API = "karpenter.sh/v1"
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
 
-#: karpenter pkg/apis/v1/labels.go WellKnownLabels
+#: karpenter v1.13.0 pkg/apis/v1/labels.go WellKnownLabels
 WELL_KNOWN_LABELS = frozenset(
     {
         NODEPOOL_LABEL,
@@ -88,13 +90,14 @@ def _well_known(key: str) -> bool:
 @dataclass(frozen=True)
 class Requirement:
     """One key's allowed values: `values` (complement=False) or everything but `values`
-    (complement=True), optionally bounded by Gt/Lt (integers)."""
+    (complement=True), optionally bounded by inclusive integer bounds (Karpenter v1.13 turns
+    Gt N into gte N+1 and Lt N into lte N-1)."""
 
     key: str
     complement: bool
     values: frozenset[str] = frozenset()
-    greater_than: int | None = None
-    less_than: int | None = None
+    gte: int | None = None
+    lte: int | None = None
 
     @staticmethod
     def of(key: str, operator: str, values: list[str] | tuple[str, ...] = ()) -> Requirement:
@@ -106,24 +109,23 @@ class Requirement:
             return Requirement(key, True, vals)
         if operator == "DoesNotExist":
             return Requirement(key, False)
-        if operator in ("Gt", "Lt"):
+        if operator in ("Gt", "Lt", "Gte", "Lte"):
             try:
                 bound = int(next(iter(vals)))
             except (StopIteration, ValueError):
                 return Requirement(key, True)  # invalid: the apiserver refuses it; treat as Exists
-            return Requirement(
-                key,
-                True,
-                greater_than=bound if operator == "Gt" else None,
-                less_than=bound if operator == "Lt" else None,
-            )
+            if operator == "Gt":
+                return Requirement(key, True, gte=bound + 1)
+            if operator == "Lt":
+                return Requirement(key, True, lte=bound - 1)
+            return Requirement(key, True, gte=bound) if operator == "Gte" else Requirement(key, True, lte=bound)
         return Requirement(key, True)  # Exists
 
     def intersection(self, other: Requirement) -> Requirement:
         complement = self.complement and other.complement
-        gt = _max(self.greater_than, other.greater_than)
-        lt = _min(self.less_than, other.less_than)
-        if gt is not None and lt is not None and gt >= lt:
+        gte = _max(self.gte, other.gte)
+        lte = _min(self.lte, other.lte)
+        if gte is not None and lte is not None and gte > lte:
             return Requirement(self.key, False)
         if self.complement and other.complement:
             values = self.values | other.values
@@ -133,13 +135,13 @@ class Requirement:
             values = self.values - other.values
         else:
             values = self.values & other.values
-        values = frozenset(v for v in values if _within(v, gt, lt))
+        values = frozenset(v for v in values if _within(v, gte, lte))
         if not complement:
-            gt = lt = None
-        return Requirement(self.key, complement, values, gt, lt)
+            gte = lte = None
+        return Requirement(self.key, complement, values, gte, lte)
 
     def empty(self) -> bool:
-        """Len() == 0: no value satisfies it (a complement set is never empty)."""
+        """Not HasIntersection: no value satisfies it (a complement set within its bounds never is)."""
         return not self.complement and not self.values
 
     @property
@@ -157,14 +159,14 @@ def _min(a: int | None, b: int | None) -> int | None:
     return b if a is None else a if b is None else min(a, b)
 
 
-def _within(value: str, gt: int | None, lt: int | None) -> bool:
-    if gt is None and lt is None:
+def _within(value: str, gte: int | None, lte: int | None) -> bool:
+    if gte is None and lte is None:
         return True
     try:
         v = int(value)
     except ValueError:
         return False
-    return (gt is None or v > gt) and (lt is None or v < lt)
+    return (gte is None or v >= gte) and (lte is None or v <= lte)
 
 
 Requirements = dict[str, Requirement]
@@ -283,6 +285,9 @@ def _nodepool_template(np: dict[str, Any]) -> tuple[Requirements, list[dict[str,
     reqs = from_expressions(list(tspec.get("requirements") or []))
     labels = dict((template.get("metadata") or {}).get("labels") or {})
     labels[NODEPOOL_LABEL] = name
+    ref = tspec.get("nodeClassRef") or {}
+    if ref.get("group") and ref.get("kind"):  # v1.NodeClassLabelKey
+        labels[f"{ref['group']}/{str(ref['kind']).lower()}"] = str(ref.get("name", ""))
     add(reqs, *from_labels(labels).values())
     return reqs, list(tspec.get("taints") or [])
 
