@@ -43,6 +43,10 @@ def _aiperfjob(ns: str, url: str, **pod_template: Any) -> dict[str, Any]:
     return job
 
 
+def _rfc3339(age: float) -> str:
+    return (datetime.now(UTC) - timedelta(seconds=age)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def _optional_crds_dir() -> Path:
     out = subprocess.run(["bash", str(ROOT / "e2e" / "build.sh"), "optional-crds"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
@@ -52,11 +56,30 @@ def _optional_crds_dir() -> Path:
 
 @pytest.fixture(scope="module")
 def cluster(control_plane: ControlPlane) -> ControlPlane:
-    return control_plane
-
-
-def _rfc3339(age: float) -> str:
-    return (datetime.now(UTC) - timedelta(seconds=age)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """The control plane with one Ready node labelled pool=chk10-cpu (no kubelet: its status written as one would)."""
+    cp = control_plane
+    cp.apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "chk10-cpu-1", "labels": {"pool": "chk10-cpu"}}})
+    now = _rfc3339(0)
+    ready = {
+        "status": {
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "message": "ok",
+                    "lastHeartbeatTime": now,
+                    "lastTransitionTime": now,
+                }
+            ],
+            "allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"},
+            "capacity": {"cpu": "16", "memory": "64Gi", "pods": "110"},
+        }
+    }
+    cp.kubectl("patch", "node", "chk10-cpu-1", "--subresource=status", "--type=merge", "-p", json.dumps(ready))
+    # TaintNodesByCondition taints a new node not-ready; no node lifecycle controller here removes it
+    cp.kubectl("taint", "node", "chk10-cpu-1", "node.kubernetes.io/not-ready:NoSchedule-", check=False)
+    return cp
 
 
 # --- Node Selector Match: deny only when nothing could add a node -----------------------------
