@@ -110,3 +110,18 @@ async def test_endpoints_unreadable_warns_and_external_name_is_not_listed() -> N
     view = FakeView({"services": [ext]})
     r = await run_check(EndpointService(), _aiperf(URL), view)
     assert (r.status, r.message) == (Status.PASS, 'Service "llm" in namespace "models" exists')
+
+
+async def test_a_list_that_never_answers_is_cut_before_the_deadline() -> None:
+    import asyncio
+
+    class Hanging(FakeView):
+        async def list_objects(self, *args: object, **kw: object) -> list:
+            await asyncio.Event().wait()  # the apiserver never answers
+            return []
+
+    r = await run_check(EndpointService(), _aiperf(URL), Hanging({"services": [SVC]}), budget=0.2)
+    assert (r.status, r.message) == (
+        Status.WARN,
+        'Cannot verify the endpoints of Service "llm" in "models" (timed out)',
+    )

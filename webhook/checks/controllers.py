@@ -32,6 +32,7 @@ from datetime import datetime
 from typing import Any
 
 from webhook.checks.base import AIPERFJOB, AIPERFSWEEP, TRAINJOB, Check, CheckContext, Permission
+from webhook.checks.common import before_deadline
 from webhook.checks.kueue_queue import _resolve
 from webhook.config import ControllerRef
 from webhook.kube import ApiError
@@ -167,7 +168,7 @@ class Controllers(Check):
             if not name:
                 return None
             try:
-                return await view.get_object(api, resource, ns, name, ctx.deadline, ttl=ttl)
+                return await before_deadline(ctx, view.get_object(api, resource, ns, name, ctx.deadline, ttl=ttl))
             except ApiError as exc:
                 return exc
 

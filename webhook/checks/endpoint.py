@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from webhook.checks.base import AIPERFJOB, AIPERFSWEEP, Check, CheckContext
-from webhook.checks.common import cached, plural, with_stale
+from webhook.checks.common import before_deadline, cached, plural, with_stale
 from webhook.kube import ApiError, Permission
 from webhook.results import CheckResult, Status
 
@@ -150,8 +150,9 @@ class EndpointService(Check):
         """A warning line when the Service has no ready endpoint (or its slices cannot be read); "" when it has."""
         assert ctx.view is not None
         try:
-            slices = await ctx.view.list_objects(
-                DISCOVERY_API, "endpointslices", ns, f"{SERVICE_NAME_LABEL}={svc}", ctx.deadline
+            slices = await before_deadline(
+                ctx,
+                ctx.view.list_objects(DISCOVERY_API, "endpointslices", ns, f"{SERVICE_NAME_LABEL}={svc}", ctx.deadline),
             )
         except ApiError as exc:
             why = "not permitted to list endpointslices" if exc.forbidden else exc.message

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.checks.base import CheckContext, Permission
+from webhook.checks.common import before_deadline
 from webhook.kube import ApiError
 
 KARPENTER_API = "karpenter.sh/v1"
@@ -352,7 +353,7 @@ async def provisioning_for(ctx: CheckContext, pod_spec: dict[str, Any]) -> Provi
     else:
         ns, _, name = ref.partition("/")
         try:
-            cm = await view.get_object("v1", "configmaps", ns, name, ctx.deadline)
+            cm = await before_deadline(ctx, view.get_object("v1", "configmaps", ns, name, ctx.deadline))
         except ApiError as exc:
             why = "not permitted to get configmaps" if exc.forbidden else exc.message
             p.unreadable.append(f"cluster-autoscaler status ConfigMap {ns}/{name} unreadable: {why}")
