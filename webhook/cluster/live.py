@@ -126,25 +126,14 @@ class LiveClusterView:
         `wait_seconds` — so a CLI run sees synced caches and a server is never held up long."""
         if self._startup_task is None:
             self._startup_task = asyncio.ensure_future(self._startup())
-        try:
-            await asyncio.wait_for(self._first_attempt.wait(), wait_seconds)
-        except TimeoutError:
-            pass
+        await _set_within(self._first_attempt, wait_seconds)
 
     async def wait_probed(self, timeout: float) -> bool:
-        try:
-            await asyncio.wait_for(self._probed.wait(), timeout)
-            return True
-        except TimeoutError:
-            return False
+        return await _set_within(self._probed, timeout)
 
     async def wait_synced(self, timeout: float) -> bool:
         """True once every started cache has synced (what /readyz and the CLI wait for)."""
-        try:
-            await asyncio.wait_for(self._synced.wait(), timeout)
-            return True
-        except TimeoutError:
-            return False
+        return await _set_within(self._synced, timeout)
 
     async def close(self) -> None:
         if self._startup_task is not None:
@@ -471,3 +460,12 @@ async def open_cluster_view(
     view = LiveClusterView(settings, KubeClient(cfg, settings.api_concurrency), checks=checks)
     await view.start(wait_seconds)
     return view
+
+
+async def _set_within(event: asyncio.Event, timeout: float) -> bool:
+    """Wait up to `timeout` seconds for `event`; whether it was set."""
+    try:
+        await asyncio.wait_for(event.wait(), timeout)
+        return True
+    except TimeoutError:
+        return False
