@@ -262,15 +262,6 @@ class LiveClusterView:
         finally:
             r.cache.listeners.remove(changed.set)
 
-    def staleness(self, resource: str) -> str:
-        """ "" when fresh; otherwise a phrase for messages ("cached data is 312s old")."""
-        age = self.cache_age(resource)
-        if age is None:
-            return f"no cached {resource}"
-        if age <= self.settings.cache_stale_seconds:
-            return ""
-        return f"cached {resource} are {age:.0f}s old (apiserver unreachable?)"
-
     def cache_status(self) -> list[dict[str, Any]]:
         """Per cache: objects, synced, age, last error, or why it is absent (for /capabilities)."""
         out: list[dict[str, Any]] = []
