@@ -1,7 +1,7 @@
 """The layer contract, read from the imports of every module in webhook/.
 
     entry points (cli/)         wire everything together
-      server (server, admission, metrics)
+      server (server, listener, admission, metrics; certmanager beside it)
         domain (preflight, engine, policy, manifests)
           checks/
             workloads/   cluster/   (side by side: neither imports the other)
