@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from webhook.quantity import parse_quantity
 from webhook.workloads.base import PodGroup, Workload
 
 
@@ -100,20 +101,11 @@ class SweepWorkload(Workload):
         return self._sources.get(group.name, (self, group))
 
 
-def _quantity(text: Any) -> Decimal:
-    """A cheap request total for ranking children (exact parsing lives in the quota check)."""
-    s = str(text or "0")
-    units = {"m": Decimal("0.001"), "Ki": Decimal(1024), "Mi": Decimal(1024**2), "Gi": Decimal(1024**3), "k": Decimal(1000),
-             "M": Decimal(10**6), "G": Decimal(10**9)}  # fmt: skip
-    for u in ("Ki", "Mi", "Gi", "m", "k", "M", "G"):
-        if s.endswith(u):
-            try:
-                return Decimal(s[: -len(u)]) * units[u]
-            except ArithmeticError:
-                return Decimal(0)
+def _quantity(value: Any) -> Decimal:
+    """A request's exact value (`webhook.quantity`); one Kubernetes would refuse counts 0 in the ranking."""
     try:
-        return Decimal(s)
-    except ArithmeticError:
+        return parse_quantity(value if value is not None else 0)
+    except ValueError:
         return Decimal(0)
 
 
