@@ -164,47 +164,58 @@ def expand(sweep: dict[str, Any], envelope: dict[str, Any]) -> list[Variation]:
     """The variations of a grid / zip / scenarios sweep, in AIPerf's order (expand_sweep)."""
     kind = sweep.get("type", "grid")
     if kind in ("grid", "zip"):
-        paths, env_paths = _classify(sweep.get("parameters"), kind)
-        names = sorted(paths)
-        lists = [paths[n] for n in names]
-        if kind == "zip":
-            lengths = {n: len(paths[n]) for n in names}
-            if len(set(lengths.values())) > 1:
-                raise SpecInvalid(f"zip sweep parameters must all have equal length; got {lengths!r}.")
-            combos: Any = zip(*lists)
-        else:
-            combos = itertools.product(*lists)
-        out = []
-        for idx, combo in enumerate(combos):
-            variant = copy.deepcopy(envelope)
-            body = variant.setdefault("benchmark", {})
-            for path, value in zip(names, combo):
-                set_nested(variant if path in env_paths else body, path, value)
-            out.append(Variation(idx, ", ".join(f"{n}={_label_value(v)}" for n, v in zip(names, combo)), variant))
-        return out
+        return _expand_parameters(sweep, envelope, kind)
     if kind == "scenarios":
-        runs = sweep.get("runs")
-        if not isinstance(runs, list) or not runs:
-            raise SpecInvalid("scenarios sweep needs sweep.runs: a non-empty list of runs.")
-        out = []
-        for idx, run in enumerate(runs):
-            if not isinstance(run, dict):
-                raise SpecInvalid(f"sweep run [{idx}] must be a mapping.")
-            unknown = set(run) - _SCENARIO_KEYS
-            if unknown:
-                raise SpecInvalid(
-                    f"sweep run [{idx}]: unknown field(s) {sorted(unknown)!r}; allowed: {sorted(_SCENARIO_KEYS)}. "
-                    "(Wrap body fields under `benchmark:` inside the run.)"
-                )
-            variant = copy.deepcopy(envelope)
-            over = {k: copy.deepcopy(v) for k, v in run.items() if k not in ("name", "values")}
-            bench = over.get("benchmark")
-            if isinstance(bench, dict) and isinstance(bench.get("dataset"), dict) and "datasets" not in bench:
-                _singular_dataset(bench, variant, idx)
-            deep_merge(variant, over)
-            out.append(Variation(idx, str(run.get("name", f"scenario_{idx}")), variant))
-        return out
+        return _expand_scenarios(sweep, envelope)
     return []
+
+
+def _expand_parameters(sweep: dict[str, Any], envelope: dict[str, Any], kind: str) -> list[Variation]:
+    """expand._expand_grid_sweep / _expand_zip_sweep: paths sorted, their cartesian product (grid) or their
+    values in lockstep (zip); the label is `path=value, ...`."""
+    paths, env_paths = _classify(sweep.get("parameters"), kind)
+    names = sorted(paths)
+    lists = [paths[n] for n in names]
+    if kind == "zip":
+        lengths = {n: len(paths[n]) for n in names}
+        if len(set(lengths.values())) > 1:
+            raise SpecInvalid(f"zip sweep parameters must all have equal length; got {lengths!r}.")
+        combos: Any = zip(*lists)
+    else:
+        combos = itertools.product(*lists)
+    out = []
+    for idx, combo in enumerate(combos):
+        variant = copy.deepcopy(envelope)
+        body = variant.setdefault("benchmark", {})
+        for path, value in zip(names, combo):
+            set_nested(variant if path in env_paths else body, path, value)
+        out.append(Variation(idx, ", ".join(f"{n}={_label_value(v)}" for n, v in zip(names, combo)), variant))
+    return out
+
+
+def _expand_scenarios(sweep: dict[str, Any], envelope: dict[str, Any]) -> list[Variation]:
+    """expand._expand_scenario_sweep: each run deep-merged over the base; the label is the run's name."""
+    runs = sweep.get("runs")
+    if not isinstance(runs, list) or not runs:
+        raise SpecInvalid("scenarios sweep needs sweep.runs: a non-empty list of runs.")
+    out = []
+    for idx, run in enumerate(runs):
+        if not isinstance(run, dict):
+            raise SpecInvalid(f"sweep run [{idx}] must be a mapping.")
+        unknown = set(run) - _SCENARIO_KEYS
+        if unknown:
+            raise SpecInvalid(
+                f"sweep run [{idx}]: unknown field(s) {sorted(unknown)!r}; allowed: {sorted(_SCENARIO_KEYS)}. "
+                "(Wrap body fields under `benchmark:` inside the run.)"
+            )
+        variant = copy.deepcopy(envelope)
+        over = {k: copy.deepcopy(v) for k, v in run.items() if k not in ("name", "values")}
+        bench = over.get("benchmark")
+        if isinstance(bench, dict) and isinstance(bench.get("dataset"), dict) and "datasets" not in bench:
+            _singular_dataset(bench, variant, idx)
+        deep_merge(variant, over)
+        out.append(Variation(idx, str(run.get("name", f"scenario_{idx}")), variant))
+    return out
 
 
 def _singular_dataset(bench: dict[str, Any], base: dict[str, Any], idx: int) -> None:
