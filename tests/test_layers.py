@@ -21,11 +21,14 @@ the tests (tests/, e2e/), and the e2e harness (e2e/harness/) never imports an e2
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent / "webhook"
+REPO = ROOT.parent
+HARNESS = REPO / "e2e" / "harness"
 
 FOUNDATION = "foundation"
 #: module (or package prefix) → layer; the longest matching prefix wins
@@ -97,58 +100,6 @@ def _layer(module: str) -> str | None:
     return best[1]
 
 
-def _imports(path: Path) -> list[tuple[int, str]]:
-    out: list[tuple[int, str]] = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module == "webhook":  # `from webhook import quantity`: the submodules named
-                out += [(node.lineno, f"webhook.{a.name}") for a in node.names]
-            elif node.module.startswith("webhook."):
-                out.append((node.lineno, node.module))
-        elif isinstance(node, ast.Import):
-            out += [(node.lineno, a.name) for a in node.names if a.name.startswith("webhook")]
-    return out
-
-
-MODULES = sorted(ROOT.rglob("*.py"))
-
-
-def test_every_module_has_a_layer() -> None:
-    missing = [_module_name(p) for p in MODULES if _layer(_module_name(p)) is None]
-    assert missing == [], f"give these modules a layer in tests/test_layers.py LAYER_OF: {missing}"
-
-
-@pytest.mark.parametrize("path", MODULES, ids=lambda p: _module_name(p))
-def test_imports_follow_the_layers(path: Path) -> None:
-    me = _module_name(path)
-    mine = _layer(me)
-    bad = []
-    for line, target in _imports(path):
-        theirs = _layer(target)
-        if theirs is None or theirs == mine:
-            continue
-        if theirs not in MAY_IMPORT[mine]:
-            bad.append(f"{path.relative_to(ROOT.parent)}:{line} ({mine}) imports {target} ({theirs})")
-        elif mine == "checks" and theirs == "cluster" and target not in CHECKS_SEE_OF_CLUSTER:
-            bad.append(f"{path.relative_to(ROOT.parent)}:{line}: a check imports {target}; checks see the ClusterView")
-    assert bad == []
-
-
-def test_the_contract_catches_an_upward_import(tmp_path: Path) -> None:
-    # the reader itself: a cluster module importing a check is reported
-    f = tmp_path / "m.py"
-    f.write_text("def f():\n    from webhook.checks import all_checks\n", encoding="utf-8")
-    assert _imports(f) == [(2, "webhook.checks")]
-    assert _layer("webhook.checks") not in MAY_IMPORT[_layer("webhook.cluster.live") or ""]
-    assert _layer("webhook.workloads.aiperf") == "workloads" and _layer("webhook.newmodule") is None
-
-
-# ----------------------------------------------------------------------------- inside workloads/, and around webhook/
-
-REPO = ROOT.parent
-HARNESS = REPO / "e2e" / "harness"
-
-
 def _targets(path: Path) -> list[tuple[int, str]]:
     """Every absolute import of a file, `from pkg import name` resolved to `pkg.name` where that is a
     module or package in this repository (a relative import is reported as `.<module>`)."""
@@ -168,6 +119,53 @@ def _targets(path: Path) -> list[tuple[int, str]]:
     return out
 
 
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """The imports of the package's own modules (what the layer contract reads)."""
+    return [(line, t) for line, t in _targets(path) if t == "webhook" or t.startswith("webhook.")]
+
+
+def _crossings(path: Path, group_of: Callable[[str], str | None]) -> Iterator[tuple[int, str, str | None, str]]:
+    """(line, target, my group, its group) of every import of `path` into another group."""
+    mine = group_of(_module_name(path))
+    for line, target in _targets(path):
+        theirs = group_of(target)
+        if theirs is not None and theirs != mine:
+            yield line, target, mine, theirs
+
+
+MODULES = sorted(ROOT.rglob("*.py"))
+
+
+def test_every_module_has_a_layer() -> None:
+    missing = [_module_name(p) for p in MODULES if _layer(_module_name(p)) is None]
+    assert missing == [], f"give these modules a layer in tests/test_layers.py LAYER_OF: {missing}"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: _module_name(p))
+def test_imports_follow_the_layers(path: Path) -> None:
+    bad = []
+    for line, target, mine, theirs in _crossings(path, _layer):
+        if mine is None:
+            continue
+        if theirs not in MAY_IMPORT[mine]:
+            bad.append(f"{path.relative_to(ROOT.parent)}:{line} ({mine}) imports {target} ({theirs})")
+        elif mine == "checks" and theirs == "cluster" and target not in CHECKS_SEE_OF_CLUSTER:
+            bad.append(f"{path.relative_to(ROOT.parent)}:{line}: a check imports {target}; checks see the ClusterView")
+    assert bad == []
+
+
+def test_the_contract_catches_an_upward_import(tmp_path: Path) -> None:
+    # the reader itself: a cluster module importing a check is reported
+    f = tmp_path / "m.py"
+    f.write_text("def f():\n    from webhook.checks import all_checks\n", encoding="utf-8")
+    assert _imports(f) == [(2, "webhook.checks")]
+    assert _layer("webhook.checks") not in MAY_IMPORT[_layer("webhook.cluster.live") or ""]
+    assert _layer("webhook.workloads.aiperf") == "workloads" and _layer("webhook.newmodule") is None
+
+
+# ----------------------------------------------------------------------------- inside workloads/, and around webhook/
+
+
 def _under(module: str, package: str) -> bool:
     return module == package or module.startswith(package + ".")
 
@@ -181,15 +179,12 @@ WORKLOAD_MODULES = [p for p in MODULES if _under(_module_name(p), "webhook.workl
 
 @pytest.mark.parametrize("path", WORKLOAD_MODULES, ids=lambda p: _module_name(p))
 def test_kinds_stay_apart(path: Path) -> None:
-    me = _module_name(path)
-    mine = _kind(me)
     bad = []
-    for line, target in _targets(path):
-        theirs = _kind(target)
-        if theirs is None or theirs == mine:
-            continue
+    for line, target, mine, theirs in _crossings(path, _kind):
         if mine is None:
-            bad.append(f"{path.relative_to(REPO)}:{line}: the shared workload module {me} imports the kind {target}")
+            bad.append(
+                f"{path.relative_to(REPO)}:{line}: the shared workload module {_module_name(path)} imports the kind {target}"
+            )
         elif theirs not in KIND_PACKAGES[mine]:
             bad.append(f"{path.relative_to(REPO)}:{line}: the kind {mine} imports the kind {target}")
     assert bad == []
