@@ -150,7 +150,8 @@ class Settings(_Model):
     body_timeout_seconds: float = Field(10.0, gt=0, le=300, alias="bodyTimeoutSeconds")
     #: a kept-alive connection with no request closes after this long idle
     idle_timeout_seconds: float = Field(60.0, gt=0, le=3600, alias="idleTimeoutSeconds")
-    #: open connections at most; above it a new connection is closed after its handshake (~280 KiB each)
+    #: open connections at most; above it a new connection is closed after its handshake (the memory
+    #: one costs: docs/benchmarks.md, "Slow clients")
     max_connections: int = Field(256, ge=1, le=100_000, alias="maxConnections")
     #: verify the caller's client certificate on /validate (docs/operations.md, Security model)
     client_auth: ClientAuthSettings = Field(default_factory=ClientAuthSettings, alias="clientAuth")

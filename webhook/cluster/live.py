@@ -128,25 +128,14 @@ class LiveClusterView:
         `wait_seconds` — so a CLI run sees synced caches and a server is never held up long."""
         if self._startup_task is None:
             self._startup_task = asyncio.ensure_future(self._startup())
-        try:
-            await asyncio.wait_for(self._first_attempt.wait(), wait_seconds)
-        except TimeoutError:
-            pass
+        await _set_within(self._first_attempt, wait_seconds)
 
     async def wait_probed(self, timeout: float) -> bool:
-        try:
-            await asyncio.wait_for(self._probed.wait(), timeout)
-            return True
-        except TimeoutError:
-            return False
+        return await _set_within(self._probed, timeout)
 
     async def wait_synced(self, timeout: float) -> bool:
         """True once every started cache has synced (what /readyz and the CLI wait for)."""
-        try:
-            await asyncio.wait_for(self._synced.wait(), timeout)
-            return True
-        except TimeoutError:
-            return False
+        return await _set_within(self._synced, timeout)
 
     async def close(self) -> None:
         if self._startup_task is not None:
@@ -274,15 +263,6 @@ class LiveClusterView:
             return False
         finally:
             r.cache.listeners.remove(changed.set)
-
-    def staleness(self, resource: str) -> str:
-        """ "" when fresh; otherwise a phrase for messages ("cached data is 312s old")."""
-        age = self.cache_age(resource)
-        if age is None:
-            return f"no cached {resource}"
-        if age <= self.settings.cache_stale_seconds:
-            return ""
-        return f"cached {resource} are {age:.0f}s old (apiserver unreachable?)"
 
     def cache_status(self) -> list[dict[str, Any]]:
         """Per cache: objects, synced, age, last error, or why it is absent (for /capabilities)."""
@@ -521,3 +501,12 @@ async def open_cluster_view(
     view = LiveClusterView(settings, KubeClient(cfg, settings.api_concurrency), checks=checks)
     await view.start(wait_seconds)
     return view
+
+
+async def _set_within(event: asyncio.Event, timeout: float) -> bool:
+    """Wait up to `timeout` seconds for `event`; whether it was set."""
+    try:
+        await asyncio.wait_for(event.wait(), timeout)
+        return True
+    except TimeoutError:
+        return False
