@@ -54,7 +54,9 @@ class NodeProvisioningSettings(_Model):
 
     #: "namespace/name" of cluster-autoscaler's status ConfigMap (its --namespace and
     #: --status-config-map-name); "" = do not look for cluster-autoscaler
-    cluster_autoscaler_status: str = Field("kube-system/cluster-autoscaler-status", alias="clusterAutoscalerStatus")
+    cluster_autoscaler_status: str = Field(
+        "kube-system/cluster-autoscaler-status", alias="clusterAutoscalerStatus", pattern=r"^$|^[^/]+/[^/]+$"
+    )
 
 
 class ControllerRef(_Model):
