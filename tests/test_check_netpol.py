@@ -226,3 +226,46 @@ def test_selector_three_valued() -> None:
     partial = Labels({"app": "llm"}, complete=False)
     assert selector_matches({"matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}]}, partial) is None
     assert selector_matches({"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["x"]}]}, partial)
+
+
+async def test_the_operator_reaches_the_controller_api_and_results() -> None:
+    ports = [
+        {"containerPort": 5663, "name": "pub-frontend"},
+        {"containerPort": 9090, "name": "api"},
+        {"containerPort": 9091, "name": "results"},
+        {"containerPort": 8088, "name": "health"},
+    ]
+    ctrl = PodGroup(
+        "controller", 1, pod(container("proxy", ports=ports)), {"labels": {"app": "aiperf"}}, role="controller"
+    )
+    workers = PodGroup("workers", 1, pod(container("worker-0")), {"labels": {"app": "aiperf"}}, role="workers")
+    obj = {
+        "apiVersion": "aiperf.nvidia.com/v1alpha1",
+        "kind": "AIPerfJob",
+        "metadata": {"name": "b", "namespace": "bench"},
+    }
+    wl = workload([ctrl, workers], kind="AIPerfJob", name="b", namespace="bench", obj=obj | {"spec": {}})
+    same_ns = _np("same-namespace-only", "bench", ingress=[{"from": [{"podSelector": {}}]}])
+    view = FakeView({"namespaces": NAMESPACES + [_ns("aiperf-system")], "networkpolicies": [same_ns]}, served=SERVED)
+    r = await run_check(NetworkPolicies(), wl, view)
+    assert r.status is Status.WARN
+    assert r.details[:2] == [
+        f"NetworkPolicies drop the AIPerf operator's requests to the controller pods (port {p}/TCP): NetworkPolicy "
+        '"same-namespace-only" in "bench" isolates the ingress of the controller pods and no rule allows it, so the '
+        'operator cannot read the job\'s progress or results. Fix: add an ingress rule allowing it to a NetworkPolicy in "bench"'
+        for p in (9090, 9091)
+    ]
+    assert len(r.details) == 3  # workers → controller on 5663 is allowed (same namespace); health is the kubelet's
+    from_operator = _np(
+        "from-operator",
+        "bench",
+        ingress=[{"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "aiperf-system"}}}]}],
+    )
+    view = FakeView(
+        {"namespaces": NAMESPACES + [_ns("aiperf-system")], "networkpolicies": [same_ns, from_operator]}, served=SERVED
+    )
+    r = await run_check(NetworkPolicies(), wl, view)
+    assert (r.status, r.message) == (
+        Status.PASS,
+        'The NetworkPolicies of "aiperf-system", "bench" allow the job\'s 3 connection paths',
+    )

@@ -22,7 +22,9 @@ cases of kubernetes-sigs/network-policy-api's conformance suite follow the same 
 
 The paths: an AIPerfJob's (and AIPerfSweep's) worker pods → the pods behind each in-cluster
 endpoint Service (selected by the Service's selector, on its targetPort), and → kube-dns
-(UDP 53) to resolve the name; the job's own pods → each other on the ports its pods declare
+(UDP 53) to resolve the name; the AIPerf operator (controllers.aiperf.namespace, pods
+`app.kubernetes.io/name=aiperf-operator`) → the controller pod's `api` and `results` ports
+(progress and results); the job's own pods → each other on the ports its pods declare
 (AIPerf's ZMQ and API ports, Trainer's rendezvous port; `health` ports are the kubelet's,
 which NetworkPolicy does not govern), and for TrainJobs also on every port (NCCL, Gloo and MPI
 open connections on ports of their own choosing).
@@ -64,6 +66,10 @@ CONTROLLER_LABEL_PREFIXES = (
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 DNS_NAMESPACE, DNS_LABELS = "kube-system", {"k8s-app": "kube-dns"}
+#: AIPerf 0.13.0 kubernetes/constants.py OPERATOR_POD_LABEL_SELECTOR
+OPERATOR_LABELS = {"app.kubernetes.io/name": "aiperf-operator"}
+#: the controller pod's ports the operator calls: the API (progress) and the results sidecar
+OPERATOR_PORTS = ("api", "results")
 
 T = bool | None  # three-valued: True, False, None (cannot tell)
 
@@ -366,9 +372,32 @@ def job_paths(ctx: CheckContext) -> list[Path]:
                         "the endpoint's name does not resolve",
                     )
                 )
+        # the operator polls the controller pod's API (progress) and its results sidecar
+        # (AIPerf 0.13.0 operator/progress_client.py: <jobset>-controller-0-0.<jobset>.<ns>.svc)
+        op = ctx.settings.controllers.aiperf.namespace
+        operator = Peer(
+            f'the AIPerf operator (namespace "{op}")',
+            op,
+            Labels(dict(OPERATOR_LABELS), complete=False),
+            _ns_labels(ctx, op),
+        )
+        for g in groups:
+            for port in serving_ports(g):
+                if port.name in OPERATOR_PORTS:
+                    out.append(
+                        Path(
+                            operator,
+                            peers[g.name],
+                            port,
+                            f"the AIPerf operator's requests to the {g.name} pods",
+                            "the operator cannot read the job's progress or results",
+                        )
+                    )
     consequence = "the training hangs at rendezvous" if wl.kind == TRAINJOB else "the job's pods cannot connect"
     for dst_g in groups:
         for port in serving_ports(dst_g):
+            if wl.kind != TRAINJOB and port.name in OPERATOR_PORTS:
+                continue  # the operator's, above
             for src_g in groups:
                 if src_g is dst_g and src_g.pods < 2:
                     continue
