@@ -269,3 +269,36 @@ async def test_the_operator_reaches_the_controller_api_and_results() -> None:
         Status.PASS,
         'The NetworkPolicies of "aiperf-system", "bench" allow the job\'s 3 connection paths',
     )
+
+
+async def test_malformed_pod_specs_are_judged_not_crashed_on() -> None:
+    """The AIPerfJob CRD keeps unknown fields: a pod template may hold anything."""
+    from webhook.checks.nodes import NodeSelectorMatch
+
+    bad = {
+        "nodeSelector": {"pool": 3},
+        "affinity": {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": ["x", 1]}}
+        },
+        "tolerations": ["x", {"key": 1}],
+        "containers": ["x", {"name": "c", "ports": 5}, {"name": "d", "ports": ["a", {"containerPort": "80"}]}],
+    }
+    g = PodGroup("workers", 2, bad, {"labels": "not-a-map"}, role="workers")
+    wl = workload([g], kind="AIPerfJob", name="b", namespace="bench", obj={"spec": {}, "metadata": {"name": "b"}})
+    view = FakeView({"namespaces": NAMESPACES, "networkpolicies": [DENY_EGRESS], "nodes": []}, served=SERVED)
+    r = await run_check(NetworkPolicies(), wl, view)
+    assert r.status is Status.SKIP
+    from webhook.checks import provisioning
+
+    assert provisioning.pod_requirement_options(bad)
+    assert provisioning.nodepools_for(bad, []) == []
+    r = await run_check(NodeSelectorMatch(), wl, view)
+    assert r.status is Status.WARN  # no nodes visible
+    node = {
+        "metadata": meta("n", labels={"pool": "3"}),
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    r = await run_check(NodeSelectorMatch(), wl, FakeView({"nodes": [node]}, served=SERVED))
+    assert r.status is Status.FAIL and r.message.startswith(
+        "No node matches nodeSelector {pool=3}"
+    )  # judged, not crashed

@@ -287,14 +287,15 @@ def _ns_labels(ctx: CheckContext, ns: str) -> Labels:
 
 def _group_peer(ctx: CheckContext, g: PodGroup, ns_labels: Labels) -> Peer:
     wl = ctx.workload
-    labels = {str(k): str(v) for k, v in (g.pod_metadata.get("labels") or {}).items()}
+    raw = g.pod_metadata.get("labels") if isinstance(g.pod_metadata, dict) else None
+    labels = {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
     js = (wl.derived.get("jobSet") or {}).get("metadata") or {}
     labels[JOBSET_NAME_LABEL] = str(js.get("name") or wl.name)
     labels[REPLICATED_JOB_LABEL] = g.name
     named = {
         str(p["name"]): int(p["containerPort"])
         for c in g.containers()
-        for p in c.get("ports") or []
+        for p in _ports(c)
         if isinstance(p, dict) and p.get("name") and isinstance(p.get("containerPort"), int)
     }
     return Peer(
@@ -306,11 +307,16 @@ def _group_peer(ctx: CheckContext, g: PodGroup, ns_labels: Labels) -> Peer:
     )
 
 
+def _ports(container: Any) -> list[Any]:
+    ports = container.get("ports") if isinstance(container, dict) else None
+    return ports if isinstance(ports, list) else []
+
+
 def serving_ports(g: PodGroup) -> list[Port]:
     """The ports a group's pods declare, but the kubelet's probe ports (named `health`)."""
     out: list[Port] = []
     for c in g.containers(init=False):
-        for p in c.get("ports") or []:
+        for p in _ports(c):
             if not isinstance(p, dict) or not isinstance(p.get("containerPort"), int):
                 continue
             if str(p.get("name") or "").startswith("health"):

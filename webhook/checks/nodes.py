@@ -67,13 +67,19 @@ def taints(node: dict[str, Any]) -> list[dict[str, Any]]:
 # --- pod facts ----------------------------------------------------------------------------
 
 
+def _dict(v: Any) -> dict[str, Any]:
+    """`v` when it is a mapping, else {} (the AIPerfJob CRD keeps whatever a pod template holds)."""
+    return v if isinstance(v, dict) else {}
+
+
 def required_terms(pod_spec: dict[str, Any]) -> list[dict[str, Any]] | None:
-    aff = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+    aff = _dict(_dict(pod_spec.get("affinity")).get("nodeAffinity")).get(
         "requiredDuringSchedulingIgnoredDuringExecution"
     )
     if not isinstance(aff, dict):
         return None
-    return list(aff.get("nodeSelectorTerms") or [])
+    terms = aff.get("nodeSelectorTerms")
+    return [t for t in terms if isinstance(t, dict)] if isinstance(terms, list) else []
 
 
 def _requirement(req: dict[str, Any], value: str | None) -> bool:
@@ -98,8 +104,8 @@ def _requirement(req: dict[str, Any], value: str | None) -> bool:
 
 def term_matches(term: dict[str, Any], node: dict[str, Any]) -> bool:
     """A nodeSelectorTerm: every expression and field must match; an empty term matches nothing."""
-    exprs = term.get("matchExpressions") or []
-    fields = term.get("matchFields") or []
+    exprs = [e for e in term.get("matchExpressions") or [] if isinstance(e, dict)]
+    fields = [f for f in term.get("matchFields") or [] if isinstance(f, dict)]
     if not exprs and not fields:
         return False
     labels = node_labels(node)
@@ -111,7 +117,8 @@ def term_matches(term: dict[str, Any], node: dict[str, Any]) -> bool:
 def selects(pod_spec: dict[str, Any], node: dict[str, Any]) -> bool:
     """nodeSelector (exact labels) and required node affinity (terms ORed)."""
     labels = node_labels(node)
-    for k, v in (pod_spec.get("nodeSelector") or {}).items():
+    sel = pod_spec.get("nodeSelector")
+    for k, v in (sel if isinstance(sel, dict) else {}).items():
         if labels.get(k) != v:
             return False
     terms = required_terms(pod_spec)
@@ -138,7 +145,7 @@ def blocking_taints(pod_spec: dict[str, Any], node: dict[str, Any]) -> list[dict
 
 def selection_text(pod_spec: dict[str, Any]) -> str:
     parts = []
-    sel = pod_spec.get("nodeSelector") or {}
+    sel = _dict(pod_spec.get("nodeSelector"))
     if sel:
         parts.append("nodeSelector {" + ", ".join(f"{k}={v}" for k, v in sel.items()) + "}")
     terms = required_terms(pod_spec)
@@ -253,7 +260,7 @@ class NodeSelectorMatch(Check):
                 passes.append(f"{what} of the {g.name} pods matches {plural(len(usable), 'Ready, schedulable node')}")
                 continue
             if not matching:
-                sel = g.pod_spec.get("nodeSelector") or {}
+                sel = _dict(g.pod_spec.get("nodeSelector"))
                 label = " ".join(f"{k}={v}" for k, v in sel.items())
                 fix = (
                     f"Fix: label a node (kubectl label node <name> {label}) or correct {pod_field(wl, 'nodeSelector')}."

@@ -199,7 +199,8 @@ def pod_requirement_options(pod_spec: dict[str, Any]) -> list[Requirements]:
     """The pod's node selection as Karpenter reads it (newPodRequirements): nodeSelector plus
     one required nodeSelectorTerm at a time (Karpenter relaxes to the next term when one
     cannot be met), so one Requirements per term; matchFields are not labels and are ignored."""
-    base = from_labels(dict(pod_spec.get("nodeSelector") or {}))
+    sel = pod_spec.get("nodeSelector")
+    base = from_labels(dict(sel) if isinstance(sel, dict) else {})
     aff = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution"
     )
@@ -207,11 +208,12 @@ def pod_requirement_options(pod_spec: dict[str, Any]) -> list[Requirements]:
     if not terms:
         return [base]
     out = []
-    for t in terms:
+    for t in terms if isinstance(terms, list) else []:
+        exprs = t.get("matchExpressions") if isinstance(t, dict) else None
         r = dict(base)
-        add(r, *from_expressions(list((t or {}).get("matchExpressions") or [])).values())
+        add(r, *from_expressions(exprs if isinstance(exprs, list) else []).values())
         out.append(r)
-    return out
+    return out or [base]
 
 
 def incompatibility(offered: Requirements, wanted: Requirements, *, allow_well_known: bool = True) -> str:
