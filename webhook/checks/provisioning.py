@@ -67,6 +67,9 @@ NORMALIZED_LABELS = {
     "beta.kubernetes.io/instance-type": "node.kubernetes.io/instance-type",
 }
 
+#: the autoscaler's ConfigMap read is reused this long (every pod group, every review in a burst)
+AUTOSCALER_STATUS_TTL = 5.0
+
 PERMISSIONS = (
     Permission("list", "nodepools", "karpenter.sh"),
     Permission("watch", "nodepools", "karpenter.sh"),
@@ -355,7 +358,9 @@ async def provisioning_for(ctx: CheckContext, pod_spec: dict[str, Any]) -> Provi
     else:
         ns, _, name = ref.partition("/")
         try:
-            cm = await before_deadline(ctx, view.get_object("v1", "configmaps", ns, name, ctx.deadline))
+            cm = await before_deadline(
+                ctx, view.get_object("v1", "configmaps", ns, name, ctx.deadline, ttl=AUTOSCALER_STATUS_TTL)
+            )
         except ApiError as exc:
             why = "not permitted to get configmaps" if exc.forbidden else exc.message
             p.unreadable.append(f"cluster-autoscaler status ConfigMap {ns}/{name} unreadable: {why}")
