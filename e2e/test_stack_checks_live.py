@@ -391,3 +391,29 @@ async def test_network_policies_from_the_policy_objects(cluster: ControlPlane, o
     assert r.message.startswith(
         f'The NetworkPolicies of "aiperf-system", "{bench}", "{models}", "kube-system" allow the job\'s '
     )
+
+
+# --- the view's on-demand reads ------------------------------------------------------------
+
+
+async def test_live_list_by_label_and_get_with_ttl(cluster: ControlPlane, open_view: Any) -> None:
+    from webhook.deadline import Deadline
+
+    ns = "chk10-reads"
+    cluster.ensure_namespace(ns)
+    other = _slice(ns, True)
+    other["metadata"] = {"name": "other-1", "namespace": ns, "labels": {"kubernetes.io/service-name": "other"}}
+    cluster.apply([_slice(ns, True), other, _lease(ns, "leader", 1)])
+    view = await open_view()
+    got = await view.list_objects(
+        "discovery.k8s.io/v1", "endpointslices", ns, "kubernetes.io/service-name=llm", Deadline(10)
+    )
+    assert [s["metadata"]["name"] for s in got] == ["llm-1"]
+    assert all("managedFields" not in s["metadata"] for s in got)
+    first = await view.get_object("coordination.k8s.io/v1", "leases", ns, "leader", Deadline(10), ttl=60)
+    assert first is not None and first["spec"]["holderIdentity"] == "leader-pod_1"
+    cluster.kubectl("delete", "lease", "leader", "-n", ns)
+    # within its TTL the answer is reused; without one the GET sees the deletion
+    again = await view.get_object("coordination.k8s.io/v1", "leases", ns, "leader", Deadline(10), ttl=60)
+    assert again == first
+    assert await view.get_object("coordination.k8s.io/v1", "leases", ns, "leader", Deadline(10)) is None

@@ -302,3 +302,18 @@ async def test_malformed_pod_specs_are_judged_not_crashed_on() -> None:
     assert r.status is Status.FAIL and r.message.startswith(
         "No node matches nodeSelector {pool=3}"
     )  # judged, not crashed
+
+
+def test_lowered_without_the_api_or_the_cache_permissions() -> None:
+    from webhook.cluster.capabilities import PermissionResult, capability_of
+
+    check = NetworkPolicies()
+    granted = {p: PermissionResult(True) for p in check.permissions}
+    cap = capability_of(check, served=lambda gv: gv == "v1", perms=granted)
+    assert (cap.value, cap.reason) == ("no", "networking.k8s.io/v1 is not served")
+    denied = dict(granted) | {p: PermissionResult(False) for p in check.permissions if p.resource == "networkpolicies"}
+    cap = capability_of(check, served=lambda gv: True, perms=denied)
+    assert (cap.value, cap.reason) == (
+        "no",
+        "not permitted to list networkpolicies.networking.k8s.io, watch networkpolicies.networking.k8s.io",
+    )
