@@ -317,3 +317,21 @@ def test_lowered_without_the_api_or_the_cache_permissions() -> None:
         "no",
         "not permitted to list networkpolicies.networking.k8s.io, watch networkpolicies.networking.k8s.io",
     )
+
+
+async def test_other_kube_system_policies_leave_dns_alone() -> None:
+    metrics = _np("metrics-server", "kube-system", {"matchLabels": {"app": "metrics-server"}}, ingress=[])
+    r = await run_check(NetworkPolicies(), _bench(), _view(metrics))
+    assert r.status is Status.PASS
+    dns_only_from_system = _np(
+        "dns-from-system",
+        "kube-system",
+        {"matchLabels": {"k8s-app": "kube-dns"}},
+        ingress=[{"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}}}]}],
+    )
+    r = await run_check(NetworkPolicies(), _bench(), _view(dns_only_from_system))
+    assert r.status is Status.WARN
+    assert r.message.startswith(
+        "NetworkPolicies drop the workers pods' DNS lookups (kube-dns in kube-system) (port 53/UDP): NetworkPolicy "
+        '"dns-from-system" in "kube-system" isolates the ingress of the kube-dns pods and no rule allows it'
+    )

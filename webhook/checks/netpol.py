@@ -366,7 +366,15 @@ def job_paths(ctx: CheckContext) -> list[Path]:
                 out.append(
                     Path(peers[g.name], dst, port, f"the {g.name} pods' requests to {dst.what}", "the benchmark hangs")
                 )
-        dns = Peer("kube-dns", DNS_NAMESPACE, Labels(dict(DNS_LABELS), complete=False), _ns_labels(ctx, DNS_NAMESPACE))
+        # CoreDNS as kubeadm and most distributions deploy it carries k8s-app=kube-dns and its
+        # ReplicaSet's pod-template-hash: taken as its whole label set, so the other policies of
+        # kube-system (selecting other pods) do not turn every DNS path into "cannot tell"
+        dns = Peer(
+            "kube-dns pods",
+            DNS_NAMESPACE,
+            Labels(dict(DNS_LABELS), open_prefixes=("pod-template-hash",)),
+            _ns_labels(ctx, DNS_NAMESPACE),
+        )
         if any(service_of(u) for u in endpoint_urls(wl.obj)):
             for g in workers:
                 out.append(
