@@ -157,3 +157,13 @@ async def test_multikueue_needs_only_kueue_here() -> None:
         "Running: Kueue (Lease kueue-system/c1f6bfd2.kueue.x-k8s.io renewed 1s ago; Deployment "
         "kueue-system/kueue-controller-manager 1/1 ready)",
     )
+
+
+def test_a_reused_read_is_not_stale_by_its_reuse() -> None:
+    from webhook.checks.controllers import judge
+    from webhook.config import ControllerRef
+
+    ref = ControllerRef(namespace="jobset-system", lease="l")
+    assert judge("JobSet", ref, lease(18), None, reused_for=5).running is True  # 18 s <= 15 + 5
+    assert judge("JobSet", ref, lease(21), None, reused_for=5).running is False
+    assert judge("JobSet", ref, lease(16), None).running is False

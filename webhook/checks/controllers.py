@@ -93,8 +93,11 @@ def _why(exc: ApiError, resource: str) -> str:
     return f"not permitted to get {resource}" if exc.forbidden else exc.message
 
 
-def judge(label: str, ref: ControllerRef, lease: Any, dep: Any) -> Verdict:
-    """Combine the Lease and Deployment reads (a dict, None for not found, or an ApiError)."""
+def judge(label: str, ref: ControllerRef, lease: Any, dep: Any, reused_for: float = 0.0) -> Verdict:
+    """Combine the Lease and Deployment reads (a dict, None for not found, or an ApiError).
+
+    `reused_for`: how long a read may have been reused (controllers.ttlSeconds); a Lease is
+    stale only past leaseDurationSeconds plus that, so a reused read never looks stale by itself."""
     ns = ref.namespace
     facts: list[str] = []
     lease_fresh: bool | None = None  # None: no Lease to judge by
@@ -116,7 +119,7 @@ def judge(label: str, ref: ControllerRef, lease: Any, dep: Any) -> Verdict:
                 lease_fresh = False
             else:
                 age = now() - stamp
-                lease_fresh = age <= duration
+                lease_fresh = age <= duration + reused_for
                 facts.append(
                     f"{where} renewed {_age(age)} ago"
                     + ("" if lease_fresh else f" (leaseDurationSeconds {duration}): its leader stopped renewing")
@@ -182,7 +185,7 @@ class Controllers(Check):
                 for _, ref in wanted
             )
         )
-        verdicts = [judge(label, ref, lease, dep) for (label, ref), (lease, dep) in zip(wanted, reads)]
+        verdicts = [judge(label, ref, lease, dep, ttl) for (label, ref), (lease, dep) in zip(wanted, reads)]
         down = [v for v in verdicts if v.running is False]
         unknown = [v for v in verdicts if v.running is None]
         if not down and not unknown:
