@@ -335,3 +335,13 @@ async def test_other_kube_system_policies_leave_dns_alone() -> None:
         "NetworkPolicies drop the workers pods' DNS lookups (kube-dns in kube-system) (port 53/UDP): NetworkPolicy "
         '"dns-from-system" in "kube-system" isolates the ingress of the kube-dns pods and no rule allows it'
     )
+
+
+async def test_host_network_pods_are_not_judged() -> None:
+    p = pod(container("node", ports=[{"containerPort": 29500}]), hostNetwork=True)
+    wl = workload([PodGroup("node", 2, p, role="trainer")], name="ft", namespace="train")
+    deny = _np("deny", "train", policyTypes=["Ingress"])
+    r = await run_check(
+        NetworkPolicies(), wl, FakeView({"namespaces": NAMESPACES, "networkpolicies": [deny]}, served=SERVED)
+    )
+    assert (r.status, r.message) == (Status.SKIP, "The job's pods open no connection to judge")

@@ -339,7 +339,9 @@ class Path:
 def job_paths(ctx: CheckContext) -> list[Path]:
     wl = ctx.workload
     nsl = _ns_labels(ctx, wl.namespace)
-    groups = [g for g in wl.pod_groups if g.pods > 0]
+    # hostNetwork pods: "NetworkPolicy behaviour for hostNetwork pods is undefined" (the API's
+    # documentation); most CNIs do not apply policies to them, so they are not judged
+    groups = [g for g in wl.pod_groups if g.pods > 0 and g.pod_spec.get("hostNetwork") is not True]
     peers = {g.name: _group_peer(ctx, g, nsl) for g in groups}
     out: list[Path] = []
     if wl.kind in (AIPERFJOB, AIPERFSWEEP):
