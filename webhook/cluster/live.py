@@ -114,6 +114,8 @@ class LiveClusterView:
         self._secret_ttl: dict[tuple[str, str], tuple[float, frozenset[str]]] = {}
         self._secret_reads: Coalescer[frozenset[str] | None] = Coalescer()
         self._object_reads: Coalescer[dict[str, Any] | None] = Coalescer()
+        self._object_ttl: dict[str, tuple[float, dict[str, Any] | None]] = {}
+        self._list_reads: Coalescer[list[dict[str, Any]]] = Coalescer()
         self._startup_task: asyncio.Task[None] | None = None
         self._first_attempt = asyncio.Event()
         self._probed = asyncio.Event()
@@ -341,9 +343,20 @@ class LiveClusterView:
         self._secret_ttl[key] = (now + ttl, keys)
 
     async def get_object(
-        self, api_version: str, resource: str, namespace: str | None, name: str, deadline: Deadline
+        self,
+        api_version: str,
+        resource: str,
+        namespace: str | None,
+        name: str,
+        deadline: Deadline,
+        *,
+        ttl: float = 0.0,
     ) -> dict[str, Any] | None:
-        """One object by name, or None when it does not exist (or cannot: an invalid name or namespace)."""
+        """One object by name, or None when it does not exist (or cannot: an invalid name or namespace).
+
+        `ttl` > 0 reuses an answer (found or not found; never an error) for that long: the
+        Controllers check reads a few Deployments and Leases per review, and a burst of reviews
+        then costs one GET per object per TTL window instead of one per review."""
         if not is_dns1123_subdomain(name) or (namespace and not is_dns1123_label(namespace)):
             return None
         if resource == "secrets":
@@ -352,6 +365,10 @@ class LiveClusterView:
         if namespace:
             path += f"/namespaces/{_q(namespace)}"
         path += f"/{resource}/{_q(name)}"
+        if ttl > 0:
+            hit = self._object_ttl.get(path)
+            if hit is not None and hit[0] > self._clock():
+                return None if hit[1] is None else dict(hit[1])
 
         async def fetch(timeout: float) -> dict[str, Any] | None:
             try:
@@ -363,7 +380,40 @@ class LiveClusterView:
             (doc.get("metadata") or {}).pop("managedFields", None)
             return doc
 
-        return await self._object_reads.run(path, deadline.timeout(LIVE_CALL_CEILING), fetch)
+        got = await self._object_reads.run(path, deadline.timeout(LIVE_CALL_CEILING), fetch)
+        if ttl > 0:
+            if len(self._object_ttl) >= SECRET_CACHE_MAX:
+                self._object_ttl.clear()
+            self._object_ttl[path] = (self._clock() + ttl, got)
+        return got
+
+    async def list_objects(
+        self, api_version: str, resource: str, namespace: str, label_selector: str, deadline: Deadline
+    ) -> list[dict[str, Any]]:
+        """One namespace's objects matching `label_selector` (one page of at most 100): for what is
+        read on demand instead of watched (a Service's EndpointSlices). Identical lists in flight
+        share one request."""
+        if not is_dns1123_label(namespace):
+            return []
+        if resource == "secrets":
+            raise ValueError("Secrets are never listed")
+        path = f"{gv_path(api_version)}/namespaces/{_q(namespace)}/{resource}"
+        key = f"{path}?{label_selector}"
+
+        async def fetch(timeout: float) -> list[dict[str, Any]]:
+            doc = await self.client.request(
+                "GET",
+                path,
+                query={"labelSelector": label_selector, "limit": "100"},
+                timeout=timeout,
+                kind=f"LIST {resource}",
+            )
+            items = [i for i in doc.get("items") or [] if isinstance(i, dict)]
+            for i in items:
+                (i.get("metadata") or {}).pop("managedFields", None)
+            return items
+
+        return await self._list_reads.run(key, deadline.timeout(LIVE_CALL_CEILING), fetch)
 
     async def dry_run_create(
         self, api_version: str, kind: str, namespace: str, body: dict[str, Any], deadline: Deadline
