@@ -18,7 +18,9 @@ import copy
 import math
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,8 +62,68 @@ def plain_json(obj: Any) -> None:
     object is an AdapterError rather than a RecursionError. A first pass builds no paths
     (it runs on every request); only when it finds a problem does the second name it.
     """
+    if _VERIFIED_PLAIN.get() is obj:  # the caller's bounded_plain walk already found it plain
+        return
     if not _is_plain_json(obj):
         _plain_json_error(obj)
+
+
+#: the object a bounded_plain walk has just found plain JSON, while `verified_plain(obj)` holds
+#: (in this task only): plain_json skips it instead of walking it again
+_VERIFIED_PLAIN: ContextVar[Any] = ContextVar("verified_plain", default=None)
+
+
+@contextmanager
+def verified_plain(obj: Any) -> Iterator[None]:
+    """Within the block, plain_json(obj) trusts a bounded_plain walk of `obj` (None: trusts nothing).
+    preflight.evaluate holds it around the adapter only, with nothing between the walk and the
+    adapter that could change the object."""
+    token = _VERIFIED_PLAIN.set(obj)
+    try:
+        yield
+    finally:
+        _VERIFIED_PLAIN.reset(token)
+
+
+def bounded_plain(obj: Any, *, max_values: int, max_items: int) -> tuple[str | None, bool]:
+    """(size_problem(obj, ...), whether plain_json(obj) passes) in one walk over the object.
+
+    Every review walks its object for both (the size bound before rendering, plain JSON in the
+    adapter); together they cost one walk. When the object is not plain JSON the answer's first
+    part comes from size_problem itself, and the adapter's plain_json names the problem."""
+    if not isinstance(obj, (dict, list)):
+        return None, _plain_scalar(obj)
+    stack: list[tuple[Any, int]] = [(obj, 0)]
+    finite = math.isfinite
+    count = 0
+    while stack:
+        value, depth = stack.pop()
+        size = len(value)
+        count += size
+        if size > max_items or count > max_values:
+            return _size_problem_text(obj, max_values, max_items), False
+        deeper = depth + 1
+        if deeper > MAX_DEPTH and value:
+            return size_problem(obj, max_values=max_values, max_items=max_items), False
+        if type(value) is dict or isinstance(value, dict):
+            for key in value:
+                if not isinstance(key, str):
+                    return size_problem(obj, max_values=max_values, max_items=max_items), False
+            values: Iterable[Any] = value.values()
+        else:
+            values = value
+        for v in values:
+            t = type(v)
+            if t is str or t is int or t is bool or v is None:
+                continue
+            if t is dict or t is list or isinstance(v, (dict, list)):
+                stack.append((v, deeper))
+            elif t is float:
+                if not finite(v):
+                    return size_problem(obj, max_values=max_values, max_items=max_items), False
+            elif not _plain_scalar(v):
+                return size_problem(obj, max_values=max_values, max_items=max_items), False
+    return None, True
 
 
 def _is_plain_json(obj: Any) -> bool:
@@ -492,6 +554,8 @@ def _size_problem_text(obj: dict[str, Any] | list[Any], max_values: int, max_ite
         items: Iterable[tuple[Any, Any]] = value.items() if isinstance(value, dict) else enumerate(value)
         for key, v in items:
             if isinstance(v, (dict, list)):
-                child = at(path, key) if deeper <= _PATH_DEPTH else path
+                # a YAML key need not be a string (`1:`, `null:`): named as text, never a crash
+                named = key if isinstance(key, str) or type(key) is int else str(key)
+                child = at(path, named) if deeper <= _PATH_DEPTH else path
                 stack.append((v, child, deeper, child if deeper == _PART_DEPTH else part))
     return None
