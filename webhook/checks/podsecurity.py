@@ -63,26 +63,26 @@ NAME = "Pod Security"
 
 #: what to change for each upstream check id, in the Fix of a violation
 FIXES = {
-    "allowPrivilegeEscalation": "set securityContext.allowPrivilegeEscalation: false in every container",
-    "appArmorProfile": "use AppArmor profile type RuntimeDefault or Localhost",
-    "capabilities_baseline": "add no capability beyond the baseline's defaults",
-    "capabilities_restricted": 'set securityContext.capabilities.drop: ["ALL"] in every container and add at most '
-    "NET_BIND_SERVICE",
-    "hostNamespaces": "remove hostNetwork, hostPID and hostIPC",
-    "hostPathVolumes": "replace the hostPath volumes",
-    "hostPorts": "remove the hostPorts",
-    "hostProbesAndHostLifecycle": "remove host from the probes and lifecycle handlers",
-    "privileged": "remove securityContext.privileged: true",
-    "procMount": "remove securityContext.procMount",
-    "restrictedVolumes": "use only configMap, csi, downwardAPI, emptyDir, ephemeral, image, persistentVolumeClaim, "
+    "allowPrivilegeEscalation": "allowPrivilegeEscalation: false in each container's securityContext",
+    "appArmorProfile": "AppArmor profile type RuntimeDefault or Localhost (or none)",
+    "capabilities_baseline": "no capability in capabilities.add beyond the baseline's defaults",
+    "capabilities_restricted": 'capabilities.drop: ["ALL"] in each container\'s securityContext (add only '
+    "NET_BIND_SERVICE)",
+    "hostNamespaces": "no hostNetwork, hostPID or hostIPC",
+    "hostPathVolumes": "no hostPath volumes",
+    "hostPorts": "no hostPort",
+    "hostProbesAndHostLifecycle": "no host in probes and lifecycle handlers",
+    "privileged": "no securityContext.privileged: true",
+    "procMount": "no securityContext.procMount other than Default",
+    "restrictedVolumes": "only configMap, csi, downwardAPI, emptyDir, ephemeral, image, persistentVolumeClaim, "
     "projected and secret volumes",
-    "runAsNonRoot": "set securityContext.runAsNonRoot: true on the pod (and not false on a container)",
-    "runAsUser": "do not set runAsUser: 0",
-    "seLinuxOptions": "set no seLinuxOptions user or role, and an allowed type",
-    "seccompProfile_baseline": "do not set the seccomp profile Unconfined",
-    "seccompProfile_restricted": "set securityContext.seccompProfile.type: RuntimeDefault on the pod",
-    "sysctls": "set only the sysctls the level allows",
-    "windowsHostProcess": "remove windowsOptions.hostProcess: true",
+    "runAsNonRoot": "runAsNonRoot: true in the pod's securityContext (and false in no container)",
+    "runAsUser": "no runAsUser: 0",
+    "seLinuxOptions": "no seLinuxOptions user or role, and an allowed type",
+    "seccompProfile_baseline": "no seccomp profile Unconfined",
+    "seccompProfile_restricted": "seccompProfile.type: RuntimeDefault in the pod's securityContext",
+    "sysctls": "only the sysctls the level allows",
+    "windowsHostProcess": "no windowsOptions.hostProcess: true",
 }
 
 
@@ -128,11 +128,11 @@ def _source(labels: dict[str, str], label: str, version_label: str, mode: str) -
 
 
 def _label_errors(errs: list[str]) -> str:
+    if not errs:
+        return ""
     return (
-        "; the invalid label is read as Pod Security reads it (a bad level as restricted, a bad version as latest): "
+        " Invalid labels, read as Pod Security reads them (an enforce level as restricted, a version as latest): "
         + "; ".join(errs)
-        if errs
-        else ""
     )
 
 
@@ -221,10 +221,9 @@ class PodSecurity(Check):
 
         out: list[CheckResult] = []
         if findings:
-            lines = [f"{line}. Fix: {fix}" for line, fix in findings]
-            if doubt:
-                lines = [f"{line} ({doubt})" for line in lines]
-            message = " ".join(lines) + f" Assumed: {assumed}{_label_errors(errs)}"
+            why = f" ({doubt})" if doubt else ""
+            lines = [f"{line}{why}. Fix: {fix}." for line, fix in findings]
+            message = " ".join(lines) + f" Assumed: {assumed}.{_label_errors(errs)}"
             out.append(
                 CheckResult(
                     NAME,
@@ -275,11 +274,11 @@ class PodSecurity(Check):
         fixes = list(dict.fromkeys(FIXES.get(r.check, "correct the fields named") for r in bad))
         line = (
             f'Pod Security "{lv}" of namespace "{ns}" ({src}) forbids the {g.name} pods: {forbidden_detail(bad)}; '
-            "the Job controller's creates of them would be refused (FailedCreate) and the job would never start"
+            "the Job controller cannot create them (FailedCreate) and the job never starts"
         )
         fix = (
-            f"in the pod template of {g.name}, " + "; ".join(fixes) + f", or have an admin lower {ENFORCE_LABEL} "
-            f'of namespace "{ns}"'
+            f"give the {g.name} pod template " + "; ".join(fixes) + f" (or have an admin relax {ENFORCE_LABEL} "
+            f'on namespace "{ns}")'
         )
         return line, fix
 
@@ -292,7 +291,7 @@ def _runtime_class(g: PodGroup) -> str:
 def _assumed(ns: str, ps: PodSecuritySettings, groups: list[PodGroup]) -> str:
     """What the verdict took from the settings instead of the cluster's AdmissionConfiguration."""
     rcs = sorted({rc for g in groups if (rc := _runtime_class(g))})
-    parts = [f'namespace "{ns}"', f'user "{ps.pod_creator}" (the pods\' creator)']
+    parts = [f'namespace "{ns}"', f'the pods\' creator "{ps.pod_creator}"']
     if rcs:
         parts.append("runtime class " + ", ".join(f'"{rc}"' for rc in rcs))
     return "the cluster's PodSecurity configuration exempts none of " + ", ".join(parts) + " (podSecurity settings)"

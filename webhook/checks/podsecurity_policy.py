@@ -163,7 +163,7 @@ def policy_to_evaluate(labels: dict[str, str], defaults: Policy) -> tuple[Policy
 
     def bad(label: str, value: str, err: str | None) -> None:
         if err is not None:
-            errs.append(f"metadata.labels[{label}]: Invalid value: {value!r}: {err}")
+            errs.append(f"metadata.labels[{label}]: Invalid value: {go_quote(value)}: {err}")
 
     if ENFORCE_LABEL in labels:
         level, err = parse_level(labels[ENFORCE_LABEL])
