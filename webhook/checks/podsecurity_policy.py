@@ -29,6 +29,7 @@ tests/oracle/test_podsecurity_oracle.py compares every answer with upstream's ow
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -1022,7 +1023,8 @@ def _in_force(check: Check, version: Version) -> VersionedCheck | None:
     return found
 
 
-def _checks_for(level: str, version: Version) -> list[tuple[str, VersionedCheck]]:
+@functools.lru_cache(maxsize=256)
+def _checks_for(level: str, version: Version) -> tuple[tuple[str, VersionedCheck], ...]:
     """populate: the checks of a level at a version, in evaluation order."""
     baseline = {c.id: vc for c in DEFAULT_CHECKS if c.level == BASELINE and (vc := _in_force(c, version))}
     if level == BASELINE:
@@ -1031,7 +1033,7 @@ def _checks_for(level: str, version: Version) -> list[tuple[str, VersionedCheck]
         restricted = {c.id: vc for c in DEFAULT_CHECKS if c.level == RESTRICTED and (vc := _in_force(c, version))}
         overridden = {o for vc in restricted.values() for o in vc.overrides}
         chosen = {**{k: vc for k, vc in baseline.items() if k not in overridden}, **restricted}
-    return [(cid, chosen[cid]) for cid in _ORDER if cid in chosen]
+    return tuple((cid, chosen[cid]) for cid in _ORDER if cid in chosen)
 
 
 def evaluate_pod(lv: LevelVersion, meta: Meta, spec: Spec, *, relax_user_namespaces: bool = False) -> list[Result]:
