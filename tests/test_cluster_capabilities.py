@@ -137,8 +137,10 @@ def test_required_permissions_default_uses_the_registry() -> None:
         expected.update(c.permissions)
         expected.update(c.optional_permissions)
     assert set(required_permissions(all_checks())) == expected
-    # the Kueue admission Lease is granted, but only optionally used
-    assert Permission("get", "leases", "coordination.k8s.io") in expected
+    # single objects are read by name in their namespace (named_permissions), never granted cluster-wide
+    for what in (("configmaps", ""), ("leases", "coordination.k8s.io"), ("deployments", "apps")):
+        assert Permission("get", *what) not in expected
+    assert all(not p.namespace and not p.name for p in expected)
 
 
 def test_rbac_rules_group_verbs_per_resource() -> None:

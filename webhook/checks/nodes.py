@@ -26,8 +26,9 @@ from decimal import Decimal
 from typing import Any
 
 from webhook.checks import provisioning
-from webhook.checks.base import AIPERFJOB, Check, CheckContext
+from webhook.checks.base import AIPERFJOB, Check, CheckContext, Permission
 from webhook.checks.common import cached, plural, with_stale
+from webhook.config import Settings
 from webhook.quantity import format_quantity, parse_quantity
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import PodGroup, Workload
@@ -229,6 +230,10 @@ class NodeSelectorMatch(Check):
     permissions = NODE_PERMISSIONS
     optional_permissions = provisioning.PERMISSIONS
     apis = ("v1",)
+
+    def named_permissions(self, settings: Settings) -> tuple[Permission, ...]:
+        return provisioning.autoscaler_permissions(settings)
+
     summary = (
         "Some Ready, schedulable (not cordoned) node matches each pod's nodeSelector and required node affinity, "
         "or a Karpenter NodePool, cluster-autoscaler or Kueue ResourceFlavor could add one."
@@ -298,6 +303,10 @@ class PerNodeSchedulability(Check):
     permissions = NODE_PERMISSIONS
     optional_permissions = provisioning.PERMISSIONS
     apis = ("v1",)
+
+    def named_permissions(self, settings: Settings) -> tuple[Permission, ...]:
+        return provisioning.autoscaler_permissions(settings)
+
     summary = (
         "Each pod fits the allocatable of one Ready, schedulable node that it selects and whose taints it tolerates, "
         "or a Karpenter NodePool, cluster-autoscaler or Kueue ResourceFlavor could add one."
