@@ -75,7 +75,7 @@ def named_of(check: CheckNeeds, settings: Settings | None) -> tuple[Permission, 
     namespace or a name (a setting left empty) is no read."""
     if settings is None:
         return ()
-    return tuple(p for p in check.named_permissions(settings) if p.namespace and p.name)
+    return tuple(sorted({p for p in check.named_permissions(settings) if p.namespace and p.name}, key=_perm_key))
 
 
 def rbac_rules(perms: Iterable[Permission]) -> list[dict[str, Any]]:
