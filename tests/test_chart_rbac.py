@@ -5,12 +5,19 @@ permissions and what the caches need; the chart's rules are generated from it by
 charts/preflight-webhook/gen-rbac.py. A check that gains a permission without regenerating
 the chart fails here (its check would be lowered to skip in production); a rule that no
 check needs fails here too.
+
+The named single-object reads (`named_permissions(checks, settings)`) are not in the ClusterRole:
+the chart renders a Role with `resourceNames` per namespace from its config values
+(templates/_named-reads.tpl), and the Roles must equal `rbac_roles(named_permissions(...))` of the
+Settings the webhook loads from the ConfigMap of the same render.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -195,3 +202,26 @@ def test_secrets_are_only_ever_got_by_name() -> None:
     (never_read_namespaces), and the self-managed certificate Secret holds no CA key."""
     granted = _flatten(one(render(), "ClusterRole", FULL)["rules"])
     assert sorted(v for v, g, r in granted if (g, r) == ("", "secrets")) == ["get"]
+
+
+def test_capabilities_rbac_prints_the_rules_and_the_roles_of_the_config(tmp_path: Path) -> None:
+    """`preflight-webhook capabilities --rbac --config F`: what the chart renders for the same config."""
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("nodeProvisioning:\n  clusterAutoscalerStatus: autoscaling/ca-status\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "webhook", "capabilities", "--rbac", "--config", str(cfg), "-o", "json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["rules"] == one(render(), "ClusterRole", FULL)["rules"]
+    docs = render(
+        "--set",
+        "config.nodeProvisioning.clusterAutoscalerStatus=autoscaling/ca-status",
+        "--set",
+        "rbac.namedReadNamespaces={aiperf-system,autoscaling,jobset-system,kubeflow-system,kueue-system}",
+    )
+    assert doc["roles"] == _roles(docs)
+    assert "get configmaps autoscaling/ca-status" in doc["namedPermissions"]
