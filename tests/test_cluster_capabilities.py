@@ -411,3 +411,21 @@ def test_an_optional_named_read_never_lowers_its_check() -> None:
     perms = granted(*nodes, denied=(AUTOSCALER,))
     cap = capability_of(NodeSelectorMatch(), served=served_all, perms=perms, settings=Settings())
     assert cap.value == "yes"
+
+
+def test_named_reads_in_namespaces_that_do_not_exist_do_not_lower_controllers() -> None:
+    """Nothing installed (no controller namespace exists, so the chart rendered no Role): the check runs
+    and reports "not found"; one namespace exists but may not be read: lowered, naming only its reads."""
+    s = Settings()
+    mine = _controller_perms(s)
+    perms = granted(denied=tuple(mine))
+    cap = capability_of(Controllers(), served=served_all, perms=perms, settings=s, namespace_exists=lambda ns: False)
+    assert (cap.value, cap.reason) == ("yes", "")
+    cap = capability_of(
+        Controllers(), served=served_all, perms=perms, settings=s, namespace_exists=lambda ns: ns == "kueue-system"
+    )
+    assert (cap.value, cap.reason) == (
+        "no",
+        "not permitted to get deployments.apps kueue-system/kueue-controller-manager, "
+        "get leases.coordination.k8s.io kueue-system/c1f6bfd2.kueue.x-k8s.io",
+    )

@@ -197,14 +197,21 @@ def capability_of(
     perms: dict[Permission, PermissionResult] | None,
     discovery_error: str = "",
     settings: Settings | None = None,
+    namespace_exists: Callable[[str], bool] | None = None,
 ) -> Capability:
     """The capability of one check from discovery (`served`, None = unavailable) and SSARs.
 
     `settings`: those in force, for the check's named reads (`check.named_permissions`). When
     the check declares them required (`named_permissions_required`), it is lowered only when not
     one of them is permitted (then it has nothing to read); otherwise a denied one only turns
-    that read into "cannot verify"."""
-    required_named = named_of(check, settings) if check.named_permissions_required else ()
+    that read into "cannot verify". A named read in a namespace that does not exist
+    (`namespace_exists`, None = unknown: every namespace counts) is not counted: its object
+    cannot exist, the read answers "not found" (the chart renders no Role there by default)."""
+    required_named: tuple[Permission, ...] = ()
+    if check.named_permissions_required:
+        required_named = tuple(
+            p for p in named_of(check, settings) if namespace_exists is None or namespace_exists(p.namespace)
+        )
     if not check.needs_cluster and not check.permissions and not check.apis:
         return Capability(check.name, YES, DECLARED, "needs no cluster access")
     if served is None or perms is None:
@@ -234,7 +241,7 @@ def capability_of(
     if unknown:
         detail = perms.get(unknown[0], PermissionResult(None)).reason or "not asked"
         return Capability(check.name, UNKNOWN, PROBED, f"could not verify {unknown[0]}: {detail}")
-    if not check.permissions and not check.apis and not required_named:
+    if not check.permissions and not check.apis and not named_of(check, settings):
         return Capability(check.name, YES, DECLARED, "needs no permission beyond discovery")
     return Capability(check.name, YES, PROBED, "")
 

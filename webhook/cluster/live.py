@@ -392,7 +392,11 @@ class LiveClusterView:
 
         `ttl` > 0 reuses an answer (found or not found; never an error) for that long: the
         Controllers check reads a few Deployments and Leases per review, and a burst of reviews
-        then costs one GET per object per TTL window instead of one per review."""
+        then costs one GET per object per TTL window instead of one per review.
+
+        Only declared reads are sent (`DeclaredReads`). A 403 for an object whose namespace the
+        namespaces cache does not hold is "not found": a named read's Role exists only where its
+        namespace did at install, and an object cannot exist in a namespace that does not."""
         if not is_dns1123_subdomain(name) or (namespace and not is_dns1123_label(namespace)):
             return None
         if resource == "secrets":
@@ -412,6 +416,9 @@ class LiveClusterView:
                 doc = await self.client.request("GET", path, timeout=timeout, kind=f"GET {resource}")
             except ApiError as exc:
                 if exc.status == 404:
+                    return None
+                if exc.forbidden and namespace and not self._namespace_exists(namespace):
+                    # no Role where there is no namespace (the chart skips those): nothing can be there
                     return None
                 raise
             (doc.get("metadata") or {}).pop("managedFields", None)
@@ -482,6 +489,13 @@ class LiveClusterView:
     def served(self, group_version: str) -> bool:
         return self.discovery.served(group_version)
 
+    def _namespace_exists(self, namespace: str) -> bool:
+        """Whether the namespaces cache holds `namespace`; True while it is absent or not synced."""
+        r = self.reflectors.get("namespaces")
+        if r is None or not r.cache.synced:
+            return True
+        return r.cache.get(None, namespace) is not None
+
     def server_version(self) -> tuple[int, int] | None:
         return self.discovery.server_version()
 
@@ -499,8 +513,11 @@ class LiveClusterView:
                 perms=self.permissions,
                 discovery_error=self.ready_reason if snap is None else "",
                 settings=self.settings,
+                namespace_exists=self._namespace_exists if check.named_permissions_required else None,
             )
-            self._cap_memo[check.name] = (snap, self.permissions, cap)
+            # a check lowered by its named reads follows the namespaces: not memoized
+            if not check.named_permissions_required:
+                self._cap_memo[check.name] = (snap, self.permissions, cap)
         if cap.value != NO:
             for p in check.permissions:  # a cache refused at run time (RBAC changed since start-up)
                 r = self.reflectors.get(p.resource)
