@@ -61,6 +61,9 @@ VALUES = [
 ]
 
 
+INSTALL_OUTPUT: list[str] = []
+
+
 def helm(cp: ControlPlane, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     env = cp.env()
     env.update(
@@ -113,7 +116,7 @@ def installed(control_plane: ControlPlane) -> Iterator[ControlPlane]:
         cp.ensure_namespace(ns)
     cp.apply(_objects())
     cp.kubectl("delete", "namespace", LATE, "--ignore-not-found", "--wait=false")
-    helm(cp, "install", RELEASE, str(CHART), "--namespace", NS, *VALUES)
+    INSTALL_OUTPUT.append(helm(cp, "install", RELEASE, str(CHART), "--namespace", NS, *VALUES).stdout)
     cp.ensure_namespace(LATE)
     try:
         yield cp
@@ -179,6 +182,13 @@ def test_the_install_succeeds_and_renders_roles_only_where_the_namespace_exists(
     )
     assert bindings == sorted(["kube-system", CTRL_NS])
     cp.kubectl("get", "role,rolebinding", f"{FULL}-reads", "-n", CTRL_NS)
+    # and the install says so
+    notes = INSTALL_OUTPUT[-1]
+    assert f"Named reads (Role {FULL}-reads) in: kube-system, {CTRL_NS}\n" in notes, notes
+    assert (
+        f"Not granted (namespace missing at install, or not in rbac.namedReadNamespaces): {LATE}, {MISSING}.\n"
+        '  Those reads are "not found" while the namespace is missing; once it exists, `helm upgrade` grants them.'
+    ) in notes, notes
 
 
 def _kubectl_as_webhook(cp: ControlPlane, kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
