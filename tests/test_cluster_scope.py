@@ -268,3 +268,30 @@ async def test_a_volume_reference_to_an_invalid_secret_name_fails_as_the_kubelet
     assert r.status is Status.FAIL
     assert r.message.startswith('".." is not a valid Secret name (referenced by ')
     assert "the kubelet will never find it" in r.message
+
+
+class ForbiddingClient(RecordingClient):
+    """RBAC's answer where no Role grants the read."""
+
+    async def request(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        self.paths.append(path)
+        raise ApiError(
+            403, 'leases.coordination.k8s.io "l" is forbidden: User "u" cannot get resource "leases"', "Forbidden"
+        )
+
+
+@pytest.mark.parametrize(("exists", "found"), [(False, "not found"), (True, "forbidden")])
+async def test_a_forbidden_named_read_in_a_namespace_that_does_not_exist_is_not_found(exists: bool, found: str) -> None:
+    """No namespace, no Role (the chart renders none there): nothing can be in it, so "not found";
+    an existing namespace without a Role stays "not permitted"."""
+    fc = ForbiddingClient()
+    v = LiveClusterView(LOCK, fc, checks=all_checks(), own_ns="preflight-system")  # type: ignore[arg-type]
+    v._namespace_exists = lambda ns: exists  # type: ignore[method-assign]
+    read = v.get_object("coordination.k8s.io/v1", "leases", "kueue-system", "lock", Deadline(5))
+    if found == "not found":
+        assert await read is None
+    else:
+        with pytest.raises(ApiError) as exc:
+            await read
+        assert exc.value.forbidden
+    assert fc.paths == ["/apis/coordination.k8s.io/v1/namespaces/kueue-system/leases/lock"]
