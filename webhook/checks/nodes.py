@@ -230,14 +230,13 @@ class NodeSelectorMatch(Check):
     permissions = NODE_PERMISSIONS
     optional_permissions = provisioning.PERMISSIONS
     apis = ("v1",)
-
-    def named_permissions(self, settings: Settings) -> tuple[Permission, ...]:
-        return provisioning.autoscaler_permissions(settings)
-
     summary = (
         "Some Ready, schedulable (not cordoned) node matches each pod's nodeSelector and required node affinity, "
         "or a Karpenter NodePool, cluster-autoscaler or Kueue ResourceFlavor could add one."
     )
+
+    def named_permissions(self, settings: Settings) -> tuple[Permission, ...]:
+        return provisioning.autoscaler_permissions(settings)
 
     async def run(self, ctx: CheckContext) -> CheckResult | list[CheckResult]:
         assert ctx.view is not None
@@ -303,14 +302,13 @@ class PerNodeSchedulability(Check):
     permissions = NODE_PERMISSIONS
     optional_permissions = provisioning.PERMISSIONS
     apis = ("v1",)
-
-    def named_permissions(self, settings: Settings) -> tuple[Permission, ...]:
-        return provisioning.autoscaler_permissions(settings)
-
     summary = (
         "Each pod fits the allocatable of one Ready, schedulable node that it selects and whose taints it tolerates, "
         "or a Karpenter NodePool, cluster-autoscaler or Kueue ResourceFlavor could add one."
     )
+
+    def named_permissions(self, settings: Settings) -> tuple[Permission, ...]:
+        return provisioning.autoscaler_permissions(settings)
 
     async def run(self, ctx: CheckContext) -> CheckResult | list[CheckResult]:
         assert ctx.view is not None
