@@ -18,6 +18,7 @@ from webhook.checks import (
     names,
     netpol,
     nodes,
+    podsecurity,
     quotas,
     render,
     runtime,
@@ -45,6 +46,7 @@ _FAMILIES = (
     endpoint,
     netpol,
     controllers,
+    podsecurity,
     dryrun,
 )
 
