@@ -23,6 +23,7 @@ from webhook.checks import (
     runtime,
     secrets,
     serviceaccount,
+    storage,
     sweep,
 )
 from webhook.checks.base import Check
@@ -39,6 +40,7 @@ _FAMILIES = (
     gpu,
     secrets,
     serviceaccount,
+    storage,
     quotas,
     kueue,
     nodes,
