@@ -441,7 +441,8 @@ def _need_verdict(n: _Need, cl: _Cluster) -> Verdict:
     if len(n.pvs) == n.count:
         which = ", ".join(f'"{p}"' for p in n.pvs)
         state = "Pending; " if n.existing else ""
-        return Verdict(Status.PASS, f"{subject}: {state}{n.why}; PersistentVolume {which} matches it")
+        pvs = f"PersistentVolume {which} matches" if len(n.pvs) == 1 else f"PersistentVolumes {which} match"
+        return Verdict(Status.PASS, f"{subject}: {state}{n.why}; {pvs} it")
     got = f" ({len(n.pvs)} of the {n.count} needed)" if n.pvs else ""
     misses = [
         (pv, why)
@@ -609,7 +610,7 @@ class VolumeClaims(Check):
                 CheckResult(
                     self.name,
                     Status.PASS,
-                    f"{plural(len(passes), 'claim')} can bind: " + "; ".join(passes),
+                    "Every claim can bind: " + "; ".join(passes),
                     details=passes,
                 )
             )
