@@ -189,6 +189,15 @@ async def test_no_provisioner_wait_for_first_consumer_needs_a_pv() -> None:
     )
 
 
+async def test_a_default_class_that_cannot_provision_needs_a_pv() -> None:
+    local = sc("local", "kubernetes.io/no-provisioner", default=True)
+    r = await run_check(VolumeClaims(), torchtune(), view([local], [pv("pv-1", cls="local")]))
+    assert r.message == (
+        f'Every claim can bind: {TUNE}: the default StorageClass "local" cannot provision (provisioner '
+        'kubernetes.io/no-provisioner); PersistentVolume "pv-1" matches it'
+    )
+
+
 async def test_wait_for_first_consumer_with_a_provisioner_passes() -> None:
     wfc = sc("wfc", "ebs.csi.aws.com", volumeBindingMode="WaitForFirstConsumer")
     r = await run_check(VolumeClaims(), torchtune({**SPEC, "storageClassName": "wfc"}), view([wfc]))
@@ -358,6 +367,20 @@ async def test_claims_take_pvs_smallest_request_first() -> None:
     ]
 
 
+async def test_the_pv_controller_prefers_fewer_access_modes() -> None:
+    """index.go findByClaim: mode sets fewest first, then the smallest PV; the scheduler: the smallest."""
+    pvs = [pv("rwo-100", "100Gi"), pv("rwo-rox-20", "20Gi", modes=("ReadWriteOnce", "ReadOnlyMany"))]
+    r = await run_check(VolumeClaims(), torchtune({**SPEC, "storageClassName": ""}), view(pvs=pvs))
+    assert r.message.endswith('PersistentVolume "rwo-100" matches it')
+    local = sc("local", "kubernetes.io/no-provisioner", volumeBindingMode="WaitForFirstConsumer")
+    pvs = [
+        pv("rwo-100", "100Gi", cls="local"),
+        pv("rwo-rox-20", "20Gi", cls="local", modes=("ReadWriteOnce", "ReadOnlyMany")),
+    ]
+    r = await run_check(VolumeClaims(), torchtune({**SPEC, "storageClassName": "local"}), view([local], pvs))
+    assert r.message.endswith('PersistentVolume "rwo-rox-20" matches it')
+
+
 @pytest.mark.parametrize(
     ("volume", "why"),
     [
@@ -453,3 +476,4 @@ def test_declares_what_it_reads() -> None:
         "watch storageclasses.storage.k8s.io",
     ]
     assert c.default_action == "deny" and not c.synchronous
+    assert c.local_capacity  # skipped for a MultiKueue job: its claims live in the worker cluster

@@ -328,6 +328,7 @@ class _Need:
     fix: str  # the part of the fix that is not "create a PersistentVolume"
     reason: str  # the scheduler's words
     existing: bool  # an existing claim (its failure is a warning)
+    delayed: bool = False  # WaitForFirstConsumer: the scheduler binds it, not the PV controller
     pvs: list[str] = field(default_factory=list)  # the PVs it takes
 
 
@@ -385,7 +386,7 @@ def _plan(
     reason = DELAYED_REASON if _wfc(sc) else IMMEDIATE_REASON
     where = "in the claim" if existing else "in the template"
     if sc is not None:
-        why = f'StorageClass "{cls}" cannot provision (provisioner {_provisioner(sc) or "none"})'
+        why = f'{how}StorageClass "{cls}" cannot provision (provisioner {_provisioner(sc) or "none"})'
         fix = f"use a StorageClass that provisions{use}"
     elif cls and not how:
         why = f'StorageClass "{cls}" does not exist'
@@ -400,12 +401,21 @@ def _plan(
             f"set storageClassName {where}{use}"
         )
     count = claim.pods if claim.kind == "ephemeral" else 1
-    return _Need(claim, want, max(count, 1), why, fix, reason, existing)
+    return _Need(claim, want, max(count, 1), why, fix, reason, existing, _wfc(sc))
+
+
+def _preference(pv: dict[str, Any], delayed: bool) -> tuple[int, Decimal, str]:
+    """Which matching PV a claim gets. The PV controller (Immediate) tries the access-mode sets of the
+    PVs fewest modes first (index.go allPossibleMatchingAccessModes, byAccessModes), the smallest PV
+    within one; the scheduler (WaitForFirstConsumer) the smallest of all. Ties: by name."""
+    spec = _dict(pv.get("spec"))
+    modes = 0 if delayed else len(set(_modes(spec.get("accessModes"))))
+    return modes, _storage(spec, "capacity"), _pv_name(pv)
 
 
 def _assign(needs: list[_Need], cl: _Cluster) -> dict[int, Verdict]:
-    """binder.go findMatchingVolumes: the claims, smallest request first, each take the smallest
-    matching PersistentVolume not taken yet (a PV pre-bound to a claim first)."""
+    """binder.go findMatchingVolumes: the claims, smallest request first, each take its preferred
+    matching PersistentVolume not taken yet (a PV pre-bound to the claim first)."""
     out: dict[int, Verdict] = {}
     if cl.pvs is None:
         for i, n in enumerate(needs):
@@ -429,7 +439,7 @@ def _assign(needs: list[_Need], cl: _Cluster) -> dict[int, Verdict]:
                 fits.append(pv)
             if not fits:
                 break
-            best = min(fits, key=lambda pv: (_storage(_dict(pv.get("spec")), "capacity"), _pv_name(pv)))
+            best = min(fits, key=lambda pv: _preference(pv, n.delayed))
             taken.add(_pv_name(best))
             n.pvs.append(_pv_name(best))
         out[i] = _need_verdict(n, cl)
@@ -537,6 +547,7 @@ def _missing(claim: Claim, ns: str) -> Verdict:
 class VolumeClaims(Check):
     name = "Volume Claims"
     needs_cluster = True
+    local_capacity = True  # a MultiKueue job's claims are bound in the worker cluster
     permissions = (Permission("get", "persistentvolumeclaims"),)
     #: the caches the binding rules read; without one the verdicts that need it are "cannot verify"
     optional_permissions = (*cached("storageclasses", STORAGE_API), *cached("persistentvolumes"))
