@@ -477,3 +477,47 @@ def test_declares_what_it_reads() -> None:
     ]
     assert c.default_action == "deny" and not c.synchronous
     assert c.local_capacity  # skipped for a MultiKueue job: its claims live in the worker cluster
+
+
+@pytest.mark.parametrize(
+    ("selector", "matches"),
+    [
+        ({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["fast", "x"]}]}, True),
+        ({"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["fast"]}]}, False),
+        ({"matchExpressions": [{"key": "zone", "operator": "DoesNotExist"}]}, True),
+        ({"matchExpressions": [{"key": "zone", "operator": "Exists"}]}, False),
+        ({"matchLabels": {"tier": "fast"}, "matchExpressions": [{"key": "tier", "operator": "Bogus"}]}, False),
+        ({"matchLabels": 1}, False),
+        ({}, True),
+    ],
+)
+def test_claim_selector(selector: dict, matches: bool) -> None:
+    got = mismatch(pv("p"), Want(NS, "c", "", {**SPEC, "selector": selector}), None)
+    assert got == ("" if matches else "its labels do not match the claim's selector")
+
+
+@pytest.mark.parametrize(
+    "volumes",
+    [
+        "x",
+        [1, None, {"name": "v"}],
+        [{"name": "v", "persistentVolumeClaim": {"claimName": 3}}],
+        [{"name": "v", "ephemeral": {"volumeClaimTemplate": "x"}}],
+        [
+            {
+                "name": "v",
+                "ephemeral": {
+                    "volumeClaimTemplate": {
+                        "metadata": 1,
+                        "spec": {"resources": {"requests": {"storage": [1]}}, "selector": {"matchExpressions": 2}},
+                    }
+                },
+            }
+        ],
+    ],
+)
+async def test_malformed_volumes_never_raise(volumes: Any) -> None:
+    """The adapter keeps volume shapes it does not read; the apiserver (Dry Run) judges them."""
+    wl = workload([PodGroup("node", 1, {"containers": [container("c")], "volumes": volumes})])
+    for r in await run_check_all(VolumeClaims(), wl, view(pvs=[pv("p", cls="")])):
+        assert r.status in (Status.SKIP, Status.PASS, Status.FAIL, Status.WARN)

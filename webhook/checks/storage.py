@@ -55,7 +55,6 @@ from typing import Any
 
 from webhook.checks.base import Check, CheckContext
 from webhook.checks.common import before_deadline, cached, plural, with_stale
-from webhook.checks.kueue_queue import selector_matches
 from webhook.checks.nodes import term_matches
 from webhook.kube import ApiError, Permission
 from webhook.quantity import format_quantity, parse_quantity
@@ -282,7 +281,7 @@ def mismatch(pv: dict[str, Any], want: Want, nodes: list[dict[str, Any]] | None)
         if phase not in ("Available", "Pending", ""):
             return f"phase {phase}"
         selector = want.spec.get("selector")
-        if isinstance(selector, dict) and not selector_matches(selector, dict(_dict(meta.get("labels")))):
+        if isinstance(selector, dict) and not _selects(selector, _dict(meta.get("labels"))):
             return "its labels do not match the claim's selector"
         if pv_class(pv) != want.cls:
             return f'class "{pv_class(pv)}"'
@@ -293,6 +292,35 @@ def mismatch(pv: dict[str, Any], want: Want, nodes: list[dict[str, Any]] | None)
 
 
 NODE_AFFINITY = "its node affinity matches no node of the cluster"
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, Any]) -> bool:
+    """A metav1.LabelSelector (apimachinery pkg/apis/meta/v1/helpers.go LabelSelectorAsSelector): every
+    matchLabels pair and matchExpression holds. A malformed one matches nothing (the apiserver refuses
+    such a claim: pkg/apis/core/validation ValidatePersistentVolumeClaimSpec)."""
+    match_labels, exprs = selector.get("matchLabels") or {}, selector.get("matchExpressions") or []
+    if not isinstance(match_labels, dict) or not isinstance(exprs, list):
+        return False
+    if any(labels.get(k) != v for k, v in match_labels.items()):
+        return False
+    for e in exprs:
+        e = _dict(e)
+        key, op, values = e.get("key"), e.get("operator"), e.get("values") or []
+        if not isinstance(key, str) or not isinstance(values, list):
+            return False
+        if op == "In":
+            ok = key in labels and labels[key] in values
+        elif op == "NotIn":
+            ok = key not in labels or labels[key] not in values
+        elif op == "Exists":
+            ok = key in labels
+        elif op == "DoesNotExist":
+            ok = key not in labels
+        else:
+            return False
+        if not ok:
+            return False
+    return True
 
 
 def _node_ok(pv: dict[str, Any], nodes: list[dict[str, Any]] | None) -> bool:
