@@ -39,6 +39,7 @@ from typing import Any
 
 from webhook.checks.base import CheckContext, Permission
 from webhook.checks.common import before_deadline
+from webhook.config import Settings
 from webhook.kube import ApiError
 
 KARPENTER_API = "karpenter.sh/v1"
@@ -75,8 +76,22 @@ PERMISSIONS = (
     Permission("watch", "nodepools", "karpenter.sh"),
     Permission("list", "resourceflavors", "kueue.x-k8s.io"),
     Permission("watch", "resourceflavors", "kueue.x-k8s.io"),
-    Permission("get", "configmaps"),
 )
+
+
+def autoscaler_status_ref(settings: Settings) -> tuple[str, str] | None:
+    """(namespace, name) of cluster-autoscaler's status ConfigMap, None when not looked for."""
+    ref = settings.node_provisioning.cluster_autoscaler_status
+    if not ref:
+        return None
+    ns, _, name = ref.partition("/")
+    return ns, name
+
+
+def autoscaler_permissions(settings: Settings) -> tuple[Permission, ...]:
+    """`get` of that one ConfigMap (a Role in its namespace, not `get configmaps` cluster-wide)."""
+    ref = autoscaler_status_ref(settings)
+    return () if ref is None else (Permission("get", "configmaps", namespace=ref[0], name=ref[1]),)
 
 
 def _well_known(key: str) -> bool:
@@ -352,11 +367,11 @@ async def provisioning_for(ctx: CheckContext, pod_spec: dict[str, Any]) -> Provi
         else:
             p.looked_at.append(f"no Karpenter NodePool matches (of {len(pools)})")
     # cluster-autoscaler
-    ref = ctx.settings.node_provisioning.cluster_autoscaler_status
-    if not ref:
+    ref = autoscaler_status_ref(ctx.settings)
+    if ref is None:
         p.looked_at.append("cluster-autoscaler not looked for (nodeProvisioning.clusterAutoscalerStatus is empty)")
     else:
-        ns, _, name = ref.partition("/")
+        ns, name = ref
         try:
             cm = await before_deadline(
                 ctx, view.get_object("v1", "configmaps", ns, name, ctx.deadline, ttl=AUTOSCALER_STATUS_TTL)
