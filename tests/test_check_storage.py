@@ -405,11 +405,19 @@ def test_pv_being_deleted_and_pre_bound() -> None:
     gone = pv("p")
     gone["metadata"]["deletionTimestamp"] = "2026-12-01T08:00:00Z"
     assert mismatch(gone, Want(NS, "c", "", SPEC), None) == "being deleted"
-    # pre-bound to this claim: class, phase and access modes do not matter (pv_helpers.go IsVolumeBoundToClaim)
-    pre = pv("p", cls="other", phase="Released", modes=("ReadOnlyMany",), claimRef={"namespace": NS, "name": "c"})
-    assert mismatch(pre, Want(NS, "c", "", SPEC), None) == ""
+    # pre-bound to this claim (pv_helpers.go IsVolumeBoundToClaim): phase, selector and class do not matter
+    # to the PV controller, but its access-mode index lists only PVs that have the claim's modes
+    want = Want(NS, "c", "", SPEC)
+    pre = pv("p", cls="other", phase="Released", claimRef={"namespace": NS, "name": "c"})
+    assert mismatch(pre, want, None) == ""
+    # the scheduler (WaitForFirstConsumer) lists only PVs of the claim's class, then takes a pre-bound
+    # one before it looks at access modes
+    assert mismatch(pre, want, None, delayed=True) == 'class "other"'
+    rox = pv("p", phase="Released", modes=("ReadOnlyMany",), claimRef={"namespace": NS, "name": "c"})
+    assert mismatch(rox, want, None) == "access modes ReadOnlyMany, not ReadWriteOnce"
+    assert mismatch(rox, want, None, delayed=True) == ""
     pre["spec"]["claimRef"]["uid"] = "u-other"
-    assert mismatch(pre, Want(NS, "c", "", SPEC), None) == "bound to claim team-a/c"
+    assert mismatch(pre, want, None) == "bound to claim team-a/c"
 
 
 async def test_a_pv_pre_bound_to_the_template_claim_wins() -> None:

@@ -255,11 +255,22 @@ def _bound_to(pv: dict[str, Any], want: Want) -> bool:
     return not ref.get("uid") or ref.get("uid") == want.uid
 
 
-def mismatch(pv: dict[str, Any], want: Want, nodes: list[dict[str, Any]] | None) -> str:
-    """Why `pv` cannot bind the claim ("" when it can), in FindMatchingVolume's order."""
+def mismatch(pv: dict[str, Any], want: Want, nodes: list[dict[str, Any]] | None, *, delayed: bool = False) -> str:
+    """Why `pv` cannot bind the claim ("" when it can), in FindMatchingVolume's order.
+
+    `delayed` (WaitForFirstConsumer) is the scheduler's path (binder.go findMatchingVolumes): only
+    PVs of the claim's class are listed, and a PV pre-bound to the claim is taken before its access
+    modes are looked at. Otherwise the PV controller's (index.go findByClaim): every PV, but only
+    from the access-mode groups that include the claim's modes."""
     meta, spec = _dict(pv.get("metadata")), _dict(pv.get("spec"))
     ref = _dict(spec.get("claimRef"))
     prebound = _bound_to(pv, want)
+    if delayed and pv_class(pv) != want.cls:
+        return f'class "{pv_class(pv)}"'
+    missing = [m for m in _modes(want.spec.get("accessModes")) if m not in _modes(spec.get("accessModes"))]
+    modes_text = f"access modes {', '.join(_modes(spec.get('accessModes'))) or 'none'}, not {', '.join(missing)}"
+    if missing and not delayed:
+        return modes_text
     if ref and not prebound:
         return f"bound to claim {ref.get('namespace')}/{ref.get('name')}"
     capacity = _storage(spec, "capacity")
@@ -285,9 +296,8 @@ def mismatch(pv: dict[str, Any], want: Want, nodes: list[dict[str, Any]] | None)
             return "its labels do not match the claim's selector"
         if pv_class(pv) != want.cls:
             return f'class "{pv_class(pv)}"'
-        missing = [m for m in _modes(want.spec.get("accessModes")) if m not in _modes(spec.get("accessModes"))]
         if missing:
-            return f"access modes {', '.join(_modes(spec.get('accessModes'))) or 'none'}, not {', '.join(missing)}"
+            return modes_text
     return NODE_AFFINITY if not _node_ok(pv, nodes) else ""
 
 
@@ -432,18 +442,36 @@ def _plan(
     return _Need(claim, want, max(count, 1), why, fix, reason, existing, _wfc(sc))
 
 
-def _preference(pv: dict[str, Any], delayed: bool) -> tuple[int, Decimal, str]:
-    """Which matching PV a claim gets. The PV controller (Immediate) tries the access-mode sets of the
-    PVs fewest modes first (index.go allPossibleMatchingAccessModes, byAccessModes), the smallest PV
-    within one; the scheduler (WaitForFirstConsumer) the smallest of all. Ties: by name."""
-    spec = _dict(pv.get("spec"))
-    modes = 0 if delayed else len(set(_modes(spec.get("accessModes"))))
-    return modes, _storage(spec, "capacity"), _pv_name(pv)
+def _smallest(pvs: list[dict[str, Any]], want: Want) -> dict[str, Any]:
+    """FindMatchingVolume over one list: a PV pre-bound to the claim, else the smallest (ties: by name)."""
+    for pv in sorted(pvs, key=_pv_name):
+        if _bound_to(pv, want):
+            return pv
+    return min(pvs, key=lambda pv: (_storage(_dict(pv.get("spec")), "capacity"), _pv_name(pv)))
+
+
+def pick(fits: list[dict[str, Any]], want: Want, *, delayed: bool) -> dict[str, Any] | None:
+    """The PV a claim gets among those that match it (`mismatch` empty).
+
+    WaitForFirstConsumer: the scheduler runs FindMatchingVolume over all of them. Immediate: the PV
+    controller (index.go findByClaim) groups the PVs by their access modes and tries the groups
+    fewest modes first, FindMatchingVolume in each; groups with as many modes come in map order, so
+    among their answers the smallest is taken here (tests/oracle/storage compares with the real code)."""
+    if not fits:
+        return None
+    if delayed:
+        return _smallest(fits, want)
+    groups: dict[frozenset[str], list[dict[str, Any]]] = {}
+    for pv in fits:
+        groups.setdefault(frozenset(_modes(_dict(pv.get("spec")).get("accessModes"))), []).append(pv)
+    level = min(len(k) for k in groups)
+    answers = [_smallest(g, want) for k, g in groups.items() if len(k) == level]
+    return min(answers, key=lambda pv: (_storage(_dict(pv.get("spec")), "capacity"), _pv_name(pv)))
 
 
 def _assign(needs: list[_Need], cl: _Cluster) -> dict[int, Verdict]:
-    """binder.go findMatchingVolumes: the claims, smallest request first, each take its preferred
-    matching PersistentVolume not taken yet (a PV pre-bound to the claim first)."""
+    """binder.go findMatchingVolumes: the claims, smallest request first, each take the PV `pick`
+    chooses among the matching ones not taken yet."""
     out: dict[int, Verdict] = {}
     if cl.pvs is None:
         for i, n in enumerate(needs):
@@ -457,17 +485,14 @@ def _assign(needs: list[_Need], cl: _Cluster) -> dict[int, Verdict]:
     for i in order:
         n = needs[i]
         for _ in range(n.count):
-            fits: list[dict[str, Any]] = []
-            for pv in cl.pvs:
-                if _pv_name(pv) in taken or mismatch(pv, n.want, cl.nodes):
-                    continue
-                if _bound_to(pv, n.want):
-                    fits = [pv]
-                    break
-                fits.append(pv)
-            if not fits:
+            fits = [
+                pv
+                for pv in cl.pvs
+                if _pv_name(pv) not in taken and not mismatch(pv, n.want, cl.nodes, delayed=n.delayed)
+            ]
+            best = pick(fits, n.want, delayed=n.delayed)
+            if best is None:
                 break
-            best = min(fits, key=lambda pv: _preference(pv, n.delayed))
             taken.add(_pv_name(best))
             n.pvs.append(_pv_name(best))
         out[i] = _need_verdict(n, cl)
@@ -487,7 +512,7 @@ def _need_verdict(n: _Need, cl: _Cluster) -> Verdict:
         for pv in sorted(cl.pvs or [], key=_pv_name)
         if _pv_name(pv) not in n.pvs
         and (pv_class(pv) == n.want.cls or _bound_to(pv, n.want))
-        and (why := mismatch(pv, n.want, cl.nodes))
+        and (why := mismatch(pv, n.want, cl.nodes, delayed=n.delayed))
     ]
     if misses:
         shown = "; ".join(f'"{_pv_name(pv)}": {why}' for pv, why in misses[:_SHOWN_PVS])
