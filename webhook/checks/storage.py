@@ -31,19 +31,23 @@ The rules:
   that cannot provision) only a PersistentVolume can bind it, matched as the PV controller and the
   scheduler match one (k8s.io/component-helpers v0.34 storage/volume/pv_helpers.go
   FindMatchingVolume, used by pkg/controller/volume/persistentvolume/index.go findBestMatchForClaim):
-  not being deleted; claimRef empty or this claim (a PV pre-bound to the claim wins over the rest);
+  not being deleted; claimRef empty or this claim (a PV pre-bound to the claim is taken first);
   capacity ≥ the request; the same volumeMode (Filesystem when unset) and volumeAttributesClassName;
   phase Available (an unclaimed PV still Pending counts: the PV controller makes it Available);
   labels matching the claim's selector; the same class; access modes including the claim's
   (index.go allPossibleMatchingAccessModes, pv_helpers.go CheckAccessModes); a required node
-  affinity some node of the cluster satisfies (helpers.go CheckNodeAffinity). The job's claims take
-  PVs smallest request first, each the smallest matching PV (binder.go findMatchingVolumes). None
-  → fail; candidates that only miss on node affinity → warn (a node may join).
+  affinity some node of the cluster satisfies (helpers.go CheckNodeAffinity). Immediate binding is the
+  PV controller's: every PV, from the access-mode groups that include the claim's, fewest modes first;
+  WaitForFirstConsumer the scheduler's: only PVs of the claim's class (`mismatch`, `pick`). The job's
+  claims take PVs smallest request first (binder.go findMatchingVolumes). None → fail; candidates that
+  only miss on node affinity → warn (a node may join).
+
+tests/oracle/storage/ compares the matching and the default class with that code itself.
 
 StorageClasses and PersistentVolumes come from watch caches; a cache that cannot be read makes the
 verdict "cannot verify" (warn), never a deny. Claims of other workloads that may take a matching PV
-first, ReadWriteOnce claims shared by pods on different nodes and the pods' own node placement
-against a PV's node affinity are not judged.
+first, ReadWriteOnce claims shared by pods on different nodes, a ReadWriteOncePod claim used by several
+pods at once and the pods' own node placement against a PV's node affinity are not judged.
 """
 
 from __future__ import annotations
