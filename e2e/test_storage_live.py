@@ -6,7 +6,8 @@ live view for the exact pass messages and the permissions.
   PersistentVolume the claim would stay Pending and the pods Unschedulable: denied, with the exact text.
   With a default StorageClass, or with a PersistentVolume that matches: admitted.
 - A runtime whose pods mount `persistentVolumeClaim.claimName: data`: denied while the claim does not
-  exist, admitted once it does (Bound: its status written as the PV controller would, none runs here).
+  exist; admitted with a warning while it is Pending with nothing to bind it; admitted once Bound (its
+  volumeName and status written as the PV controller would, none runs here).
 - Without `get persistentvolumeclaims` the check is lowered (`/capabilities`); without the StorageClass
   cache its verdict is "cannot verify", never a deny.
 
@@ -29,7 +30,7 @@ import yaml
 
 from e2e.harness.controlplane import ControlPlane, read_versions
 from e2e.harness.live import live_evaluate, result_of
-from e2e.harness.runner import RunningWebhook, stored
+from e2e.harness.runner import RunningWebhook, findings_of, stored
 from webhook.config import Settings
 from webhook.results import Status
 
@@ -271,24 +272,39 @@ def test_a_missing_claim_is_denied_then_admitted_once_it_exists(
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
         "metadata": {"name": "data", "namespace": NS},
-        "spec": {
-            "accessModes": ["ReadWriteOnce"],
-            "resources": {"requests": {"storage": "1Gi"}},
-            "volumeName": "pv-data",
-        },
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
     }
     control_plane.apply(claim)
-    # as the PV controller would once it bound pv-data
+    # Pending, no class, no default StorageClass, no PV: it can never bind, but it is the cluster's
+    # state (an administrator may add a PV): a warning, not a denial
+    tj = _trainjob("claim-pending", CLAIM_RUNTIME)
+    proc = _apply(h.cp, tj)  # the claim is read by name on every review: no restart, no wait
+    assert (proc.returncode, proc.stdout, _errors(proc.stderr)) == (
+        0,
+        "trainjob.trainer.kubeflow.org/claim-pending created\n",
+        "",
+    )
+    assert [f for f in findings_of(proc.stderr) if f.startswith("[Volume Claims]")] == [
+        '[Volume Claims] PersistentVolumeClaim "data" (volume "data" of the node pods) is Pending and can never bind: '
+        "it names no StorageClass and the cluster has no default StorageClass, so only a PersistentVolume can bind "
+        'it, and none matches (class "", 1Gi, ReadWriteOnce): no PersistentVolume has class ""; the pods would stay '
+        "Pending (pod has unbound immediate PersistentVolumeClaims). Fix: mark a StorageClass default (annotation "
+        'storageclass.kubernetes.io/is-default-class: "true"), set storageClassName in the claim, or create a '
+        'PersistentVolume of class "" with at least 1Gi and ReadWriteOnce'
+    ]
+    # as the PV controller would once it bound a PV: spec.volumeName, then status.phase
+    control_plane.kubectl("patch", "pvc", "data", "-n", NS, "--type=merge", "-p", '{"spec":{"volumeName":"pv-data"}}')
     control_plane.kubectl(
         "patch", "pvc", "data", "-n", NS, "--subresource=status", "--type=merge", "-p", '{"status":{"phase":"Bound"}}'
     )
     tj = _trainjob("claim-present", CLAIM_RUNTIME)
-    proc = _apply(h.cp, tj)  # the claim is read by name on every review: no restart, no wait
+    proc = _apply(h.cp, tj)
     assert (proc.returncode, proc.stdout, _errors(proc.stderr)) == (
         0,
         "trainjob.trainer.kubeflow.org/claim-present created\n",
         "",
     )
+    assert "[Volume Claims]" not in proc.stderr
     assert stored(h.cp, tj)
 
 
