@@ -18,6 +18,7 @@ from webhook.checks import (
     names,
     netpol,
     nodes,
+    podsecurity,
     quotas,
     render,
     runtime,
@@ -47,6 +48,7 @@ _FAMILIES = (
     endpoint,
     netpol,
     controllers,
+    podsecurity,
     dryrun,
 )
 
