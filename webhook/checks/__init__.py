@@ -24,6 +24,7 @@ from webhook.checks import (
     runtime,
     secrets,
     serviceaccount,
+    storage,
     sweep,
 )
 from webhook.checks.base import Check
@@ -40,6 +41,7 @@ _FAMILIES = (
     gpu,
     secrets,
     serviceaccount,
+    storage,
     quotas,
     kueue,
     nodes,
