@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build (once) and cache the e2e control plane's binaries and CRDs.
 #
-#   e2e/build.sh [all|kube-apiserver|etcd|kubectl|crds|node|path]
+#   e2e/build.sh [all|kube-apiserver|etcd|kubectl|crds|node|stack|path]
 #
 # Everything lands in $PREFLIGHT_E2E_CACHE (default ~/.cache/preflight-webhook/<k8s version>/),
 # never inside the repository:
@@ -12,6 +12,9 @@
 #   crds/runtimes/*.yaml  Trainer's sample ClusterTrainingRuntimes (not installed by default)
 #   bin/kubelet, kube-controller-manager, kube-scheduler, kube-proxy  for the real node
 #                       (e2e/harness/node.py), same module setup as kube-apiserver
+#   stack (part of `all`)  JobSet, Trainer and Kueue controller managers and their rendered
+#                       manifests, by e2e/stack.sh into ~/.cache/preflight-webhook/stack/ (the
+#                       images from them are built when a Stack starts: e2e/harness/stack.py)
 # `node` (part of `all`) also installs the node's Debian packages when run as root (containerd,
 # runc, CNI plugins, iptables, conntrack, buildah, mmdebstrap), or names the missing ones.
 # Each piece carries a stamp file recording the version it was built from; a piece whose
@@ -334,6 +337,7 @@ main() {
         kubectl) fetch_kubectl ;;
         crds) fetch_crds ;;
         node) build_node ;;
+        stack) bash "$HERE/stack.sh" binaries; bash "$HERE/stack.sh" manifests ;;
         kubelet|kube-controller-manager|kube-scheduler|kube-proxy) build_kube_bin "$what" ;;
         all)
             local t0=$SECONDS
@@ -343,9 +347,11 @@ main() {
             build_etcd
             build_kube_apiserver
             build_node warn
+            bash "$HERE/stack.sh" binaries
+            bash "$HERE/stack.sh" manifests
             say "e2e build ready in $((SECONDS - t0))s: $BIN"
             ;;
-        *) die "usage: $0 [all|kube-apiserver|etcd|kubectl|crds|node|kubelet|kube-controller-manager|kube-scheduler|kube-proxy|path]" ;;
+        *) die "usage: $0 [all|kube-apiserver|etcd|kubectl|crds|node|stack|kubelet|kube-controller-manager|kube-scheduler|kube-proxy|path]" ;;
     esac
 }
 
