@@ -141,7 +141,7 @@ build_workload() {
     bah commit -q "$c" "$ref" >/dev/null
     bah rm "$c" >/dev/null
     rm -rf "$tmp" "$tar"
-    bah push -q "$ref" "docker-archive:$tar:$ref"
+    bah push -q "$ref" "docker-archive:$tar:$ref" >/dev/null
     echo "$want" >"$stamp"
     say "workload image built in $((SECONDS - t0))s ($(du -h "$tar" | cut -f1))"
 }
@@ -162,7 +162,7 @@ build_image() {
     bah commit -q "$c" "$ref" >/dev/null
     bah rm "$c" >/dev/null
     rm -f "$tar"
-    bah push -q "$ref" "docker-archive:$tar:$ref"
+    bah push -q "$ref" "docker-archive:$tar:$ref" >/dev/null
     echo "$want" >"$stamp"
     say "$name image built in $((SECONDS - t0))s ($(du -h "$tar" | cut -f1))"
 }
