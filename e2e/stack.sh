@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build (once) the real stack the fidelity matrix runs on the node (e2e/harness/stack.py):
 #
-#   e2e/stack.sh [all|binaries|images|workload|manifests|path]
+#   e2e/stack.sh [all|binaries|images|workload|aiperf|manifests|path]
 #
 #   binaries   the controller managers of JobSet, Trainer and Kueue, each built from its own Go
 #              module at the version e2e/versions.env pins (JOBSET_VERSION, TRAINER_VERSION,
@@ -17,6 +17,9 @@
 #              trainer manifests/overlays/manager, kueue config/default): deployed with only the
 #              image references replaced by the local ones (e2e/harness/stack.py)
 #              and Trainer's own ClusterTrainingRuntimes (manifests/overlays/runtimes)
+#   aiperf     the AIPerf operator's image (also the image its pods use) from the aiperf wheel at
+#              AIPERF_VERSION, and the stand-in endpoint's (PyPI fakellm at FAKELLM_VERSION), both
+#              pip-installed on the local Python base (e2e/images.sh base); not part of `all` yet
 #   workload   the matrix's workload image: e2e/nodeimage/workload (one static Go binary linked
 #              as sh, python, torchrun, tune, mpirun, sshd ...), FROM scratch
 #
@@ -167,6 +170,42 @@ build_image() {
     say "$name image built in $((SECONDS - t0))s ($(du -h "$tar" | cut -f1))"
 }
 
+# build_pip_image <name> <ref> <stamp-value> <pip requirement>...: the local Python base
+# (e2e/images.sh base) + pip install, saved as $OUT/images/<name>.tar
+build_pip_image() {
+    local name="$1" ref="$2" want="$3"
+    shift 3
+    local tar="$OUT/images/$name.tar" stamp="$OUT/images/.$name.version"
+    if [[ -s "$tar" ]] && fresh "$stamp" "$want"; then say "$name image: cached"; return; fi
+    local base=localhost/preflight/python-base:3.11-bookworm
+    bah inspect "$base" >/dev/null 2>&1 || die "the local Python base is missing (bash e2e/images.sh base)"
+    say "building the $name image: $base + pip install $*..."
+    local t0=$SECONDS c trust=()
+    # a machine whose egress re-signs TLS: pip must trust the system bundle (as e2e/images.sh does)
+    local bundle="${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}"
+    if [[ -f "$bundle" ]]; then
+        printf '[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n' >"$OUT/pip.conf"
+        trust=(-v "$bundle:/etc/ssl/certs/ca-certificates.crt:ro" -v "$OUT/pip.conf:/etc/pip.conf:ro")
+    fi
+    mkdir -p "$OUT/images"
+    c="$(bah from "$base")"
+    bah run --isolation chroot --network host "${trust[@]}" "$c" -- pip install -q --no-cache-dir "$@" >&2
+    bah config --user 65532:65532 --env HOME=/tmp "$c"
+    bah commit -q "$c" "$ref" >/dev/null
+    bah rm "$c" >/dev/null
+    rm -f "$tar"
+    bah push -q "$ref" "docker-archive:$tar:$ref" >/dev/null
+    echo "$want" >"$stamp"
+    say "$name image built in $((SECONDS - t0))s ($(du -h "$tar" | cut -f1))"
+}
+
+build_aiperf() {
+    build_pip_image aiperf "localhost/preflight/aiperf:$AIPERF_VERSION" "aiperf==$AIPERF_VERSION recipe=1" \
+        "aiperf==$AIPERF_VERSION"
+    build_pip_image standin "localhost/preflight/fakellm:$FAKELLM_VERSION" "fakellm==$FAKELLM_VERSION recipe=1" \
+        "fakellm==$FAKELLM_VERSION"
+}
+
 images_lock() {
     [[ "$(id -u)" == 0 ]] || die "images need root (buildah storage, chroot isolation)"
     command -v buildah >/dev/null || die "buildah missing (as root: bash e2e/build.sh node)"
@@ -179,8 +218,11 @@ main() {
     local what="${1:-all}"
     [[ "$what" == path ]] && { echo "$OUT"; return; }
     mkdir -p "$OUT"
-    exec 8>"$OUT/.build.lock"
-    flock 8
+    # one build of the binaries/manifests at a time; the pip images wait only for the images lock
+    if [[ "$what" != aiperf ]]; then
+        exec 8>"$OUT/.build.lock"
+        flock 8
+    fi
     case "$what" in
         binaries) for n in "${COMPONENTS[@]}"; do build_binary "$n"; done ;;
         manifests) build_manifests ;;
@@ -191,6 +233,7 @@ main() {
             build_workload
             ;;
         workload) images_lock; build_workload ;;
+        aiperf) images_lock; build_aiperf ;;
         all)
             for n in "${COMPONENTS[@]}"; do build_binary "$n"; done
             build_manifests
@@ -198,7 +241,7 @@ main() {
             for n in "${COMPONENTS[@]}"; do build_image "$n"; done
             build_workload
             ;;
-        *) die "usage: $0 [all|binaries|images|workload|manifests|path]" ;;
+        *) die "usage: $0 [all|binaries|images|workload|aiperf|manifests|path]" ;;
     esac
 }
 
