@@ -17,6 +17,7 @@ import pytest
 
 from e2e.harness.controlplane import ControlPlane, ensure_built
 from e2e.harness.runner import RunningWebhook
+from e2e.harness.standins import sample_endpoints
 from webhook.checks import all_checks
 from webhook.cluster.live import LiveClusterView, open_cluster_view
 from webhook.config import Settings
@@ -59,6 +60,7 @@ def samples_cluster(control_plane: ControlPlane) -> ControlPlane:
         "-f",
         str(SAMPLES_DIR / "01-clustertrainingruntime.yaml"),
     )
+    control_plane.apply(sample_endpoints())  # what the endpoint slice controller would write (none runs here)
     return control_plane
 
 

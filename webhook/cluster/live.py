@@ -30,6 +30,7 @@ from webhook.cluster.capabilities import (
     cache_absence_reason,
     capability_of,
     fatal_reason,
+    named_permissions,
     probe_permissions,
     required_permissions,
 )
@@ -85,6 +86,40 @@ def never_read_namespaces(settings: Settings, own: str | None) -> frozenset[str]
     return frozenset(out)
 
 
+def _group(api_version: str) -> str:
+    return api_version.rpartition("/")[0]
+
+
+class DeclaredReads:
+    """What the view may GET or LIST: the declared permissions, and nothing a bug could add.
+
+    RBAC is the real limit; this client-side rule keeps a wrong call from ever being sent (and
+    from reading more when the webhook runs with wider credentials, e.g. an admin kubeconfig
+    for `preflight-webhook check`). A resource granted only by name (the named permissions of
+    the settings in force: a controller's Lease, the cluster-autoscaler status ConfigMap) may be
+    read only by that namespace and name; any other read of it is refused as not permitted,
+    without a request."""
+
+    def __init__(self, cluster_wide: Sequence[Permission], named: Sequence[Permission]) -> None:
+        self.gets = {(p.group, p.resource) for p in cluster_wide if p.verb == "get" and not p.subresource}
+        self.lists = {(p.group, p.resource) for p in cluster_wide if p.verb == "list" and not p.subresource}
+        self.named = {(p.group, p.resource, p.namespace, p.name) for p in named if p.verb == "get"}
+
+    def check_get(self, api_version: str, resource: str, namespace: str, name: str) -> None:
+        group = _group(api_version)
+        if (group, resource) in self.gets or (group, resource, namespace, name) in self.named:
+            return
+        what = Permission("get", resource, group).what
+        where = f' in namespace "{namespace}"' if namespace else ""
+        raise ApiError(403, f'the webhook does not read {what} "{name}"{where} (not a declared read)', "Forbidden")
+
+    def check_list(self, api_version: str, resource: str) -> None:
+        group = _group(api_version)
+        if (group, resource) not in self.lists:
+            what = Permission("list", resource, group).what
+            raise ApiError(403, f"the webhook does not list {what} (not a declared read)", "Forbidden")
+
+
 class LiveClusterView:
     """ClusterView on kubernetes_asyncio; see the module docstring for the life cycle."""
 
@@ -111,9 +146,12 @@ class LiveClusterView:
         self.fatal = ""
         self._clock = clock
         self.never_read = never_read_namespaces(settings, own_ns if own_ns is not None else own_namespace())
+        self.declared = DeclaredReads(required_permissions(checks), named_permissions(checks, settings))
         self._secret_ttl: dict[tuple[str, str], tuple[float, frozenset[str]]] = {}
         self._secret_reads: Coalescer[frozenset[str] | None] = Coalescer()
         self._object_reads: Coalescer[dict[str, Any] | None] = Coalescer()
+        self._object_ttl: dict[str, tuple[float, dict[str, Any] | None]] = {}
+        self._list_reads: Coalescer[list[dict[str, Any]]] = Coalescer()
         self._startup_task: asyncio.Task[None] | None = None
         self._first_attempt = asyncio.Event()
         self._probed = asyncio.Event()
@@ -126,25 +164,14 @@ class LiveClusterView:
         `wait_seconds` — so a CLI run sees synced caches and a server is never held up long."""
         if self._startup_task is None:
             self._startup_task = asyncio.ensure_future(self._startup())
-        try:
-            await asyncio.wait_for(self._first_attempt.wait(), wait_seconds)
-        except TimeoutError:
-            pass
+        await _set_within(self._first_attempt, wait_seconds)
 
     async def wait_probed(self, timeout: float) -> bool:
-        try:
-            await asyncio.wait_for(self._probed.wait(), timeout)
-            return True
-        except TimeoutError:
-            return False
+        return await _set_within(self._probed, timeout)
 
     async def wait_synced(self, timeout: float) -> bool:
         """True once every started cache has synced (what /readyz and the CLI wait for)."""
-        try:
-            await asyncio.wait_for(self._synced.wait(), timeout)
-            return True
-        except TimeoutError:
-            return False
+        return await _set_within(self._synced, timeout)
 
     async def close(self) -> None:
         if self._startup_task is not None:
@@ -158,7 +185,7 @@ class LiveClusterView:
         while True:
             try:
                 await self.discovery.refresh()
-                perms = required_permissions(self.checks)
+                perms = [*required_permissions(self.checks), *named_permissions(self.checks, self.settings)]
                 self.permissions = await probe_permissions(self.client, perms, timeout=30.0)
                 break
             except ApiError as exc:
@@ -187,7 +214,7 @@ class LiveClusterView:
             log.warning("missing permissions (checks that need them are skipped): %s", ", ".join(map(str, denied)))
         if unknown:
             log.warning("permissions that could not be verified: %s", ", ".join(map(str, unknown)))
-        self.fatal = fatal_reason(self.checks, self.discovery.served, self.permissions)
+        self.fatal = fatal_reason(self.checks, self.discovery.served, self.permissions, self.settings)
         for c in (self._capability(c) for c in self.checks if c.needs_cluster):
             if c.value == NO:
                 log.warning("check %r lowered to skip: %s", c.check, c.reason)
@@ -273,15 +300,6 @@ class LiveClusterView:
         finally:
             r.cache.listeners.remove(changed.set)
 
-    def staleness(self, resource: str) -> str:
-        """ "" when fresh; otherwise a phrase for messages ("cached data is 312s old")."""
-        age = self.cache_age(resource)
-        if age is None:
-            return f"no cached {resource}"
-        if age <= self.settings.cache_stale_seconds:
-            return ""
-        return f"cached {resource} are {age:.0f}s old (apiserver unreachable?)"
-
     def cache_status(self) -> list[dict[str, Any]]:
         """Per cache: objects, synced, age, last error, or why it is absent (for /capabilities)."""
         out: list[dict[str, Any]] = []
@@ -361,17 +379,37 @@ class LiveClusterView:
         self._secret_ttl[key] = (now + ttl, keys)
 
     async def get_object(
-        self, api_version: str, resource: str, namespace: str | None, name: str, deadline: Deadline
+        self,
+        api_version: str,
+        resource: str,
+        namespace: str | None,
+        name: str,
+        deadline: Deadline,
+        *,
+        ttl: float = 0.0,
     ) -> dict[str, Any] | None:
-        """One object by name, or None when it does not exist (or cannot: an invalid name or namespace)."""
+        """One object by name, or None when it does not exist (or cannot: an invalid name or namespace).
+
+        `ttl` > 0 reuses an answer (found or not found; never an error) for that long: the
+        Controllers check reads a few Deployments and Leases per review, and a burst of reviews
+        then costs one GET per object per TTL window instead of one per review.
+
+        Only declared reads are sent (`DeclaredReads`). A 403 for an object whose namespace the
+        namespaces cache does not hold is "not found": a named read's Role exists only where its
+        namespace did at install, and an object cannot exist in a namespace that does not."""
         if not is_dns1123_subdomain(name) or (namespace and not is_dns1123_label(namespace)):
             return None
         if resource == "secrets":
             raise ValueError("Secrets are read with secret_keys(), which drops their values")
+        self.declared.check_get(api_version, resource, namespace or "", name)
         path = gv_path(api_version)
         if namespace:
             path += f"/namespaces/{_q(namespace)}"
         path += f"/{resource}/{_q(name)}"
+        if ttl > 0:
+            hit = self._object_ttl.get(path)
+            if hit is not None and hit[0] > self._clock():
+                return None if hit[1] is None else dict(hit[1])
 
         async def fetch(timeout: float) -> dict[str, Any] | None:
             try:
@@ -379,11 +417,48 @@ class LiveClusterView:
             except ApiError as exc:
                 if exc.status == 404:
                     return None
+                if exc.forbidden and namespace and not self._namespace_exists(namespace):
+                    # no Role where there is no namespace (the chart skips those): nothing can be there
+                    return None
                 raise
             (doc.get("metadata") or {}).pop("managedFields", None)
             return doc
 
-        return await self._object_reads.run(path, deadline.timeout(LIVE_CALL_CEILING), fetch)
+        got = await self._object_reads.run(path, deadline.timeout(LIVE_CALL_CEILING), fetch)
+        if ttl > 0:
+            if len(self._object_ttl) >= SECRET_CACHE_MAX:
+                self._object_ttl.clear()
+            self._object_ttl[path] = (self._clock() + ttl, got)
+        return got
+
+    async def list_objects(
+        self, api_version: str, resource: str, namespace: str, label_selector: str, deadline: Deadline
+    ) -> list[dict[str, Any]]:
+        """One namespace's objects matching `label_selector` (one page of at most 100): for what is
+        read on demand instead of watched (a Service's EndpointSlices). Identical lists in flight
+        share one request."""
+        if not is_dns1123_label(namespace):
+            return []
+        if resource == "secrets":
+            raise ValueError("Secrets are never listed")
+        self.declared.check_list(api_version, resource)
+        path = f"{gv_path(api_version)}/namespaces/{_q(namespace)}/{resource}"
+        key = f"{path}?{label_selector}"
+
+        async def fetch(timeout: float) -> list[dict[str, Any]]:
+            doc = await self.client.request(
+                "GET",
+                path,
+                query={"labelSelector": label_selector, "limit": "100"},
+                timeout=timeout,
+                kind=f"LIST {resource}",
+            )
+            items = [i for i in doc.get("items") or [] if isinstance(i, dict)]
+            for i in items:
+                (i.get("metadata") or {}).pop("managedFields", None)
+            return items
+
+        return await self._list_reads.run(key, deadline.timeout(LIVE_CALL_CEILING), fetch)
 
     async def dry_run_create(
         self, api_version: str, kind: str, namespace: str, body: dict[str, Any], deadline: Deadline
@@ -414,6 +489,13 @@ class LiveClusterView:
     def served(self, group_version: str) -> bool:
         return self.discovery.served(group_version)
 
+    def _namespace_exists(self, namespace: str) -> bool:
+        """Whether the namespaces cache holds `namespace`; True while it is absent or not synced."""
+        r = self.reflectors.get("namespaces")
+        if r is None or not r.cache.synced:
+            return True
+        return r.cache.get(None, namespace) is not None
+
     def server_version(self) -> tuple[int, int] | None:
         return self.discovery.server_version()
 
@@ -430,8 +512,12 @@ class LiveClusterView:
                 served=self.discovery.served if snap is not None else None,
                 perms=self.permissions,
                 discovery_error=self.ready_reason if snap is None else "",
+                settings=self.settings,
+                namespace_exists=self._namespace_exists if check.named_permissions_required else None,
             )
-            self._cap_memo[check.name] = (snap, self.permissions, cap)
+            # a check lowered by its named reads follows the namespaces: not memoized
+            if not check.named_permissions_required:
+                self._cap_memo[check.name] = (snap, self.permissions, cap)
         if cap.value != NO:
             for p in check.permissions:  # a cache refused at run time (RBAC changed since start-up)
                 r = self.reflectors.get(p.resource)
@@ -471,3 +557,12 @@ async def open_cluster_view(
     view = LiveClusterView(settings, KubeClient(cfg, settings.api_concurrency), checks=checks)
     await view.start(wait_seconds)
     return view
+
+
+async def _set_within(event: asyncio.Event, timeout: float) -> bool:
+    """Wait up to `timeout` seconds for `event`; whether it was set."""
+    try:
+        await asyncio.wait_for(event.wait(), timeout)
+        return True
+    except TimeoutError:
+        return False

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from webhook.config import Settings
 from webhook.deadline import Deadline
 from webhook.kube import ApiError, Permission
 
@@ -36,6 +37,11 @@ class CheckNeeds(Protocol):
     @property
     def apis(self) -> tuple[str, ...]: ...
 
+    @property
+    def named_permissions_required(self) -> bool: ...
+
+    def named_permissions(self, settings: Settings) -> tuple[Permission, ...]: ...
+
 
 class ClusterView(Protocol):
     # --- cached (watch-backed) objects; plain dicts ---
@@ -62,9 +68,23 @@ class ClusterView(Protocol):
         ...
 
     async def get_object(
-        self, api_version: str, resource: str, namespace: str | None, name: str, deadline: Deadline
+        self,
+        api_version: str,
+        resource: str,
+        namespace: str | None,
+        name: str,
+        deadline: Deadline,
+        *,
+        ttl: float = 0.0,
     ) -> dict[str, Any] | None:
-        """A live GET of one object (None on 404); for things not cached (e.g. a Lease)."""
+        """A live GET of one object (None on 404); for things not cached (e.g. a Lease).
+        `ttl` > 0: an answer (found or not found) is reused that many seconds."""
+        ...
+
+    async def list_objects(
+        self, api_version: str, resource: str, namespace: str, label_selector: str, deadline: Deadline
+    ) -> list[dict[str, Any]]:
+        """A live LIST of one namespace's objects by label selector (e.g. a Service's EndpointSlices)."""
         ...
 
     # --- discovery and capabilities ---
