@@ -481,7 +481,6 @@ SCENARIOS: list[Scenario] = [
         "nodeSelector pool=gpu-a100: no node has the label",
         trainjob(pod={"nodeSelector": {"pool": "gpu-a100"}}),
         covers="node selectors",
-        known="placement-warns",
     ),
     Scenario(
         "node-selector-matches",
@@ -554,12 +553,12 @@ SCENARIOS: list[Scenario] = [
 #: where the webhook is known to disagree with the outcome; each named in docs/fidelity.md
 KNOWN_LIMITATIONS: dict[str, str] = {
     "placement-warns": (
-        "Node Selector Match and Per-Node Schedulability default to `warn` (an autoscaled pool may have no "
-        "node yet), so a job that no node can ever place (no matching label, more GPUs or CPUs than any node "
-        "has) is admitted with a warning and never starts: the scheduler reports Unschedulable. The outcome "
-        "says these deny-worthy cases are real; the smarter default (deny when nothing could ever add a "
-        "matching node: no Karpenter NodePool, no cluster-autoscaler, no Kueue ResourceFlavor) is issue 10's "
-        "'Also' item, on branch checks10; rerun the matrix after it lands."
+        "Per-Node Schedulability denies only when nothing could add a node that fits, and it counts any "
+        "Kueue ResourceFlavor in the cluster as something that could (here `fx-default`, made for the Kueue "
+        "scenarios: no nodeLabels, and these jobs are not even queued). A ResourceFlavor adds no node: with "
+        "no cluster-autoscaler and no Karpenter the pod asking 8 GPUs or 16 CPUs of a 4-GPU, 2-CPU node is "
+        "Unschedulable for good, yet the job is admitted with a warning. Node Selector Match, with the same "
+        "inputs, already denies (scenario node-selector-none-matches: its flavors are matched by labels)."
     ),
     "dry-run-blinded": (
         "With the real stack the Dry Run check cannot see Pod Security: its dry-run JobSet carries an "
