@@ -37,7 +37,15 @@ from typing import Any
 
 import yaml
 
-from e2e.fidelity.scenarios import KNOWN_LIMITATIONS, MATRIX_LABEL, NS_PREFIX, SCENARIOS, Scenario
+from e2e.fidelity.scenarios import (
+    KNOWN_LIMITATIONS,
+    MATRIX_LABEL,
+    NS_PREFIX,
+    RESOLVED,
+    RESOLVED_BY,
+    SCENARIOS,
+    Scenario,
+)
 from e2e.harness.controlplane import ControlPlane
 from e2e.harness.node import Node
 from e2e.harness.runner import RunningWebhook, findings_of
@@ -334,6 +342,9 @@ def render(rows: Sequence[Row], timings: dict[str, float]) -> str:
     for name, text in KNOWN_LIMITATIONS.items():
         used = [r.scenario for r in rows if r.known == name]
         out.append(f"- **{name}** ({', '.join(f'`{u}`' for u in used) or 'no scenario'}): {text}")
+    out += ["", "## Found by earlier runs, since fixed", ""]
+    for name, text in RESOLVED.items():
+        out.append(f"- **{name}** (fixed by {RESOLVED_BY[name]}): {text}")
     out += ["", "## This run", ""]
     for k, val in timings.items():
         out.append(f"- {k}: {val:.0f} s")
