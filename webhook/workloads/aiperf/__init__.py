@@ -33,6 +33,8 @@ from webhook.workloads.aiperf.env import (
     PRIORITY_LABEL,
     RESOURCE_DEFAULTS,
     WORKER_IMPORT_MEMORY_FLOOR_MIB,
+    Env,
+    lookup,
 )
 from webhook.workloads.aiperf.resources import split_worker_pod_resources
 from webhook.workloads.aiperf.run_config import dumps_indent2, run_config_cfg, run_config_json, run_epoch
@@ -54,9 +56,11 @@ __all__ = [
     "QUEUE_LABEL",
     "RESOURCE_DEFAULTS",
     "WORKER_IMPORT_MEMORY_FLOOR_MIB",
+    "Env",
     "build",
     "calculate_workers",
     "dumps_indent2",
+    "lookup",
     "run_config_cfg",
     "run_config_json",
     "run_epoch",

@@ -13,8 +13,8 @@ from webhook.workloads.aiperf.env import (
     MAX_JOB_ID,
     MAX_WORKER_POD_CONTAINERS,
     PRIORITY_LABEL,
-    _Env,
-    _get,
+    Env,
+    lookup,
 )
 from webhook.workloads.aiperf.jobset import _queue, _Renderer
 from webhook.workloads.aiperf.resources import _RenderError
@@ -49,7 +49,7 @@ def build(
     str_map(meta.get("annotations"), "metadata.annotations")  # the skip annotation is read from here
     uid = string(meta.get("uid"), "metadata.uid")
     spec, template = _check_shape(obj.get("spec"))
-    env = _Env(settings)
+    env = Env(settings)
     queue, prio = _queue(spec, env, settings)
     wl = Workload(
         kind="AIPerfJob",
@@ -118,7 +118,7 @@ def _refusals(spec: dict[str, Any], job_id: str) -> list[str]:
     return errors
 
 
-def _worker_layout(spec: dict[str, Any], env: _Env) -> tuple[int, int, int]:
+def _worker_layout(spec: dict[str, Any], env: Env) -> tuple[int, int, int]:
     """(worker pods, workers per pod, record processors per pod); raises _RenderError past the container cap."""
     total = calculate_workers(spec, env)
     pods, per_pod, rp_per_pod = worker_topology(total, spec["benchmark"].get("runtime") or {}, env)
@@ -135,7 +135,7 @@ def _worker_layout(spec: dict[str, Any], env: _Env) -> tuple[int, int, int]:
 def _jobset(
     spec: dict[str, Any],
     r: _Renderer,
-    env: _Env,
+    env: Env,
     ns: str,
     job_id: str,
     pods: int,
@@ -145,13 +145,13 @@ def _jobset(
 ) -> dict[str, Any]:
     """The JobSet: a controller replicated job and a workers replicated job."""
     bench = spec["benchmark"]
-    gpu = _get(bench, "gpuTelemetry") or {}
-    srv = _get(bench, "serverMetrics") or {}
+    gpu = lookup(bench, "gpuTelemetry") or {}
+    srv = lookup(bench, "serverMetrics") or {}
     controller = r.controller_containers(
         gpu_telemetry=bool(gpu.get("enabled", True)) if isinstance(gpu, dict) else True,
         server_metrics=bool(srv.get("enabled", True)) if isinstance(srv, dict) else True,
     )
-    keep_failed = bool(_get(spec, "keepFailedPods", False))
+    keep_failed = bool(lookup(spec, "keepFailedPods", False))
     controller_job = r.replicated_job(
         "controller", 1, controller, "Never", env.int("AIPERF_K8S_JOBSET_CONTROLLER_BACKOFF_LIMIT", 0), None,
         annotations={"prometheus.io/scrape": "true", "prometheus.io/port": str(_PORTS["API_SERVICE"]), "prometheus.io/path": "/metrics"},
@@ -178,7 +178,7 @@ def _jobset(
     if queue:
         jobset["spec"]["suspend"] = True
     if not keep_failed:
-        ttl = _get(spec, "ttlSecondsAfterFinished", 300)
+        ttl = lookup(spec, "ttlSecondsAfterFinished", 300)
         if ttl is not None:
             jobset["spec"]["ttlSecondsAfterFinished"] = ttl
     return jobset

@@ -1,6 +1,6 @@
 """AIPerf's constants and the operator's environment: the AIPERF_K8S_* defaults
 (aiperf/kubernetes/environment.py K8sEnvironment), the spec keys AIPerf's models accept, and
-the `_Env` reader (Settings.aiperf_env, then this process's environment, then AIPerf's default).
+the `Env` reader (Settings.aiperf_env, then this process's environment, then AIPerf's default).
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ POD_SECURITY = _POD_SECURITY = {
 }
 
 
-class _Env:
+class Env:
     """The operator's AIPERF_* settings: Settings.aiperf_env, then os.environ, then AIPerf's default."""
 
     def __init__(self, settings: Settings) -> None:
@@ -148,7 +148,7 @@ _ENVIRON: list[tuple[Any, dict[str, str]]] = []
 def _aiperf_environ() -> dict[str, str]:
     """This process's AIPERF* variables by upper-cased name (pydantic-settings reads env names
     case-insensitively); shared, never changed. Decoding the whole environment on every request
-    cost more than the rest of _Env (a pod's environment holds a variable per Service in its
+    cost more than the rest of Env (a pod's environment holds a variable per Service in its
     namespace), so it is read again only when os.environ's raw contents differ."""
     data = getattr(os.environ, "_data", None)  # CPython's bytes mapping behind os.environ
     key = tuple(data.items()) if isinstance(data, dict) else None
@@ -169,8 +169,9 @@ def _snake(key: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
 
 
-def _get(d: dict[str, Any], camel: str, default: Any = None) -> Any:
-    """A field given in camelCase or snake_case (AIPerf accepts both)."""
+def lookup(d: dict[str, Any], camel: str, default: Any = None) -> Any:
+    """A field given in camelCase or snake_case (AIPerf accepts both): `d[camel]`, else
+    `d[snake_case of camel]`, else `default`."""
     if camel in d:
         return d[camel]
     return d.get(_snake(camel), default)

@@ -21,10 +21,10 @@ from webhook.workloads.aiperf.env import (
     _POD_TEMPLATE_KEYS,
     _PORTS,
     _REGISTRATION_TIMEOUT,
-    _Env,
-    _get,
+    Env,
     _known,
     _snake,
+    lookup,
 )
 from webhook.workloads.aiperf.resources import _resources, split_worker_pod_resources
 from webhook.workloads.base import AdapterError
@@ -40,20 +40,20 @@ from webhook.workloads.shape import (
 
 class _Renderer:
     def __init__(self, spec: dict[str, Any], template: dict[str, Any], job_id: str, namespace: str, uid: str | None,
-                 env: _Env) -> None:  # fmt: skip
+                 env: Env) -> None:  # fmt: skip
         self.spec, self.job_id, self.ns, self.uid, self.env = spec, job_id, namespace, uid, env
         self.name = f"aiperf-{job_id}"
         self.tmpl = template  # validated by _pod_template: camelCase keys, Kubernetes shapes
         self.image = spec.get("image") or "nvcr.io/nvidia/aiperf:latest"
-        self.pull_policy = _get(spec, "imagePullPolicy")
-        self.mode = _get(spec, "resourceMode") or "burstable"
+        self.pull_policy = lookup(spec, "imagePullPolicy")
+        self.mode = lookup(spec, "resourceMode") or "burstable"
         self.config_path = env.get("AIPERF_K8S_JOBSET_CONFIG_MOUNT_PATH", "/etc/aiperf")
         self.datasets_path = env.get("AIPERF_K8S_JOBSET_DATASETS_PATH", "/aiperf/datasets")
         self._env_cache: dict[tuple[str | None, bool, bool], list[dict[str, Any]]] = {}
 
     # -- fragments
     def _t(self, camel: str, default: Any = None) -> Any:
-        return _get(self.tmpl, camel, default)
+        return lookup(self.tmpl, camel, default)
 
     def security(self) -> dict[str, Any]:
         """The containers' securityContext; one shared dict per job (consumers copy before changing)."""
@@ -388,14 +388,14 @@ class _Renderer:
         return {"name": name, "replicas": replicas, "template": {"spec": job}}
 
 
-def _queue(spec: dict[str, Any], env: _Env, settings: Settings) -> tuple[str | None, str | None]:
+def _queue(spec: dict[str, Any], env: Env, settings: Settings) -> tuple[str | None, str | None]:
     sched = spec.get("scheduling") or {}
     queue = (
-        _get(sched, "queueName")
+        lookup(sched, "queueName")
         or env.get("AIPERF_K8S_JOBSET_KUEUE_DEFAULT_QUEUE_NAME", "")
         or settings.kueue.default_queue_name
     )
-    prio = _get(sched, "priorityClass") or env.get("AIPERF_K8S_JOBSET_KUEUE_DEFAULT_PRIORITY_CLASS", "")
+    prio = lookup(sched, "priorityClass") or env.get("AIPERF_K8S_JOBSET_KUEUE_DEFAULT_PRIORITY_CLASS", "")
     return queue or None, prio or None
 
 
@@ -416,7 +416,7 @@ assert set(_TEMPLATE_SCHEMA) == _POD_TEMPLATE_KEYS
 
 
 def _key(d: dict[str, Any], camel: str) -> str:
-    """The spelling of a field the object uses (camelCase wins, as `_get` reads it)."""
+    """The spelling of a field the object uses (camelCase wins, as `lookup` reads it)."""
     return camel if camel in d or _snake(camel) not in d else _snake(camel)
 
 
@@ -430,7 +430,7 @@ def _no_unknown(d: dict[str, Any], allowed: set[str], path: str, what: str) -> N
 def _pod_template(spec: dict[str, Any]) -> dict[str, Any]:
     """spec.podTemplate validated against the Kubernetes shapes it becomes, camelCase keys, no nulls."""
     path = at("spec", _key(spec, "podTemplate"))
-    tmpl = mapping(_get(spec, "podTemplate"), path)
+    tmpl = mapping(lookup(spec, "podTemplate"), path)
     _no_unknown(tmpl, _POD_TEMPLATE_KEYS, path, "fields")
     out: dict[str, Any] = {}
     for camel, schema in _TEMPLATE_SCHEMA.items():

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from webhook.workloads.aiperf.env import _Env, _snake
+from webhook.workloads.aiperf.env import Env, _snake
 from webhook.workloads.aiperf.resources import _RenderError
 from webhook.workloads.base import AdapterError
 from webhook.workloads.shape import (
@@ -44,7 +44,7 @@ def _count(d: dict[str, Any], camel: str, path: str) -> int | None:
     return integer(d.get(key), at(path, key), lax=True, minimum=0)
 
 
-def calculate_workers(spec: dict[str, Any], env: _Env) -> int:
+def calculate_workers(spec: dict[str, Any], env: Env) -> int:
     """Total workers: runtime.workers verbatim, else ceil(max concurrency / connectionsPerWorker),
     at least runtime.workersMin, rounded up to a whole number of pods."""
     benchmark = mapping(spec.get("benchmark"), "spec.benchmark")
@@ -66,7 +66,7 @@ def calculate_workers(spec: dict[str, Any], env: _Env) -> int:
     return derived + per_pod - derived % per_pod
 
 
-def worker_topology(total: int, runtime: dict[str, Any], env: _Env) -> tuple[int, int, int]:
+def worker_topology(total: int, runtime: dict[str, Any], env: Env) -> tuple[int, int, int]:
     """(pods, workers per pod, record processors per pod) as `apply_worker_config` sets them."""
     rpath = "spec.benchmark.runtime"
     per_pod_default = _count(runtime, "workersPerPod", rpath) or env.int("AIPERF_WORKER_DEFAULT_WORKERS_PER_POD", 10)

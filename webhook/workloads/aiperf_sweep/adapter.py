@@ -15,6 +15,7 @@ from typing import Any
 
 from webhook.config import Settings
 from webhook.workloads import aiperf
+from webhook.workloads.aiperf import lookup
 from webhook.workloads.aiperf_sweep.children import ChildPlan, render_children
 from webhook.workloads.aiperf_sweep.controller import CONTROLLER_GROUP, controller_objects
 from webhook.workloads.aiperf_sweep.credentials import check_credential_axes
@@ -32,7 +33,6 @@ from webhook.workloads.aiperf_sweep.spec import (
     SWEEP_TYPES,
     ExpansionRejected,
     SpecInvalid,
-    lookup,
 )
 from webhook.workloads.aiperf_sweep.workload import SweepWorkload
 from webhook.workloads.base import AdapterError, PodGroup, RuntimeLookup

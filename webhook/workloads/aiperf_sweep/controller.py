@@ -15,8 +15,9 @@ from typing import Any
 
 from webhook.config import Settings
 from webhook.workloads import aiperf
+from webhook.workloads.aiperf import lookup
 from webhook.workloads.aiperf.env import POD_SECURITY
-from webhook.workloads.aiperf_sweep.spec import KIND, lookup
+from webhook.workloads.aiperf_sweep.spec import KIND
 
 # K8sEnvironment.SWEEP_CONTROLLER / RESULTS_SIDECAR defaults (aiperf/kubernetes/environment.py)
 SWEEP_CONTROLLER_RESOURCES = ("75m", "512Mi")
