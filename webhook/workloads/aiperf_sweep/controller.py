@@ -10,12 +10,11 @@ controller may do with its children and its own AIPerfSweep). Resource defaults 
 from __future__ import annotations
 
 import copy
-import os
 from typing import Any
 
 from webhook.config import Settings
 from webhook.workloads import aiperf
-from webhook.workloads.aiperf import lookup
+from webhook.workloads.aiperf import Env, lookup
 from webhook.workloads.aiperf.env import POD_SECURITY
 from webhook.workloads.aiperf_sweep.spec import KIND
 
@@ -39,7 +38,7 @@ def controller_objects(
     spec: dict[str, Any], name: str, ns: str, uid: str, epoch: str, settings: Settings
 ) -> dict[str, dict[str, Any]]:
     """create._create_sweep_controller_jobset and _provision_rbac: the objects the operator provisions."""
-    env = {**{k: v for k, v in os.environ.items() if k.startswith("AIPERF_")}, **(settings.aiperf_env or {})}
+    env = Env(settings)  # AIPerf's settings classes read env names case-insensitively, as Env does
     tmpl = lookup(spec, "podTemplate") or {}
     mode = lookup(spec, "resourceMode") or "burstable"
     sa = f"aiperf-sweep-controller-{name}"
@@ -50,10 +49,7 @@ def controller_objects(
     if pull is not None:
         ctl["imagePullPolicy"] = sidecar["imagePullPolicy"] = pull
     if mode != "none":
-        cpu, mem = aiperf.RESOURCE_DEFAULTS["RESULTS_SIDECAR"]
-        sidecar["resources"] = _res(
-            env.get("AIPERF_K8S_RESULTS_SIDECAR_CPU", cpu), env.get("AIPERF_K8S_RESULTS_SIDECAR_MEMORY", mem), mode
-        )
+        sidecar["resources"] = _res(*env.resources("RESULTS_SIDECAR"), mode)
     sidecar["securityContext"] = dict(security)
     owner = [
         {
@@ -93,7 +89,7 @@ def _container_security(tmpl: dict[str, Any]) -> dict[str, Any]:
 def _controller_container(
     spec: dict[str, Any],
     tmpl: dict[str, Any],
-    env: dict[str, str],
+    env: Env,
     mode: str,
     security: dict[str, Any],
     *,
@@ -133,7 +129,7 @@ def _controller_container(
     return ctl
 
 
-def _results_sidecar(spec: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
+def _results_sidecar(spec: dict[str, Any], env: Env) -> dict[str, Any]:
     """The `results-sidecar` container, without its pull policy, resources and security context
     (which `controller_objects` adds after them, in the operator's order)."""
     return {
