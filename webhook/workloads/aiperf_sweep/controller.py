@@ -79,8 +79,9 @@ def _container_security(tmpl: dict[str, Any]) -> dict[str, Any]:
     }  # fmt: skip
     over = tmpl.get("containerSecurityContext") or {}
     for k, v in over.items():
-        if k == "capabilities" and isinstance(v, dict):
-            security["capabilities"] = {**security["capabilities"], **v}
+        if k == "capabilities":
+            if isinstance(v, dict):  # anything else is skipped, as build_security_context skips it
+                security["capabilities"] = {**security["capabilities"], **v}
         elif not (k in ("privileged", "allowPrivilegeEscalation") and v):
             security[k] = v
     return security
