@@ -36,6 +36,7 @@ from webhook.workloads.aiperf.env import (
     Env,
     lookup,
 )
+from webhook.workloads.aiperf.jobset import container_security
 from webhook.workloads.aiperf.resources import split_worker_pod_resources
 from webhook.workloads.aiperf.run_config import dumps_indent2, run_config_cfg, run_config_json, run_epoch
 from webhook.workloads.aiperf.typed import DATASET_TYPES, ENDPOINT_TYPES, PHASE_TYPES
@@ -59,6 +60,7 @@ __all__ = [
     "Env",
     "build",
     "calculate_workers",
+    "container_security",
     "dumps_indent2",
     "lookup",
     "run_config_cfg",

@@ -38,6 +38,23 @@ from webhook.workloads.shape import (
 )
 
 
+def container_security(overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """AIPerf's build_security_context (kubernetes/jobset_helpers.py), for the AIPerfJob's containers
+    and the sweep controller's: the hardened container securityContext with the podTemplate's
+    containerSecurityContext over it (capabilities merged when a mapping, else skipped;
+    `privileged` / `allowPrivilegeEscalation` can never be switched on). A new dict each call."""
+    ctx = {k: copy_json(v) for k, v in _CONTAINER_SECURITY.items()}
+    over = overrides or {}
+    caps = over.get("capabilities")
+    if isinstance(caps, dict):
+        ctx["capabilities"] = {**ctx["capabilities"], **caps}
+    for k, v in over.items():
+        if k == "capabilities" or (k in ("privileged", "allowPrivilegeEscalation") and v):
+            continue
+        ctx[k] = v
+    return ctx
+
+
 class _Renderer:
     def __init__(self, spec: dict[str, Any], template: dict[str, Any], job_id: str, namespace: str, uid: str | None,
                  env: Env) -> None:  # fmt: skip
@@ -61,15 +78,7 @@ class _Renderer:
 
     @functools.cached_property
     def _security(self) -> dict[str, Any]:
-        ctx = {k: copy_json(v) for k, v in _CONTAINER_SECURITY.items()}
-        over = self._t("containerSecurityContext") or {}
-        if "capabilities" in over:
-            ctx["capabilities"] = {**ctx["capabilities"], **over["capabilities"]}
-        for k, v in over.items():
-            if k == "capabilities" or (k == "privileged" and v) or (k == "allowPrivilegeEscalation" and v):
-                continue
-            ctx[k] = v
-        return ctx
+        return container_security(self._t("containerSecurityContext"))
 
     def mounts(self) -> list[dict[str, Any]]:
         """A new list per container; its entries are shared between the containers of one job

@@ -14,7 +14,7 @@ from typing import Any
 
 from webhook.config import Settings
 from webhook.workloads import aiperf
-from webhook.workloads.aiperf import Env, lookup
+from webhook.workloads.aiperf import Env, container_security, lookup
 from webhook.workloads.aiperf.env import POD_SECURITY
 from webhook.workloads.aiperf_sweep.spec import KIND
 
@@ -42,7 +42,7 @@ def controller_objects(
     tmpl = lookup(spec, "podTemplate") or {}
     mode = lookup(spec, "resourceMode") or "burstable"
     sa = f"aiperf-sweep-controller-{name}"
-    security = _container_security(tmpl)
+    security = container_security(tmpl.get("containerSecurityContext"))
     ctl = _controller_container(spec, tmpl, env, mode, security, name=name, ns=ns, uid=uid, epoch=epoch)
     sidecar = _results_sidecar(spec, env)
     pull = lookup(spec, "imagePullPolicy")
@@ -68,23 +68,6 @@ def _res(cpu: str, memory: str, mode: str) -> dict[str, dict[str, str]]:
     """ResourceSettings.to_k8s_resources: burstable sets requests only."""
     req = {"cpu": cpu, "memory": memory}
     return {"requests": req} if mode == "burstable" else {"requests": req, "limits": dict(req)}
-
-
-def _container_security(tmpl: dict[str, Any]) -> dict[str, Any]:
-    """The operator's container security context with the podTemplate's containerSecurityContext over it
-    (capabilities merged; `privileged` / `allowPrivilegeEscalation` can never be switched on)."""
-    security: dict[str, Any] = {
-        "runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"},
-    }  # fmt: skip
-    over = tmpl.get("containerSecurityContext") or {}
-    for k, v in over.items():
-        if k == "capabilities":
-            if isinstance(v, dict):  # anything else is skipped, as build_security_context skips it
-                security["capabilities"] = {**security["capabilities"], **v}
-        elif not (k in ("privileged", "allowPrivilegeEscalation") and v):
-            security[k] = v
-    return security
 
 
 def _controller_container(
