@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from webhook.cluster.names import is_dns1123_label
 from webhook.config import Settings
 from webhook.kube import JOBSET_API_VERSION, QUEUE_LABEL
 from webhook.workloads.aiperf.env import (
@@ -19,7 +20,7 @@ from webhook.workloads.aiperf.env import (
 from webhook.workloads.aiperf.jobset import _queue, _Renderer
 from webhook.workloads.aiperf.resources import _RenderError
 from webhook.workloads.aiperf.run_config import run_config_json
-from webhook.workloads.aiperf.typed import _DNS_LABEL, _check_shape, _phase_errors
+from webhook.workloads.aiperf.typed import check_shape, phase_errors
 from webhook.workloads.aiperf.workers import calculate_workers, worker_topology
 from webhook.workloads.base import PodGroup, RuntimeLookup, Workload
 from webhook.workloads.shape import (
@@ -48,7 +49,7 @@ def build(
     labels = str_map(meta.get("labels"), "metadata.labels")
     str_map(meta.get("annotations"), "metadata.annotations")  # the skip annotation is read from here
     uid = string(meta.get("uid"), "metadata.uid")
-    spec, template = _check_shape(obj.get("spec"))
+    spec, template = check_shape(obj.get("spec"))
     env = Env(settings)
     queue, prio = _queue(spec, env, settings)
     wl = Workload(
@@ -102,13 +103,13 @@ def _refusals(spec: dict[str, Any], job_id: str) -> list[str]:
     errors: list[str] = []
     if not job_id:
         errors.append("metadata.name is empty (generateName is not resolved at admission). Fix: set metadata.name.")
-    elif len(job_id) > MAX_JOB_ID or not _DNS_LABEL.match(job_id):
+    elif len(job_id) > MAX_JOB_ID or not is_dns1123_label(job_id):
         errors.append(
             f'AIPerfJob name "{job_id}" is not a DNS label of at most {MAX_JOB_ID} characters, which the AIPerf operator '
             f"requires for its job id (pods are named aiperf-<name>-controller-0-0-xxxxx, at most 63 characters). "
             f"Fix: rename the AIPerfJob to at most {MAX_JOB_ID} lowercase letters, digits and '-'."
         )
-    errors += _phase_errors(spec["benchmark"])
+    errors += phase_errors(spec["benchmark"])
     if spec.get("sweep") is not None:
         errors.append(
             "A single Kubernetes benchmark run cannot include `sweep`, so the AIPerf operator rejects this AIPerfJob. "

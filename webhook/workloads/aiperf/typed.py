@@ -184,7 +184,7 @@ def _check_benchmark(bench: dict[str, Any], path: str = "spec.benchmark") -> Non
         mapping(bench.get(key), at(path, key))
 
 
-def _check_shape(spec: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+def check_shape(spec: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """(spec, its pod template) once every field the adapter reads has the shape AIPerf's model gives it."""
     if not isinstance(spec, dict):  # the one field where null is not "absent": a job needs a spec
         raise wrong("spec", "a mapping", spec)
@@ -211,10 +211,8 @@ def _check_shape(spec: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     return spec, template
 
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-
-
-def _phase_errors(benchmark: dict[str, Any]) -> list[str]:
+def phase_errors(benchmark: dict[str, Any]) -> list[str]:
+    """The operator's refusal of a phase with neither a canonical name nor a kind, one line each."""
     errors = []
     for p, _ in _phases(benchmark):
         name = p.get("name")
