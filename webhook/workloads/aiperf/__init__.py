@@ -22,7 +22,7 @@ importable from `webhook.workloads.aiperf`.
 from __future__ import annotations
 
 from webhook.kube import JOBSET_API_VERSION, QUEUE_LABEL
-from webhook.workloads.aiperf.adapter import build
+from webhook.workloads.aiperf.adapter import build, read_metadata
 from webhook.workloads.aiperf.env import (
     API_VERSION,
     CONFIGMAP_KEY,
@@ -63,6 +63,7 @@ __all__ = [
     "container_security",
     "dumps_indent2",
     "lookup",
+    "read_metadata",
     "run_config_cfg",
     "run_config_json",
     "run_epoch",

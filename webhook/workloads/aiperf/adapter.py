@@ -42,13 +42,7 @@ def build(
 
     Steps: read the object (metadata, spec shape), collect what the operator refuses before
     rendering, lay out the workers, render the JobSet and the ConfigMap, list the pod groups."""
-    plain_json(obj)
-    meta = mapping(obj.get("metadata"), "metadata")
-    name = string(meta.get("name"), "metadata.name") or ""
-    ns = string(meta.get("namespace"), "metadata.namespace") or namespace or "default"
-    labels = str_map(meta.get("labels"), "metadata.labels")
-    str_map(meta.get("annotations"), "metadata.annotations")  # the skip annotation is read from here
-    uid = string(meta.get("uid"), "metadata.uid")
+    name, ns, labels, uid = read_metadata(obj, namespace)
     spec, template = check_shape(obj.get("spec"))
     env = Env(settings)
     queue, prio = _queue(spec, env, settings)
@@ -96,6 +90,19 @@ def build(
             )
         )
     return wl
+
+
+def read_metadata(obj: dict[str, Any], namespace: str | None) -> tuple[str, str, dict[str, str], str | None]:
+    """(name, namespace, labels, uid) of an AIPerf object (AIPerfJob, AIPerfSweep), once the object is
+    plain JSON and its metadata has Kubernetes' shapes; the namespace defaults to the request's."""
+    plain_json(obj)
+    meta = mapping(obj.get("metadata"), "metadata")
+    name = string(meta.get("name"), "metadata.name") or ""
+    ns = string(meta.get("namespace"), "metadata.namespace") or namespace or "default"
+    labels = str_map(meta.get("labels"), "metadata.labels")
+    str_map(meta.get("annotations"), "metadata.annotations")  # the skip annotation is read from here
+    uid = string(meta.get("uid"), "metadata.uid")
+    return name, ns, labels, uid
 
 
 def _refusals(spec: dict[str, Any], job_id: str) -> list[str]:
