@@ -90,6 +90,7 @@ _PORTS = {
     "WORKER_HEALTH": 8080,
     "RECORD_PROCESSOR_HEALTH": 8081,
 }
+RESULTS_SIDECAR_PORT = _PORTS["RESULTS_SIDECAR"]
 _IPC_PATH = "/aiperf/ipc"
 _REGISTRATION_TIMEOUT = 30.0  # Environment.SERVICE.REGISTRATION_TIMEOUT
 _CONNECTION_PROBE_TIMEOUT = 60.0  # K8sEnvironment.JOBSET.WORKER_CONNECTION_PROBE_TIMEOUT
@@ -104,7 +105,7 @@ _CONTAINER_SECURITY = {
     "capabilities": {"drop": ["ALL"]},
     "seccompProfile": {"type": "RuntimeDefault"},
 }
-POD_SECURITY = _POD_SECURITY = {
+POD_SECURITY = {
     "runAsNonRoot": True,
     "runAsUser": 1000,
     "runAsGroup": 1000,

@@ -17,16 +17,17 @@ from webhook.workloads.aiperf.env import (
     _HEARTBEAT_INTERVAL,
     _IPC_PATH,
     _POD_PASSTHROUGH,
-    _POD_SECURITY,
     _POD_TEMPLATE_KEYS,
     _PORTS,
     _REGISTRATION_TIMEOUT,
+    POD_SECURITY,
+    RESULTS_SIDECAR_PORT,
     Env,
     _known,
     _snake,
     lookup,
 )
-from webhook.workloads.aiperf.resources import _resources, split_worker_pod_resources
+from webhook.workloads.aiperf.resources import k8s_resources, split_worker_pod_resources
 from webhook.workloads.base import AdapterError
 from webhook.workloads.shape import (
     MapOf,
@@ -53,6 +54,37 @@ def container_security(overrides: dict[str, Any] | None) -> dict[str, Any]:
             continue
         ctx[k] = v
     return ctx
+
+
+def merge_pod_security(user: dict[str, Any] | None) -> dict[str, Any]:
+    """AIPerf's merge_pod_security_context (kubernetes/jobset_specs.py), which the AIPerfJob pods and the
+    sweep-controller pod share: the user's pod securityContext keys over the hardened baseline
+    (POD_SECURITY), in a new dict whose baseline values are copies."""
+    return {**{k: copy_json(v) for k, v in POD_SECURITY.items()}, **(user or {})}
+
+
+def results_sidecar(image: str | None, env: Env) -> dict[str, Any]:
+    """The results sidecar of the AIPerfJob controller pod (jobset._create_results_sidecar) and of the
+    sweep-controller pod (the sweep create handler's copy of it): name, image, command, env,
+    volumeMounts and ports, in a new dict; each caller adds the rest in its own key order."""
+    return {
+        "name": "results-sidecar",
+        "image": image,
+        "command": ["python", "-m", "aiperf.kubernetes.results_sidecar"],
+        "env": [
+            {"name": "AIPERF_RESULTS_DIR", "value": "/results"},
+            {"name": "AIPERF_RESULTS_SIDECAR_PORT", "value": str(RESULTS_SIDECAR_PORT)},
+            {
+                "name": "AIPERF_RESULTS_SIDECAR_LOG_LEVEL",
+                "value": env.get("AIPERF_K8S_RESULTS_SIDECAR_LOG_LEVEL", "info"),
+            },
+        ],
+        "volumeMounts": [
+            {"name": "results", "mountPath": "/results", "readOnly": True},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+        "ports": [{"containerPort": RESULTS_SIDECAR_PORT, "name": "results"}],
+    }
 
 
 class _Renderer:
@@ -237,7 +269,7 @@ class _Renderer:
         )
 
     def res(self, key: str) -> Any:
-        return _resources(*self.env.resources(key), self.mode)
+        return k8s_resources(*self.env.resources(key), self.mode)
 
     def controller_containers(self, gpu_telemetry: bool, server_metrics: bool) -> list[dict[str, Any]]:
         sidecar_enabled = self.env.bool("AIPERF_K8S_EVENT_BUS_SIDECAR_ENABLED", True)
@@ -261,29 +293,20 @@ class _Renderer:
         if server_metrics:
             out.append(self.service("server-metrics-manager", "server_metrics_manager", _PORTS["SERVER_METRICS_MANAGER_HEALTH"],
                                     self.res("SERVER_METRICS_MANAGER"), service_id="server_metrics_manager", **ctl))  # fmt: skip
-        port = _PORTS["RESULTS_SIDECAR"]
+        port = RESULTS_SIDECAR_PORT
+        sidecar = results_sidecar(self.image, self.env)
         out.append(
             self._container(
-                "results-sidecar",
-                ["python", "-m", "aiperf.kubernetes.results_sidecar"],
+                sidecar["name"],
+                sidecar["command"],
                 None,
-                [
-                    {"name": "AIPERF_RESULTS_DIR", "value": "/results"},
-                    {"name": "AIPERF_RESULTS_SIDECAR_PORT", "value": str(port)},
-                    {
-                        "name": "AIPERF_RESULTS_SIDECAR_LOG_LEVEL",
-                        "value": self.env.get("AIPERF_K8S_RESULTS_SIDECAR_LOG_LEVEL", "info"),
-                    },
-                ],
+                sidecar["env"],
                 self.res("RESULTS_SIDECAR"),
-                [{"containerPort": port, "name": "results"}],
+                sidecar["ports"],
                 self._startup(port),
                 self._probe(port),
                 self._probe(port),
-                volume_mounts=[
-                    {"name": "results", "mountPath": "/results", "readOnly": True},
-                    {"name": "tmp", "mountPath": "/tmp"},
-                ],
+                volume_mounts=sidecar["volumeMounts"],
             )
         )
         if sidecar_enabled:
@@ -333,7 +356,7 @@ class _Renderer:
             rp_cpu = rp_cpu or self.env.get("AIPERF_K8S_RECORD_PROCESSOR_CPU_REQUEST", "") or None
             cpu, mem = self.env.resources("WORKER_POD")
             shares = [
-                _resources(c, m, self.mode) for c, m in split_worker_pod_resources(cpu, mem, workers, rps, rp_cpu)
+                k8s_resources(c, m, self.mode) for c, m in split_worker_pod_resources(cpu, mem, workers, rps, rp_cpu)
             ]
         quiet: dict[str, Any] = {"controller_host": dns, "readiness": False, "startup": False, "liveness": False}
         out = [self.service("worker-group-manager", "worker_group_manager", manager, shares[0],
@@ -354,7 +377,7 @@ class _Renderer:
             "restartPolicy": restart,
             "containers": containers,
             "volumes": self.volumes(),
-            "securityContext": dict(_POD_SECURITY),
+            "securityContext": merge_pod_security(None),
         }
         for key in _POD_PASSTHROUGH:
             v = self._t(key)
@@ -371,7 +394,7 @@ class _Renderer:
         if self._t("terminationGracePeriodSeconds") is not None:
             spec["terminationGracePeriodSeconds"] = self._t("terminationGracePeriodSeconds")
         if self._t("podSecurityContext"):
-            spec["securityContext"] = {**_POD_SECURITY, **self._t("podSecurityContext")}
+            spec["securityContext"] = merge_pod_security(self._t("podSecurityContext"))
         extra = self._t("extraPodSpec") or {}
         spec.update({k: v for k, v in extra.items() if k not in _DENIED_EXTRA_POD_SPEC_KEYS})
         return spec

@@ -162,7 +162,8 @@ def _split(
     return tuple((_format_mcpu(c), f"{m}Mi") for c, m in zip(cpu_shares, mem_shares))
 
 
-def _resources(cpu: str, memory: str, mode: str) -> dict[str, dict[str, str]] | None:
+def k8s_resources(cpu: str, memory: str, mode: str) -> dict[str, dict[str, str]] | None:
+    """ResourceSettings.to_k8s_resources: burstable sets requests only, guaranteed limits too, none nothing."""
     if mode == "none":
         return None
     out: dict[str, dict[str, str]] = {"requests": {"cpu": cpu, "memory": memory}}
