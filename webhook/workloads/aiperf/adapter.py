@@ -17,8 +17,8 @@ from webhook.workloads.aiperf.env import (
     Env,
     lookup,
 )
-from webhook.workloads.aiperf.jobset import _queue, _Renderer
-from webhook.workloads.aiperf.resources import _RenderError
+from webhook.workloads.aiperf.jobset import Renderer, kueue_queue
+from webhook.workloads.aiperf.resources import RenderError
 from webhook.workloads.aiperf.run_config import run_config_json
 from webhook.workloads.aiperf.typed import check_shape, phase_errors
 from webhook.workloads.aiperf.workers import calculate_workers, worker_topology
@@ -45,7 +45,7 @@ def build(
     name, ns, labels, uid = read_metadata(obj, namespace)
     spec, template = check_shape(obj.get("spec"))
     env = Env(settings)
-    queue, prio = _queue(spec, env, settings)
+    queue, prio = kueue_queue(spec, env, settings)
     wl = Workload(
         kind="AIPerfJob",
         api_version=str(obj.get("apiVersion") or API_VERSION),
@@ -60,9 +60,9 @@ def build(
         return wl
     try:
         pods, per_pod, rp_per_pod = _worker_layout(spec, env)
-        r = _Renderer(spec, template, name, ns, uid, env)
+        r = Renderer(spec, template, name, ns, uid, env)
         worker_containers = r.worker_containers(per_pod, rp_per_pod)
-    except _RenderError as exc:
+    except RenderError as exc:
         wl.render_errors.append(f"The AIPerf operator would refuse to render this job: {exc}")
         wl.incomplete_reason = "the AIPerf operator cannot render this AIPerfJob"
         return wl
@@ -127,11 +127,11 @@ def _refusals(spec: dict[str, Any], job_id: str) -> list[str]:
 
 
 def _worker_layout(spec: dict[str, Any], env: Env) -> tuple[int, int, int]:
-    """(worker pods, workers per pod, record processors per pod); raises _RenderError past the container cap."""
+    """(worker pods, workers per pod, record processors per pod); raises RenderError past the container cap."""
     total = calculate_workers(spec, env)
     pods, per_pod, rp_per_pod = worker_topology(total, spec["benchmark"].get("runtime") or {}, env)
     if 1 + per_pod + rp_per_pod > MAX_WORKER_POD_CONTAINERS:
-        raise _RenderError(
+        raise RenderError(
             f"each worker pod would hold {1 + per_pod + rp_per_pod} containers (1 worker-pod-manager + {per_pod} "
             f"worker(s) + {rp_per_pod} record processor(s)), about 2 KB each, so the JobSet cannot fit the "
             "apiserver's 1.5 MiB object limit. Fix: lower spec.benchmark.runtime.workersPerPod / "
@@ -142,7 +142,7 @@ def _worker_layout(spec: dict[str, Any], env: Env) -> tuple[int, int, int]:
 
 def _jobset(
     spec: dict[str, Any],
-    r: _Renderer,
+    r: Renderer,
     env: Env,
     ns: str,
     job_id: str,

@@ -87,7 +87,7 @@ def results_sidecar(image: str | None, env: Env) -> dict[str, Any]:
     }
 
 
-class _Renderer:
+class Renderer:
     def __init__(self, spec: dict[str, Any], template: dict[str, Any], job_id: str, namespace: str, uid: str | None,
                  env: Env) -> None:  # fmt: skip
         self.spec, self.job_id, self.ns, self.uid, self.env = spec, job_id, namespace, uid, env
@@ -420,7 +420,8 @@ class _Renderer:
         return {"name": name, "replicas": replicas, "template": {"spec": job}}
 
 
-def _queue(spec: dict[str, Any], env: Env, settings: Settings) -> tuple[str | None, str | None]:
+def kueue_queue(spec: dict[str, Any], env: Env, settings: Settings) -> tuple[str | None, str | None]:
+    """(Kueue queue, priority class) of the JobSet: spec.scheduling's, else the operator's defaults."""
     sched = spec.get("scheduling") or {}
     queue = (
         lookup(sched, "queueName")

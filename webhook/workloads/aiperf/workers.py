@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 from webhook.workloads.aiperf.env import Env, _snake
-from webhook.workloads.aiperf.resources import _RenderError
+from webhook.workloads.aiperf.resources import RenderError
 from webhook.workloads.base import AdapterError
 from webhook.workloads.shape import (
     at,
@@ -74,7 +74,7 @@ def worker_topology(total: int, runtime: dict[str, Any], env: Env) -> tuple[int,
         per_pod, pods = total, 1
     elif total % per_pod_default:
         lower = (total // per_pod_default) * per_pod_default
-        raise _RenderError(
+        raise RenderError(
             f"total_workers={total} is not a multiple of workers_per_pod={per_pod_default}, and a JobSet replicated job "
             f"cannot express a partial final pod. Fix: set spec.benchmark.runtime.workers to a multiple of "
             f"{per_pod_default} (e.g. {lower} or {lower + per_pod_default}), or set spec.benchmark.runtime.workersPerPod "
@@ -86,14 +86,14 @@ def worker_topology(total: int, runtime: dict[str, Any], env: Env) -> tuple[int,
     rp_per_pod = _count(runtime, "recordProcessorsPerPod", rpath)
     if rp_per_pod is not None:
         if rp_total is not None and rp_total != rp_per_pod * pods:
-            raise _RenderError(
+            raise RenderError(
                 "runtime.record_processors must equal runtime.record_processors_per_pod multiplied by the Kubernetes "
                 f"worker pod count ({rp_per_pod} * {pods}). Fix: set spec.benchmark.runtime.recordProcessors to "
                 f"{rp_per_pod * pods} or remove it."
             )
     elif rp_total is not None:
         if rp_total % pods:
-            raise _RenderError(
+            raise RenderError(
                 f"runtime.record_processors must be divisible by the Kubernetes worker pod count ({pods}). Fix: set "
                 "spec.benchmark.runtime.recordProcessorsPerPod explicitly or choose a divisible total."
             )
