@@ -59,8 +59,8 @@ def container_security(overrides: dict[str, Any] | None) -> dict[str, Any]:
 def merge_pod_security(user: dict[str, Any] | None) -> dict[str, Any]:
     """AIPerf's merge_pod_security_context (kubernetes/jobset_specs.py), which the AIPerfJob pods and the
     sweep-controller pod share: the user's pod securityContext keys over the hardened baseline
-    (POD_SECURITY), in a new dict whose baseline values are copies."""
-    return {**{k: copy_json(v) for k, v in POD_SECURITY.items()}, **(user or {})}
+    (POD_SECURITY), in a new dict (its values are shared: consumers copy before changing)."""
+    return {**POD_SECURITY, **(user or {})}
 
 
 def results_sidecar(image: str | None, env: Env) -> dict[str, Any]:
