@@ -52,17 +52,8 @@ def installed() -> Iterator[Installed]:
     try:
         t0 = time.monotonic()
         inst = Installed(node, "")
-        prereq = (
-            "apply",
-            "-f",
-            str(SAMPLES / "00-prerequisites.yaml"),
-            "-f",
-            str(SAMPLES / "01-clustertrainingruntime.yaml"),
-        )
-        # a real controller-manager may create a namespace's `default` ServiceAccount between
-        # kubectl's get and create (AlreadyExists): the second apply then configures it
-        if inst.kubectl(*prereq, check=False).returncode != 0:
-            inst.kubectl(*prereq)
+        # the samples declare no ServiceAccount: this waits for the controller-manager's
+        node.cp.apply_samples_prerequisites(SAMPLES)  # type: ignore[union-attr]
         inst.image = node.install_webhook_chart(RELEASE, NS)
         print(f"==> helm install to the webhook answering: {time.monotonic() - t0:.0f}s")
         yield inst

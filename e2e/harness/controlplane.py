@@ -56,7 +56,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -318,6 +318,9 @@ class ControlPlane:
         self.kubelet_client = kubelet_client
         # None: only a temp control plane dies with its parent; e2e/harness/node.py's temp node asks for it explicitly
         self._die_with_parent = die_with_parent
+        #: e2e/harness/node.py sets it: a kube-controller-manager runs beside this apiserver, so its
+        #: ServiceAccount controller makes every namespace's `default` ServiceAccount (never us)
+        self.controller_manager = False
 
         self.state_dir: Path | None = None
         self.bin_dir: Path | None = None
@@ -863,13 +866,56 @@ class ControlPlane:
             raise ControlPlaneError(f"CRDs not in discovery after {timeout:.0f}s: {sorted(missing)[:10]}")
 
     def ensure_namespace(self, name: str) -> None:
-        """Create a namespace and its ``default`` ServiceAccount (no controller-manager here)."""
-        self.apply(
-            [
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
-                {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": name}},
-            ]
-        )
+        """Create a namespace; once this returns its ``default`` ServiceAccount exists."""
+        self.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        self.default_service_accounts([name])
+
+    def default_service_accounts(self, namespaces: Iterable[str], timeout: float = 60.0) -> None:
+        """Make sure each namespace's ``default`` ServiceAccount exists before a job is applied there.
+
+        In a cluster the controller-manager's ServiceAccount controller creates it
+        (k8s.io/kubernetes pkg/controller/serviceaccount/serviceaccounts_controller.go) a moment
+        after the namespace; the ServiceAccount admission plugin refuses pods (dry-run ones too)
+        without it. With a controller-manager (``controller_manager``, the real node) this waits
+        for that controller, so nothing races it (declaring the ServiceAccount ourselves would:
+        kubectl's get-then-create then meets AlreadyExists); without one (this bare control
+        plane) it creates them, as that controller would.
+        """
+        names = list(dict.fromkeys(namespaces))
+        if not self.controller_manager:
+            if names:
+                self.apply(
+                    [
+                        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": n}}
+                        for n in names
+                    ]
+                )
+            return
+        deadline = time.monotonic() + timeout
+        missing = names
+        while True:
+            missing = [n for n in missing if self.get_raw(f"/api/v1/namespaces/{n}/serviceaccounts/default")[0] != 200]
+            if not missing:
+                return
+            if time.monotonic() > deadline:
+                raise ControlPlaneError(
+                    f"the controller-manager made no default ServiceAccount in {missing} within {timeout:.0f}s"
+                )
+            time.sleep(0.2)
+
+    def apply_samples_prerequisites(
+        self, samples_dir: Path, *, show: Callable[..., subprocess.CompletedProcess[str]] | None = None
+    ) -> None:
+        """``kubectl apply`` of ``00-prerequisites.yaml`` and ``01-clustertrainingruntime.yaml`` from
+        ``samples_dir``, then :meth:`default_service_accounts` of the namespaces the first declares.
+        ``show``: run kubectl through it instead (the demos print kubectl's real output)."""
+        prereq = samples_dir / "00-prerequisites.yaml"
+        args = ("apply", "-f", str(prereq), "-f", str(samples_dir / "01-clustertrainingruntime.yaml"))
+        proc = show(self, *args) if show is not None else self.kubectl(*args, check=False)
+        if proc.returncode != 0:
+            raise ControlPlaneError(f"kubectl {' '.join(args)} failed:\n{proc.stdout}{proc.stderr or ''}")
+        docs = [d for d in yaml.safe_load_all(prereq.read_text()) if isinstance(d, dict)]
+        self.default_service_accounts(d["metadata"]["name"] for d in docs if d.get("kind") == "Namespace")
 
     def grant(
         self,

@@ -48,17 +48,8 @@ def up() -> int:
         assert cp is not None
         show_kubectl(cp, "get", "nodes", "-o", "wide")
         step(2, total, "Creating the sample namespaces, Service, Secrets and ClusterTrainingRuntime")
-        args = (
-            "apply",
-            "-f",
-            str(SAMPLES / "00-prerequisites.yaml"),
-            "-f",
-            str(SAMPLES / "01-clustertrainingruntime.yaml"),
-        )
-        # the controller-manager may create a namespace's `default` ServiceAccount between kubectl's
-        # get and create (AlreadyExists); a second apply then configures it
-        if cp.kubectl(*args, check=False).returncode != 0:
-            cp.kubectl(*args)
+        # then waits until the controller-manager has made each namespace's default ServiceAccount
+        cp.apply_samples_prerequisites(SAMPLES, show=show_kubectl)
         show_kubectl(cp, "get", "serviceaccounts,secrets", "-n", "demo-train")
         step(
             3,

@@ -420,6 +420,9 @@ class Node:
             verbose=self.verbose,
             die_with_parent=self._given_state_dir is None,
         )
+        # its ServiceAccount controller makes the namespaces' default ServiceAccounts: the
+        # harness waits for them rather than racing it (ControlPlane.default_service_accounts)
+        self.cp.controller_manager = True
         self.cp.start()
         self._write_state()
         self._start_containerd()
