@@ -8,6 +8,7 @@ Marked ``node`` (``pytest e2e -m "not node"`` skips it; ``make test`` runs it).
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import time
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from e2e.harness.legacychart import legacy_chart
 from e2e.harness.node import CHART_DIR, CHART_NAMESPACE, CHART_RELEASE, Node
 
 pytestmark = pytest.mark.node
@@ -319,3 +321,64 @@ def test_helm_uninstall_leaves_no_webhook_configuration_or_policy(installed: Ins
     # without the webhook the broken TrainJob is no longer judged
     proc = installed.kubectl("apply", "--dry-run=server", "-f", str(SAMPLES / "trainjob-broken.yaml"), check=False)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_upgrade_from_chart_0_1_0_moves_the_selector_without_a_failed_apply(
+    installed: Installed, tmp_path: Path
+) -> None:
+    """A release of the 0.1.0 chart (selectors without the component: they matched the
+    certificate pod too) upgraded to this chart: helm refuses with the two commands, which,
+    run as printed, move it over while applies keep flowing (docs/operations.md)."""
+    installed.node.install_webhook_chart(RELEASE, NS, chart=legacy_chart(tmp_path))
+    _wait_rollout(installed)
+    legacy = {"app.kubernetes.io/instance": RELEASE, "app.kubernetes.io/name": NAME}
+    dep = json.loads(installed.kubectl("get", "deployment", NAME, "-n", NS, "-o", "json").stdout)
+    assert dep["spec"]["selector"] == {"matchLabels": legacy}
+    old_rs = json.loads(
+        installed.kubectl("get", "rs", "-n", NS, "-l", "!app.kubernetes.io/component", "-o", "json").stdout
+    )["items"]
+    assert [r["metadata"]["ownerReferences"][0]["name"] for r in old_rs] == [NAME]
+    with ApplyStream(installed) as stream:
+        refused = subprocess.run(
+            [str(installed.cp.helm_path), f"--kubeconfig={installed.cp.kubeconfig}", "upgrade", RELEASE, str(CHART),
+             "--namespace", NS, "--reuse-values"],
+            capture_output=True, text=True, timeout=300, env=installed.cp.env(),
+        )  # fmt: skip
+        assert refused.returncode != 0
+        assert (
+            f"Deployment {NS}/{NAME} was installed by a chart before 0.2.0: its selector lacks "
+            "app.kubernetes.io/component=webhook, and a Deployment's selector is immutable." in refused.stderr
+        ), refused.stderr
+        commands = [ln.strip() for ln in refused.stderr.splitlines() if ln.strip().startswith("kubectl ")]
+        assert [c.split()[3] for c in commands] == ["label", "delete"], commands
+        for command in commands:
+            installed.kubectl(*shlex.split(command)[1:])
+        installed.helm("upgrade", RELEASE, str(CHART), "--namespace", NS, "--reuse-values", "--wait", "--timeout", "5m")
+        _wait_rollout(installed)
+
+        old_hash = old_rs[0]["metadata"]["labels"]["pod-template-hash"]
+
+        def old_pods_gone() -> bool | str:
+            sel = f"pod-template-hash={old_hash}"
+            left = json.loads(installed.kubectl("get", "pods", "-n", NS, "-l", sel, "-o", "json").stdout)["items"]
+            return True if not left else f"{len(left)} pods of the 0.1.0 ReplicaSet left"
+
+        installed.node._wait("the pods of the adopted 0.1.0 ReplicaSet gone", ["kubelet"], old_pods_gone, 300)
+    print(f"==> upgrade from chart 0.1.0: {stream.total} applies, {len(stream.failures)} failed")
+    assert stream.failures == []
+    assert stream.ok > 0
+    dep = json.loads(installed.kubectl("get", "deployment", NAME, "-n", NS, "-o", "json").stdout)
+    assert dep["spec"]["selector"] == {"matchLabels": {**legacy, "app.kubernetes.io/component": "webhook"}}
+    # the old ReplicaSet was adopted by the new Deployment (and scaled down), not left behind
+    (adopted,) = json.loads(
+        installed.kubectl("get", "rs", old_rs[0]["metadata"]["name"], "-n", NS, "-o", "json").stdout
+    )["metadata"]["ownerReferences"]
+    assert (adopted["kind"], adopted["name"], adopted["uid"]) == ("Deployment", NAME, dep["metadata"]["uid"])
+    # the Service's endpoints are exactly the serving pods; the certificate pod is in no slice any more
+    slices = json.loads(
+        installed.kubectl(
+            "get", "endpointslices", "-n", NS, "-l", f"kubernetes.io/service-name={NAME}", "-o", "json"
+        ).stdout
+    )["items"]
+    ips = {a for s in slices for e in s.get("endpoints") or [] for a in e["addresses"]}
+    assert ips == {p["status"]["podIP"] for p in installed.pods()}

