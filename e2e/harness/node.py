@@ -863,6 +863,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         self._release_machine()
         return left
 
+    @property
+    def start_snapshot(self) -> dict[str, Any] | None:
+        """The host as :meth:`start` found it once it held the machine lock (another node that
+        ran before is gone by then), the reference of :meth:`leftovers`."""
+        return self._before
+
     def leftovers(self) -> list[str]:
         if self._before is None:
             return []
