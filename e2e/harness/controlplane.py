@@ -141,13 +141,24 @@ def read_versions(path: Path = VERSIONS_FILE) -> dict[str, str]:
     return out
 
 
+def kubernetes_version() -> str:
+    """The Kubernetes release this run uses: ``PREFLIGHT_KUBERNETES_VERSION``, else the pin in
+    e2e/versions.env (same rule as build.sh), e.g. ``v1.37.2``."""
+    return os.environ.get("PREFLIGHT_KUBERNETES_VERSION") or read_versions()["KUBERNETES_VERSION"]
+
+
+def kubernetes_minor() -> tuple[int, int]:
+    """``(1, 37)`` of :func:`kubernetes_version`."""
+    major, minor = kubernetes_version().lstrip("v").split(".")[:2]
+    return int(major), int(minor)
+
+
 def cache_dir() -> Path:
     """The cache dir build.sh fills (same rule as build.sh)."""
     if os.environ.get("PREFLIGHT_E2E_CACHE"):
         return Path(os.environ["PREFLIGHT_E2E_CACHE"])
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    version = os.environ.get("PREFLIGHT_KUBERNETES_VERSION") or read_versions()["KUBERNETES_VERSION"]
-    return base / "preflight-webhook" / version
+    return base / "preflight-webhook" / kubernetes_version()
 
 
 def ensure_built(quiet: bool = False) -> Path:
@@ -679,6 +690,13 @@ class ControlPlane:
                 "--audit-log-mode=blocking",
                 "--allow-privileged=true",
                 "--profiling=false",
+                # A loopback address cannot go into the `kubernetes` Service's Endpoints (API
+                # validation refuses 127.0.0.0/8), so the default lease reconciler could never
+                # publish it; from 1.37 the apiserver refuses to start with one ("cannot use public
+                # IP 127.0.0.1 with endpoint reconciler", k8s.io/kubernetes pkg/controlplane/instance.go
+                # ValidateIP). Nothing here reaches the apiserver through that Service (no pods
+                # run): no reconciler. The real node advertises its bridge address and keeps it.
+                *(["--endpoint-reconciler-type=none"] if ipaddress.ip_address(self.bind_address).is_loopback else []),
                 "--v=1",
                 *(
                     [
