@@ -45,6 +45,7 @@ import hashlib
 import ipaddress
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -139,6 +140,25 @@ def read_versions(path: Path = VERSIONS_FILE) -> dict[str, str]:
         key, _, value = line.partition("=")
         out[key.strip()] = value.strip().strip('"').strip("'")
     return out
+
+
+_RULE_KEY = re.compile(r"^(\s*(?:- )?)rule: ")
+
+
+def escape_cel_namespace(text: str) -> str:
+    """``x.namespace`` → ``x.__namespace__`` inside every ``rule:`` of a CRD's YAML (a rule may
+    go on over more deeply indented lines); descriptions and everything else stay as they are."""
+    lines = text.split("\n")
+    column: int | None = None  # the column of the current rule's key, while inside one
+    for i, line in enumerate(lines):
+        m = _RULE_KEY.match(line)
+        if m:
+            column = len(m.group(1))
+        elif column is None or not line.strip() or len(line) - len(line.lstrip()) <= column:
+            column = None
+            continue
+        lines[i] = re.sub(r"\.namespace\b", ".__namespace__", line)
+    return "\n".join(lines)
 
 
 def kubernetes_version() -> str:
@@ -799,6 +819,43 @@ class ControlPlane:
         text = objects if isinstance(objects, str) else yaml.safe_dump_all(list(objects), sort_keys=False)
         return self.kubectl("apply", "-f", "-", *args, input=text, **kw)
 
+    def server_minor(self) -> tuple[int, int]:
+        """``(1, 37)`` from the running apiserver's ``/version``."""
+        status, body = self.get_raw("/version")
+        if status != 200:
+            raise ControlPlaneError(f"GET /version: HTTP {status}: {body[:200]}")
+        info = json.loads(body)
+        return int(info["major"]), int("".join(ch for ch in info["minor"] if ch.isdigit()))
+
+    def _crds_for_server(self, files: list[Path]) -> list[Path]:
+        """The CRD files as this apiserver accepts them (the one version-dependent rewrite).
+
+        JobSet v0.12.0 and Trainer v2.3.0 validate ``volumeClaimPolicies`` with the CEL rule
+        ``self.templates.all(t, !has(t.metadata.namespace) || …)``. ``namespace`` is a CEL reserved
+        word; the apiserver reads it as a field name only in CEL environments of compatibility
+        version 1.31 or later (k8s.io/apiserver pkg/cel/environment/environment.go,
+        SetRecognizeKeywordAsFieldName), i.e. from kube-apiserver 1.32, whose default
+        compatibility version is the previous minor. Older apiservers refuse the CRDs ("compilation
+        failed: undefined field 'namespace'"; kubeflow/trainer issue 3154). For them the harness
+        writes the escaped identifier ``__namespace__`` (valid on every version, the same rule,
+        docs "CEL escaping") into copies under the state dir; 1.32+ get the files unchanged.
+        """
+        if self.server_minor() >= (1, 32) or self.state_dir is None:
+            return files
+        out_dir = self.state_dir / "crds-cel-escaped"
+        out_dir.mkdir(exist_ok=True)
+        out: list[Path] = []
+        for f in files:
+            text = f.read_text()
+            fixed = escape_cel_namespace(text)
+            if fixed == text:
+                out.append(f)
+                continue
+            dest = out_dir / f.name
+            dest.write_text(fixed)
+            out.append(dest)
+        return out
+
     def install_crds(self, timeout: float = 120.0) -> None:
         """Server-side apply the cached upstream CRDs, e2e/crds/*.yaml and extras; wait Established."""
         assert self.crds_dir is not None
@@ -808,6 +865,7 @@ class ControlPlane:
             files += sorted(src.glob("*.yaml")) if src.is_dir() else [src]
         if not files:
             raise ControlPlaneError(f"no CRDs found in {sources}")
+        files = self._crds_for_server(files)
         args: list[str] = ["apply", "--server-side", "--force-conflicts", "--field-manager=preflight-e2e"]
         for f in files:
             args += ["-f", str(f)]
