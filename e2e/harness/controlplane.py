@@ -1105,6 +1105,7 @@ def _cmd_down(args: argparse.Namespace) -> int:
         "logs",
         "audit",
         "kubectl-cache",
+        "crds-cel-escaped",  # (only for an apiserver older than 1.32: ControlPlane._crds_for_server)
         "audit-policy.yaml",
         "admin.kubeconfig",
         "dev.kubeconfig",
