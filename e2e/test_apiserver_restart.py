@@ -66,12 +66,26 @@ def restart_webhook(control_plane: ControlPlane) -> Iterator[RunningWebhook]:
     control_plane.ensure_namespace(NS)
     control_plane.kubectl("label", "namespace", NS, f"{LABEL}=true", "--overwrite")
     control_plane.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": SERVICE, "namespace": NS},
-            "spec": {"selector": {"app": SERVICE}, "ports": [{"name": "http", "port": 8000}]},
-        }
+        [
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": SERVICE, "namespace": NS},
+                "spec": {"selector": {"app": SERVICE}, "ports": [{"name": "http", "port": 8000}]},
+            },
+            {  # what the endpoint slice controller would write (none runs here): one ready endpoint
+                "apiVersion": "discovery.k8s.io/v1",
+                "kind": "EndpointSlice",
+                "metadata": {
+                    "name": f"{SERVICE}-1",
+                    "namespace": NS,
+                    "labels": {"kubernetes.io/service-name": SERVICE},
+                },
+                "addressType": "IPv4",
+                "ports": [{"name": "http", "port": 8000, "protocol": "TCP"}],
+                "endpoints": [{"addresses": ["10.244.7.10"], "conditions": {"ready": True}}],
+            },
+        ]
     )
     with RunningWebhook(
         control_plane,

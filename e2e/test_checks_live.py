@@ -388,16 +388,20 @@ async def test_node_selector_matches_no_node(cluster: ControlPlane, open_view: A
     nodes = len(view.list_cached("nodes"))
     ev = await live_evaluate(_trainjob(ns, secrets=False), view)  # the runtime patch sets nodeSelector pool=gpu-h100
     r = result_of(ev, "Node Selector Match")
+    karpenter = (
+        f"no Karpenter NodePool matches (of {len(view.list_cached('nodepools'))})"
+        if view.served("karpenter.sh/v1")
+        else "Karpenter not installed"
+    )
     assert r.status is Status.FAIL
     assert r.message == (
-        f"No node matches nodeSelector {{pool=gpu-h100}} of the node pods (0 of {nodes} node{'s' if nodes != 1 else ''}). "
+        f"No node matches nodeSelector {{pool=gpu-h100}} of the node pods (0 of {nodes} node{'s' if nodes != 1 else ''}), "
+        f"and nothing could add one ({karpenter}, no cluster-autoscaler status ConfigMap kube-system/cluster-autoscaler-status, "
+        f"no Kueue ResourceFlavor matches (of {len(view.list_cached('resourceflavors'))})). "
         "Fix: label a node (kubectl label node <name> pool=gpu-h100) or correct nodeSelector (in the runtime or spec.runtimePatches)."
     )
-    # by default a node-selection FAIL only warns: node pools may autoscale from zero
-    assert "Node Selector Match" not in ev.decision.denied_checks
-    assert any(
-        w.startswith("[Node Selector Match] No node matches nodeSelector {pool=gpu-h100}") for w in ev.decision.warnings
-    )
+    # nothing could add such a node (no Karpenter NodePool, cluster-autoscaler or ResourceFlavor): it denies
+    assert "Node Selector Match" in ev.decision.denied_checks
     # the initializer has no selector and fits nowhere either: 2 cpu fits, so Per-Node passes for it only
     per = result_of(ev, "Per-Node Schedulability")
     assert per.status is Status.PASS

@@ -50,6 +50,10 @@ def secrets_timed_out(ns: str) -> str:
     return f'[Secrets] Cannot verify Secret "{SECRET}" in namespace "{ns}" (timed out)'
 
 
+def endpoints_timed_out(ns: str) -> str:
+    return f'[Endpoint Service] Cannot verify the endpoints of Service "{SERVICE}" in "{ns}" (timed out)'
+
+
 class _ThroughProxy:
     """The control plane as the webhook sees it: its kubeconfig names the proxy.
 
@@ -85,13 +89,24 @@ def aiperfjob(ns: str) -> dict[str, Any]:
     }
 
 
-def service(ns: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": SERVICE, "namespace": ns},
-        "spec": {"selector": {"app": SERVICE}, "ports": [{"name": "http", "port": 8000}]},
-    }
+def service(ns: str) -> list[dict[str, Any]]:
+    """The Service and one EndpointSlice with a ready endpoint (no endpoint slice controller runs here)."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": SERVICE, "namespace": ns},
+            "spec": {"selector": {"app": SERVICE}, "ports": [{"name": "http", "port": 8000}]},
+        },
+        {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {"name": f"{SERVICE}-1", "namespace": ns, "labels": {"kubernetes.io/service-name": SERVICE}},
+            "addressType": "IPv4",
+            "ports": [{"name": "http", "port": 8000, "protocol": "TCP"}],
+            "endpoints": [{"addresses": ["10.244.7.10"], "conditions": {"ready": True}}],
+        },
+    ]
 
 
 def prepare(cp: ControlPlane, ns: str, *, with_service: bool) -> None:
@@ -107,7 +122,7 @@ def prepare(cp: ControlPlane, ns: str, *, with_service: bool) -> None:
         },
     ]
     if with_service:
-        objs.append(service(ns))
+        objs += service(ns)
     cp.apply(objs)
 
 
@@ -206,7 +221,7 @@ def test_slow_apiserver_answer_arrives_and_names_unfinished_checks(
     assert DEADLINE_EXCEEDED not in slow.stderr, slow.stderr  # failurePolicy Fail was not needed
     assert slow.returncode == 0, slow.stderr
     assert slow.stdout == f"aiperfjob.aiperf.nvidia.com/{JOB} created (server dry run)\n"
-    assert findings_of(slow.stderr) == [secrets_timed_out(ns), DRY_RUN_TIMED_OUT]
+    assert findings_of(slow.stderr) == [secrets_timed_out(ns), endpoints_timed_out(ns), DRY_RUN_TIMED_OUT]
     assert hook.requests_total(decision="warned") == warned + 1
     assert proxy.stats.delayed_up > delayed  # the live reads were sent, and held back 3 s
 

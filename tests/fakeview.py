@@ -13,7 +13,16 @@ from typing import Any
 from webhook.cluster.view import ApiError
 from webhook.deadline import Deadline
 
-CLUSTER_SCOPED = {"namespaces", "nodes", "clustertrainingruntimes", "clusterqueues", "admissionchecks", "cohorts"}
+CLUSTER_SCOPED = {
+    "namespaces",
+    "nodes",
+    "clustertrainingruntimes",
+    "clusterqueues",
+    "admissionchecks",
+    "cohorts",
+    "resourceflavors",
+    "nodepools",
+}
 
 
 class FakeView:
@@ -27,6 +36,7 @@ class FakeView:
         cache_ages: dict[str, float | None] | None = None,
         dry_run_errors: dict[tuple[str, str], ApiError] | None = None,
         live: dict[tuple[str, str | None, str], dict[str, Any] | ApiError] | None = None,
+        lists: dict[tuple[str, str, str], list[dict[str, Any]] | ApiError] | None = None,
     ) -> None:
         self.objects = {k: list(v) for k, v in (objects or {}).items()}
         self.secrets = dict(secrets or {})
@@ -37,6 +47,9 @@ class FakeView:
         self.cache_ages = dict(cache_ages or {})
         self.dry_run_errors = dict(dry_run_errors or {})
         self.live = dict(live or {})
+        #: live LISTs: (resource, namespace, labelSelector) -> objects, or an ApiError to raise
+        self.lists = dict(lists or {})
+        self.object_reads: list[tuple[str, str | None, str]] = []
         #: every secret read and dry run, for assertions
         self.secret_reads: list[tuple[str, str]] = []
         self.dry_runs: list[tuple[str, str, str, dict[str, Any]]] = []
@@ -80,9 +93,25 @@ class FakeView:
             raise err
 
     async def get_object(
-        self, api_version: str, resource: str, namespace: str | None, name: str, deadline: Deadline
+        self,
+        api_version: str,
+        resource: str,
+        namespace: str | None,
+        name: str,
+        deadline: Deadline,
+        *,
+        ttl: float = 0.0,
     ) -> dict[str, Any] | None:
+        self.object_reads.append((resource, namespace, name))
         got = self.live.get((resource, namespace, name))
+        if isinstance(got, ApiError):
+            raise got
+        return copy.deepcopy(got)
+
+    async def list_objects(
+        self, api_version: str, resource: str, namespace: str, label_selector: str, deadline: Deadline
+    ) -> list[dict[str, Any]]:
+        got = self.lists.get((resource, namespace, label_selector), [])
         if isinstance(got, ApiError):
             raise got
         return copy.deepcopy(got)

@@ -53,14 +53,75 @@ async def test_missing_service_fails() -> None:
     )
 
 
+SLICES = ("endpointslices", "models", "kubernetes.io/service-name=llm")
+
+
+def _slice(*ready: bool | None) -> dict:
+    eps = [{"addresses": [f"10.1.0.{i}"], "conditions": {} if r is None else {"ready": r}} for i, r in enumerate(ready)]
+    return {"metadata": meta("llm-abc", "models"), "endpoints": eps}
+
+
 async def test_existing_service_passes_and_wrong_port_warns() -> None:
     svc = {"metadata": meta("llm", "models"), "spec": {"clusterIP": "10.0.0.5", "ports": [{"port": 8000}]}}
-    view = FakeView({"services": [svc]})
+    view = FakeView({"services": [svc]}, lists={SLICES: [_slice(False, None)]})
     r = await run_check(EndpointService(), _aiperf("http://llm.models.svc.cluster.local:8000"), view)
-    assert (r.status, r.message) == (Status.PASS, 'Service "llm" in namespace "models" exists')
+    assert (r.status, r.message) == (Status.PASS, 'Service "llm" in namespace "models" exists and has ready endpoints')
     r = await run_check(EndpointService(), _aiperf("http://llm.models.svc.cluster.local:9000"), view)
     assert (r.status, r.message) == (
         Status.WARN,
         'Service "llm" in "models" exposes port 8000, not 9000 (http://llm.models.svc.cluster.local:9000). '
         "Fix: use port 8000 in spec.benchmark.endpoint.urls, or expose 9000 on the Service",
+    )
+
+
+SVC = {
+    "metadata": meta("llm", "models"),
+    "spec": {"clusterIP": "10.0.0.5", "ports": [{"port": 8000}], "selector": {"app": "llm"}},
+}
+URL = "http://llm.models.svc.cluster.local:8000"
+
+
+async def test_no_ready_endpoint_warns_naming_the_service() -> None:
+    view = FakeView({"services": [SVC]}, lists={SLICES: [_slice(False, False), _slice()]})
+    r = await run_check(EndpointService(), _aiperf(URL), view)
+    assert (r.status, r.message) == (
+        Status.WARN,
+        'Service "llm" in "models" has no ready endpoint (0 of 2 endpoints ready in 2 EndpointSlices): the '
+        "benchmark's requests would fail until one is. Fix: start the server's pods (kubectl get pods -n models -l app=llm)",
+    )
+    r = await run_check(EndpointService(), _aiperf(URL), FakeView({"services": [SVC]}))
+    assert (r.status, r.message) == (
+        Status.WARN,
+        'Service "llm" in "models" has no ready endpoint (no EndpointSlice labelled kubernetes.io/service-name=llm): '
+        "the benchmark's requests would fail until one is. Fix: start the server's pods (kubectl get pods -n models -l app=llm)",
+    )
+
+
+async def test_endpoints_unreadable_warns_and_external_name_is_not_listed() -> None:
+    from webhook.kube import ApiError
+
+    view = FakeView({"services": [SVC]}, lists={SLICES: ApiError(403, "forbidden", "Forbidden")})
+    r = await run_check(EndpointService(), _aiperf(URL), view)
+    assert (r.status, r.message) == (
+        Status.WARN,
+        'Cannot verify the endpoints of Service "llm" in "models" (not permitted to list endpointslices)',
+    )
+    ext = {"metadata": meta("llm", "models"), "spec": {"type": "ExternalName", "externalName": "llm.corp"}}
+    view = FakeView({"services": [ext]})
+    r = await run_check(EndpointService(), _aiperf(URL), view)
+    assert (r.status, r.message) == (Status.PASS, 'Service "llm" in namespace "models" exists')
+
+
+async def test_a_list_that_never_answers_is_cut_before_the_deadline() -> None:
+    import asyncio
+
+    class Hanging(FakeView):
+        async def list_objects(self, *args: object, **kw: object) -> list:
+            await asyncio.Event().wait()  # the apiserver never answers
+            return []
+
+    r = await run_check(EndpointService(), _aiperf(URL), Hanging({"services": [SVC]}), budget=0.2)
+    assert (r.status, r.message) == (
+        Status.WARN,
+        'Cannot verify the endpoints of Service "llm" in "models" (timed out)',
     )

@@ -39,6 +39,11 @@ def _wl(kind: str = "TrainJob", **spec) -> object:
     return workload([PodGroup("node", 4, p)], kind=kind)
 
 
+#: what the placement checks say when nothing could add a node (FakeView: no Karpenter, no Kueue, no ConfigMap)
+NONE = (
+    ", and nothing could add one (Karpenter not installed, no cluster-autoscaler status ConfigMap "
+    "kube-system/cluster-autoscaler-status, Kueue not installed)"
+)
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 GPU_ALLOC = {"cpu": "96", "memory": "1Ti", "nvidia.com/gpu": "8", "pods": "110"}
 
@@ -56,22 +61,23 @@ async def test_selector_no_match_fails_with_label_fix() -> None:
     r = await run_check(NodeSelectorMatch(), _wl(nodeSelector={"pool": "gpu-h100"}), view)
     assert r.status is Status.FAIL
     assert r.message == (
-        "No node matches nodeSelector {pool=gpu-h100} of the node pods (0 of 2 nodes). Fix: label a node "
+        f"No node matches nodeSelector {{pool=gpu-h100}} of the node pods (0 of 2 nodes){NONE}. Fix: label a node "
         "(kubectl label node <name> pool=gpu-h100) or correct nodeSelector (in the runtime or spec.runtimePatches)."
     )
     r = await run_check(NodeSelectorMatch(), _wl("AIPerfJob", nodeSelector={"pool": "gpu-h100"}), view)
     assert r.message.endswith("or correct spec.podTemplate.nodeSelector.")
 
 
-async def test_selector_matching_nodes_cordoned_or_not_ready() -> None:
+async def test_selector_matching_nodes_cordoned_or_not_ready_only_warns() -> None:
     view = FakeView(
         {"nodes": [_node("gpu-1", {"pool": "gpu"}, cordoned=True), _node("gpu-2", {"pool": "gpu"}, ready=False)]}
     )
     r = await run_check(NodeSelectorMatch(), _wl(nodeSelector={"pool": "gpu"}), view)
-    assert r.status is Status.FAIL
+    assert r.status is Status.WARN
     assert r.message == (
         "The 2 nodes matching nodeSelector {pool=gpu} of the node pods are not Ready or cordoned "
-        "(gpu-1: cordoned, gpu-2: NotReady). Fix: uncordon (kubectl uncordon gpu-1) or repair them, or label another node to match."
+        "(gpu-1: cordoned, gpu-2: NotReady): the pods wait until one is back. "
+        "Fix: uncordon (kubectl uncordon gpu-1) or repair them, or label another node to match."
     )
 
 
@@ -94,7 +100,7 @@ async def test_selector_pass_and_affinity() -> None:
     r = await run_check(NodeSelectorMatch(), _wl(affinity=aff), view)
     assert r.status is Status.FAIL
     assert r.message == (
-        "No node matches required node affinity (zone In [c]) of the node pods (0 of 2 nodes). Fix: label a node to "
+        f"No node matches required node affinity (zone In [c]) of the node pods (0 of 2 nodes){NONE}. Fix: label a node to "
         "satisfy it, or correct nodeSelector (in the runtime or spec.runtimePatches) / affinity."
     )
 
@@ -147,13 +153,13 @@ async def test_largest_pod_fits_no_node() -> None:
     assert r.status is Status.FAIL
     assert r.message == (
         "No single node can fit a node pod (cpu 32, memory 256Gi, nvidia.com/gpu 8): none of the 2 eligible nodes "
-        "has all of it at once. Fix: add nodes with that much allocatable, or reduce the pod's requests."
+        f"has all of it at once{NONE}. Fix: add nodes with that much allocatable, or reduce the pod's requests."
     )
     view = FakeView({"nodes": [_node("cpu-1")]})
     r = await run_check(PerNodeSchedulability(), _wl(), view)
     assert r.message.startswith(
         "No single node can fit a node pod (cpu 32, memory 256Gi, nvidia.com/gpu 8): the most any of the 1 eligible node "
-        "offers is nvidia.com/gpu 0 (cpu-1)."
+        "offers is nvidia.com/gpu 0 (cpu-1), and nothing could add one"
     )
 
 
@@ -162,8 +168,8 @@ async def test_untolerated_taint_fails_with_toleration_fix() -> None:
     r = await run_check(PerNodeSchedulability(), _wl("AIPerfJob", nodeSelector={"pool": "gpu"}), view)
     assert r.status is Status.FAIL
     assert r.message == (
-        "Every Ready node the node pods may use has a taint they do not tolerate (gpu-1: nvidia.com/gpu=present:NoSchedule). "
-        "Fix: add a toleration such as {key: nvidia.com/gpu, operator: Exists, effect: NoSchedule} to "
+        "Every Ready node the node pods may use has a taint they do not tolerate (gpu-1: nvidia.com/gpu=present:NoSchedule)"
+        f"{NONE}. Fix: add a toleration such as {{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}} to "
         "spec.podTemplate.tolerations, or use untainted nodes."
     )
 

@@ -103,15 +103,15 @@ def test_bare_yaml_off_means_the_action_off(tmp_path):
     assert s.action_for("Name Length") == "off"
 
 
-def test_node_checks_only_warn_unless_configured_to_deny():
-    # node pools that autoscale from zero have no node yet: these FAILs must not block by default
+def test_node_checks_deny_by_default_and_can_be_lowered():
+    # the placement checks FAIL only when nothing could add a node (checks/provisioning.py), so they deny
     own = {c.name: c.default_action for c in all_checks()}
     s = Settings()
-    assert s.action_for("Node Selector Match", own["Node Selector Match"]) == "warn"
-    assert s.action_for("Per-Node Schedulability", own["Per-Node Schedulability"]) == "warn"
-    assert s.action_for("Secrets", own["Secrets"]) == "deny"
-    configured = Settings(checks={"Node Selector Match": "deny"})
-    assert configured.action_for("Node Selector Match", own["Node Selector Match"]) == "deny"
+    assert s.action_for("Node Selector Match", own["Node Selector Match"]) == "deny"
+    assert s.action_for("Per-Node Schedulability", own["Per-Node Schedulability"]) == "deny"
+    assert s.action_for("Controllers", own["Controllers"]) == "warn"
+    configured = Settings(checks={"Node Selector Match": "warn"})
+    assert configured.action_for("Node Selector Match", own["Node Selector Match"]) == "warn"
 
 
 def test_settings_are_plain_data_check_names_are_checked_where_wired(tmp_path):

@@ -6,7 +6,7 @@ from webhook.checks.base import Check, CheckContext
 from webhook.cluster.view import ApiError
 from webhook.config import Settings
 from webhook.deadline import Deadline
-from webhook.engine import applicable, is_timed_out, run_checks
+from webhook.engine import applicable, run_checks
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import PodGroup, Workload
 
@@ -66,7 +66,7 @@ async def test_slow_check_is_reported_by_name_and_the_answer_beats_the_deadline(
     assert res.checks[0].status is Status.PASS
     slow_r = res.checks[1]
     assert started.is_set() and cancelled == [True]
-    assert is_timed_out(slow_r)
+    assert slow_r.timed_out
     assert slow_r.status is Status.WARN
     assert slow_r.message == "did not finish within the 0.2s budget; its verdict is unknown (timed out)"
     assert slow_r.hints == ["Raise budgetSeconds / the webhook's timeoutSeconds, or check apiserver responsiveness"]
@@ -83,7 +83,7 @@ async def test_slow_blocking_check_times_out_and_the_rest_still_run_within_budge
     # a timed-out blocking check does not stop the rest (its verdict is unknown, not a FAIL);
     # with no time left, a check that needs to wait is reported as timed out, never dropped
     assert [r.name for r in res.checks] == ["Gate", "After", "Instant"]
-    assert is_timed_out(res.checks[0]) and is_timed_out(res.checks[1])
+    assert res.checks[0].timed_out and res.checks[1].timed_out
     assert res.checks[2].status is Status.PASS
 
 

@@ -1,7 +1,7 @@
 """The layer contract, read from the imports of every module in webhook/.
 
     entry points (cli/)         wire everything together
-      server (server, admission, metrics)
+      server (server, listener, admission, metrics; certmanager beside it)
         domain (preflight, engine, policy, manifests)
           checks/
             workloads/   cluster/   (side by side: neither imports the other)
@@ -10,16 +10,26 @@
 A module may import its own layer and the layers its layer lists below; every import counts,
 also one inside a function or under TYPE_CHECKING (a type is a dependency too). docs/development.md
 ("Architecture") draws the same picture.
+
+Inside workloads/, each kind is a package of its own (aiperf, aiperf_sweep, trainjob): the shared
+modules (base, shape, podspec, the registry) never import a kind, and a kind imports another only
+where it renders through it (an AIPerfSweep's children are AIPerfJobs). Inside a package listed in
+PACKAGE_ORDER (the sweep, trainjob, certmanager) the modules import one way, in that order.
+Around the package: webhook/ never imports the tests (tests/, e2e/) or bench/, and the e2e harness
+(e2e/harness/) never imports an e2e test or tests/.
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent / "webhook"
+REPO = ROOT.parent
+HARNESS = REPO / "e2e" / "harness"
 
 FOUNDATION = "foundation"
 #: module (or package prefix) → layer; the longest matching prefix wins
@@ -61,6 +71,20 @@ MAY_IMPORT = {
 }
 #: what the checks may know of the cluster layer: the ClusterView protocol, never the live view
 CHECKS_SEE_OF_CLUSTER = {"webhook.cluster.view"}
+#: the kind packages of workloads/, and the other kinds each may render through
+KIND_PACKAGES = {
+    "webhook.workloads.aiperf": set(),
+    "webhook.workloads.aiperf_sweep": {"webhook.workloads.aiperf"},
+    "webhook.workloads.trainjob": set(),
+}
+#: package → its modules, each importing only those before it (the package's __init__ re-exports all)
+PACKAGE_ORDER = {
+    "webhook.workloads.aiperf_sweep": [
+        "spec", "naming", "credentials", "expansion", "controller", "workload", "children", "adapter",
+    ],
+    "webhook.workloads.trainjob": ["schema", "merge", "runtime", "plugins", "jobset", "adapter"],
+    "webhook.certmanager": ["layout", "store", "rotation", "manager"],
+}  # fmt: skip
 
 
 def _module_name(path: Path) -> str:
@@ -78,17 +102,37 @@ def _layer(module: str) -> str | None:
     return best[1]
 
 
-def _imports(path: Path) -> list[tuple[int, str]]:
+def _targets(path: Path) -> list[tuple[int, str]]:
+    """Every absolute import of a file, `from pkg import name` resolved to `pkg.name` where that is a
+    module or package in this repository (a relative import is reported as `.<module>`)."""
     out: list[tuple[int, str]] = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module == "webhook":  # `from webhook import quantity`: the submodules named
-                out += [(node.lineno, f"webhook.{a.name}") for a in node.names]
-            elif node.module.startswith("webhook."):
-                out.append((node.lineno, node.module))
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                out.append((node.lineno, "." + (node.module or "")))
+                continue
+            assert node.module is not None
+            for a in node.names:
+                sub = REPO.joinpath(*f"{node.module}.{a.name}".split("."))
+                is_module = sub.with_suffix(".py").is_file() or (sub / "__init__.py").is_file()
+                out.append((node.lineno, f"{node.module}.{a.name}" if is_module else node.module))
         elif isinstance(node, ast.Import):
-            out += [(node.lineno, a.name) for a in node.names if a.name.startswith("webhook")]
+            out += [(node.lineno, a.name) for a in node.names]
     return out
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """The imports of the package's own modules (what the layer contract reads)."""
+    return [(line, t) for line, t in _targets(path) if t == "webhook" or t.startswith("webhook.")]
+
+
+def _crossings(path: Path, group_of: Callable[[str], str | None]) -> Iterator[tuple[int, str, str | None, str]]:
+    """(line, target, my group, its group) of every import of `path` into another group."""
+    mine = group_of(_module_name(path))
+    for line, target in _targets(path):
+        theirs = group_of(target)
+        if theirs is not None and theirs != mine:
+            yield line, target, mine, theirs
 
 
 MODULES = sorted(ROOT.rglob("*.py"))
@@ -101,12 +145,9 @@ def test_every_module_has_a_layer() -> None:
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: _module_name(p))
 def test_imports_follow_the_layers(path: Path) -> None:
-    me = _module_name(path)
-    mine = _layer(me)
     bad = []
-    for line, target in _imports(path):
-        theirs = _layer(target)
-        if theirs is None or theirs == mine:
+    for line, target, mine, theirs in _crossings(path, _layer):
+        if mine is None:
             continue
         if theirs not in MAY_IMPORT[mine]:
             bad.append(f"{path.relative_to(ROOT.parent)}:{line} ({mine}) imports {target} ({theirs})")
@@ -122,3 +163,92 @@ def test_the_contract_catches_an_upward_import(tmp_path: Path) -> None:
     assert _imports(f) == [(2, "webhook.checks")]
     assert _layer("webhook.checks") not in MAY_IMPORT[_layer("webhook.cluster.live") or ""]
     assert _layer("webhook.workloads.aiperf") == "workloads" and _layer("webhook.newmodule") is None
+
+
+# ----------------------------------------------------------------------------- inside workloads/, and around webhook/
+
+
+def _under(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def _kind(module: str) -> str | None:
+    return next((k for k in KIND_PACKAGES if _under(module, k)), None)
+
+
+WORKLOAD_MODULES = [p for p in MODULES if _under(_module_name(p), "webhook.workloads")]
+
+
+@pytest.mark.parametrize("path", WORKLOAD_MODULES, ids=lambda p: _module_name(p))
+def test_kinds_stay_apart(path: Path) -> None:
+    bad = []
+    for line, target, mine, theirs in _crossings(path, _kind):
+        if mine is None:
+            bad.append(
+                f"{path.relative_to(REPO)}:{line}: the shared workload module {_module_name(path)} imports the kind {target}"
+            )
+        elif theirs not in KIND_PACKAGES[mine]:
+            bad.append(f"{path.relative_to(REPO)}:{line}: the kind {mine} imports the kind {target}")
+    assert bad == []
+
+
+@pytest.mark.parametrize("package", sorted(PACKAGE_ORDER))
+def test_a_package_imports_one_way(package: str) -> None:
+    order = PACKAGE_ORDER[package]
+    folder = REPO.joinpath(*package.split("."))
+    found = sorted(p.stem if p.name != "__init__.py" else "" for p in folder.glob("*.py")) + sorted(
+        p.parent.name for p in folder.glob("*/__init__.py")
+    )
+    assert sorted(m for m in found if m) == sorted(order), f"list the modules of {package} in PACKAGE_ORDER"
+    bad = []
+    for path in (p for p in MODULES if _under(_module_name(p), package) and _module_name(p) != package):
+        me = _module_name(path)[len(package) + 1 :].split(".")[0]
+        for line, target in _targets(path):
+            if not _under(target, package) or target == package:
+                continue
+            theirs = target[len(package) + 1 :].split(".")[0]
+            if theirs != me and order.index(theirs) > order.index(me):
+                bad.append(f"{path.relative_to(REPO)}:{line}: {me} imports {theirs}, which comes after it")
+    assert bad == []
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: _module_name(p))
+def test_webhook_never_imports_the_tests(path: Path) -> None:
+    bad = [
+        f"{path.relative_to(REPO)}:{line} imports {target}"
+        for line, target in _targets(path)
+        if _under(target, "e2e") or _under(target, "tests") or _under(target, "bench")
+    ]
+    assert bad == []
+
+
+@pytest.mark.parametrize("path", sorted(HARNESS.rglob("*.py")), ids=lambda p: p.name)
+def test_the_harness_never_imports_a_test(path: Path) -> None:
+    bad = [
+        f"{path.relative_to(REPO)}:{line} imports {target}"
+        for line, target in _targets(path)
+        if target.startswith(".")
+        or _under(target, "tests")
+        or (_under(target, "e2e") and not _under(target, "e2e.harness"))
+    ]
+    assert bad == []
+
+
+def test_the_reader_resolves_what_the_contracts_need(tmp_path: Path) -> None:
+    f = tmp_path / "m.py"
+    f.write_text(
+        "from webhook.workloads import aiperf\nfrom webhook.workloads import build_workload\n"
+        "from e2e import conftest\nfrom . import x\nimport tests.fakeview\n",
+        encoding="utf-8",
+    )
+    assert _targets(f) == [
+        (1, "webhook.workloads.aiperf"),
+        (2, "webhook.workloads"),
+        (3, "e2e.conftest"),
+        (4, "."),
+        (5, "tests.fakeview"),
+    ]
+    assert _kind("webhook.workloads.aiperf_sweep.children") == "webhook.workloads.aiperf_sweep"
+    assert (
+        _kind("webhook.workloads.aiperf.env") == "webhook.workloads.aiperf" and _kind("webhook.workloads.shape") is None
+    )

@@ -446,3 +446,34 @@ def test_child_seeds_follow_the_consistent_seed_default():
     assert [c.workload.obj["spec"]["randomSeed"] for c in build(obj, settings=S).children] == [7, 7]
     obj = sweep_obj(values=[100, 200], multiRun={"numRuns": 1, "setConsistentSeed": False})
     assert ["randomSeed" in c.workload.obj["spec"] for c in build(obj, settings=S).children] == [False, False]
+
+
+def test_children_are_ranked_by_their_exact_requests() -> None:
+    # the ranking reads quantities as Kubernetes does (every suffix), and one it would refuse counts 0
+    from decimal import Decimal
+
+    from webhook.workloads.aiperf_sweep import requests_of
+    from webhook.workloads.base import PodGroup, Workload
+
+    def wl(cpu: object, memory: object) -> Workload:
+        container = {"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}
+        init = {"name": "i", "resources": {"requests": {"cpu": "64", "memory": "1Ei"}}}
+        spec = {"containers": [container], "initContainers": [init]}
+        return Workload("AIPerfJob", "v1", "j", "ns", {}, pod_groups=[PodGroup("workers", 3, spec)])
+
+    assert requests_of(wl("250m", "1Ti")) == (3, Decimal("0.75"), 3 * Decimal(2) ** 40)
+    assert requests_of(wl(2, "1.5T")) == (3, Decimal(6), Decimal("4.5e12"))
+    assert requests_of(wl("five", None)) == (3, Decimal(0), Decimal(0))
+
+
+def test_the_peak_groups_name_who_creates_their_pods():
+    # the controller's pods come from the sweep's own JobSet, a child group's from the child AIPerfJob
+    wl = build(sweep_obj(), settings=S)
+    ctl, child_ctl, child_workers = wl.pod_groups
+    assert wl.group_source(ctl) == (wl, ctl)
+    owner, group = wl.group_source(child_workers)
+    assert (owner.kind, owner.name, group.name) == ("AIPerfJob", "conc-v09", "workers")
+    assert wl.group_source(child_ctl)[1].name == "controller"
+    # any other job creates its groups' pods itself
+    job = build_workload(wl.children[0].workload.obj, settings=S)
+    assert [job.group_source(g) == (job, g) for g in job.pod_groups] == [True, True]

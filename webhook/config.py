@@ -49,6 +49,59 @@ class KueueSettings(_Model):
     default_queue_name: str | None = Field(None, alias="defaultQueueName")
 
 
+class NodeProvisioningSettings(_Model):
+    """Where the placement checks look for something that could add a node (checks/provisioning.py)."""
+
+    #: "namespace/name" of cluster-autoscaler's status ConfigMap (its --namespace and
+    #: --status-config-map-name); "" = do not look for cluster-autoscaler
+    cluster_autoscaler_status: str = Field(
+        "kube-system/cluster-autoscaler-status", alias="clusterAutoscalerStatus", pattern=r"^$|^[^/]+/[^/]+$"
+    )
+
+
+class ControllerRef(_Model):
+    """Where one controller runs: its namespace, its Deployment, its leader-election Lease."""
+
+    namespace: str
+    #: Deployment name in `namespace` ("" = do not read a Deployment)
+    deployment: str = ""
+    #: leader-election Lease name in `namespace` ("" = the controller elects no leader)
+    lease: str = ""
+
+
+class ControllersSettings(_Model):
+    """The controllers a job needs, as their upstream manifests install them (checks/controllers.py)."""
+
+    #: sigs.k8s.io/jobset v0.12.0 config/default (namespace jobset-system, namePrefix jobset-),
+    #: api/config/v1alpha1/defaults.go DefaultLeaderElectionID
+    jobset: ControllerRef = Field(
+        default_factory=lambda: ControllerRef(
+            namespace="jobset-system", deployment="jobset-controller-manager", lease="6d4f6a47.jobset.x-k8s.io"
+        )
+    )
+    #: kubeflow/trainer v2.3.0 manifests/overlays/manager (kubeflow-system) and
+    #: manifests/base/manager/controller_manager_config.yaml leaderElection.resourceName
+    trainer: ControllerRef = Field(
+        default_factory=lambda: ControllerRef(
+            namespace="kubeflow-system", deployment="kubeflow-trainer-controller-manager", lease="trainer.kubeflow.org"
+        )
+    )
+    #: sigs.k8s.io/kueue v0.17.0 config/default (kueue-system, namePrefix kueue-),
+    #: apis/config/v1beta2/defaults.go DefaultLeaderElectionID
+    kueue: ControllerRef = Field(
+        default_factory=lambda: ControllerRef(
+            namespace="kueue-system", deployment="kueue-controller-manager", lease="c1f6bfd2.kueue.x-k8s.io"
+        )
+    )
+    #: AIPerf 0.13.0 kubernetes/constants.py DEFAULT_OPERATOR_NAMESPACE (aiperf-system) and its
+    #: chart's Deployment; the global operator elects no leader (operator/namespace_claim.py)
+    aiperf: ControllerRef = Field(
+        default_factory=lambda: ControllerRef(namespace="aiperf-system", deployment="aiperf-operator")
+    )
+    #: a Deployment or Lease read is reused this long (0: read on every review)
+    ttl_seconds: float = Field(5.0, ge=0, le=300, alias="ttlSeconds")
+
+
 class ObjectLimits(_Model):
     """Bounds checked before any rendering: an object past them is answered "too large to check".
 
@@ -99,7 +152,8 @@ class Settings(_Model):
     body_timeout_seconds: float = Field(10.0, gt=0, le=300, alias="bodyTimeoutSeconds")
     #: a kept-alive connection with no request closes after this long idle
     idle_timeout_seconds: float = Field(60.0, gt=0, le=3600, alias="idleTimeoutSeconds")
-    #: open connections at most; above it a new connection is closed after its handshake (~280 KiB each)
+    #: open connections at most; above it a new connection is closed after its handshake (the memory
+    #: one costs: docs/benchmarks.md, "Slow clients")
     max_connections: int = Field(256, ge=1, le=100_000, alias="maxConnections")
     #: verify the caller's client certificate on /validate (docs/operations.md, Security model)
     client_auth: ClientAuthSettings = Field(default_factory=ClientAuthSettings, alias="clientAuth")
@@ -131,6 +185,10 @@ class Settings(_Model):
     #: smallest Kubernetes version supported by the checks
     min_kubernetes_version: str = Field("1.27", alias="minKubernetesVersion")
     kueue: KueueSettings = Field(default_factory=KueueSettings)
+    node_provisioning: NodeProvisioningSettings = Field(
+        default_factory=NodeProvisioningSettings, alias="nodeProvisioning"
+    )
+    controllers: ControllersSettings = Field(default_factory=ControllersSettings)
 
     @field_validator("checks", mode="before")
     @classmethod

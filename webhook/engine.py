@@ -47,10 +47,6 @@ def timed_out_result(name: str, budget: float) -> CheckResult:
     )
 
 
-def is_timed_out(result: CheckResult) -> bool:
-    return result.timed_out
-
-
 def applicable(
     checks: Iterable[Check], workload: Workload, settings: Settings, skip: Set[str] = frozenset()
 ) -> list[Check]:

@@ -164,49 +164,15 @@ def decide(
     already failed on the old object of an UPDATE: their failures never block (ratchet).
     `notes` are override notices (skipped checks, mode overrides) shown as warnings and
     audit annotations so that no override is silent.
+
+    Steps: each result's verdict (`_Verdicts`), the caveats of verdicts made from stale
+    cached data, the audit annotations, then the denial or the admission.
     """
     mode = mode or settings.mode
     notes = list(notes or [])
-    deny: list[CheckResult] = []
-    # one group of warnings per finding (a finding longer than one warning goes on in the next)
-    warn_lines: list[list[str]] = [wrap(n, "") for n in notes]
-    audit: list[CheckResult] = []
-    verdicts: list[str] = []
-
+    v = _Verdicts(notes)
     for r in results.checks:
-        action = settings.action_for(r.name, results.default_action(r.name))
-        if action == "off":
-            verdicts.append(OFF)
-            continue
-        if r.timed_out:
-            action = settings.timeout_action
-            failing = True
-        else:
-            failing = r.status is Status.FAIL
-        if failing:
-            if r.name in preexisting and action == "deny":
-                warn_lines.append(warning_lines(r, prefix="pre-existing: "))
-                audit.append(r)
-                verdicts.append(WARN)
-                continue
-            if action == "deny" and mode == "enforce":
-                deny.append(r)
-                verdicts.append(DENY)
-            elif action in ("deny", "warn") and mode in ("enforce", "warn"):
-                warn_lines.append(warning_lines(r))
-                verdicts.append(WARN)
-            else:
-                verdicts.append(AUDIT)
-            audit.append(r)
-        elif r.status is Status.WARN:
-            if mode != "audit" and action != "audit":
-                warn_lines.append(warning_lines(r))
-                verdicts.append(WARN)
-            else:
-                verdicts.append(AUDIT)
-            audit.append(r)
-        else:
-            verdicts.append(NONE)
+        v.add(r, settings.action_for(r.name, results.default_action(r.name)), settings, mode, preexisting)
     for r in results.checks:  # a verdict from stale cached data says so, whatever it is
         if (
             r.caveats
@@ -216,9 +182,86 @@ def decide(
         ):
             for caveat in dict.fromkeys(r.caveats):
                 group = wrap(caveat, f"[{r.name}] ")
-                if group not in warn_lines:
-                    warn_lines.append(group)
+                if group not in v.warn_lines:
+                    v.warn_lines.append(group)
+    annotations = _annotations(v.audit, notes, mode)
 
+    if v.deny:
+        n = len(v.deny)
+        header = f"{subject} failed {n} preflight check{'s' if n != 1 else ''}:"
+        body = "\n".join(f"[{r.name}] {_one_line(r.message)}" for r in v.deny)
+        annotations["decision"] = "denied"
+        return Decision(
+            allowed=False,
+            message=f"{header}\n{body}",
+            warnings=_cap_total(v.warn_lines),
+            audit_annotations=annotations,
+            outcome=Outcome.DENIED,
+            denied_checks=[r.name for r in v.deny],
+            verdicts=v.verdicts,
+        )
+    outcome = Outcome.ALLOWED
+    if v.audit:
+        outcome = Outcome.AUDITED if mode == "audit" else (Outcome.WARNED if v.warn_lines else Outcome.AUDITED)
+    elif v.warn_lines:
+        outcome = Outcome.WARNED
+    annotations["decision"] = "allowed"
+    return Decision(
+        allowed=True,
+        warnings=_cap_total(v.warn_lines),
+        audit_annotations=annotations,
+        outcome=outcome,
+        verdicts=v.verdicts,
+    )
+
+
+class _Verdicts:
+    """Each result's verdict in order: the failures that deny, the warnings (one group of lines per
+    finding; a finding longer than one warning goes on in the next), the findings for the audit log."""
+
+    def __init__(self, notes: list[str]) -> None:
+        self.deny: list[CheckResult] = []
+        self.warn_lines: list[list[str]] = [wrap(n, "") for n in notes]
+        self.audit: list[CheckResult] = []
+        self.verdicts: list[str] = []
+
+    def add(self, r: CheckResult, action: str, settings: Settings, mode: str, preexisting: Set[str]) -> None:
+        if action == "off":
+            self.verdicts.append(OFF)
+            return
+        if r.timed_out:
+            action = settings.timeout_action
+            failing = True
+        else:
+            failing = r.status is Status.FAIL
+        if failing:
+            if r.name in preexisting and action == "deny":
+                self.warn_lines.append(warning_lines(r, prefix="pre-existing: "))
+                self.audit.append(r)
+                self.verdicts.append(WARN)
+                return
+            if action == "deny" and mode == "enforce":
+                self.deny.append(r)
+                self.verdicts.append(DENY)
+            elif action in ("deny", "warn") and mode in ("enforce", "warn"):
+                self.warn_lines.append(warning_lines(r))
+                self.verdicts.append(WARN)
+            else:
+                self.verdicts.append(AUDIT)
+            self.audit.append(r)
+        elif r.status is Status.WARN:
+            if mode != "audit" and action != "audit":
+                self.warn_lines.append(warning_lines(r))
+                self.verdicts.append(WARN)
+            else:
+                self.verdicts.append(AUDIT)
+            self.audit.append(r)
+        else:
+            self.verdicts.append(NONE)
+
+
+def _annotations(audit: list[CheckResult], notes: list[str], mode: str) -> dict[str, str]:
+    """The audit annotations (without `decision`): the findings as JSON, the failed checks, the overrides, the mode."""
     annotations: dict[str, str] = {}
     if audit or notes:
         annotations["findings"] = _findings_json(audit)
@@ -228,30 +271,7 @@ def decide(
         if notes:
             annotations["overrides"] = "; ".join(notes)[:AUDIT_VALUE_MAX]
     annotations["mode"] = mode
-
-    if deny:
-        n = len(deny)
-        header = f"{subject} failed {n} preflight check{'s' if n != 1 else ''}:"
-        body = "\n".join(f"[{r.name}] {_one_line(r.message)}" for r in deny)
-        annotations["decision"] = "denied"
-        return Decision(
-            allowed=False,
-            message=f"{header}\n{body}",
-            warnings=_cap_total(warn_lines),
-            audit_annotations=annotations,
-            outcome=Outcome.DENIED,
-            denied_checks=[r.name for r in deny],
-            verdicts=verdicts,
-        )
-    outcome = Outcome.ALLOWED
-    if audit:
-        outcome = Outcome.AUDITED if mode == "audit" else (Outcome.WARNED if warn_lines else Outcome.AUDITED)
-    elif warn_lines:
-        outcome = Outcome.WARNED
-    annotations["decision"] = "allowed"
-    return Decision(
-        allowed=True, warnings=_cap_total(warn_lines), audit_annotations=annotations, outcome=outcome, verdicts=verdicts
-    )
+    return annotations
 
 
 def unreadable(subject: str, kind: str, problem: str) -> Decision:

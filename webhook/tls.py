@@ -85,8 +85,8 @@ def cert_info(cert_pem: bytes) -> CertInfo:
 class CertReloader:
     """Watches a cert/key pair and reloads it into a live SSLContext when the files change.
 
-    Polls every `interval` seconds (mtime, then sha256 of both files: Kubernetes swaps a
-    mounted Secret through a symlink, which mtime alone can miss); `reload_now()` forces a
+    Polls every `interval` seconds and compares the sha256 of both files (Kubernetes swaps a
+    mounted Secret through a symlink, which an mtime check can miss); `reload_now()` forces a
     check. A failed reload keeps serving the previous pair and is retried on the next poll; a pair
     outside its validity period (expired, or not yet valid) counts as failed, as a mismatched one does.
     """
@@ -107,16 +107,10 @@ class CertReloader:
         self.interval = interval
         self.on_reload = on_reload
         self.on_error = on_error
-        self._stat: tuple[int, ...] | None = None
         self._digest: str | None = None
         self._task: asyncio.Task[None] | None = None
         self.info: CertInfo | None = None
         self.last_error: str | None = None
-        self.reloads = 0
-
-    def _stat_key(self) -> tuple[int, ...]:
-        a, b = self.cert_file.stat(), self.key_file.stat()
-        return (a.st_mtime_ns, a.st_size, a.st_ino, b.st_mtime_ns, b.st_size, b.st_ino)
 
     def load_initial(self) -> CertInfo:
         """Load the pair into the context now; raises if it cannot be loaded (start-up)."""
@@ -131,14 +125,12 @@ class CertReloader:
 
     def _load(self, *, force: bool) -> bool:
         try:
-            # mtime/size/inode are recorded, but the pair is hashed on every poll anyway (two small
-            # files): a same-size rewrite within the filesystem's mtime granularity is still seen
-            stat = self._stat_key()
+            # the pair is hashed on every poll (two small files), not compared by mtime: a same-size
+            # rewrite within the filesystem's mtime granularity is still seen
             cert_pem = self.cert_file.read_bytes()
             key_pem = self.key_file.read_bytes()
             digest = hashlib.sha256(cert_pem + b"\0" + key_pem).hexdigest()
             if not force and digest == self._digest:
-                self._stat = stat
                 return False
             info = cert_info(cert_pem)
             if not force:  # at start-up there is no previous pair to keep: serve and let the logs say
@@ -150,8 +142,7 @@ class CertReloader:
             if self.on_error is not None:
                 self.on_error(exc)
             return False
-        self._stat, self._digest, self.info, self.last_error = stat, digest, info, None
-        self.reloads += 1
+        self._digest, self.info, self.last_error = digest, info, None
         log.info("serving certificate loaded: %s", info)
         if self.on_reload is not None:
             self.on_reload(info)

@@ -29,6 +29,7 @@ from pathlib import Path
 from e2e.harness import controlplane
 from e2e.harness.controlplane import STATE_FILE, ControlPlane, ControlPlaneError, _pid_runs, ensure_built, stop_pid
 from e2e.harness.runner import RunningWebhook, WebhookError
+from e2e.harness.standins import sample_endpoints
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_DIR = ROOT / ".demo"
@@ -110,6 +111,8 @@ def up() -> int:
         step(3, total, "Creating the sample namespaces, Service, Secrets and ClusterTrainingRuntime")
         # (no controller-manager here: the harness makes each namespace's default ServiceAccount)
         cp.apply_samples_prerequisites(SAMPLES, show=show_kubectl)
+        # no controller runs here: the EndpointSlice the endpoint slice controller would write for "llm"
+        cp.apply(sample_endpoints())
 
         step(4, total, "Starting preflight-webhook and registering it with the apiserver")
         note(

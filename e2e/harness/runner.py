@@ -180,6 +180,9 @@ class RunningWebhook:
         # the apiserver keeps an idle kept-alive connection to the webhook, which a SIGTERM drain
         # leaves open for one more request until drainSeconds: keep stopping quick in tests
         self.config.setdefault("drainSeconds", 1)
+        # the control plane runs no controller (no JobSet, Trainer, Kueue or AIPerf operator), so
+        # Controllers would warn on every job: off unless a test configures it (e2e/test_controllers_live.py)
+        self.config["checks"] = {"Controllers": "off", **(self.config.get("checks") or {})}
         self.failure_policy = failure_policy
         self.timeout_seconds = timeout_seconds
         self.namespace_selector = namespace_selector or {}

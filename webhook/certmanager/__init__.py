@@ -21,8 +21,8 @@ instant the certificate a replica serves is trusted by the bundle the apiserver 
                 CA kept as ca-prev.crt
   3 steady      ca-prev.crt dropped                        bundle = [ca]
 
-Step 1→2 waits `bundle_propagation` (the apiserver must see the new bundle before any
-replica presents the new certificate); 2→3 waits `cert_propagation` (every replica's
+Step 1→2 waits `bundle_propagation_seconds` (the apiserver must see the new bundle before any
+replica presents the new certificate); 2→3 waits `cert_propagation_seconds` (every replica's
 mounted Secret must have been refreshed by the kubelet and reloaded before the old CA
 goes). Key material is never logged.
 

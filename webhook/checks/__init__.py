@@ -9,12 +9,14 @@ from __future__ import annotations
 from webhook.checks import (
     basics,
     configmap,
+    controllers,
     dryrun,
     endpoint,
     gpu,
     image,
     kueue,
     names,
+    netpol,
     nodes,
     quotas,
     render,
@@ -41,6 +43,8 @@ _FAMILIES = (
     kueue,
     nodes,
     endpoint,
+    netpol,
+    controllers,
     dryrun,
 )
 

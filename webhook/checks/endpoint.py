@@ -4,6 +4,13 @@ A benchmark pointed at `http://llm.models.svc.cluster.local:8000` whose Service 
 missing (or misspelled) runs its whole setup and then fails on the first request. The
 AIPerf operator probes the URL over HTTP; the webhook answers from the Service cache
 instead (no outbound traffic from the admission path). External URLs are skipped.
+
+A Service that exists but has no ready endpoint fails the same way, later: its
+EndpointSlices (discovery.k8s.io/v1, label `kubernetes.io/service-name`, the label
+kube-proxy associates slices by) are listed on demand, and an endpoint counts as ready when
+`conditions.ready` is true or unset (k8s.io/api discovery/v1 types.go: "a nil value should
+be interpreted as ready"). No ready endpoint is a warning (the server may be starting, or
+scale up), never a denial. ExternalName Services have no EndpointSlices and are not listed.
 """
 
 from __future__ import annotations
@@ -12,8 +19,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from webhook.checks.base import AIPERFJOB, AIPERFSWEEP, Check, CheckContext
-from webhook.checks.common import cached, with_stale
+from webhook.checks.common import before_deadline, cached, plural, with_stale
+from webhook.kube import ApiError, Permission
 from webhook.results import CheckResult, Status
+
+DISCOVERY_API = "discovery.k8s.io/v1"
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 
 
 def endpoint_urls(obj: dict[str, Any]) -> list[str]:
@@ -48,15 +59,39 @@ def url_port(url: str) -> int | None:
         return None
 
 
+def ready_endpoints(slices: list[dict[str, Any]]) -> tuple[int, int]:
+    """(ready, all) endpoints over a Service's EndpointSlices; a nil `ready` counts as ready."""
+    ready = total = 0
+    for sl in slices:
+        for ep in sl.get("endpoints") or []:
+            if not isinstance(ep, dict):
+                continue
+            total += 1
+            if (ep.get("conditions") or {}).get("ready") is not False:
+                ready += 1
+    return ready, total
+
+
+def selector_hint(spec: dict[str, Any], ns: str) -> str:
+    sel = spec.get("selector") or {}
+    if not sel:
+        return "the Service has no selector: its EndpointSlices are managed by hand"
+    labels = ",".join(f"{k}={v}" for k, v in sel.items())
+    return f"kubectl get pods -n {ns} -l {labels}"
+
+
 class EndpointService(Check):
     name = "Endpoint Service"
-    synchronous = True  # reads only the Workload and cached state
     kinds = frozenset({AIPERFJOB, AIPERFSWEEP})
     needs_cluster = True
     needs_pod_groups = False
     permissions = cached("services")
+    optional_permissions = (Permission("list", "endpointslices", "discovery.k8s.io"),)
     apis = ("v1",)
-    summary = "An endpoint URL under *.svc / *.svc.cluster.local names a Service that exists (and exposes the port)."
+    summary = (
+        "An endpoint URL under *.svc / *.svc.cluster.local names a Service that exists (and exposes the port), "
+        "with at least one ready endpoint in its EndpointSlices."
+    )
 
     async def run(self, ctx: CheckContext) -> CheckResult:
         assert ctx.view is not None
@@ -69,6 +104,7 @@ class EndpointService(Check):
         fails: list[str] = []
         warns: list[str] = []
         found: list[str] = []
+        listed: set[tuple[str, str]] = set()
         for url, (svc, ns) in internal:
             obj = ctx.view.get_cached("services", ns, svc)
             if obj is None:
@@ -88,13 +124,51 @@ class EndpointService(Check):
                     f'Service "{svc}" in "{ns}" exposes port {exposed}, not {port} ({url}). '
                     f"Fix: use port {ports[0]} in spec.benchmark.endpoint.urls, or expose {port} on the Service"
                 )
+            if spec.get("type") != "ExternalName" and (svc, ns) not in listed:
+                listed.add((svc, ns))
+                line = await self._endpoints(ctx, svc, ns, spec)
+                if line:
+                    warns.append(line)
         if fails:
             return with_stale(
                 CheckResult(self.name, Status.FAIL, " ".join(fails), details=fails + warns), ctx, "services"
             )
         if warns:
             return with_stale(CheckResult(self.name, Status.WARN, "; ".join(warns), details=warns), ctx, "services")
-        return with_stale(CheckResult(self.name, Status.PASS, f"Service {', '.join(found)} exists"), ctx, "services")
+        return with_stale(
+            CheckResult(
+                self.name,
+                Status.PASS,
+                f"Service {', '.join(found)} exists" + (" and has ready endpoints" if listed else ""),
+            ),
+            ctx,
+            "services",
+        )
+
+    @staticmethod
+    async def _endpoints(ctx: CheckContext, svc: str, ns: str, spec: dict[str, Any]) -> str:
+        """A warning line when the Service has no ready endpoint (or its slices cannot be read); "" when it has."""
+        assert ctx.view is not None
+        try:
+            slices = await before_deadline(
+                ctx,
+                ctx.view.list_objects(DISCOVERY_API, "endpointslices", ns, f"{SERVICE_NAME_LABEL}={svc}", ctx.deadline),
+            )
+        except ApiError as exc:
+            why = "not permitted to list endpointslices" if exc.forbidden else exc.message
+            return f'Cannot verify the endpoints of Service "{svc}" in "{ns}" ({why})'
+        ready, total = ready_endpoints(slices)
+        if ready:
+            return ""
+        seen = (
+            f"no EndpointSlice labelled {SERVICE_NAME_LABEL}={svc}"
+            if not slices
+            else f"0 of {plural(total, 'endpoint')} ready in {plural(len(slices), 'EndpointSlice')}"
+        )
+        return (
+            f'Service "{svc}" in "{ns}" has no ready endpoint ({seen}): the benchmark\'s requests would fail '
+            f"until one is. Fix: start the server's pods ({selector_hint(spec, ns)})"
+        )
 
 
 CHECKS = [EndpointService()]

@@ -6,6 +6,18 @@ required node affinity; does the largest pod of each group fit the allocatable o
 such node whose taints it tolerates; and does every toleration match some node's taint
 (a misspelled toleration is the usual reason a pod stays Pending on a tainted GPU pool).
 Only allocatable is compared: the webhook does not watch pods, so free capacity is not known.
+
+Matching follows the scheduler: k8s.io/component-helpers scheduling/corev1/nodeaffinity/
+nodeaffinity.go (GetRequiredNodeAffinity: nodeSelector AND the ORed required terms), used by
+k8s.io/kubernetes pkg/scheduler/framework/plugins/nodeaffinity/node_affinity.go; taints as
+pkg/scheduler/framework/plugins/tainttoleration/taint_toleration.go (NoSchedule and NoExecute
+filter) with k8s.io/api core/v1 toleration.go ToleratesTaint.
+
+A pod no node takes today still runs once a node that takes it is added, so Node Selector
+Match and Per-Node Schedulability deny only when nothing could add one (provisioning.py:
+Karpenter NodePools, cluster-autoscaler, Kueue ResourceFlavors, each read as its project does)
+and warn otherwise, naming what they saw. Matching nodes that are only NotReady or cordoned
+are a warning: they may come back.
 """
 
 from __future__ import annotations
@@ -13,6 +25,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from webhook.checks import provisioning
 from webhook.checks.base import AIPERFJOB, Check, CheckContext
 from webhook.checks.common import cached, plural, with_stale
 from webhook.quantity import format_quantity, parse_quantity
@@ -54,13 +67,19 @@ def taints(node: dict[str, Any]) -> list[dict[str, Any]]:
 # --- pod facts ----------------------------------------------------------------------------
 
 
+def _dict(v: Any) -> dict[str, Any]:
+    """`v` when it is a mapping, else {} (the AIPerfJob CRD keeps whatever a pod template holds)."""
+    return v if isinstance(v, dict) else {}
+
+
 def required_terms(pod_spec: dict[str, Any]) -> list[dict[str, Any]] | None:
-    aff = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+    aff = _dict(_dict(pod_spec.get("affinity")).get("nodeAffinity")).get(
         "requiredDuringSchedulingIgnoredDuringExecution"
     )
     if not isinstance(aff, dict):
         return None
-    return list(aff.get("nodeSelectorTerms") or [])
+    terms = aff.get("nodeSelectorTerms")
+    return [t for t in terms if isinstance(t, dict)] if isinstance(terms, list) else []
 
 
 def _requirement(req: dict[str, Any], value: str | None) -> bool:
@@ -85,8 +104,8 @@ def _requirement(req: dict[str, Any], value: str | None) -> bool:
 
 def term_matches(term: dict[str, Any], node: dict[str, Any]) -> bool:
     """A nodeSelectorTerm: every expression and field must match; an empty term matches nothing."""
-    exprs = term.get("matchExpressions") or []
-    fields = term.get("matchFields") or []
+    exprs = [e for e in term.get("matchExpressions") or [] if isinstance(e, dict)]
+    fields = [f for f in term.get("matchFields") or [] if isinstance(f, dict)]
     if not exprs and not fields:
         return False
     labels = node_labels(node)
@@ -98,7 +117,8 @@ def term_matches(term: dict[str, Any], node: dict[str, Any]) -> bool:
 def selects(pod_spec: dict[str, Any], node: dict[str, Any]) -> bool:
     """nodeSelector (exact labels) and required node affinity (terms ORed)."""
     labels = node_labels(node)
-    for k, v in (pod_spec.get("nodeSelector") or {}).items():
+    sel = pod_spec.get("nodeSelector")
+    for k, v in (sel if isinstance(sel, dict) else {}).items():
         if labels.get(k) != v:
             return False
     terms = required_terms(pod_spec)
@@ -107,16 +127,7 @@ def selects(pod_spec: dict[str, Any], node: dict[str, Any]) -> bool:
     return True
 
 
-def tolerates(toleration: dict[str, Any], taint: dict[str, Any]) -> bool:
-    """Kubernetes' ToleratesTaint: effect (empty = all), key (empty with Exists = all), value for Equal."""
-    effect = toleration.get("effect") or ""
-    if effect and effect != taint.get("effect"):
-        return False
-    key = toleration.get("key") or ""
-    op = toleration.get("operator") or "Equal"
-    if op == "Exists":
-        return key == "" or key == taint.get("key")
-    return key == taint.get("key") and (toleration.get("value") or "") == (taint.get("value") or "")
+tolerates = provisioning.tolerates  # k8s.io/api core/v1 toleration.go ToleratesTaint
 
 
 def blocking_taints(pod_spec: dict[str, Any], node: dict[str, Any]) -> list[dict[str, Any]]:
@@ -134,7 +145,7 @@ def blocking_taints(pod_spec: dict[str, Any], node: dict[str, Any]) -> list[dict
 
 def selection_text(pod_spec: dict[str, Any]) -> str:
     parts = []
-    sel = pod_spec.get("nodeSelector") or {}
+    sel = _dict(pod_spec.get("nodeSelector"))
     if sel:
         parts.append("nodeSelector {" + ", ".join(f"{k}={v}" for k, v in sel.items()) + "}")
     terms = required_terms(pod_spec)
@@ -181,21 +192,49 @@ def _selecting_groups(wl: Workload) -> list[PodGroup]:
     return [g for g in wl.pod_groups if (g.pod_spec.get("nodeSelector") or required_terms(g.pod_spec) is not None)]
 
 
+def _results(
+    name: str, fails: list[str], warns: list[str], passes: list[str], ok: str, ctx: CheckContext
+) -> CheckResult | list[CheckResult]:
+    """One FAIL (all failures), one WARN (all warnings), both, or the PASS `ok`."""
+    out: list[CheckResult] = []
+    if fails:
+        out.append(
+            with_stale(CheckResult(name, Status.FAIL, " ".join(fails), details=fails + warns + passes), ctx, "nodes")
+        )
+    if warns:
+        out.append(with_stale(CheckResult(name, Status.WARN, " ".join(warns), details=list(warns)), ctx, "nodes"))
+    if not out:
+        return with_stale(CheckResult(name, Status.PASS, ok), ctx, "nodes")
+    return out[0] if len(out) == 1 else out
+
+
+async def _judged(
+    ctx: CheckContext, group: PodGroup, finding: str, fix: str, fails: list[str], warns: list[str]
+) -> None:
+    """A group no node takes: FAIL when nothing could add one that does, else WARN saying what could."""
+    prov = await provisioning.provisioning_for(ctx, group.pod_spec)
+    line = f"{finding}, {prov.clause()}. {fix}"
+    (fails if prov.certain_none else warns).append(line)
+
+
 # --- checks -------------------------------------------------------------------------------
 
 
 class NodeSelectorMatch(Check):
     name = "Node Selector Match"
-    # a node pool that autoscales from zero has no node yet: a FAIL here must not block by default
-    default_action = "warn"
-    synchronous = True  # reads only the Workload and cached state
+    # denies only when no node matches and nothing could add one (provisioning.py)
+    default_action = "deny"
     needs_cluster = True
     local_capacity = True
     permissions = NODE_PERMISSIONS
+    optional_permissions = provisioning.PERMISSIONS
     apis = ("v1",)
-    summary = "Some Ready, schedulable (not cordoned) node matches each pod's nodeSelector and required node affinity."
+    summary = (
+        "Some Ready, schedulable (not cordoned) node matches each pod's nodeSelector and required node affinity, "
+        "or a Karpenter NodePool, cluster-autoscaler or Kueue ResourceFlavor could add one."
+    )
 
-    async def run(self, ctx: CheckContext) -> CheckResult:
+    async def run(self, ctx: CheckContext) -> CheckResult | list[CheckResult]:
         assert ctx.view is not None
         wl = ctx.workload
         groups = _selecting_groups(wl)
@@ -211,6 +250,7 @@ class NodeSelectorMatch(Check):
                 "nodes",
             )
         fails: list[str] = []
+        warns: list[str] = []
         passes: list[str] = []
         for g in groups:
             what = selection_text(g.pod_spec)
@@ -220,52 +260,57 @@ class NodeSelectorMatch(Check):
                 passes.append(f"{what} of the {g.name} pods matches {plural(len(usable), 'Ready, schedulable node')}")
                 continue
             if not matching:
-                sel = g.pod_spec.get("nodeSelector") or {}
+                sel = _dict(g.pod_spec.get("nodeSelector"))
                 label = " ".join(f"{k}={v}" for k, v in sel.items())
                 fix = (
-                    f"Fix: label a node (kubectl label node <name> {label}) or correct {pod_field(wl, 'nodeSelector')}"
+                    f"Fix: label a node (kubectl label node <name> {label}) or correct {pod_field(wl, 'nodeSelector')}."
                     if sel and required_terms(g.pod_spec) is None
-                    else f"Fix: label a node to satisfy it, or correct {pod_field(wl, 'nodeSelector')} / affinity"
+                    else f"Fix: label a node to satisfy it, or correct {pod_field(wl, 'nodeSelector')} / affinity."
                 )
-                fails.append(f"No node matches {what} of the {g.name} pods (0 of {plural(len(nodes), 'node')}). {fix}.")
+                await _judged(
+                    ctx,
+                    g,
+                    f"No node matches {what} of the {g.name} pods (0 of {plural(len(nodes), 'node')})",
+                    fix,
+                    fails,
+                    warns,
+                )
             else:
                 states = ", ".join(
                     f"{node_name(n)}: {'cordoned' if is_cordoned(n) else 'NotReady'}" for n in matching[:5]
                 )
                 cordoned = [node_name(n) for n in matching if is_cordoned(n)]
                 fix = f"uncordon (kubectl uncordon {cordoned[0]}) or repair them" if cordoned else "repair them"
-                fails.append(
+                warns.append(
                     f"The {plural(len(matching), 'node')} matching {what} of the {g.name} pods "
-                    f"{'is' if len(matching) == 1 else 'are'} not Ready or cordoned ({states}). "
-                    f"Fix: {fix}, or label another node to match."
+                    f"{'is' if len(matching) == 1 else 'are'} not Ready or cordoned ({states}): the pods wait "
+                    f"until one is back. Fix: {fix}, or label another node to match."
                 )
-        if fails:
-            return with_stale(
-                CheckResult(self.name, Status.FAIL, " ".join(fails), details=fails + passes), ctx, "nodes"
-            )
-        return with_stale(CheckResult(self.name, Status.PASS, "; ".join(passes)), ctx, "nodes")
+        return _results(self.name, fails, warns, passes, "; ".join(passes), ctx)
 
 
 class PerNodeSchedulability(Check):
     name = "Per-Node Schedulability"
-    # a node pool that autoscales from zero has no node yet: a FAIL here must not block by default
-    default_action = "warn"
-    synchronous = True  # reads only the Workload and cached state
+    # denies only when nothing could add a node that fits (provisioning.py)
+    default_action = "deny"
     needs_cluster = True
     local_capacity = True
     permissions = NODE_PERMISSIONS
+    optional_permissions = provisioning.PERMISSIONS
     apis = ("v1",)
     summary = (
-        "Each pod fits the allocatable of one Ready, schedulable node that it selects and whose taints it tolerates."
+        "Each pod fits the allocatable of one Ready, schedulable node that it selects and whose taints it tolerates, "
+        "or a Karpenter NodePool, cluster-autoscaler or Kueue ResourceFlavor could add one."
     )
 
-    async def run(self, ctx: CheckContext) -> CheckResult:
+    async def run(self, ctx: CheckContext) -> CheckResult | list[CheckResult]:
         assert ctx.view is not None
         wl = ctx.workload
         nodes = ctx.view.list_cached("nodes")
         if not nodes:
             return with_stale(CheckResult(self.name, Status.SKIP, "No nodes are visible"), ctx, "nodes")
         fails: list[str] = []
+        warns: list[str] = []
         passes: list[str] = []
         unselected: list[str] = []
         for g in wl.pod_groups:
@@ -285,10 +330,14 @@ class PerNodeSchedulability(Check):
                 bt = blocking_taints(g.pod_spec, sample)
                 t = bt[0]
                 tol = f"{{key: {t.get('key', '')}, operator: Exists, effect: {t.get('effect', '')}}}"
-                fails.append(
+                await _judged(
+                    ctx,
+                    g,
                     f"Every Ready node the {g.name} pods may use has a taint they do not tolerate "
-                    f"({node_name(sample)}: {', '.join(taint_text(x) for x in bt)}). "
-                    f"Fix: add a toleration such as {tol} to {pod_field(wl, 'tolerations')}, or use untainted nodes."
+                    f"({node_name(sample)}: {', '.join(taint_text(x) for x in bt)})",
+                    f"Fix: add a toleration such as {tol} to {pod_field(wl, 'tolerations')}, or use untainted nodes.",
+                    fails,
+                    warns,
                 )
                 continue
             need = {r: v for r, v in req.items() if v > 0}
@@ -308,14 +357,16 @@ class PerNodeSchedulability(Check):
                 if short
                 else f"none of the {plural(len(eligible), 'eligible node')} has all of it at once"
             )
-            fails.append(
-                f"No single node can fit a {g.name} pod ({_fmt_resources(need)}): {offer}. "
-                "Fix: add nodes with that much allocatable, or reduce the pod's requests."
+            await _judged(
+                ctx,
+                g,
+                f"No single node can fit a {g.name} pod ({_fmt_resources(need)}): {offer}",
+                "Fix: add nodes with that much allocatable, or reduce the pod's requests.",
+                fails,
+                warns,
             )
-        if fails:
-            return with_stale(
-                CheckResult(self.name, Status.FAIL, " ".join(fails), details=fails + passes), ctx, "nodes"
-            )
+        if fails or warns:
+            return _results(self.name, fails, warns, passes, "", ctx)
         if not passes:
             return with_stale(
                 CheckResult(

@@ -238,6 +238,15 @@ def admission_inputs(view: Any, namespace: str) -> tuple[list[dict[str, Any]], b
     return limit_ranges, pc_known, default_pc
 
 
+def no_quota(check: str, ctx: CheckContext) -> CheckResult:
+    """The PASS of a quota check in a namespace without a ResourceQuota (the cache's age noted)."""
+    return with_stale(
+        CheckResult(check, Status.PASS, f'No ResourceQuota in namespace "{ctx.workload.namespace}"'),
+        ctx,
+        "resourcequotas",
+    )
+
+
 def _uses_priority_scope(quota: dict[str, Any]) -> bool:
     return any(s == "PriorityClass" for s, _, _ in quota_scopes(quota))
 
@@ -266,11 +275,7 @@ class ResourceQuotas(Check):
         view = ctx.view
         quotas = view.list_cached("resourcequotas", wl.namespace)
         if not quotas:
-            return with_stale(
-                CheckResult(self.name, Status.PASS, f'No ResourceQuota in namespace "{wl.namespace}"'),
-                ctx,
-                "resourcequotas",
-            )
+            return no_quota(self.name, ctx)
         limit_ranges, pc_known, default_pc = admission_inputs(view, wl.namespace)
         unnamed = [g.name for g in wl.pod_groups if not g.pod_spec.get("priorityClassName")]
         pod_level = [g.name for g in wl.pod_groups if pod_level_resources(g.pod_spec)]

@@ -23,6 +23,7 @@ from webhook.checks.quotas import (
     ResourceQuotas,
     admission_inputs,
     admitted_pod,
+    no_quota,
     pod_level_resources,
     project,
     quota_hard,
@@ -190,11 +191,7 @@ class SweepChildQuotas(Check):
             view.list_cached("resourcequotas", wl.namespace), key=lambda q: (q.get("metadata") or {}).get("name", "")
         )
         if not quotas:
-            return with_stale(
-                CheckResult(self.name, Status.PASS, f'No ResourceQuota in namespace "{wl.namespace}"'),
-                ctx,
-                "resourcequotas",
-            )
+            return no_quota(self.name, ctx)
         limit_ranges, _, default_pc = admission_inputs(view, wl.namespace)
         controller = wl.pod_groups[0]
         ctl_spec = admitted_pod(_slim(controller.pod_spec), limit_ranges, default_pc)

@@ -54,6 +54,8 @@ CORE = ""
 TRAINER = "trainer.kubeflow.org"
 KUEUE = "kueue.x-k8s.io"
 SCHEDULING = "scheduling.k8s.io"
+KARPENTER = "karpenter.sh"
+NETWORKING = "networking.k8s.io"
 
 #: every cache the view keeps, in start order
 CACHE_SPECS: tuple[CacheSpec, ...] = (
@@ -70,6 +72,9 @@ CACHE_SPECS: tuple[CacheSpec, ...] = (
     CacheSpec("clusterqueues", KUEUE, "v1beta2", False),
     CacheSpec("admissionchecks", KUEUE, "v1beta2", False),
     CacheSpec("cohorts", KUEUE, "v1beta2", False),
+    CacheSpec("resourceflavors", KUEUE, "v1beta2", False),  # nodeLabels/nodeTaints: could a flavor place a pod
+    CacheSpec("nodepools", KARPENTER, "v1", False),  # Karpenter: could a NodePool add a node for a pod
+    CacheSpec("networkpolicies", NETWORKING, "v1", True),  # would the job's own traffic be dropped
 )
 SPECS_BY_RESOURCE = {s.resource: s for s in CACHE_SPECS}
 
@@ -105,6 +110,13 @@ def slim(resource: str, obj: dict[str, Any]) -> dict[str, Any]:
         spec = obj.get("spec")
         if isinstance(spec, dict):
             obj["spec"] = {k: spec[k] for k in ("type", "ports", "selector", "clusterIP", "externalName") if k in spec}
+        obj.pop("status", None)
+    elif resource == "nodepools":
+        spec = obj.get("spec")
+        if isinstance(spec, dict):
+            obj["spec"] = {k: spec[k] for k in ("template",) if k in spec}
+        obj.pop("status", None)
+    elif resource in ("resourceflavors", "networkpolicies"):
         obj.pop("status", None)
     elif resource == "namespaces":
         obj.pop("spec", None)  # finalizers only

@@ -33,7 +33,6 @@ class ApiResource:
     name: str  # plural
     kind: str
     namespaced: bool
-    verbs: tuple[str, ...] = ()
 
 
 @dataclass
@@ -41,7 +40,6 @@ class DiscoverySnapshot:
     group_versions: set[str] = field(default_factory=set)
     resources: dict[str, dict[str, ApiResource]] = field(default_factory=dict)  # gv -> kind -> resource
     version: tuple[int, int] | None = None
-    git_version: str = ""
 
 
 def gv_path(group_version: str) -> str:
@@ -78,9 +76,7 @@ def parse_resources(doc: dict[str, Any]) -> dict[str, ApiResource]:
         name = r.get("name") or ""
         if not name or "/" in name:  # subresources
             continue
-        out[r.get("kind") or ""] = ApiResource(
-            name, r.get("kind") or "", bool(r.get("namespaced")), tuple(r.get("verbs") or ())
-        )
+        out[r.get("kind") or ""] = ApiResource(name, r.get("kind") or "", bool(r.get("namespaced")))
     return out
 
 
@@ -119,7 +115,6 @@ class Discovery:
         snap = DiscoverySnapshot(
             group_versions=parse_group_versions(core, groups),
             version=parse_version(version),
-            git_version=str(version.get("gitVersion", "")),
         )
         wanted = [gv for gv in INTERESTING if gv in snap.group_versions]
         docs = await asyncio.gather(

@@ -114,6 +114,8 @@ class LiveClusterView:
         self._secret_ttl: dict[tuple[str, str], tuple[float, frozenset[str]]] = {}
         self._secret_reads: Coalescer[frozenset[str] | None] = Coalescer()
         self._object_reads: Coalescer[dict[str, Any] | None] = Coalescer()
+        self._object_ttl: dict[str, tuple[float, dict[str, Any] | None]] = {}
+        self._list_reads: Coalescer[list[dict[str, Any]]] = Coalescer()
         self._startup_task: asyncio.Task[None] | None = None
         self._first_attempt = asyncio.Event()
         self._probed = asyncio.Event()
@@ -126,25 +128,14 @@ class LiveClusterView:
         `wait_seconds` — so a CLI run sees synced caches and a server is never held up long."""
         if self._startup_task is None:
             self._startup_task = asyncio.ensure_future(self._startup())
-        try:
-            await asyncio.wait_for(self._first_attempt.wait(), wait_seconds)
-        except TimeoutError:
-            pass
+        await _set_within(self._first_attempt, wait_seconds)
 
     async def wait_probed(self, timeout: float) -> bool:
-        try:
-            await asyncio.wait_for(self._probed.wait(), timeout)
-            return True
-        except TimeoutError:
-            return False
+        return await _set_within(self._probed, timeout)
 
     async def wait_synced(self, timeout: float) -> bool:
         """True once every started cache has synced (what /readyz and the CLI wait for)."""
-        try:
-            await asyncio.wait_for(self._synced.wait(), timeout)
-            return True
-        except TimeoutError:
-            return False
+        return await _set_within(self._synced, timeout)
 
     async def close(self) -> None:
         if self._startup_task is not None:
@@ -273,15 +264,6 @@ class LiveClusterView:
         finally:
             r.cache.listeners.remove(changed.set)
 
-    def staleness(self, resource: str) -> str:
-        """ "" when fresh; otherwise a phrase for messages ("cached data is 312s old")."""
-        age = self.cache_age(resource)
-        if age is None:
-            return f"no cached {resource}"
-        if age <= self.settings.cache_stale_seconds:
-            return ""
-        return f"cached {resource} are {age:.0f}s old (apiserver unreachable?)"
-
     def cache_status(self) -> list[dict[str, Any]]:
         """Per cache: objects, synced, age, last error, or why it is absent (for /capabilities)."""
         out: list[dict[str, Any]] = []
@@ -361,9 +343,20 @@ class LiveClusterView:
         self._secret_ttl[key] = (now + ttl, keys)
 
     async def get_object(
-        self, api_version: str, resource: str, namespace: str | None, name: str, deadline: Deadline
+        self,
+        api_version: str,
+        resource: str,
+        namespace: str | None,
+        name: str,
+        deadline: Deadline,
+        *,
+        ttl: float = 0.0,
     ) -> dict[str, Any] | None:
-        """One object by name, or None when it does not exist (or cannot: an invalid name or namespace)."""
+        """One object by name, or None when it does not exist (or cannot: an invalid name or namespace).
+
+        `ttl` > 0 reuses an answer (found or not found; never an error) for that long: the
+        Controllers check reads a few Deployments and Leases per review, and a burst of reviews
+        then costs one GET per object per TTL window instead of one per review."""
         if not is_dns1123_subdomain(name) or (namespace and not is_dns1123_label(namespace)):
             return None
         if resource == "secrets":
@@ -372,6 +365,10 @@ class LiveClusterView:
         if namespace:
             path += f"/namespaces/{_q(namespace)}"
         path += f"/{resource}/{_q(name)}"
+        if ttl > 0:
+            hit = self._object_ttl.get(path)
+            if hit is not None and hit[0] > self._clock():
+                return None if hit[1] is None else dict(hit[1])
 
         async def fetch(timeout: float) -> dict[str, Any] | None:
             try:
@@ -383,7 +380,40 @@ class LiveClusterView:
             (doc.get("metadata") or {}).pop("managedFields", None)
             return doc
 
-        return await self._object_reads.run(path, deadline.timeout(LIVE_CALL_CEILING), fetch)
+        got = await self._object_reads.run(path, deadline.timeout(LIVE_CALL_CEILING), fetch)
+        if ttl > 0:
+            if len(self._object_ttl) >= SECRET_CACHE_MAX:
+                self._object_ttl.clear()
+            self._object_ttl[path] = (self._clock() + ttl, got)
+        return got
+
+    async def list_objects(
+        self, api_version: str, resource: str, namespace: str, label_selector: str, deadline: Deadline
+    ) -> list[dict[str, Any]]:
+        """One namespace's objects matching `label_selector` (one page of at most 100): for what is
+        read on demand instead of watched (a Service's EndpointSlices). Identical lists in flight
+        share one request."""
+        if not is_dns1123_label(namespace):
+            return []
+        if resource == "secrets":
+            raise ValueError("Secrets are never listed")
+        path = f"{gv_path(api_version)}/namespaces/{_q(namespace)}/{resource}"
+        key = f"{path}?{label_selector}"
+
+        async def fetch(timeout: float) -> list[dict[str, Any]]:
+            doc = await self.client.request(
+                "GET",
+                path,
+                query={"labelSelector": label_selector, "limit": "100"},
+                timeout=timeout,
+                kind=f"LIST {resource}",
+            )
+            items = [i for i in doc.get("items") or [] if isinstance(i, dict)]
+            for i in items:
+                (i.get("metadata") or {}).pop("managedFields", None)
+            return items
+
+        return await self._list_reads.run(key, deadline.timeout(LIVE_CALL_CEILING), fetch)
 
     async def dry_run_create(
         self, api_version: str, kind: str, namespace: str, body: dict[str, Any], deadline: Deadline
@@ -471,3 +501,12 @@ async def open_cluster_view(
     view = LiveClusterView(settings, KubeClient(cfg, settings.api_concurrency), checks=checks)
     await view.start(wait_seconds)
     return view
+
+
+async def _set_within(event: asyncio.Event, timeout: float) -> bool:
+    """Wait up to `timeout` seconds for `event`; whether it was set."""
+    try:
+        await asyncio.wait_for(event.wait(), timeout)
+        return True
+    except TimeoutError:
+        return False

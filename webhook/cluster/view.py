@@ -62,9 +62,23 @@ class ClusterView(Protocol):
         ...
 
     async def get_object(
-        self, api_version: str, resource: str, namespace: str | None, name: str, deadline: Deadline
+        self,
+        api_version: str,
+        resource: str,
+        namespace: str | None,
+        name: str,
+        deadline: Deadline,
+        *,
+        ttl: float = 0.0,
     ) -> dict[str, Any] | None:
-        """A live GET of one object (None on 404); for things not cached (e.g. a Lease)."""
+        """A live GET of one object (None on 404); for things not cached (e.g. a Lease).
+        `ttl` > 0: an answer (found or not found) is reused that many seconds."""
+        ...
+
+    async def list_objects(
+        self, api_version: str, resource: str, namespace: str, label_selector: str, deadline: Deadline
+    ) -> list[dict[str, Any]]:
+        """A live LIST of one namespace's objects by label selector (e.g. a Service's EndpointSlices)."""
         ...
 
     # --- discovery and capabilities ---

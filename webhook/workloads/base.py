@@ -75,6 +75,11 @@ class Workload:
     def total_pods(self) -> int:
         return sum(g.pods for g in self.pod_groups)
 
+    def group_source(self, group: PodGroup) -> tuple[Workload, PodGroup]:
+        """Who creates a group's pods, and as which of its own groups: the job itself (an
+        AIPerfSweep answers with the child AIPerfJob whose JobSet creates them)."""
+        return self, group
+
 
 class RuntimeLookup(Protocol):
     """Finds a (Cluster)TrainingRuntime; offline from the input file, online from the cache."""

@@ -1,0 +1,212 @@
+"""Controllers: are the controllers this job needs running?
+
+A job admitted while its controller is down is stored and then nothing happens: no JobSet,
+no pods, no condition that says why. So the webhook looks at the controllers the job needs —
+JobSet (every kind: AIPerfJobs, AIPerfSweeps and TrainJobs all become JobSets), Trainer
+(TrainJobs), the AIPerf operator (AIPerfJobs, AIPerfSweeps) and Kueue (when the job is
+queued) — where their upstream manifests install them (settings.controllers, defaults named
+there with the upstream file each comes from):
+
+* the leader-election **Lease** (coordination.k8s.io/v1), when the controller elects one:
+  renewed within its `leaseDurationSeconds` → running; a holder that stopped renewing, or
+  a released Lease (no holderIdentity), → down. This is client-go's own expiry rule
+  (k8s.io/client-go tools/leaderelection/leaderelection.go: a record is expired once
+  renewTime + leaseDuration has passed), the one AIPerf also uses for its own Leases
+  (aiperf/kubernetes/lease.py lease_holder_if_live);
+* the **Deployment** (apps/v1): `status.readyReplicas` ≥ 1 → running (AIPerf's own preflight
+  reads the JobSet Deployment's ready replicas, operator/preflight/_infra.py); 0 → down.
+
+A fresh Lease wins over the Deployment (a leader that renews is working, whatever its
+Deployment is called); a stale Lease is "down" even next to a Ready Deployment (a hung
+leader). A read that fails (no permission, timeout) is "cannot verify". Every finding is a
+warning: a controller that is down now may be back in a minute, and the job then runs, so
+this check never denies on its own (default action warn).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from webhook.checks.base import AIPERFJOB, AIPERFSWEEP, TRAINJOB, Check, CheckContext, Permission
+from webhook.checks.common import before_deadline
+from webhook.checks.kueue_queue import _resolve
+from webhook.config import ControllerRef
+from webhook.kube import ApiError
+from webhook.results import CheckResult, Status
+
+#: clock for Lease ages; tests may replace it
+now = time.time
+
+#: client-go's default when a Lease carries no leaseDurationSeconds (controller-runtime: 15 s)
+DEFAULT_LEASE_SECONDS = 15
+
+MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+
+
+def _parse_time(text: str) -> float | None:
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
+def _age(seconds: float) -> str:
+    seconds = max(seconds, 0.0)
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.0f}h"
+
+
+@dataclass
+class Verdict:
+    """One controller: running (True), down (False) or unknown (None), and what was read."""
+
+    label: str
+    running: bool | None
+    text: str
+
+
+def needed(ctx: CheckContext) -> list[tuple[str, ControllerRef]]:
+    """(label, where it runs) for every controller this job needs, in report order."""
+    wl, cfg = ctx.workload, ctx.settings.controllers
+    remote = wl.managed_by == MULTIKUEUE  # runs in another cluster: only Kueue acts here
+    out: list[tuple[str, ControllerRef]] = []
+    if wl.kind in (AIPERFJOB, AIPERFSWEEP):
+        out.append(("AIPerf operator", cfg.aiperf))
+    if wl.kind == TRAINJOB and not remote:
+        out.append(("Trainer", cfg.trainer))
+    if not remote:
+        out.append(("JobSet", cfg.jobset))
+    q, _ = _resolve(ctx)
+    if q is not None or remote:
+        out.append(("Kueue", cfg.kueue))
+    return out
+
+
+def _why(exc: ApiError, resource: str) -> str:
+    return f"not permitted to get {resource}" if exc.forbidden else exc.message
+
+
+def judge(label: str, ref: ControllerRef, lease: Any, dep: Any, reused_for: float = 0.0) -> Verdict:
+    """Combine the Lease and Deployment reads (a dict, None for not found, or an ApiError).
+
+    `reused_for`: how long a read may have been reused (controllers.ttlSeconds); a Lease is
+    stale only past leaseDurationSeconds plus that, so a reused read never looks stale by itself."""
+    ns = ref.namespace
+    facts: list[str] = []
+    lease_fresh: bool | None = None  # None: no Lease to judge by
+    if ref.lease:
+        where = f"Lease {ns}/{ref.lease}"
+        if isinstance(lease, ApiError):
+            facts.append(f"{where} unreadable: {_why(lease, 'leases')}")
+        elif lease is None:
+            facts.append(f"no {where}")
+        else:
+            spec = lease.get("spec") or {}
+            stamp = _parse_time(str(spec.get("renewTime") or spec.get("acquireTime") or ""))
+            duration = int(spec.get("leaseDurationSeconds") or DEFAULT_LEASE_SECONDS)
+            if not spec.get("holderIdentity"):
+                facts.append(f"{where} has no holder (released)")
+                lease_fresh = False
+            elif stamp is None:
+                facts.append(f"{where} was never renewed")
+                lease_fresh = False
+            else:
+                age = now() - stamp
+                lease_fresh = age <= duration + reused_for
+                facts.append(
+                    f"{where} renewed {_age(age)} ago"
+                    + ("" if lease_fresh else f" (leaseDurationSeconds {duration}): its leader stopped renewing")
+                )
+    ready: int | None = None
+    if ref.deployment:
+        where = f"Deployment {ns}/{ref.deployment}"
+        if isinstance(dep, ApiError):
+            facts.append(f"{where} unreadable: {_why(dep, 'deployments')}")
+        elif dep is None:
+            facts.append(f"no {where}")
+            ready = 0 if lease_fresh is None and not ref.lease else None
+        else:
+            want = (dep.get("spec") or {}).get("replicas", 1)
+            ready = int((dep.get("status") or {}).get("readyReplicas") or 0)
+            facts.append(f"{where} {ready}/{want} ready")
+    read = "; ".join(facts)
+    if lease_fresh:
+        return Verdict(label, True, f"{label} ({read})")
+    if lease_fresh is False:
+        return Verdict(label, False, f"{label} controller looks down ({read})")
+    if ready is not None and ready > 0:
+        return Verdict(label, True, f"{label} ({read})")
+    found_nothing = all(f.startswith("no ") for f in facts)
+    if found_nothing:
+        return Verdict(label, False, f"{label} controller not found ({read})")
+    if ready == 0:
+        return Verdict(label, False, f"{label} controller looks down ({read})")
+    return Verdict(label, None, f"Cannot verify the {label} controller ({read})")
+
+
+class Controllers(Check):
+    name = "Controllers"
+    default_action = "warn"  # a controller down now may be back in a minute: never a deny on its own
+    needs_cluster = True
+    needs_pod_groups = False
+    permissions = (Permission("get", "deployments", "apps"), Permission("get", "leases", "coordination.k8s.io"))
+    summary = (
+        "The controllers the job needs (JobSet; Trainer for TrainJobs; the AIPerf operator for AIPerfJobs; Kueue "
+        "when queued) are running: leader-election Lease renewed within its duration, or Deployment Ready."
+    )
+
+    async def run(self, ctx: CheckContext) -> CheckResult:
+        assert ctx.view is not None
+        view = ctx.view
+        ttl = ctx.settings.controllers.ttl_seconds
+
+        async def read(api: str, resource: str, ns: str, name: str) -> Any:
+            if not name:
+                return None
+            try:
+                return await before_deadline(ctx, view.get_object(api, resource, ns, name, ctx.deadline, ttl=ttl))
+            except ApiError as exc:
+                return exc
+
+        wanted = needed(ctx)
+        reads = await asyncio.gather(
+            *(
+                asyncio.gather(
+                    read("coordination.k8s.io/v1", "leases", ref.namespace, ref.lease),
+                    read("apps/v1", "deployments", ref.namespace, ref.deployment),
+                )
+                for _, ref in wanted
+            )
+        )
+        verdicts = [judge(label, ref, lease, dep, ttl) for (label, ref), (lease, dep) in zip(wanted, reads)]
+        down = [v for v in verdicts if v.running is False]
+        unknown = [v for v in verdicts if v.running is None]
+        if not down and not unknown:
+            return CheckResult(self.name, Status.PASS, "Running: " + ", ".join(v.text for v in verdicts))
+        lines = [
+            f"{v.text}: {_an(ctx.workload.kind)} admitted now waits until it runs. "
+            f"Fix: kubectl get pods -n {ref.namespace}, or set controllers.{_key(v.label)} to where it runs"
+            for v, (_, ref) in zip(verdicts, wanted)
+            if v.running is False
+        ]
+        lines += [v.text for v in unknown]
+        details = lines + [v.text for v in verdicts if v.running]
+        return CheckResult(self.name, Status.WARN, "; ".join(lines), details=details)
+
+
+def _an(kind: str) -> str:
+    return f"{'an' if kind[:1] in 'AEIOU' else 'a'} {kind}"
+
+
+def _key(label: str) -> str:
+    return {"AIPerf operator": "aiperf", "Trainer": "trainer", "JobSet": "jobset", "Kueue": "kueue"}[label]
+
+
+CHECKS = [Controllers()]
