@@ -65,8 +65,13 @@ def up() -> int:
         )
         show_kubectl(cp, "get", "pods", "-n", CHART_NAMESPACE, "-o", "wide")
         step(4, total, "Applying the samples through kubectl")
-        heading("A good AIPerfJob and a good TrainJob: accepted")
-        show_kubectl(cp, "apply", "-f", str(SAMPLES / "aiperfjob-good.yaml"), "-f", str(SAMPLES / "trainjob-good.yaml"))
+        heading("A good TrainJob: accepted")
+        show_kubectl(cp, "apply", "-f", str(SAMPLES / "trainjob-good.yaml"))
+        heading(
+            "A good AIPerfJob: its workers ask for 3350m CPU; on a node with less, where nothing could add a node, "
+            "Per-Node Schedulability denies it"
+        )
+        show_kubectl(cp, "apply", "-f", str(SAMPLES / "aiperfjob-good.yaml"))
         heading('A broken TrainJob (Secret key "hf_token" does not exist): denied, with the check and the fix')
         show_kubectl(cp, "apply", "-f", str(SAMPLES / "trainjob-broken.yaml"))
         heading(
