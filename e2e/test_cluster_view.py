@@ -177,7 +177,7 @@ async def test_secret_keys_found_missing_and_coalesced(admin_view: LiveClusterVi
     assert view.client.requests["GET secret"] - before == 3  # a 404 is never cached
 
 
-async def test_get_object_live(cluster: ControlPlane, admin_view: LiveClusterView) -> None:
+async def test_get_object_live(cluster: ControlPlane) -> None:
     cluster.apply(
         {
             "apiVersion": "coordination.k8s.io/v1",
@@ -186,9 +186,19 @@ async def test_get_object_live(cluster: ControlPlane, admin_view: LiveClusterVie
             "spec": {"holderIdentity": "pod-1"},
         }
     )
-    lease = await admin_view.get_object("coordination.k8s.io/v1", "leases", NS, "ctrl", Deadline(5))
-    assert lease is not None and lease["spec"]["holderIdentity"] == "pod-1"
-    assert await admin_view.get_object("coordination.k8s.io/v1", "leases", NS, "nope", Deadline(5)) is None
+    # only named reads the settings declare are sent: these two Leases are a controller's and Kueue's admission Lease
+    view = await _view(
+        cluster.kubeconfig,
+        all_checks(),
+        controllers={"jobset": {"namespace": NS, "lease": "ctrl"}},
+        kueue={"admissionLease": f"{NS}/nope"},
+    )
+    try:
+        lease = await view.get_object("coordination.k8s.io/v1", "leases", NS, "ctrl", Deadline(5))
+        assert lease is not None and lease["spec"]["holderIdentity"] == "pod-1"
+        assert await view.get_object("coordination.k8s.io/v1", "leases", NS, "nope", Deadline(5)) is None
+    finally:
+        await view.close()
 
 
 def _pod(name: str, cpu: str) -> dict[str, Any]:

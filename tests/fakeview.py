@@ -22,6 +22,8 @@ CLUSTER_SCOPED = {
     "cohorts",
     "resourceflavors",
     "nodepools",
+    "storageclasses",
+    "persistentvolumes",
 }
 
 

@@ -517,3 +517,19 @@ def test_schema_covers_every_value() -> None:
                 walk(sub, s["properties"][k], f"{path}.{k}")
 
     walk(values, schema, "")
+
+
+#: Settings the chart derives from other values instead of passing through config:
+#: clientAuth from .Values.clientAuth, excludedNamespaces from the webhook's namespace exclusions.
+DERIVED_SETTINGS = {"clientAuth", "excludedNamespaces"}
+
+
+def test_values_config_carries_every_setting() -> None:
+    """Every top-level setting is settable through the chart's `config:` (its schema refuses unknown keys)."""
+    from webhook.config import Settings
+
+    config = yaml.safe_load((CHART / "values.yaml").read_text())["config"]
+    names = {f.alias or n for n, f in Settings.model_fields.items()}
+    missing = sorted(names - DERIVED_SETTINGS - set(config))
+    assert not missing, f"settings with no config: entry in values.yaml (and its schema): {missing}"
+    assert DERIVED_SETTINGS <= names

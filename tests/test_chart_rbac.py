@@ -5,17 +5,27 @@ permissions and what the caches need; the chart's rules are generated from it by
 charts/preflight-webhook/gen-rbac.py. A check that gains a permission without regenerating
 the chart fails here (its check would be lowered to skip in production); a rule that no
 check needs fails here too.
+
+The named single-object reads (`named_permissions(checks, settings)`) are not in the ClusterRole:
+the chart renders a Role with `resourceNames` per namespace from its config values
+(templates/_named-reads.tpl), and the Roles must equal `rbac_roles(named_permissions(...))` of the
+Settings the webhook loads from the ConfigMap of the same render.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
-from test_chart import CHART, FULL, ROOT, one, render
+import pytest
+import yaml
+from test_chart import CHART, FULL, NS, ROOT, helm, one, render
 
 from webhook.checks import all_checks
-from webhook.cluster.capabilities import required_permissions
+from webhook.cluster.capabilities import named_permissions, rbac_roles, required_permissions
+from webhook.config import Settings
 
 
 def _flatten(rules: list[dict]) -> set[tuple[str, str, str]]:
@@ -42,16 +52,130 @@ def test_serving_cluster_role_equals_required_permissions() -> None:
     assert not any("*" in x for rule in granted for x in rule), "no wildcards"
 
 
-def test_serving_account_has_no_other_binding() -> None:
-    docs = render()
+def _bindings(docs: list[dict]) -> list[tuple[str, str, str]]:
     sa = one(docs, "Deployment", FULL)["spec"]["template"]["spec"]["serviceAccountName"]
-    bound = [
-        (d["kind"], d["roleRef"]["name"])
+    return [
+        (d["kind"], d["metadata"].get("namespace", ""), d["roleRef"]["name"])
         for d in docs
         if d["kind"] in ("RoleBinding", "ClusterRoleBinding")
         and any(s["kind"] == "ServiceAccount" and s["name"] == sa for s in d["subjects"])
     ]
-    assert bound == [("ClusterRoleBinding", FULL)]
+
+
+def test_serving_account_has_no_other_binding() -> None:
+    assert _bindings(render()) == [("ClusterRoleBinding", "", FULL)]
+    # with the named reads' namespaces listed: one RoleBinding to the Role of each
+    docs = render("--set", "rbac.namedReadNamespaces={kube-system,jobset-system}")
+    assert _bindings(docs) == [
+        ("ClusterRoleBinding", "", FULL),
+        ("RoleBinding", "jobset-system", f"{FULL}-reads"),
+        ("RoleBinding", "kube-system", f"{FULL}-reads"),
+    ]
+    for ns in ("jobset-system", "kube-system"):
+        rb = one([d for d in docs if d["metadata"].get("namespace") == ns], "RoleBinding", f"{FULL}-reads")
+        assert rb["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": f"{FULL}-reads"}
+        assert rb["subjects"] == [{"kind": "ServiceAccount", "name": FULL, "namespace": NS}]
+
+
+# --- the named reads: a Role with resourceNames per namespace, from the same config the webhook reads ---
+
+ALL_NAMESPACES = "rbac.namedReadNamespaces={aiperf-system,jobset-system,kube-system,kubeflow-system,kueue-system}"
+
+
+def _roles(docs: list[dict]) -> list[dict]:
+    return [
+        {"namespace": d["metadata"]["namespace"], "rules": d["rules"]}
+        for d in docs
+        if d["kind"] == "Role" and d["metadata"]["name"] == f"{FULL}-reads"
+    ]
+
+
+def _served_settings(docs: list[dict]) -> Settings:
+    """The Settings the webhook loads from the ConfigMap this render holds."""
+    return Settings.model_validate(yaml.safe_load(one(docs, "ConfigMap", f"{FULL}-config")["data"]["config.yaml"]))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["--set", "config.nodeProvisioning.clusterAutoscalerStatus=autoscaling/ca-status"],
+        ["--set", "config.nodeProvisioning.clusterAutoscalerStatus="],
+        [
+            "--set",
+            "config.controllers.aiperf.namespace=jobset-system",
+            "--set",
+            "config.controllers.aiperf.lease=aiperf-lock",
+            "--set",
+            "config.controllers.trainer.deployment=",
+            "--set",
+            "config.kueue.admissionLease=kueue-system/provreq-lock",
+        ],
+    ],
+    ids=["defaults", "autoscaler-moved", "no-autoscaler", "controllers-moved"],
+)
+def test_named_read_roles_equal_the_webhooks_named_permissions(args: list[str]) -> None:
+    """Every namespace listed: the Roles are exactly rbac_roles(named_permissions(...)) of the
+    Settings the webhook loads from the rendered ConfigMap, so the chart and the webhook agree."""
+    docs = render(*args)
+    wanted = rbac_roles(named_permissions(all_checks(), _served_settings(docs)))
+    listed = ",".join(r["namespace"] for r in wanted)
+    docs = render(*args, "--set", f"rbac.namedReadNamespaces={{{listed}}}")
+    assert _roles(docs) == wanted
+    for role in _roles(docs):
+        for rule in role["rules"]:
+            assert rule["verbs"] == ["get"] and rule["resourceNames"], rule
+    # the ClusterRole grants none of these kinds cluster-wide
+    granted = _flatten(one(docs, "ClusterRole", FULL)["rules"])
+    assert not [g for g in granted if g[2] in ("configmaps", "leases", "deployments")]
+
+
+def test_default_roles_are_the_documented_ones() -> None:
+    roles = {r["namespace"]: r["rules"] for r in _roles(render("--set", ALL_NAMESPACES))}
+    assert roles["kube-system"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": ["cluster-autoscaler-status"],
+            "verbs": ["get"],
+        }
+    ]
+    assert roles["jobset-system"] == [
+        {
+            "apiGroups": ["apps"],
+            "resources": ["deployments"],
+            "resourceNames": ["jobset-controller-manager"],
+            "verbs": ["get"],
+        },
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["6d4f6a47.jobset.x-k8s.io"],
+            "verbs": ["get"],
+        },
+    ]
+    assert sorted(roles) == ["aiperf-system", "jobset-system", "kube-system", "kubeflow-system", "kueue-system"]
+
+
+def test_without_a_cluster_and_without_a_list_no_role_is_rendered() -> None:
+    """rbac.namedReadNamespaces empty: only namespaces that exist (Helm's lookup) get a Role, and
+    `helm template` sees no cluster: none. The install of the default chart never fails on a missing
+    namespace (e2e/test_chart_rbac_live.py installs it on a real apiserver)."""
+    docs = render()
+    assert _roles(docs) == []
+    assert not [d for d in docs if d["kind"] == "Role" and d["metadata"]["namespace"] != NS]
+
+
+def test_listing_a_namespace_no_setting_names_is_refused() -> None:
+    proc = helm(
+        "template", "t", str(CHART), "--namespace", NS, "--set", "rbac.namedReadNamespaces={team-a}", check=False
+    )
+    assert proc.returncode != 0
+    assert (
+        'rbac.namedReadNamespaces lists "team-a", which no setting names (the namespaces of config.controllers, '
+        "config.nodeProvisioning.clusterAutoscalerStatus and config.kueue.admissionLease: aiperf-system, "
+        "jobset-system, kube-system, kubeflow-system, kueue-system)"
+    ) in proc.stderr
 
 
 def test_only_dry_run_writes_are_granted() -> None:
@@ -78,3 +202,26 @@ def test_secrets_are_only_ever_got_by_name() -> None:
     (never_read_namespaces), and the self-managed certificate Secret holds no CA key."""
     granted = _flatten(one(render(), "ClusterRole", FULL)["rules"])
     assert sorted(v for v, g, r in granted if (g, r) == ("", "secrets")) == ["get"]
+
+
+def test_capabilities_rbac_prints_the_rules_and_the_roles_of_the_config(tmp_path: Path) -> None:
+    """`preflight-webhook capabilities --rbac --config F`: what the chart renders for the same config."""
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("nodeProvisioning:\n  clusterAutoscalerStatus: autoscaling/ca-status\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "webhook", "capabilities", "--rbac", "--config", str(cfg), "-o", "json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["rules"] == one(render(), "ClusterRole", FULL)["rules"]
+    docs = render(
+        "--set",
+        "config.nodeProvisioning.clusterAutoscalerStatus=autoscaling/ca-status",
+        "--set",
+        "rbac.namedReadNamespaces={aiperf-system,autoscaling,jobset-system,kubeflow-system,kueue-system}",
+    )
+    assert doc["roles"] == _roles(docs)
+    assert "get configmaps autoscaling/ca-status" in doc["namedPermissions"]

@@ -252,3 +252,13 @@ def test_flavor_taints_and_tolerations() -> None:
     ) == ["f"]
     # a flavor without node labels says nothing about a custom label
     assert flavors_for({"nodeSelector": {"pool": "gpu"}}, [_flavor("default")]) == []
+
+
+def test_a_flavor_counts_only_for_nodes_not_there_yet() -> None:
+    """A flavor adds no node: only labels no node carries stand for a pool still to come (docs/fidelity.md)."""
+    # no selection at all: a label-less flavor is the nodes already judged, never "could add"
+    assert flavors_for({}, [_flavor("default")]) == []
+    gpu = _flavor("gpu", {"pool": "gpu"})
+    assert flavors_for({}, [gpu], nodes=[]) == ["gpu"]
+    assert flavors_for({}, [gpu], nodes=[{"metadata": {"labels": {"pool": "cpu"}}}]) == ["gpu"]
+    assert flavors_for({}, [gpu], nodes=[{"metadata": {"labels": {"pool": "gpu", "x": "y"}}}]) == []

@@ -32,4 +32,5 @@ def test_checks_that_do_io_stay_tasks() -> None:
         "Per-Node Schedulability",
         "Endpoint Service",  # the Service's EndpointSlices, listed on demand
         "Controllers",  # Deployments and Leases, read on demand
+        "Volume Claims",  # PersistentVolumeClaims, read by name on demand
     }

@@ -248,3 +248,36 @@ async def test_reflector_marks_denied_on_403_and_keeps_no_data() -> None:
     await run_until_idle(r, client)
     assert r.denied == "not permitted to list clusterqueues.kueue.x-k8s.io"
     assert not r.cache.synced
+
+
+def test_slim_keeps_what_persistent_volume_matching_reads() -> None:
+    """webhook/checks/storage.py reads FindMatchingVolume's fields; the volume source is dropped."""
+    affinity = {"required": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "Exists"}]}]}}
+    pv = {
+        "metadata": {"name": "pv-1", "labels": {"tier": "fast"}, "managedFields": [{}]},
+        "spec": {
+            "capacity": {"storage": "20Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "volumeMode": "Filesystem",
+            "storageClassName": "",
+            "claimRef": {"namespace": "a", "name": "c"},
+            "nodeAffinity": affinity,
+            "volumeAttributesClassName": "gold",
+            "csi": {"driver": "d", "volumeHandle": "h", "volumeAttributes": {"big": "x" * 1000}},
+            "mountOptions": ["ro"],
+        },
+        "status": {"phase": "Available", "lastPhaseTransitionTime": "2026-01-01T00:00:00Z"},
+    }
+    assert slim("persistentvolumes", pv) == {
+        "metadata": {"name": "pv-1", "labels": {"tier": "fast"}},
+        "spec": {
+            "capacity": {"storage": "20Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "volumeMode": "Filesystem",
+            "storageClassName": "",
+            "claimRef": {"namespace": "a", "name": "c"},
+            "nodeAffinity": affinity,
+            "volumeAttributesClassName": "gold",
+        },
+        "status": {"phase": "Available"},
+    }

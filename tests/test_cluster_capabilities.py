@@ -137,8 +137,10 @@ def test_required_permissions_default_uses_the_registry() -> None:
         expected.update(c.permissions)
         expected.update(c.optional_permissions)
     assert set(required_permissions(all_checks())) == expected
-    # the Kueue admission Lease is granted, but only optionally used
-    assert Permission("get", "leases", "coordination.k8s.io") in expected
+    # single objects are read by name in their namespace (named_permissions), never granted cluster-wide
+    for what in (("configmaps", ""), ("leases", "coordination.k8s.io"), ("deployments", "apps")):
+        assert Permission("get", *what) not in expected
+    assert all(not p.namespace and not p.name for p in expected)
 
 
 def test_rbac_rules_group_verbs_per_resource() -> None:
@@ -234,3 +236,196 @@ def test_capabilities_table_rendering() -> None:
         "Missing permissions: list resourcequotas",
         "Not cached: resourcequotas (not permitted to list resourcequotas)",
     ]
+
+
+# --- named reads: one object in one namespace, from the settings ----------------------------
+
+from webhook.checks import all_checks  # noqa: E402
+from webhook.checks.controllers import Controllers  # noqa: E402
+from webhook.checks.nodes import NodeSelectorMatch  # noqa: E402
+from webhook.cluster.capabilities import named_permissions, rbac_roles  # noqa: E402
+from webhook.config import Settings  # noqa: E402
+
+JOBSET_LEASE = Permission(
+    "get", "leases", "coordination.k8s.io", namespace="jobset-system", name="6d4f6a47.jobset.x-k8s.io"
+)
+AUTOSCALER = Permission("get", "configmaps", namespace="kube-system", name="cluster-autoscaler-status")
+
+
+def test_named_permissions_follow_the_settings() -> None:
+    perms = named_permissions(all_checks(), Settings())
+    assert [str(p) for p in perms] == [
+        "get deployments.apps aiperf-system/aiperf-operator",
+        "get deployments.apps jobset-system/jobset-controller-manager",
+        "get leases.coordination.k8s.io jobset-system/6d4f6a47.jobset.x-k8s.io",
+        "get configmaps kube-system/cluster-autoscaler-status",
+        "get deployments.apps kubeflow-system/kubeflow-trainer-controller-manager",
+        "get leases.coordination.k8s.io kubeflow-system/trainer.kubeflow.org",
+        "get deployments.apps kueue-system/kueue-controller-manager",
+        "get leases.coordination.k8s.io kueue-system/c1f6bfd2.kueue.x-k8s.io",
+    ]
+    assert perms == named_permissions(list(reversed(all_checks())), Settings())
+    assert AUTOSCALER in perms and JOBSET_LEASE in perms
+    moved = Settings(
+        nodeProvisioning={"clusterAutoscalerStatus": "autoscaler/ca-status"},
+        controllers={"aiperf": {"namespace": "bench-ops", "deployment": "op", "lease": "op-lock"}},
+        kueue={"admissionLease": "provreq"},
+    )
+    got = {str(p) for p in named_permissions(all_checks(), moved)}
+    assert {
+        "get configmaps autoscaler/ca-status",
+        "get deployments.apps bench-ops/op",
+        "get leases.coordination.k8s.io bench-ops/op-lock",
+        "get leases.coordination.k8s.io kube-system/provreq",  # a bare name is in kube-system
+    } <= got
+    assert "get configmaps kube-system/cluster-autoscaler-status" not in got
+    assert not any("aiperf-system" in p for p in got)
+    off = Settings(nodeProvisioning={"clusterAutoscalerStatus": ""})
+    assert not [p for p in named_permissions(all_checks(), off) if p.resource == "configmaps"]
+
+
+def test_named_permissions_render_as_one_role_per_namespace_with_resource_names() -> None:
+    roles = rbac_roles(named_permissions(all_checks(), Settings()))
+    assert roles == [
+        {
+            "namespace": "aiperf-system",
+            "rules": [
+                {
+                    "apiGroups": ["apps"],
+                    "resources": ["deployments"],
+                    "resourceNames": ["aiperf-operator"],
+                    "verbs": ["get"],
+                }
+            ],
+        },
+        {
+            "namespace": "jobset-system",
+            "rules": [
+                {
+                    "apiGroups": ["apps"],
+                    "resources": ["deployments"],
+                    "resourceNames": ["jobset-controller-manager"],
+                    "verbs": ["get"],
+                },
+                {
+                    "apiGroups": ["coordination.k8s.io"],
+                    "resources": ["leases"],
+                    "resourceNames": ["6d4f6a47.jobset.x-k8s.io"],
+                    "verbs": ["get"],
+                },
+            ],
+        },
+        {
+            "namespace": "kube-system",
+            "rules": [
+                {
+                    "apiGroups": [""],
+                    "resources": ["configmaps"],
+                    "resourceNames": ["cluster-autoscaler-status"],
+                    "verbs": ["get"],
+                }
+            ],
+        },
+        {
+            "namespace": "kubeflow-system",
+            "rules": [
+                {
+                    "apiGroups": ["apps"],
+                    "resources": ["deployments"],
+                    "resourceNames": ["kubeflow-trainer-controller-manager"],
+                    "verbs": ["get"],
+                },
+                {
+                    "apiGroups": ["coordination.k8s.io"],
+                    "resources": ["leases"],
+                    "resourceNames": ["trainer.kubeflow.org"],
+                    "verbs": ["get"],
+                },
+            ],
+        },
+        {
+            "namespace": "kueue-system",
+            "rules": [
+                {
+                    "apiGroups": ["apps"],
+                    "resources": ["deployments"],
+                    "resourceNames": ["kueue-controller-manager"],
+                    "verbs": ["get"],
+                },
+                {
+                    "apiGroups": ["coordination.k8s.io"],
+                    "resources": ["leases"],
+                    "resourceNames": ["c1f6bfd2.kueue.x-k8s.io"],
+                    "verbs": ["get"],
+                },
+            ],
+        },
+    ]
+
+
+def test_a_named_permission_is_asked_for_that_object_in_its_namespace() -> None:
+    assert ssar_body(AUTOSCALER)["spec"]["resourceAttributes"] == {
+        "verb": "get",
+        "resource": "configmaps",
+        "group": "",
+        "namespace": "kube-system",
+        "name": "cluster-autoscaler-status",
+    }
+    assert str(AUTOSCALER) == "get configmaps kube-system/cluster-autoscaler-status"
+
+
+def _controller_perms(settings: Settings) -> list[Permission]:
+    return [p for p in named_permissions([Controllers()], settings)]
+
+
+def test_controllers_is_lowered_only_when_none_of_its_named_reads_is_permitted() -> None:
+    s = Settings()
+    mine = _controller_perms(s)
+    assert len(mine) == 7  # four Deployments, three Leases (the AIPerf operator elects none)
+    # only JobSet's namespace granted (the others not installed): the check runs
+    perms = granted(
+        *[p for p in mine if p.namespace == "jobset-system"],
+        denied=tuple(p for p in mine if p.namespace != "jobset-system"),
+    )
+    cap = capability_of(Controllers(), served=served_all, perms=perms, settings=s)
+    assert (cap.value, cap.source, cap.reason) == ("yes", "probed", "")
+    # the cluster-wide get is denied, as the chart no longer grants it: irrelevant to the named reads
+    perms[Permission("get", "leases", "coordination.k8s.io")] = PermissionResult(False)
+    assert capability_of(Controllers(), served=served_all, perms=perms, settings=s).value == "yes"
+    # none granted: lowered, naming every named read
+    cap = capability_of(Controllers(), served=served_all, perms=granted(denied=tuple(mine)), settings=s)
+    assert cap.value == "no"
+    assert cap.reason == "not permitted to " + ", ".join(str(p) for p in mine)
+    assert cap.reason.startswith(
+        "not permitted to get deployments.apps aiperf-system/aiperf-operator, "
+        "get deployments.apps jobset-system/jobset-controller-manager, "
+        "get leases.coordination.k8s.io jobset-system/6d4f6a47.jobset.x-k8s.io, "
+    )
+    # not asked at all (SSAR failed): unknown, the check runs and reports what it meets
+    cap = capability_of(Controllers(), served=served_all, perms={}, settings=s)
+    assert cap.value == "unknown" and cap.reason == f"could not verify {mine[0]}: not asked"
+
+
+def test_an_optional_named_read_never_lowers_its_check() -> None:
+    nodes = (Permission("list", "nodes"), Permission("watch", "nodes"))
+    perms = granted(*nodes, denied=(AUTOSCALER,))
+    cap = capability_of(NodeSelectorMatch(), served=served_all, perms=perms, settings=Settings())
+    assert cap.value == "yes"
+
+
+def test_named_reads_in_namespaces_that_do_not_exist_do_not_lower_controllers() -> None:
+    """Nothing installed (no controller namespace exists, so the chart rendered no Role): the check runs
+    and reports "not found"; one namespace exists but may not be read: lowered, naming only its reads."""
+    s = Settings()
+    mine = _controller_perms(s)
+    perms = granted(denied=tuple(mine))
+    cap = capability_of(Controllers(), served=served_all, perms=perms, settings=s, namespace_exists=lambda ns: False)
+    assert (cap.value, cap.reason) == ("yes", "")
+    cap = capability_of(
+        Controllers(), served=served_all, perms=perms, settings=s, namespace_exists=lambda ns: ns == "kueue-system"
+    )
+    assert (cap.value, cap.reason) == (
+        "no",
+        "not permitted to get deployments.apps kueue-system/kueue-controller-manager, "
+        "get leases.coordination.k8s.io kueue-system/c1f6bfd2.kueue.x-k8s.io",
+    )

@@ -9,6 +9,7 @@ import pytest
 from aiohttp import web
 from kubernetes_asyncio import client as k8s_client
 
+from webhook.checks import all_checks
 from webhook.cluster.client import KubeClient, check_path
 from webhook.cluster.live import LiveClusterView, never_read_namespaces, own_namespace
 from webhook.cluster.names import is_dns1123_label, is_dns1123_subdomain
@@ -33,9 +34,13 @@ class RecordingClient:
         pass
 
 
+#: the Kueue admission Lease read by name: a declared named read of the registered checks
+LOCK = Settings(kueue={"admissionLease": "kueue-system/lock"})
+
+
 def view(settings: Settings | None = None, own_ns: str = "preflight-system") -> tuple[LiveClusterView, RecordingClient]:
     rc = RecordingClient()
-    v = LiveClusterView(settings or Settings(), rc, checks=[], own_ns=own_ns)  # type: ignore[arg-type]
+    v = LiveClusterView(settings or LOCK, rc, checks=all_checks(), own_ns=own_ns)  # type: ignore[arg-type]
     return v, rc
 
 
@@ -65,6 +70,98 @@ async def test_valid_names_are_read() -> None:
     assert await v.get_object("coordination.k8s.io/v1", "leases", "kueue-system", "..", Deadline(5)) is None
     assert await v.get_object("coordination.k8s.io/v1", "leases", "kueue-system", "lock", Deadline(5)) is not None
     assert rc.paths[-1] == "/apis/coordination.k8s.io/v1/namespaces/kueue-system/leases/lock"
+
+
+async def test_named_reads_of_the_settings_are_sent() -> None:
+    """The defaults name the controllers' Deployments and Leases and the cluster-autoscaler status ConfigMap."""
+    v, rc = view(Settings())
+    reads = [
+        ("v1", "configmaps", "kube-system", "cluster-autoscaler-status"),
+        ("apps/v1", "deployments", "jobset-system", "jobset-controller-manager"),
+        ("coordination.k8s.io/v1", "leases", "jobset-system", "6d4f6a47.jobset.x-k8s.io"),
+        ("coordination.k8s.io/v1", "leases", "kueue-system", "c1f6bfd2.kueue.x-k8s.io"),
+        ("apps/v1", "deployments", "aiperf-system", "aiperf-operator"),
+    ]
+    for api, res, ns, name in reads:
+        assert await v.get_object(api, res, ns, name, Deadline(5)) is not None
+    assert rc.paths[0] == "/api/v1/namespaces/kube-system/configmaps/cluster-autoscaler-status"
+    assert rc.paths[1] == "/apis/apps/v1/namespaces/jobset-system/deployments/jobset-controller-manager"
+    assert len(rc.paths) == len(reads)
+
+
+@pytest.mark.parametrize(
+    ("api", "resource", "namespace", "name", "message"),
+    [
+        (
+            "v1",
+            "configmaps",
+            "kube-system",
+            "kubeadm-config",
+            'the webhook does not read configmaps "kubeadm-config" in namespace "kube-system" (not a declared read)',
+        ),
+        (
+            "v1",
+            "configmaps",
+            "team-a",
+            "cluster-autoscaler-status",
+            'the webhook does not read configmaps "cluster-autoscaler-status" in namespace "team-a" (not a declared read)',
+        ),
+        (
+            "coordination.k8s.io/v1",
+            "leases",
+            "jobset-system",
+            "other",
+            'the webhook does not read leases.coordination.k8s.io "other" in namespace "jobset-system" (not a declared read)',
+        ),
+        (
+            "apps/v1",
+            "deployments",
+            "kueue-system",
+            "jobset-controller-manager",
+            'the webhook does not read deployments.apps "jobset-controller-manager" in namespace "kueue-system" '
+            "(not a declared read)",
+        ),
+        ("v1", "nodes", None, "node-1", 'the webhook does not read nodes "node-1" (not a declared read)'),
+    ],
+)
+async def test_a_get_outside_the_declared_reads_is_refused_without_a_request(
+    api: str, resource: str, namespace: str | None, name: str, message: str
+) -> None:
+    v, rc = view(Settings())
+    with pytest.raises(ApiError) as exc:
+        await v.get_object(api, resource, namespace, name, Deadline(5))
+    assert exc.value.forbidden and exc.value.reason == "Forbidden"
+    assert exc.value.message == message
+    assert rc.paths == []
+
+
+async def test_a_read_follows_the_settings_not_the_defaults() -> None:
+    """controllers.jobset moved: its new Lease is read, the default one no longer."""
+    moved = Settings(controllers={"jobset": {"namespace": "batch", "deployment": "", "lease": "js-lock"}})
+    v, rc = view(moved)
+    assert await v.get_object("coordination.k8s.io/v1", "leases", "batch", "js-lock", Deadline(5)) is not None
+    with pytest.raises(ApiError) as exc:
+        await v.get_object("coordination.k8s.io/v1", "leases", "jobset-system", "6d4f6a47.jobset.x-k8s.io", Deadline(5))
+    assert exc.value.message == (
+        'the webhook does not read leases.coordination.k8s.io "6d4f6a47.jobset.x-k8s.io" in namespace '
+        '"jobset-system" (not a declared read)'
+    )
+    none = Settings(nodeProvisioning={"clusterAutoscalerStatus": ""})
+    v, rc = view(none)
+    with pytest.raises(ApiError):
+        await v.get_object("v1", "configmaps", "kube-system", "cluster-autoscaler-status", Deadline(5))
+    assert rc.paths == []
+
+
+async def test_a_list_outside_the_declared_reads_is_refused_without_a_request() -> None:
+    v, rc = view(Settings())
+    assert await v.list_objects("discovery.k8s.io/v1", "endpointslices", "team-a", "a=b", Deadline(5)) == []
+    assert rc.paths == ["/apis/discovery.k8s.io/v1/namespaces/team-a/endpointslices"]
+    with pytest.raises(ApiError) as exc:
+        await v.list_objects("v1", "configmaps", "team-a", "a=b", Deadline(5))
+    assert exc.value.forbidden
+    assert exc.value.message == "the webhook does not list configmaps (not a declared read)"
+    assert len(rc.paths) == 1
 
 
 async def test_get_object_never_reads_secrets() -> None:
@@ -171,3 +268,30 @@ async def test_a_volume_reference_to_an_invalid_secret_name_fails_as_the_kubelet
     assert r.status is Status.FAIL
     assert r.message.startswith('".." is not a valid Secret name (referenced by ')
     assert "the kubelet will never find it" in r.message
+
+
+class ForbiddingClient(RecordingClient):
+    """RBAC's answer where no Role grants the read."""
+
+    async def request(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        self.paths.append(path)
+        raise ApiError(
+            403, 'leases.coordination.k8s.io "l" is forbidden: User "u" cannot get resource "leases"', "Forbidden"
+        )
+
+
+@pytest.mark.parametrize(("exists", "found"), [(False, "not found"), (True, "forbidden")])
+async def test_a_forbidden_named_read_in_a_namespace_that_does_not_exist_is_not_found(exists: bool, found: str) -> None:
+    """No namespace, no Role (the chart renders none there): nothing can be in it, so "not found";
+    an existing namespace without a Role stays "not permitted"."""
+    fc = ForbiddingClient()
+    v = LiveClusterView(LOCK, fc, checks=all_checks(), own_ns="preflight-system")  # type: ignore[arg-type]
+    v._namespace_exists = lambda ns: exists  # type: ignore[method-assign]
+    read = v.get_object("coordination.k8s.io/v1", "leases", "kueue-system", "lock", Deadline(5))
+    if found == "not found":
+        assert await read is None
+    else:
+        with pytest.raises(ApiError) as exc:
+            await read
+        assert exc.value.forbidden
+    assert fc.paths == ["/apis/coordination.k8s.io/v1/namespaces/kueue-system/leases/lock"]

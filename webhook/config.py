@@ -102,6 +102,45 @@ class ControllersSettings(_Model):
     ttl_seconds: float = Field(5.0, ge=0, le=300, alias="ttlSeconds")
 
 
+PodSecurityLevel = Literal["privileged", "baseline", "restricted"]
+#: k8s.io/pod-security-admission api/helpers.go ParseVersion: "latest" or "v1.<minor>"
+_PSA_VERSION = r"^(latest|v1\.([0-9]|[1-9][0-9]*))$"
+
+
+class PodSecurityDefaults(_Model):
+    """The PodSecurity AdmissionConfiguration's `defaults` (same keys): the levels of a namespace
+    without labels. Upstream's default: privileged, latest (pod-security-admission
+    admission/api/v1/defaults.go)."""
+
+    enforce: PodSecurityLevel = "privileged"
+    enforce_version: str = Field("latest", alias="enforce-version", pattern=_PSA_VERSION)
+    audit: PodSecurityLevel = "privileged"
+    audit_version: str = Field("latest", alias="audit-version", pattern=_PSA_VERSION)
+    warn: PodSecurityLevel = "privileged"
+    warn_version: str = Field("latest", alias="warn-version", pattern=_PSA_VERSION)
+
+
+class PodSecurityExemptions(_Model):
+    """The PodSecurity AdmissionConfiguration's `exemptions` (same keys); upstream's default: none."""
+
+    usernames: list[str] = Field(default_factory=list)
+    runtime_classes: list[str] = Field(default_factory=list, alias="runtimeClasses")
+    namespaces: list[str] = Field(default_factory=list)
+
+
+class PodSecuritySettings(_Model):
+    """What the Pod Security check cannot read from the cluster (checks/podsecurity.py)."""
+
+    defaults: PodSecurityDefaults = Field(default_factory=PodSecurityDefaults)
+    exemptions: PodSecurityExemptions = Field(default_factory=PodSecurityExemptions)
+    #: who creates the job's pods: the Job controller, as kube-controller-manager runs it with
+    #: --use-service-account-credentials (kubeadm and most distributions); without that flag it is
+    #: "system:kube-controller-manager". Matched against exemptions.usernames.
+    pod_creator: str = Field("system:serviceaccount:kube-system:job-controller", alias="podCreator", min_length=1)
+    #: the apiserver's UserNamespacesPodSecurityStandards feature gate (alpha, off by default)
+    relax_for_user_namespaces: bool = Field(False, alias="relaxForUserNamespaces")
+
+
 class ObjectLimits(_Model):
     """Bounds checked before any rendering: an object past them is answered "too large to check".
 
@@ -189,6 +228,7 @@ class Settings(_Model):
         default_factory=NodeProvisioningSettings, alias="nodeProvisioning"
     )
     controllers: ControllersSettings = Field(default_factory=ControllersSettings)
+    pod_security: PodSecuritySettings = Field(default_factory=PodSecuritySettings, alias="podSecurity")
 
     @field_validator("checks", mode="before")
     @classmethod

@@ -18,16 +18,30 @@ JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
 
 @dataclass(frozen=True)
 class Permission:
-    """One (verb, group, resource) a check needs; probed by SelfSubjectAccessReview at start-up."""
+    """One (verb, group, resource) a check needs; probed by SelfSubjectAccessReview at start-up.
+
+    With `namespace` and `name` it is one named object in one namespace (a single-object read
+    the settings configure, e.g. the cluster-autoscaler status ConfigMap): the chart grants it
+    by a Role with `resourceNames` in that namespace, not cluster-wide."""
 
     verb: str
     resource: str
     group: str = ""
     subresource: str = ""
+    namespace: str = ""
+    name: str = ""
+
+    @property
+    def what(self) -> str:
+        """`leases.coordination.k8s.io`, `configmaps`: the resource as RBAC and kubectl spell it."""
+        res = f"{self.resource}/{self.subresource}" if self.subresource else self.resource
+        return f"{res}.{self.group}" if self.group else res
 
     def __str__(self) -> str:
-        res = f"{self.resource}/{self.subresource}" if self.subresource else self.resource
-        return f"{self.verb} {res}.{self.group}" if self.group else f"{self.verb} {res}"
+        if self.name:
+            where = f"{self.namespace}/{self.name}" if self.namespace else self.name
+            return f"{self.verb} {self.what} {where}"
+        return f"{self.verb} {self.what}"
 
 
 class ApiError(Exception):

@@ -6,6 +6,11 @@
     .venv/bin/python charts/preflight-webhook/gen-rbac.py --check  # exit 1 when it is out of date
 
 tests/test_chart_rbac.py renders the chart and compares the rules with the same list.
+
+The named single-object reads (a controller's Lease, the cluster-autoscaler status ConfigMap) are
+not cluster-wide rules: they depend on the config values, so templates/_named-reads.tpl derives
+them at render time (a Role with resourceNames per namespace), and tests/test_chart_rbac.py
+compares those Roles with `webhook.cluster.capabilities.named_permissions()` of the rendered config.
 """
 
 from __future__ import annotations

@@ -18,11 +18,13 @@ from webhook.checks import (
     names,
     netpol,
     nodes,
+    podsecurity,
     quotas,
     render,
     runtime,
     secrets,
     serviceaccount,
+    storage,
     sweep,
 )
 from webhook.checks.base import Check
@@ -39,12 +41,14 @@ _FAMILIES = (
     gpu,
     secrets,
     serviceaccount,
+    storage,
     quotas,
     kueue,
     nodes,
     endpoint,
     netpol,
     controllers,
+    podsecurity,
     dryrun,
 )
 

@@ -52,6 +52,9 @@ class Check:
     #: RBAC the check uses when configured for it (e.g. the Kueue admission Lease); granted by the
     #: chart, but a missing one only turns that part of the check into "cannot verify"
     optional_permissions: ClassVar[tuple[Permission, ...]] = ()
+    #: True: the check is lowered to skip when not one of its named_permissions is permitted (it has
+    #: nothing left to read); False: a missing one only turns that read into "cannot verify"
+    named_permissions_required: ClassVar[bool] = False
     #: group/versions that must be served ("v1", "kueue.x-k8s.io/v1beta2")
     apis: ClassVar[tuple[str, ...]] = ()
     #: a one-line description for docs, `--help` and /capabilities
@@ -63,6 +66,12 @@ class Check:
     #: runs it in the request's own task instead of a task per check (that costs more than most
     #: checks do). A check that awaits I/O must leave this False so the deadline can cut it off.
     synchronous: ClassVar[bool] = False
+
+    def named_permissions(self, settings: Settings) -> tuple[Permission, ...]:
+        """The single objects, by namespace and name, that `settings` make this check read (a
+        Permission with `namespace` and `name` each): granted by a Role with `resourceNames` in
+        that namespace, probed one by one, and the only objects of their kind the client reads."""
+        return ()
 
     async def run(self, ctx: CheckContext) -> CheckResult | list[CheckResult]:  # pragma: no cover
         raise NotImplementedError

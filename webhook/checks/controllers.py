@@ -34,7 +34,7 @@ from typing import Any
 from webhook.checks.base import AIPERFJOB, AIPERFSWEEP, TRAINJOB, Check, CheckContext, Permission
 from webhook.checks.common import before_deadline
 from webhook.checks.kueue_queue import _resolve
-from webhook.config import ControllerRef
+from webhook.config import ControllerRef, Settings
 from webhook.kube import ApiError
 from webhook.results import CheckResult, Status
 
@@ -87,6 +87,18 @@ def needed(ctx: CheckContext) -> list[tuple[str, ControllerRef]]:
     if q is not None or remote:
         out.append(("Kueue", cfg.kueue))
     return out
+
+
+def controller_permissions(settings: Settings) -> tuple[Permission, ...]:
+    """`get` of each configured controller's Lease and Deployment, in its namespace, by name."""
+    out: list[Permission] = []
+    cfg = settings.controllers
+    for ref in (cfg.jobset, cfg.trainer, cfg.kueue, cfg.aiperf):
+        if ref.lease:
+            out.append(Permission("get", "leases", "coordination.k8s.io", namespace=ref.namespace, name=ref.lease))
+        if ref.deployment:
+            out.append(Permission("get", "deployments", "apps", namespace=ref.namespace, name=ref.deployment))
+    return tuple(out)
 
 
 def _why(exc: ApiError, resource: str) -> str:
@@ -156,11 +168,16 @@ class Controllers(Check):
     default_action = "warn"  # a controller down now may be back in a minute: never a deny on its own
     needs_cluster = True
     needs_pod_groups = False
-    permissions = (Permission("get", "deployments", "apps"), Permission("get", "leases", "coordination.k8s.io"))
+    # the Deployment and Lease of each controller in settings.controllers, by name (a Role each):
+    # lowered only when not one of them may be read
+    named_permissions_required = True
     summary = (
         "The controllers the job needs (JobSet; Trainer for TrainJobs; the AIPerf operator for AIPerfJobs; Kueue "
         "when queued) are running: leader-election Lease renewed within its duration, or Deployment Ready."
     )
+
+    def named_permissions(self, settings: Settings) -> tuple[Permission, ...]:
+        return controller_permissions(settings)
 
     async def run(self, ctx: CheckContext) -> CheckResult:
         assert ctx.view is not None

@@ -46,6 +46,7 @@ from webhook.checks.kueue_queue import (
     selector_matches,
     selector_text,
 )
+from webhook.config import Settings
 from webhook.kube import ApiError, Permission
 from webhook.results import CheckResult, Status
 
@@ -228,16 +229,33 @@ def _age(seconds: float) -> str:
     return f"{seconds:.0f}s" if seconds < 120 else f"{seconds / 60:.0f}m"
 
 
+def admission_lease_ref(settings: Settings) -> tuple[str, str] | None:
+    """(namespace, name) of kueue.admissionLease ("namespace/name", or a name in kube-system)."""
+    ref = settings.kueue.admission_lease or ""
+    if not ref:
+        return None
+    lns, _, lname = ref.partition("/")
+    if not lname:
+        lns, lname = "kube-system", lns
+    return lns, lname
+
+
 class KueueAdmissionChecks(Check):
     name = "Kueue Admission Checks"
     needs_cluster = True
     needs_pod_groups = False
     permissions = (*cached("localqueues", GROUP), *cached("clusterqueues", GROUP), *cached("admissionchecks", GROUP))
-    optional_permissions = (Permission("get", "leases", "coordination.k8s.io"),)
     summary = (
         "Every AdmissionCheck of the ClusterQueue exists and is Active; optionally one belongs to the configured controller "
         "(kueue.admissionCheckController) whose Lease (kueue.admissionLease) was renewed recently."
     )
+
+    def named_permissions(self, settings: Settings) -> tuple[Permission, ...]:
+        """`get` of the admission controller's Lease (kueue.admissionLease), when configured."""
+        ref = admission_lease_ref(settings)
+        return (
+            () if ref is None else (Permission("get", "leases", "coordination.k8s.io", namespace=ref[0], name=ref[1]),)
+        )
 
     async def run(self, ctx: CheckContext) -> CheckResult | list[CheckResult]:
         assert ctx.view is not None
@@ -309,10 +327,7 @@ class KueueAdmissionChecks(Check):
         """The admission controller's Lease: exists, has a holder, renewed within leaseMaxAgeSeconds."""
         assert ctx.view is not None
         kcfg = ctx.settings.kueue
-        ref = kcfg.admission_lease or ""
-        lns, _, lname = ref.partition("/")
-        if not lname:
-            lns, lname = "kube-system", lns
+        lns, lname = admission_lease_ref(ctx.settings) or ("kube-system", "")
         try:
             lease = await ctx.view.get_object("coordination.k8s.io/v1", "leases", lns, lname, ctx.deadline)
         except ApiError as exc:

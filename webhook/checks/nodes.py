@@ -26,8 +26,9 @@ from decimal import Decimal
 from typing import Any
 
 from webhook.checks import provisioning
-from webhook.checks.base import AIPERFJOB, Check, CheckContext
+from webhook.checks.base import AIPERFJOB, Check, CheckContext, Permission
 from webhook.checks.common import cached, plural, with_stale
+from webhook.config import Settings
 from webhook.quantity import format_quantity, parse_quantity
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import PodGroup, Workload
@@ -234,6 +235,9 @@ class NodeSelectorMatch(Check):
         "or a Karpenter NodePool, cluster-autoscaler or Kueue ResourceFlavor could add one."
     )
 
+    def named_permissions(self, settings: Settings) -> tuple[Permission, ...]:
+        return provisioning.autoscaler_permissions(settings)
+
     async def run(self, ctx: CheckContext) -> CheckResult | list[CheckResult]:
         assert ctx.view is not None
         wl = ctx.workload
@@ -302,6 +306,9 @@ class PerNodeSchedulability(Check):
         "Each pod fits the allocatable of one Ready, schedulable node that it selects and whose taints it tolerates, "
         "or a Karpenter NodePool, cluster-autoscaler or Kueue ResourceFlavor could add one."
     )
+
+    def named_permissions(self, settings: Settings) -> tuple[Permission, ...]:
+        return provisioning.autoscaler_permissions(settings)
 
     async def run(self, ctx: CheckContext) -> CheckResult | list[CheckResult]:
         assert ctx.view is not None

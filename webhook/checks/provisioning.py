@@ -25,7 +25,12 @@ ask this module what could add one:
   `nodeLabels` and `nodeTaints`, and Kueue adds its `tolerations` to the pods it admits on
   it. A flavor could place the pod when its labels are compatible with the pod's selection
   (Karpenter's rule above, the flavor's labels as the only defined ones) and the pod, with
-  the flavor's tolerations, tolerates its taints.
+  the flavor's tolerations, tolerates its taints. A flavor adds no node by itself, though:
+  the fidelity matrix on the real stack (docs/fidelity.md, `cpu-more-than-a-node-has`) saw a
+  job admitted because of a label-less flavor never start. So a flavor counts as "could add"
+  only when it names `nodeLabels` that no node carries today: a pool the admin expects but
+  that has no node now (scaled to zero, or made by a provisioner we cannot see). A flavor
+  without labels, or whose nodes exist, describes the nodes already judged.
 
 A source that cannot be read (its API is served but the cache is missing: no permission, not
 synced; the ConfigMap read is refused or fails) is named as unreadable, and the caller warns
@@ -39,6 +44,7 @@ from typing import Any
 
 from webhook.checks.base import CheckContext, Permission
 from webhook.checks.common import before_deadline
+from webhook.config import Settings
 from webhook.kube import ApiError
 
 KARPENTER_API = "karpenter.sh/v1"
@@ -75,8 +81,22 @@ PERMISSIONS = (
     Permission("watch", "nodepools", "karpenter.sh"),
     Permission("list", "resourceflavors", "kueue.x-k8s.io"),
     Permission("watch", "resourceflavors", "kueue.x-k8s.io"),
-    Permission("get", "configmaps"),
 )
+
+
+def autoscaler_status_ref(settings: Settings) -> tuple[str, str] | None:
+    """(namespace, name) of cluster-autoscaler's status ConfigMap, None when not looked for."""
+    ref = settings.node_provisioning.cluster_autoscaler_status
+    if not ref:
+        return None
+    ns, _, name = ref.partition("/")
+    return ns, name
+
+
+def autoscaler_permissions(settings: Settings) -> tuple[Permission, ...]:
+    """`get` of that one ConfigMap (a Role in its namespace, not `get configmaps` cluster-wide)."""
+    ref = autoscaler_status_ref(settings)
+    return () if ref is None else (Permission("get", "configmaps", namespace=ref[0], name=ref[1]),)
 
 
 def _well_known(key: str) -> bool:
@@ -312,14 +332,23 @@ def nodepools_for(pod_spec: dict[str, Any], nodepools: list[dict[str, Any]]) -> 
     return out
 
 
-def flavors_for(pod_spec: dict[str, Any], flavors: list[dict[str, Any]]) -> list[str]:
-    """Names of the ResourceFlavors whose nodes could take this pod."""
+def flavors_for(
+    pod_spec: dict[str, Any], flavors: list[dict[str, Any]], nodes: list[dict[str, Any]] | None = None
+) -> list[str]:
+    """Names of the ResourceFlavors that stand for nodes not there yet and that could take this pod.
+
+    A flavor without `nodeLabels`, or one some node in `nodes` already carries every label of,
+    describes existing nodes (see the module docstring) and is not counted.
+    """
     options = pod_requirement_options(pod_spec)
     base_tols = [t for t in pod_spec.get("tolerations") or [] if isinstance(t, dict)]
+    node_labels = [((n.get("metadata") or {}).get("labels") or {}) for n in nodes or []]
     out = []
     for rf in flavors:
         spec = rf.get("spec") or {}
         labels = dict(spec.get("nodeLabels") or {})
+        if not labels or any(all(nl.get(k) == v for k, v in labels.items()) for nl in node_labels):
+            continue
         offered = from_labels(labels)
         tols = base_tols + [t for t in spec.get("tolerations") or [] if isinstance(t, dict)]
         taints = [t for t in spec.get("nodeTaints") or [] if isinstance(t, dict)]
@@ -352,11 +381,11 @@ async def provisioning_for(ctx: CheckContext, pod_spec: dict[str, Any]) -> Provi
         else:
             p.looked_at.append(f"no Karpenter NodePool matches (of {len(pools)})")
     # cluster-autoscaler
-    ref = ctx.settings.node_provisioning.cluster_autoscaler_status
-    if not ref:
+    ref = autoscaler_status_ref(ctx.settings)
+    if ref is None:
         p.looked_at.append("cluster-autoscaler not looked for (nodeProvisioning.clusterAutoscalerStatus is empty)")
     else:
-        ns, _, name = ref.partition("/")
+        ns, name = ref
         try:
             cm = await before_deadline(
                 ctx, view.get_object("v1", "configmaps", ns, name, ctx.deadline, ttl=AUTOSCALER_STATUS_TTL)
@@ -376,7 +405,7 @@ async def provisioning_for(ctx: CheckContext, pod_spec: dict[str, Any]) -> Provi
         p.unreadable.append("Kueue ResourceFlavors unreadable: no list/watch permission, or not synced")
     else:
         flavors = view.list_cached("resourceflavors")
-        names = flavors_for(pod_spec, flavors)
+        names = flavors_for(pod_spec, flavors, view.list_cached("nodes"))
         if names:
             p.could_add.append("Kueue ResourceFlavor " + ", ".join(f'"{n}"' for n in names[:3]))
         else:

@@ -3,7 +3,8 @@
 Runs the same start-up probe as the server (discovery + SelfSubjectAccessReviews with
 the caller's credentials) and prints every check with value (yes | no | unknown),
 source (probed | declared) and reason — the same data as GET /capabilities.
-`--rbac` prints the RBAC rules the webhook needs, without contacting a cluster.
+`--rbac` prints the RBAC rules the webhook needs, without contacting a cluster: the ClusterRole's
+rules and, for the settings (`--config`), the Roles of its named reads, one per namespace.
 """
 
 from __future__ import annotations
@@ -37,31 +38,41 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--wait", type=float, default=30.0, metavar="SECONDS", help="longest wait for the probe (default: 30)"
     )
     p.add_argument(
-        "--rbac", action="store_true", help="print the RBAC rules the webhook needs and exit (no cluster access)"
+        "--rbac",
+        action="store_true",
+        help="print the RBAC rules the webhook needs (ClusterRole rules; Roles of the named reads of --config) "
+        "and exit (no cluster access)",
     )
     return p
 
 
 def run(args: argparse.Namespace) -> int:
     out, err = sys.stdout, sys.stderr
-    if args.rbac:
-        return _print_rbac(args.output, out)
     try:
         settings = load_settings(args.config, known_checks=check_names())
     except ConfigError as exc:
         print(f"error: {exc}", file=err)
         return 2
+    if args.rbac:
+        return _print_rbac(args.output, settings, out)
     return asyncio.run(_probe(args, settings, out, err))
 
 
-def _print_rbac(fmt: str, out: TextIO) -> int:
-    from webhook.cluster.capabilities import rbac_rules, required_permissions
+def _print_rbac(fmt: str, settings: Any, out: TextIO) -> int:
+    from webhook.cluster.capabilities import named_permissions, rbac_roles, rbac_rules, required_permissions
 
     perms = required_permissions(all_checks())
+    named = named_permissions(all_checks(), settings)
     if fmt == "json":
-        out.write(json.dumps({"permissions": [str(p) for p in perms], "rules": rbac_rules(perms)}, indent=2) + "\n")
+        doc = {
+            "permissions": [str(p) for p in perms],
+            "rules": rbac_rules(perms),
+            "namedPermissions": [str(p) for p in named],
+            "roles": rbac_roles(named),
+        }
+        out.write(json.dumps(doc, indent=2) + "\n")
     else:
-        out.write(yaml.safe_dump({"rules": rbac_rules(perms)}, sort_keys=False))
+        out.write(yaml.safe_dump({"rules": rbac_rules(perms), "roles": rbac_roles(named)}, sort_keys=False))
     return 0
 
 

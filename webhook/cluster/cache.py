@@ -56,6 +56,7 @@ KUEUE = "kueue.x-k8s.io"
 SCHEDULING = "scheduling.k8s.io"
 KARPENTER = "karpenter.sh"
 NETWORKING = "networking.k8s.io"
+STORAGE = "storage.k8s.io"
 
 #: every cache the view keeps, in start order
 CACHE_SPECS: tuple[CacheSpec, ...] = (
@@ -75,6 +76,8 @@ CACHE_SPECS: tuple[CacheSpec, ...] = (
     CacheSpec("resourceflavors", KUEUE, "v1beta2", False),  # nodeLabels/nodeTaints: could a flavor place a pod
     CacheSpec("nodepools", KARPENTER, "v1", False),  # Karpenter: could a NodePool add a node for a pod
     CacheSpec("networkpolicies", NETWORKING, "v1", True),  # would the job's own traffic be dropped
+    CacheSpec("storageclasses", STORAGE, "v1", False),  # Volume Claims: the default class, provisioners
+    CacheSpec("persistentvolumes", CORE, "v1", False),  # Volume Claims: could a PV bind a claim no class provisions
 )
 SPECS_BY_RESOURCE = {s.resource: s for s in CACHE_SPECS}
 
@@ -118,6 +121,14 @@ def slim(resource: str, obj: dict[str, Any]) -> dict[str, Any]:
         obj.pop("status", None)
     elif resource in ("resourceflavors", "networkpolicies"):
         obj.pop("status", None)
+    elif resource == "persistentvolumes":
+        spec = obj.get("spec")
+        if isinstance(spec, dict):  # the volume source (csi attributes, mount options) is not read
+            keep = ("capacity", "accessModes", "volumeMode", "storageClassName", "claimRef", "nodeAffinity")
+            obj["spec"] = {k: spec[k] for k in (*keep, "volumeAttributesClassName") if k in spec}
+        status = obj.get("status")
+        if isinstance(status, dict):
+            obj["status"] = {k: status[k] for k in ("phase",) if k in status}
     elif resource == "namespaces":
         obj.pop("spec", None)  # finalizers only
     return obj

@@ -24,6 +24,7 @@ from typing import Any
 
 from webhook.cluster.cache import CACHE_SPECS, SPECS_BY_RESOURCE, CacheSpec
 from webhook.cluster.view import CheckNeeds
+from webhook.config import Settings
 from webhook.kube import ApiError, Permission
 
 YES, NO, UNKNOWN = "yes", "no", "unknown"
@@ -44,12 +45,14 @@ def cache_permissions(spec: CacheSpec) -> tuple[Permission, Permission]:
     return (Permission("list", spec.resource, spec.group), Permission("watch", spec.resource, spec.group))
 
 
-def _perm_key(p: Permission) -> tuple[str, str, str, str]:
-    return (p.group, p.resource, p.subresource, p.verb)
+def _perm_key(p: Permission) -> tuple[str, str, str, str, str, str]:
+    return (p.namespace, p.group, p.resource, p.subresource, p.verb, p.name)
 
 
 def required_permissions(checks: Iterable[CheckNeeds]) -> list[Permission]:
-    """Every permission the webhook may use: the union over `checks` and the view, sorted."""
+    """Every cluster-wide permission the webhook may use: the union over `checks` and the view, sorted.
+
+    The named single-object reads the settings configure are not here: `named_permissions`."""
     perms: set[Permission] = set(VIEW_PERMISSIONS)
     for c in checks:
         perms.update(c.permissions)
@@ -57,13 +60,51 @@ def required_permissions(checks: Iterable[CheckNeeds]) -> list[Permission]:
     return sorted(perms, key=_perm_key)
 
 
+def named_permissions(checks: Iterable[CheckNeeds], settings: Settings) -> list[Permission]:
+    """The namespaced, named reads `settings` configure for `checks` (the controllers' Deployments
+    and Leases, the cluster-autoscaler status ConfigMap, the Kueue admission Lease), sorted by
+    namespace: the chart grants each by a Role with `resourceNames` in its namespace."""
+    perms: set[Permission] = set()
+    for c in checks:
+        perms.update(named_of(c, settings))
+    return sorted(perms, key=_perm_key)
+
+
+def named_of(check: CheckNeeds, settings: Settings | None) -> tuple[Permission, ...]:
+    """The named reads of one check under `settings` (none without settings); a read without a
+    namespace or a name (a setting left empty) is no read."""
+    if settings is None:
+        return ()
+    return tuple(sorted({p for p in check.named_permissions(settings) if p.namespace and p.name}, key=_perm_key))
+
+
 def rbac_rules(perms: Iterable[Permission]) -> list[dict[str, Any]]:
-    """RBAC PolicyRules for `perms`, one rule per (group, resource), deterministic."""
+    """RBAC PolicyRules for `perms`, one rule per (group, resource), deterministic; named
+    permissions give one rule per (group, resource) with their `resourceNames`."""
     grouped: dict[tuple[str, str], set[str]] = {}
+    names: dict[tuple[str, str], set[str]] = {}
     for p in perms:
         res = f"{p.resource}/{p.subresource}" if p.subresource else p.resource
         grouped.setdefault((p.group, res), set()).add(p.verb)
-    return [{"apiGroups": [g], "resources": [r], "verbs": sorted(v)} for (g, r), v in sorted(grouped.items())]
+        if p.name:
+            names.setdefault((p.group, res), set()).add(p.name)
+    out: list[dict[str, Any]] = []
+    for (g, r), v in sorted(grouped.items()):
+        rule: dict[str, Any] = {"apiGroups": [g], "resources": [r]}
+        if (g, r) in names:
+            rule["resourceNames"] = sorted(names[(g, r)])
+        rule["verbs"] = sorted(v)
+        out.append(rule)
+    return out
+
+
+def rbac_roles(perms: Iterable[Permission]) -> list[dict[str, Any]]:
+    """`[{"namespace", "rules"}]`, one Role per namespace of the named permissions, by namespace."""
+    by_ns: dict[str, list[Permission]] = {}
+    for p in perms:
+        if p.namespace:
+            by_ns.setdefault(p.namespace, []).append(p)
+    return [{"namespace": ns, "rules": rbac_rules(ps)} for ns, ps in sorted(by_ns.items())]
 
 
 @dataclass(frozen=True)
@@ -78,6 +119,10 @@ def ssar_body(p: Permission) -> dict[str, Any]:
     attrs: dict[str, str] = {"verb": p.verb, "resource": p.resource, "group": p.group}
     if p.subresource:
         attrs["subresource"] = p.subresource
+    if p.namespace:
+        attrs["namespace"] = p.namespace
+    if p.name:
+        attrs["name"] = p.name
     return {
         "apiVersion": "authorization.k8s.io/v1",
         "kind": "SelfSubjectAccessReview",
@@ -95,7 +140,8 @@ def parse_ssar(doc: dict[str, Any]) -> PermissionResult:
 async def probe_permissions(
     client: Any, perms: Sequence[Permission], timeout: float
 ) -> dict[Permission, PermissionResult]:
-    """One SSAR per permission (cluster-wide: all namespaces), concurrently, within `timeout`."""
+    """One SSAR per permission (cluster-wide: all namespaces; a named permission: that object in its
+    namespace), concurrently, within `timeout`."""
 
     async def one(p: Permission) -> PermissionResult:
         try:
@@ -150,8 +196,22 @@ def capability_of(
     served: Callable[[str], bool] | None,
     perms: dict[Permission, PermissionResult] | None,
     discovery_error: str = "",
+    settings: Settings | None = None,
+    namespace_exists: Callable[[str], bool] | None = None,
 ) -> Capability:
-    """The capability of one check from discovery (`served`, None = unavailable) and SSARs."""
+    """The capability of one check from discovery (`served`, None = unavailable) and SSARs.
+
+    `settings`: those in force, for the check's named reads (`check.named_permissions`). When
+    the check declares them required (`named_permissions_required`), it is lowered only when not
+    one of them is permitted (then it has nothing to read); otherwise a denied one only turns
+    that read into "cannot verify". A named read in a namespace that does not exist
+    (`namespace_exists`, None = unknown: every namespace counts) is not counted: its object
+    cannot exist, the read answers "not found" (the chart renders no Role there by default)."""
+    required_named: tuple[Permission, ...] = ()
+    if check.named_permissions_required:
+        required_named = tuple(
+            p for p in named_of(check, settings) if namespace_exists is None or namespace_exists(p.namespace)
+        )
     if not check.needs_cluster and not check.permissions and not check.apis:
         return Capability(check.name, YES, DECLARED, "needs no cluster access")
     if served is None or perms is None:
@@ -171,13 +231,17 @@ def capability_of(
             for p in cache_permissions(spec):
                 if perms.get(p, PermissionResult(None)).allowed is False and p not in denied:
                     denied.append(p)
+    if required_named and all(perms.get(p, PermissionResult(None)).allowed is False for p in required_named):
+        denied += [p for p in required_named if p not in denied]
     if denied:
         return Capability(check.name, NO, PROBED, not_permitted(denied))
     unknown = [p for p in check.permissions if perms.get(p, PermissionResult(None)).allowed is None]
+    if required_named and all(perms.get(p, PermissionResult(None)).allowed is None for p in required_named):
+        unknown += list(required_named[:1])
     if unknown:
         detail = perms.get(unknown[0], PermissionResult(None)).reason or "not asked"
         return Capability(check.name, UNKNOWN, PROBED, f"could not verify {unknown[0]}: {detail}")
-    if not check.permissions and not check.apis:
+    if not check.permissions and not check.apis and not named_of(check, settings):
         return Capability(check.name, YES, DECLARED, "needs no permission beyond discovery")
     return Capability(check.name, YES, PROBED, "")
 
@@ -187,13 +251,16 @@ ESSENTIAL_PERMISSIONS = (Permission("list", "namespaces"), Permission("watch", "
 
 
 def fatal_reason(
-    checks: Sequence[CheckNeeds], served: Callable[[str], bool], perms: dict[Permission, PermissionResult]
+    checks: Sequence[CheckNeeds],
+    served: Callable[[str], bool],
+    perms: dict[Permission, PermissionResult],
+    settings: Settings | None = None,
 ) -> str:
     """Why the webhook cannot decide anything with these answers ("" when it can)."""
     essential = [p for p in ESSENTIAL_PERMISSIONS if perms.get(p, PermissionResult(None)).allowed is False]
     if essential:
         return f"cannot decide anything: {not_permitted(essential)} (namespace mode labels cannot be read)"
-    caps = [capability_of(c, served=served, perms=perms) for c in checks if c.needs_cluster]
+    caps = [capability_of(c, served=served, perms=perms, settings=settings) for c in checks if c.needs_cluster]
     if caps and all(c.value == NO for c in caps):
         return (
             "cannot decide anything: every cluster check is lowered ("

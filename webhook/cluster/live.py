@@ -30,6 +30,7 @@ from webhook.cluster.capabilities import (
     cache_absence_reason,
     capability_of,
     fatal_reason,
+    named_permissions,
     probe_permissions,
     required_permissions,
 )
@@ -85,6 +86,40 @@ def never_read_namespaces(settings: Settings, own: str | None) -> frozenset[str]
     return frozenset(out)
 
 
+def _group(api_version: str) -> str:
+    return api_version.rpartition("/")[0]
+
+
+class DeclaredReads:
+    """What the view may GET or LIST: the declared permissions, and nothing a bug could add.
+
+    RBAC is the real limit; this client-side rule keeps a wrong call from ever being sent (and
+    from reading more when the webhook runs with wider credentials, e.g. an admin kubeconfig
+    for `preflight-webhook check`). A resource granted only by name (the named permissions of
+    the settings in force: a controller's Lease, the cluster-autoscaler status ConfigMap) may be
+    read only by that namespace and name; any other read of it is refused as not permitted,
+    without a request."""
+
+    def __init__(self, cluster_wide: Sequence[Permission], named: Sequence[Permission]) -> None:
+        self.gets = {(p.group, p.resource) for p in cluster_wide if p.verb == "get" and not p.subresource}
+        self.lists = {(p.group, p.resource) for p in cluster_wide if p.verb == "list" and not p.subresource}
+        self.named = {(p.group, p.resource, p.namespace, p.name) for p in named if p.verb == "get"}
+
+    def check_get(self, api_version: str, resource: str, namespace: str, name: str) -> None:
+        group = _group(api_version)
+        if (group, resource) in self.gets or (group, resource, namespace, name) in self.named:
+            return
+        what = Permission("get", resource, group).what
+        where = f' in namespace "{namespace}"' if namespace else ""
+        raise ApiError(403, f'the webhook does not read {what} "{name}"{where} (not a declared read)', "Forbidden")
+
+    def check_list(self, api_version: str, resource: str) -> None:
+        group = _group(api_version)
+        if (group, resource) not in self.lists:
+            what = Permission("list", resource, group).what
+            raise ApiError(403, f"the webhook does not list {what} (not a declared read)", "Forbidden")
+
+
 class LiveClusterView:
     """ClusterView on kubernetes_asyncio; see the module docstring for the life cycle."""
 
@@ -111,6 +146,7 @@ class LiveClusterView:
         self.fatal = ""
         self._clock = clock
         self.never_read = never_read_namespaces(settings, own_ns if own_ns is not None else own_namespace())
+        self.declared = DeclaredReads(required_permissions(checks), named_permissions(checks, settings))
         self._secret_ttl: dict[tuple[str, str], tuple[float, frozenset[str]]] = {}
         self._secret_reads: Coalescer[frozenset[str] | None] = Coalescer()
         self._object_reads: Coalescer[dict[str, Any] | None] = Coalescer()
@@ -149,7 +185,7 @@ class LiveClusterView:
         while True:
             try:
                 await self.discovery.refresh()
-                perms = required_permissions(self.checks)
+                perms = [*required_permissions(self.checks), *named_permissions(self.checks, self.settings)]
                 self.permissions = await probe_permissions(self.client, perms, timeout=30.0)
                 break
             except ApiError as exc:
@@ -178,7 +214,7 @@ class LiveClusterView:
             log.warning("missing permissions (checks that need them are skipped): %s", ", ".join(map(str, denied)))
         if unknown:
             log.warning("permissions that could not be verified: %s", ", ".join(map(str, unknown)))
-        self.fatal = fatal_reason(self.checks, self.discovery.served, self.permissions)
+        self.fatal = fatal_reason(self.checks, self.discovery.served, self.permissions, self.settings)
         for c in (self._capability(c) for c in self.checks if c.needs_cluster):
             if c.value == NO:
                 log.warning("check %r lowered to skip: %s", c.check, c.reason)
@@ -356,11 +392,16 @@ class LiveClusterView:
 
         `ttl` > 0 reuses an answer (found or not found; never an error) for that long: the
         Controllers check reads a few Deployments and Leases per review, and a burst of reviews
-        then costs one GET per object per TTL window instead of one per review."""
+        then costs one GET per object per TTL window instead of one per review.
+
+        Only declared reads are sent (`DeclaredReads`). A 403 for an object whose namespace the
+        namespaces cache does not hold is "not found": a named read's Role exists only where its
+        namespace did at install, and an object cannot exist in a namespace that does not."""
         if not is_dns1123_subdomain(name) or (namespace and not is_dns1123_label(namespace)):
             return None
         if resource == "secrets":
             raise ValueError("Secrets are read with secret_keys(), which drops their values")
+        self.declared.check_get(api_version, resource, namespace or "", name)
         path = gv_path(api_version)
         if namespace:
             path += f"/namespaces/{_q(namespace)}"
@@ -375,6 +416,9 @@ class LiveClusterView:
                 doc = await self.client.request("GET", path, timeout=timeout, kind=f"GET {resource}")
             except ApiError as exc:
                 if exc.status == 404:
+                    return None
+                if exc.forbidden and namespace and not self._namespace_exists(namespace):
+                    # no Role where there is no namespace (the chart skips those): nothing can be there
                     return None
                 raise
             (doc.get("metadata") or {}).pop("managedFields", None)
@@ -397,6 +441,7 @@ class LiveClusterView:
             return []
         if resource == "secrets":
             raise ValueError("Secrets are never listed")
+        self.declared.check_list(api_version, resource)
         path = f"{gv_path(api_version)}/namespaces/{_q(namespace)}/{resource}"
         key = f"{path}?{label_selector}"
 
@@ -444,6 +489,13 @@ class LiveClusterView:
     def served(self, group_version: str) -> bool:
         return self.discovery.served(group_version)
 
+    def _namespace_exists(self, namespace: str) -> bool:
+        """Whether the namespaces cache holds `namespace`; True while it is absent or not synced."""
+        r = self.reflectors.get("namespaces")
+        if r is None or not r.cache.synced:
+            return True
+        return r.cache.get(None, namespace) is not None
+
     def server_version(self) -> tuple[int, int] | None:
         return self.discovery.server_version()
 
@@ -460,8 +512,12 @@ class LiveClusterView:
                 served=self.discovery.served if snap is not None else None,
                 perms=self.permissions,
                 discovery_error=self.ready_reason if snap is None else "",
+                settings=self.settings,
+                namespace_exists=self._namespace_exists if check.named_permissions_required else None,
             )
-            self._cap_memo[check.name] = (snap, self.permissions, cap)
+            # a check lowered by its named reads follows the namespaces: not memoized
+            if not check.named_permissions_required:
+                self._cap_memo[check.name] = (snap, self.permissions, cap)
         if cap.value != NO:
             for p in check.permissions:  # a cache refused at run time (RBAC changed since start-up)
                 r = self.reflectors.get(p.resource)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from webhook.config import Settings
 from webhook.deadline import Deadline
 from webhook.kube import ApiError, Permission
 
@@ -35,6 +36,11 @@ class CheckNeeds(Protocol):
 
     @property
     def apis(self) -> tuple[str, ...]: ...
+
+    @property
+    def named_permissions_required(self) -> bool: ...
+
+    def named_permissions(self, settings: Settings) -> tuple[Permission, ...]: ...
 
 
 class ClusterView(Protocol):

@@ -1,0 +1,300 @@
+"""Pod Security: the job's pods meet the Pod Security level their namespace enforces.
+
+The Job controller creates the job's pods long after the apply; a namespace labelled
+`pod-security.kubernetes.io/enforce=restricted` refuses every one that violates the level
+(`FailedCreate: ... violates PodSecurity "restricted:latest": ...`) and the job never starts.
+The Dry Run check would see that too, but on a cluster with JobSet's and Kueue's webhooks its
+dry-run objects (owned by a TrainJob and a Job that do not exist yet) are refused for that
+reason first, so it can only say "cannot verify" (docs/fidelity.md, scenario
+pod-security-restricted-violating). This check judges each pod group itself, as kube-apiserver's
+PodSecurity admission will:
+
+* k8s.io/pod-security-admission `admission/admission.go` `ValidatePod` / `EvaluatePod`: exempt
+  namespaces and users first, then the namespace's policy (`PolicyToEvaluate`), a fully
+  privileged policy admits everything, an exempt runtimeClassName admits the pod, else the
+  enforce level decides (`violates PodSecurity "<level>:<version>": <detail>`); warn and audit
+  never refuse a pod (and, for pods the Job controller creates, nobody sees their warnings);
+* `webhook/checks/podsecurity_policy.py`: the levels, versions and every check of `policy/`;
+* k8s.io/kubernetes `pkg/apis/core/v1/defaults.go` `SetDefaults_Pod`: the one defaulting that
+  changes what Pod Security reads (with hostNetwork, a port's hostPort defaults to its
+  containerPort), applied first because admission sees the defaulted pod;
+* `plugin/pkg/admission/security/podsecurity/admission.go`: the evaluator is
+  `policy.NewEvaluator(policy.DefaultChecks())` of the apiserver's own version, so a version
+  label newer than the apiserver is judged by the apiserver's newest rules.
+
+What is not readable from the cluster (the AdmissionConfiguration's defaults and exemptions,
+who creates the pods, the UserNamespacesPodSecurityStandards gate) comes from the
+`podSecurity` settings, and a verdict says what it assumed. An apiserver newer than the rules
+ported here, or of unknown version, turns a violation into a warning.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from webhook.checks.base import Check, CheckContext
+from webhook.checks.common import cached, with_stale
+from webhook.checks.podsecurity_policy import (
+    AUDIT_LABEL,
+    AUDIT_VERSION_LABEL,
+    ENFORCE_LABEL,
+    ENFORCE_VERSION_LABEL,
+    MAX_VERSION,
+    MODULE,
+    PRIVILEGED,
+    WARN_LABEL,
+    WARN_VERSION_LABEL,
+    LevelVersion,
+    Policy,
+    Result,
+    Version,
+    evaluate_pod,
+    failing,
+    forbidden_detail,
+    parse_version,
+    policy_to_evaluate,
+)
+from webhook.config import PodSecuritySettings
+from webhook.results import CheckResult, Status
+from webhook.workloads.base import PodGroup
+
+NAME = "Pod Security"
+
+#: what to change for each upstream check id, in the Fix of a violation
+FIXES = {
+    "allowPrivilegeEscalation": "allowPrivilegeEscalation: false in each container's securityContext",
+    "appArmorProfile": "AppArmor profile type RuntimeDefault or Localhost (or none)",
+    "capabilities_baseline": "no capability in capabilities.add beyond the baseline's defaults",
+    "capabilities_restricted": 'capabilities.drop: ["ALL"] in each container\'s securityContext (add only '
+    "NET_BIND_SERVICE)",
+    "hostNamespaces": "no hostNetwork, hostPID or hostIPC",
+    "hostPathVolumes": "no hostPath volumes",
+    "hostPorts": "no hostPort",
+    "hostProbesAndHostLifecycle": "no host in probes and lifecycle handlers",
+    "privileged": "no securityContext.privileged: true",
+    "procMount": "no securityContext.procMount other than Default",
+    "restrictedVolumes": "only configMap, csi, downwardAPI, emptyDir, ephemeral, image, persistentVolumeClaim, "
+    "projected and secret volumes",
+    "runAsNonRoot": "runAsNonRoot: true in the pod's securityContext (and false in no container)",
+    "runAsUser": "no runAsUser: 0",
+    "seLinuxOptions": "no seLinuxOptions user or role, and an allowed type",
+    "seccompProfile_baseline": "no seccomp profile Unconfined",
+    "seccompProfile_restricted": "seccompProfile.type: RuntimeDefault in the pod's securityContext",
+    "sysctls": "only the sysctls the level allows",
+    "windowsHostProcess": "no windowsOptions.hostProcess: true",
+}
+
+
+def defaults_policy(ps: PodSecuritySettings) -> Policy:
+    """admission/api/helpers.go ToPolicy of the configured defaults (validated by config.py)."""
+    d = ps.defaults
+
+    def lv(level: str, version: str) -> LevelVersion:
+        return LevelVersion(level, parse_version(version)[0])
+
+    return Policy(lv(d.enforce, d.enforce_version), lv(d.audit, d.audit_version), lv(d.warn, d.warn_version))
+
+
+def as_created(spec: dict[str, Any]) -> dict[str, Any]:
+    """pkg/apis/core/v1/defaults.go SetDefaults_Pod (defaultHostNetworkPorts): with hostNetwork, a
+    container port's hostPort 0 becomes its containerPort. The one pod defaulting Pod Security reads."""
+    if spec.get("hostNetwork") is not True:
+        return spec
+    out = dict(spec)
+    for key in ("containers", "initContainers"):
+        items = out.get(key)
+        if not isinstance(items, list):
+            continue
+        out[key] = items = copy.deepcopy(items)
+        for c in items:
+            ports = c.get("ports") if isinstance(c, dict) else None
+            for p in ports if isinstance(ports, list) else []:
+                if isinstance(p, dict) and not p.get("hostPort"):
+                    p["hostPort"] = p.get("containerPort", 0)
+    return out
+
+
+def _source(labels: dict[str, str], label: str, version_label: str, mode: str) -> str:
+    """Where a mode's level came from, for messages."""
+    if label in labels:
+        where = f"label {label}={labels[label]}"
+        if version_label in labels:
+            where += f", {version_label.rsplit('/', 1)[1]}={labels[version_label]}"
+        return where
+    if version_label in labels:
+        return f"label {version_label}={labels[version_label]}; level: the default podSecurity.defaults.{mode}"
+    return f"no {label} label: the default podSecurity.defaults.{mode}"
+
+
+def _label_errors(errs: list[str]) -> str:
+    if not errs:
+        return ""
+    return (
+        " Invalid labels, read as Pod Security reads them (an enforce level as restricted, a version as latest): "
+        + "; ".join(errs)
+    )
+
+
+class PodSecurity(Check):
+    name = NAME
+    synchronous = True  # reads only the Workload and the cached namespace
+    needs_cluster = True
+    local_capacity = True  # a MultiKueue TrainJob's pods are created in another cluster
+    permissions = cached("namespaces")
+    apis = ("v1",)
+    summary = "The pods meet the Pod Security level their namespace enforces (k8s.io/pod-security-admission)."
+
+    async def run(self, ctx: CheckContext) -> CheckResult | list[CheckResult]:
+        assert ctx.view is not None
+        wl = ctx.workload
+        ns = wl.namespace
+        ps = ctx.settings.pod_security
+        if ns in ps.exemptions.namespaces:
+            return CheckResult(
+                NAME,
+                Status.PASS,
+                f'Namespace "{ns}" is exempt from Pod Security (podSecurity.exemptions.namespaces): its pods are '
+                "not judged",
+            )
+        if ps.pod_creator in ps.exemptions.usernames:
+            return CheckResult(
+                NAME,
+                Status.PASS,
+                f'The Job controller\'s user "{ps.pod_creator}" is exempt from Pod Security '
+                "(podSecurity.exemptions.usernames): the pods it creates are not judged",
+            )
+        nso = ctx.view.get_cached("namespaces", None, ns)
+        if nso is None:
+            return with_stale(
+                CheckResult(
+                    NAME,
+                    Status.WARN,
+                    f'Cannot verify Pod Security: namespace "{ns}" is not in the cache (its labels decide the level)',
+                ),
+                ctx,
+                "namespaces",
+            )
+        raw = (nso.get("metadata") or {}).get("labels") or {}
+        labels = {str(k): str(val) for k, val in raw.items()} if isinstance(raw, dict) else {}
+        policy, errs = policy_to_evaluate(labels, defaults_policy(ps))
+        enforce_src = _source(labels, ENFORCE_LABEL, ENFORCE_VERSION_LABEL, "enforce")
+        if not errs and policy.fully_privileged():
+            return with_stale(
+                CheckResult(
+                    NAME,
+                    Status.PASS,
+                    f'Namespace "{ns}" enforces Pod Security "{policy.enforce}" ({enforce_src}): every pod is admitted',
+                ),
+                ctx,
+                "namespaces",
+            )
+        groups = [g for g in wl.pod_groups if g.pods > 0]
+        exempt_rc = [g for g in groups if _runtime_class(g) in ps.exemptions.runtime_classes]
+        judged = [g for g in groups if g not in exempt_rc]
+        enforce, doubt = self._effective(ctx, policy.enforce)
+        relax = ps.relax_for_user_namespaces
+        assumed = _assumed(ns, ps, judged)
+
+        findings: list[tuple[str, str]] = []  # (line, fix)
+        notes: list[str] = []
+        for g in judged:
+            spec = as_created(g.pod_spec)
+            meta = g.pod_metadata if isinstance(g.pod_metadata, dict) else {}
+            bad = failing(evaluate_pod(enforce, meta, spec, relax_user_namespaces=relax))
+            if bad:
+                findings.append(self._finding(ns, policy.enforce, enforce_src, g, bad))
+                continue
+            for mode, lv, label, vlabel, effect in (
+                ("warn", policy.warn, WARN_LABEL, WARN_VERSION_LABEL, "would warn about"),
+                ("audit", policy.audit, AUDIT_LABEL, AUDIT_VERSION_LABEL, "would annotate the audit events of"),
+            ):
+                if lv.level == PRIVILEGED:
+                    continue
+                eff, _ = self._effective(ctx, lv)
+                other = failing(evaluate_pod(eff, meta, spec, relax_user_namespaces=relax))
+                if other:
+                    notes.append(
+                        f'Pod Security "{lv}" of namespace "{ns}" ({_source(labels, label, vlabel, mode)}) {effect} '
+                        f"the {g.name} pods: {forbidden_detail(other)}; they are created anyway"
+                    )
+
+        out: list[CheckResult] = []
+        if findings:
+            why = f" ({doubt})" if doubt else ""
+            lines = [f"{line}{why}. Fix: {fix}." for line, fix in findings]
+            message = " ".join(lines) + f" Assumed: {assumed}.{_label_errors(errs)}"
+            out.append(
+                CheckResult(
+                    NAME,
+                    Status.WARN if doubt else Status.FAIL,
+                    message,
+                    details=[*lines, f"assumed: {assumed}"] + ([f"label errors: {'; '.join(errs)}"] if errs else []),
+                )
+            )
+        else:
+            names = ", ".join(g.name for g in judged) or "none"
+            text = f'Pod Security "{policy.enforce}" of namespace "{ns}" ({enforce_src}) admits the pods of {names}'
+            if exempt_rc:
+                text += "; not judged (exempt runtimeClassName): " + ", ".join(
+                    f"{g.name} ({_runtime_class(g)})" for g in exempt_rc
+                )
+            if doubt:
+                text += f" ({doubt})"
+            out.append(
+                CheckResult(NAME, Status.PASS, text + _label_errors(errs), details=[f"assumed: {assumed}"] + errs)
+            )
+        if notes:
+            out.append(CheckResult(NAME, Status.INFO, " ".join(notes), details=notes))
+        for r in out:
+            with_stale(r, ctx, "namespaces")
+        return out if len(out) > 1 else out[0]
+
+    @staticmethod
+    def _effective(ctx: CheckContext, lv: LevelVersion) -> tuple[LevelVersion, str]:
+        """The level and version the apiserver's evaluator uses, and why that may be uncertain ("" if not).
+
+        Its evaluator knows the checks up to its own version: a newer version (or latest) is judged
+        by those. The rules here stop at MAX_VERSION (the module ported); past it, unknown."""
+        assert ctx.view is not None
+        server = ctx.view.server_version()
+        if server is None:
+            return lv, f"the apiserver's version is unknown; judged by the rules of {MODULE}"
+        sv = Version(server[0], server[1])
+        version = sv if sv.older(lv.version) else lv.version
+        if MAX_VERSION.older(version):
+            return (
+                LevelVersion(lv.level, MAX_VERSION),
+                f"judged by the {MAX_VERSION} rules of {MODULE}; the apiserver is {sv}, whose rules may differ",
+            )
+        return LevelVersion(lv.level, version), ""
+
+    @staticmethod
+    def _finding(ns: str, lv: LevelVersion, src: str, g: PodGroup, bad: list[Result]) -> tuple[str, str]:
+        fixes = list(dict.fromkeys(FIXES.get(r.check, "correct the fields named") for r in bad))
+        line = (
+            f'Pod Security "{lv}" of namespace "{ns}" ({src}) forbids the {g.name} pods: {forbidden_detail(bad)}; '
+            "the Job controller cannot create them (FailedCreate) and the job never starts"
+        )
+        fix = (
+            f"give the {g.name} pod template " + "; ".join(fixes) + f" (or have an admin relax {ENFORCE_LABEL} "
+            f'on namespace "{ns}")'
+        )
+        return line, fix
+
+
+def _runtime_class(g: PodGroup) -> str:
+    rc = g.pod_spec.get("runtimeClassName")
+    return rc if isinstance(rc, str) else ""
+
+
+def _assumed(ns: str, ps: PodSecuritySettings, groups: list[PodGroup]) -> str:
+    """What the verdict took from the settings instead of the cluster's AdmissionConfiguration."""
+    rcs = sorted({rc for g in groups if (rc := _runtime_class(g))})
+    parts = [f'namespace "{ns}"', f'the pods\' creator "{ps.pod_creator}"']
+    if rcs:
+        parts.append("runtime class " + ", ".join(f'"{rc}"' for rc in rcs))
+    return "the cluster's PodSecurity configuration exempts none of " + ", ".join(parts) + " (podSecurity settings)"
+
+
+CHECKS = [PodSecurity()]
