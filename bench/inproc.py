@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/inproc.py [-n 300] [--profile pyinstrument|cprofile] [--kind aiperf,trainjob,trainjob-rt]
     .venv/bin/python bench/inproc.py --json     # one JSON line per sample: {"kind", "ms", ...}
+    .venv/bin/python bench/inproc.py --instructions [--json]   # instructions per request (valgrind)
+    .venv/bin/python bench/inproc.py --write [--code DIR --section inproc-before]   # both, into docs/benchmarks.md
 
 Each request goes through `WebhookApp.validate` (content-type and size checks, body read,
 envelope parse, evaluate, metrics, decision log, JSON answer) with a stand-in for
@@ -13,6 +15,17 @@ server has no runtime lookup without a cluster, so the adapter stops at the runt
 reference), `trainjob-rt` (the sample TrainJob through `evaluate()` with the sample
 ClusterTrainingRuntime given, with a resourceVersion as the watch cache holds it,
 plus envelope parse, metrics and the JSON answer as the handler does them).
+
+`--instructions` counts CPU instructions instead of seconds: the same script runs twice
+under `valgrind --tool=callgrind` (a warm-up of 30 requests, then 0 or N more, with
+PYTHONHASHSEED=0), and the difference of the two totals divided by N is the cost of one
+request in instructions. Unlike CPU time it does not move with what else the machine runs
+(the two cores are shared), so a change's effect is one comparison; it takes about a
+minute per kind (valgrind runs Python ~50x slower).
+
+`--write` measures both for every kind and writes the `inproc` section of
+docs/benchmarks.md; `--code DIR` measures the webhook package of another checkout (e.g. a
+`git worktree` of an older commit) with this script and these samples.
 """
 
 from __future__ import annotations
@@ -20,6 +33,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -28,9 +44,15 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+#: the checkout whose webhook package is measured (--code DIR sets it and runs this script again)
+CODE = Path(os.environ.get("PREFLIGHT_BENCH_CODE") or ROOT)
 sys.path.insert(0, str(ROOT))
 
-from bench.common import review  # noqa: E402
+from bench.common import review, write_section  # noqa: E402  (this checkout's: it writes our docs/benchmarks.md)
+
+if CODE != ROOT:
+    sys.path.insert(0, str(CODE))  # the webhook package below comes from there
+
 from webhook.admission import parse_review_bytes, response_from_decision  # noqa: E402
 from webhook.config import Settings  # noqa: E402
 from webhook.deadline import Deadline  # noqa: E402
@@ -92,7 +114,30 @@ def make_call(kind: str) -> tuple[Any, str]:
     return call_rt, body
 
 
-async def measure(kind: str, n: int, profile: str | None, as_json: bool = False) -> None:
+async def count_run(kind: str, n: int) -> None:
+    """The body valgrind counts: 30 warm-up requests (imports, caches), then `n` more."""
+    call, _ = make_call(kind)
+    for _ in range(30 + n):
+        await call()
+
+
+def instructions(kind: str, n: int) -> dict[str, Any]:
+    """Instructions per request: two callgrind runs, 0 and `n` requests after the warm-up."""
+    totals = []
+    for k in (0, n):
+        argv = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
+                __file__, "--kind", kind, "--count-run", str(k)]  # fmt: skip
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, check=True)
+        m = re.search(r"Collected : (\d+)", done.stderr)
+        if m is None:
+            raise SystemExit(f"no instruction count in valgrind's output:\n{done.stderr[-2000:]}")
+        totals.append(int(m.group(1)))
+    return {"kind": kind, "instructions": round((totals[1] - totals[0]) / n), "n": n}
+
+
+async def cpu_ms(kind: str, n: int) -> tuple[float, dict[str, Any], int]:
+    """(CPU ms per request: the best of 7 blocks of n, the answer, the body's size)."""
     call, body = make_call(kind)
     first = await call()
     text = first.body if hasattr(first, "body") else first
@@ -105,6 +150,53 @@ async def measure(kind: str, n: int, profile: str | None, as_json: bool = False)
         for _ in range(n):
             await call()
         best = min(best, (time.process_time() - c0) * 1000.0 / n)
+    return best, answer, len(body)
+
+
+#: issue 13's CPU targets per kind (ms per request, in process)
+TARGETS = {"aiperf": 0.5, "trainjob": 0.2, "trainjob-rt": 0.2}
+WHAT = {
+    "aiperf": "sample AIPerfJob, offline",
+    "trainjob": "sample TrainJob, offline (stops at the runtime reference)",
+    "trainjob-rt": "sample TrainJob with its ClusterTrainingRuntime",
+}
+
+
+def write(kinds: list[str], n: int, section: str) -> None:
+    """Measure CPU ms and instructions per request for each kind; write docs/benchmarks.md's section."""
+    load = os.getloadavg()
+    rows = []
+    for kind in kinds:
+        ms, answer, _ = asyncio.run(cpu_ms(kind, n))
+        instr = instructions(kind, min(n, 100))["instructions"]
+        target = TARGETS.get(kind)
+        verdict = "" if target is None else ("met" if ms <= target else "**not met**")
+        rows.append(f"| {kind} | {WHAT.get(kind, kind)} | {ms:.3f} | {instr:,} | ≤ {target} | {verdict} |")
+        print(rows[-1], flush=True)
+    code = "" if CODE == ROOT else f" --code {CODE}"
+    args = f"--write{code}" + ("" if section == "inproc" else f" --section {section}")
+    title = "CPU per review in process (bench/inproc.py)" + (f" (code: `{CODE}`)" if code else "")
+    body = f"""## {title}
+
+Command: `.venv/bin/python bench/inproc.py {args}`
+
+Python {sys.version.split()[0]}, {os.cpu_count()} cores shared with other work (load average
+{load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} at the start). Each request goes through the
+/validate handler (envelope, adapter, checks, policy, metrics, JSON answer) without sockets or
+TLS. *CPU ms*: process CPU time per request, the best of 7 blocks of {n} (it still moves with
+the machine's load). *Instructions*: per request under `valgrind --tool=callgrind`, the
+difference of two runs (30 warm-up requests, then 0 or {min(n, 100)} more), which does not move
+with the load: the figure to compare between commits.
+
+| kind | what | CPU ms per request | instructions per request | target (ms) | verdict |
+|---|---|---:|---:|---:|---|
+""" + "\n".join(rows)
+    write_section(section, body)
+
+
+async def measure(kind: str, n: int, profile: str | None, as_json: bool = False) -> None:
+    call, body = make_call(kind)
+    best, answer, _ = await cpu_ms(kind, n)
     if as_json:
         line = {"kind": kind, "ms": round(best, 4), "n": n, "blocks": 7, "body_bytes": len(body)}
         print(json.dumps({**line, "allowed": answer["allowed"], "warnings": len(answer.get("warnings") or [])}))
@@ -142,7 +234,27 @@ def main() -> int:
     p.add_argument("--profile", choices=("pyinstrument", "cprofile"))
     p.add_argument("--kind", default="aiperf,trainjob,trainjob-rt")
     p.add_argument("--json", action="store_true", help="one JSON line per kind (CPU ms per request, best block)")
+    p.add_argument("--instructions", action="store_true", help="instructions per request under valgrind instead")
+    p.add_argument("--count-run", type=int, help=argparse.SUPPRESS)  # the body --instructions runs under valgrind
+    p.add_argument("--write", action="store_true", help="CPU ms and instructions per kind into docs/benchmarks.md")
+    p.add_argument("--section", default="inproc", help="the docs/benchmarks.md section --write replaces")
+    p.add_argument("--code", help="measure the webhook package of this checkout instead of this one")
     args = p.parse_args()
+    if args.code and Path(args.code).resolve() != CODE.resolve():
+        env = {**os.environ, "PREFLIGHT_BENCH_CODE": str(Path(args.code).resolve())}
+        os.execve(sys.executable, [sys.executable, __file__, *sys.argv[1:]], env)
+    if args.write:
+        write(args.kind.split(","), args.n, args.section)
+        return 0
+    if args.count_run is not None:
+        asyncio.run(count_run(args.kind, args.count_run))
+        return 0
+    if args.instructions:
+        n = min(args.n, 100)
+        for kind in args.kind.split(","):
+            line = instructions(kind, n)
+            print(json.dumps(line) if args.json else f"{kind}: {line['instructions']:,} instructions/request (n={n})")
+        return 0
     for kind in args.kind.split(","):
         asyncio.run(measure(kind, args.n, args.profile, args.json))
     return 0

@@ -1,5 +1,6 @@
 """Dry Run sends its dry runs once for the most common pair: `kubectl apply --dry-run=server`
-followed by the real apply of the same TrainJob (webhook.checks.dryrun_cache).
+followed by the real apply of the same TrainJob (webhook.checks.dryrun_cache), and one Pod per
+distinct pod template (pod groups with the same Job template share one).
 
 Counted at the apiserver: its audit log records every create of jobsets and pods, the dry
 runs included (their requestURI carries dryRun=All).
@@ -16,6 +17,43 @@ from e2e.conftest import SAMPLES_DIR
 from e2e.harness.controlplane import ControlPlane
 from e2e.harness.runner import RunningWebhook
 from e2e.harness.runner import stored as exists
+
+#: a namespaced runtime whose replicatedJobs `aux-a` and `aux-bb` hold the same Job template
+TWIN_RUNTIME = """
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainingRuntime
+metadata: {name: e2e-twin-aux, namespace: demo-train}
+spec:
+  mlPolicy: {numNodes: 1, torch: {}}
+  template:
+    spec:
+      replicatedJobs:
+        - name: node
+          template:
+            metadata:
+              labels: {trainer.kubeflow.org/trainjob-ancestor-step: trainer}
+            spec:
+              template:
+                spec:
+                  containers:
+                    - {name: node, image: "pytorch/pytorch:2.7.1", resources: {requests: {cpu: "1", memory: 1Gi}}}
+"""
+_AUX = """
+        - name: {name}
+          template:
+            spec:
+              template:
+                spec:
+                  containers:
+                    - {{name: aux, image: "busybox:1.37", resources: {{requests: {{cpu: 100m, memory: 64Mi}}}}}}
+"""
+TWIN_RUNTIME += _AUX.format(name="aux-a") + _AUX.format(name="aux-bb")
+
+
+@pytest.fixture(scope="module")
+def webhook_setup(samples_cluster: ControlPlane) -> None:
+    """The twin runtime, before the webhook starts (its runtime cache lists it then)."""
+    samples_cluster.kubectl("apply", "-f", "-", input=TWIN_RUNTIME)
 
 
 def dry_run_creates(cp: ControlPlane, ns: str, prefix: str) -> list[tuple[str, str]]:
@@ -59,3 +97,27 @@ def test_dry_run_then_apply_dry_runs_once(
         assert dry_run_creates(cp, ns, name) == after_first
     finally:
         cp.kubectl("delete", job["kind"].lower(), name, "-n", ns, "--ignore-not-found", check=False)
+
+
+def test_groups_with_one_pod_template_send_one_pod(
+    samples_cluster: ControlPlane, sample_webhook: RunningWebhook
+) -> None:
+    """aux-a and aux-bb differ only in name: the apiserver sees the JobSet, node's Pod and one aux Pod
+    (aux-bb's: the longer name), and accepts them."""
+    cp = samples_cluster
+    name, ns = "e2e-dryrun-twins", "demo-train"
+    job = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"runtimeRef": {"kind": "TrainingRuntime", "name": "e2e-twin-aux"}, "trainer": {"numNodes": 1}},
+    }
+    reviews0 = sample_webhook.requests_total()
+    done = cp.kubectl("apply", "-f", "-", "--dry-run=server", input=yaml.safe_dump(job), check=False)
+    assert done.returncode == 0, done.stderr
+    assert sample_webhook.requests_total() - reviews0 == 1
+    assert sorted(dry_run_creates(cp, ns, name)) == [
+        ("jobsets", name),
+        ("pods", f"{name}-aux-bb-0-0-dryrn"),
+        ("pods", f"{name}-node-0-0-dryrn"),
+    ]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
+from typing import Any
 
 from tests.fakeview import FakeView, container, pod, run_check, run_check_all, workload
-from webhook.checks.dryrun import DryRun, fix_for, jobset_for, placeholder_uid, pod_for
+from webhook.checks.dryrun import DryRun, _same_content, fix_for, jobset_for, placeholder_uid, pod_for
 from webhook.cluster.view import ApiError
 from webhook.results import Status
 from webhook.workloads.base import PodGroup
@@ -343,3 +345,101 @@ def test_fix_for() -> None:
         == "create the ServiceAccount (see Service Account)"
     )
     assert fix_for("something else", "ns") == "correct the spec as the message says"
+
+
+# ---------------------------------------------------------------- one Pod per distinct pod template
+
+
+def _job_template(pod_spec: dict[str, Any], labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "spec": {
+            "parallelism": 1,
+            "completions": 1,
+            "template": {"metadata": {"labels": dict(labels or {"app": "train"})}, "spec": pod_spec},
+        }
+    }
+
+
+def _twins(**second: Any) -> Any:
+    """A JobSet whose replicatedJobs `launcher`, `worker-a` and `worker-bbb` hold the same Job template
+    unless `second` changes worker-bbb's (labels=..., pod=...)."""
+    same = pod(container("node", {"cpu": "1"}))
+    rjobs = [
+        {"name": "launcher", "replicas": 1, "template": _job_template(pod(container("launcher")))},
+        {"name": "worker-a", "replicas": 1, "template": _job_template(copy.deepcopy(same))},
+        {
+            "name": "worker-bbb",
+            "replicas": 3,
+            "template": _job_template(second.get("pod", copy.deepcopy(same)), second.get("labels")),
+        },
+    ]
+    js = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "llama-ft", "namespace": "team-a"},
+        "spec": {"replicatedJobs": rjobs},
+    }
+    groups = [
+        PodGroup(
+            r["name"],
+            r["replicas"],
+            r["template"]["spec"]["template"]["spec"],
+            pod_metadata=r["template"]["spec"]["template"]["metadata"],
+        )
+        for r in rjobs
+    ]
+    return workload(groups, derived={"jobSet": js})
+
+
+def _pods(view: FakeView) -> list[str]:
+    return [body["metadata"]["name"] for _, kind, _, body in view.dry_runs if kind == "Pod"]
+
+
+async def test_groups_with_the_same_template_share_one_pod_dry_run() -> None:
+    """worker-a and worker-bbb differ only in name and replicas: one Pod, the longer-named group's."""
+    view = FakeView()
+    r = await run_check(DryRun(), _twins(), view)
+    assert _pods(view) == ["llama-ft-launcher-0-0-dryrn", "llama-ft-worker-bbb-0-0-dryrn"]
+    assert (r.status, r.message) == (
+        Status.PASS,
+        'The apiserver accepts (dryRun=All) JobSet "llama-ft" and a pod of each group (launcher, worker-a, worker-bbb)',
+    )
+
+
+async def test_a_rejection_of_a_shared_template_names_every_group() -> None:
+    view = FakeView(dry_run_errors={("Pod", "llama-ft-worker-bbb-0-0-dryrn"): ApiError(403, PSA)})
+    r = await run_check(DryRun(), _twins(), view)
+    assert (r.status, r.message) == (
+        Status.FAIL,
+        f"Pod for worker-a and worker-bbb (same pod template) rejected by the apiserver: {PSA}. Fix: make the pod "
+        'spec meet the Pod Security level of namespace "team-a" (label pod-security.kubernetes.io/enforce), or ask '
+        "an admin to relax it.",
+    )
+    view = FakeView(dry_run_errors={("Pod", "*"): ApiError(503, "etcd timeout")})
+    (w,) = await run_check_all(DryRun(), _twins(), view)
+    assert w.message == (
+        "Could not dry-run the Pod for launcher (transient error): etcd timeout; "
+        "Could not dry-run the Pod for worker-a and worker-bbb (same pod template) (transient error): etcd timeout"
+    )
+
+
+async def test_groups_whose_templates_differ_in_anything_get_a_pod_each() -> None:
+    for second in (
+        {"labels": {"app": "other"}},  # pod metadata
+        {"pod": pod(container("node", {"cpu": "2"}))},  # a container
+        {"pod": pod(container("node", {"cpu": "1"}), hostNetwork=True)},  # a pod field
+    ):
+        view = FakeView()
+        await run_check(DryRun(), _twins(**second), view)
+        assert _pods(view) == [
+            "llama-ft-launcher-0-0-dryrn",
+            "llama-ft-worker-a-0-0-dryrn",
+            "llama-ft-worker-bbb-0-0-dryrn",
+        ], second
+
+
+def test_same_content_is_json_content() -> None:
+    """Python's == equates true and 1; JSON (and the apiserver) does not."""
+    assert _same_content({"a": [1, {"b": "c"}]}, {"a": [1, {"b": "c"}]})
+    assert not _same_content({"a": True}, {"a": 1})
+    assert not _same_content({"a": 1.0}, {"a": 1})

@@ -7,10 +7,19 @@ object (names, namespaces, messages, secret names) ever becomes a label.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+import bisect
+import itertools
+import math
+import time
+from collections.abc import Callable, Iterable
+from enum import Enum
+from typing import Any, cast
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import metrics as prometheus_metrics
+from prometheus_client.metrics_core import HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from webhook.policy import Outcome
 from webhook.results import CheckResult
@@ -22,6 +31,62 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 BUDGET_BUCKETS = (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 7.5, 10.0, 15.0, 30.0)
 
 OTHER_KIND = "other"
+
+
+#: how prometheus-client writes a bound (`0.001`, `30.0`, `+Inf`); untyped upstream
+_go_float = cast(Callable[[float], str], floatToGoString)
+
+
+class _Series:
+    __slots__ = ("counts", "sum", "created")
+
+    def __init__(self, buckets: int) -> None:
+        self.counts = [0.0] * buckets
+        self.sum = 0.0
+        self.created = time.time()
+
+
+def _label(value: str) -> str:
+    """A label value as written: an enum member (Status) by its value; observed as the member, since
+    reading `.value` per observation costs more than the observation."""
+    return str(value.value) if isinstance(value, Enum) else value
+
+
+class LoopHistogram(Collector):
+    """A labelled histogram observed and read on the event loop's thread only.
+
+    prometheus-client's Histogram takes a lock for the sum and one for the bucket on every
+    observation; a review makes ~20 (one per check) and the locks cost more than the checks
+    that skip. Here an observation adds two numbers. /metrics shows exactly what the
+    prometheus-client Histogram would (cumulative `_bucket`s up to +Inf, `_count`, `_sum`,
+    `_created`, same names and labels): samples are built from the plain counts on collect.
+    """
+
+    def __init__(self, name: str, documentation: str, labelnames: tuple[str, ...], buckets: Iterable[float]) -> None:
+        self.name, self.documentation, self.labelnames = name, documentation, labelnames
+        self.bounds = [float(b) for b in buckets] + [math.inf]
+        self._les = [_go_float(b) for b in self.bounds]
+        self._series: dict[tuple[str, ...], _Series] = {}
+
+    def observe(self, labels: tuple[str, ...], amount: float) -> None:
+        series = self._series.get(labels)
+        if series is None:
+            series = self._series[labels] = _Series(len(self.bounds))
+        series.counts[bisect.bisect_left(self.bounds, amount)] += 1.0  # the first bound >= amount
+        series.sum += amount
+
+    def describe(self) -> Iterable[Metric]:
+        yield HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
+
+    def collect(self) -> Iterable[Metric]:
+        family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        created = getattr(prometheus_metrics, "_use_created", True)  # PROMETHEUS_DISABLE_CREATED_SERIES
+        for key, series in list(self._series.items()):
+            labels = [_label(v) for v in key]
+            family.add_metric(labels, list(zip(self._les, itertools.accumulate(series.counts))), series.sum)
+            if created:
+                family.add_sample(self.name + "_created", dict(zip(self.labelnames, labels)), series.created)
+        yield family
 
 
 class Metrics:
@@ -41,13 +106,13 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
-        self.check_latency = Histogram(
+        self.check_latency = LoopHistogram(
             "preflight_webhook_check_duration_seconds",
             "Time one check took, by check name and result status.",
-            ["check", "status"],
-            buckets=LATENCY_BUCKETS,
-            registry=self.registry,
+            ("check", "status"),
+            LATENCY_BUCKETS,
         )
+        self.registry.register(self.check_latency)
         self.budget = Histogram(
             "preflight_webhook_budget_seconds",
             "Time budget given to one admission request: budgetSeconds, shortened by the apiserver's ?timeout= minus the safety margin.",
@@ -73,7 +138,6 @@ class Metrics:
 
         # labelled children, looked up once: prometheus-client's labels() costs more than the increment
         self._request_children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
-        self._check_children: dict[tuple[str, str], Any] = {}
 
     def kind_label(self, kind: str) -> str:
         """A handled kind keeps its name; anything else is "other" (bounded cardinality)."""
@@ -92,14 +156,10 @@ class Metrics:
         children[1].observe(seconds)
 
     def observe_checks(self, results: Iterable[CheckResult]) -> None:
-        children = self._check_children
+        observe = self.check_latency.observe
         for r in results:
-            if r.duration_ms is not None:
-                key = (r.name, r.status.value)
-                child = children.get(key)
-                if child is None:  # check names and statuses are ours: a bounded set
-                    child = children[key] = self.check_latency.labels(*key)
-                child.observe(r.duration_ms / 1000.0)
+            if r.duration_ms is not None:  # check names and statuses are ours: a bounded set
+                observe((r.name, r.status), r.duration_ms / 1000.0)  # Status: written as its value
 
     def render(self) -> tuple[bytes, str]:
         """(body, content type) for GET /metrics."""

@@ -171,8 +171,9 @@ def decide(
     mode = mode or settings.mode
     notes = list(notes or [])
     v = _Verdicts(notes)
+    configured, defaults = settings.checks, results.default_actions  # = settings.action_for(name, default_action)
     for r in results.checks:
-        v.add(r, settings.action_for(r.name, results.default_action(r.name)), settings, mode, preexisting)
+        v.add(r, configured.get(r.name, defaults.get(r.name, "deny")), settings, mode, preexisting)
     for r in results.checks:  # a verdict from stale cached data says so, whatever it is
         if (
             r.caveats

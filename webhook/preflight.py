@@ -19,7 +19,7 @@ from webhook.policy import Decision, Outcome, decide, unreadable, unreadable_bef
 from webhook.results import CheckResult, PreflightResults, Status
 from webhook.workloads import adapter_for, build_workload
 from webhook.workloads.base import AdapterError, RuntimeLookup, Workload
-from webhook.workloads.shape import size_problem
+from webhook.workloads.shape import bounded_plain, size_problem, verified_plain
 
 MODES = ("enforce", "warn", "audit")
 #: the name the "too large to check" verdict is reported under (objectLimits)
@@ -199,8 +199,10 @@ async def evaluate(
         return Evaluation(None, PreflightResults(), Decision(allowed=True, outcome=Outcome.ALLOWED))
 
     api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    plain = False
     if isinstance(api_version, str) and isinstance(kind, str) and adapter_for(api_version, kind) is not None:
-        problem = too_large(obj, settings)
+        lim = settings.object_limits  # the size bound and the adapter's plain-JSON check in one walk
+        problem, plain = bounded_plain(obj, max_values=lim.max_values, max_items=lim.max_items)
         if problem is not None:  # before any rendering: its cost grows with the object
             # ratchet: an object already stored too large can still be fixed or cancelled
             pre = operation == "UPDATE" and isinstance(old_obj, dict) and too_large(old_obj, settings) is not None
@@ -212,7 +214,8 @@ async def evaluate(
         return build_workload(o, settings=settings, runtime_lookup=runtime_lookup, namespace=namespace)
 
     try:
-        wl = build(obj)
+        with verified_plain(obj if plain else None):  # nothing changes obj between the walk and the adapter
+            wl = build(obj)
     except AdapterError as exc:
         if operation == "UPDATE" and isinstance(old_obj, dict) and _unreadable(build, old_obj):
             # stored before this webhook could judge it: never block the fix or the cancel

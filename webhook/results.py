@@ -21,7 +21,7 @@ class Status(str, Enum):
     INFO = "info"
 
 
-@dataclass
+@dataclass(slots=True)  # ~20 per request: slots make them cheaper to build and read
 class CheckResult:
     """One verdict of one check.
 

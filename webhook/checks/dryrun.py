@@ -1,6 +1,6 @@
 """Dry Run: would the apiserver accept what the job's controllers will create?
 
-The JobSet the job becomes, and one representative Pod per pod group, are POSTed with
+The JobSet the job becomes, and one representative Pod per distinct pod template, are POSTed with
 `dryRun=All`, concurrently: every admission step runs (schema, Pod Security Admission,
 LimitRange, ResourceQuota, other webhooks and policy engines) and nothing is stored.
 The apiserver's own rejection text becomes the message. These are the only writes the
@@ -20,6 +20,12 @@ ownerReference to an absent owner on create (the garbage collector acts later).
 A rejection that only concerns the probe object (its ownerReference, an absent owner, its
 name) is "cannot verify" (warn), never a deny.
 
+Pod groups of one JobSet whose Job templates are the same content (e.g. two replicatedJobs of
+one runtime that differ only in name and replicas) share one Pod dry run: their Pods differ only
+in the group's name and counts in names and JobSet labels. The representative is the group
+with the longest name (the longest pod, Job and label names, the ones a length rule rejects),
+and findings name every group of the set ("Pod for a and b (same pod template)").
+
 Each distinct object is dry-run at most once per review, all of them concurrently, and an
 outcome is remembered for `dryRunCacheSeconds` keyed by the object's content and the
 resourceVersions of the cached objects its admission reads (webhook.checks.dryrun_cache):
@@ -31,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import hashlib
+import json
 import re
 import uuid
 import weakref
@@ -365,8 +372,47 @@ def _pod_specs(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
             yield spec
 
 
-def _subject(kind: str, name: str, group: str | None) -> str:
-    return f"Pod for {group}" if group is not None else f'{kind} "{name}"'
+def _subject(kind: str, name: str, groups: list[str] | None) -> str:
+    """`JobSet "x"`, `Pod for node`, or `Pod for a and b (same pod template)`."""
+    if groups is None:
+        return f'{kind} "{name}"'
+    if len(groups) == 1:
+        return f"Pod for {groups[0]}"
+    return f"Pod for {', '.join(groups[:-1])} and {groups[-1]} (same pod template)"
+
+
+def _template_of(owner: Workload, group: PodGroup) -> tuple[Any, ...]:
+    """What `pod_for` makes a group's Pod from, apart from the group's name and Job count: its
+    replicatedJob's Job template and groupName, else (no such replicatedJob) its pod spec and metadata."""
+    js = owner.derived.get("jobSet") or {}
+    for r in (js.get("spec") or {}).get("replicatedJobs") or []:
+        if isinstance(r, dict) and r.get("name") == group.name:
+            return ("replicatedJob", r.get("groupName"), r.get("template"))
+    return ("group", group.pod_spec, group.pod_metadata)
+
+
+def _same_content(a: Any, b: Any) -> bool:
+    """Equal as JSON (Python's == alone also equates 1, 1.0 and true)."""
+    return a is b or (a == b and json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True))
+
+
+def same_template(
+    owned: list[tuple[PodGroup, Workload, PodGroup]],
+) -> list[list[tuple[PodGroup, Workload, PodGroup]]]:
+    """The (group, owner, owner's group) triples in sets whose Pods differ only in what names a
+    group (its name in the pod's names and JobSet labels, its Job count): pod groups of one
+    JobSet with the same Job template. One Pod is dry-run per set; sets keep the groups' order."""
+    sets: list[tuple[int, tuple[Any, ...], list[tuple[PodGroup, Workload, PodGroup]]]] = []
+    for triple in owned:
+        _, owner, own_group = triple
+        template = _template_of(owner, own_group)
+        for owner_id, other, members in sets:
+            if owner_id == id(owner) and _same_content(template, other):
+                members.append(triple)
+                break
+        else:
+            sets.append((id(owner), template, [triple]))
+    return [members for _, _, members in sets]
 
 
 class DryRun(Check):
@@ -376,7 +422,7 @@ class DryRun(Check):
     permissions = (Permission("create", "jobsets", "jobset.x-k8s.io"), Permission("create", "pods"))
     apis = ("v1", JOBSET_API_VERSION)
     summary = (
-        "The JobSet and, per pod group, the first Pod as the Job controller creates it pass the apiserver's "
+        "The JobSet and, per distinct pod template, the first Pod as the Job controller creates it pass the apiserver's "
         "admission with dryRun=All (schema, Pod Security, LimitRange, quota, other webhooks and policies)."
     )
 
@@ -384,7 +430,8 @@ class DryRun(Check):
         assert ctx.view is not None
         wl = ctx.workload
         ns = wl.namespace
-        bodies: list[tuple[str, str, str, str | None, dict[str, Any]]] = []  # (apiVersion, kind, name, group, body)
+        # (apiVersion, kind, name, the pod groups a Pod stands for (None for a JobSet), body)
+        bodies: list[tuple[str, str, str, list[str] | None, dict[str, Any]]] = []
         # who creates each group's pods: the job itself, or (AIPerfSweep) the child whose JobSet does
         source = getattr(wl, "group_source", None)
         owned = [(g, *(source(g) if source else (wl, g))) for g in wl.pod_groups]
@@ -393,9 +440,11 @@ class DryRun(Check):
             js = jobset_for(owner)
             if js is not None:
                 bodies.append((js["apiVersion"], "JobSet", js["metadata"].get("name", owner.name), None, js))
-        for g, owner, own_group in owned:
+        for members in same_template(owned):
+            # the longest group name makes the longest pod, Job and label names: the one a length rule rejects
+            _, owner, own_group = max(members, key=lambda m: len(m[2].name))
             pod = pod_for(owner, own_group)
-            bodies.append(("v1", "Pod", pod["metadata"]["name"], g.name, pod))
+            bodies.append(("v1", "Pod", pod["metadata"]["name"], [g.name for g, _, _ in members], pod))
         if not bodies:
             return CheckResult(self.name, Status.SKIP, "Nothing to dry-run: the job derives no JobSet and no pods")
 
@@ -422,14 +471,14 @@ class DryRun(Check):
         fails: list[str] = []
         unknown: list[str] = []
         accepted: list[str] = []
-        for task, (kind, name, group, body) in tasks.items():
-            subject = _subject(kind, name, group)
+        for task, (kind, name, groups, body) in tasks.items():
+            subject = _subject(kind, name, groups)
             if task in pending:
                 unknown.append(f"Could not dry-run the {subject} (timed out)")
                 continue
             exc = task.exception()
             if exc is None:
-                accepted.append(subject if group is None else group)
+                accepted.extend([subject] if groups is None else groups)
                 continue
             if not isinstance(exc, ApiError):
                 unknown.append(f"Could not dry-run the {subject}: {exc or type(exc).__name__}")
@@ -456,8 +505,8 @@ class DryRun(Check):
         if out:
             return out
         objects = [a for a in accepted if a.startswith("JobSet")]
-        groups = [a for a in accepted if not a.startswith("JobSet")]
-        parts = objects + ([f"a pod of each group ({', '.join(groups)})"] if groups else [])
+        names = [a for a in accepted if not a.startswith("JobSet")]
+        parts = objects + ([f"a pod of each group ({', '.join(names)})"] if names else [])
         return CheckResult(self.name, Status.PASS, f"The apiserver accepts (dryRun=All) {' and '.join(parts)}")
 
 

@@ -25,6 +25,15 @@ def not_overcommittable(resource: str) -> bool:
     return is_extended_resource(resource) or resource.startswith("hugepages-")
 
 
+#: resources Kubernetes overcommits and that are not extended: a container with only these has no finding
+_OVERCOMMITTABLE = frozenset({"cpu", "memory", "ephemeral-storage"})
+
+
+def _plain(amounts: Any) -> bool:
+    """No resource in `amounts` (requests or limits) that this check judges."""
+    return not amounts or (isinstance(amounts, dict) and amounts.keys() <= _OVERCOMMITTABLE)
+
+
 def _where(kind: str, group: str, container: str, is_init: bool) -> str:
     noun = "Init container" if is_init else "Container"
     return f'{noun} "{container}" in pod group "{group}"'
@@ -125,6 +134,9 @@ class AcceleratorLimits(Check):
                 for c in containers:
                     if not isinstance(c, dict):
                         continue
+                    res = c.get("resources") or {}
+                    if _plain(res.get("requests")) and _plain(res.get("limits")):
+                        continue  # most containers: only cpu/memory, nothing this check judges
                     findings.extend(container_findings(wl.kind, group.name, c, is_init))
                     for resource, raw in ((c.get("resources") or {}).get("limits") or {}).items():
                         if is_extended_resource(str(resource)):

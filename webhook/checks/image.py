@@ -166,6 +166,10 @@ def describe_uses(where: Iterable[tuple[str, str, bool]]) -> str:
     return "; ".join(parts)
 
 
+def _capitalized(text: str) -> str:
+    return f"{text[0].upper()}{text[1:]}"
+
+
 def _combine(name: str, status: Status, findings: list[tuple[str, str]]) -> CheckResult:
     """One result for several (what, fix) findings: whats joined by '; ', then one Fix."""
     whats = [w for w, _ in findings]
@@ -222,16 +226,16 @@ class ImageReference(Check):
         pinned = 0
         public = {r.lower() for r in ctx.settings.public_registries}
         for use in uses.values():
-            where = describe_uses(use.where)
+            # where the image is used: written only for a message (a passing image needs none)
             if use.image == "":
-                fails.append((f"{where[0].upper()}{where[1:]} has no image", "set the container's image"))
+                fails.append((f"{_capitalized(describe_uses(use.where))} has no image", "set the container's image"))
                 continue
             try:
                 ref = parse_image(use.image)
             except ValueError as exc:
                 fails.append(
                     (
-                        f'Image "{use.image}" used by {where} is invalid: {exc}',
+                        f'Image "{use.image}" used by {describe_uses(use.where)} is invalid: {exc}',
                         f'use [registry[:port]/]repository[:tag][@digest] with a lowercase repository, e.g. "{EXAMPLE}"',
                     )
                 )
@@ -242,14 +246,14 @@ class ImageReference(Check):
                 if ref.tag is None:
                     warns.append(
                         (
-                            f'Image "{use.image}" has no tag, so it pulls whatever "latest" is when each pod starts (used by {where})',
+                            f'Image "{use.image}" has no tag, so it pulls whatever "latest" is when each pod starts (used by {describe_uses(use.where)})',
                             "pin a version tag or a digest",
                         )
                     )
                 elif ref.tag == "latest":
                     warns.append(
                         (
-                            f'Image "{use.image}" uses the moving tag "latest"; pods can start different builds (used by {where})',
+                            f'Image "{use.image}" uses the moving tag "latest"; pods can start different builds (used by {describe_uses(use.where)})',
                             "pin a version tag or a digest",
                         )
                     )

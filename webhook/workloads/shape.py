@@ -14,9 +14,13 @@ keys are left alone, the apiserver judges those.
 
 from __future__ import annotations
 
+import copy
 import math
 import re
-from collections.abc import Iterable
+import sys
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,34 +62,120 @@ def plain_json(obj: Any) -> None:
     object is an AdapterError rather than a RecursionError. A first pass builds no paths
     (it runs on every request); only when it finds a problem does the second name it.
     """
+    if _VERIFIED_PLAIN.get() is obj:  # the caller's bounded_plain walk already found it plain
+        return
     if not _is_plain_json(obj):
         _plain_json_error(obj)
 
 
+#: the object a bounded_plain walk has just found plain JSON, while `verified_plain(obj)` holds
+#: (in this task only): plain_json skips it instead of walking it again
+_VERIFIED_PLAIN: ContextVar[Any] = ContextVar("verified_plain", default=None)
+
+
+@contextmanager
+def verified_plain(obj: Any) -> Iterator[None]:
+    """Within the block, plain_json(obj) trusts a bounded_plain walk of `obj` (None: trusts nothing).
+    preflight.evaluate holds it around the adapter only, with nothing between the walk and the
+    adapter that could change the object."""
+    token = _VERIFIED_PLAIN.set(obj)
+    try:
+        yield
+    finally:
+        _VERIFIED_PLAIN.reset(token)
+
+
+def bounded_plain(obj: Any, *, max_values: int, max_items: int) -> tuple[str | None, bool]:
+    """(size_problem(obj, ...), whether plain_json(obj) passes) in one walk over the object.
+
+    Every review walks its object for both (the size bound before rendering, plain JSON in the
+    adapter); together they cost one walk. When the object is not plain JSON the answer's first
+    part comes from size_problem itself, and the adapter's plain_json names the problem."""
+    if not isinstance(obj, (dict, list)):
+        return None, _plain_scalar(obj)
+    stack: list[tuple[Any, int]] = [(obj, 0)]
+    finite = math.isfinite
+    count = 0
+    while stack:
+        value, depth = stack.pop()
+        size = len(value)
+        count += size
+        if size > max_items or count > max_values:
+            return _size_problem_text(obj, max_values, max_items), False
+        deeper = depth + 1
+        if deeper > MAX_DEPTH and value:
+            return size_problem(obj, max_values=max_values, max_items=max_items), False
+        if type(value) is dict or isinstance(value, dict):
+            for key in value:
+                if not isinstance(key, str):
+                    return size_problem(obj, max_values=max_values, max_items=max_items), False
+            values: Iterable[Any] = value.values()
+        else:
+            values = value
+        for v in values:
+            t = type(v)
+            if t is str or t is int or t is bool or v is None:
+                continue
+            if t is dict or t is list or isinstance(v, (dict, list)):
+                stack.append((v, deeper))
+            elif t is float:
+                if not finite(v):
+                    return size_problem(obj, max_values=max_values, max_items=max_items), False
+            elif not _plain_scalar(v):
+                return size_problem(obj, max_values=max_values, max_items=max_items), False
+    return None, True
+
+
 def _is_plain_json(obj: Any) -> bool:
-    """What _plain_json_error accepts, without building a path for every node."""
+    """What _plain_json_error accepts, without building a path for every node.
+
+    Only containers go on the stack; scalars are judged where they are met (most values
+    are scalars: a stack entry per scalar cost more than the judgement)."""
+    if not isinstance(obj, (dict, list)):
+        return _plain_scalar(obj)
     stack: list[tuple[Any, int]] = [(obj, 0)]
     finite = math.isfinite
     while stack:
         value, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            return False
-        t = type(value)
-        if t is str or t is int or t is bool or value is None:
-            continue
+        deeper = depth + 1
         if isinstance(value, dict):
+            if deeper > MAX_DEPTH and value:
+                return False
             for key, v in value.items():
                 if not isinstance(key, str):
                     return False
-                stack.append((v, depth + 1))
-        elif isinstance(value, list):
-            stack.extend((v, depth + 1) for v in value)
-        elif isinstance(value, float):
-            if not finite(value):
+                t = type(v)
+                if t is str or t is int or t is bool or v is None:
+                    continue
+                if t is dict or t is list or isinstance(v, (dict, list)):
+                    stack.append((v, deeper))
+                elif t is float:
+                    if not finite(v):
+                        return False
+                elif not _plain_scalar(v):
+                    return False
+        else:
+            if deeper > MAX_DEPTH and value:
                 return False
-        elif not isinstance(value, (str, int)):
-            return False
+            for v in value:
+                t = type(v)
+                if t is str or t is int or t is bool or v is None:
+                    continue
+                if t is dict or t is list or isinstance(v, (dict, list)):
+                    stack.append((v, deeper))
+                elif t is float:
+                    if not finite(v):
+                        return False
+                elif not _plain_scalar(v):
+                    return False
     return True
+
+
+def _plain_scalar(value: Any) -> bool:
+    """A JSON scalar: string, finite number, boolean or null."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return value is None or isinstance(value, (str, int))
 
 
 def _plain_json_error(obj: Any) -> None:
@@ -110,6 +200,18 @@ def _plain_json_error(obj: Any) -> None:
             raise AdapterError(
                 f"{path} must be a JSON value (string, number, boolean, list or mapping), not {json_type(value)}"
             )
+
+
+def copy_json(value: Any) -> Any:
+    """copy.deepcopy for JSON data at a fraction of its cost (no memo); anything else goes to deepcopy."""
+    t = type(value)
+    if t is dict:
+        return {k: copy_json(v) for k, v in value.items()}
+    if t is list:
+        return [copy_json(v) for v in value]
+    if t is str or t is int or t is float or t is bool or value is None:
+        return value
+    return copy.deepcopy(value)
 
 
 def at(path: str, key: str | int) -> str:
@@ -244,6 +346,10 @@ def clean(value: Any, schema: Schema, path: str) -> Any:
     return _clean_explain(value, schema, path)
 
 
+_STRING = sys.intern("string")
+_ANY = sys.intern("any")
+
+
 def _clean_fast(value: Any, schema: Schema) -> Any:
     """_clean_explain without paths (its errors carry none; clean() re-runs to name them)."""
     if type(schema) is dict:
@@ -251,7 +357,16 @@ def _clean_fast(value: Any, schema: Schema) -> Any:
             return {}
         if not isinstance(value, dict):
             raise AdapterError("")
-        return {k: _clean_fast(v, schema[k]) if k in schema else v for k, v in value.items() if v is not None}
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            if v is None:
+                continue
+            sub = schema.get(k)
+            if sub is None or sub is _ANY or (sub is _STRING and type(v) is str):
+                out[k] = v  # unknown keys as given; strings and "any" need no call (most leaves)
+            else:
+                out[k] = _clean_fast(v, sub)
+        return out
     if type(schema) is str:
         if schema == "string":
             if value is None or isinstance(value, str):
@@ -259,18 +374,30 @@ def _clean_fast(value: Any, schema: Schema) -> Any:
             raise AdapterError("")
         if schema == "any":
             return value
+        # the other leaves, for their common values (anything else: _clean_explain decides)
+        t = type(value)
+        if schema == "quantity" and t is str:
+            try:
+                quantity.parse_quantity(value)  # memoized per string
+            except ValueError:
+                raise AdapterError("") from None
+            return value
+        if schema == "integer" and t is int and INT32_MIN <= value <= INT32_MAX:
+            return value
+        if schema == "boolean" and t is bool:
+            return value
     elif isinstance(schema, ListOf):
         if value is None:
             return []
         if not isinstance(value, list):
             raise AdapterError("")
         item = schema.item
-        out = []
+        items = []
         for v in value:
             if v is None:
                 raise AdapterError("")
-            out.append(_clean_fast(v, item))
-        return out
+            items.append(_clean_fast(v, item))
+        return items
     elif isinstance(schema, MapOf):
         if value is None:
             return {}
@@ -370,8 +497,35 @@ def size_problem(obj: Any, *, max_values: int, max_items: int) -> str | None:
     the object's size. The text is the verdict's body: `too large to check: 280000 models in
     spec.benchmark.models (limit 1000). Fix: ...`.
     """
-    if not isinstance(obj, (dict, list)):
+    if not isinstance(obj, (dict, list)) or not _over_limits(obj, max_values, max_items):
         return None
+    return _size_problem_text(obj, max_values, max_items)
+
+
+def _over_limits(obj: dict[str, Any] | list[Any], max_values: int, max_items: int) -> bool:
+    """Whether `_size_problem_text` finds a bound crossed: the same walk without paths (it runs on
+    every request; the paths are only needed to name the part that crossed it)."""
+    stack: list[Any] = [obj]
+    count = 0
+    while stack:
+        value = stack.pop()
+        size = len(value)
+        if size > max_items:
+            return True
+        count += size
+        if count > max_values:
+            return True
+        for v in value.values() if type(value) is dict or isinstance(value, dict) else value:
+            t = type(v)  # scalars (most values) first, by exact type
+            if t is str or t is int or t is bool or v is None or t is float:
+                continue
+            if t is dict or t is list or isinstance(v, (dict, list)):
+                stack.append(v)
+    return False
+
+
+def _size_problem_text(obj: dict[str, Any] | list[Any], max_values: int, max_items: int) -> str | None:
+    """size_problem's text: the first bound crossed, named by its field path."""
     stack: list[tuple[Any, str, int, str]] = [(obj, "", 0, "")]
     count = 0
     parts: dict[str, int] = {}
@@ -400,6 +554,8 @@ def size_problem(obj: Any, *, max_values: int, max_items: int) -> str | None:
         items: Iterable[tuple[Any, Any]] = value.items() if isinstance(value, dict) else enumerate(value)
         for key, v in items:
             if isinstance(v, (dict, list)):
-                child = at(path, key) if deeper <= _PATH_DEPTH else path
+                # a YAML key need not be a string (`1:`, `null:`): named as text, never a crash
+                named = key if isinstance(key, str) or type(key) is int else str(key)
+                child = at(path, named) if deeper <= _PATH_DEPTH else path
                 stack.append((v, child, deeper, child if deeper == _PART_DEPTH else part))
     return None

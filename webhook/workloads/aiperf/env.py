@@ -118,10 +118,7 @@ class _Env:
 
     def __init__(self, settings: Settings) -> None:
         self._over = dict(settings.aiperf_env)
-        # pydantic-settings reads env names case-insensitively; one pass over the environment
-        # (keys first: decoding every value of the environment costs more than the rest of this)
-        environ = os.environ
-        self._env = {k.upper(): environ[k] for k in environ if k[:6].upper() == "AIPERF"}
+        self._env = _aiperf_environ()
 
     def get(self, name: str, default: str) -> str:
         if name in self._over:
@@ -142,6 +139,26 @@ class _Env:
     def resources(self, key: str) -> tuple[str, str]:
         cpu, mem = RESOURCE_DEFAULTS[key]
         return self.get(f"AIPERF_K8S_{key}_CPU", cpu), self.get(f"AIPERF_K8S_{key}_MEMORY", mem)
+
+
+#: (the environment it was read from, its AIPERF* variables): re-read only when the environment changes
+_ENVIRON: list[tuple[Any, dict[str, str]]] = []
+
+
+def _aiperf_environ() -> dict[str, str]:
+    """This process's AIPERF* variables by upper-cased name (pydantic-settings reads env names
+    case-insensitively); shared, never changed. Decoding the whole environment on every request
+    cost more than the rest of _Env (a pod's environment holds a variable per Service in its
+    namespace), so it is read again only when os.environ's raw contents differ."""
+    data = getattr(os.environ, "_data", None)  # CPython's bytes mapping behind os.environ
+    key = tuple(data.items()) if isinstance(data, dict) else None
+    if key is not None and _ENVIRON and _ENVIRON[0][0] == key:
+        return _ENVIRON[0][1]
+    environ = os.environ
+    found = {k.upper(): environ[k] for k in environ if k[:6].upper() == "AIPERF"}  # keys first: values cost more
+    if key is not None:
+        _ENVIRON[:] = [(key, found)]
+    return found
 
 
 # ----------------------------------------------------------------------------- small helpers

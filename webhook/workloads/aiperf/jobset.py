@@ -5,7 +5,6 @@ contexts and the podTemplate pass-through (aiperf/operator/handlers/create.py _b
 from __future__ import annotations
 
 import functools
-import json
 from typing import Any
 
 from webhook.config import Settings
@@ -34,6 +33,7 @@ from webhook.workloads.shape import (
     Schema,
     at,
     clean,
+    copy_json,
     mapping,
 )
 
@@ -61,7 +61,7 @@ class _Renderer:
 
     @functools.cached_property
     def _security(self) -> dict[str, Any]:
-        ctx = json.loads(json.dumps(_CONTAINER_SECURITY))
+        ctx = {k: copy_json(v) for k, v in _CONTAINER_SECURITY.items()}
         over = self._t("containerSecurityContext") or {}
         if "capabilities" in over:
             ctx["capabilities"] = {**ctx["capabilities"], **over["capabilities"]}
@@ -72,6 +72,12 @@ class _Renderer:
         return ctx
 
     def mounts(self) -> list[dict[str, Any]]:
+        """A new list per container; its entries are shared between the containers of one job
+        (like env entries and the securityContext: consumers copy before changing)."""
+        return list(self._mounts)
+
+    @functools.cached_property
+    def _mounts(self) -> list[dict[str, Any]]:
         return [
             {"name": "config", "mountPath": self.config_path, "readOnly": True},
             {"name": "ipc", "mountPath": _IPC_PATH},
@@ -159,14 +165,41 @@ class _Renderer:
             "failureThreshold": _HEALTH["startup_failure"],
         }
 
-    def _container(self, **fields: Any) -> dict[str, Any]:
-        order = ["name", "image", "imagePullPolicy", "command", "args", "env", "resources", "volumeMounts", "ports",
-                 "startupProbe", "livenessProbe", "readinessProbe", "securityContext"]  # fmt: skip
-        fields.setdefault("image", self.image)
-        fields.setdefault("imagePullPolicy", self.pull_policy)
-        fields.setdefault("volumeMounts", self.mounts())
-        fields.setdefault("securityContext", self.security())
-        return {k: fields[k] for k in order if fields.get(k) is not None}
+    def _container(
+        self,
+        name: str,
+        command: list[str],
+        args: list[str] | None,
+        env: list[dict[str, Any]],
+        resources: Any,
+        ports: list[dict[str, Any]],
+        startup: dict[str, Any] | None,
+        liveness: dict[str, Any] | None,
+        readiness: dict[str, Any] | None,
+        volume_mounts: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """One container in the operator's key order (name, image, imagePullPolicy, command, args,
+        env, resources, volumeMounts, ports, startupProbe, livenessProbe, readinessProbe,
+        securityContext), None fields left out; built key by key: ~30 per job."""
+        c: dict[str, Any] = {"name": name, "image": self.image}
+        if self.pull_policy is not None:
+            c["imagePullPolicy"] = self.pull_policy
+        c["command"] = command
+        if args is not None:
+            c["args"] = args
+        c["env"] = env
+        if resources is not None:
+            c["resources"] = resources
+        c["volumeMounts"] = list(self._mounts) if volume_mounts is None else volume_mounts
+        c["ports"] = ports
+        if startup is not None:
+            c["startupProbe"] = startup
+        if liveness is not None:
+            c["livenessProbe"] = liveness
+        if readiness is not None:
+            c["readinessProbe"] = readiness
+        c["securityContext"] = self._security
+        return c
 
     def service(self, name: str, service_type: str, health_port: int, resources: Any, *, service_id: str,
                 api_port: int | None = None, controller_host: str | None = None, extra_env: list[dict[str, Any]] | None = None,
@@ -179,18 +212,19 @@ class _Renderer:
             args += ["--api-port", str(api_port)]
             ports.append({"containerPort": api_port, "name": "api"})
         env = self.env_vars(controller_host=controller_host, pod_index=pod_index, controller_pod=controller_pod)
-        env += extra_env or []
+        if extra_env:
+            env += extra_env
         probe_port = api_port or health_port
         return self._container(
-            name=name,
-            command=["aiperf"],
-            args=args,
-            env=env,
-            resources=resources,
-            ports=ports,
-            startupProbe=self._startup(probe_port) if startup else None,
-            livenessProbe=self._probe(probe_port) if liveness else None,
-            readinessProbe=self._probe(probe_port, "/readyz") if readiness else None,
+            name,
+            ["aiperf"],
+            args,
+            env,
+            resources,
+            ports,
+            self._startup(probe_port) if startup else None,
+            self._probe(probe_port) if liveness else None,
+            self._probe(probe_port, "/readyz") if readiness else None,
         )
 
     def res(self, key: str) -> Any:
@@ -221,9 +255,10 @@ class _Renderer:
         port = _PORTS["RESULTS_SIDECAR"]
         out.append(
             self._container(
-                name="results-sidecar",
-                command=["python", "-m", "aiperf.kubernetes.results_sidecar"],
-                env=[
+                "results-sidecar",
+                ["python", "-m", "aiperf.kubernetes.results_sidecar"],
+                None,
+                [
                     {"name": "AIPERF_RESULTS_DIR", "value": "/results"},
                     {"name": "AIPERF_RESULTS_SIDECAR_PORT", "value": str(port)},
                     {
@@ -231,15 +266,15 @@ class _Renderer:
                         "value": self.env.get("AIPERF_K8S_RESULTS_SIDECAR_LOG_LEVEL", "info"),
                     },
                 ],
-                resources=self.res("RESULTS_SIDECAR"),
-                volumeMounts=[
+                self.res("RESULTS_SIDECAR"),
+                [{"containerPort": port, "name": "results"}],
+                self._startup(port),
+                self._probe(port),
+                self._probe(port),
+                volume_mounts=[
                     {"name": "results", "mountPath": "/results", "readOnly": True},
                     {"name": "tmp", "mountPath": "/tmp"},
                 ],
-                ports=[{"containerPort": port, "name": "results"}],
-                startupProbe=self._startup(port),
-                livenessProbe=self._probe(port),
-                readinessProbe=self._probe(port),
             )
         )
         if sidecar_enabled:
@@ -247,9 +282,9 @@ class _Renderer:
             out.insert(
                 0,
                 self._container(
-                    name="event-bus-proxy",
-                    command=["aiperf"],
-                    args=[
+                    "event-bus-proxy",
+                    ["aiperf"],
+                    [
                         "proxy",
                         "--kind",
                         "event_bus",
@@ -258,16 +293,16 @@ class _Renderer:
                         "--health-port",
                         str(hp),
                     ],  # fmt: skip
-                    env=self.env_vars(pod_index=False, controller_pod=True),
-                    resources=self.res("EVENT_BUS_PROXY"),
-                    ports=[
+                    self.env_vars(pod_index=False, controller_pod=True),
+                    self.res("EVENT_BUS_PROXY"),
+                    [
                         {"containerPort": hp, "name": "health"},
                         {"containerPort": _PORTS["EVENT_BUS_PROXY_PUB_FRONTEND"], "name": "pub-frontend"},
                         {"containerPort": _PORTS["EVENT_BUS_PROXY_SUB_BACKEND"], "name": "sub-backend"},
                     ],
-                    startupProbe=self._startup(hp),
-                    livenessProbe=self._probe(hp),
-                    readinessProbe=self._probe(hp, "/readyz"),
+                    self._startup(hp),
+                    self._probe(hp),
+                    self._probe(hp, "/readyz"),
                 ),
             )
         return out
@@ -386,8 +421,9 @@ def _key(d: dict[str, Any], camel: str) -> str:
 
 
 def _no_unknown(d: dict[str, Any], allowed: set[str], path: str, what: str) -> None:
+    known = _known(d, allowed)
     for key in d:
-        if key not in _known(d, allowed):
+        if key not in known:
             raise AdapterError(f"{at(path, key)} is not a field of AIPerfJob (AIPerf rejects unknown {what})")
 
 

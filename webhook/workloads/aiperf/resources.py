@@ -4,6 +4,8 @@ budgets (aiperf/kubernetes/jobset.py split_worker_pod_resources).
 
 from __future__ import annotations
 
+import functools
+
 from webhook.workloads.aiperf.env import (
     MIN_CONTAINER_CPU_MCPU,
     MIN_CONTAINER_MEMORY_MIB,
@@ -93,8 +95,17 @@ def split_worker_pod_resources(
 
     Mirrors `split_worker_pod_resources`: the WORKER_POD budget is the pod total, split by
     measured weights; a budget that cannot cover the minima or the worker import floor is
-    the operator's ValueError, raised here as `_RenderError`.
+    the operator's ValueError, raised here as `_RenderError`. Arithmetic on five values that
+    most jobs share (the operator's defaults, a few worker counts), so its answers are
+    remembered (refusals are not: an exception is never cached).
     """
+    return list(_split(cpu, memory, worker_count, rp_count, rp_cpu_request))
+
+
+@functools.lru_cache(maxsize=256)
+def _split(
+    cpu: str, memory: str, worker_count: int, rp_count: int, rp_cpu_request: str | None
+) -> tuple[tuple[str, str], ...]:
     n = 1 + worker_count + rp_count
     total_mcpu = int(round(_parse_cpu(cpu) * 1000))
     total_mib = _parse_memory_mib(memory)
@@ -148,7 +159,7 @@ def split_worker_pod_resources(
             f"{shape}). Fix: raise AIPERF_K8S_WORKER_POD_MEMORY on the operator (and in the webhook's aiperfEnv) "
             "or lower spec.benchmark.runtime.workersPerPod / recordProcessorsPerPod."
         )
-    return [(_format_mcpu(c), f"{m}Mi") for c, m in zip(cpu_shares, mem_shares)]
+    return tuple((_format_mcpu(c), f"{m}Mi") for c, m in zip(cpu_shares, mem_shares))
 
 
 def _resources(cpu: str, memory: str, mode: str) -> dict[str, dict[str, str]] | None:

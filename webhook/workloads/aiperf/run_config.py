@@ -60,14 +60,21 @@ _FLOATS = {
 def _ordered(d: dict[str, Any], kind: str) -> dict[str, Any]:
     """Snake-case keys in the model's field order (unknown keys keep their place after), floats coerced."""
     snake = {_snake(k): v for k, v in d.items() if v is not None}
-    floats = _FLOATS.get(kind, set())
-    out: dict[str, Any] = {}
-    for k in _ORDER.get(kind, []) + [k for k in snake if k not in _ORDER.get(kind, [])]:
-        if k in snake:
-            v = snake[k]
-            if k in floats and isinstance(v, int) and not isinstance(v, bool):
-                v = float(v)
-            out[k] = v
+    order = _ORDER.get(kind)
+    if order is None:
+        out = snake
+    else:
+        out = {k: snake[k] for k in order if k in snake}
+        if len(out) < len(snake):
+            for k, v in snake.items():
+                if k not in out:
+                    out[k] = v
+    floats = _FLOATS.get(kind)
+    if floats:
+        for k in floats.intersection(out):
+            v = out[k]
+            if isinstance(v, int) and not isinstance(v, bool):
+                out[k] = float(v)  # an existing key: its place is kept
     return out
 
 
@@ -228,7 +235,44 @@ def _float_text(o: float) -> str:
 
 
 def _indent2(o: Any, out: list[str], nl: str) -> None:
-    if isinstance(o, str):
+    t = type(o)  # exact types first (a JSON document's containers), the isinstance chain for the rest
+    if t is dict or (t is not list and isinstance(o, dict)):
+        if not o:
+            out.append("{}")
+            return
+        inner = nl + "  "
+        sep = "{" + inner
+        for k, v in o.items():
+            if not isinstance(k, str):
+                raise _NotPlain
+            t = type(v)  # the common scalars inline: a call per scalar costs more than writing it
+            if t is str:
+                out.append(sep + _encode_str(k) + ": " + _encode_str(v))
+            elif t is int:
+                out.append(sep + _encode_str(k) + ": " + int.__repr__(v))
+            else:
+                out.append(sep + _encode_str(k) + ": ")
+                _indent2(v, out, inner)
+            sep = "," + inner
+        out.append(nl + "}")
+    elif t is list or isinstance(o, (list, tuple)):
+        if not o:
+            out.append("[]")
+            return
+        inner = nl + "  "
+        sep = "[" + inner
+        for v in o:
+            t = type(v)
+            if t is str:
+                out.append(sep + _encode_str(v))
+            elif t is int:
+                out.append(sep + int.__repr__(v))
+            else:
+                out.append(sep)
+                _indent2(v, out, inner)
+            sep = "," + inner
+        out.append(nl + "]")
+    elif isinstance(o, str):
         out.append(_encode_str(o))
     elif o is None:
         out.append("null")
@@ -240,30 +284,6 @@ def _indent2(o: Any, out: list[str], nl: str) -> None:
         out.append(int.__repr__(o))
     elif isinstance(o, float):
         out.append(_float_text(o))
-    elif isinstance(o, (list, tuple)):
-        if not o:
-            out.append("[]")
-            return
-        inner = nl + "  "
-        sep = "[" + inner
-        for v in o:
-            out.append(sep)
-            _indent2(v, out, inner)
-            sep = "," + inner
-        out.append(nl + "]")
-    elif isinstance(o, dict):
-        if not o:
-            out.append("{}")
-            return
-        inner = nl + "  "
-        sep = "{" + inner
-        for k, v in o.items():
-            if not isinstance(k, str):
-                raise _NotPlain
-            out.append(sep + _encode_str(k) + ": ")
-            _indent2(v, out, inner)
-            sep = "," + inner
-        out.append(nl + "}")
     else:
         raise _NotPlain
 

@@ -95,8 +95,10 @@ def _enum(value: Any, path: str, allowed: tuple[str, ...] | list[str], *, requir
 
 
 def _field(d: dict[str, Any], camel: str, path: str) -> tuple[Any, str]:
+    """(value, its path); an absent field's path is never shown (every check passes null), so not built."""
     key = _key(d, camel)
-    return d.get(key), at(path, key)
+    value = d.get(key)
+    return value, (path if value is None else at(path, key))
 
 
 def _check_models(models: Any, path: str) -> None:

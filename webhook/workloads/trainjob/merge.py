@@ -8,8 +8,9 @@ pkg/util/trainingruntime/trainingruntime.go MergeResourceRequirements, pkg/apply
 
 from __future__ import annotations
 
-import copy
 from typing import Any
+
+from webhook.workloads.shape import copy_json as copy_json  # re-exported: the plugins copy with it
 
 # strategic-merge keys of the PodSpec fields a runtime patch may carry (k8s.io/api patchMergeKey)
 _MERGE_KEYS = {
@@ -26,20 +27,12 @@ _MERGE_KEYS = {
 }
 
 
-def copy_json(value: Any) -> Any:
-    """copy.deepcopy for JSON data at a fraction of its cost (no memo); anything else goes to deepcopy."""
-    t = type(value)
-    if t is dict:
-        return {k: copy_json(v) for k, v in value.items()}
-    if t is list:
-        return [copy_json(v) for v in value]
-    if t is str or t is int or t is float or t is bool or value is None:
-        return value
-    return copy.deepcopy(value)
-
-
 def strategic_merge(base: Any, patch: Any, field: str = "") -> Any:
-    """A strategic merge patch of plain dicts: maps merge, keyed lists merge by key, other lists replace."""
+    """A strategic merge patch of plain dicts: maps merge, keyed lists merge by key, other lists replace.
+
+    Returns new maps and lists along the merged paths and copies of the patch's values; what
+    only `base` holds is shared with it, never changed (the result is cleaned into a copy
+    before anything changes it: render)."""
     if isinstance(base, dict) and isinstance(patch, dict):
         out = dict(base)
         for k, v in patch.items():
@@ -52,7 +45,7 @@ def strategic_merge(base: Any, patch: Any, field: str = "") -> Any:
         return out
     key = _MERGE_KEYS.get(field)
     if key and isinstance(base, list) and isinstance(patch, list):
-        out_list = [copy_json(x) for x in base]
+        out_list = list(base)  # base items are never changed here: a merged item is a new dict
         for item in patch:
             if not isinstance(item, dict) or key not in item:
                 out_list.append(copy_json(item))
@@ -94,7 +87,7 @@ def _upsert(items: list[dict[str, Any]], item: dict[str, Any], key: str) -> None
 def upsert_env(container: dict[str, Any], env: list[dict[str, Any]]) -> None:
     """UpsertEnvVars(apply.EnvVars(env)): same-name entries are replaced whole, never merged field by field
     (an entry with valueFrom carries no value; one without valueFrom is its value, "" when unset)."""
-    out = [copy_json(e) for e in container.get("env") or []]
+    out = list(container.get("env") or [])  # entries are replaced whole, never changed: no copies
     for e in env:
         entry: dict[str, Any] = {"name": e.get("name")}
         if e.get("valueFrom") is not None:
