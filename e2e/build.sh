@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build (once) and cache the e2e control plane's binaries and CRDs.
 #
-#   e2e/build.sh [all|kube-apiserver|etcd|kubectl|helm|crds|optional-crds|node|path]
+#   e2e/build.sh [all|kube-apiserver|etcd|kubectl|helm|crds|optional-crds|node|stack|path]
 #
 # Everything lands in $PREFLIGHT_E2E_CACHE (default ~/.cache/preflight-webhook/<k8s version>/),
 # never inside the repository:
@@ -15,6 +15,9 @@
 #   crds-optional/*.yaml  Karpenter's NodePool/NodeClaim CRDs (not installed by default)
 #   bin/kubelet, kube-controller-manager, kube-scheduler, kube-proxy  for the real node
 #                       (e2e/harness/node.py), same module setup as kube-apiserver
+#   stack (part of `all`)  JobSet, Trainer and Kueue controller managers and their rendered
+#                       manifests, by e2e/stack.sh into ~/.cache/preflight-webhook/stack/ (the
+#                       images from them are built when a Stack starts: e2e/harness/stack.py)
 # `node` (part of `all`) also installs the node's Debian packages when run as root (containerd,
 # runc, CNI plugins, iptables, conntrack, buildah, mmdebstrap), or names the missing ones.
 # Each piece carries a stamp file recording the version it was built from; a piece whose
@@ -360,6 +363,7 @@ main() {
         crds) fetch_crds ;;
         optional-crds) fetch_optional_crds ;;
         node) build_node ;;
+        stack) bash "$HERE/stack.sh" binaries; bash "$HERE/stack.sh" manifests ;;
         kubelet|kube-controller-manager|kube-scheduler|kube-proxy) build_kube_bin "$what" ;;
         all)
             local t0=$SECONDS
@@ -371,9 +375,11 @@ main() {
             build_kube_apiserver
             build_kube_bin kubectl
             build_node warn
+            bash "$HERE/stack.sh" binaries
+            bash "$HERE/stack.sh" manifests
             say "e2e build ready in $((SECONDS - t0))s: $BIN"
             ;;
-        *) die "usage: $0 [all|kube-apiserver|etcd|kubectl|helm|crds|optional-crds|node|kubelet|kube-controller-manager|kube-scheduler|kube-proxy|path]" ;;
+        *) die "usage: $0 [all|kube-apiserver|etcd|kubectl|helm|crds|optional-crds|node|stack|kubelet|kube-controller-manager|kube-scheduler|kube-proxy|path]" ;;
     esac
 }
 
