@@ -171,6 +171,17 @@ def kubelet_config(version: tuple[int, int, int], base: dict[str, Any]) -> dict[
     return cfg
 
 
+def _another_node_present() -> bool:
+    """A kubelet runs, or a node's guard chain still exists: another node is up or still tearing down.
+
+    The kubelet exits early in a teardown, the iptables chains go last, so both are waited for
+    (a node started while the other's chains were being removed failed with "Chain already exists").
+    """
+    if _run(["pgrep", "-x", "kubelet"], check=False).stdout.strip():
+        return True
+    return _run(["iptables", "-w", "-S", GUARD_CHAIN], check=False).returncode == 0
+
+
 def preflight_problems() -> list[str]:
     """Why a node cannot run on this machine (empty when it can)."""
     problems = []
@@ -383,14 +394,14 @@ class Node:
                 self._say(f"another node holds {MACHINE_LOCK}; waiting for it to stop")
                 fcntl.flock(fd, fcntl.LOCK_EX)
             said = False
-            while _run(["pgrep", "-x", "kubelet"], check=False).stdout.strip():
+            while _another_node_present():
                 if time.monotonic() > deadline:
                     raise NodeError(
                         "a kubelet this harness did not start is running "
                         "(stop it: python -m e2e.harness.node down --state-dir ...)"
                     )
                 if not said:
-                    self._say("a kubelet from another node is running; waiting for it to exit")
+                    self._say("another node's kubelet or guard chain is still there; waiting for its teardown")
                     said = True
                 time.sleep(2)  # polling a foreign process: there is nothing to wait on
         except BaseException:
