@@ -233,9 +233,7 @@ async def create_nodes(admin: Admin, names: list[str], concurrency: int = 32) ->
 
 def setup_samples(cp: ControlPlane) -> None:
     """The sample prerequisites and runtime, a quota per sample namespace, a few Ready nodes."""
-    cp.kubectl(
-        "apply", "-f", str(SAMPLES / "00-prerequisites.yaml"), "-f", str(SAMPLES / "01-clustertrainingruntime.yaml")
-    )
+    cp.apply_samples_prerequisites(SAMPLES)  # (with each namespace's default ServiceAccount: no controller here)
 
     async def go() -> None:
         async with Admin(cp) as admin:

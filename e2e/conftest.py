@@ -52,14 +52,9 @@ SAMPLES_LABEL = {"preflight-webhook/samples": "true"}
 
 @pytest.fixture(scope="session")
 def samples_cluster(control_plane: ControlPlane) -> ControlPlane:
-    """The control plane with e2e/samples' prerequisites (namespaces, Service, Secrets) and runtime."""
-    control_plane.kubectl(
-        "apply",
-        "-f",
-        str(SAMPLES_DIR / "00-prerequisites.yaml"),
-        "-f",
-        str(SAMPLES_DIR / "01-clustertrainingruntime.yaml"),
-    )
+    """The control plane with e2e/samples' prerequisites (namespaces and their default
+    ServiceAccounts, Service, Secrets), runtime, and the stand-in EndpointSlice."""
+    control_plane.apply_samples_prerequisites(SAMPLES_DIR)
     control_plane.apply(sample_endpoints())  # what the endpoint slice controller would write (none runs here)
     return control_plane
 

@@ -214,3 +214,41 @@ def test_uninstall_removes_the_webhook_configuration_before_the_deployment(contr
         )
     gone = cp.kubectl("get", "validatingwebhookconfiguration", full, check=False)
     assert gone.returncode != 0 and "NotFound" in gone.stderr
+
+
+def test_upgrade_of_a_0_1_0_release_is_refused_with_the_commands_that_move_it(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """A Deployment's selector is immutable: instead of the apiserver's "field is immutable"
+    half-way through the upgrade, the chart refuses before changing anything and prints the two
+    commands (e2e/test_node_chart.py runs them on the real node; no controller-manager here)."""
+    from e2e.harness.legacychart import legacy_chart
+
+    cp = control_plane
+    release = "pfold"
+    full = f"{release}-preflight-webhook"
+    cp.ensure_namespace(NS)
+    helm(cp, "install", release, str(legacy_chart(tmp_path)), "--namespace", NS, *SCOPE)
+    try:
+        before = json.loads(cp.kubectl("get", "deployment", full, "-n", NS, "-o", "json").stdout)
+        refused = helm(cp, "upgrade", release, str(CHART), "--namespace", NS, "--reuse-values", check=False)
+        assert refused.returncode != 0
+        assert (
+            f"Deployment {NS}/{full} was installed by a chart before 0.2.0: its selector lacks "
+            "app.kubernetes.io/component=webhook, and a Deployment's selector is immutable. Move it over "
+            "without a failed request, then run this helm upgrade again:\n"
+            f"  kubectl -n {NS} label replicasets,pods -l 'app.kubernetes.io/instance={release},"
+            "app.kubernetes.io/name=preflight-webhook,!app.kubernetes.io/component' app.kubernetes.io/component=webhook\n"
+            f"  kubectl -n {NS} delete deployment {full} --cascade=orphan\n"
+            "(the new Deployment adopts the labelled ReplicaSet and replaces its pods one by one; "
+            'docs/operations.md, "Upgrading from chart 0.1.0")'
+        ) in refused.stderr, refused.stderr
+        assert "field is immutable" not in refused.stderr
+        after = json.loads(cp.kubectl("get", "deployment", full, "-n", NS, "-o", "json").stdout)
+        assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+        service = json.loads(cp.kubectl("get", "service", full, "-n", NS, "-o", "json").stdout)
+        assert "app.kubernetes.io/component" not in service["spec"]["selector"]  # nothing was changed
+        status = helm(cp, "status", release, "--namespace", NS).stdout
+        assert "STATUS: failed" in status or "STATUS: deployed" in status
+    finally:
+        helm(cp, "uninstall", release, "--namespace", NS, check=False)

@@ -12,6 +12,8 @@ import pytest
 
 from e2e.harness.controlplane import ControlPlane, _pid_alive
 
+ROOT = Path(__file__).resolve().parents[1]
+
 
 def test_server_version_is_at_least_1_27(control_plane: ControlPlane) -> None:
     out = json.loads(control_plane.kubectl("version", "-o", "json").stdout)
@@ -103,8 +105,8 @@ def test_cli_up_status_down(tmp_path: Path) -> None:
     """`up` leaves a working control plane behind and `down` stops it by the recorded PIDs
     (what `make demo` / `make demo-down` rely on)."""
     state = tmp_path / "cluster"
-    cli = [sys.executable, str(Path(__file__).parent / "controlplane.py")]
-    up = subprocess.run([*cli, "up", "--state-dir", str(state)], capture_output=True, text=True, timeout=600)
+    cli = [sys.executable, "-m", "e2e.harness.controlplane"]  # as make demo runs it, from the repository root
+    up = subprocess.run([*cli, "up", "--state-dir", str(state)], capture_output=True, text=True, timeout=600, cwd=ROOT)
     try:
         assert up.returncode == 0, up.stderr
         exports = dict(
@@ -115,7 +117,7 @@ def test_cli_up_status_down(tmp_path: Path) -> None:
         pids = [info["pid"] for info in recorded.values()]
         assert all(_pid_alive(pid) for pid in pids)
 
-        status = subprocess.run([*cli, "status", "--state-dir", str(state)], capture_output=True, text=True)
+        status = subprocess.run([*cli, "status", "--state-dir", str(state)], capture_output=True, text=True, cwd=ROOT)
         assert status.returncode == 0 and json.loads(status.stdout)["running"] == {"etcd": True, "kube-apiserver": True}
 
         kubectl = Path(exports["PATH"].split(":")[0]) / "kubectl"
@@ -128,7 +130,9 @@ def test_cli_up_status_down(tmp_path: Path) -> None:
         )
         assert ns.returncode == 0, ns.stderr
     finally:
-        down = subprocess.run([*cli, "down", "--state-dir", str(state)], capture_output=True, text=True, timeout=120)
+        down = subprocess.run(
+            [*cli, "down", "--state-dir", str(state)], capture_output=True, text=True, timeout=120, cwd=ROOT
+        )
     assert down.returncode == 0, down.stderr
     assert "stopped kube-apiserver" in down.stderr and "stopped etcd" in down.stderr
     assert not any(_pid_alive(pid) for pid in pids)  # (a zombie awaiting its reaper counts as gone)

@@ -25,9 +25,12 @@ def _route_dev(addr: str) -> str:
 
 
 def test_node_comes_up_keeps_its_ranges_local_and_tears_down_clean() -> None:
-    before = snapshot()
     node = Node(start_timeout=150)
     node.start()
+    # taken by start() once it held the machine lock: a snapshot taken here before start() would
+    # include another engineer's node that start() waited for, gone by the end
+    before = node.start_snapshot
+    assert before is not None
     try:
         pids = dict(node.pids)
         assert set(pids) >= {

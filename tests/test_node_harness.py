@@ -62,3 +62,25 @@ def test_leftovers_are_named() -> None:
 def test_a_new_table_with_only_builtin_chains_is_reported_once_as_its_nft_table() -> None:
     after = _snap(ip6tables={"nat": [":PREROUTING", ":OUTPUT"]}, nft_tables=["ip filter", "ip6 nat"])
     assert node.diff_snapshots(_snap(), after) == ["nft_tables: ip6 nat left behind"]
+
+
+@pytest.mark.parametrize(
+    ("version", "has_field"), [((1, 30, 14), False), ((1, 31, 0), True), ((1, 35, 4), True), ((1, 37, 2), True)]
+)
+def test_kubelet_config_names_fail_cgroup_v1_only_where_the_release_has_it(
+    version: tuple[int, int, int], has_field: bool
+) -> None:
+    cfg = node.kubelet_config(version, {"kind": "KubeletConfiguration", "failSwapOn": False})
+    assert cfg["failSwapOn"] is False and cfg["kind"] == "KubeletConfiguration"
+    assert ("failCgroupV1" in cfg) is has_field
+    if has_field:
+        assert cfg["failCgroupV1"] is False  # this VM has cgroup v1 hierarchies
+
+
+def test_binary_version_reads_the_release_from_version_output(tmp_path: Any) -> None:
+    fake = tmp_path / "kubelet"
+    fake.write_text("#!/bin/sh\necho Kubernetes v1.37.2\n")
+    fake.chmod(0o755)
+    assert node.binary_version(fake) == (1, 37, 2)
+    fake.write_text("#!/bin/sh\necho Kubernetes v1.38.0-rc.1\n")
+    assert node.binary_version(fake) == (1, 38, 0)

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from tests.fakeview import FakeView, meta, run_check
+from tests.fakeview import FakeView, meta, run_check, run_check_all
 from webhook.checks.sweep import SweepChildQuotas, SweepChildren
 from webhook.config import Settings
 from webhook.results import Status
@@ -92,6 +92,47 @@ def test_sweep_controller_pod_and_rbac_as_the_operator_provisions_them():
     assert wl.managed_service_accounts == {"aiperf-sweep-controller-conc"}
     assert wl.controller_objects["role"]["rules"][1]["resourceNames"] == ["conc"]
     assert wl.derived["jobSet"]["metadata"]["name"] == "aiperf-conc"
+
+
+def test_sweep_controller_reads_the_operators_env_case_insensitively(monkeypatch):
+    """AIPerf's K8sEnvironment and OperatorEnvironment are pydantic-settings classes, which read env
+    names case-insensitively: so does the sweep controller, as the AIPerfJob renderer (aiperf.Env)."""
+    monkeypatch.setenv("aiperf_k8s_sweep_controller_cpu", "2")
+    monkeypatch.setenv("Aiperf_K8s_Results_Sidecar_Memory", "1Gi")
+    monkeypatch.setenv("aiperf_operator_base_url", "http://op:1")
+    monkeypatch.setenv("aiperf_k8s_results_sidecar_log_level", "debug")
+    c, sidecar = build(sweep_obj(), settings=S).pod_groups[0].pod_spec["containers"]
+    assert c["resources"] == {"requests": {"cpu": "2", "memory": "512Mi"}}
+    assert {"name": "AIPERF_OPERATOR_BASE_URL", "value": "http://op:1"} in c["env"]
+    assert sidecar["resources"] == {"requests": {"cpu": "25m", "memory": "1Gi"}}
+    assert {"name": "AIPERF_RESULTS_SIDECAR_LOG_LEVEL", "value": "debug"} in sidecar["env"]
+    # Settings.aiperfEnv still wins over the process's environment
+    over = Settings(aiperfEnv={"AIPERF_K8S_SWEEP_CONTROLLER_CPU": "3"})
+    c, _ = build(sweep_obj(), settings=over).pod_groups[0].pod_spec["containers"]
+    assert c["resources"] == {"requests": {"cpu": "3", "memory": "512Mi"}}
+
+
+async def test_sweep_controller_keeps_the_hardened_capabilities_when_the_template_gives_none():
+    """build_security_context merges podTemplate.containerSecurityContext.capabilities only when it is a
+    mapping: a null one leaves `drop: [ALL]`, so a restricted namespace admits the controller pod."""
+    from webhook.checks.podsecurity import PodSecurity
+
+    wl = build(
+        sweep_obj(podTemplate={"containerSecurityContext": {"capabilities": None, "runAsUser": 2000}}), settings=S
+    )
+    assert not wl.render_errors
+    for c in wl.pod_groups[0].pod_spec["containers"]:
+        assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+        assert c["securityContext"]["runAsUser"] == 2000
+    view = FakeView(
+        {
+            "namespaces": [
+                {"metadata": {"name": "team-a", "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}}
+            ]
+        }
+    )
+    [r] = await run_check_all(PodSecurity(), wl, view)
+    assert r.status is Status.PASS, r.message
 
 
 def test_over_the_variation_cap_is_refused_with_the_fix():

@@ -45,6 +45,7 @@ import hashlib
 import ipaddress
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -56,7 +57,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -141,13 +142,43 @@ def read_versions(path: Path = VERSIONS_FILE) -> dict[str, str]:
     return out
 
 
+_RULE_KEY = re.compile(r"^(\s*(?:- )?)rule: ")
+
+
+def escape_cel_namespace(text: str) -> str:
+    """``x.namespace`` → ``x.__namespace__`` inside every ``rule:`` of a CRD's YAML (a rule may
+    go on over more deeply indented lines); descriptions and everything else stay as they are."""
+    lines = text.split("\n")
+    column: int | None = None  # the column of the current rule's key, while inside one
+    for i, line in enumerate(lines):
+        m = _RULE_KEY.match(line)
+        if m:
+            column = len(m.group(1))
+        elif column is None or not line.strip() or len(line) - len(line.lstrip()) <= column:
+            column = None
+            continue
+        lines[i] = re.sub(r"\.namespace\b", ".__namespace__", line)
+    return "\n".join(lines)
+
+
+def kubernetes_version() -> str:
+    """The Kubernetes release this run uses: ``PREFLIGHT_KUBERNETES_VERSION``, else the pin in
+    e2e/versions.env (same rule as build.sh), e.g. ``v1.37.2``."""
+    return os.environ.get("PREFLIGHT_KUBERNETES_VERSION") or read_versions()["KUBERNETES_VERSION"]
+
+
+def kubernetes_minor() -> tuple[int, int]:
+    """``(1, 37)`` of :func:`kubernetes_version`."""
+    major, minor = kubernetes_version().lstrip("v").split(".")[:2]
+    return int(major), int(minor)
+
+
 def cache_dir() -> Path:
     """The cache dir build.sh fills (same rule as build.sh)."""
     if os.environ.get("PREFLIGHT_E2E_CACHE"):
         return Path(os.environ["PREFLIGHT_E2E_CACHE"])
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    version = os.environ.get("PREFLIGHT_KUBERNETES_VERSION") or read_versions()["KUBERNETES_VERSION"]
-    return base / "preflight-webhook" / version
+    return base / "preflight-webhook" / kubernetes_version()
 
 
 def ensure_built(quiet: bool = False) -> Path:
@@ -318,6 +349,9 @@ class ControlPlane:
         self.kubelet_client = kubelet_client
         # None: only a temp control plane dies with its parent; e2e/harness/node.py's temp node asks for it explicitly
         self._die_with_parent = die_with_parent
+        #: e2e/harness/node.py sets it: a kube-controller-manager runs beside this apiserver, so its
+        #: ServiceAccount controller makes every namespace's `default` ServiceAccount (never us)
+        self.controller_manager = False
 
         self.state_dir: Path | None = None
         self.bin_dir: Path | None = None
@@ -676,6 +710,13 @@ class ControlPlane:
                 "--audit-log-mode=blocking",
                 "--allow-privileged=true",
                 "--profiling=false",
+                # A loopback address cannot go into the `kubernetes` Service's Endpoints (API
+                # validation refuses 127.0.0.0/8), so the default lease reconciler could never
+                # publish it; from 1.37 the apiserver refuses to start with one ("cannot use public
+                # IP 127.0.0.1 with endpoint reconciler", k8s.io/kubernetes pkg/controlplane/instance.go
+                # ValidateIP). Nothing here reaches the apiserver through that Service (no pods
+                # run): no reconciler. The real node advertises its bridge address and keeps it.
+                *(["--endpoint-reconciler-type=none"] if ipaddress.ip_address(self.bind_address).is_loopback else []),
                 "--v=1",
                 *(
                     [
@@ -778,6 +819,43 @@ class ControlPlane:
         text = objects if isinstance(objects, str) else yaml.safe_dump_all(list(objects), sort_keys=False)
         return self.kubectl("apply", "-f", "-", *args, input=text, **kw)
 
+    def server_minor(self) -> tuple[int, int]:
+        """``(1, 37)`` from the running apiserver's ``/version``."""
+        status, body = self.get_raw("/version")
+        if status != 200:
+            raise ControlPlaneError(f"GET /version: HTTP {status}: {body[:200]}")
+        info = json.loads(body)
+        return int(info["major"]), int("".join(ch for ch in info["minor"] if ch.isdigit()))
+
+    def _crds_for_server(self, files: list[Path]) -> list[Path]:
+        """The CRD files as this apiserver accepts them (the one version-dependent rewrite).
+
+        JobSet v0.12.0 and Trainer v2.3.0 validate ``volumeClaimPolicies`` with the CEL rule
+        ``self.templates.all(t, !has(t.metadata.namespace) || …)``. ``namespace`` is a CEL reserved
+        word; the apiserver reads it as a field name only in CEL environments of compatibility
+        version 1.31 or later (k8s.io/apiserver pkg/cel/environment/environment.go,
+        SetRecognizeKeywordAsFieldName), i.e. from kube-apiserver 1.32, whose default
+        compatibility version is the previous minor. Older apiservers refuse the CRDs ("compilation
+        failed: undefined field 'namespace'"; kubeflow/trainer issue 3154). For them the harness
+        writes the escaped identifier ``__namespace__`` (valid on every version, the same rule,
+        docs "CEL escaping") into copies under the state dir; 1.32+ get the files unchanged.
+        """
+        if self.server_minor() >= (1, 32) or self.state_dir is None:
+            return files
+        out_dir = self.state_dir / "crds-cel-escaped"
+        out_dir.mkdir(exist_ok=True)
+        out: list[Path] = []
+        for f in files:
+            text = f.read_text()
+            fixed = escape_cel_namespace(text)
+            if fixed == text:
+                out.append(f)
+                continue
+            dest = out_dir / f.name
+            dest.write_text(fixed)
+            out.append(dest)
+        return out
+
     def install_crds(self, timeout: float = 120.0) -> None:
         """Server-side apply the cached upstream CRDs, e2e/crds/*.yaml and extras; wait Established."""
         assert self.crds_dir is not None
@@ -787,6 +865,7 @@ class ControlPlane:
             files += sorted(src.glob("*.yaml")) if src.is_dir() else [src]
         if not files:
             raise ControlPlaneError(f"no CRDs found in {sources}")
+        files = self._crds_for_server(files)
         args: list[str] = ["apply", "--server-side", "--force-conflicts", "--field-manager=preflight-e2e"]
         for f in files:
             args += ["-f", str(f)]
@@ -863,13 +942,56 @@ class ControlPlane:
             raise ControlPlaneError(f"CRDs not in discovery after {timeout:.0f}s: {sorted(missing)[:10]}")
 
     def ensure_namespace(self, name: str) -> None:
-        """Create a namespace and its ``default`` ServiceAccount (no controller-manager here)."""
-        self.apply(
-            [
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
-                {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": name}},
-            ]
-        )
+        """Create a namespace; once this returns its ``default`` ServiceAccount exists."""
+        self.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        self.default_service_accounts([name])
+
+    def default_service_accounts(self, namespaces: Iterable[str], timeout: float = 60.0) -> None:
+        """Make sure each namespace's ``default`` ServiceAccount exists before a job is applied there.
+
+        In a cluster the controller-manager's ServiceAccount controller creates it
+        (k8s.io/kubernetes pkg/controller/serviceaccount/serviceaccounts_controller.go) a moment
+        after the namespace; the ServiceAccount admission plugin refuses pods (dry-run ones too)
+        without it. With a controller-manager (``controller_manager``, the real node) this waits
+        for that controller, so nothing races it (declaring the ServiceAccount ourselves would:
+        kubectl's get-then-create then meets AlreadyExists); without one (this bare control
+        plane) it creates them, as that controller would.
+        """
+        names = list(dict.fromkeys(namespaces))
+        if not self.controller_manager:
+            if names:
+                self.apply(
+                    [
+                        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": n}}
+                        for n in names
+                    ]
+                )
+            return
+        deadline = time.monotonic() + timeout
+        missing = names
+        while True:
+            missing = [n for n in missing if self.get_raw(f"/api/v1/namespaces/{n}/serviceaccounts/default")[0] != 200]
+            if not missing:
+                return
+            if time.monotonic() > deadline:
+                raise ControlPlaneError(
+                    f"the controller-manager made no default ServiceAccount in {missing} within {timeout:.0f}s"
+                )
+            time.sleep(0.2)
+
+    def apply_samples_prerequisites(
+        self, samples_dir: Path, *, show: Callable[..., subprocess.CompletedProcess[str]] | None = None
+    ) -> None:
+        """``kubectl apply`` of ``00-prerequisites.yaml`` and ``01-clustertrainingruntime.yaml`` from
+        ``samples_dir``, then :meth:`default_service_accounts` of the namespaces the first declares.
+        ``show``: run kubectl through it instead (the demos print kubectl's real output)."""
+        prereq = samples_dir / "00-prerequisites.yaml"
+        args = ("apply", "-f", str(prereq), "-f", str(samples_dir / "01-clustertrainingruntime.yaml"))
+        proc = show(self, *args) if show is not None else self.kubectl(*args, check=False)
+        if proc.returncode != 0:
+            raise ControlPlaneError(f"kubectl {' '.join(args)} failed:\n{proc.stdout}{proc.stderr or ''}")
+        docs = [d for d in yaml.safe_load_all(prereq.read_text()) if isinstance(d, dict)]
+        self.default_service_accounts(d["metadata"]["name"] for d in docs if d.get("kind") == "Namespace")
 
     def grant(
         self,
@@ -983,6 +1105,7 @@ def _cmd_down(args: argparse.Namespace) -> int:
         "logs",
         "audit",
         "kubectl-cache",
+        "crds-cel-escaped",  # (only for an apiserver older than 1.32: ControlPlane._crds_for_server)
         "audit-policy.yaml",
         "admin.kubeconfig",
         "dev.kubeconfig",

@@ -109,14 +109,8 @@ def up() -> int:
         note(f"kube-apiserver ready at {cp.server_url} ({time.monotonic() - t:.0f}s); CRDs established")
 
         step(3, total, "Creating the sample namespaces, Service, Secrets and ClusterTrainingRuntime")
-        show_kubectl(
-            cp,
-            "apply",
-            "-f",
-            str(SAMPLES / "00-prerequisites.yaml"),
-            "-f",
-            str(SAMPLES / "01-clustertrainingruntime.yaml"),
-        )
+        # (no controller-manager here: the harness makes each namespace's default ServiceAccount)
+        cp.apply_samples_prerequisites(SAMPLES, show=show_kubectl)
         # no controller runs here: the EndpointSlice the endpoint slice controller would write for "llm"
         cp.apply(sample_endpoints())
 

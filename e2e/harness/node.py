@@ -149,6 +149,39 @@ def _run(argv: Sequence[str], check: bool = True, **kw: Any) -> subprocess.Compl
     return proc
 
 
+def binary_version(path: Path) -> tuple[int, int, int]:
+    """``(1, 37, 2)`` from a Kubernetes binary's ``--version`` ("Kubernetes v1.37.2")."""
+    out = _run([str(path), "--version"], timeout=60).stdout.split()[-1]
+    major, minor, patch = (out.lstrip("v").split("-")[0].split(".") + ["0", "0"])[:3]
+    return int(major), int(minor), int(patch)
+
+
+def kubelet_config(version: tuple[int, int, int], base: dict[str, Any]) -> dict[str, Any]:
+    """The KubeletConfiguration for this kubelet's version: ``base`` plus the fields that version
+    has (k8s.io/kubelet config/v1beta1 types.go of each release).
+
+    * ``failCgroupV1: false`` from 1.31, where the field appeared (KEP-4569); from 1.35 it
+      defaults to true and the kubelet refuses this VM's cgroup v1 hierarchies without it. A
+      1.30 kubelet would only warn about the unknown field (lenient v1beta1 decoding), but
+      nothing unknown is sent.
+    """
+    cfg = dict(base)
+    if version[:2] >= (1, 31):
+        cfg["failCgroupV1"] = False
+    return cfg
+
+
+def _another_node_present() -> bool:
+    """A kubelet runs, or a node's guard chain still exists: another node is up or still tearing down.
+
+    The kubelet exits early in a teardown, the iptables chains go last, so both are waited for
+    (a node started while the other's chains were being removed failed with "Chain already exists").
+    """
+    if _run(["pgrep", "-x", "kubelet"], check=False).stdout.strip():
+        return True
+    return _run(["iptables", "-w", "-S", GUARD_CHAIN], check=False).returncode == 0
+
+
 def preflight_problems() -> list[str]:
     """Why a node cannot run on this machine (empty when it can)."""
     problems = []
@@ -361,14 +394,14 @@ class Node:
                 self._say(f"another node holds {MACHINE_LOCK}; waiting for it to stop")
                 fcntl.flock(fd, fcntl.LOCK_EX)
             said = False
-            while _run(["pgrep", "-x", "kubelet"], check=False).stdout.strip():
+            while _another_node_present():
                 if time.monotonic() > deadline:
                     raise NodeError(
                         "a kubelet this harness did not start is running "
                         "(stop it: python -m e2e.harness.node down --state-dir ...)"
                     )
                 if not said:
-                    self._say("a kubelet from another node is running; waiting for it to exit")
+                    self._say("another node's kubelet or guard chain is still there; waiting for its teardown")
                     said = True
                 time.sleep(2)  # polling a foreign process: there is nothing to wait on
         except BaseException:
@@ -420,6 +453,9 @@ class Node:
             verbose=self.verbose,
             die_with_parent=self._given_state_dir is None,
         )
+        # its ServiceAccount controller makes the namespaces' default ServiceAccounts: the
+        # harness waits for them rather than racing it (ControlPlane.default_service_accounts)
+        self.cp.controller_manager = True
         self.cp.start()
         self._write_state()
         self._start_containerd()
@@ -616,18 +652,22 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         return f"{out}\n{events}\nkubelet:\n{self.log_tail('kubelet', 15)}"
 
     def install_webhook_chart(
-        self, release: str = CHART_RELEASE, namespace: str = CHART_NAMESPACE, probe: Path | None = None
+        self,
+        release: str = CHART_RELEASE,
+        namespace: str = CHART_NAMESPACE,
+        probe: Path | None = None,
+        chart: Path = CHART_DIR,
     ) -> str:
-        """Build/load our image and ``helm install`` the chart with its default values (only the
-        image repository, tag and ``pullPolicy=Never`` set); wait until the apiserver calls the
-        webhook through its Service (``kubectl apply --dry-run=server`` of ``probe`` succeeds).
-        Returns the image reference."""
+        """Build/load our image and ``helm install`` the chart (``chart``: charts/preflight-webhook)
+        with its default values (only the image repository, tag and ``pullPolicy=Never`` set); wait
+        until the apiserver calls the webhook through its Service (``kubectl apply --dry-run=server``
+        of ``probe`` succeeds). Returns the image reference."""
         image = self.load_webhook_image()
         repo, tag = image.rsplit(":", 1)
         self.helm(
             "install",
             release,
-            str(CHART_DIR),
+            str(chart),
             "--namespace",
             namespace,
             "--create-namespace",
@@ -703,7 +743,6 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             "cgroupDriver": "cgroupfs",
             "cgroupRoot": self.cgroup_root,
             "failSwapOn": False,
-            "failCgroupV1": False,
             "containerRuntimeEndpoint": f"unix://{self.containerd_sock}",
             "imageServiceEndpoint": f"unix://{self.containerd_sock}",
             "resolvConf": "/etc/resolv.conf",
@@ -718,6 +757,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             "protectKernelDefaults": False,
             "localStorageCapacityIsolation": True,
         }
+        cfg = kubelet_config(binary_version(self.bin_dir / "kubelet"), cfg)
         path = _write(self.state_dir / "kubelet.yaml", yaml.safe_dump(cfg), 0o644)
         self._spawn(
             "kubelet",
@@ -833,6 +873,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         self._last_leftovers = left
         self._release_machine()
         return left
+
+    @property
+    def start_snapshot(self) -> dict[str, Any] | None:
+        """The host as :meth:`start` found it once it held the machine lock (another node that
+        ran before is gone by then), the reference of :meth:`leftovers`."""
+        return self._before
 
     def leftovers(self) -> list[str]:
         if self._before is None:

@@ -84,8 +84,6 @@ def selector_text(selector: dict[str, Any]) -> str:
 
 @dataclass
 class Resolved:
-    queue: Queue
-    local_queue: dict[str, Any]
     cluster_queue: dict[str, Any]
 
 
@@ -121,4 +119,4 @@ def resolve_queue(ctx: CheckContext) -> tuple[Resolved | None, str | None]:
     cq = ctx.view.get_cached("clusterqueues", None, cq_name) if cq_name else None
     if cq is None:
         return None, f'ClusterQueue "{cq_name}" does not exist (see Kueue Queue)'
-    return Resolved(q, lq, cq), None
+    return Resolved(cq), None

@@ -28,6 +28,14 @@ app.kubernetes.io/name: {{ include "pw.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
+{{/* The serving pods, and only them: the certificate Deployment's pods carry the release's
+     selectorLabels too (component "certs"), so every selector of the serving pods (Deployment,
+     Service, PodDisruptionBudget, NetworkPolicy, spreading) names the component. */}}
+{{- define "pw.webhookSelectorLabels" -}}
+{{ include "pw.selectorLabels" . }}
+app.kubernetes.io/component: webhook
+{{- end -}}
+
 {{/* The serving ServiceAccount: the only identity the dry-run guard watches. */}}
 {{- define "pw.sa" -}}
 {{- default (include "pw.fullname" .) .Values.serviceAccount.name -}}
@@ -85,7 +93,27 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if and .Values.clientAuth.enabled (not .Values.clientAuth.caBundle) -}}
 {{- fail "clientAuth.enabled needs clientAuth.caBundle (PEM of the CA that signs the apiserver's client certificate)" -}}
 {{- end -}}
+{{- include "pw.validateUpgrade" . -}}
 {{- if le (int .Values.terminationGracePeriodSeconds) (add (int .Values.shutdownDelaySeconds) (int .Values.config.drainSeconds)) -}}
 {{- fail (printf "terminationGracePeriodSeconds (%v) must exceed shutdownDelaySeconds + config.drainSeconds (%v)" .Values.terminationGracePeriodSeconds (add (int .Values.shutdownDelaySeconds) (int .Values.config.drainSeconds))) -}}
+{{- end -}}
+{{- end -}}
+
+
+{{/* Charts before 0.2.0 selected the serving pods by name and instance alone, which also matched
+     the certificate Deployment's pod. A Deployment's selector is immutable, so `helm upgrade`
+     from such a release would fail with the apiserver's "field is immutable"; this says what to
+     run instead (docs/operations.md, "Upgrading from chart 0.1.0"). `lookup` sees the cluster
+     only in install/upgrade (and --dry-run=server), never in `helm template`. */}}
+{{- define "pw.validateUpgrade" -}}
+{{- $old := lookup "apps/v1" "Deployment" .Release.Namespace (include "pw.fullname" .) -}}
+{{- if $old -}}
+{{- $sel := (($old.spec).selector).matchLabels | default dict -}}
+{{- if not (hasKey $sel "app.kubernetes.io/component") -}}
+{{- $ns := .Release.Namespace -}}
+{{- $name := include "pw.fullname" . -}}
+{{- $legacy := printf "app.kubernetes.io/instance=%s,app.kubernetes.io/name=%s,!app.kubernetes.io/component" .Release.Name (include "pw.name" .) -}}
+{{- fail (printf "Deployment %s/%s was installed by a chart before 0.2.0: its selector lacks app.kubernetes.io/component=webhook, and a Deployment's selector is immutable. Move it over without a failed request, then run this helm upgrade again:\n  kubectl -n %s label replicasets,pods -l '%s' app.kubernetes.io/component=webhook\n  kubectl -n %s delete deployment %s --cascade=orphan\n(the new Deployment adopts the labelled ReplicaSet and replaces its pods one by one; docs/operations.md, \"Upgrading from chart 0.1.0\")" $ns $name $ns $legacy $ns $name) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}

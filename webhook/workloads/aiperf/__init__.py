@@ -22,7 +22,7 @@ importable from `webhook.workloads.aiperf`.
 from __future__ import annotations
 
 from webhook.kube import JOBSET_API_VERSION, QUEUE_LABEL
-from webhook.workloads.aiperf.adapter import build
+from webhook.workloads.aiperf.adapter import build, read_metadata
 from webhook.workloads.aiperf.env import (
     API_VERSION,
     CONFIGMAP_KEY,
@@ -32,9 +32,13 @@ from webhook.workloads.aiperf.env import (
     MIN_CONTAINER_MEMORY_MIB,
     PRIORITY_LABEL,
     RESOURCE_DEFAULTS,
+    RESULTS_SIDECAR_PORT,
     WORKER_IMPORT_MEMORY_FLOOR_MIB,
+    Env,
+    lookup,
 )
-from webhook.workloads.aiperf.resources import split_worker_pod_resources
+from webhook.workloads.aiperf.jobset import container_security, merge_pod_security, results_sidecar
+from webhook.workloads.aiperf.resources import k8s_resources, split_worker_pod_resources
 from webhook.workloads.aiperf.run_config import dumps_indent2, run_config_cfg, run_config_json, run_epoch
 from webhook.workloads.aiperf.typed import DATASET_TYPES, ENDPOINT_TYPES, PHASE_TYPES
 from webhook.workloads.aiperf.workers import calculate_workers, worker_topology
@@ -53,10 +57,18 @@ __all__ = [
     "PRIORITY_LABEL",
     "QUEUE_LABEL",
     "RESOURCE_DEFAULTS",
+    "RESULTS_SIDECAR_PORT",
     "WORKER_IMPORT_MEMORY_FLOOR_MIB",
+    "Env",
     "build",
     "calculate_workers",
+    "container_security",
     "dumps_indent2",
+    "k8s_resources",
+    "lookup",
+    "merge_pod_security",
+    "read_metadata",
+    "results_sidecar",
     "run_config_cfg",
     "run_config_json",
     "run_epoch",

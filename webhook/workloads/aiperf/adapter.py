@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from webhook.cluster.names import is_dns1123_label
 from webhook.config import Settings
 from webhook.kube import JOBSET_API_VERSION, QUEUE_LABEL
 from webhook.workloads.aiperf.env import (
@@ -13,13 +14,13 @@ from webhook.workloads.aiperf.env import (
     MAX_JOB_ID,
     MAX_WORKER_POD_CONTAINERS,
     PRIORITY_LABEL,
-    _Env,
-    _get,
+    Env,
+    lookup,
 )
-from webhook.workloads.aiperf.jobset import _queue, _Renderer
-from webhook.workloads.aiperf.resources import _RenderError
+from webhook.workloads.aiperf.jobset import Renderer, kueue_queue
+from webhook.workloads.aiperf.resources import RenderError
 from webhook.workloads.aiperf.run_config import run_config_json
-from webhook.workloads.aiperf.typed import _DNS_LABEL, _check_shape, _phase_errors
+from webhook.workloads.aiperf.typed import check_shape, phase_errors
 from webhook.workloads.aiperf.workers import calculate_workers, worker_topology
 from webhook.workloads.base import PodGroup, RuntimeLookup, Workload
 from webhook.workloads.shape import (
@@ -41,16 +42,10 @@ def build(
 
     Steps: read the object (metadata, spec shape), collect what the operator refuses before
     rendering, lay out the workers, render the JobSet and the ConfigMap, list the pod groups."""
-    plain_json(obj)
-    meta = mapping(obj.get("metadata"), "metadata")
-    name = string(meta.get("name"), "metadata.name") or ""
-    ns = string(meta.get("namespace"), "metadata.namespace") or namespace or "default"
-    labels = str_map(meta.get("labels"), "metadata.labels")
-    str_map(meta.get("annotations"), "metadata.annotations")  # the skip annotation is read from here
-    uid = string(meta.get("uid"), "metadata.uid")
-    spec, template = _check_shape(obj.get("spec"))
-    env = _Env(settings)
-    queue, prio = _queue(spec, env, settings)
+    name, ns, labels, uid = read_metadata(obj, namespace)
+    spec, template = check_shape(obj.get("spec"))
+    env = Env(settings)
+    queue, prio = kueue_queue(spec, env, settings)
     wl = Workload(
         kind="AIPerfJob",
         api_version=str(obj.get("apiVersion") or API_VERSION),
@@ -65,9 +60,9 @@ def build(
         return wl
     try:
         pods, per_pod, rp_per_pod = _worker_layout(spec, env)
-        r = _Renderer(spec, template, name, ns, uid, env)
+        r = Renderer(spec, template, name, ns, uid, env)
         worker_containers = r.worker_containers(per_pod, rp_per_pod)
-    except _RenderError as exc:
+    except RenderError as exc:
         wl.render_errors.append(f"The AIPerf operator would refuse to render this job: {exc}")
         wl.incomplete_reason = "the AIPerf operator cannot render this AIPerfJob"
         return wl
@@ -97,18 +92,31 @@ def build(
     return wl
 
 
+def read_metadata(obj: dict[str, Any], namespace: str | None) -> tuple[str, str, dict[str, str], str | None]:
+    """(name, namespace, labels, uid) of an AIPerf object (AIPerfJob, AIPerfSweep), once the object is
+    plain JSON and its metadata has Kubernetes' shapes; the namespace defaults to the request's."""
+    plain_json(obj)
+    meta = mapping(obj.get("metadata"), "metadata")
+    name = string(meta.get("name"), "metadata.name") or ""
+    ns = string(meta.get("namespace"), "metadata.namespace") or namespace or "default"
+    labels = str_map(meta.get("labels"), "metadata.labels")
+    str_map(meta.get("annotations"), "metadata.annotations")  # the skip annotation is read from here
+    uid = string(meta.get("uid"), "metadata.uid")
+    return name, ns, labels, uid
+
+
 def _refusals(spec: dict[str, Any], job_id: str) -> list[str]:
     """What the operator refuses before it renders anything: the job id, phase names, `sweep`."""
     errors: list[str] = []
     if not job_id:
         errors.append("metadata.name is empty (generateName is not resolved at admission). Fix: set metadata.name.")
-    elif len(job_id) > MAX_JOB_ID or not _DNS_LABEL.match(job_id):
+    elif len(job_id) > MAX_JOB_ID or not is_dns1123_label(job_id):
         errors.append(
             f'AIPerfJob name "{job_id}" is not a DNS label of at most {MAX_JOB_ID} characters, which the AIPerf operator '
             f"requires for its job id (pods are named aiperf-<name>-controller-0-0-xxxxx, at most 63 characters). "
             f"Fix: rename the AIPerfJob to at most {MAX_JOB_ID} lowercase letters, digits and '-'."
         )
-    errors += _phase_errors(spec["benchmark"])
+    errors += phase_errors(spec["benchmark"])
     if spec.get("sweep") is not None:
         errors.append(
             "A single Kubernetes benchmark run cannot include `sweep`, so the AIPerf operator rejects this AIPerfJob. "
@@ -118,12 +126,12 @@ def _refusals(spec: dict[str, Any], job_id: str) -> list[str]:
     return errors
 
 
-def _worker_layout(spec: dict[str, Any], env: _Env) -> tuple[int, int, int]:
-    """(worker pods, workers per pod, record processors per pod); raises _RenderError past the container cap."""
+def _worker_layout(spec: dict[str, Any], env: Env) -> tuple[int, int, int]:
+    """(worker pods, workers per pod, record processors per pod); raises RenderError past the container cap."""
     total = calculate_workers(spec, env)
     pods, per_pod, rp_per_pod = worker_topology(total, spec["benchmark"].get("runtime") or {}, env)
     if 1 + per_pod + rp_per_pod > MAX_WORKER_POD_CONTAINERS:
-        raise _RenderError(
+        raise RenderError(
             f"each worker pod would hold {1 + per_pod + rp_per_pod} containers (1 worker-pod-manager + {per_pod} "
             f"worker(s) + {rp_per_pod} record processor(s)), about 2 KB each, so the JobSet cannot fit the "
             "apiserver's 1.5 MiB object limit. Fix: lower spec.benchmark.runtime.workersPerPod / "
@@ -134,8 +142,8 @@ def _worker_layout(spec: dict[str, Any], env: _Env) -> tuple[int, int, int]:
 
 def _jobset(
     spec: dict[str, Any],
-    r: _Renderer,
-    env: _Env,
+    r: Renderer,
+    env: Env,
     ns: str,
     job_id: str,
     pods: int,
@@ -145,13 +153,13 @@ def _jobset(
 ) -> dict[str, Any]:
     """The JobSet: a controller replicated job and a workers replicated job."""
     bench = spec["benchmark"]
-    gpu = _get(bench, "gpuTelemetry") or {}
-    srv = _get(bench, "serverMetrics") or {}
+    gpu = lookup(bench, "gpuTelemetry") or {}
+    srv = lookup(bench, "serverMetrics") or {}
     controller = r.controller_containers(
         gpu_telemetry=bool(gpu.get("enabled", True)) if isinstance(gpu, dict) else True,
         server_metrics=bool(srv.get("enabled", True)) if isinstance(srv, dict) else True,
     )
-    keep_failed = bool(_get(spec, "keepFailedPods", False))
+    keep_failed = bool(lookup(spec, "keepFailedPods", False))
     controller_job = r.replicated_job(
         "controller", 1, controller, "Never", env.int("AIPERF_K8S_JOBSET_CONTROLLER_BACKOFF_LIMIT", 0), None,
         annotations={"prometheus.io/scrape": "true", "prometheus.io/port": str(_PORTS["API_SERVICE"]), "prometheus.io/path": "/metrics"},
@@ -178,7 +186,7 @@ def _jobset(
     if queue:
         jobset["spec"]["suspend"] = True
     if not keep_failed:
-        ttl = _get(spec, "ttlSecondsAfterFinished", 300)
+        ttl = lookup(spec, "ttlSecondsAfterFinished", 300)
         if ttl is not None:
             jobset["spec"]["ttlSecondsAfterFinished"] = ttl
     return jobset

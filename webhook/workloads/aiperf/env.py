@@ -1,6 +1,6 @@
 """AIPerf's constants and the operator's environment: the AIPERF_K8S_* defaults
 (aiperf/kubernetes/environment.py K8sEnvironment), the spec keys AIPerf's models accept, and
-the `_Env` reader (Settings.aiperf_env, then this process's environment, then AIPerf's default).
+the `Env` reader (Settings.aiperf_env, then this process's environment, then AIPerf's default).
 """
 
 from __future__ import annotations
@@ -90,6 +90,7 @@ _PORTS = {
     "WORKER_HEALTH": 8080,
     "RECORD_PROCESSOR_HEALTH": 8081,
 }
+RESULTS_SIDECAR_PORT = _PORTS["RESULTS_SIDECAR"]
 _IPC_PATH = "/aiperf/ipc"
 _REGISTRATION_TIMEOUT = 30.0  # Environment.SERVICE.REGISTRATION_TIMEOUT
 _CONNECTION_PROBE_TIMEOUT = 60.0  # K8sEnvironment.JOBSET.WORKER_CONNECTION_PROBE_TIMEOUT
@@ -104,7 +105,7 @@ _CONTAINER_SECURITY = {
     "capabilities": {"drop": ["ALL"]},
     "seccompProfile": {"type": "RuntimeDefault"},
 }
-POD_SECURITY = _POD_SECURITY = {
+POD_SECURITY = {
     "runAsNonRoot": True,
     "runAsUser": 1000,
     "runAsGroup": 1000,
@@ -113,7 +114,7 @@ POD_SECURITY = _POD_SECURITY = {
 }
 
 
-class _Env:
+class Env:
     """The operator's AIPERF_* settings: Settings.aiperf_env, then os.environ, then AIPerf's default."""
 
     def __init__(self, settings: Settings) -> None:
@@ -148,7 +149,7 @@ _ENVIRON: list[tuple[Any, dict[str, str]]] = []
 def _aiperf_environ() -> dict[str, str]:
     """This process's AIPERF* variables by upper-cased name (pydantic-settings reads env names
     case-insensitively); shared, never changed. Decoding the whole environment on every request
-    cost more than the rest of _Env (a pod's environment holds a variable per Service in its
+    cost more than the rest of Env (a pod's environment holds a variable per Service in its
     namespace), so it is read again only when os.environ's raw contents differ."""
     data = getattr(os.environ, "_data", None)  # CPython's bytes mapping behind os.environ
     key = tuple(data.items()) if isinstance(data, dict) else None
@@ -169,8 +170,9 @@ def _snake(key: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
 
 
-def _get(d: dict[str, Any], camel: str, default: Any = None) -> Any:
-    """A field given in camelCase or snake_case (AIPerf accepts both)."""
+def lookup(d: dict[str, Any], camel: str, default: Any = None) -> Any:
+    """A field given in camelCase or snake_case (AIPerf accepts both): `d[camel]`, else
+    `d[snake_case of camel]`, else `default`."""
     if camel in d:
         return d[camel]
     return d.get(_snake(camel), default)

@@ -17,16 +17,17 @@ from webhook.workloads.aiperf.env import (
     _HEARTBEAT_INTERVAL,
     _IPC_PATH,
     _POD_PASSTHROUGH,
-    _POD_SECURITY,
     _POD_TEMPLATE_KEYS,
     _PORTS,
     _REGISTRATION_TIMEOUT,
-    _Env,
-    _get,
+    POD_SECURITY,
+    RESULTS_SIDECAR_PORT,
+    Env,
     _known,
     _snake,
+    lookup,
 )
-from webhook.workloads.aiperf.resources import _resources, split_worker_pod_resources
+from webhook.workloads.aiperf.resources import k8s_resources, split_worker_pod_resources
 from webhook.workloads.base import AdapterError
 from webhook.workloads.shape import (
     MapOf,
@@ -38,22 +39,70 @@ from webhook.workloads.shape import (
 )
 
 
-class _Renderer:
+def container_security(overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """AIPerf's build_security_context (kubernetes/jobset_helpers.py), for the AIPerfJob's containers
+    and the sweep controller's: the hardened container securityContext with the podTemplate's
+    containerSecurityContext over it (capabilities merged when a mapping, else skipped;
+    `privileged` / `allowPrivilegeEscalation` can never be switched on). A new dict each call."""
+    ctx = {k: copy_json(v) for k, v in _CONTAINER_SECURITY.items()}
+    over = overrides or {}
+    caps = over.get("capabilities")
+    if isinstance(caps, dict):
+        ctx["capabilities"] = {**ctx["capabilities"], **caps}
+    for k, v in over.items():
+        if k == "capabilities" or (k in ("privileged", "allowPrivilegeEscalation") and v):
+            continue
+        ctx[k] = v
+    return ctx
+
+
+def merge_pod_security(user: dict[str, Any] | None) -> dict[str, Any]:
+    """AIPerf's merge_pod_security_context (kubernetes/jobset_specs.py), which the AIPerfJob pods and the
+    sweep-controller pod share: the user's pod securityContext keys over the hardened baseline
+    (POD_SECURITY), in a new dict (its values are shared: consumers copy before changing)."""
+    return {**POD_SECURITY, **(user or {})}
+
+
+def results_sidecar(image: str | None, env: Env) -> dict[str, Any]:
+    """The results sidecar of the AIPerfJob controller pod (jobset._create_results_sidecar) and of the
+    sweep-controller pod (the sweep create handler's copy of it): name, image, command, env,
+    volumeMounts and ports, in a new dict; each caller adds the rest in its own key order."""
+    return {
+        "name": "results-sidecar",
+        "image": image,
+        "command": ["python", "-m", "aiperf.kubernetes.results_sidecar"],
+        "env": [
+            {"name": "AIPERF_RESULTS_DIR", "value": "/results"},
+            {"name": "AIPERF_RESULTS_SIDECAR_PORT", "value": str(RESULTS_SIDECAR_PORT)},
+            {
+                "name": "AIPERF_RESULTS_SIDECAR_LOG_LEVEL",
+                "value": env.get("AIPERF_K8S_RESULTS_SIDECAR_LOG_LEVEL", "info"),
+            },
+        ],
+        "volumeMounts": [
+            {"name": "results", "mountPath": "/results", "readOnly": True},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+        "ports": [{"containerPort": RESULTS_SIDECAR_PORT, "name": "results"}],
+    }
+
+
+class Renderer:
     def __init__(self, spec: dict[str, Any], template: dict[str, Any], job_id: str, namespace: str, uid: str | None,
-                 env: _Env) -> None:  # fmt: skip
+                 env: Env) -> None:  # fmt: skip
         self.spec, self.job_id, self.ns, self.uid, self.env = spec, job_id, namespace, uid, env
         self.name = f"aiperf-{job_id}"
         self.tmpl = template  # validated by _pod_template: camelCase keys, Kubernetes shapes
         self.image = spec.get("image") or "nvcr.io/nvidia/aiperf:latest"
-        self.pull_policy = _get(spec, "imagePullPolicy")
-        self.mode = _get(spec, "resourceMode") or "burstable"
+        self.pull_policy = lookup(spec, "imagePullPolicy")
+        self.mode = lookup(spec, "resourceMode") or "burstable"
         self.config_path = env.get("AIPERF_K8S_JOBSET_CONFIG_MOUNT_PATH", "/etc/aiperf")
         self.datasets_path = env.get("AIPERF_K8S_JOBSET_DATASETS_PATH", "/aiperf/datasets")
         self._env_cache: dict[tuple[str | None, bool, bool], list[dict[str, Any]]] = {}
 
     # -- fragments
     def _t(self, camel: str, default: Any = None) -> Any:
-        return _get(self.tmpl, camel, default)
+        return lookup(self.tmpl, camel, default)
 
     def security(self) -> dict[str, Any]:
         """The containers' securityContext; one shared dict per job (consumers copy before changing)."""
@@ -61,15 +110,7 @@ class _Renderer:
 
     @functools.cached_property
     def _security(self) -> dict[str, Any]:
-        ctx = {k: copy_json(v) for k, v in _CONTAINER_SECURITY.items()}
-        over = self._t("containerSecurityContext") or {}
-        if "capabilities" in over:
-            ctx["capabilities"] = {**ctx["capabilities"], **over["capabilities"]}
-        for k, v in over.items():
-            if k == "capabilities" or (k == "privileged" and v) or (k == "allowPrivilegeEscalation" and v):
-                continue
-            ctx[k] = v
-        return ctx
+        return container_security(self._t("containerSecurityContext"))
 
     def mounts(self) -> list[dict[str, Any]]:
         """A new list per container; its entries are shared between the containers of one job
@@ -228,7 +269,7 @@ class _Renderer:
         )
 
     def res(self, key: str) -> Any:
-        return _resources(*self.env.resources(key), self.mode)
+        return k8s_resources(*self.env.resources(key), self.mode)
 
     def controller_containers(self, gpu_telemetry: bool, server_metrics: bool) -> list[dict[str, Any]]:
         sidecar_enabled = self.env.bool("AIPERF_K8S_EVENT_BUS_SIDECAR_ENABLED", True)
@@ -252,29 +293,20 @@ class _Renderer:
         if server_metrics:
             out.append(self.service("server-metrics-manager", "server_metrics_manager", _PORTS["SERVER_METRICS_MANAGER_HEALTH"],
                                     self.res("SERVER_METRICS_MANAGER"), service_id="server_metrics_manager", **ctl))  # fmt: skip
-        port = _PORTS["RESULTS_SIDECAR"]
+        port = RESULTS_SIDECAR_PORT
+        sidecar = results_sidecar(self.image, self.env)
         out.append(
             self._container(
-                "results-sidecar",
-                ["python", "-m", "aiperf.kubernetes.results_sidecar"],
+                sidecar["name"],
+                sidecar["command"],
                 None,
-                [
-                    {"name": "AIPERF_RESULTS_DIR", "value": "/results"},
-                    {"name": "AIPERF_RESULTS_SIDECAR_PORT", "value": str(port)},
-                    {
-                        "name": "AIPERF_RESULTS_SIDECAR_LOG_LEVEL",
-                        "value": self.env.get("AIPERF_K8S_RESULTS_SIDECAR_LOG_LEVEL", "info"),
-                    },
-                ],
+                sidecar["env"],
                 self.res("RESULTS_SIDECAR"),
-                [{"containerPort": port, "name": "results"}],
+                sidecar["ports"],
                 self._startup(port),
                 self._probe(port),
                 self._probe(port),
-                volume_mounts=[
-                    {"name": "results", "mountPath": "/results", "readOnly": True},
-                    {"name": "tmp", "mountPath": "/tmp"},
-                ],
+                volume_mounts=sidecar["volumeMounts"],
             )
         )
         if sidecar_enabled:
@@ -324,7 +356,7 @@ class _Renderer:
             rp_cpu = rp_cpu or self.env.get("AIPERF_K8S_RECORD_PROCESSOR_CPU_REQUEST", "") or None
             cpu, mem = self.env.resources("WORKER_POD")
             shares = [
-                _resources(c, m, self.mode) for c, m in split_worker_pod_resources(cpu, mem, workers, rps, rp_cpu)
+                k8s_resources(c, m, self.mode) for c, m in split_worker_pod_resources(cpu, mem, workers, rps, rp_cpu)
             ]
         quiet: dict[str, Any] = {"controller_host": dns, "readiness": False, "startup": False, "liveness": False}
         out = [self.service("worker-group-manager", "worker_group_manager", manager, shares[0],
@@ -345,7 +377,7 @@ class _Renderer:
             "restartPolicy": restart,
             "containers": containers,
             "volumes": self.volumes(),
-            "securityContext": dict(_POD_SECURITY),
+            "securityContext": merge_pod_security(None),
         }
         for key in _POD_PASSTHROUGH:
             v = self._t(key)
@@ -362,7 +394,7 @@ class _Renderer:
         if self._t("terminationGracePeriodSeconds") is not None:
             spec["terminationGracePeriodSeconds"] = self._t("terminationGracePeriodSeconds")
         if self._t("podSecurityContext"):
-            spec["securityContext"] = {**_POD_SECURITY, **self._t("podSecurityContext")}
+            spec["securityContext"] = merge_pod_security(self._t("podSecurityContext"))
         extra = self._t("extraPodSpec") or {}
         spec.update({k: v for k, v in extra.items() if k not in _DENIED_EXTRA_POD_SPEC_KEYS})
         return spec
@@ -388,14 +420,15 @@ class _Renderer:
         return {"name": name, "replicas": replicas, "template": {"spec": job}}
 
 
-def _queue(spec: dict[str, Any], env: _Env, settings: Settings) -> tuple[str | None, str | None]:
+def kueue_queue(spec: dict[str, Any], env: Env, settings: Settings) -> tuple[str | None, str | None]:
+    """(Kueue queue, priority class) of the JobSet: spec.scheduling's, else the operator's defaults."""
     sched = spec.get("scheduling") or {}
     queue = (
-        _get(sched, "queueName")
+        lookup(sched, "queueName")
         or env.get("AIPERF_K8S_JOBSET_KUEUE_DEFAULT_QUEUE_NAME", "")
         or settings.kueue.default_queue_name
     )
-    prio = _get(sched, "priorityClass") or env.get("AIPERF_K8S_JOBSET_KUEUE_DEFAULT_PRIORITY_CLASS", "")
+    prio = lookup(sched, "priorityClass") or env.get("AIPERF_K8S_JOBSET_KUEUE_DEFAULT_PRIORITY_CLASS", "")
     return queue or None, prio or None
 
 
@@ -416,7 +449,7 @@ assert set(_TEMPLATE_SCHEMA) == _POD_TEMPLATE_KEYS
 
 
 def _key(d: dict[str, Any], camel: str) -> str:
-    """The spelling of a field the object uses (camelCase wins, as `_get` reads it)."""
+    """The spelling of a field the object uses (camelCase wins, as `lookup` reads it)."""
     return camel if camel in d or _snake(camel) not in d else _snake(camel)
 
 
@@ -430,7 +463,7 @@ def _no_unknown(d: dict[str, Any], allowed: set[str], path: str, what: str) -> N
 def _pod_template(spec: dict[str, Any]) -> dict[str, Any]:
     """spec.podTemplate validated against the Kubernetes shapes it becomes, camelCase keys, no nulls."""
     path = at("spec", _key(spec, "podTemplate"))
-    tmpl = mapping(_get(spec, "podTemplate"), path)
+    tmpl = mapping(lookup(spec, "podTemplate"), path)
     _no_unknown(tmpl, _POD_TEMPLATE_KEYS, path, "fields")
     out: dict[str, Any] = {}
     for camel, schema in _TEMPLATE_SCHEMA.items():

@@ -80,7 +80,7 @@ def _split_weighted_total(total: int, weights: list[int]) -> list[int]:
     return shares
 
 
-class _RenderError(Exception):
+class RenderError(Exception):
     """The operator would refuse to render: message already ends with a Fix."""
 
 
@@ -95,7 +95,7 @@ def split_worker_pod_resources(
 
     Mirrors `split_worker_pod_resources`: the WORKER_POD budget is the pod total, split by
     measured weights; a budget that cannot cover the minima or the worker import floor is
-    the operator's ValueError, raised here as `_RenderError`. Arithmetic on five values that
+    the operator's ValueError, raised here as `RenderError`. Arithmetic on five values that
     most jobs share (the operator's defaults, a few worker counts), so its answers are
     remembered (refusals are not: an exception is never cached).
     """
@@ -111,13 +111,13 @@ def _split(
     total_mib = _parse_memory_mib(memory)
     shape = f"1 worker-pod-manager + {worker_count} worker(s) + {rp_count} record processor(s)"
     if total_mcpu < MIN_CONTAINER_CPU_MCPU * n:
-        raise _RenderError(
+        raise RenderError(
             f"WORKER_POD CPU budget ({total_mcpu}m) cannot cover the {MIN_CONTAINER_CPU_MCPU}m minimum per container "
             f"across {n} container(s) ({shape}). Fix: raise AIPERF_K8S_WORKER_POD_CPU on the operator "
             "(and in the webhook's aiperfEnv) or lower spec.benchmark.runtime.workersPerPod / recordProcessorsPerPod."
         )
     if total_mib < MIN_CONTAINER_MEMORY_MIB * n:
-        raise _RenderError(
+        raise RenderError(
             f"WORKER_POD memory budget ({total_mib}Mi) cannot cover the {MIN_CONTAINER_MEMORY_MIB}Mi minimum per "
             f"container across {n} container(s) ({shape}). Fix: raise AIPERF_K8S_WORKER_POD_MEMORY on the operator "
             "(and in the webhook's aiperfEnv) or lower spec.benchmark.runtime.workersPerPod / recordProcessorsPerPod."
@@ -129,12 +129,12 @@ def _split(
         try:
             rp_mcpu = int(round(_parse_cpu(rp_cpu_request) * 1000))
         except (ValueError, OverflowError):
-            raise _RenderError(
+            raise RenderError(
                 f"AIPERF_K8S_RECORD_PROCESSOR_CPU_REQUEST is not a valid Kubernetes CPU quantity: {rp_cpu_request!r}. "
                 "Fix: use a value like '500m' or '2'."
             ) from None
         if rp_mcpu <= 0:
-            raise _RenderError(
+            raise RenderError(
                 f"AIPERF_K8S_RECORD_PROCESSOR_CPU_REQUEST must be greater than zero, got {rp_cpu_request!r}. "
                 "Fix: set it to a positive CPU quantity or unset it."
             )
@@ -142,7 +142,7 @@ def _split(
         rest_weights = [100] + [131] * worker_count
         remaining = total_mcpu - fixed
         if remaining < MIN_CONTAINER_CPU_MCPU * len(rest_weights):
-            raise _RenderError(
+            raise RenderError(
                 f"WORKER_POD CPU budget ({total_mcpu}m) cannot cover the pinned record-processor CPU request "
                 f"({rp_mcpu}m x {rp_count} record processor(s) = {fixed}m) plus the {MIN_CONTAINER_CPU_MCPU}m minimum "
                 f"for each of the remaining {len(rest_weights)} container(s) (worker-pod-manager + {worker_count} "
@@ -153,7 +153,7 @@ def _split(
     mem_shares = _split_with_minimum(total_mib, mem_weights, MIN_CONTAINER_MEMORY_MIB)
     worker_mem = mem_shares[1 : 1 + worker_count]
     if worker_mem and min(worker_mem) < WORKER_IMPORT_MEMORY_FLOOR_MIB:
-        raise _RenderError(
+        raise RenderError(
             f"WORKER_POD memory budget ({total_mib}Mi) leaves worker containers below the "
             f"{WORKER_IMPORT_MEMORY_FLOOR_MIB}Mi worker import-memory floor ({min(worker_mem)}Mi each across "
             f"{shape}). Fix: raise AIPERF_K8S_WORKER_POD_MEMORY on the operator (and in the webhook's aiperfEnv) "
@@ -162,7 +162,8 @@ def _split(
     return tuple((_format_mcpu(c), f"{m}Mi") for c, m in zip(cpu_shares, mem_shares))
 
 
-def _resources(cpu: str, memory: str, mode: str) -> dict[str, dict[str, str]] | None:
+def k8s_resources(cpu: str, memory: str, mode: str) -> dict[str, dict[str, str]] | None:
+    """ResourceSettings.to_k8s_resources: burstable sets requests only, guaranteed limits too, none nothing."""
     if mode == "none":
         return None
     out: dict[str, dict[str, str]] = {"requests": {"cpu": cpu, "memory": memory}}

@@ -10,7 +10,7 @@ import zlib
 from datetime import UTC, datetime
 from typing import Any
 
-from webhook.workloads.aiperf.env import _IPC_PATH, _PORTS, _get, _snake
+from webhook.workloads.aiperf.env import _IPC_PATH, _PORTS, _snake, lookup
 from webhook.workloads.aiperf.workers import _phases
 
 _ORDER: dict[str, list[str]] = {
@@ -203,7 +203,7 @@ def run_config_json(
         "artifact_dir": "/results",
         "label": "",
     }
-    seed = _get(spec, "randomSeed")
+    seed = lookup(spec, "randomSeed")
     if seed is not None:
         run["random_seed"] = seed
     run["variables"] = dict(spec.get("variables") or {})

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from webhook.workloads.aiperf.env import _SCHEDULING_KEYS, _SPEC_KEYS, _get
+from webhook.workloads.aiperf.env import _SCHEDULING_KEYS, _SPEC_KEYS, lookup
 from webhook.workloads.aiperf.jobset import _key, _no_unknown, _pod_template
 from webhook.workloads.aiperf.workers import _phases
 from webhook.workloads.base import AdapterError
@@ -184,7 +184,7 @@ def _check_benchmark(bench: dict[str, Any], path: str = "spec.benchmark") -> Non
         mapping(bench.get(key), at(path, key))
 
 
-def _check_shape(spec: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+def check_shape(spec: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """(spec, its pod template) once every field the adapter reads has the shape AIPerf's model gives it."""
     if not isinstance(spec, dict):  # the one field where null is not "absent": a job needs a spec
         raise wrong("spec", "a mapping", spec)
@@ -194,27 +194,25 @@ def _check_shape(spec: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     _check_benchmark(mapping(spec["benchmark"], "spec.benchmark"))
     template = _pod_template(spec)
     sched_path = at("spec", _key(spec, "scheduling"))
-    sched = mapping(_get(spec, "scheduling"), sched_path)
+    sched = mapping(lookup(spec, "scheduling"), sched_path)
     _no_unknown(sched, _SCHEDULING_KEYS, sched_path, "fields")
     for field in _SCHEDULING_KEYS:
-        string(_get(sched, field), at(sched_path, _key(sched, field)))
-    one_of(_get(spec, "resourceMode"), at("spec", _key(spec, "resourceMode")), ("guaranteed", "burstable", "none"))
-    string(_get(spec, "imagePullPolicy"), at("spec", _key(spec, "imagePullPolicy")))
+        string(lookup(sched, field), at(sched_path, _key(sched, field)))
+    one_of(lookup(spec, "resourceMode"), at("spec", _key(spec, "resourceMode")), ("guaranteed", "burstable", "none"))
+    string(lookup(spec, "imagePullPolicy"), at("spec", _key(spec, "imagePullPolicy")))
     image = spec.get("image")
     if image is not None and (not isinstance(image, str) or not image.strip()):
         raise AdapterError("spec.image must be a non-empty string")
     mapping(spec.get("variables"), "spec.variables")
     _lax_float(*_field(spec, "timeoutSeconds", "spec"))
     _lax_int(*_field(spec, "randomSeed", "spec"))
-    boolean(_get(spec, "keepFailedPods"), at("spec", _key(spec, "keepFailedPods")))
-    integer(_get(spec, "ttlSecondsAfterFinished"), at("spec", _key(spec, "ttlSecondsAfterFinished")), minimum=0)
+    boolean(lookup(spec, "keepFailedPods"), at("spec", _key(spec, "keepFailedPods")))
+    integer(lookup(spec, "ttlSecondsAfterFinished"), at("spec", _key(spec, "ttlSecondsAfterFinished")), minimum=0)
     return spec, template
 
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-
-
-def _phase_errors(benchmark: dict[str, Any]) -> list[str]:
+def phase_errors(benchmark: dict[str, Any]) -> list[str]:
+    """The operator's refusal of a phase with neither a canonical name nor a kind, one line each."""
     errors = []
     for p, _ in _phases(benchmark):
         name = p.get("name")

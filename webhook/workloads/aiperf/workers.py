@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from webhook.workloads.aiperf.env import _Env, _snake
-from webhook.workloads.aiperf.resources import _RenderError
+from webhook.workloads.aiperf.env import Env, _snake
+from webhook.workloads.aiperf.resources import RenderError
 from webhook.workloads.base import AdapterError
 from webhook.workloads.shape import (
     at,
@@ -44,7 +44,7 @@ def _count(d: dict[str, Any], camel: str, path: str) -> int | None:
     return integer(d.get(key), at(path, key), lax=True, minimum=0)
 
 
-def calculate_workers(spec: dict[str, Any], env: _Env) -> int:
+def calculate_workers(spec: dict[str, Any], env: Env) -> int:
     """Total workers: runtime.workers verbatim, else ceil(max concurrency / connectionsPerWorker),
     at least runtime.workersMin, rounded up to a whole number of pods."""
     benchmark = mapping(spec.get("benchmark"), "spec.benchmark")
@@ -66,7 +66,7 @@ def calculate_workers(spec: dict[str, Any], env: _Env) -> int:
     return derived + per_pod - derived % per_pod
 
 
-def worker_topology(total: int, runtime: dict[str, Any], env: _Env) -> tuple[int, int, int]:
+def worker_topology(total: int, runtime: dict[str, Any], env: Env) -> tuple[int, int, int]:
     """(pods, workers per pod, record processors per pod) as `apply_worker_config` sets them."""
     rpath = "spec.benchmark.runtime"
     per_pod_default = _count(runtime, "workersPerPod", rpath) or env.int("AIPERF_WORKER_DEFAULT_WORKERS_PER_POD", 10)
@@ -74,7 +74,7 @@ def worker_topology(total: int, runtime: dict[str, Any], env: _Env) -> tuple[int
         per_pod, pods = total, 1
     elif total % per_pod_default:
         lower = (total // per_pod_default) * per_pod_default
-        raise _RenderError(
+        raise RenderError(
             f"total_workers={total} is not a multiple of workers_per_pod={per_pod_default}, and a JobSet replicated job "
             f"cannot express a partial final pod. Fix: set spec.benchmark.runtime.workers to a multiple of "
             f"{per_pod_default} (e.g. {lower} or {lower + per_pod_default}), or set spec.benchmark.runtime.workersPerPod "
@@ -86,14 +86,14 @@ def worker_topology(total: int, runtime: dict[str, Any], env: _Env) -> tuple[int
     rp_per_pod = _count(runtime, "recordProcessorsPerPod", rpath)
     if rp_per_pod is not None:
         if rp_total is not None and rp_total != rp_per_pod * pods:
-            raise _RenderError(
+            raise RenderError(
                 "runtime.record_processors must equal runtime.record_processors_per_pod multiplied by the Kubernetes "
                 f"worker pod count ({rp_per_pod} * {pods}). Fix: set spec.benchmark.runtime.recordProcessors to "
                 f"{rp_per_pod * pods} or remove it."
             )
     elif rp_total is not None:
         if rp_total % pods:
-            raise _RenderError(
+            raise RenderError(
                 f"runtime.record_processors must be divisible by the Kubernetes worker pod count ({pods}). Fix: set "
                 "spec.benchmark.runtime.recordProcessorsPerPod explicitly or choose a divisible total."
             )

@@ -15,6 +15,7 @@ from typing import Any
 
 from webhook.config import Settings
 from webhook.workloads import aiperf
+from webhook.workloads.aiperf import lookup
 from webhook.workloads.aiperf_sweep.children import ChildPlan, render_children
 from webhook.workloads.aiperf_sweep.controller import CONTROLLER_GROUP, controller_objects
 from webhook.workloads.aiperf_sweep.credentials import check_credential_axes
@@ -32,11 +33,10 @@ from webhook.workloads.aiperf_sweep.spec import (
     SWEEP_TYPES,
     ExpansionRejected,
     SpecInvalid,
-    lookup,
 )
 from webhook.workloads.aiperf_sweep.workload import SweepWorkload
 from webhook.workloads.base import AdapterError, PodGroup, RuntimeLookup
-from webhook.workloads.shape import mapping, plain_json, str_map, string
+from webhook.workloads.shape import mapping, str_map
 
 EPOCH_RE = re.compile(r"\A\d{9,10}(\d{6})?\Z")  # aiperf/common/results_markers.py
 #: AIPerfConfig._apply_consistent_seed_default: a sweep's workloads must be identical
@@ -51,13 +51,7 @@ def build(
     namespace: str | None = None,
 ) -> SweepWorkload:
     """The Workload for one AIPerfSweep. Raises AdapterError when it cannot be read as one."""
-    plain_json(obj)
-    meta = mapping(obj.get("metadata"), "metadata")
-    name = string(meta.get("name"), "metadata.name") or ""
-    ns = string(meta.get("namespace"), "metadata.namespace") or namespace or "default"
-    str_map(meta.get("labels"), "metadata.labels")
-    str_map(meta.get("annotations"), "metadata.annotations")
-    uid = string(meta.get("uid"), "metadata.uid") or ""
+    name, ns, _, uid = aiperf.read_metadata(obj, namespace)
     spec = obj.get("spec")
     if not isinstance(spec, dict):
         raise AdapterError("spec must be a mapping")
@@ -65,7 +59,7 @@ def build(
         kind=KIND, api_version=str(obj.get("apiVersion") or aiperf.API_VERSION), name=name, namespace=ns, obj=obj
     )
     try:
-        _build(wl, obj, spec, settings, uid)
+        _build(wl, obj, spec, settings, uid or "")
     except SpecInvalid as exc:
         wl.render_errors.append(
             f"The AIPerf operator refuses this AIPerfSweep at create ({exc.prefix}: {exc}). "

@@ -9,18 +9,23 @@ controller may do with its children and its own AIPerfSweep). Resource defaults 
 
 from __future__ import annotations
 
-import copy
-import os
 from typing import Any
 
 from webhook.config import Settings
 from webhook.workloads import aiperf
-from webhook.workloads.aiperf.env import POD_SECURITY
-from webhook.workloads.aiperf_sweep.spec import KIND, lookup
+from webhook.workloads.aiperf import (
+    Env,
+    container_security,
+    k8s_resources,
+    lookup,
+    merge_pod_security,
+    results_sidecar,
+)
+from webhook.workloads.aiperf_sweep.spec import KIND
 
 # K8sEnvironment.SWEEP_CONTROLLER / RESULTS_SIDECAR defaults (aiperf/kubernetes/environment.py)
 SWEEP_CONTROLLER_RESOURCES = ("75m", "512Mi")
-RESULTS_SIDECAR_PORT = 9091
+RESULTS_SIDECAR_PORT = aiperf.RESULTS_SIDECAR_PORT
 #: the replicatedJob of the sweep-controller JobSet, and so its pod group's name
 CONTROLLER_GROUP = "controller"
 _DEFAULT_OPERATOR_URL = "http://aiperf-operator.aiperf-system:8081"
@@ -38,21 +43,18 @@ def controller_objects(
     spec: dict[str, Any], name: str, ns: str, uid: str, epoch: str, settings: Settings
 ) -> dict[str, dict[str, Any]]:
     """create._create_sweep_controller_jobset and _provision_rbac: the objects the operator provisions."""
-    env = {**{k: v for k, v in os.environ.items() if k.startswith("AIPERF_")}, **(settings.aiperf_env or {})}
+    env = Env(settings)  # AIPerf's settings classes read env names case-insensitively, as Env does
     tmpl = lookup(spec, "podTemplate") or {}
     mode = lookup(spec, "resourceMode") or "burstable"
     sa = f"aiperf-sweep-controller-{name}"
-    security = _container_security(tmpl)
+    security = container_security(tmpl.get("containerSecurityContext"))
     ctl = _controller_container(spec, tmpl, env, mode, security, name=name, ns=ns, uid=uid, epoch=epoch)
-    sidecar = _results_sidecar(spec, env)
+    sidecar = results_sidecar(spec.get("image"), env)  # its pull policy, resources and security context next
     pull = lookup(spec, "imagePullPolicy")
     if pull is not None:
         ctl["imagePullPolicy"] = sidecar["imagePullPolicy"] = pull
     if mode != "none":
-        cpu, mem = aiperf.RESOURCE_DEFAULTS["RESULTS_SIDECAR"]
-        sidecar["resources"] = _res(
-            env.get("AIPERF_K8S_RESULTS_SIDECAR_CPU", cpu), env.get("AIPERF_K8S_RESULTS_SIDECAR_MEMORY", mem), mode
-        )
+        sidecar["resources"] = k8s_resources(*env.resources("RESULTS_SIDECAR"), mode)
     sidecar["securityContext"] = dict(security)
     owner = [
         {
@@ -67,32 +69,10 @@ def controller_objects(
     return {"jobSet": _jobset(name, ns, owner, _pod_spec(tmpl, sa, [ctl, sidecar])), **_rbac(name, ns, sa, owner)}
 
 
-def _res(cpu: str, memory: str, mode: str) -> dict[str, dict[str, str]]:
-    """ResourceSettings.to_k8s_resources: burstable sets requests only."""
-    req = {"cpu": cpu, "memory": memory}
-    return {"requests": req} if mode == "burstable" else {"requests": req, "limits": dict(req)}
-
-
-def _container_security(tmpl: dict[str, Any]) -> dict[str, Any]:
-    """The operator's container security context with the podTemplate's containerSecurityContext over it
-    (capabilities merged; `privileged` / `allowPrivilegeEscalation` can never be switched on)."""
-    security: dict[str, Any] = {
-        "runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"},
-    }  # fmt: skip
-    over = tmpl.get("containerSecurityContext") or {}
-    for k, v in over.items():
-        if k == "capabilities" and isinstance(v, dict):
-            security["capabilities"] = {**security["capabilities"], **v}
-        elif not (k in ("privileged", "allowPrivilegeEscalation") and v):
-            security[k] = v
-    return security
-
-
 def _controller_container(
     spec: dict[str, Any],
     tmpl: dict[str, Any],
-    env: dict[str, str],
+    env: Env,
     mode: str,
     security: dict[str, Any],
     *,
@@ -123,7 +103,7 @@ def _controller_container(
     if tmpl.get("resources") is not None:
         ctl["resources"] = tmpl["resources"]
     elif mode != "none":
-        ctl["resources"] = _res(
+        ctl["resources"] = k8s_resources(
             env.get("AIPERF_K8S_SWEEP_CONTROLLER_CPU", SWEEP_CONTROLLER_RESOURCES[0]),
             env.get("AIPERF_K8S_SWEEP_CONTROLLER_MEMORY", SWEEP_CONTROLLER_RESOURCES[1]),
             mode,
@@ -132,45 +112,21 @@ def _controller_container(
     return ctl
 
 
-def _results_sidecar(spec: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
-    """The `results-sidecar` container, without its pull policy, resources and security context
-    (which `controller_objects` adds after them, in the operator's order)."""
-    return {
-        "name": "results-sidecar",
-        "image": spec.get("image"),
-        "command": ["python", "-m", "aiperf.kubernetes.results_sidecar"],
-        "env": [
-            {"name": "AIPERF_RESULTS_DIR", "value": "/results"},
-            {"name": "AIPERF_RESULTS_SIDECAR_PORT", "value": str(RESULTS_SIDECAR_PORT)},
-            {
-                "name": "AIPERF_RESULTS_SIDECAR_LOG_LEVEL",
-                "value": env.get("AIPERF_K8S_RESULTS_SIDECAR_LOG_LEVEL", "info"),
-            },
-        ],
-        "volumeMounts": [
-            {"name": "results", "mountPath": "/results", "readOnly": True},
-            {"name": "tmp", "mountPath": "/tmp"},
-        ],
-        "ports": [{"containerPort": RESULTS_SIDECAR_PORT, "name": "results"}],
-    }
-
-
 def _pod_spec(tmpl: dict[str, Any], sa: str, containers: list[dict[str, Any]]) -> dict[str, Any]:
     """The controller pod: its ServiceAccount, two emptyDirs, the operator's pod security context
-    (`POD_SECURITY`, as for AIPerfJob pods) and the podTemplate's scheduling pass-through."""
-    pod_security = copy.deepcopy(POD_SECURITY)
+    (`merge_pod_security`, as for AIPerfJob pods) and the podTemplate's scheduling pass-through."""
     pod_spec: dict[str, Any] = {
         "restartPolicy": "OnFailure",
         "serviceAccountName": sa,
         "containers": containers,
         "volumes": [{"name": "results", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}],
-        "securityContext": pod_security,
+        "securityContext": merge_pod_security(None),
     }
     for key in _POD_PASSTHROUGH:
         if tmpl.get(key) is not None:
             pod_spec[key] = tmpl[key]
     if tmpl.get("podSecurityContext"):
-        pod_spec["securityContext"] = {**pod_security, **tmpl["podSecurityContext"]}
+        pod_spec["securityContext"] = merge_pod_security(tmpl["podSecurityContext"])
     return pod_spec
 
 

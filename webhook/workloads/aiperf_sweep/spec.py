@@ -3,13 +3,10 @@
 The refusals are those of `operator/handlers/sweep/create.py` (AIPerf 0.13.0): `handle` raises
 `AIPerfSweep spec invalid: …`, and `AIPerfSweep sweep expansion rejected the spec: …` for what
 `config/sweep/expand.py` refuses. The spec's fields are read in camelCase or snake_case, as
-the operator's pydantic models accept both.
+the operator's pydantic models accept both (`webhook.workloads.aiperf.lookup`).
 """
 
 from __future__ import annotations
-
-import re
-from typing import Any
 
 KIND = "AIPerfSweep"
 SWEEP_TYPES = ("grid", "zip", "scenarios", "sobol", "latin_hypercube", "adaptive_search")
@@ -27,9 +24,3 @@ class ExpansionRejected(SpecInvalid):
     """What expand_sweep refuses (`AIPerfSweep sweep expansion rejected the spec: ...`)."""
 
     prefix = "AIPerfSweep sweep expansion rejected the spec"
-
-
-def lookup(d: dict[str, Any], camel: str, default: Any = None) -> Any:
-    """`d[camel]`, else `d[snake_case of camel]`, else `default`."""
-    snake = re.sub(r"(?<!^)(?=[A-Z])", "_", camel).lower()
-    return d.get(camel, d.get(snake, default))

@@ -1,0 +1,385 @@
+"""Run the fidelity matrix on the real stack and write docs/fidelity.md.
+
+    python -m e2e.fidelity.run                 # node + stack + webhook, every scenario, docs/fidelity.md
+    python -m e2e.fidelity.run -k quota        # only scenarios whose name contains "quota" (no docs written)
+
+What one run does (root; the real node, e2e/harness/node.py, and the stack, e2e/harness/stack.py):
+
+1. every scenario's namespace (labelled ``preflight-fidelity=true``) and prerequisites are
+   created, then the webhook starts (``RunningWebhook`` on the host against the node's apiserver,
+   ``mode: enforce``, the chart's defaults otherwise; its watch caches list the prerequisites at
+   start-up, so nothing waits on a watch event). ``RunningWebhook`` rather than the chart: the
+   verdicts are the same code, and it saves the image build and ``helm install`` (about a minute
+   warm, several after a source change); e2e/test_node_chart.py covers the chart;
+2. **verdict**: ``kubectl create --dry-run=server`` of each job, the webhook in ``enforce``
+   mode: allowed (with its warnings) or denied (with its message). Dry runs store nothing, so
+   every verdict sees the same pristine cluster;
+3. **outcome**: every scenario namespace is labelled ``preflight.webhook.io/mode=audit`` (the
+   per-namespace mode); for a job that was denied, its dry run is repeated until the webhook
+   admits it (the webhook has seen the label); then every job is created for real, at once, and
+   the runner watches TrainJob conditions, pods, Kueue Workloads and events until each job is
+   Complete or Failed, or the bound passes (then: "never starts", with what held it);
+4. each scenario is classified: denied and the job would have run = **false deny**; admitted
+   and the job fails or never starts = **miss**; a scenario carrying a known limitation is
+   listed under its name and not counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from e2e.fidelity.scenarios import (
+    KNOWN_LIMITATIONS,
+    MATRIX_LABEL,
+    NS_PREFIX,
+    RESOLVED,
+    RESOLVED_BY,
+    SCENARIOS,
+    Scenario,
+)
+from e2e.harness.controlplane import ControlPlane
+from e2e.harness.node import Node
+from e2e.harness.runner import RunningWebhook, findings_of
+from e2e.harness.stack import Stack, versions
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "fidelity.md"
+OUR_DENIAL = 'admission webhook "preflight.webhook.io" denied the request: '
+#: how long the runner watches the jobs after the last create
+BOUND_SECONDS = 90.0
+WEBHOOK_CONFIG: dict[str, Any] = {"mode": "enforce", "secretTtlSeconds": 0}
+
+
+@dataclass
+class Verdict:
+    allowed: bool
+    by: str  # "preflight" | "apiserver" (another admission plugin/webhook refused first)
+    message: str
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Outcome:
+    kind: str  # runs | fails | never-starts | refused
+    detail: str
+    seconds: float
+
+
+@dataclass
+class Row:
+    scenario: str
+    note: str
+    covers: str
+    verdict: Verdict
+    outcome: Outcome
+    result: str  # ok | miss | false-deny | known:<name>
+    known: str | None = None
+
+    @property
+    def would_run(self) -> bool:
+        return self.outcome.kind == "runs"
+
+
+def classify(verdict: Verdict, outcome: Outcome, known: str | None) -> str:
+    """ok | miss | false-deny, or known:<limitation> when a known limitation disagrees."""
+    would_run = outcome.kind == "runs"
+    if verdict.by != "preflight" or outcome.kind == "refused":
+        # the apiserver (or another webhook) refuses the job itself: the user sees it at apply
+        res = "ok" if not verdict.allowed else ("ok" if outcome.kind == "refused" else "miss")
+    elif verdict.allowed:
+        res = "ok" if would_run else "miss"
+    else:
+        res = "false-deny" if would_run else "ok"
+    if known is not None:
+        return f"known:{known}" if res != "ok" else "ok"
+    return res
+
+
+# --------------------------------------------------------------------------- phases
+
+
+def kubectl_json(cp: ControlPlane, *args: str) -> Any:
+    return json.loads(cp.kubectl("get", *args, "-o", "json", check=False, timeout=60).stdout or "{}")
+
+
+def setup(cp: ControlPlane, scenarios: Sequence[Scenario]) -> None:
+    objs: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS_PREFIX + "probe", "labels": MATRIX_LABEL}}
+    ]
+    seen: set[tuple[str, str]] = set()
+    for s in scenarios:
+        for o in s.objects():
+            key = (o["kind"], o["metadata"]["name"] + "/" + o["metadata"].get("namespace", ""))
+            if key not in seen:
+                seen.add(key)
+                objs.append(o)
+    namespaces = [o for o in objs if o["kind"] == "Namespace"]
+    cp.apply(namespaces)
+    cp.apply([o for o in objs if o["kind"] != "Namespace"], "--server-side", "--field-manager=preflight-fidelity")
+    # the controller-manager makes each namespace's default ServiceAccount: the pods and the
+    # webhook's Dry Run check need it
+    deadline = time.monotonic() + 60
+    for ns in namespaces:
+        name = ns["metadata"]["name"]
+        while cp.kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode != 0:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no default ServiceAccount in {name} after 60s")
+            time.sleep(0.2)  # polling the apiserver for a condition
+
+
+def ask(cp: ControlPlane, s: Scenario) -> Verdict:
+    proc = cp.kubectl("create", "--dry-run=server", "-f", "-", input=yaml.safe_dump(s.job_object()), check=False)
+    warns = findings_of(proc.stderr)
+    if proc.returncode == 0:
+        return Verdict(True, "preflight", "", warns)
+    err = proc.stderr.strip()
+    if OUR_DENIAL in err:
+        return Verdict(False, "preflight", err.split(OUR_DENIAL, 1)[1], warns)
+    return Verdict(False, "apiserver", err.removeprefix("Error from server"), warns)
+
+
+def to_audit(cp: ControlPlane, scenarios: Sequence[Scenario], verdicts: dict[str, Verdict]) -> None:
+    for s in scenarios:
+        cp.kubectl("label", "namespace", s.namespace, "preflight.webhook.io/mode=audit", "--overwrite")
+    deadline = time.monotonic() + 60
+    for s in scenarios:
+        if verdicts[s.name].allowed or verdicts[s.name].by != "preflight":
+            continue
+        while (v := ask(cp, s)).by == "preflight" and not v.allowed:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the webhook still denies {s.name} 60s after its namespace was set to audit")
+            time.sleep(0.2)  # polling the webhook for a condition (its namespace cache)
+
+
+def _cond(obj: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == type_ and c.get("status") == "True":
+            return c
+    return None
+
+
+def _by_ns(items: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for it in items:
+        out.setdefault(it["metadata"].get("namespace", ""), []).append(it)
+    return out
+
+
+#: events every pod on this node gets (it has no cluster DNS): not what holds a job
+_NOISE = {"MissingClusterDNS"}
+#: checks whose warning every matrix job gets (the local registry; the dry run, see known
+#: limitation dry-run-blinded): named in the table, their text not repeated
+_EVERYWHERE = ("[Image Reference] ", "[Dry Run] ")
+
+
+def _stuck_detail(pods: list[dict[str, Any]], workloads: list[dict[str, Any]], events: list[dict[str, Any]]) -> str:
+    parts: list[str] = []
+    for wl in workloads:
+        for c in (wl.get("status") or {}).get("conditions") or []:
+            if c.get("type") in ("QuotaReserved", "Admitted") and c.get("status") == "False" and c.get("message"):
+                parts.append(f"Kueue Workload {c['type']}=False: {c['message']}")
+        for ac in (wl.get("status") or {}).get("admissionChecks") or []:
+            parts.append(f"AdmissionCheck {ac.get('name')}: {ac.get('state')}")
+    if not workloads and not pods:
+        parts.append("no pod created")
+    for p in pods:
+        st = p.get("status") or {}
+        for c in st.get("conditions") or []:
+            if c.get("type") == "PodScheduled" and c.get("status") == "False":
+                parts.append(f"pod {c.get('reason')}: {c.get('message', '')}")
+        for cs in (st.get("containerStatuses") or []) + (st.get("initContainerStatuses") or []):
+            w = (cs.get("state") or {}).get("waiting")
+            if w and w.get("reason") not in (None, "ContainerCreating", "PodInitializing"):
+                parts.append(f"container {cs['name']} {w['reason']}: {w.get('message', '')}")
+    seen: set[str] = set()
+    for e in sorted(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or ""):
+        if e.get("type") == "Warning" and e.get("message") not in seen and e.get("reason") not in _NOISE:
+            seen.add(e["message"])
+            obj = e.get("involvedObject") or {}
+            parts.append(f"event {e.get('reason')} on {obj.get('kind')}: {e['message']}")
+    uniq = list(dict.fromkeys(p.strip() for p in parts))
+    return "; ".join(x[:240] for x in uniq[:4]) or "nothing reported"
+
+
+def observe(cp: ControlPlane, scenarios: Sequence[Scenario], bound: float) -> dict[str, Outcome]:
+    """Create every job at once and watch them until each finishes or the bound passes."""
+    outcomes: dict[str, Outcome] = {}
+    t0 = time.monotonic()
+    started: dict[str, float] = {}
+    for s in scenarios:
+        started[s.name] = time.monotonic()
+        proc = cp.kubectl("create", "-f", "-", input=yaml.safe_dump(s.job_object()), check=False)
+        if proc.returncode != 0:
+            outcomes[s.name] = Outcome("refused", proc.stderr.strip().removeprefix("Error from server"), 0.0)
+    pending = [s for s in scenarios if s.name not in outcomes]
+    deadline = time.monotonic() + bound
+    while pending:
+        last = time.monotonic() >= deadline
+        tjs = _by_ns(kubectl_json(cp, "trainjobs.trainer.kubeflow.org", "-A").get("items", []))
+        pods = _by_ns(kubectl_json(cp, "pods", "-A").get("items", []))
+        if last:
+            wls = _by_ns(kubectl_json(cp, "workloads.kueue.x-k8s.io", "-A").get("items", []))
+            evs = _by_ns(kubectl_json(cp, "events", "-A").get("items", []))
+        still = []
+        for s in pending:
+            ns = s.namespace
+            tj = next(iter(tjs.get(ns, [])), {})
+            elapsed = time.monotonic() - started[s.name]
+            done = _cond(tj, "Complete")
+            failed = _cond(tj, "Failed")
+            if done:
+                outcomes[s.name] = Outcome("runs", f"Complete: {done.get('message', '')}".strip(), elapsed)
+            elif failed:
+                outcomes[s.name] = Outcome(
+                    "fails", f"Failed ({failed.get('reason')}): {failed.get('message', '')}", elapsed
+                )
+            elif last:
+                ps = pods.get(ns, [])
+                running = [p for p in ps if (p.get("status") or {}).get("phase") in ("Running", "Succeeded")]
+                if running:
+                    outcomes[s.name] = Outcome(
+                        "runs",
+                        f"{len(running)}/{len(ps)} pods Running or Succeeded, not Complete at the bound",
+                        elapsed,
+                    )
+                else:
+                    detail = _stuck_detail(ps, wls.get(ns, []), evs.get(ns, []))
+                    outcomes[s.name] = Outcome("never-starts", detail, elapsed)
+            else:
+                still.append(s)
+        pending = still
+        if pending:
+            time.sleep(2.0)  # polling the cluster: one list of each kind for all scenarios
+    print(f"==> fidelity: observed {len(scenarios)} jobs in {time.monotonic() - t0:.0f}s", file=sys.stderr)
+    return outcomes
+
+
+def run_matrix(cp: ControlPlane, scenarios: Sequence[Scenario], bound: float = BOUND_SECONDS) -> list[Row]:
+    setup(cp, scenarios)
+    with RunningWebhook(
+        cp,
+        vwc_name="preflight-fidelity",
+        config=WEBHOOK_CONFIG,
+        namespace_selector={"matchLabels": MATRIX_LABEL},
+        probe_namespace=NS_PREFIX + "probe",
+    ):
+        verdicts = {s.name: ask(cp, s) for s in scenarios}
+        to_audit(cp, scenarios, verdicts)
+        outcomes = observe(cp, scenarios, bound)
+    rows = []
+    for s in scenarios:
+        v, o = verdicts[s.name], outcomes[s.name]
+        rows.append(Row(s.name, s.note, s.covers, v, o, classify(v, o, s.known), s.known))
+    return rows
+
+
+# --------------------------------------------------------------------------- the document
+
+
+def _cell(text: str, limit: int = 400) -> str:
+    text = " ".join(text.split())
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text.replace("|", "\\|")
+
+
+def render(rows: Sequence[Row], timings: dict[str, float]) -> str:
+    v = versions()
+    counts = {k: sum(1 for r in rows if r.result == k) for k in ("ok", "miss", "false-deny")}
+    known = sum(1 for r in rows if r.result.startswith("known:"))
+    runs = sum(1 for r in rows if r.would_run)
+    denied = sum(1 for r in rows if not r.verdict.allowed)
+    out = [
+        "# Fidelity: the webhook's verdict against the real stack's outcome",
+        "",
+        "Generated by `python -m e2e.fidelity.run` (root; the real node with JobSet "
+        f"{v['JOBSET_VERSION']}, Trainer {v['TRAINER_VERSION']} and Kueue {v['KUEUE_VERSION']} "
+        f"controllers, Kubernetes {v['KUBERNETES_VERSION']}); do not edit by hand. The scenarios are "
+        "`e2e/fidelity/scenarios.py`; how a run works is the docstring of `e2e/fidelity/run.py`; "
+        "`e2e/test_fidelity.py` runs the same matrix in `make test` and fails on any miss or false deny.",
+        "",
+        "For each scenario the webhook (mode `enforce`) gives its verdict on a server-side dry run; "
+        "then the job is created with the webhook in `audit` mode and the real controllers, scheduler "
+        f"and kubelet run it, watched for at most {BOUND_SECONDS:.0f} s. **miss**: admitted, and the job "
+        "fails or never starts. **false deny**: denied, and the job runs. Every job here warns twice, named "
+        "but not repeated in the table: Image Reference (the workload image's registry `localhost` is not in "
+        "`publicRegistries` and the pods have no pull Secret) and Dry Run (it cannot verify: see the known "
+        "limitation dry-run-blinded).",
+        "",
+        f"**{len(rows)} scenarios: {runs} run, {len(rows) - runs} fail or never start; the webhook denies "
+        f"{denied}. {counts['miss']} misses, {counts['false-deny']} false denies, {known} known "
+        f"limitations.**",
+        "",
+        "| scenario | what | real outcome | verdict (enforce) | |",
+        "|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if r.verdict.allowed:
+            checks = [w[1 : w.index("]")] for w in r.verdict.warnings if w.startswith("[") and "]" in w]
+            rest = [w for w in r.verdict.warnings if not w.startswith(_EVERYWHERE)]
+            verdict = "admitted"
+            if checks:
+                verdict += ", warned by " + ", ".join(dict.fromkeys(checks))
+            if rest:
+                verdict += ": " + _cell(" / ".join(rest), 300)
+        elif r.verdict.by == "preflight":
+            verdict = "**denied**: " + _cell(r.verdict.message.split("\n", 1)[-1], 300)
+        else:
+            verdict = "refused by the apiserver before the webhook's answer counts: " + _cell(r.verdict.message, 200)
+        outcome = f"**{r.outcome.kind}** ({r.outcome.seconds:.0f} s): {_cell(r.outcome.detail, 300)}"
+        mark = {"ok": "ok", "miss": "**MISS**", "false-deny": "**FALSE DENY**"}.get(r.result, r.result)
+        out.append(f"| `{r.scenario}` | {_cell(r.note, 160)} | {outcome} | {verdict} | {mark} |")
+    out += ["", "## Known limitations", ""]
+    for name, text in KNOWN_LIMITATIONS.items():
+        used = [r.scenario for r in rows if r.known == name]
+        out.append(f"- **{name}** ({', '.join(f'`{u}`' for u in used) or 'no scenario'}): {text}")
+    out += ["", "## Found by earlier runs, since fixed", ""]
+    for name, text in RESOLVED.items():
+        out.append(f"- **{name}** (fixed by {RESOLVED_BY[name]}): {text}")
+    out += ["", "## This run", ""]
+    for k, val in timings.items():
+        out.append(f"- {k}: {val:.0f} s")
+    out.append("")
+    return "\n".join(out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m e2e.fidelity.run", description=__doc__.split("\n\n")[0])
+    ap.add_argument("-k", default="", help="only scenarios whose name contains this (docs/fidelity.md not written)")
+    ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    ap.add_argument("--bound", type=float, default=BOUND_SECONDS)
+    args = ap.parse_args(argv)
+    scenarios = [s for s in SCENARIOS if args.k in s.name]
+    t0 = time.monotonic()
+    timings: dict[str, float] = {}
+    with Node() as node:
+        timings["node start"] = time.monotonic() - t0
+        stack = Stack(node).start()
+        timings.update({f"stack {k}": v for k, v in stack.timings.items()})
+        t1 = time.monotonic()
+        assert node.cp is not None
+        rows = run_matrix(node.cp, scenarios, bound=args.bound)
+        timings["matrix (setup, verdicts, outcomes)"] = time.monotonic() - t1
+    timings["total"] = time.monotonic() - t0
+    for r in rows:
+        print(f"{r.result:12} {r.scenario:36} {r.outcome.kind:13} {'admitted' if r.verdict.allowed else 'denied'}")
+    if args.json:
+        args.json.write_text(json.dumps([asdict(r) for r in rows], indent=1))
+    if not args.k:
+        DOC.write_text(render(rows, timings))
+        print(f"wrote {DOC}", file=sys.stderr)
+    bad = [r for r in rows if r.result in ("miss", "false-deny")]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

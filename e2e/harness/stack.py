@@ -1,0 +1,303 @@
+"""The real stack on the real node: JobSet, Trainer and Kueue controllers, deployed as users do.
+
+On top of :class:`e2e.harness.node.Node` (which it leaves unchanged), :class:`Stack`:
+
+* builds or reuses (``e2e/stack.sh``: seconds when warm) the controller managers of JobSet,
+  Trainer and Kueue from their own Go modules at the versions ``e2e/versions.env`` pins, each
+  as ``/manager`` in an image FROM scratch, the workload image the matrix's jobs run
+  (``e2e/nodeimage/workload``), and the upstream manifests rendered by ``kubectl kustomize``
+  (JobSet ``config/default``, Trainer ``manifests/overlays/manager``, Kueue ``config/default``);
+* loads the images into the node's containerd;
+* advertises ``nvidia.com/gpu`` in the Node's status capacity (a patch of the ``status``
+  subresource, as Kubernetes' "Advertise Extended Resources for a Node" task does), so the
+  scheduler counts GPUs;
+* applies each component's manifests with only these changes, each named where it is made:
+  the controller images replaced by the local ones (``imagePullPolicy: IfNotPresent``); the
+  Trainer overlay's ``third-party/jobset`` (a remote URL) left out, as its own comment says to
+  when JobSet is installed, since JobSet comes from its own module here; Kueue's visibility
+  ``APIService`` left out (the harness's apiserver has no aggregation-layer proxy certificates,
+  so the APIService would stay unavailable and block namespace deletion);
+* waits until each Deployment is Available and each component's own admission webhook answers
+  (its cert-controller wrote the Secret and injected the caBundle): a server-side dry run of an
+  object its webhook judges succeeds;
+* installs Trainer's own ClusterTrainingRuntimes (``manifests/overlays/runtimes``) with every
+  image replaced by the workload image.
+
+Use::
+
+    with Node() as node, Stack(node) as stack:
+        node.cp.kubectl("get", "pods", "-A")
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from e2e.harness.controlplane import ControlPlaneError
+from e2e.harness.node import NODE_NAME, Node, NodeError
+
+STACK_SCRIPT = Path(__file__).resolve().parents[1] / "stack.sh"
+VERSIONS_FILE = Path(__file__).resolve().parents[1] / "versions.env"
+WORKLOAD_IMAGE = "localhost/preflight/workload:local"
+
+#: component -> (namespace, Deployment names)
+COMPONENTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "jobset": ("jobset-system", ("jobset-controller-manager",)),
+    "trainer": ("kubeflow-system", ("kubeflow-trainer-controller-manager",)),
+    "kueue": ("kueue-system", ("kueue-controller-manager",)),
+}
+
+
+def versions() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in VERSIONS_FILE.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            k, v = line.split("=", 1)
+            out[k] = v
+    return out
+
+
+def image_ref(component: str) -> str:
+    v = versions()[f"{component.upper()}_VERSION"]
+    return f"localhost/preflight/{component}-controller:{v}"
+
+
+def run_stack_script(what: str = "all") -> Path:
+    """Run e2e/stack.sh (seconds when warm); returns its cache directory."""
+    t0 = time.monotonic()
+    proc = subprocess.run(["bash", str(STACK_SCRIPT), what], capture_output=True, text=True, timeout=3600)
+    if proc.returncode != 0:
+        raise NodeError(f"e2e/stack.sh {what} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    for line in proc.stderr.splitlines():
+        if "built in" in line:
+            print(line, file=sys.stderr, flush=True)
+    if time.monotonic() - t0 > 5:
+        print(f"==> stack: e2e/stack.sh {what} ready in {time.monotonic() - t0:.0f}s", file=sys.stderr, flush=True)
+    out = subprocess.run(["bash", str(STACK_SCRIPT), "path"], capture_output=True, text=True, check=True)
+    return Path(out.stdout.strip())
+
+
+def localize(objects: Iterable[dict[str, Any]], image: Callable[[str], str]) -> list[dict[str, Any]]:
+    """Every container/initContainer image of every pod template replaced by ``image(old)``."""
+    out = []
+    for obj in objects:
+        _walk_images(obj, image)
+        out.append(obj)
+    return out
+
+
+def _walk_images(node: Any, image: Callable[[str], str]) -> None:
+    if isinstance(node, dict):
+        for key in ("containers", "initContainers"):
+            conts = node.get(key)
+            if isinstance(conts, list) and all(isinstance(c, dict) for c in conts):
+                for c in conts:
+                    if isinstance(c.get("image"), str):
+                        c["image"] = image(c["image"])
+                        c["imagePullPolicy"] = "IfNotPresent"
+        for v in node.values():
+            _walk_images(v, image)
+    elif isinstance(node, list):
+        for v in node:
+            _walk_images(v, image)
+
+
+class Stack:
+    """JobSet + Trainer + Kueue on a started :class:`Node`; see the module docstring.
+
+    ``gpus``: the ``nvidia.com/gpu`` count the Node advertises. ``components``: which to deploy
+    (in order; Trainer needs JobSet).
+    """
+
+    def __init__(
+        self,
+        node: Node,
+        *,
+        components: Sequence[str] = ("jobset", "trainer", "kueue"),
+        gpus: int = 4,
+        timeout: float = 300.0,
+        runtimes: bool = True,
+    ) -> None:
+        self.node = node
+        self.components = tuple(components)
+        self.gpus = gpus
+        self.timeout = timeout
+        self.runtimes = runtimes
+        self.cache: Path | None = None
+        self.timings: dict[str, float] = {}
+
+    def __enter__(self) -> Stack:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        pass  # everything lives in the node; Node.stop() removes it
+
+    def _say(self, msg: str) -> None:
+        print(f"==> stack: {msg}", file=sys.stderr, flush=True)
+
+    def kubectl(self, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+        assert self.node.cp is not None
+        return self.node.cp.kubectl(*args, **kw)
+
+    def start(self) -> Stack:
+        t0 = time.monotonic()
+        self.cache = run_stack_script("all")
+        self.timings["build"] = time.monotonic() - t0
+        for name in (*self.components, "workload"):
+            self.node.load_image(self.cache / "images" / f"{name}.tar")
+        self.timings["load"] = time.monotonic() - t0 - self.timings["build"]
+        self.advertise_gpus(self.gpus)
+        for name in self.components:
+            t1 = time.monotonic()
+            self.deploy(name)
+            self.timings[name] = time.monotonic() - t1
+            self._say(f"{name} ready: Deployment Available, its webhook answers ({self.timings[name]:.0f}s)")
+        if self.runtimes and "trainer" in self.components:
+            self.install_runtimes()
+        self.timings["total"] = time.monotonic() - t0
+        self._say(f"stack up in {self.timings['total']:.0f}s")
+        return self
+
+    # ----------------------------------------------------------------- GPUs
+
+    def advertise_gpus(self, count: int) -> None:
+        """``nvidia.com/gpu: count`` in the Node's status capacity (the kubelet then reports it
+        as allocatable too, and keeps it: the resource is not one of its device plugins')."""
+        patch = {"status": {"capacity": {"nvidia.com/gpu": str(count)}}}
+        self.kubectl("patch", "node", NODE_NAME, "--subresource=status", "--type=merge", "-p", json.dumps(patch))
+
+        def advertised() -> bool | str:
+            node = json.loads(self.kubectl("get", "node", NODE_NAME, "-o", "json").stdout)
+            got = (node.get("status") or {}).get("allocatable", {}).get("nvidia.com/gpu")
+            return True if got == str(count) else f"allocatable nvidia.com/gpu={got}"
+
+        self._wait(f"nvidia.com/gpu={count} allocatable on {NODE_NAME}", advertised, 60)
+
+    # ----------------------------------------------------------------- deploy
+
+    def manifests(self, name: str) -> list[dict[str, Any]]:
+        assert self.cache is not None
+        docs = [d for d in yaml.safe_load_all((self.cache / "manifests" / f"{name}.yaml").read_text()) if d]
+        if name == "kueue":
+            # no aggregation-layer proxy certificates on the harness's apiserver: see the module docstring
+            docs = [d for d in docs if d.get("kind") != "APIService"]
+        ref = image_ref(name)
+        return localize(docs, lambda _old: ref)
+
+    def deploy(self, name: str) -> None:
+        ns, deployments = COMPONENTS[name]
+        docs = self.manifests(name)
+        text = yaml.safe_dump_all(docs, sort_keys=False)
+        self.kubectl(
+            "apply", "--server-side", "--force-conflicts", "--field-manager=preflight-stack", "-f", "-",
+            input=text, timeout=180,
+        )  # fmt: skip
+        for dep in deployments:
+            self._wait(f"Deployment {ns}/{dep} Available", lambda d=dep: self._available(ns, d), self.timeout)
+        probe = _WEBHOOK_PROBES[name]
+        self._wait(f"the {name} webhook answering", lambda: self._dry_run_ok(probe), self.timeout)
+
+    def _available(self, ns: str, dep: str) -> bool | str:
+        proc = self.kubectl("get", "deployment", dep, "-n", ns, "-o", "json", check=False)
+        if proc.returncode != 0:
+            return proc.stderr.strip()[-200:]
+        obj = json.loads(proc.stdout)
+        conds = {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}
+        if conds.get("Available", {}).get("status") == "True":
+            return True
+        pods = self.kubectl("get", "pods", "-n", ns, "-o", "wide", check=False).stdout
+        return f"{conds.get('Available', {}).get('message', 'no Available condition')}\n{pods}"
+
+    def _dry_run_ok(self, obj: dict[str, Any]) -> bool | str:
+        proc = self.kubectl("create", "--dry-run=server", "-f", "-", input=yaml.safe_dump(obj), check=False)
+        return True if proc.returncode == 0 else proc.stderr.strip()[-300:]
+
+    def install_runtimes(self) -> None:
+        """Trainer's own ClusterTrainingRuntimes, every image the workload image."""
+        assert self.cache is not None
+        docs = [d for d in yaml.safe_load_all((self.cache / "manifests" / "runtimes.yaml").read_text()) if d]
+        docs = localize(docs, lambda _old: WORKLOAD_IMAGE)
+        self.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=preflight-stack", "-f", "-",
+                     input=yaml.safe_dump_all(docs, sort_keys=False))  # fmt: skip
+
+    def _wait(self, what: str, cond: Callable[[], bool | str], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        last: bool | str = ""
+        while time.monotonic() < deadline:
+            try:
+                last = cond()
+            except ControlPlaneError as e:
+                last = str(e)[-300:]
+            if last is True:
+                return
+            time.sleep(0.5)  # polling the apiserver for a condition
+        raise NodeError(f"timed out after {timeout:.0f}s waiting for {what}: {last}")
+
+
+#: an object each component's webhook judges (a server-side dry run passes only once it answers)
+_WEBHOOK_PROBES: dict[str, dict[str, Any]] = {
+    "jobset": {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "stack-probe", "namespace": "default"},
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "name": "p",
+                    "template": {
+                        "spec": {
+                            "template": {
+                                "spec": {
+                                    "restartPolicy": "Never",
+                                    "containers": [{"name": "c", "image": WORKLOAD_IMAGE}],
+                                }
+                            }
+                        }
+                    },
+                }
+            ]
+        },
+    },
+    "trainer": {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainingRuntime",
+        "metadata": {"name": "stack-probe", "namespace": "default"},
+        "spec": {
+            "mlPolicy": {"numNodes": 1},
+            "template": {
+                "spec": {
+                    "replicatedJobs": [
+                        {
+                            "name": "node",
+                            "template": {
+                                "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                                "spec": {
+                                    "template": {
+                                        "spec": {
+                                            "containers": [{"name": "node", "image": WORKLOAD_IMAGE}],
+                                        }
+                                    }
+                                },
+                            },
+                        }
+                    ]
+                }
+            },
+        },
+    },
+    "kueue": {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ResourceFlavor",
+        "metadata": {"name": "stack-probe"},
+        "spec": {},
+    },
+}

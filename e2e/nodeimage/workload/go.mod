@@ -1,0 +1,3 @@
+module preflight-webhook.local/e2e/workload
+
+go 1.22

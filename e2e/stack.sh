@@ -1,0 +1,248 @@
+#!/usr/bin/env bash
+# Build (once) the real stack the fidelity matrix runs on the node (e2e/harness/stack.py):
+#
+#   e2e/stack.sh [all|binaries|images|workload|aiperf|manifests|path]
+#
+#   binaries   the controller managers of JobSet, Trainer and Kueue, each built from its own Go
+#              module at the version e2e/versions.env pins (JOBSET_VERSION, TRAINER_VERSION,
+#              KUEUE_VERSION), static (CGO_ENABLED=0), with the ldflags of the upstream Makefile
+#              (sigs.k8s.io/<x>/pkg/version); the main package each upstream Dockerfile builds:
+#                jobset   main.go                                       (jobset/Dockerfile)
+#                trainer  cmd/trainer-controller-manager/main.go        (its Dockerfile)
+#                kueue    cmd/kueue/main.go                             (kueue/Dockerfile)
+#   images     each binary as /manager in an image FROM scratch, USER 65532:65532,
+#              ENTRYPOINT ["/manager"] (what the upstream Dockerfiles put on distroless/static),
+#              built by buildah and saved as a docker archive
+#   manifests  `kubectl kustomize` of each module's own manifests (jobset config/default,
+#              trainer manifests/overlays/manager, kueue config/default): deployed with only the
+#              image references replaced by the local ones (e2e/harness/stack.py)
+#              and Trainer's own ClusterTrainingRuntimes (manifests/overlays/runtimes)
+#   aiperf     the AIPerf operator's image (also the image its pods use) from the aiperf wheel at
+#              AIPERF_VERSION, and the stand-in endpoint's (PyPI fakellm at FAKELLM_VERSION), both
+#              pip-installed on the local Python base (e2e/images.sh base); not part of `all` yet
+#   workload   the matrix's workload image: e2e/nodeimage/workload (one static Go binary linked
+#              as sh, python, torchrun, tune, mpirun, sshd ...), FROM scratch
+#
+# Everything lands in ~/.cache/preflight-webhook/stack/ with stamps: a warm run takes seconds.
+# Images use the buildah storage of e2e/images.sh (the same vfs store). Needs Go; images need root.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/.." && pwd)"
+# shellcheck source=versions.env
+source "$HERE/versions.env"
+KUBERNETES_VERSION="${PREFLIGHT_KUBERNETES_VERSION:-$KUBERNETES_VERSION}"
+CACHE_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/preflight-webhook"
+OUT="${PREFLIGHT_STACK_CACHE:-$CACHE_ROOT/stack}"
+IMAGES_OUT="${PREFLIGHT_IMAGES_CACHE:-$CACHE_ROOT/images}"
+STORE="$IMAGES_OUT/storage"
+
+export GOFLAGS=-mod=mod CGO_ENABLED=0 GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
+
+say() { printf '==> %s\n' "$*" >&2; }
+die() { printf 'e2e/stack.sh: error: %s\n' "$*" >&2; exit 1; }
+fresh() { [[ -f "$1" && "$(cat "$1")" == "$2" ]]; }
+bah() { buildah --root "$STORE/root" --runroot "$STORE/run" --storage-driver vfs "$@"; }
+
+# component -> "module version main-package manifests-dir"
+spec() {
+    case "$1" in
+        jobset) echo "sigs.k8s.io/jobset $JOBSET_VERSION . config/default" ;;
+        trainer) echo "github.com/kubeflow/trainer/v2 $TRAINER_VERSION ./cmd/trainer-controller-manager manifests/overlays/manager" ;;
+        kueue) echo "sigs.k8s.io/kueue $KUEUE_VERSION ./cmd/kueue config/default" ;;
+        *) die "unknown component $1" ;;
+    esac
+}
+COMPONENTS=(jobset trainer kueue)
+
+moddir() {
+    go mod download -json "$1@$2" | python3 -c '
+import json, sys
+info = json.load(sys.stdin)
+if info.get("Error"):
+    sys.exit("go mod download: " + info["Error"])
+print(info["Dir"])'
+}
+
+build_binary() {
+    local name="$1" module version pkg _m
+    read -r module version pkg _m <<<"$(spec "$name")"
+    local out="$OUT/bin/$name-manager" stamp="$OUT/bin/.$name.version"
+    if [[ -x "$out" ]] && fresh "$stamp" "$module@$version"; then say "$name $version: cached"; return; fi
+    command -v go >/dev/null || die "Go is required"
+    say "building the $name controller manager $version from the Go module $module..."
+    local t0=$SECONDS dir src="$OUT/src/$name-$version"
+    dir="$(moddir "$module" "$version")"
+    rm -rf "$src"
+    mkdir -p "$OUT/src" "$OUT/bin"
+    cp -r "$dir" "$src"
+    chmod -R u+w "$src"
+    local ldflags="-s -w"
+    case "$name" in
+        jobset | kueue) ldflags+=" -X sigs.k8s.io/$name/pkg/version.GitVersion=$version" ;;
+    esac
+    (cd "$src" && go build -trimpath -ldflags "$ldflags" -o "$out.tmp" "$pkg")
+    mv -f "$out.tmp" "$out"
+    rm -rf "$src"
+    echo "$module@$version" >"$stamp"
+    say "$name controller manager built in $((SECONDS - t0))s ($(du -h "$out" | cut -f1))"
+}
+
+build_manifests() {
+    local kubectl
+    kubectl="$(bash "$HERE/build.sh" path)/bin/kubectl"
+    [[ -x "$kubectl" ]] || die "kubectl missing (bash e2e/build.sh kubectl)"
+    mkdir -p "$OUT/manifests"
+    local name module version pkg kdir
+    for name in "${COMPONENTS[@]}" runtimes; do
+        if [[ "$name" == runtimes ]]; then
+            read -r module version pkg _ <<<"$(spec trainer)"
+            kdir=manifests/overlays/runtimes
+        else
+            read -r module version pkg kdir <<<"$(spec "$name")"
+        fi
+        local out="$OUT/manifests/$name.yaml" stamp="$OUT/manifests/.$name.version"
+        if [[ -s "$out" ]] && fresh "$stamp" "$module@$version $kdir recipe=1"; then continue; fi
+        local dir tmp
+        dir="$(moddir "$module" "$version")"
+        tmp="$(mktemp -d)"
+        cp -r "$dir/$(cut -d/ -f1 <<<"$kdir")" "$tmp/"
+        chmod -R u+w "$tmp"
+        if [[ "$name" == trainer ]]; then
+            # JobSet comes from its own module (config/default): drop the overlay's remote
+            # third-party/jobset, as its comment says to when JobSet is installed
+            sed -i '/third-party\/jobset/d' "$tmp/$kdir/kustomization.yaml"
+        fi
+        "$kubectl" kustomize "$tmp/$kdir" >"$out.tmp" 2> >(grep -v "is deprecated" >&2)
+        rm -rf "$tmp"
+        mv -f "$out.tmp" "$out"
+        echo "$module@$version $kdir recipe=1" >"$stamp"
+        say "$name manifests: $kdir ($(grep -c '^kind:' "$out") objects)"
+    done
+}
+
+build_workload() {
+    local tar="$OUT/images/workload.tar" stamp="$OUT/images/.workload.version" want
+    local ref=localhost/preflight/workload:local src="$HERE/nodeimage/workload"
+    want="$(cat "$src/main.go" "$src/go.mod" | sha256sum | cut -c1-16)"
+    if [[ -s "$tar" ]] && fresh "$stamp" "$want"; then say "workload image: cached"; return; fi
+    say "building the workload image (e2e/nodeimage/workload, FROM scratch)..."
+    local t0=$SECONDS tmp c n
+    tmp="$(mktemp -d)"
+    mkdir -p "$tmp/root/bin" "$tmp/root/usr/bin" "$tmp/root/usr/local/bin" "$tmp/root/usr/sbin" "$tmp/root/tmp"
+    (cd "$src" && go build -trimpath -ldflags "-s -w" -o "$tmp/root/workload" .)
+    # the names the Trainer runtimes' and the tests' commands use
+    for n in sh bash; do ln -s /workload "$tmp/root/bin/$n"; done
+    for n in python python3 torchrun tune mpirun accelerate deepspeed env; do ln -s /workload "$tmp/root/usr/bin/$n"; done
+    for n in python python3 torchrun tune; do ln -s /workload "$tmp/root/usr/local/bin/$n"; done
+    ln -s /workload "$tmp/root/usr/sbin/sshd"
+    chmod 1777 "$tmp/root/tmp"
+    mkdir -p "$OUT/images"
+    c="$(bah from scratch)"
+    bah copy "$c" "$tmp/root/" /
+    bah config --entrypoint '["/workload"]' --user 65532:65532 --workingdir / --env PATH=/usr/local/bin:/usr/bin:/usr/sbin:/bin "$c"
+    bah commit -q "$c" "$ref" >/dev/null
+    bah rm "$c" >/dev/null
+    rm -rf "$tmp" "$tar"
+    bah push -q "$ref" "docker-archive:$tar:$ref" >/dev/null
+    echo "$want" >"$stamp"
+    say "workload image built in $((SECONDS - t0))s ($(du -h "$tar" | cut -f1))"
+}
+
+build_image() {
+    local name="$1" version
+    read -r _ version _ _ <<<"$(spec "$name")"
+    local bin="$OUT/bin/$name-manager" tar="$OUT/images/$name.tar" stamp="$OUT/images/.$name.version"
+    local ref="localhost/preflight/$name-controller:$version" want
+    want="$(sha256sum "$bin" | cut -c1-16) $ref"
+    if [[ -s "$tar" ]] && fresh "$stamp" "$want"; then say "$name image: cached"; return; fi
+    say "building the $name image (FROM scratch + the static manager)..."
+    local t0=$SECONDS c
+    mkdir -p "$OUT/images"
+    c="$(bah from scratch)"
+    bah copy "$c" "$bin" /manager
+    bah config --entrypoint '["/manager"]' --user 65532:65532 --workingdir / "$c"
+    bah commit -q "$c" "$ref" >/dev/null
+    bah rm "$c" >/dev/null
+    rm -f "$tar"
+    bah push -q "$ref" "docker-archive:$tar:$ref" >/dev/null
+    echo "$want" >"$stamp"
+    say "$name image built in $((SECONDS - t0))s ($(du -h "$tar" | cut -f1))"
+}
+
+# build_pip_image <name> <ref> <stamp-value> <pip requirement>...: the local Python base
+# (e2e/images.sh base) + pip install, saved as $OUT/images/<name>.tar
+build_pip_image() {
+    local name="$1" ref="$2" want="$3"
+    shift 3
+    local tar="$OUT/images/$name.tar" stamp="$OUT/images/.$name.version"
+    if [[ -s "$tar" ]] && fresh "$stamp" "$want"; then say "$name image: cached"; return; fi
+    local base=localhost/preflight/python-base:3.11-bookworm
+    bah inspect "$base" >/dev/null 2>&1 || die "the local Python base is missing (bash e2e/images.sh base)"
+    say "building the $name image: $base + pip install $*..."
+    local t0=$SECONDS c trust=()
+    # a machine whose egress re-signs TLS: pip must trust the system bundle (as e2e/images.sh does)
+    local bundle="${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}"
+    if [[ -f "$bundle" ]]; then
+        printf '[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n' >"$OUT/pip.conf"
+        trust=(-v "$bundle:/etc/ssl/certs/ca-certificates.crt:ro" -v "$OUT/pip.conf:/etc/pip.conf:ro")
+    fi
+    mkdir -p "$OUT/images"
+    c="$(bah from "$base")"
+    bah run --isolation chroot --network host "${trust[@]}" "$c" -- pip install -q --no-cache-dir "$@" >&2
+    bah config --user 65532:65532 --env HOME=/tmp "$c"
+    bah commit -q "$c" "$ref" >/dev/null
+    bah rm "$c" >/dev/null
+    rm -f "$tar"
+    bah push -q "$ref" "docker-archive:$tar:$ref" >/dev/null
+    echo "$want" >"$stamp"
+    say "$name image built in $((SECONDS - t0))s ($(du -h "$tar" | cut -f1))"
+}
+
+build_aiperf() {
+    build_pip_image aiperf "localhost/preflight/aiperf:$AIPERF_VERSION" "aiperf==$AIPERF_VERSION recipe=1" \
+        "aiperf==$AIPERF_VERSION"
+    build_pip_image standin "localhost/preflight/fakellm:$FAKELLM_VERSION" "fakellm==$FAKELLM_VERSION recipe=1" \
+        "fakellm==$FAKELLM_VERSION"
+}
+
+images_lock() {
+    [[ "$(id -u)" == 0 ]] || die "images need root (buildah storage, chroot isolation)"
+    command -v buildah >/dev/null || die "buildah missing (as root: bash e2e/build.sh node)"
+    mkdir -p "$IMAGES_OUT"
+    exec 9>"$IMAGES_OUT/.build.lock"
+    flock 9
+}
+
+main() {
+    local what="${1:-all}"
+    [[ "$what" == path ]] && { echo "$OUT"; return; }
+    mkdir -p "$OUT"
+    # one build of the binaries/manifests at a time; the pip images wait only for the images lock
+    if [[ "$what" != aiperf ]]; then
+        exec 8>"$OUT/.build.lock"
+        flock 8
+    fi
+    case "$what" in
+        binaries) for n in "${COMPONENTS[@]}"; do build_binary "$n"; done ;;
+        manifests) build_manifests ;;
+        images)
+            for n in "${COMPONENTS[@]}"; do build_binary "$n"; done
+            images_lock
+            for n in "${COMPONENTS[@]}"; do build_image "$n"; done
+            build_workload
+            ;;
+        workload) images_lock; build_workload ;;
+        aiperf) images_lock; build_aiperf ;;
+        all)
+            for n in "${COMPONENTS[@]}"; do build_binary "$n"; done
+            build_manifests
+            images_lock
+            for n in "${COMPONENTS[@]}"; do build_image "$n"; done
+            build_workload
+            ;;
+        *) die "usage: $0 [all|binaries|images|workload|aiperf|manifests|path]" ;;
+    esac
+}
+
+main "$@"

@@ -1,0 +1,45 @@
+"""The fidelity matrix's pure parts (no cluster): the classification and the scenario table's shape."""
+
+from __future__ import annotations
+
+import pytest
+
+from e2e.fidelity.run import Outcome, Verdict, classify
+from e2e.fidelity.scenarios import KNOWN_LIMITATIONS, SCENARIOS, WORKLOAD_IMAGE
+
+ADMITTED = Verdict(True, "preflight", "")
+DENIED = Verdict(False, "preflight", "TrainJob ... failed 1 preflight check")
+REFUSED = Verdict(False, "apiserver", "admission webhook vtrainjob denied")
+
+
+@pytest.mark.parametrize(
+    ("verdict", "outcome", "known", "want"),
+    [
+        (ADMITTED, "runs", None, "ok"),
+        (ADMITTED, "never-starts", None, "miss"),
+        (ADMITTED, "fails", None, "miss"),
+        (DENIED, "never-starts", None, "ok"),
+        (DENIED, "fails", None, "ok"),
+        (DENIED, "runs", None, "false-deny"),
+        (REFUSED, "refused", None, "ok"),
+        (DENIED, "runs", "no-gang", "known:no-gang"),
+        (DENIED, "never-starts", "no-gang", "ok"),
+    ],
+)
+def test_classify(verdict: Verdict, outcome: str, known: str | None, want: str) -> None:
+    assert classify(verdict, Outcome(outcome, "", 0.0), known) == want
+
+
+def test_the_table() -> None:
+    names = [s.name for s in SCENARIOS]
+    assert len(names) == len(set(names)) >= 30
+    for s in SCENARIOS:
+        assert len(s.namespace) <= 63
+        assert s.known is None or s.known in KNOWN_LIMITATIONS
+        assert s.job_object()["metadata"]["namespace"] == s.namespace
+        assert s.job["spec"]["trainer"]["image"] == WORKLOAD_IMAGE
+        objs = s.objects()
+        assert objs[0]["kind"] == "Namespace" and objs[0]["metadata"]["labels"]["preflight-fidelity"] == "true"
+        assert [o["metadata"]["namespace"] for o in objs[1 + len(s.cluster_prereqs) :]] == [s.namespace] * len(
+            s.prereqs
+        )
