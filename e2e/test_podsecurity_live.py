@@ -7,8 +7,10 @@
   admission runs on the bare control plane, nothing schedules the pod) agrees: the pod of the
   denied job is refused with the very reasons the check gave, the compliant one is created.
 * A table of pod specs (every level, pinned versions, the hostNetwork port defaulting, a warn
-  label) created for real in labelled namespaces: the check, run on the live cluster view, gives
-  the apiserver's verdict and its words for each.
+  label, user-namespace pods and the v1.37 sysctls, whose verdicts differ between v1.34 and
+  v1.35+ apiservers) created for real in labelled namespaces: the check, run on the live cluster
+  view, gives the apiserver's verdict and its words for each, at whatever version the control
+  plane runs (PREFLIGHT_KUBERNETES_VERSION).
 
 The Dry Run check is off for this webhook: on the bare control plane its dry-run Pod meets
 Pod Security too and would deny as well; on a cluster with JobSet's and Kueue's webhooks it is
@@ -45,6 +47,7 @@ NAMESPACES: dict[str, dict[str, str]] = {
     RESTRICTED_NS: {ENFORCE: "restricted"},
     "e2e-psa-baseline": {ENFORCE: "baseline"},
     "e2e-psa-restricted-v124": {ENFORCE: "restricted", "pod-security.kubernetes.io/enforce-version": "v1.24"},
+    "e2e-psa-restricted-v134": {ENFORCE: "restricted", "pod-security.kubernetes.io/enforce-version": "v1.34"},
     "e2e-psa-baseline-v133": {ENFORCE: "baseline", "pod-security.kubernetes.io/enforce-version": "v1.33"},
     "e2e-psa-warn": {ENFORCE: "baseline", "pod-security.kubernetes.io/warn": "restricted"},
 }
@@ -201,6 +204,10 @@ async def test_the_apiserver_refuses_the_denied_jobs_pod_with_the_same_reasons(
             assert f"forbids the node pods: {text};" in ours.message
 
 
+#: restricted but for runAsNonRoot
+ROOT_SC = {k: v for k, v in COMPLIANT_SC.items() if k != "runAsNonRoot"}
+
+
 def _c(**sc: Any) -> dict[str, Any]:
     c: dict[str, Any] = {"name": "main", "image": "busybox:1.36"}
     if sc:
@@ -259,6 +266,20 @@ POD_CASES: list[tuple[str, dict[str, Any]]] = [
     ("e2e-psa-restricted-v124", {"containers": [_c(**{**COMPLIANT_SC, "runAsUser": 0})]}),
     ("e2e-psa-warn", {"containers": [_c()]}),
     ("e2e-psa-warn", {"containers": [_c(privileged=True)]}),
+    # user namespaces: v1.34 (gate off, its default) refuses all four; v1.35+ relaxes runAsNonRoot, runAsUser
+    # and baseline procMount from policy v1.35, but not restricted procMount nor a policy pinned at v1.34
+    ("e2e-psa-baseline", {"hostUsers": False, "containers": [_c(procMount="Unmasked")]}),
+    ("e2e-psa-restricted", {"hostUsers": False, "containers": [_c(**{**ROOT_SC, "runAsUser": 0})]}),
+    ("e2e-psa-restricted-v134", {"hostUsers": False, "containers": [_c(**{**ROOT_SC, "runAsUser": 0})]}),
+    ("e2e-psa-restricted", {"hostUsers": False, "containers": [_c(**{**COMPLIANT_SC, "procMount": "Unmasked"})]}),
+    # allowed at baseline from v1.37
+    (
+        "e2e-psa-baseline",
+        {
+            "containers": [_c()],
+            "securityContext": {"sysctls": [{"name": "net.ipv4.tcp_slow_start_after_idle", "value": "0"}]},
+        },
+    ),
 ]
 
 
@@ -294,5 +315,9 @@ async def test_the_check_gives_the_apiservers_verdict_for_each_pod(psa_cluster: 
         tally["forbidden" if not created else "warned" if text else "created"] += 1
     # both verdicts and the warning are reached: created are the plain pod at baseline, the probe host at
     # baseline v1.33 (that check is v1.34's), the compliant pod and the Windows pod at restricted latest
-    # (Linux-only checks skip Windows pods from v1.25; at v1.24 the same pod is refused)
-    assert tally == {"created": 4, "warned": 1, "forbidden": 15}, tally
+    # (Linux-only checks skip Windows pods from v1.25; at v1.24 the same pod is refused); from v1.35 the
+    # user-namespace pods at baseline and restricted latest, from v1.37 the new sysctl
+    version = view.server_version()
+    assert version is not None
+    created = 4 + 2 * (version[1] >= 35) + (version[1] >= 37)
+    assert tally == {"created": created, "warned": 1, "forbidden": len(POD_CASES) - 1 - created}, tally

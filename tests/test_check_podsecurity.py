@@ -231,21 +231,28 @@ async def test_namespace_missing_from_cache_warns() -> None:
 
 
 async def test_apiserver_newer_than_the_ported_rules_warns_instead_of_denying() -> None:
-    [r] = await _run(_wl(), _view({ENFORCE: "restricted"}, version=(1, 36)))
+    [r] = await _run(_wl(), _view({ENFORCE: "restricted"}, version=(1, 38)))
     assert r.status is Status.WARN
     assert (
-        "the job never starts (judged by the v1.34 rules of k8s.io/pod-security-admission v0.34.4; the apiserver is "
-        "v1.36, whose rules may differ). Fix:" in r.message
+        "the job never starts (judged by the v1.37 rules of k8s.io/pod-security-admission v0.37.2; the apiserver is "
+        "v1.38, whose rules may differ). Fix:" in r.message
     )
     # a pinned version the rules know is still certain on a newer apiserver
-    [r] = await _run(_wl(), _view({ENFORCE: "restricted", P.ENFORCE_VERSION_LABEL: "v1.30"}, version=(1, 36)))
+    [r] = await _run(_wl(), _view({ENFORCE: "restricted", P.ENFORCE_VERSION_LABEL: "v1.30"}, version=(1, 38)))
     assert r.status is Status.FAIL
+
+
+@pytest.mark.parametrize("minor", [35, 36, 37])
+async def test_apiservers_up_to_v1_37_are_judged_with_certainty(minor: int) -> None:
+    [r] = await _run(_wl(), _view({ENFORCE: "restricted"}, version=(1, minor)))
+    assert r.status is Status.FAIL
+    assert "whose rules may differ" not in r.message
 
 
 async def test_unknown_apiserver_version_warns() -> None:
     [r] = await _run(_wl(), _view({ENFORCE: "restricted"}, version=None))
     assert r.status is Status.WARN
-    assert "(the apiserver's version is unknown; judged by the rules of k8s.io/pod-security-admission v0.34.4)" in (
+    assert "(the apiserver's version is unknown; judged by the rules of k8s.io/pod-security-admission v0.37.2)" in (
         r.message
     )
 
@@ -273,18 +280,87 @@ async def test_host_network_ports_are_defaulted_to_host_ports_first() -> None:
     )
 
 
-async def test_user_namespace_relaxation_follows_the_feature_gate_setting() -> None:
+USERNS_SC = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+RELAX = Settings.model_validate({"podSecurity": {"relaxForUserNamespaces": True}})
+
+
+def _userns_wl(**sc: Any) -> Any:
+    """A restricted-compliant pod but for runAsNonRoot, in a user namespace (hostUsers: false)."""
     spec = pod(
-        container("node", securityContext={"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}),
+        container("node", securityContext={**USERNS_SC, **sc}),
         hostUsers=False,
         securityContext={"seccompProfile": {"type": "RuntimeDefault"}},
     )
-    wl = _wl(PodGroup("node", 1, spec))
+    return _wl(PodGroup("node", 1, spec))
+
+
+async def test_user_namespace_relaxation_follows_the_feature_gate_setting() -> None:
+    """A v1.34 apiserver (k8s.io/pod-security-admission v0.34.4): the UserNamespacesPodSecurityStandards gate."""
+    wl = _userns_wl()
     [r] = await _run(wl, _view({ENFORCE: "restricted"}))
     assert r.status is Status.FAIL and "runAsNonRoot != true" in r.message
-    s = Settings.model_validate({"podSecurity": {"relaxForUserNamespaces": True}})
-    [r] = await _run(wl, _view({ENFORCE: "restricted"}), s)
+    [r] = await _run(wl, _view({ENFORCE: "restricted"}), RELAX)
     assert r.status is Status.PASS
+    # the gate relaxed every policy version, 1.0 on
+    [r] = await _run(wl, _view({ENFORCE: "restricted", P.ENFORCE_VERSION_LABEL: "v1.25"}), RELAX)
+    assert r.status is Status.PASS
+
+
+@pytest.mark.parametrize("minor", [35, 37])
+@pytest.mark.parametrize("settings", [None, RELAX])
+async def test_user_namespace_relaxation_is_unconditional_from_v1_35_at_policy_1_35_and_later(
+    minor: int, settings: Settings | None
+) -> None:
+    """v0.35+ check_runAsNonRoot.go / check_runAsUser.go: runAsNonRoot1_35 and runAsUser1_35 always relax a
+    hostUsers: false pod; the 1.0 / 1.23 versions never do. relaxForUserNamespaces has no effect."""
+    wl = _userns_wl(runAsUser=0)
+    [r] = await _run(wl, _view({ENFORCE: "restricted"}, version=(1, minor)), settings)
+    assert (r.status, r.message) == (
+        Status.PASS,
+        'Pod Security "restricted:latest" of namespace "team-a" (label pod-security.kubernetes.io/enforce=restricted) '
+        "admits the pods of node",
+    )
+    [r] = await _run(wl, _view({ENFORCE: "restricted", P.ENFORCE_VERSION_LABEL: "v1.34"}, version=(1, minor)), settings)
+    assert r.status is Status.FAIL
+    assert (
+        'forbids the node pods: runAsNonRoot != true (pod or container "node" must set '
+        'securityContext.runAsNonRoot=true), runAsUser=0 (container "node" must not set runAsUser=0);' in r.message
+    )
+
+
+async def test_unmasked_proc_mount_in_a_user_namespace_is_baseline_but_not_restricted_from_v1_35() -> None:
+    """v0.35 check_procMount_baseline.go relaxes procMount for hostUsers: false at 1.35; the restricted level's
+    procMount_restricted (check_procMount_restricted.go) keeps the unconditional check and overrides it."""
+    wl = _userns_wl(runAsNonRoot=True, procMount="Unmasked")
+    [r] = await _run(wl, _view({ENFORCE: "baseline"}, version=(1, 35)))
+    assert r.status is Status.PASS
+    [r] = await _run(wl, _view({ENFORCE: "baseline", P.ENFORCE_VERSION_LABEL: "v1.34"}, version=(1, 35)))
+    assert r.status is Status.FAIL
+    [r] = await _run(wl, _view({ENFORCE: "restricted"}, version=(1, 37)), RELAX)
+    assert r.status is Status.FAIL
+    assert r.message.startswith(
+        'Pod Security "restricted:latest" of namespace "team-a" (label pod-security.kubernetes.io/enforce=restricted) '
+        'forbids the node pods: procMount (container "node" must not set securityContext.procMount to "Unmasked"); '
+        "the Job controller cannot create them (FailedCreate) and the job never starts. Fix: give the node pod "
+        "template no securityContext.procMount other than Default (or have an admin relax "
+        'pod-security.kubernetes.io/enforce on namespace "team-a").'
+    )
+    # a v1.34 apiserver with the gate on relaxed procMount at every level
+    [r] = await _run(wl, _view({ENFORCE: "restricted"}, version=(1, 34)), RELAX)
+    assert r.status is Status.PASS
+
+
+async def test_sysctls_added_in_v1_37_are_baseline_on_a_v1_37_apiserver_only() -> None:
+    """v0.37 check_sysctls.go: net.ipv4.tcp_slow_start_after_idle and net.ipv4.tcp_notsent_lowat from 1.37."""
+    sysctls = [{"name": "net.ipv4.tcp_slow_start_after_idle", "value": "0"}]
+    wl = _wl(PodGroup("node", 1, pod(container("node"), securityContext={"sysctls": sysctls})))
+    [r] = await _run(wl, _view({ENFORCE: "baseline"}, version=(1, 37)))
+    assert r.status is Status.PASS
+    for labels, minor in (({ENFORCE: "baseline"}, 36), ({ENFORCE: "baseline", P.ENFORCE_VERSION_LABEL: "v1.36"}, 37)):
+        [r] = await _run(wl, _view(labels, version=(1, minor)))
+        assert r.status is Status.FAIL
+        assert "forbids the node pods: forbidden sysctls (net.ipv4.tcp_slow_start_after_idle);" in r.message
+        assert "Fix: give the node pod template only the sysctls the level allows (or" in r.message
 
 
 async def test_stale_namespace_cache_is_noted() -> None:

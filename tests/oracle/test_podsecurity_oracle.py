@@ -6,9 +6,17 @@ policy.NewEvaluator(policy.DefaultChecks()).EvaluatePod, and api.PolicyToEvaluat
 hundred generated pods (every field a check reads, with allowed and forbidden values, in every
 container list) go through both at every level and at versions where the checks differ, and the
 namespace-label cases through both label parsers; every answer must be the same: allowed, the
-failing checks' forbidden reasons and details, and admission's message.
+failing checks' forbidden reasons and details, and admission's message. A fixed grid adds every
+hostUsers × procMount × runAsNonRoot/runAsUser combination at both levels, around 1.35 (where
+v0.35 moved the user-namespace relaxation), with the gate on and off, and the sysctls around 1.37.
+
+The oracle says which module it was built against (`podsecurity-oracle --version`), and our side
+judges as an apiserver of that minor does (`evaluate_pod(..., library=<minor>)`): the same cases
+compare at v0.34.x (the gated relaxation) and v0.35+ (the unconditional one).
 
     PREFLIGHT_PODSECURITY_ORACLE="$(bash tests/oracle/podsecurity/build.sh)" \\
+        .venv/bin/python -m pytest tests/oracle/test_podsecurity_oracle.py -q
+    PREFLIGHT_PODSECURITY_ORACLE="$(PREFLIGHT_KUBERNETES_VERSION=v1.37.2 bash tests/oracle/podsecurity/build.sh)" \\
         .venv/bin/python -m pytest tests/oracle/test_podsecurity_oracle.py -q
 
 `make test` builds the oracle and sets the variable; a bare `pytest tests` skips these.
@@ -41,9 +49,10 @@ LABEL_CASES = 160
 LEVELS = ["privileged", "baseline", "restricted"]
 # versions where the checks change: 1.8 allowPrivilegeEscalation, 1.19 seccomp fields, 1.22/1.23
 # restricted capabilities and runAsUser, 1.25 Windows pods, 1.27/1.29/1.32 sysctls, 1.31 SELinux
-# types, 1.34 probe hosts; beyond the newest check (1.35, 1.99) and latest
+# types, 1.34 probe hosts, 1.35 user-namespace relaxation and procMount_restricted (v0.35+), 1.37
+# sysctls (v0.37+); beyond the newest check (1.36, 1.38, 1.99) and latest
 VERSIONS = ["latest", "v1.0", "v1.7", "v1.8", "v1.18", "v1.19", "v1.21", "v1.22", "v1.23", "v1.24", "v1.25"] + [
-    f"v1.{m}" for m in (26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 99)
+    f"v1.{m}" for m in (26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 99)
 ]
 
 _CAPS = ["CHOWN", "NET_BIND_SERVICE", "SYS_ADMIN", "NET_RAW", "KILL", "SYS_CHROOT", "ALL", "BPF"]
@@ -55,6 +64,8 @@ _SYSCTLS = [
     "net.ipv4.tcp_fin_timeout",
     "net.ipv4.tcp_rmem",
     "net.ipv4.tcp_wmem",
+    "net.ipv4.tcp_slow_start_after_idle",
+    "net.ipv4.tcp_notsent_lowat",
     "kernel.msgmax",
     "net.core.somaxconn",
 ]
@@ -288,12 +299,16 @@ def _ours_labels(case: dict[str, Any]) -> dict[str, Any]:
     return {"enforce": str(policy.enforce), "audit": str(policy.audit), "warn": str(policy.warn), "errors": len(errs)}
 
 
-def _ours_pod(case: dict[str, Any]) -> dict[str, Any]:
+def _ours_pod(case: dict[str, Any], library: int) -> dict[str, Any]:
     level, _ = P.parse_level(case["level"])
     version, _ = P.parse_version(case["version"])
     lv = P.LevelVersion(level, version)
     results = P.evaluate_pod(
-        lv, case["pod"]["metadata"], case["pod"]["spec"], relax_user_namespaces=case["relaxUserNamespaces"]
+        lv,
+        case["pod"]["metadata"],
+        case["pod"]["spec"],
+        relax_user_namespaces=case["relaxUserNamespaces"],
+        library=library,
     )
     bad = P.failing(results)
     out: dict[str, Any] = {"allowed": not bad, "evaluated": str(lv)}
@@ -317,8 +332,59 @@ def _cases() -> list[dict[str, Any]]:
                 "relaxUserNamespaces": _maybe(rng, 0.2),
             }
         )
+    cases += _grid()
     cases += [_label_case(rng) for _ in range(LABEL_CASES)]
     return cases
+
+
+GRID_VERSIONS = ["v1.0", "v1.23", "v1.34", "v1.35", "v1.36", "v1.37", "latest"]
+
+
+def _grid() -> list[dict[str, Any]]:
+    """hostUsers × procMount × runAsNonRoot/runAsUser × level × version × gate, and sysctls around 1.37."""
+    cases: list[dict[str, Any]] = []
+    for host_users in (None, True, False):
+        for proc_mount in (None, "Default", "Unmasked"):
+            for root in (False, True):
+                sc: dict[str, Any] = {**_compliant_sc()}
+                if proc_mount is not None:
+                    sc["procMount"] = proc_mount
+                if root:  # runAsNonRoot=false and runAsUser=0 in the container, runAsUser=0 in the pod
+                    sc.update(runAsNonRoot=False, runAsUser=0)
+                spec: dict[str, Any] = {
+                    "containers": [{"name": "main", "image": "busybox:1.36", "securityContext": sc}]
+                }
+                if root:
+                    spec["securityContext"] = {"runAsUser": 0}
+                if host_users is not None:
+                    spec["hostUsers"] = host_users
+                for level in ("baseline", "restricted"):
+                    for version in GRID_VERSIONS:
+                        for relax in (False, True):
+                            pod = {"metadata": {"name": "p"}, "spec": spec}
+                            cases.append({"pod": pod, "level": level, "version": version, "relaxUserNamespaces": relax})
+    for names in (
+        ["net.ipv4.tcp_slow_start_after_idle"],
+        ["net.ipv4.tcp_notsent_lowat", "net.ipv4.tcp_rmem"],
+        ["net.ipv4.tcp_notsent_lowat", "kernel.msgmax", "net.ipv4.tcp_slow_start_after_idle"],
+    ):
+        spec = {
+            "containers": [{"name": "main", "image": "busybox:1.36"}],
+            "securityContext": {"sysctls": [{"name": n, "value": "1"} for n in names]},
+        }
+        for version in ("v1.32", "v1.36", "v1.37", "v1.38", "latest"):
+            pod = {"metadata": {"name": "p"}, "spec": spec}
+            cases.append({"pod": pod, "level": "baseline", "version": version, "relaxUserNamespaces": False})
+    return cases
+
+
+def _oracle_library() -> int:
+    """The minor of the k8s.io/pod-security-admission module the oracle was built against."""
+    assert ORACLE
+    proc = subprocess.run([ORACLE, "--version"], capture_output=True, text=True, timeout=30, check=True)
+    version = proc.stdout.strip()
+    assert version.startswith("v0."), version
+    return int(version.split(".")[1])
 
 
 def _run_oracle(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -333,6 +399,7 @@ def _run_oracle(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def test_every_case_matches_upstream() -> None:
+    library = _oracle_library()
     cases = _cases()
     theirs = _run_oracle(cases)
     mismatches = []
@@ -341,7 +408,7 @@ def test_every_case_matches_upstream() -> None:
     for case, want in zip(cases, theirs, strict=True):
         assert "error" not in want, (want, case)
         if "pod" in case:
-            got = _ours_pod(case)
+            got = _ours_pod(case, library)
             stats["allowed" if want["allowed"] else "forbidden"] += 1
             reasons.update(want.get("reasons") or [])
         else:
@@ -372,6 +439,7 @@ def test_every_case_matches_upstream() -> None:
         "forbidden sysctls",
         "hostProcess",
     }, sorted(reasons)
+    print(f"k8s.io/pod-security-admission v0.{library}: {len(cases)} cases ({stats}), 0 mismatches")
 
 
 def test_invalid_levels_and_versions_are_refused_alike() -> None:

@@ -19,13 +19,18 @@ PodSecurity admission will:
   changes what Pod Security reads (with hostNetwork, a port's hostPort defaults to its
   containerPort), applied first because admission sees the defaulted pod;
 * `plugin/pkg/admission/security/podsecurity/admission.go`: the evaluator is
-  `policy.NewEvaluator(policy.DefaultChecks())` of the apiserver's own version, so a version
-  label newer than the apiserver is judged by the apiserver's newest rules.
+  `policy.NewEvaluator(policy.DefaultChecks())` (v1.35+: `..., emulationVersion)`) of the
+  apiserver's own version, so a version label newer than the apiserver is judged by the
+  apiserver's newest rules, and the apiserver's version picks the library generation: up to
+  v1.34, k8s.io/pod-security-admission v0.34.4, whose user-namespace relaxation is the
+  UserNamespacesPodSecurityStandards gate (`InspectFeatureGates`); from v1.35, v0.35+ (ported
+  from v0.37.2), where `hostUsers: false` pods are always relaxed at policy versions 1.35 and
+  later and never below (`podSecurity.relaxForUserNamespaces` then has no effect).
 
 What is not readable from the cluster (the AdmissionConfiguration's defaults and exemptions,
-who creates the pods, the UserNamespacesPodSecurityStandards gate) comes from the
-`podSecurity` settings, and a verdict says what it assumed. An apiserver newer than the rules
-ported here, or of unknown version, turns a violation into a warning.
+who creates the pods, the UserNamespacesPodSecurityStandards gate of a v1.34 or older apiserver)
+comes from the `podSecurity` settings, and a verdict says what it assumed. An apiserver newer
+than the rules ported here (v1.37), or of unknown version, turns a violation into a warning.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from webhook.checks.podsecurity_policy import (
     AUDIT_VERSION_LABEL,
     ENFORCE_LABEL,
     ENFORCE_VERSION_LABEL,
+    LIBRARY,
     MAX_VERSION,
     MODULE,
     PRIVILEGED,
@@ -74,6 +80,7 @@ FIXES = {
     "hostProbesAndHostLifecycle": "no host in probes and lifecycle handlers",
     "privileged": "no securityContext.privileged: true",
     "procMount": "no securityContext.procMount other than Default",
+    "procMount_restricted": "no securityContext.procMount other than Default",
     "restrictedVolumes": "only configMap, csi, downwardAPI, emptyDir, ephemeral, image, persistentVolumeClaim, "
     "projected and secret volumes",
     "runAsNonRoot": "runAsNonRoot: true in the pod's securityContext (and false in no container)",
@@ -193,7 +200,8 @@ class PodSecurity(Check):
         exempt_rc = [g for g in groups if _runtime_class(g) in ps.exemptions.runtime_classes]
         judged = [g for g in groups if g not in exempt_rc]
         enforce, doubt = self._effective(ctx, policy.enforce)
-        relax = ps.relax_for_user_namespaces
+        relax = ps.relax_for_user_namespaces  # read by the v0.34 generation only (apiservers <= v1.34)
+        library = _library(ctx)
         assumed = _assumed(ns, ps, judged)
 
         findings: list[tuple[str, str]] = []  # (line, fix)
@@ -201,7 +209,7 @@ class PodSecurity(Check):
         for g in judged:
             spec = as_created(g.pod_spec)
             meta = g.pod_metadata if isinstance(g.pod_metadata, dict) else {}
-            bad = failing(evaluate_pod(enforce, meta, spec, relax_user_namespaces=relax))
+            bad = failing(evaluate_pod(enforce, meta, spec, relax_user_namespaces=relax, library=library))
             if bad:
                 findings.append(self._finding(ns, policy.enforce, enforce_src, g, bad))
                 continue
@@ -212,7 +220,7 @@ class PodSecurity(Check):
                 if lv.level == PRIVILEGED:
                     continue
                 eff, _ = self._effective(ctx, lv)
-                other = failing(evaluate_pod(eff, meta, spec, relax_user_namespaces=relax))
+                other = failing(evaluate_pod(eff, meta, spec, relax_user_namespaces=relax, library=library))
                 if other:
                     notes.append(
                         f'Pod Security "{lv}" of namespace "{ns}" ({_source(labels, label, vlabel, mode)}) {effect} '
@@ -281,6 +289,14 @@ class PodSecurity(Check):
             f'on namespace "{ns}")'
         )
         return line, fix
+
+
+def _library(ctx: CheckContext) -> int:
+    """The minor of the k8s.io/pod-security-admission module the apiserver judges with: its own (v1.<minor>
+    builds v0.<minor>); the newest ported when unknown (the verdict then only warns)."""
+    assert ctx.view is not None
+    server = ctx.view.server_version()
+    return LIBRARY if server is None or server[0] != 1 else server[1]
 
 
 def _runtime_class(g: PodGroup) -> str:

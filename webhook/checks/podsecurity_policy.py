@@ -1,7 +1,24 @@
 """The Pod Security Standards, as k8s.io/pod-security-admission evaluates them (a line-by-line port).
 
-Followed: k8s.io/pod-security-admission v0.34.4 (the module kube-apiserver v1.34.4 builds its
-PodSecurity admission plugin from):
+Followed: k8s.io/pod-security-admission v0.37.2 (the module kube-apiserver v1.37.2 builds its
+PodSecurity admission plugin from), and v0.34.4 for apiservers up to v1.34. A generation is
+chosen by the apiserver's own version (`library`), as each apiserver judges with the module of
+its own release:
+
+* v0.34.4 (apiservers <= v1.34): `check_procMount.go` procMount 1.0, `check_runAsNonRoot.go`
+  runAsNonRoot 1.0 and `check_runAsUser.go` runAsUser 1.23 skip a `hostUsers: false` pod when the
+  opt-in `RelaxPolicyForUserNamespacePods` is on (kube-apiserver sets it from the
+  UserNamespacesPodSecurityStandards gate; here the `relax_user_namespaces` argument);
+* v0.35.0 and later (apiservers >= v1.35; v0.35 changed `helpers.go`, `registry.go`,
+  `check_runAsNonRoot.go`, `check_runAsUser.go`, `check_hostProbesAndhostLifecycle.go` and split
+  `check_procMount.go`): the switch is gone. runAsNonRoot 1.0, runAsUser 1.23 and procMount 1.0
+  never relax; their new 1.35 versions (`check_runAsNonRoot.go`, `check_runAsUser.go`,
+  `check_procMount_baseline.go`) always skip a `hostUsers: false` pod, and the restricted
+  `procMount_restricted` 1.35 (`check_procMount_restricted.go`) runs the unconditional procMount 1.0
+  and overrides the baseline `procMount`. `relax_user_namespaces` has no effect. v0.37.2
+  `check_sysctls.go` adds 1.37 (net.ipv4.tcp_slow_start_after_idle, net.ipv4.tcp_notsent_lowat);
+  v0.35/v0.36 are v0.37.2 with versions clamped to the apiserver's (`registry.go` maxVersion:
+  their newest check is 1.35, and nothing but sysctls 1.37 came after);
 
 * `api/constants.go`, `api/helpers.go`: levels, versions (`latest`, `v1.<minor>`), `ParseLevel`,
   `ParseVersion`, `CompareLevels` and `PolicyToEvaluate` (the namespace labels over the
@@ -9,14 +26,15 @@ PodSecurity admission plugin from):
   invalid version as `latest`, an invalid warn/audit level as `privileged`);
 * `policy/registry.go`: which checks run for a level and version (`populate`, `inflateVersions`:
   each check's version in force, restricted checks overriding baseline ones, baseline ids
-  first then restricted ids, each sorted; a version newer than the newest check counts as it);
+  first then restricted ids, each sorted; a version newer than the newest check counts as it,
+  and v0.35+ `NewEvaluator`'s emulationVersion lowers that newest version: here the apiserver's);
 * `policy/checks.go`: `AggregateCheckResults` and `ForbiddenDetail`;
 * `policy/visitor.go`: init containers, containers, ephemeral containers, in that order;
 * every check: `check_allowPrivilegeEscalation.go`, `check_appArmorProfile.go`,
   `check_capabilities_baseline.go`, `check_capabilities_restricted.go`,
   `check_hostNamespaces.go`, `check_hostPathVolumes.go`, `check_hostPorts.go`,
-  `check_hostProbesAndhostLifecycle.go`, `check_privileged.go`, `check_procMount.go`,
-  `check_restrictedVolumes.go`, `check_runAsNonRoot.go`, `check_runAsUser.go`,
+  `check_hostProbesAndhostLifecycle.go`, `check_privileged.go`, `check_procMount.go` (v0.34.4),
+  `check_procMount_baseline.go` and `check_procMount_restricted.go` (v0.35+), `check_restrictedVolumes.go`, `check_runAsNonRoot.go`, `check_runAsUser.go`,
   `check_seLinuxOptions.go`, `check_seccompProfile_baseline.go`,
   `check_seccompProfile_restricted.go`, `check_sysctls.go`, `check_windowsHostProcess.go`,
   with `helpers.go` (`joinQuote`, `pluralize`, `relaxPolicyForUserNamespacePod`).
@@ -37,8 +55,10 @@ from typing import Any, NamedTuple
 
 __all__ = [
     "LEVELS",
+    "LIBRARY",
     "MAX_VERSION",
     "MODULE",
+    "MODULE_V034",
     "LevelVersion",
     "Policy",
     "Result",
@@ -52,8 +72,12 @@ __all__ = [
     "policy_to_evaluate",
 ]
 
-#: the upstream module this is a port of
-MODULE = "k8s.io/pod-security-admission v0.34.4"
+#: the upstream module this is a port of (its newest generation)
+MODULE = "k8s.io/pod-security-admission v0.37.2"
+#: the generation apiservers up to v1.34 judge with
+MODULE_V034 = "k8s.io/pod-security-admission v0.34.4"
+#: the module's minor that MODULE is (k8s.io/pod-security-admission v0.<minor> ships in kube-apiserver v1.<minor>)
+LIBRARY = 37
 
 PRIVILEGED, BASELINE, RESTRICTED = "privileged", "baseline", "restricted"
 LEVELS = (PRIVILEGED, BASELINE, RESTRICTED)
@@ -293,11 +317,12 @@ CheckFn = Callable[[Meta, Spec, bool], Result]
 
 
 # ----------------------------------------------------------------------------- the checks
-# Each function is the upstream check of the same name; `relax` is policy.RelaxPolicyForUserNamespacePods.
+# Each function is the upstream check of the same name; `relax` is v0.34.4's
+# policy.RelaxPolicyForUserNamespacePods, read only by the `*_gated` functions (v0.34.4).
 
 
 def _relax_userns(spec: Spec, relax: bool) -> bool:
-    """helpers.go relaxPolicyForUserNamespacePod: the gate is on and hostUsers is false."""
+    """helpers.go relaxPolicyForUserNamespacePod: hostUsers is false (v0.34.4: and the gate is on)."""
     return relax and _bp(spec.get("hostUsers")) is False
 
 
@@ -565,9 +590,22 @@ def privileged_1_0(meta: Meta, spec: Spec, relax: bool) -> Result:
     return _OK
 
 
-def proc_mount_1_0(meta: Meta, spec: Spec, relax: bool) -> Result:
+def proc_mount_1_0_gated(meta: Meta, spec: Spec, relax: bool) -> Result:
+    """v0.34.4 check_procMount.go procMount_1_0: relaxed for hostUsers: false behind the gate."""
     if _relax_userns(spec, relax):
         return _OK
+    return proc_mount_1_0(meta, spec, relax)
+
+
+def proc_mount_1_35_baseline(meta: Meta, spec: Spec, relax: bool) -> Result:
+    """v0.35+ check_procMount_baseline.go procMount1_35baseline: always relaxed for hostUsers: false."""
+    if _relax_userns(spec, True):
+        return _OK
+    return proc_mount_1_0(meta, spec, relax)
+
+
+def proc_mount_1_0(meta: Meta, spec: Spec, relax: bool) -> Result:
+    """v0.35+ check_procMount_baseline.go procMount_1_0 (also procMount_restricted 1.35): unconditional."""
     bad = []
     types: set[str] = set()
     for c in _containers(spec):
@@ -643,9 +681,22 @@ def restricted_volumes_1_0(meta: Meta, spec: Spec, relax: bool) -> Result:
     return _OK
 
 
-def run_as_non_root_1_0(meta: Meta, spec: Spec, relax: bool) -> Result:
+def run_as_non_root_1_0_gated(meta: Meta, spec: Spec, relax: bool) -> Result:
+    """v0.34.4 check_runAsNonRoot.go runAsNonRoot_1_0: relaxed for hostUsers: false behind the gate."""
     if _relax_userns(spec, relax):
         return _OK
+    return run_as_non_root_1_0(meta, spec, relax)
+
+
+def run_as_non_root_1_35(meta: Meta, spec: Spec, relax: bool) -> Result:
+    """v0.35+ check_runAsNonRoot.go runAsNonRoot1_35: always relaxed for hostUsers: false."""
+    if _relax_userns(spec, True):
+        return _OK
+    return run_as_non_root_1_0(meta, spec, relax)
+
+
+def run_as_non_root_1_0(meta: Meta, spec: Spec, relax: bool) -> Result:
+    """v0.35+ check_runAsNonRoot.go runAsNonRoot1_0: unconditional."""
     bad_setters = []
     pod_non_root = False
     psc = _d(spec.get("securityContext"))
@@ -684,9 +735,22 @@ def run_as_non_root_1_0(meta: Meta, spec: Spec, relax: bool) -> Result:
     return _OK
 
 
-def run_as_user_1_23(meta: Meta, spec: Spec, relax: bool) -> Result:
+def run_as_user_1_23_gated(meta: Meta, spec: Spec, relax: bool) -> Result:
+    """v0.34.4 check_runAsUser.go runAsUser_1_23: relaxed for hostUsers: false behind the gate."""
     if _relax_userns(spec, relax):
         return _OK
+    return run_as_user_1_23(meta, spec, relax)
+
+
+def run_as_user_1_35(meta: Meta, spec: Spec, relax: bool) -> Result:
+    """v0.35+ check_runAsUser.go runAsUser1_35: always relaxed for hostUsers: false."""
+    if _relax_userns(spec, True):
+        return _OK
+    return run_as_user_1_23(meta, spec, relax)
+
+
+def run_as_user_1_23(meta: Meta, spec: Spec, relax: bool) -> Result:
+    """v0.35+ check_runAsUser.go runAsUser1_23: unconditional."""
     bad_setters = []
     psc = _d(spec.get("securityContext"))
     if psc is not None and _ip(psc.get("runAsUser")) == 0:
@@ -885,6 +949,7 @@ _SYSCTLS_1_29 = _SYSCTLS_1_27 | {
     "net.ipv4.tcp_keepalive_probes",
 }
 _SYSCTLS_1_32 = _SYSCTLS_1_29 | {"net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"}
+_SYSCTLS_1_37 = _SYSCTLS_1_32 | {"net.ipv4.tcp_slow_start_after_idle", "net.ipv4.tcp_notsent_lowat"}  # v0.37
 
 
 def _sysctls(spec: Spec, allowed: frozenset[str]) -> Result:
@@ -910,6 +975,10 @@ def sysctls_1_29(meta: Meta, spec: Spec, relax: bool) -> Result:
 
 def sysctls_1_32(meta: Meta, spec: Spec, relax: bool) -> Result:
     return _sysctls(spec, _SYSCTLS_1_32)
+
+
+def sysctls_1_37(meta: Meta, spec: Spec, relax: bool) -> Result:
+    return _sysctls(spec, _SYSCTLS_1_37)
 
 
 def _host_process(sc: dict[str, Any] | None) -> bool:
@@ -950,7 +1019,7 @@ class Check:
 
 
 #: policy.DefaultChecks() of v0.34.4, each with its versions (the check_*.go files)
-DEFAULT_CHECKS: tuple[Check, ...] = (
+DEFAULT_CHECKS_V034: tuple[Check, ...] = (
     Check(
         "allowPrivilegeEscalation",
         RESTRICTED,
@@ -971,10 +1040,10 @@ DEFAULT_CHECKS: tuple[Check, ...] = (
     Check("hostPorts", BASELINE, (VersionedCheck(v(0), host_ports_1_0),)),
     Check("hostProbesAndHostLifecycle", BASELINE, (VersionedCheck(v(34), host_probes_and_host_lifecycle_1_34),)),
     Check("privileged", BASELINE, (VersionedCheck(v(0), privileged_1_0),)),
-    Check("procMount", BASELINE, (VersionedCheck(v(0), proc_mount_1_0),)),
+    Check("procMount", BASELINE, (VersionedCheck(v(0), proc_mount_1_0_gated),)),
     Check("restrictedVolumes", RESTRICTED, (VersionedCheck(v(0), restricted_volumes_1_0, ("hostPathVolumes",)),)),
-    Check("runAsNonRoot", RESTRICTED, (VersionedCheck(v(0), run_as_non_root_1_0),)),
-    Check("runAsUser", RESTRICTED, (VersionedCheck(v(23), run_as_user_1_23),)),
+    Check("runAsNonRoot", RESTRICTED, (VersionedCheck(v(0), run_as_non_root_1_0_gated),)),
+    Check("runAsUser", RESTRICTED, (VersionedCheck(v(23), run_as_user_1_23_gated),)),
     Check(
         "seLinuxOptions",
         BASELINE,
@@ -1006,12 +1075,66 @@ DEFAULT_CHECKS: tuple[Check, ...] = (
     Check("windowsHostProcess", BASELINE, (VersionedCheck(v(0), windows_host_process_1_0),)),
 )
 
-#: registry.go maxVersion: the newest version any check has
-MAX_VERSION = max((c.versions[-1].minimum for c in DEFAULT_CHECKS), key=lambda x: (x.major, x.minor))
 
-_ORDER = sorted(c.id for c in DEFAULT_CHECKS if c.level == BASELINE) + sorted(
-    c.id for c in DEFAULT_CHECKS if c.level == RESTRICTED
-)
+def _v035(checks: tuple[Check, ...]) -> tuple[Check, ...]:
+    """What v0.35.0 changed in policy.DefaultChecks() (v0.35.0..v0.37.2 changed nothing but sysctls)."""
+    changed = {
+        # check_procMount_baseline.go
+        "procMount": Check(
+            "procMount",
+            BASELINE,
+            (VersionedCheck(v(0), proc_mount_1_0), VersionedCheck(v(35), proc_mount_1_35_baseline)),
+        ),
+        # check_runAsNonRoot.go
+        "runAsNonRoot": Check(
+            "runAsNonRoot",
+            RESTRICTED,
+            (VersionedCheck(v(0), run_as_non_root_1_0), VersionedCheck(v(35), run_as_non_root_1_35)),
+        ),
+        # check_runAsUser.go
+        "runAsUser": Check(
+            "runAsUser",
+            RESTRICTED,
+            (VersionedCheck(v(23), run_as_user_1_23), VersionedCheck(v(35), run_as_user_1_35)),
+        ),
+    }
+    # check_procMount_restricted.go: the unconditional check for restricted, overriding the baseline one
+    added = Check("procMount_restricted", RESTRICTED, (VersionedCheck(v(35), proc_mount_1_0, ("procMount",)),))
+    return tuple(changed.get(c.id, c) for c in checks) + (added,)
+
+
+def _v037(checks: tuple[Check, ...]) -> tuple[Check, ...]:
+    """v0.37.0 check_sysctls.go: a 1.37 version."""
+    return tuple(
+        Check(c.id, c.level, (*c.versions, VersionedCheck(v(37), sysctls_1_37))) if c.id == "sysctls" else c
+        for c in checks
+    )
+
+
+#: policy.DefaultChecks() of v0.37.2 (MODULE)
+DEFAULT_CHECKS: tuple[Check, ...] = _v037(_v035(DEFAULT_CHECKS_V034))
+
+
+def _max_version(checks: tuple[Check, ...]) -> Version:
+    """registry.go populate: maxVersion, the newest version any check has."""
+    return max((c.versions[-1].minimum for c in checks), key=lambda x: (x.major, x.minor))
+
+
+#: registry.go maxVersion of MODULE
+MAX_VERSION = _max_version(DEFAULT_CHECKS)
+MAX_VERSION_V034 = _max_version(DEFAULT_CHECKS_V034)
+
+
+_GENERATIONS = {34: DEFAULT_CHECKS_V034, LIBRARY: DEFAULT_CHECKS}
+
+
+def _registry(library: int) -> tuple[int, Version]:
+    """The module generation of an apiserver v1.<library> (34: v0.34.4, LIBRARY: v0.35+) and the newest
+    version it judges: registry.go maxVersion, lowered to the apiserver's own version (v0.35 and v0.36 are
+    v0.37.2 without sysctls 1.37, which the clamp to 1.35 / 1.36 leaves out)."""
+    gen, newest = (34, MAX_VERSION_V034) if library <= 34 else (LIBRARY, MAX_VERSION)
+    own = v(library)
+    return gen, own if own.older(newest) else newest
 
 
 def _in_force(check: Check, version: Version) -> VersionedCheck | None:
@@ -1024,25 +1147,33 @@ def _in_force(check: Check, version: Version) -> VersionedCheck | None:
 
 
 @functools.lru_cache(maxsize=256)
-def _checks_for(level: str, version: Version) -> tuple[tuple[str, VersionedCheck], ...]:
-    """populate: the checks of a level at a version, in evaluation order."""
-    baseline = {c.id: vc for c in DEFAULT_CHECKS if c.level == BASELINE and (vc := _in_force(c, version))}
+def _checks_for(gen: int, level: str, version: Version) -> tuple[tuple[str, VersionedCheck], ...]:
+    """populate: the checks of a generation's level at a version, in evaluation order (baseline ids, then
+    restricted ids, each sorted)."""
+    checks = _GENERATIONS[gen]
+    order = sorted(c.id for c in checks if c.level == BASELINE) + sorted(c.id for c in checks if c.level == RESTRICTED)
+    baseline = {c.id: vc for c in checks if c.level == BASELINE and (vc := _in_force(c, version))}
     if level == BASELINE:
         chosen = baseline
     else:
-        restricted = {c.id: vc for c in DEFAULT_CHECKS if c.level == RESTRICTED and (vc := _in_force(c, version))}
+        restricted = {c.id: vc for c in checks if c.level == RESTRICTED and (vc := _in_force(c, version))}
         overridden = {o for vc in restricted.values() for o in vc.overrides}
         chosen = {**{k: vc for k, vc in baseline.items() if k not in overridden}, **restricted}
-    return tuple((cid, chosen[cid]) for cid in _ORDER if cid in chosen)
+    return tuple((cid, chosen[cid]) for cid in order if cid in chosen)
 
 
-def evaluate_pod(lv: LevelVersion, meta: Meta, spec: Spec, *, relax_user_namespaces: bool = False) -> list[Result]:
-    """checkRegistry.EvaluatePod: one result per check run (none for privileged)."""
+def evaluate_pod(
+    lv: LevelVersion, meta: Meta, spec: Spec, *, relax_user_namespaces: bool = False, library: int = LIBRARY
+) -> list[Result]:
+    """checkRegistry.EvaluatePod of the evaluator kube-apiserver v1.<library> builds: one result per
+    check run (none for privileged). `relax_user_namespaces` is its UserNamespacesPodSecurityStandards
+    gate, read only when library <= 34 (v0.35 made the relaxation unconditional from policy version 1.35)."""
     if lv.level == PRIVILEGED:
         return []
-    version = MAX_VERSION if MAX_VERSION.older(lv.version) else lv.version
+    gen, newest = _registry(library)
+    version = newest if newest.older(lv.version) else lv.version
     out = []
-    for cid, vc in _checks_for(lv.level, version):
+    for cid, vc in _checks_for(gen, lv.level, version):
         r = vc.fn(meta, spec, relax_user_namespaces)
         out.append(r if r.allowed else r._replace(check=cid))
     return out

@@ -9,7 +9,8 @@
 //     the evaluator kube-apiserver's PodSecurity plugin builds
 //     (k8s.io/kubernetes plugin/pkg/admission/security/podsecurity/admission.go). The level
 //     and version are parsed with api.ParseLevel / api.ParseVersion. relaxUserNamespaces sets
-//     policy.RelaxPolicyForUserNamespacePods (the UserNamespacesPodSecurityStandards gate).
+//     policy.RelaxPolicyForUserNamespacePods (the UserNamespacesPodSecurityStandards gate) on
+//     v0.34.x and older; v0.35 removed the switch and the field is ignored there.
 //     The result: allowed, the failing checks' forbidden reasons and details (in evaluation
 //     order) and the aggregate message admission would return
 //     (admission/admission.go EvaluatePod: `violates PodSecurity "<lv>": <detail>`).
@@ -17,12 +18,21 @@
 //     go through api.PolicyToEvaluate with the defaults as admission's
 //     admissionapi.ToPolicy builds them; the result is the evaluated policy (enforce/audit/warn
 //     as "<level>:<version>") and the number of label errors.
+//
+// `podsecurity-oracle --version` prints the k8s.io/pod-security-admission module version it
+// was built against (from the binary's build info), e.g. "v0.37.2": the Python side judges as
+// that library generation does.
+//
+// The evaluator's constructor changed in v0.35 (NewEvaluator gained an emulationVersion
+// parameter, RelaxPolicyForUserNamespacePods was removed), so it lives in evaluator_v034.go /
+// evaluator_v035.go; build.sh compiles exactly one of them by a build tag.
 package main
 
 import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"runtime/debug"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/pod-security-admission/api"
@@ -56,7 +66,27 @@ type result struct {
 	Errors    *int     `json:"errors,omitempty"`
 }
 
+const modulePath = "k8s.io/pod-security-admission"
+
+func moduleVersion() string {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, dep := range info.Deps {
+			if dep.Path == modulePath {
+				if dep.Replace != nil {
+					return dep.Replace.Version
+				}
+				return dep.Version
+			}
+		}
+	}
+	return "unknown"
+}
+
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == "--version" {
+		fmt.Println(moduleVersion())
+		return
+	}
 	var in struct {
 		Cases []testCase `json:"cases"`
 	}
@@ -64,7 +94,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "podsecurity-oracle: bad input:", err)
 		os.Exit(2)
 	}
-	evaluator, err := policy.NewEvaluator(policy.DefaultChecks())
+	evaluator, err := newEvaluator()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "podsecurity-oracle:", err)
 		os.Exit(2)
@@ -104,7 +134,7 @@ func evaluate(evaluator policy.Evaluator, c testCase) result {
 	if err != nil {
 		return result{Error: "version: " + err.Error()}
 	}
-	policy.RelaxPolicyForUserNamespacePods(c.RelaxUserNamespaces)
+	setRelaxUserNamespaces(c.RelaxUserNamespaces)
 	lv := api.LevelVersion{Level: level, Version: version}
 	agg := policy.AggregateCheckResults(evaluator.EvaluatePod(lv, &pod.ObjectMeta, &pod.Spec))
 	allowed := agg.Allowed
