@@ -251,7 +251,7 @@ async def test_reflector_marks_denied_on_403_and_keeps_no_data() -> None:
 
 
 def test_slim_keeps_what_persistent_volume_matching_reads() -> None:
-    """webhook/checks/storage.py reads FindMatchingVolume's fields; the volume source is dropped."""
+    """webhook/checks/storage/match.py reads FindMatchingVolume's fields; the volume source is dropped."""
     affinity = {"required": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "Exists"}]}]}}
     pv = {
         "metadata": {"name": "pv-1", "labels": {"tier": "fast"}, "managedFields": [{}]},

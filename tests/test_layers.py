@@ -14,7 +14,8 @@ also one inside a function or under TYPE_CHECKING (a type is a dependency too). 
 Inside workloads/, each kind is a package of its own (aiperf, aiperf_sweep, trainjob): the shared
 modules (base, shape, podspec, the registry) never import a kind, and a kind imports another only
 where it renders through it (an AIPerfSweep's children are AIPerfJobs). Inside a package listed in
-PACKAGE_ORDER (the sweep, trainjob, certmanager) the modules import one way, in that order.
+PACKAGE_ORDER (the sweep, trainjob, certmanager, the Pod Security port, Volume Claims) the modules
+import one way, in that order.
 Around the package: webhook/ never imports the tests (tests/, e2e/) or bench/, and the e2e harness
 (e2e/harness/) never imports an e2e test or tests/.
 """
@@ -84,6 +85,10 @@ PACKAGE_ORDER = {
     ],
     "webhook.workloads.trainjob": ["schema", "merge", "runtime", "plugins", "jobset", "adapter"],
     "webhook.certmanager": ["layout", "store", "rotation", "manager"],
+    "webhook.checks.podsecurity_policy": [
+        "helpers", "api", "checks_host", "checks_pod", "checks_privilege", "checks_profiles", "checks_users", "registry",
+    ],
+    "webhook.checks.storage": ["classes", "claims", "match", "check"],
 }  # fmt: skip
 
 

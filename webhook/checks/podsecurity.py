@@ -14,7 +14,7 @@ PodSecurity admission will:
   privileged policy admits everything, an exempt runtimeClassName admits the pod, else the
   enforce level decides (`violates PodSecurity "<level>:<version>": <detail>`); warn and audit
   never refuse a pod (and, for pods the Job controller creates, nobody sees their warnings);
-* `webhook/checks/podsecurity_policy.py`: the levels, versions and every check of `policy/`;
+* `webhook/checks/podsecurity_policy/`: the levels, versions and every check of `policy/`;
 * k8s.io/kubernetes `pkg/apis/core/v1/defaults.go` `SetDefaults_Pod`: the one defaulting that
   changes what Pod Security reads (with hostNetwork, a port's hostPort defaults to its
   containerPort), applied first because admission sees the defaulted pod;
