@@ -467,7 +467,7 @@ def direct_dry_runs(
 
 def derived_dry_runs(job: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
     """(label, collection path, body) of what the Dry Run check POSTs for ``job``: its JobSet and one Pod per group."""
-    from webhook.checks.dryrun import jobset_for, pod_for
+    from webhook.checks.dryrun_probe import jobset_for, pod_for
     from webhook.config import Settings
     from webhook.workloads import build_workload
 

@@ -11,8 +11,9 @@ from kubernetes_asyncio import client as k8s_client
 
 from webhook.checks import all_checks
 from webhook.cluster.client import KubeClient, check_path
-from webhook.cluster.live import LiveClusterView, never_read_namespaces, own_namespace
+from webhook.cluster.live import LiveClusterView
 from webhook.cluster.names import is_dns1123_label, is_dns1123_subdomain
+from webhook.cluster.reads import never_read_namespaces, own_namespace
 from webhook.cluster.view import ApiError
 from webhook.config import Settings
 from webhook.deadline import Deadline

@@ -23,7 +23,7 @@ from webhook.config import Settings
 from webhook.deadline import Deadline
 from webhook.preflight import evaluate
 from webhook.results import CheckResult, Status
-from webhook.workloads.shape import size_problem
+from webhook.workloads.walks import size_problem
 
 SAMPLE = Path(__file__).parent / "oracle" / "specs" / "sample.yaml"
 

@@ -12,7 +12,7 @@ also one inside a function or under TYPE_CHECKING (a type is a dependency too). 
 ("Architecture") draws the same picture.
 
 Inside workloads/, each kind is a package of its own (aiperf, aiperf_sweep, trainjob): the shared
-modules (base, shape, podspec, the registry) never import a kind, and a kind imports another only
+modules (base, shape, walks, podspec, the registry) never import a kind, and a kind imports another only
 where it renders through it (an AIPerfSweep's children are AIPerfJobs). Inside a package listed in
 PACKAGE_ORDER (the sweep, trainjob, certmanager, the Pod Security port, Volume Claims) the modules
 import one way, in that order.

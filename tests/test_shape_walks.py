@@ -11,9 +11,9 @@ import pytest
 from webhook.config import Settings
 from webhook.deadline import Deadline
 from webhook.preflight import evaluate
-from webhook.workloads import shape
+from webhook.workloads import walks
 from webhook.workloads.base import AdapterError
-from webhook.workloads.shape import MAX_DEPTH, bounded_plain, plain_json, size_problem, verified_plain
+from webhook.workloads.walks import MAX_DEPTH, bounded_plain, plain_json, size_problem, verified_plain
 
 
 def _random(rnd: random.Random, depth: int) -> Any:
@@ -43,7 +43,7 @@ BOUNDS = [(1000, 1000), (40, 1000), (1000, 3), (5, 2)]
 @pytest.mark.parametrize(("max_values", "max_items"), BOUNDS)
 def test_bounded_plain_answers_what_the_two_walks_answer(max_values: int, max_items: int) -> None:
     for obj in CASES:
-        expected = (size_problem(obj, max_values=max_values, max_items=max_items), shape._is_plain_json(obj))
+        expected = (size_problem(obj, max_values=max_values, max_items=max_items), walks._is_plain_json(obj))
         got = bounded_plain(obj, max_values=max_values, max_items=max_items)
         assert got[0] == expected[0], obj
         if expected[0] is None:  # past a bound the object is not judged further: plainness unknown

@@ -19,7 +19,7 @@ from webhook.policy import Decision, Outcome, decide, unreadable, unreadable_bef
 from webhook.results import CheckResult, PreflightResults, Status
 from webhook.workloads import adapter_for, build_workload
 from webhook.workloads.base import AdapterError, RuntimeLookup, Workload
-from webhook.workloads.shape import bounded_plain, size_problem, verified_plain
+from webhook.workloads.walks import bounded_plain, size_problem, verified_plain
 
 MODES = ("enforce", "warn", "audit")
 #: the name the "too large to check" verdict is reported under (objectLimits)

@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -37,6 +35,7 @@ from webhook.cluster.capabilities import (
 from webhook.cluster.client import Coalescer, KubeClient, load_configuration
 from webhook.cluster.discovery import Discovery, gv_path
 from webhook.cluster.names import is_dns1123_label, is_dns1123_subdomain
+from webhook.cluster.reads import DeclaredReads, never_read_namespaces, own_namespace
 from webhook.cluster.view import CheckNeeds
 from webhook.config import Settings
 from webhook.deadline import Deadline
@@ -50,74 +49,8 @@ LIVE_CALL_CEILING = 10.0
 SECRET_CACHE_MAX = 4096
 
 
-#: never judged, never read: the control plane's own namespace
-ALWAYS_EXCLUDED = ("kube-system",)
-#: where a pod finds its own namespace when POD_NAMESPACE is not set
-SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-
-
 def _q(part: str) -> str:
     return quote(part, safe="")
-
-
-def own_namespace(env: Mapping[str, str] | None = None, sa_file: str = SA_NAMESPACE_FILE) -> str | None:
-    """The webhook's own namespace: $POD_NAMESPACE (the chart sets it), else the ServiceAccount's file."""
-    environ: Mapping[str, str] = os.environ if env is None else env
-    ns = (environ.get("POD_NAMESPACE") or "").strip()
-    if ns:
-        return ns
-    try:
-        return Path(sa_file).read_text(encoding="utf-8").strip() or None
-    except OSError:
-        return None
-
-
-def never_read_namespaces(settings: Settings, own: str | None) -> frozenset[str]:
-    """Namespaces whose Secrets the webhook never reads, whatever the request says.
-
-    RBAC cannot grant `get secrets` in "every namespace but these" (it has no deny), so the
-    ClusterRole is cluster-wide and this client-side rule narrows it: kube-system, the
-    webhook's own namespace (its certificate Secret, Helm release Secrets) and every
-    namespace the chart excludes from judging (Settings.excluded_namespaces).
-    """
-    out = set(ALWAYS_EXCLUDED) | set(settings.excluded_namespaces)
-    if own:
-        out.add(own)
-    return frozenset(out)
-
-
-def _group(api_version: str) -> str:
-    return api_version.rpartition("/")[0]
-
-
-class DeclaredReads:
-    """What the view may GET or LIST: the declared permissions, and nothing a bug could add.
-
-    RBAC is the real limit; this client-side rule keeps a wrong call from ever being sent (and
-    from reading more when the webhook runs with wider credentials, e.g. an admin kubeconfig
-    for `preflight-webhook check`). A resource granted only by name (the named permissions of
-    the settings in force: a controller's Lease, the cluster-autoscaler status ConfigMap) may be
-    read only by that namespace and name; any other read of it is refused as not permitted,
-    without a request."""
-
-    def __init__(self, cluster_wide: Sequence[Permission], named: Sequence[Permission]) -> None:
-        self.gets = {(p.group, p.resource) for p in cluster_wide if p.verb == "get" and not p.subresource}
-        self.lists = {(p.group, p.resource) for p in cluster_wide if p.verb == "list" and not p.subresource}
-        self.named = {(p.group, p.resource, p.namespace, p.name) for p in named if p.verb == "get"}
-
-    def check_get(self, api_version: str, resource: str, namespace: str, name: str) -> None:
-        group = _group(api_version)
-        if (group, resource) in self.gets or (group, resource, namespace, name) in self.named:
-            return
-        what = Permission("get", resource, group).what
-        where = f' in namespace "{namespace}"' if namespace else ""
-        raise ApiError(403, f'the webhook does not read {what} "{name}"{where} (not a declared read)', "Forbidden")
-
-    def check_list(self, api_version: str, resource: str) -> None:
-        group = _group(api_version)
-        if (group, resource) not in self.lists:
-            what = Permission("list", resource, group).what
-            raise ApiError(403, f"the webhook does not list {what} (not a declared read)", "Forbidden")
 
 
 class LiveClusterView:

@@ -25,10 +25,10 @@ from webhook.workloads.aiperf.workers import calculate_workers, worker_topology
 from webhook.workloads.base import PodGroup, RuntimeLookup, Workload
 from webhook.workloads.shape import (
     mapping,
-    plain_json,
     str_map,
     string,
 )
+from webhook.workloads.walks import plain_json
 
 
 def build(

@@ -11,7 +11,7 @@ from typing import Any
 from webhook.config import Settings
 from webhook.kube import QUEUE_LABEL
 from webhook.workloads.base import RuntimeLookup, Workload
-from webhook.workloads.shape import clean, listing, mapping, plain_json, str_map, string, wrong
+from webhook.workloads.shape import clean, listing, mapping, str_map, string, wrong
 from webhook.workloads.trainjob.jobset import config_map, render
 from webhook.workloads.trainjob.schema import (
     API_GROUP,
@@ -20,6 +20,7 @@ from webhook.workloads.trainjob.schema import (
     TRAINJOB_SPEC,
     runtime_spec,
 )
+from webhook.workloads.walks import plain_json
 
 
 def _own_secret_refs(spec: dict[str, Any]) -> list[tuple[str, str | None, bool, str]]:
