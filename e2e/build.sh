@@ -93,6 +93,49 @@ kube_gomod() {
     say "  replaced $(wc -w <<<"$staging") staging modules with $staging_version"
 }
 
+# build_kube_oracle <name> <oracle dir>: build (once) <oracle dir>/main.go against k8s.io/kubernetes
+# at $KUBERNETES_VERSION with kube_gomod's go.mod into $CACHE_ROOT/<name>-oracle-<version>/ and print
+# the binary's path on stdout. A stamp records the version and main.go's hash (a warm run takes well
+# under a second); a lock per oracle, and e2e/build.sh's own lock (the same Go modules), keep two
+# builds from running at once. Used by tests/oracle/quota/build.sh and tests/oracle/storage/build.sh.
+build_kube_oracle() {
+    local name="$1" dir="$2"
+    local out_dir="$CACHE_ROOT/$name-oracle-$KUBERNETES_VERSION"
+    local out="$out_dir/$name-oracle" stamp="$out_dir/.stamp" want
+    want="$KUBERNETES_VERSION $(sha256sum "$dir/main.go" | cut -c1-16)"
+    if [[ -x "$out" ]] && fresh "$stamp" "$want"; then
+        echo "$out"
+        return 0
+    fi
+    need go "Go 1.24 or newer"
+    mkdir -p "$out_dir"
+    exec 8>"$out_dir/.lock"
+    if command -v flock >/dev/null 2>&1; then flock 8; fi
+    if [[ -x "$out" ]] && fresh "$stamp" "$want"; then  # built while we waited for the lock
+        echo "$out"
+        return 0
+    fi
+    # the same Go modules as the kube-apiserver build: wait for a running e2e/build.sh (its lock)
+    # rather than download them twice at once
+    mkdir -p "$CACHE"
+    exec 9>"$CACHE/.build.lock"
+    if command -v flock >/dev/null 2>&1 && ! flock -n 9; then
+        say "e2e/build.sh is running (it downloads the same modules); waiting for it..."
+        flock 9
+    fi
+    say "building the $name oracle against k8s.io/kubernetes $KUBERNETES_VERSION (first time: a few minutes; cached afterwards)..."
+    local t0=$SECONDS src="$out_dir/src"
+    rm -rf "$src"
+    mkdir -p "$src"
+    cp "$dir/main.go" "$src/"
+    kube_gomod "$src" "preflight-webhook.local/tests/oracle/$name"
+    (cd "$src" && go build -trimpath -ldflags "-s -w" -o "$out.tmp" .) >&2
+    mv -f "$out.tmp" "$out"
+    echo "$want" >"$stamp"
+    say "$name oracle built in $((SECONDS - t0))s: $out"
+    echo "$out"
+}
+
 build_kube_apiserver() {
     local out="$BIN/kube-apiserver" stamp="$BIN/.kube-apiserver.version"
     if [[ -x "$out" ]] && fresh "$stamp" "$KUBERNETES_VERSION"; then
@@ -383,7 +426,7 @@ main() {
     esac
 }
 
-# sourced (tests/oracle/quota/build.sh reuses kube_gomod): define the functions only
+# sourced (tests/oracle/quota/build.sh and storage/build.sh reuse kube_gomod, build_kube_oracle): define the functions only
 if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
     main "$@"
 fi
