@@ -20,12 +20,12 @@ from webhook.checks.podsecurity_policy.helpers import (
     _d,
     _l,
     _name,
-    _relax_userns,
     _s,
     _sc,
     _windows,
     join_quote,
     pluralize,
+    relaxed_for_userns,
 )
 
 
@@ -154,20 +154,6 @@ def privileged_1_0(meta: Meta, spec: Spec, relax: bool) -> Result:
     return _OK
 
 
-def proc_mount_1_0_gated(meta: Meta, spec: Spec, relax: bool) -> Result:
-    """v0.34.4 check_procMount.go procMount_1_0: relaxed for hostUsers: false behind the gate."""
-    if _relax_userns(spec, relax):
-        return _OK
-    return proc_mount_1_0(meta, spec, relax)
-
-
-def proc_mount_1_35_baseline(meta: Meta, spec: Spec, relax: bool) -> Result:
-    """v0.35+ check_procMount_baseline.go procMount1_35baseline: always relaxed for hostUsers: false."""
-    if _relax_userns(spec, True):
-        return _OK
-    return proc_mount_1_0(meta, spec, relax)
-
-
 def proc_mount_1_0(meta: Meta, spec: Spec, relax: bool) -> Result:
     """v0.35+ check_procMount_baseline.go procMount_1_0 (also procMount_restricted 1.35): unconditional."""
     bad = []
@@ -188,3 +174,10 @@ def proc_mount_1_0(meta: Meta, spec: Spec, relax: bool) -> Result:
             f"securityContext.procMount to {join_quote(sorted(types))}",
         )
     return _OK
+
+
+#: v0.34.4 check_procMount.go procMount_1_0: relaxed for hostUsers: false behind the gate.
+proc_mount_1_0_gated = relaxed_for_userns(proc_mount_1_0, gated=True)
+
+#: v0.35+ check_procMount_baseline.go procMount1_35baseline: always relaxed for hostUsers: false.
+proc_mount_1_35_baseline = relaxed_for_userns(proc_mount_1_0, gated=False)

@@ -16,25 +16,11 @@ from webhook.checks.podsecurity_policy.helpers import (
     _d,
     _ip,
     _name,
-    _relax_userns,
     _sc,
     join_quote,
     pluralize,
+    relaxed_for_userns,
 )
-
-
-def run_as_non_root_1_0_gated(meta: Meta, spec: Spec, relax: bool) -> Result:
-    """v0.34.4 check_runAsNonRoot.go runAsNonRoot_1_0: relaxed for hostUsers: false behind the gate."""
-    if _relax_userns(spec, relax):
-        return _OK
-    return run_as_non_root_1_0(meta, spec, relax)
-
-
-def run_as_non_root_1_35(meta: Meta, spec: Spec, relax: bool) -> Result:
-    """v0.35+ check_runAsNonRoot.go runAsNonRoot1_35: always relaxed for hostUsers: false."""
-    if _relax_userns(spec, True):
-        return _OK
-    return run_as_non_root_1_0(meta, spec, relax)
 
 
 def run_as_non_root_1_0(meta: Meta, spec: Spec, relax: bool) -> Result:
@@ -77,20 +63,6 @@ def run_as_non_root_1_0(meta: Meta, spec: Spec, relax: bool) -> Result:
     return _OK
 
 
-def run_as_user_1_23_gated(meta: Meta, spec: Spec, relax: bool) -> Result:
-    """v0.34.4 check_runAsUser.go runAsUser_1_23: relaxed for hostUsers: false behind the gate."""
-    if _relax_userns(spec, relax):
-        return _OK
-    return run_as_user_1_23(meta, spec, relax)
-
-
-def run_as_user_1_35(meta: Meta, spec: Spec, relax: bool) -> Result:
-    """v0.35+ check_runAsUser.go runAsUser1_35: always relaxed for hostUsers: false."""
-    if _relax_userns(spec, True):
-        return _OK
-    return run_as_user_1_23(meta, spec, relax)
-
-
 def run_as_user_1_23(meta: Meta, spec: Spec, relax: bool) -> Result:
     """v0.35+ check_runAsUser.go runAsUser1_23: unconditional."""
     bad_setters = []
@@ -103,3 +75,16 @@ def run_as_user_1_23(meta: Meta, spec: Spec, relax: bool) -> Result:
     if bad_setters:
         return Result("runAsUser", False, "runAsUser=0", f"{' and '.join(bad_setters)} must not set runAsUser=0")
     return _OK
+
+
+#: v0.34.4 check_runAsNonRoot.go runAsNonRoot_1_0: relaxed for hostUsers: false behind the gate.
+run_as_non_root_1_0_gated = relaxed_for_userns(run_as_non_root_1_0, gated=True)
+
+#: v0.35+ check_runAsNonRoot.go runAsNonRoot1_35: always relaxed for hostUsers: false.
+run_as_non_root_1_35 = relaxed_for_userns(run_as_non_root_1_0, gated=False)
+
+#: v0.34.4 check_runAsUser.go runAsUser_1_23: relaxed for hostUsers: false behind the gate.
+run_as_user_1_23_gated = relaxed_for_userns(run_as_user_1_23, gated=True)
+
+#: v0.35+ check_runAsUser.go runAsUser1_35: always relaxed for hostUsers: false.
+run_as_user_1_35 = relaxed_for_userns(run_as_user_1_23, gated=False)

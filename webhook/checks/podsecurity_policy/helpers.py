@@ -117,6 +117,21 @@ def _relax_userns(spec: Spec, relax: bool) -> bool:
     return relax and _bp(spec.get("hostUsers")) is False
 
 
+def relaxed_for_userns(check: CheckFn, *, gated: bool) -> CheckFn:
+    """`check`, allowed outright for a pod with hostUsers: false (helpers.go relaxPolicyForUserNamespacePod).
+
+    gated: the v0.34.4 form, relaxed only when the opt-in switch (`relax`) is on; otherwise the v0.35+
+    form (runAsNonRoot1_35, runAsUser1_35, procMount1_35baseline), always relaxed.
+    """
+
+    def relaxed(meta: Meta, spec: Spec, relax: bool) -> Result:
+        if _relax_userns(spec, relax if gated else True):
+            return _OK
+        return check(meta, spec, relax)
+
+    return relaxed
+
+
 def _windows(spec: Spec) -> bool:
     os_ = _d(spec.get("os"))
     return os_ is not None and _s(os_.get("name")) == "windows"
