@@ -51,7 +51,7 @@ test: install lint build-cluster oracle ## the whole suite: lint, unit, server, 
 	PREFLIGHT_STORAGE_ORACLE="$$(bash tests/oracle/storage/build.sh)" \
 	PREFLIGHT_KUEUE_ORACLE="$$(bash tests/oracle/kueue/build.sh)" \
 	PREFLIGHT_PODSECURITY_ORACLE="$$(bash tests/oracle/podsecurity/build.sh)" \
-	$(PY) -m pytest tests e2e -q
+	$(PY) -m pytest tests e2e -q --durations=25
 
 demo: install build-cluster ## start the local control plane with the webhook and show it accept, deny and warn
 	$(PY) -m e2e.harness.demo up

@@ -11,10 +11,20 @@ import ipaddress
 import json
 import os
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from e2e.harness.node import NODE_NAME, Node, _cgroup_dirs, default_route_devs, diff_snapshots, snapshot
+from e2e.harness.node import (
+    NODE_NAME,
+    Node,
+    _cgroup_dirs,
+    default_route_devs,
+    diff_snapshots,
+    snapshot,
+    stale_state_dirs,
+)
 
 pytestmark = pytest.mark.node
 
@@ -71,4 +81,50 @@ def test_node_comes_up_keeps_its_ranges_local_and_tears_down_clean() -> None:
     for name, pid in pids.items():
         assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z", name
     assert _cgroup_dirs(cgroup_root) == []
+    assert diff_snapshots(before, snapshot()) == []
+
+
+_OWNER = """
+import sys
+from e2e.harness.node import Node
+node = Node(start_timeout=150)
+node.start()
+print(node.state_dir, flush=True)
+sys.stdin.read()  # until the test kills this process: the node is never stopped
+"""
+
+
+def test_a_node_whose_owner_was_killed_is_torn_down_by_the_next_start() -> None:
+    """A session or CI run killed with a node up leaves its bridge, guard chain, iptables rules and
+    mounts (its processes die with their owner). The next start tears that node down from its
+    records and starts, instead of waiting for a guard chain nobody will remove."""
+    owner = subprocess.Popen(
+        [sys.executable, "-c", _OWNER],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    )
+    try:
+        line = owner.stdout.readline().strip()  # type: ignore[union-attr]
+        assert line, f"the owner process did not bring its node up (exit {owner.poll()})"
+        dead_dir = Path(line)
+        before = json.loads((dead_dir / "snapshot.json").read_text())
+        dead = json.loads((dead_dir / "node.json").read_text())
+        assert dead["owner_pid"] == owner.pid and dead["detached"] is False
+    finally:
+        owner.kill()
+        owner.wait()
+    assert diff_snapshots(before, snapshot()) != []  # the dead node's bridge, chains and mounts are there
+    assert dead_dir in stale_state_dirs()
+
+    node = Node(start_timeout=150)
+    node.start()
+    try:
+        assert not dead_dir.exists()
+        nodes = json.loads(node.cp.kubectl("get", "nodes", "-o", "json").stdout)["items"]  # type: ignore[union-attr]
+        assert [n["metadata"]["name"] for n in nodes] == [NODE_NAME]
+    finally:
+        left = node.stop()
+    assert left == []
     assert diff_snapshots(before, snapshot()) == []

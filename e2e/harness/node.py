@@ -68,6 +68,7 @@ from e2e.harness.controlplane import (
     ControlPlane,
     ControlPlaneError,
     _die_with_parent,
+    _pid_alive,
     _tail,
     _write,
     cache_dir,
@@ -85,10 +86,12 @@ CIDR_CANDIDATES = [
 ]
 GUARD_CHAIN = "PREFLIGHT-NODE-GUARD"
 #: One node at a time per machine: the kubelet's fixed paths, the guard chain and the start
-#: snapshot are machine-wide. Node.start() holds this lock until stop(), then also waits for
-#: any kubelet it did not start (a node left up by ``python -m e2e.harness.node up``) to go.
+#: snapshot are machine-wide. Node.start() holds this lock until stop(). Under it, a node whose
+#: owner died before stop() (a killed session or CI run: its processes die with it, its bridge,
+#: chains and mounts stay) is torn down first (:func:`stale_state_dirs`); a kubelet it did not
+#: start (a node left up by ``python -m e2e.harness.node up``) is waited for, then named.
 MACHINE_LOCK = Path("/run/preflight-node.lock")
-MACHINE_WAIT_SECONDS = 45 * 60
+MACHINE_WAIT_SECONDS = 5 * 60
 #: Paths the kubelet/containerd/CNI write whatever their config says; removed at teardown
 #: when they did not exist at start.
 FIXED_PATHS = [
@@ -180,6 +183,29 @@ def _another_node_present() -> bool:
     if _run(["pgrep", "-x", "kubelet"], check=False).stdout.strip():
         return True
     return _run(["iptables", "-w", "-S", GUARD_CHAIN], check=False).returncode == 0
+
+
+def stale_state_dirs() -> list[Path]:
+    """State dirs of in-process nodes whose owner is gone without stop() (a killed session or CI run).
+
+    Called only under the machine lock, so no live harness node is among them. A node that
+    ``up`` left running on purpose (its state dir given on the command line, ``detached``) is
+    never one; a node.json from before ``owner_pid`` was recorded is its owner's temporary dir
+    (``preflight-node-*``, made only for in-process nodes), so it is stale too.
+    """
+    out = []
+    for f in sorted(Path(tempfile.gettempdir()).glob("preflight-node-*/node.json")):
+        try:
+            state = json.loads(f.read_text())
+        except (OSError, ValueError):
+            state = {}  # killed while writing it: still a node of ours
+        if state.get("detached"):
+            continue
+        owner = state.get("owner_pid")
+        if isinstance(owner, int) and owner != os.getpid() and _pid_alive(owner):
+            continue
+        out.append(f.parent)
+    return out
 
 
 def preflight_problems() -> list[str]:
@@ -386,19 +412,23 @@ class Node:
         if self._lock_fd is not None:
             return
         fd = os.open(MACHINE_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-        deadline = time.monotonic() + MACHINE_WAIT_SECONDS
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 self._say(f"another node holds {MACHINE_LOCK}; waiting for it to stop")
                 fcntl.flock(fd, fcntl.LOCK_EX)
+            for stale in stale_state_dirs():
+                self._say(f"a node whose owner died before stopping it is still here ({stale}); tearing it down")
+                teardown_state_dir(stale)
+            deadline = time.monotonic() + MACHINE_WAIT_SECONDS
             said = False
             while _another_node_present():
                 if time.monotonic() > deadline:
                     raise NodeError(
-                        "a kubelet this harness did not start is running "
-                        "(stop it: python -m e2e.harness.node down --state-dir ...)"
+                        f"another node is still up after {MACHINE_WAIT_SECONDS // 60} min (a kubelet this harness "
+                        f"did not start, or the {GUARD_CHAIN} iptables chain); if `python -m e2e.harness.node up` "
+                        "started it, stop it: python -m e2e.harness.node down --state-dir DIR"
                     )
                 if not said:
                     self._say("another node's kubelet or guard chain is still there; waiting for its teardown")
@@ -842,6 +872,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     def _write_state(self) -> None:
         assert self.state_dir is not None
         state = {
+            "owner_pid": os.getpid(),
+            # a node whose state dir was given (`up`) outlives its owner on purpose
+            "detached": self._given_state_dir is not None,
             "pids": {n: {"pid": p.pid, "exe": p.args[0]} for n, p in self._procs.items()},  # type: ignore[index]
             "bridge": self.bridge,
             "bridge_ip": self.bridge_ip,
@@ -1012,6 +1045,20 @@ def teardown(
         state_file.unlink()
 
 
+def teardown_state_dir(state_dir: Path) -> list[str]:
+    """Tear down the node recorded in ``state_dir`` by its records alone (``down``, or a node its
+    dead owner left: :func:`stale_state_dirs`); returns what is still left (the dir goes when nothing is)."""
+    before_file = state_dir / "snapshot.json"
+    before = json.loads(before_file.read_text()) if before_file.exists() else None
+    teardown(state_dir, bin_dir=cache_dir() / "bin")
+    left = diff_snapshots(before, snapshot()) if before is not None else []
+    for line in left:
+        print(f"e2e/harness/node.py: left behind: {line}", file=sys.stderr)
+    if before is not None and not left:
+        shutil.rmtree(state_dir, ignore_errors=True)
+    return left
+
+
 def _stop_recorded_pid(pid: int, name: str) -> None:
     try:
         comm = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
@@ -1089,15 +1136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"export KUBECONFIG={node.cp.kubeconfig}")  # type: ignore[union-attr]
             print(f"export PATH={node.bin_dir}:$PATH")
             return 0
-        before_file = state_dir / "snapshot.json"
-        before = json.loads(before_file.read_text()) if before_file.exists() else None
-        teardown(state_dir, bin_dir=cache_dir() / "bin")
-        left = diff_snapshots(before, snapshot()) if before is not None else []
-        for line in left:
-            print(f"e2e/harness/node.py: left behind: {line}", file=sys.stderr)
-        if before is not None and not left:
-            shutil.rmtree(state_dir, ignore_errors=True)
-        return 1 if left else 0
+        return 1 if teardown_state_dir(state_dir) else 0
     except ControlPlaneError as e:
         print(f"e2e/harness/node.py: error: {e}", file=sys.stderr)
         return 1
