@@ -21,7 +21,10 @@ On top of :class:`e2e.harness.node.Node` (which it leaves unchanged), :class:`St
   (its cert-controller wrote the Secret and injected the caBundle): a server-side dry run of an
   object its webhook judges succeeds;
 * installs Trainer's own ClusterTrainingRuntimes (``manifests/overlays/runtimes``) with every
-  image replaced by the workload image.
+  image replaced by the workload image;
+* with ``aiperf=True``, the AIPerf operator and its stand-in endpoint
+  (:class:`e2e.harness.aiperf_stack.AIPerfOperator`; images from ``e2e/stack.sh aiperf``),
+  on the JobSet deployed first; ``stack.aiperf`` is then that operator.
 
 Use::
 
@@ -41,6 +44,7 @@ from typing import Any
 
 import yaml
 
+from e2e.harness.aiperf_stack import AIPerfOperator
 from e2e.harness.controlplane import ControlPlaneError
 from e2e.harness.node import NODE_NAME, Node, NodeError
 
@@ -115,7 +119,7 @@ class Stack:
     """JobSet + Trainer + Kueue on a started :class:`Node`; see the module docstring.
 
     ``gpus``: the ``nvidia.com/gpu`` count the Node advertises. ``components``: which to deploy
-    (in order; Trainer needs JobSet).
+    (in order; Trainer and ``aiperf`` need JobSet). ``aiperf``: also the AIPerf operator.
     """
 
     def __init__(
@@ -126,7 +130,10 @@ class Stack:
         gpus: int = 4,
         timeout: float = 300.0,
         runtimes: bool = True,
+        aiperf: bool = False,
     ) -> None:
+        if aiperf and "jobset" not in components:
+            raise ValueError("the AIPerf operator renders JobSets: components must include jobset")
         self.node = node
         self.components = tuple(components)
         self.gpus = gpus
@@ -134,6 +141,12 @@ class Stack:
         self.runtimes = runtimes
         self.cache: Path | None = None
         self.timings: dict[str, float] = {}
+        self.aiperf: AIPerfOperator | None = None
+        if aiperf:
+            v = versions()
+            self.aiperf = AIPerfOperator(
+                node, aiperf_version=v["AIPERF_VERSION"], fakellm_version=v["FAKELLM_VERSION"], timeout=timeout
+            )
 
     def __enter__(self) -> Stack:
         return self.start()
@@ -163,6 +176,12 @@ class Stack:
             self._say(f"{name} ready: Deployment Available, its webhook answers ({self.timings[name]:.0f}s)")
         if self.runtimes and "trainer" in self.components:
             self.install_runtimes()
+        if self.aiperf is not None:
+            t1 = time.monotonic()
+            run_stack_script("aiperf")
+            self.aiperf.start(self.cache / "images")
+            self.timings["aiperf"] = time.monotonic() - t1
+            self._say(f"aiperf operator and stand-in ready ({self.timings['aiperf']:.0f}s)")
         self.timings["total"] = time.monotonic() - t0
         self._say(f"stack up in {self.timings['total']:.0f}s")
         return self

@@ -1,0 +1,548 @@
+"""The AIPerf 0.13.0 operator on the real node, deployed as users do, and a stand-in endpoint.
+
+AIPerf's wheel ships no install manifests (no CRD, RBAC or Deployment: /work/shared/notes
+§0); its source repository has a Helm chart, ``deploy/helm/aiperf-operator/`` in
+github.com/ai-dynamo/aiperf. The objects here are written for this harness, modelled on it:
+
+* ``templates/clusterrole.yaml`` (commit 8862af02397e3464d75f558067dfd2f4d03b7c26): the
+  ClusterRole, rule for rule, plus ``aiperfsweeps`` (the 0.13.0 operator also watches
+  AIPerfSweeps, which that revision of the chart predates);
+* ``templates/deployment.yaml`` (commit 6a5359abf7179a9399546a576c38f5468c118c1b): the
+  operator container, its command (``kopf run -m aiperf.operator.main --verbose
+  --all-namespaces --liveness=http://0.0.0.0:8080/healthz``, the module the wheel's own
+  docstring names), its environment, probes and security contexts; the ``results-server``
+  sidecar is left out (it only serves stored results over HTTP; nothing here reads them, and
+  the node has 2 CPUs);
+* ``values.yaml`` (commit 9443b06d98b1fb3f82218f1bcca61a4c8630fb08): the env defaults and the
+  operator's resources (requests 250m/256Mi as there; the limits raised to 1 CPU / 1Gi: kopf
+  plus AIPerf's imports take ~40 s to start under the 500m limit on this loaded machine).
+
+``templates/benchmark-rbac.yaml`` is not needed: the 0.13.0 operator creates the benchmark
+pods' Role and RoleBinding itself for each AIPerfJob (``aiperf/kubernetes/resources.py``
+``RBACSpec``). The CRD stays the project's permissive ``e2e/crds/aiperfjob-crd.yaml``
+(installed with the node's control plane): the operator needs only the ``status``
+subresource, which it has; the upstream CRD's CEL rules would judge the spec, which is the
+webhook's job here.
+
+The stand-in endpoint is PyPI ``fakellm`` (``fakellm serve --config FILE --host --port``;
+FastAPI: ``POST /v1/chat/completions`` and ``/v1/messages``), as a Deployment + Service
+(``http://fakellm.aiperf-standin.svc.cluster.local:8000``); its rules answer at once (the
+``deterministic_echo`` fallback, no latency rule).
+
+AIPerf's benchmark loads a tokenizer; the default (``builtin``: tiktoken's o200k_base)
+downloads its encoding from the internet, which no pod here may reach, and a local path is
+loaded with a Hub ``model_info`` call unless ``HF_HUB_OFFLINE`` is set, when AIPerf looks the
+name up in the Hugging Face cache only (``aiperf/common/tokenizer.py``
+``_from_pretrained_local``). :func:`good_aiperfjob` therefore mounts a tiny word-level tokenizer
+(``tokenizer.json``) from a ConfigMap laid out as that cache (``HF_HOME``), named
+``preflight/tiny-tokenizer``, with ``HF_HUB_OFFLINE=1``.
+
+Use::
+
+    with Node() as node, Stack(node, components=("jobset",), aiperf=True) as stack:
+        job = good_aiperfjob("bench", "team-a")
+        ensure_tokenizer(node.cp, "team-a")
+        node.cp.kubectl("apply", "-f", "-", input=yaml.safe_dump(job))
+        outcome = wait_aiperfjob(node.cp, "team-a", "bench", timeout=600)
+        assert outcome.phase == "Completed", outcome.detail()
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from e2e.harness.controlplane import ControlPlane, ControlPlaneError
+from e2e.harness.node import Node, NodeError
+
+OPERATOR_NAMESPACE = "aiperf-system"
+OPERATOR_NAME = "aiperf-operator"
+STANDIN_NAMESPACE = "aiperf-standin"
+STANDIN_NAME = "fakellm"
+STANDIN_PORT = 8000
+STANDIN_URL = f"http://{STANDIN_NAME}.{STANDIN_NAMESPACE}.svc.cluster.local:{STANDIN_PORT}"
+TOKENIZER_CONFIGMAP = "aiperf-tokenizer"
+#: the tokenizer's name: a Hugging Face repository id, found in the HF cache the ConfigMap fills
+TOKENIZER_NAME = "preflight/tiny-tokenizer"
+HF_HOME = "/opt/hf"
+_SNAPSHOT = "0" * 40
+#: the phases in which the operator is done with an AIPerfJob (aiperf/kubernetes/phase.py)
+TERMINAL_PHASES = ("Completed", "Failed", "Cancelled")
+
+
+def aiperf_image(version: str) -> str:
+    return f"localhost/preflight/aiperf:{version}"
+
+
+def fakellm_image(version: str) -> str:
+    return f"localhost/preflight/fakellm:{version}"
+
+
+# --------------------------------------------------------------------------- manifests
+
+
+def _labels(component: str) -> dict[str, str]:
+    return {"app.kubernetes.io/name": OPERATOR_NAME, "app.kubernetes.io/component": component}
+
+
+def _rule(groups: list[str], resources: list[str], verbs: list[str]) -> dict[str, Any]:
+    return {"apiGroups": groups, "resources": resources, "verbs": verbs}
+
+
+_READ = ["get", "list", "watch"]
+_ALL = ["create", "delete", "get", "list", "patch", "update", "watch"]
+
+#: the upstream chart's ClusterRole (templates/clusterrole.yaml, see the module docstring)
+OPERATOR_RULES: list[dict[str, Any]] = [
+    _rule(["apiextensions.k8s.io"], ["customresourcedefinitions"], _READ),  # kopf's discovery
+    _rule(
+        ["aiperf.nvidia.com"],
+        ["aiperfjobs", "aiperfjobs/status", "aiperfjobs/finalizers"]
+        + ["aiperfsweeps", "aiperfsweeps/status", "aiperfsweeps/finalizers"],
+        _ALL,
+    ),
+    _rule(["jobset.x-k8s.io"], ["jobsets"], _ALL),
+    _rule(["jobset.x-k8s.io"], ["jobsets/status"], _READ),
+    _rule(["kueue.x-k8s.io"], ["workloads"], _READ),
+    _rule(["batch"], ["jobs"], _READ),
+    _rule(["apps"], ["deployments"], _READ),  # preflight: the JobSet controller
+    _rule([""], ["serviceaccounts", "resourcequotas", "secrets"], _READ),  # preflight
+    _rule(["networking.k8s.io"], ["networkpolicies"], _READ),  # preflight
+    _rule([""], ["configmaps"], _ALL),
+    _rule([""], ["services", "endpoints"], ["create", "delete", "get", "list", "watch"]),
+    _rule(["rbac.authorization.k8s.io"], ["roles", "rolebindings"], ["create", "delete", "get", "list", "watch"]),
+    _rule([""], ["namespaces"], _READ),
+    _rule([""], ["pods", "pods/log"], _READ),
+    _rule([""], ["nodes"], ["get", "list"]),
+    _rule([""], ["events"], ["get", "list", "watch", "create", "patch"]),
+    _rule(["coordination.k8s.io"], ["leases"], _ALL),  # namespace claims
+]
+
+
+def operator_manifests(version: str, namespace: str = OPERATOR_NAMESPACE) -> list[dict[str, Any]]:
+    """Namespace, ServiceAccount, ClusterRole(+Binding) and Deployment of the operator."""
+    image = aiperf_image(version)
+    env = {
+        "PYTHONUNBUFFERED": "1",
+        "AIPERF_OPERATOR_MONITOR_INTERVAL": "10.0",
+        "AIPERF_OPERATOR_MONITOR_INITIAL_DELAY": "5.0",
+        "AIPERF_RESULTS_DIR": "/data",
+        "AIPERF_DEFAULT_IMAGE": image,
+        "AIPERF_JOB_TIMEOUT_SECONDS": "0",
+        "AIPERF_POD_RESTART_THRESHOLD": "3",
+        "AIPERF_RESULTS_TTL_DAYS": "30",
+        "AIPERF_RESULTS_MAX_RETRIES": "5",
+        "AIPERF_RESULTS_RETRY_DELAY": "2.0",
+        "AIPERF_ENDPOINT_CHECK_TIMEOUT": "10.0",
+        "AIPERF_RESULTS_COMPRESS_ON_DISK": "true",
+        "AIPERF_K8S_SHARE_PROCESS_NAMESPACE": "false",
+    }
+    probe = {"httpGet": {"path": "/healthz", "port": 8080}, "timeoutSeconds": 5, "failureThreshold": 3}
+    container = {
+        "name": "operator",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": [
+            "kopf",
+            "run",
+            "-m",
+            "aiperf.operator.main",
+            "--verbose",
+            "--all-namespaces",
+            "--liveness=http://0.0.0.0:8080/healthz",
+        ],
+        "ports": [{"name": "health", "containerPort": 8080, "protocol": "TCP"}],
+        "env": [{"name": k, "value": v} for k, v in env.items()],
+        # the chart's delays; startupProbe added: the first start imports kopf + AIPerf
+        "startupProbe": {**probe, "periodSeconds": 2, "failureThreshold": 150},
+        "livenessProbe": {**probe, "initialDelaySeconds": 10, "periodSeconds": 30},
+        "readinessProbe": {**probe, "initialDelaySeconds": 5, "periodSeconds": 10},
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, {"name": "results", "mountPath": "/data"}],
+    }
+    meta = {"name": OPERATOR_NAME, "namespace": namespace, "labels": _labels("operator")}
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": OPERATOR_NAME, "labels": _labels("operator")},
+            "rules": OPERATOR_RULES,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": OPERATOR_NAME, "labels": _labels("operator")},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": OPERATOR_NAME},
+            "subjects": [{"kind": "ServiceAccount", "name": OPERATOR_NAME, "namespace": namespace}],
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": meta,
+            "spec": {
+                "replicas": 1,
+                "strategy": {"type": "Recreate"},
+                "selector": {"matchLabels": _labels("operator")},
+                "template": {
+                    "metadata": {"labels": _labels("operator")},
+                    "spec": {
+                        "serviceAccountName": OPERATOR_NAME,
+                        "securityContext": {
+                            "runAsNonRoot": True,
+                            "runAsUser": 1000,
+                            "runAsGroup": 1000,
+                            "fsGroup": 1000,
+                            "seccompProfile": {"type": "RuntimeDefault"},
+                        },
+                        "terminationGracePeriodSeconds": 30,
+                        "containers": [container],
+                        "volumes": [{"name": "tmp", "emptyDir": {}}, {"name": "results", "emptyDir": {}}],
+                    },
+                },
+            },
+        },
+    ]
+
+
+#: fakellm's rules: every request falls through to the deterministic echo, answered at once
+FAKELLM_CONFIG = "version: 1\ndefaults:\n  fallback: deterministic_echo\nrules: []\n"
+
+
+def standin_manifests(version: str, namespace: str = STANDIN_NAMESPACE) -> list[dict[str, Any]]:
+    """The OpenAI-compatible stand-in (fakellm): ConfigMap (its rules), Deployment, Service."""
+    labels = {"app.kubernetes.io/name": STANDIN_NAME}
+    meta = {"name": STANDIN_NAME, "namespace": namespace, "labels": labels}
+    probe = {"tcpSocket": {"port": STANDIN_PORT}, "periodSeconds": 2}
+    container = {
+        "name": "fakellm",
+        "image": fakellm_image(version),
+        "imagePullPolicy": "IfNotPresent",
+        "command": [
+            "fakellm",
+            "serve",
+            "--config",
+            "/etc/fakellm/fakellm.yaml",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(STANDIN_PORT),
+        ],
+        "ports": [{"name": "http", "containerPort": STANDIN_PORT}],
+        "readinessProbe": probe,
+        "startupProbe": {**probe, "failureThreshold": 90},
+        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "512Mi"}},
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": [{"name": "config", "mountPath": "/etc/fakellm", "readOnly": True}],
+    }
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"fakellm.yaml": FAKELLM_CONFIG}},
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": meta,
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532},
+                        "containers": [container],
+                        "volumes": [{"name": "config", "configMap": {"name": STANDIN_NAME}}],
+                    },
+                },
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": meta,
+            "spec": {"selector": labels, "ports": [{"name": "http", "port": STANDIN_PORT, "targetPort": "http"}]},
+        },
+    ]
+
+
+# --------------------------------------------------------------------------- the jobs
+
+
+def tokenizer_files(words: int = 512) -> dict[str, str]:
+    """A word-level HuggingFace tokenizer (``tokenizer.json`` + config) that needs no download."""
+    vocab = {"[UNK]": 0, **{f"w{i}": i + 1 for i in range(words)}}
+    tok = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [
+            {
+                "id": 0,
+                "content": "[UNK]",
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": True,
+            }
+        ],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "Whitespace"},
+        "post_processor": None,
+        "decoder": None,
+        "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"},
+    }
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]", "model_max_length": 131072}
+    return {"tokenizer.json": json.dumps(tok), "tokenizer_config.json": json.dumps(config)}
+
+
+_REPO_DIR = "hub/models--" + TOKENIZER_NAME.replace("/", "--")
+#: the ConfigMap's keys placed as the Hugging Face cache lays a snapshot out
+_HF_CACHE = [
+    {"key": "ref", "path": f"{_REPO_DIR}/refs/main"},
+    *(
+        {"key": f, "path": f"{_REPO_DIR}/snapshots/{_SNAPSHOT}/{f}"}
+        for f in ("tokenizer.json", "tokenizer_config.json")
+    ),
+]
+
+
+def ensure_tokenizer(cp: ControlPlane, namespace: str) -> None:
+    """The tokenizer ConfigMap :func:`good_aiperfjob` mounts, in ``namespace``."""
+    cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": TOKENIZER_CONFIGMAP, "namespace": namespace},
+        "data": {**tokenizer_files(), "ref": _SNAPSHOT},
+    }
+    cp.kubectl("apply", "--server-side", "--field-manager=preflight-aiperf", "-f", "-", input=json.dumps(cm))
+
+
+def good_aiperfjob(
+    name: str,
+    namespace: str,
+    *,
+    version: str = "0.13.0",
+    url: str = STANDIN_URL,
+    requests: int = 4,
+    env: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A short benchmark against the stand-in that runs on the 2-CPU node.
+
+    ``resourceMode: none`` (AIPerf sizes a worker pod at 3350m), one worker and one record
+    processor, concurrency 1, ``requests`` requests, the offline tokenizer (:func:`ensure_tokenizer`).
+    ``env`` adds to ``podTemplate.env`` (e.g. a ``secretKeyRef`` the operator's preflight reads).
+    """
+    return {
+        "apiVersion": "aiperf.nvidia.com/v1alpha1",
+        "kind": "AIPerfJob",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "image": aiperf_image(version),
+            "imagePullPolicy": "IfNotPresent",
+            "resourceMode": "none",
+            "connectionsPerWorker": 1,
+            "ttlSecondsAfterFinished": 600,
+            "podTemplate": {
+                "env": [{"name": "HF_HUB_OFFLINE", "value": "1"}, {"name": "HF_HOME", "value": HF_HOME}, *(env or [])],
+                "volumes": [{"name": "tokenizer", "configMap": {"name": TOKENIZER_CONFIGMAP, "items": _HF_CACHE}}],
+                "volumeMounts": [{"name": "tokenizer", "mountPath": HF_HOME, "readOnly": True}],
+            },
+            "benchmark": {
+                "models": ["mock-model"],
+                "endpoint": {"urls": [url]},
+                "tokenizer": {"name": TOKENIZER_NAME},
+                "datasets": [
+                    {
+                        "name": "main",
+                        "type": "synthetic",
+                        "entries": requests,
+                        "prompts": {"isl": {"mean": 32, "stddev": 0}, "osl": 8},
+                    }
+                ],
+                "gpuTelemetry": {"enabled": False},
+                "serverMetrics": {"enabled": False},
+                "runtime": {"workers": 1, "recordProcessors": 1},
+                "phases": [{"name": "profiling", "type": "concurrency", "concurrency": 1, "requests": requests}],
+            },
+        },
+    }
+
+
+# --------------------------------------------------------------------------- observing
+
+
+@dataclass
+class AIPerfOutcome:
+    """What the operator and the cluster say about one AIPerfJob."""
+
+    name: str
+    namespace: str
+    phase: str  # status.phase ("" before the operator wrote one)
+    conditions: dict[str, dict[str, Any]]  # by type: status, reason, message
+    message: str  # status.error or the Failed/Complete condition's message
+    pods: dict[str, str] = field(default_factory=dict)  # pod name -> phase
+    events: list[str] = field(default_factory=list)  # "Reason: message" of the job's Warning events
+    jobset: str = ""  # the JobSet's terminal condition ("" while running or absent)
+    seconds: float = 0.0  # from the first observation to this one
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in TERMINAL_PHASES
+
+    def condition(self, type_: str) -> str:
+        return (self.conditions.get(type_) or {}).get("status", "")
+
+    def detail(self) -> str:
+        conds = "; ".join(
+            f"{t}={c.get('status')} ({c.get('reason')}): {c.get('message', '')}" for t, c in self.conditions.items()
+        )
+        return (
+            f"AIPerfJob {self.namespace}/{self.name}: phase={self.phase or '-'} after {self.seconds:.0f}s; "
+            f"message={self.message!r}; conditions: {conds or '-'}; pods: {self.pods or '-'}; "
+            f"jobset: {self.jobset or '-'}; events: {self.events[-5:] or '-'}"
+        )
+
+
+def _get_json(cp: ControlPlane, *args: str) -> dict[str, Any]:
+    proc = cp.kubectl("get", *args, "-o", "json", check=False, timeout=60)
+    return json.loads(proc.stdout) if proc.returncode == 0 and proc.stdout.strip() else {}
+
+
+def observe_aiperfjob(cp: ControlPlane, namespace: str, name: str) -> AIPerfOutcome:
+    """One observation of an AIPerfJob: phase, conditions, message, its pods, JobSet and events."""
+    job = _get_json(cp, "aiperfjobs.aiperf.nvidia.com", name, "-n", namespace)
+    status = job.get("status") or {}
+    conds = {c["type"]: c for c in status.get("conditions") or [] if "type" in c}
+    message = str(status.get("error") or "")
+    for t in ("Failed", "Complete"):
+        if not message and (conds.get(t) or {}).get("status") == "True":
+            message = str(conds[t].get("message") or "")
+    pods = _get_json(cp, "pods", "-n", namespace, "-l", f"jobset.sigs.k8s.io/jobset-name=aiperf-{name}")
+    js = _get_json(cp, "jobsets.jobset.x-k8s.io", f"aiperf-{name}", "-n", namespace)
+    js_done = [
+        f"{c['type']}: {c.get('message', '')}"
+        for c in (js.get("status") or {}).get("conditions") or []
+        if c.get("type") in ("Completed", "Failed") and c.get("status") == "True"
+    ]
+    evs = _get_json(cp, "events", "-n", namespace, "--field-selector", f"involvedObject.name={name}")
+    return AIPerfOutcome(
+        name=name,
+        namespace=namespace,
+        phase=str(status.get("phase") or ""),
+        conditions=conds,
+        message=message,
+        pods={p["metadata"]["name"]: (p.get("status") or {}).get("phase", "") for p in pods.get("items", [])},
+        events=[f"{e.get('reason')}: {e.get('message')}" for e in evs.get("items", []) if e.get("type") == "Warning"],
+        jobset="; ".join(js_done),
+    )
+
+
+def wait_aiperfjob(
+    cp: ControlPlane,
+    namespace: str,
+    name: str,
+    *,
+    timeout: float = 600.0,
+    until: Callable[[AIPerfOutcome], bool] = lambda o: o.terminal,
+    interval: float = 2.0,
+) -> AIPerfOutcome:
+    """Poll :func:`observe_aiperfjob` until ``until`` (default: a terminal phase) or the deadline;
+    returns the last observation either way (check ``terminal``/``phase``), ``seconds`` set."""
+    t0 = time.monotonic()
+    while True:
+        out = observe_aiperfjob(cp, namespace, name)
+        out.seconds = time.monotonic() - t0
+        if until(out) or out.seconds >= timeout:
+            return out
+        time.sleep(interval)  # polling the apiserver for a condition, with a deadline
+
+
+# --------------------------------------------------------------------------- deploying
+
+
+class AIPerfOperator:
+    """The operator and the stand-in on a started :class:`Node` whose JobSet is installed
+    (:class:`e2e.harness.stack.Stack`, which calls this with ``aiperf=True``)."""
+
+    def __init__(self, node: Node, *, aiperf_version: str, fakellm_version: str, timeout: float = 300.0) -> None:
+        self.node = node
+        self.aiperf_version = aiperf_version
+        self.fakellm_version = fakellm_version
+        self.timeout = timeout
+        self.timings: dict[str, float] = {}
+
+    @property
+    def cp(self) -> ControlPlane:
+        assert self.node.cp is not None
+        return self.node.cp
+
+    def _say(self, msg: str) -> None:
+        print(f"==> aiperf: {msg}", file=sys.stderr, flush=True)
+
+    def _apply(self, docs: list[dict[str, Any]]) -> None:
+        self.cp.kubectl(
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--field-manager=preflight-aiperf",
+            "-f",
+            "-",
+            input=yaml.safe_dump_all(docs, sort_keys=False),
+            timeout=120,
+        )
+
+    def start(self, images: Path) -> AIPerfOperator:
+        """``images``: the directory holding ``aiperf.tar`` and ``standin.tar`` (e2e/stack.sh aiperf)."""
+        t0 = time.monotonic()
+        for name in ("aiperf", "standin"):
+            self.node.load_image(images / f"{name}.tar")
+        self.timings["load"] = time.monotonic() - t0
+        self._apply(standin_manifests(self.fakellm_version))
+        self._apply(operator_manifests(self.aiperf_version))
+        for ns, dep in ((STANDIN_NAMESPACE, STANDIN_NAME), (OPERATOR_NAMESPACE, OPERATOR_NAME)):
+            t1 = time.monotonic()
+            self._wait(f"Deployment {ns}/{dep} Available", lambda ns=ns, dep=dep: self._available(ns, dep))
+            self.timings[dep] = time.monotonic() - t0
+            self._say(f"{ns}/{dep} Available ({time.monotonic() - t1:.0f}s)")
+        self.timings["total"] = time.monotonic() - t0
+        return self
+
+    def operator_log(self, lines: int = 80) -> str:
+        proc = self.cp.kubectl(
+            "logs", "-n", OPERATOR_NAMESPACE, f"deploy/{OPERATOR_NAME}", f"--tail={lines}", check=False
+        )
+        return proc.stdout + proc.stderr
+
+    def _available(self, ns: str, dep: str) -> bool | str:
+        obj = _get_json(self.cp, "deployment", dep, "-n", ns)
+        conds = {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}
+        if conds.get("Available", {}).get("status") == "True":
+            return True
+        pods = self.cp.kubectl("get", "pods", "-n", ns, "-o", "wide", check=False).stdout
+        return f"{conds.get('Available', {}).get('message', 'no Available condition')}\n{pods}"
+
+    def _wait(self, what: str, cond: Callable[[], bool | str]) -> None:
+        deadline = time.monotonic() + self.timeout
+        last: bool | str = ""
+        while time.monotonic() < deadline:
+            try:
+                last = cond()
+            except ControlPlaneError as e:
+                last = str(e)[-300:]
+            if last is True:
+                return
+            time.sleep(1.0)  # polling the apiserver for a condition
+        raise NodeError(f"timed out after {self.timeout:.0f}s waiting for {what}: {last}\n{self.operator_log(30)}")
