@@ -157,7 +157,7 @@ build_workload() {
     (cd "$src" && go build -trimpath -ldflags "-s -w" -o "$tmp/root/workload" .)
     # the names the Trainer runtimes' and the tests' commands use
     for n in sh bash; do ln -s /workload "$tmp/root/bin/$n"; done
-    for n in python python3 torchrun tune mpirun accelerate deepspeed env; do ln -s /workload "$tmp/root/usr/bin/$n"; done
+    for n in python python3 torchrun tune mpirun accelerate deepspeed env getent; do ln -s /workload "$tmp/root/usr/bin/$n"; done
     for n in python python3 torchrun tune; do ln -s /workload "$tmp/root/usr/local/bin/$n"; done
     ln -s /workload "$tmp/root/usr/sbin/sshd"
     chmod 1777 "$tmp/root/tmp"
