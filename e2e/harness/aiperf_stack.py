@@ -34,8 +34,8 @@ downloads its encoding from the internet, which no pod here may reach, and a loc
 loaded with a Hub ``model_info`` call unless ``HF_HUB_OFFLINE`` is set, when AIPerf looks the
 name up in the Hugging Face cache only (``aiperf/common/tokenizer.py``
 ``_from_pretrained_local``). :func:`good_aiperfjob` therefore mounts a tiny word-level tokenizer
-(``tokenizer.json``) from a ConfigMap laid out as that cache (``HF_HOME``), named
-``preflight/tiny-tokenizer``, with ``HF_HUB_OFFLINE=1``.
+(``tokenizer.json``) from a ConfigMap laid out as that cache (``HF_HUB_CACHE``), named
+``preflight/tiny-tokenizer``; AIPerf's pods set ``HF_HUB_OFFLINE=1`` themselves.
 
 Use::
 
@@ -71,7 +71,7 @@ STANDIN_URL = f"http://{STANDIN_NAME}.{STANDIN_NAMESPACE}.svc.cluster.local:{STA
 TOKENIZER_CONFIGMAP = "aiperf-tokenizer"
 #: the tokenizer's name: a Hugging Face repository id, found in the HF cache the ConfigMap fills
 TOKENIZER_NAME = "preflight/tiny-tokenizer"
-HF_HOME = "/opt/hf"
+HF_MOUNT = "/opt/hf"
 _SNAPSHOT = "0" * 40
 #: the phases in which the operator is done with an AIPerfJob (aiperf/kubernetes/phase.py)
 TERMINAL_PHASES = ("Completed", "Failed", "Cancelled")
@@ -131,6 +131,9 @@ def operator_manifests(version: str, namespace: str = OPERATOR_NAMESPACE) -> lis
     image = aiperf_image(version)
     env = {
         "PYTHONUNBUFFERED": "1",
+        # kopf names itself by getpass.getuser(), which reads $USER before the passwd entry the
+        # chart's uid 1000 has in NVIDIA's image and not in ours (KeyError: 'getpwuid(): uid not found')
+        "USER": "aiperf",
         "AIPERF_OPERATOR_MONITOR_INTERVAL": "10.0",
         "AIPERF_OPERATOR_MONITOR_INITIAL_DELAY": "5.0",
         "AIPERF_RESULTS_DIR": "/data",
@@ -356,9 +359,11 @@ def good_aiperfjob(
             "connectionsPerWorker": 1,
             "ttlSecondsAfterFinished": 600,
             "podTemplate": {
-                "env": [{"name": "HF_HUB_OFFLINE", "value": "1"}, {"name": "HF_HOME", "value": HF_HOME}, *(env or [])],
+                # AIPerf's pods run with HF_HUB_OFFLINE=1 and HF_HOME on an emptyDir of their own
+                # (the rendered JobSet); HF_HUB_CACHE points the Hub cache at the ConfigMap instead
+                "env": [{"name": "HF_HUB_CACHE", "value": f"{HF_MOUNT}/hub"}, *(env or [])],
                 "volumes": [{"name": "tokenizer", "configMap": {"name": TOKENIZER_CONFIGMAP, "items": _HF_CACHE}}],
-                "volumeMounts": [{"name": "tokenizer", "mountPath": HF_HOME, "readOnly": True}],
+                "volumeMounts": [{"name": "tokenizer", "mountPath": HF_MOUNT, "readOnly": True}],
             },
             "benchmark": {
                 "models": ["mock-model"],
