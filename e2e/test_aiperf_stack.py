@@ -61,7 +61,7 @@ def test_a_good_aiperfjob_completes(stack: Stack) -> None:
     cp.kubectl("create", "-f", "-", input=yaml.safe_dump(A.good_aiperfjob("bench", NAMESPACE)))
     out = A.wait_aiperfjob(cp, NAMESPACE, "bench", timeout=600)
     print(f"AIPerfJob bench: {out.phase} after {out.seconds:.0f}s", file=sys.stderr)
-    assert out.phase == "Completed", out.detail()
+    assert out.phase == "Completed" and out.kind == "runs", out.detail()
     assert out.condition("Complete") == "True", out.detail()
     assert out.condition("PreflightPassed") == "True", out.detail()
     assert out.jobset.startswith("Completed"), out.detail()
@@ -72,7 +72,7 @@ def test_the_operator_refuses_a_job_whose_secret_is_missing(stack: Stack) -> Non
     env = [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}]
     cp.kubectl("create", "-f", "-", input=yaml.safe_dump(A.good_aiperfjob("no-secret", NAMESPACE, env=env)))
     out = A.wait_aiperfjob(cp, NAMESPACE, "no-secret", timeout=180)
-    assert out.phase == "Failed", out.detail()
+    assert out.phase == "Failed" and out.kind == "fails", out.detail()
     pre = out.conditions.get("PreflightPassed") or {}
     assert pre.get("status") == "False" and pre.get("reason") == "PreflightFailed", out.detail()
     # the operator's own text (aiperf/operator/preflight/_workload.py, handlers/create.py)

@@ -35,7 +35,7 @@ loaded with a Hub ``model_info`` call unless ``HF_HUB_OFFLINE`` is set, when AIP
 name up in the Hugging Face cache only (``aiperf/common/tokenizer.py``
 ``_from_pretrained_local``). :func:`good_aiperfjob` therefore mounts a tiny word-level tokenizer
 (``tokenizer.json``) from a ConfigMap laid out as that cache (``HF_HUB_CACHE``), named
-``preflight/tiny-tokenizer``; AIPerf's pods set ``HF_HUB_OFFLINE=1`` themselves.
+``preflight/tiny-tokenizer``, with ``HF_HUB_OFFLINE=1``.
 
 Use::
 
@@ -359,9 +359,13 @@ def good_aiperfjob(
             "connectionsPerWorker": 1,
             "ttlSecondsAfterFinished": 600,
             "podTemplate": {
-                # AIPerf's pods run with HF_HUB_OFFLINE=1 and HF_HOME on an emptyDir of their own
-                # (the rendered JobSet); HF_HUB_CACHE points the Hub cache at the ConfigMap instead
-                "env": [{"name": "HF_HUB_CACHE", "value": f"{HF_MOUNT}/hub"}, *(env or [])],
+                # AIPerf's pods run with HF_HOME on an emptyDir of their own (the rendered JobSet):
+                # HF_HUB_CACHE points the Hub cache at the ConfigMap instead; offline: no Hub call
+                "env": [
+                    {"name": "HF_HUB_OFFLINE", "value": "1"},
+                    {"name": "HF_HUB_CACHE", "value": f"{HF_MOUNT}/hub"},
+                    *(env or []),
+                ],
                 "volumes": [{"name": "tokenizer", "configMap": {"name": TOKENIZER_CONFIGMAP, "items": _HF_CACHE}}],
                 "volumeMounts": [{"name": "tokenizer", "mountPath": HF_MOUNT, "readOnly": True}],
             },
@@ -406,6 +410,15 @@ class AIPerfOutcome:
     @property
     def terminal(self) -> bool:
         return self.phase in TERMINAL_PHASES
+
+    @property
+    def kind(self) -> str:
+        """The fidelity runner's vocabulary (e2e/fidelity/run.py ``Outcome.kind``): ``runs`` (the
+        operator's ``Completed``), ``fails`` (``Failed``/``Cancelled``: refused by the operator's
+        own validation or preflight, or failed while running), ``never-starts`` (no terminal phase)."""
+        if self.phase == "Completed":
+            return "runs"
+        return "fails" if self.terminal else "never-starts"
 
     def condition(self, type_: str) -> str:
         return (self.conditions.get(type_) or {}).get("status", "")
