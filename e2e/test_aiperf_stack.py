@@ -61,7 +61,9 @@ def test_a_good_aiperfjob_completes(stack: Stack) -> None:
     cp.kubectl("create", "-f", "-", input=yaml.safe_dump(A.good_aiperfjob("bench", NAMESPACE)))
     out = A.wait_aiperfjob(cp, NAMESPACE, "bench", timeout=600)
     print(f"AIPerfJob bench: {out.phase} after {out.seconds:.0f}s", file=sys.stderr)
-    assert out.phase == "Completed" and out.kind == "runs", out.detail()
+    assert out.phase == "Completed" and out.kind == "runs", (
+        out.detail() + "\n" + A.container_logs(cp, NAMESPACE, "bench")
+    )
     assert out.condition("Complete") == "True", out.detail()
     assert out.condition("PreflightPassed") == "True", out.detail()
     assert out.jobset.startswith("Completed"), out.detail()

@@ -2,11 +2,14 @@
 
 AIPerf's wheel ships no install manifests (no CRD, RBAC or Deployment: /work/shared/notes
 §0); its source repository has a Helm chart, ``deploy/helm/aiperf-operator/`` in
-github.com/ai-dynamo/aiperf. The objects here are written for this harness, modelled on it:
+github.com/ai-dynamo/aiperf. The objects here are written for this harness, modelled on it
+(the revisions the search index holds; which chart commit carries appVersion 0.13.0 could not be
+found there: the stored Chart.yaml versions say 0.7.0 and 0.8.0, so every rule and variable
+was checked against the 0.13.0 wheel itself, e2e/test_aiperf_manifests.py):
 
 * ``templates/clusterrole.yaml`` (commit 8862af02397e3464d75f558067dfd2f4d03b7c26): the
   ClusterRole, rule for rule, plus ``aiperfsweeps`` (the 0.13.0 operator also watches
-  AIPerfSweeps, which that revision of the chart predates);
+  AIPerfSweeps; that revision's rules do not name them);
 * ``templates/deployment.yaml`` (commit 6a5359abf7179a9399546a576c38f5468c118c1b): the
   operator container, its command (``kopf run -m aiperf.operator.main --verbose
   --all-namespaces --liveness=http://0.0.0.0:8080/healthz``, the module the wheel's own
@@ -14,8 +17,9 @@ github.com/ai-dynamo/aiperf. The objects here are written for this harness, mode
   sidecar is left out (it only serves stored results over HTTP; nothing here reads them, and
   the node has 2 CPUs);
 * ``values.yaml`` (commit 9443b06d98b1fb3f82218f1bcca61a4c8630fb08): the env defaults and the
-  operator's resources (requests 250m/256Mi as there; the limits raised to 1 CPU / 1Gi: kopf
-  plus AIPerf's imports take ~40 s to start under the 500m limit on this loaded machine).
+  operator's resources (requests 250m/256Mi as there; the limits raised from 500m/512Mi to
+  1 CPU / 1Gi so the start, which imports kopf and AIPerf, is not throttled on this loaded
+  machine; not measured with the chart's limits).
 
 ``templates/benchmark-rbac.yaml`` is not needed: the 0.13.0 operator creates the benchmark
 pods' Role and RoleBinding itself for each AIPerfJob (``aiperf/kubernetes/resources.py``
@@ -30,12 +34,13 @@ FastAPI: ``POST /v1/chat/completions`` and ``/v1/messages``), as a Deployment + 
 ``deterministic_echo`` fallback, no latency rule).
 
 AIPerf's benchmark loads a tokenizer; the default (``builtin``: tiktoken's o200k_base)
-downloads its encoding from the internet, which no pod here may reach, and a local path is
-loaded with a Hub ``model_info`` call unless ``HF_HUB_OFFLINE`` is set, when AIPerf looks the
-name up in the Hugging Face cache only (``aiperf/common/tokenizer.py``
-``_from_pretrained_local``). :func:`good_aiperfjob` therefore mounts a tiny word-level tokenizer
-(``tokenizer.json``) from a ConfigMap laid out as that cache (``HF_HUB_CACHE``), named
-``preflight/tiny-tokenizer``, with ``HF_HUB_OFFLINE=1``.
+downloads its encoding from the internet and a Hub name needs the Hub, which no pod here may
+reach. A local directory loads with no network (``aiperf/common/tokenizer.py``: a path is never
+resolved on the Hub), so :func:`good_aiperfjob` names the directory where a ConfigMap holding a
+tiny word-level ``tokenizer.json`` (:func:`ensure_tokenizer`) is mounted, through ``podTemplate``,
+in every benchmark pod. (``HF_HUB_OFFLINE=1`` would break it: AIPerf then looks every name up as
+a Hub repository in the cache, and the worker pods load the tokenizer bundle they fetch from the
+controller by its local path.)
 
 Use::
 
@@ -69,10 +74,8 @@ STANDIN_NAME = "fakellm"
 STANDIN_PORT = 8000
 STANDIN_URL = f"http://{STANDIN_NAME}.{STANDIN_NAMESPACE}.svc.cluster.local:{STANDIN_PORT}"
 TOKENIZER_CONFIGMAP = "aiperf-tokenizer"
-#: the tokenizer's name: a Hugging Face repository id, found in the HF cache the ConfigMap fills
-TOKENIZER_NAME = "preflight/tiny-tokenizer"
-HF_MOUNT = "/opt/hf"
-_SNAPSHOT = "0" * 40
+#: the tokenizer's name: a local directory (the ConfigMap, mounted in every benchmark pod)
+TOKENIZER_PATH = "/opt/aiperf-tokenizer"
 #: the phases in which the operator is done with an AIPerfJob (aiperf/kubernetes/phase.py)
 TERMINAL_PHASES = ("Completed", "Failed", "Cancelled")
 
@@ -311,24 +314,13 @@ def tokenizer_files(words: int = 512) -> dict[str, str]:
     return {"tokenizer.json": json.dumps(tok), "tokenizer_config.json": json.dumps(config)}
 
 
-_REPO_DIR = "hub/models--" + TOKENIZER_NAME.replace("/", "--")
-#: the ConfigMap's keys placed as the Hugging Face cache lays a snapshot out
-_HF_CACHE = [
-    {"key": "ref", "path": f"{_REPO_DIR}/refs/main"},
-    *(
-        {"key": f, "path": f"{_REPO_DIR}/snapshots/{_SNAPSHOT}/{f}"}
-        for f in ("tokenizer.json", "tokenizer_config.json")
-    ),
-]
-
-
 def ensure_tokenizer(cp: ControlPlane, namespace: str) -> None:
     """The tokenizer ConfigMap :func:`good_aiperfjob` mounts, in ``namespace``."""
     cm = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": TOKENIZER_CONFIGMAP, "namespace": namespace},
-        "data": {**tokenizer_files(), "ref": _SNAPSHOT},
+        "data": tokenizer_files(),
     }
     cp.kubectl("apply", "--server-side", "--field-manager=preflight-aiperf", "-f", "-", input=json.dumps(cm))
 
@@ -359,20 +351,14 @@ def good_aiperfjob(
             "connectionsPerWorker": 1,
             "ttlSecondsAfterFinished": 600,
             "podTemplate": {
-                # AIPerf's pods run with HF_HOME on an emptyDir of their own (the rendered JobSet):
-                # HF_HUB_CACHE points the Hub cache at the ConfigMap instead; offline: no Hub call
-                "env": [
-                    {"name": "HF_HUB_OFFLINE", "value": "1"},
-                    {"name": "HF_HUB_CACHE", "value": f"{HF_MOUNT}/hub"},
-                    *(env or []),
-                ],
-                "volumes": [{"name": "tokenizer", "configMap": {"name": TOKENIZER_CONFIGMAP, "items": _HF_CACHE}}],
-                "volumeMounts": [{"name": "tokenizer", "mountPath": HF_MOUNT, "readOnly": True}],
+                "env": list(env or []),
+                "volumes": [{"name": "tokenizer", "configMap": {"name": TOKENIZER_CONFIGMAP}}],
+                "volumeMounts": [{"name": "tokenizer", "mountPath": TOKENIZER_PATH, "readOnly": True}],
             },
             "benchmark": {
                 "models": ["mock-model"],
                 "endpoint": {"urls": [url]},
-                "tokenizer": {"name": TOKENIZER_NAME},
+                "tokenizer": {"name": TOKENIZER_PATH},
                 "datasets": [
                     {
                         "name": "main",
@@ -466,6 +452,25 @@ def observe_aiperfjob(cp: ControlPlane, namespace: str, name: str) -> AIPerfOutc
         events=[f"{e.get('reason')}: {e.get('message')}" for e in evs.get("items", []) if e.get("type") == "Warning"],
         jobset="; ".join(js_done),
     )
+
+
+def container_logs(cp: ControlPlane, namespace: str, name: str, *, lines: int = 15) -> str:
+    """The log tails of the job's containers that terminated with an error (all of them when none
+    did): what says why a run failed, for assertion messages and the docs."""
+    pods = _get_json(cp, "pods", "-n", namespace, "-l", f"jobset.sigs.k8s.io/jobset-name=aiperf-{name}")
+    picked: list[tuple[str, str]] = []
+    everything: list[tuple[str, str]] = []
+    for p in pods.get("items", []):
+        for cs in (p.get("status") or {}).get("containerStatuses") or []:
+            everything.append((p["metadata"]["name"], cs["name"]))
+            term = (cs.get("state") or {}).get("terminated") or (cs.get("lastState") or {}).get("terminated")
+            if term and term.get("exitCode"):
+                picked.append((p["metadata"]["name"], cs["name"]))
+    out = []
+    for pod, c in picked or everything:
+        proc = cp.kubectl("logs", "-n", namespace, pod, "-c", c, f"--tail={lines}", check=False)
+        out.append(f"--- {pod}/{c}\n{proc.stdout}{proc.stderr}")
+    return "\n".join(out)
 
 
 def wait_aiperfjob(

@@ -178,8 +178,8 @@ class Stack:
         dns: bool = True,
         aiperf: bool = False,
     ) -> None:
-        if aiperf and "jobset" not in components:
-            raise ValueError("the AIPerf operator renders JobSets: components must include jobset")
+        if aiperf and ("jobset" not in components or not dns):
+            raise ValueError("the AIPerf operator renders JobSets whose pods find each other by DNS: jobset and dns")
         self.node = node
         self.components = tuple(components)
         self.gpus = gpus
