@@ -68,8 +68,11 @@ def test_the_good_job_renders_small_with_aiperfs_own_code() -> None:
         assert all("resources" not in c for c in spec["containers"])  # resourceMode: none
         for c in spec["containers"]:
             if c["name"] != "results-sidecar":  # the podTemplate's mounts reach every other container
-                assert {"name": "tokenizer", "mountPath": A.TOKENIZER_PATH, "readOnly": True} in c["volumeMounts"]
-                assert "HF_HUB_OFFLINE" not in {e["name"] for e in c.get("env", [])}, c["name"]
+                mounts = {m["mountPath"] for m in c["volumeMounts"]}
+                assert {f"/{A.TOKENIZER_NAME}", A.HF_CACHE_MOUNT} <= mounts, c["name"]
+                env = {e["name"]: e.get("value") for e in c.get("env", [])}
+                assert env.get("HF_HUB_CACHE") == f"{A.HF_CACHE_MOUNT}/hub" and "HF_HUB_OFFLINE" not in env, c["name"]
+                assert "workingDir" not in c  # the name resolves as a directory relative to "/"
     config = json.loads(out["configMap"]["data"]["run_config.json"])["cfg"]
     assert config["endpoint"]["urls"] == [A.STANDIN_URL]
-    assert config["tokenizer"]["name"] == A.TOKENIZER_PATH
+    assert config["tokenizer"]["name"] == A.TOKENIZER_NAME

@@ -33,14 +33,19 @@ FastAPI: ``POST /v1/chat/completions`` and ``/v1/messages``), as a Deployment + 
 (``http://fakellm.aiperf-standin.svc.cluster.local:8000``); its rules answer at once (the
 ``deterministic_echo`` fallback, no latency rule).
 
-AIPerf's benchmark loads a tokenizer; the default (``builtin``: tiktoken's o200k_base)
-downloads its encoding from the internet and a Hub name needs the Hub, which no pod here may
-reach. A local directory loads with no network (``aiperf/common/tokenizer.py``: a path is never
-resolved on the Hub), so :func:`good_aiperfjob` names the directory where a ConfigMap holding a
-tiny word-level ``tokenizer.json`` (:func:`ensure_tokenizer`) is mounted, through ``podTemplate``,
-in every benchmark pod. (``HF_HUB_OFFLINE=1`` would break it: AIPerf then looks every name up as
-a Hub repository in the cache, and the worker pods load the tokenizer bundle they fetch from the
-controller by its local path.)
+AIPerf's benchmark loads a tokenizer, three ways in Kubernetes mode: the controller's
+``dataset-manager`` by its name, the ``api`` container pre-warms it by name and serves it to the
+worker pods as a bundle built with ``snapshot_download(local_files_only=True)`` from the Hub cache
+(``aiperf/api/routers/tokenizer.py``), and the record processors load that bundle by its local
+path. The default (``builtin``: tiktoken's o200k_base) downloads its encoding and a Hub name
+needs the Hub, which no pod here reaches; ``HF_HUB_OFFLINE=1`` would avoid the Hub but AIPerf then
+looks every name up as a repository in the cache, so the record processors' bundle path fails
+(``HFValidationError``). So :func:`ensure_tokenizer` puts a tiny word-level ``tokenizer.json``
+in a ConfigMap, and :func:`good_aiperfjob` names it ``preflight/tiny-tokenizer``, mounts it at
+``/preflight/tiny-tokenizer`` (the pods' working directory is ``/``, and transformers loads an
+existing directory before it asks the Hub) and again laid out as a Hub cache at ``/opt/hf``
+(``HF_HUB_CACHE=/opt/hf/hub``: the rendered JobSet owns ``HF_HOME``) for the api's bundle.
+No pod needs the outside network.
 
 Use::
 
@@ -74,8 +79,14 @@ STANDIN_NAME = "fakellm"
 STANDIN_PORT = 8000
 STANDIN_URL = f"http://{STANDIN_NAME}.{STANDIN_NAMESPACE}.svc.cluster.local:{STANDIN_PORT}"
 TOKENIZER_CONFIGMAP = "aiperf-tokenizer"
-#: the tokenizer's name: a local directory (the ConfigMap, mounted in every benchmark pod)
-TOKENIZER_PATH = "/opt/aiperf-tokenizer"
+#: the tokenizer's name: a Hub repository id that is also a directory relative to the pods' working
+#: directory ("/"): see the module docstring
+TOKENIZER_NAME = "preflight/tiny-tokenizer"
+#: where the same ConfigMap is laid out as a Hugging Face Hub cache (HF_HUB_CACHE)
+HF_CACHE_MOUNT = "/opt/hf"
+_SNAPSHOT = "0" * 40
+_HUB_DIR = "hub/models--" + TOKENIZER_NAME.replace("/", "--")
+_FILES = ("tokenizer.json", "tokenizer_config.json")
 #: the phases in which the operator is done with an AIPerfJob (aiperf/kubernetes/phase.py)
 TERMINAL_PHASES = ("Completed", "Failed", "Cancelled")
 
@@ -314,13 +325,20 @@ def tokenizer_files(words: int = 512) -> dict[str, str]:
     return {"tokenizer.json": json.dumps(tok), "tokenizer_config.json": json.dumps(config)}
 
 
+_DIR_ITEMS = [{"key": f, "path": f} for f in _FILES]
+_HUB_ITEMS = [
+    {"key": "ref", "path": f"{_HUB_DIR}/refs/main"},
+    *({"key": f, "path": f"{_HUB_DIR}/snapshots/{_SNAPSHOT}/{f}"} for f in _FILES),
+]
+
+
 def ensure_tokenizer(cp: ControlPlane, namespace: str) -> None:
     """The tokenizer ConfigMap :func:`good_aiperfjob` mounts, in ``namespace``."""
     cm = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": TOKENIZER_CONFIGMAP, "namespace": namespace},
-        "data": tokenizer_files(),
+        "data": {**tokenizer_files(), "ref": _SNAPSHOT},
     }
     cp.kubectl("apply", "--server-side", "--field-manager=preflight-aiperf", "-f", "-", input=json.dumps(cm))
 
@@ -351,14 +369,20 @@ def good_aiperfjob(
             "connectionsPerWorker": 1,
             "ttlSecondsAfterFinished": 600,
             "podTemplate": {
-                "env": list(env or []),
-                "volumes": [{"name": "tokenizer", "configMap": {"name": TOKENIZER_CONFIGMAP}}],
-                "volumeMounts": [{"name": "tokenizer", "mountPath": TOKENIZER_PATH, "readOnly": True}],
+                "env": [{"name": "HF_HUB_CACHE", "value": f"{HF_CACHE_MOUNT}/hub"}, *(env or [])],
+                "volumes": [
+                    {"name": "tokenizer", "configMap": {"name": TOKENIZER_CONFIGMAP, "items": _DIR_ITEMS}},
+                    {"name": "tokenizer-hub", "configMap": {"name": TOKENIZER_CONFIGMAP, "items": _HUB_ITEMS}},
+                ],
+                "volumeMounts": [
+                    {"name": "tokenizer", "mountPath": f"/{TOKENIZER_NAME}", "readOnly": True},
+                    {"name": "tokenizer-hub", "mountPath": HF_CACHE_MOUNT, "readOnly": True},
+                ],
             },
             "benchmark": {
                 "models": ["mock-model"],
                 "endpoint": {"urls": [url]},
-                "tokenizer": {"name": TOKENIZER_PATH},
+                "tokenizer": {"name": TOKENIZER_NAME},
                 "datasets": [
                     {
                         "name": "main",
