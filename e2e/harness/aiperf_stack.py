@@ -414,7 +414,7 @@ class AIPerfOutcome:
     message: str  # status.error or the Failed/Complete condition's message
     pods: dict[str, str] = field(default_factory=dict)  # pod name -> phase
     events: list[str] = field(default_factory=list)  # "Reason: message" of the job's Warning events
-    jobset: str = ""  # the JobSet's terminal condition ("" while running or absent)
+    jobset: str = ""  # the JobSet's terminal condition, "" while it runs, "absent" without one
     seconds: float = 0.0  # from the first observation to this one
 
     @property
@@ -474,7 +474,7 @@ def observe_aiperfjob(cp: ControlPlane, namespace: str, name: str) -> AIPerfOutc
         message=message,
         pods={p["metadata"]["name"]: (p.get("status") or {}).get("phase", "") for p in pods.get("items", [])},
         events=[f"{e.get('reason')}: {e.get('message')}" for e in evs.get("items", []) if e.get("type") == "Warning"],
-        jobset="; ".join(js_done),
+        jobset="; ".join(js_done) if js else "absent",
     )
 
 
