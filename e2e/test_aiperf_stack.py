@@ -78,6 +78,7 @@ def test_the_operator_refuses_a_job_whose_secret_is_missing(stack: Stack) -> Non
     env = [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}]
     cp.kubectl("create", "-f", "-", input=yaml.safe_dump(A.good_aiperfjob("no-secret", NAMESPACE, env=env)))
     out = A.wait_aiperfjob(cp, NAMESPACE, "no-secret", timeout=180)
+    print(f"AIPerfJob no-secret: {out.phase} after {out.seconds:.0f}s", file=sys.stderr)
     assert out.phase == "Failed" and out.kind == "fails", out.detail()
     pre = out.conditions.get("PreflightPassed") or {}
     assert pre.get("status") == "False" and pre.get("reason") == "PreflightFailed", out.detail()
