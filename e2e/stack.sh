@@ -10,19 +10,27 @@
 #                jobset   main.go                                       (jobset/Dockerfile)
 #                trainer  cmd/trainer-controller-manager/main.go        (its Dockerfile)
 #                kueue    cmd/kueue/main.go                             (kueue/Dockerfile)
-#   images     each binary as /manager in an image FROM scratch, USER 65532:65532,
+#              and the cluster DNS, CoreDNS, from github.com/coredns/coredns at COREDNS_VERSION
+#              (main package at the module root; its Makefile's -tags=grpcnotrace and
+#              -ldflags "-s -w -X .../coremain.GitCommit=<version>", CGO_ENABLED=0)
+#   images     each manager as /manager in an image FROM scratch, USER 65532:65532,
 #              ENTRYPOINT ["/manager"] (what the upstream Dockerfiles put on distroless/static),
-#              built by buildah and saved as a docker archive
+#              built by buildah and saved as a docker archive; CoreDNS likewise as /coredns with
+#              cap_net_bind_service set on it (coredns/Dockerfile: it binds :53 as 65532)
 #   manifests  `kubectl kustomize` of each module's own manifests (jobset config/default,
 #              trainer manifests/overlays/manager, kueue config/default): deployed with only the
 #              image references replaced by the local ones (e2e/harness/stack.py)
-#              and Trainer's own ClusterTrainingRuntimes (manifests/overlays/runtimes)
+#              and Trainer's own ClusterTrainingRuntimes (manifests/overlays/runtimes); and
+#              Kubernetes' CoreDNS addon, cluster/addons/dns/coredns/coredns.yaml.base of
+#              k8s.io/kubernetes@KUBERNETES_VERSION, copied as the template it is (stack.py
+#              substitutes its variables for the node and drops the Corefile's `forward`)
 #   aiperf     the AIPerf operator's image (also the image its pods use) from the aiperf wheel at
 #              AIPERF_VERSION, and the stand-in endpoint's (PyPI fakellm at FAKELLM_VERSION), both
 #              pip-installed on the local Python base (e2e/images.sh base); part of `all` (cold:
 #              ~3 min and a 1.3 GB archive; warm: the stamps, under a second)
 #   workload   the matrix's workload image: e2e/nodeimage/workload (one static Go binary linked
-#              as sh, python, torchrun, tune, mpirun, sshd ...), FROM scratch
+#              as sh, python, torchrun, tune, mpirun, sshd ..., and getent for the DNS tests),
+#              FROM scratch
 #
 # Everything lands in ~/.cache/preflight-webhook/stack/ with stamps: a warm run takes seconds.
 # Images use the buildah storage of e2e/images.sh (the same vfs store). Needs Go; images need root.

@@ -288,19 +288,27 @@ class Stack:
             "apply", "--server-side", "--force-conflicts", "--field-manager=preflight-stack", "-f", "-",
             input=yaml.safe_dump_all(docs, sort_keys=False), timeout=180,
         )  # fmt: skip
+        # Available alone is True at once (1 replica, maxUnavailable 1): every replica must be
         self._wait(
-            f"Deployment {DNS_NAMESPACE}/{DNS_DEPLOYMENT} Available",
-            lambda: self._available(DNS_NAMESPACE, DNS_DEPLOYMENT),
+            f"Deployment {DNS_NAMESPACE}/{DNS_DEPLOYMENT} Available with every replica ready",
+            lambda: self._available(DNS_NAMESPACE, DNS_DEPLOYMENT, every_replica=True),
             self.timeout,
         )
 
-    def _available(self, ns: str, dep: str) -> bool | str:
+    def _available(self, ns: str, dep: str, *, every_replica: bool = False) -> bool | str:
         proc = self.kubectl("get", "deployment", dep, "-n", ns, "-o", "json", check=False)
         if proc.returncode != 0:
             return proc.stderr.strip()[-200:]
         obj = json.loads(proc.stdout)
-        conds = {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}
-        if conds.get("Available", {}).get("status") == "True":
+        status = obj.get("status") or {}
+        conds = {c["type"]: c for c in status.get("conditions") or []}
+        replicas = (obj.get("spec") or {}).get("replicas", 1)
+        if conds.get("Available", {}).get("status") == "True" and (
+            not every_replica
+            or (status.get("observedGeneration") == obj["metadata"].get("generation")
+                and status.get("availableReplicas", 0) >= replicas
+                and status.get("updatedReplicas", 0) >= replicas)
+        ):  # fmt: skip
             return True
         pods = self.kubectl("get", "pods", "-n", ns, "-o", "wide", check=False).stdout
         return f"{conds.get('Available', {}).get('message', 'no Available condition')}\n{pods}"
