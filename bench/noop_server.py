@@ -56,6 +56,7 @@ async def main() -> None:
     app = web.Application(client_max_size=8 * 1024 * 1024)
     app.router.add_post("/validate", validate)
     app.router.add_get("/readyz", readyz)
+    app.router.add_get("/healthz", readyz)  # the chart's liveness probe (bench/apply_latency_node.py)
     app.router.add_get("/metrics", metrics)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
