@@ -105,12 +105,14 @@ class Release:
             {
                 "op": "replace",
                 "path": "/spec/template/spec/containers/0/args",
-                "value": [f"--port={PORT}", f"--tls-cert={tls['--tls-cert']}", f"--tls-key={tls['--tls-key']}", "--echo-uid"],
+                "value": [f"--port={PORT}", "--host=0.0.0.0", f"--tls-cert={tls['--tls-cert']}", f"--tls-key={tls['--tls-key']}", "--echo-uid"],
             },
         ]  # fmt: skip
         name = deploy["metadata"]["name"]
         self.kubectl("patch", "deployment", "-n", self.namespace, name, "--type=json", f"-p={json.dumps(ops)}")
-        self.kubectl("rollout", "status", "deployment", "-n", self.namespace, name, "--timeout=180s")
+        self.node.cp.kubectl(
+            "rollout", "status", "deployment", "-n", self.namespace, name, "--timeout=170s", timeout=180
+        )  # type: ignore[union-attr]
 
     def _deployment(self) -> dict[str, Any]:
         items = json.loads(
