@@ -110,9 +110,15 @@ class Release:
         ]  # fmt: skip
         name = deploy["metadata"]["name"]
         self.kubectl("patch", "deployment", "-n", self.namespace, name, "--type=json", f"-p={json.dumps(ops)}")
-        self.node.cp.kubectl(
-            "rollout", "status", "deployment", "-n", self.namespace, name, "--timeout=170s", timeout=180
-        )  # type: ignore[union-attr]
+        cp = self.node.cp
+        assert cp is not None
+        rollout = cp.kubectl("rollout", "status", "deployment", "-n", self.namespace, name, "--timeout=170s", timeout=180, check=False)  # fmt: skip
+        if rollout.returncode != 0:
+            pods = cp.kubectl("get", "pods", "-n", self.namespace, "-o", "wide", check=False).stdout
+            logs = cp.kubectl("logs", "-n", self.namespace, f"deployment/{name}", "--tail=30", check=False)
+            raise RuntimeError(
+                f"the no-op release did not roll out: {rollout.stderr}\n{pods}\n{logs.stdout}{logs.stderr}"
+            )
 
     def _deployment(self) -> dict[str, Any]:
         items = json.loads(
