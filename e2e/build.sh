@@ -15,7 +15,7 @@
 #   crds-optional/*.yaml  Karpenter's NodePool/NodeClaim CRDs (not installed by default)
 #   bin/kubelet, kube-controller-manager, kube-scheduler, kube-proxy  for the real node
 #                       (e2e/harness/node.py), same module setup as kube-apiserver
-#   stack (part of `all`)  JobSet, Trainer and Kueue controller managers and their rendered
+#   stack (part of `all`)  JobSet, Trainer and Kueue controller managers and CoreDNS, their rendered
 #                       manifests, by e2e/stack.sh into ~/.cache/preflight-webhook/stack/ (the
 #                       images from them are built when a Stack starts: e2e/harness/stack.py)
 # `node` (part of `all`) also installs the node's Debian packages when run as root (containerd,

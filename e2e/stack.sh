@@ -10,18 +10,26 @@
 #                jobset   main.go                                       (jobset/Dockerfile)
 #                trainer  cmd/trainer-controller-manager/main.go        (its Dockerfile)
 #                kueue    cmd/kueue/main.go                             (kueue/Dockerfile)
-#   images     each binary as /manager in an image FROM scratch, USER 65532:65532,
+#              and the cluster DNS, CoreDNS, from github.com/coredns/coredns at COREDNS_VERSION
+#              (main package at the module root; its Makefile's -tags=grpcnotrace and
+#              -ldflags "-s -w -X .../coremain.GitCommit=<version>", CGO_ENABLED=0)
+#   images     each manager as /manager in an image FROM scratch, USER 65532:65532,
 #              ENTRYPOINT ["/manager"] (what the upstream Dockerfiles put on distroless/static),
-#              built by buildah and saved as a docker archive
+#              built by buildah and saved as a docker archive; CoreDNS likewise as /coredns with
+#              cap_net_bind_service set on it (coredns/Dockerfile: it binds :53 as 65532)
 #   manifests  `kubectl kustomize` of each module's own manifests (jobset config/default,
 #              trainer manifests/overlays/manager, kueue config/default): deployed with only the
 #              image references replaced by the local ones (e2e/harness/stack.py)
-#              and Trainer's own ClusterTrainingRuntimes (manifests/overlays/runtimes)
+#              and Trainer's own ClusterTrainingRuntimes (manifests/overlays/runtimes); and
+#              Kubernetes' CoreDNS addon, cluster/addons/dns/coredns/coredns.yaml.base of
+#              k8s.io/kubernetes@KUBERNETES_VERSION, copied as the template it is (stack.py
+#              substitutes its variables for the node and drops the Corefile's `forward`)
 #   aiperf     the AIPerf operator's image (also the image its pods use) from the aiperf wheel at
 #              AIPERF_VERSION, and the stand-in endpoint's (PyPI fakellm at FAKELLM_VERSION), both
 #              pip-installed on the local Python base (e2e/images.sh base); not part of `all` yet
 #   workload   the matrix's workload image: e2e/nodeimage/workload (one static Go binary linked
-#              as sh, python, torchrun, tune, mpirun, sshd ...), FROM scratch
+#              as sh, python, torchrun, tune, mpirun, sshd ..., and getent for the DNS tests),
+#              FROM scratch
 #
 # Everything lands in ~/.cache/preflight-webhook/stack/ with stamps: a warm run takes seconds.
 # Images use the buildah storage of e2e/images.sh (the same vfs store). Needs Go; images need root.
@@ -50,10 +58,16 @@ spec() {
         jobset) echo "sigs.k8s.io/jobset $JOBSET_VERSION . config/default" ;;
         trainer) echo "github.com/kubeflow/trainer/v2 $TRAINER_VERSION ./cmd/trainer-controller-manager manifests/overlays/manager" ;;
         kueue) echo "sigs.k8s.io/kueue $KUEUE_VERSION ./cmd/kueue config/default" ;;
+        coredns) echo "github.com/coredns/coredns $COREDNS_VERSION . -" ;;
         *) die "unknown component $1" ;;
     esac
 }
 COMPONENTS=(jobset trainer kueue)
+# built and imaged like the components; its manifest is Kubernetes' own addon (e2e/harness/stack.py)
+BINARIES=("${COMPONENTS[@]}" coredns)
+
+# the binary's (and the image's entrypoint's) name: the managers are /manager, CoreDNS is /coredns
+binname() { if [[ "$1" == coredns ]]; then echo coredns; else echo "$1-manager"; fi; }
 
 moddir() {
     go mod download -json "$1@$2" | python3 -c '
@@ -67,25 +81,29 @@ print(info["Dir"])'
 build_binary() {
     local name="$1" module version pkg _m
     read -r module version pkg _m <<<"$(spec "$name")"
-    local out="$OUT/bin/$name-manager" stamp="$OUT/bin/.$name.version"
+    local out stamp="$OUT/bin/.$name.version"
+    out="$OUT/bin/$(binname "$name")"
     if [[ -x "$out" ]] && fresh "$stamp" "$module@$version"; then say "$name $version: cached"; return; fi
     command -v go >/dev/null || die "Go is required"
-    say "building the $name controller manager $version from the Go module $module..."
+    say "building $(binname "$name") $version from the Go module $module..."
     local t0=$SECONDS dir src="$OUT/src/$name-$version"
     dir="$(moddir "$module" "$version")"
     rm -rf "$src"
     mkdir -p "$OUT/src" "$OUT/bin"
     cp -r "$dir" "$src"
     chmod -R u+w "$src"
-    local ldflags="-s -w"
+    local ldflags="-s -w" tags=()
     case "$name" in
         jobset | kueue) ldflags+=" -X sigs.k8s.io/$name/pkg/version.GitVersion=$version" ;;
+        # coredns/Makefile: GOTAGS=grpcnotrace, STRIP_FLAGS + coremain.GitCommit (its `git describe`:
+        # a module download has no .git, so the version stands in for it)
+        coredns) ldflags+=" -X github.com/coredns/coredns/coremain.GitCommit=$version" tags=(-tags=grpcnotrace) ;;
     esac
-    (cd "$src" && go build -trimpath -ldflags "$ldflags" -o "$out.tmp" "$pkg")
+    (cd "$src" && go build -trimpath "${tags[@]}" -ldflags "$ldflags" -o "$out.tmp" "$pkg")
     mv -f "$out.tmp" "$out"
     rm -rf "$src"
     echo "$module@$version" >"$stamp"
-    say "$name controller manager built in $((SECONDS - t0))s ($(du -h "$out" | cut -f1))"
+    say "$(binname "$name") built in $((SECONDS - t0))s ($(du -h "$out" | cut -f1))"
 }
 
 build_manifests() {
@@ -121,6 +139,20 @@ build_manifests() {
     done
 }
 
+# Kubernetes' own CoreDNS addon manifest at KUBERNETES_VERSION, the template as shipped: its
+# variables (__DNS__SERVER__ ...) are the node's, substituted when a Stack deploys it
+build_dns_manifest() {
+    local out="$OUT/manifests/coredns.yaml.base" stamp="$OUT/manifests/.coredns.version" path
+    path=cluster/addons/dns/coredns/coredns.yaml.base
+    if [[ -s "$out" ]] && fresh "$stamp" "k8s.io/kubernetes@$KUBERNETES_VERSION $path"; then return; fi
+    mkdir -p "$OUT/manifests"
+    cp "$(moddir k8s.io/kubernetes "$KUBERNETES_VERSION")/$path" "$out.tmp"
+    chmod u+w "$out.tmp"
+    mv -f "$out.tmp" "$out"
+    echo "k8s.io/kubernetes@$KUBERNETES_VERSION $path" >"$stamp"
+    say "coredns manifest: k8s.io/kubernetes@$KUBERNETES_VERSION $path"
+}
+
 build_workload() {
     local tar="$OUT/images/workload.tar" stamp="$OUT/images/.workload.version" want
     local ref=localhost/preflight/workload:local src="$HERE/nodeimage/workload"
@@ -133,7 +165,7 @@ build_workload() {
     (cd "$src" && go build -trimpath -ldflags "-s -w" -o "$tmp/root/workload" .)
     # the names the Trainer runtimes' and the tests' commands use
     for n in sh bash; do ln -s /workload "$tmp/root/bin/$n"; done
-    for n in python python3 torchrun tune mpirun accelerate deepspeed env; do ln -s /workload "$tmp/root/usr/bin/$n"; done
+    for n in python python3 torchrun tune mpirun accelerate deepspeed env getent; do ln -s /workload "$tmp/root/usr/bin/$n"; done
     for n in python python3 torchrun tune; do ln -s /workload "$tmp/root/usr/local/bin/$n"; done
     ln -s /workload "$tmp/root/usr/sbin/sshd"
     chmod 1777 "$tmp/root/tmp"
@@ -152,16 +184,25 @@ build_workload() {
 build_image() {
     local name="$1" version
     read -r _ version _ _ <<<"$(spec "$name")"
-    local bin="$OUT/bin/$name-manager" tar="$OUT/images/$name.tar" stamp="$OUT/images/.$name.version"
-    local ref="localhost/preflight/$name-controller:$version" want
+    local bin="$OUT/bin/$(binname "$name")" tar="$OUT/images/$name.tar" stamp="$OUT/images/.$name.version"
+    local ref="localhost/preflight/$name-controller:$version" want entry=/manager
+    [[ "$name" == coredns ]] && ref="localhost/preflight/coredns:$version" entry=/coredns
     want="$(sha256sum "$bin" | cut -c1-16) $ref"
     if [[ -s "$tar" ]] && fresh "$stamp" "$want"; then say "$name image: cached"; return; fi
-    say "building the $name image (FROM scratch + the static manager)..."
-    local t0=$SECONDS c
+    say "building the $name image (FROM scratch + the static $entry)..."
+    local t0=$SECONDS c mnt
     mkdir -p "$OUT/images"
     c="$(bah from scratch)"
-    bah copy "$c" "$bin" /manager
-    bah config --entrypoint '["/manager"]' --user 65532:65532 --workingdir / "$c"
+    bah copy "$c" "$bin" "$entry"
+    if [[ "$name" == coredns ]]; then
+        # coredns/Dockerfile: `setcap cap_net_bind_service=+ep /coredns`, so that as 65532 it can
+        # still bind :53 (the addon manifest adds NET_BIND_SERVICE and drops ALL); set on the
+        # image's own copy (vfs storage: a plain directory), kept by the layer as an xattr
+        mnt="$(bah mount "$c")"
+        setcap cap_net_bind_service=+ep "$mnt$entry"
+        bah umount "$c" >/dev/null
+    fi
+    bah config --entrypoint "[\"$entry\"]" --user 65532:65532 --workingdir / "$c"
     bah commit -q "$c" "$ref" >/dev/null
     bah rm "$c" >/dev/null
     rm -f "$tar"
@@ -224,21 +265,22 @@ main() {
         flock 8
     fi
     case "$what" in
-        binaries) for n in "${COMPONENTS[@]}"; do build_binary "$n"; done ;;
-        manifests) build_manifests ;;
+        binaries) for n in "${BINARIES[@]}"; do build_binary "$n"; done ;;
+        manifests) build_manifests; build_dns_manifest ;;
         images)
-            for n in "${COMPONENTS[@]}"; do build_binary "$n"; done
+            for n in "${BINARIES[@]}"; do build_binary "$n"; done
             images_lock
-            for n in "${COMPONENTS[@]}"; do build_image "$n"; done
+            for n in "${BINARIES[@]}"; do build_image "$n"; done
             build_workload
             ;;
         workload) images_lock; build_workload ;;
         aiperf) images_lock; build_aiperf ;;
         all)
-            for n in "${COMPONENTS[@]}"; do build_binary "$n"; done
+            for n in "${BINARIES[@]}"; do build_binary "$n"; done
             build_manifests
+            build_dns_manifest
             images_lock
-            for n in "${COMPONENTS[@]}"; do build_image "$n"; done
+            for n in "${BINARIES[@]}"; do build_image "$n"; done
             build_workload
             ;;
         *) die "usage: $0 [all|binaries|images|workload|aiperf|manifests|path]" ;;

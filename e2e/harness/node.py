@@ -15,7 +15,10 @@
   apiserver's ``--enable-aggregator-routing`` would route webhook calls to endpoints
   directly, but pods still need the ``kubernetes`` Service to reach the apiserver, so
   kube-proxy is needed anyway; with it both paths are the real ones.)
-* the kubelet (cgroupfs driver, its cgroups under a root of its own, node IP on the bridge).
+* the kubelet (cgroupfs driver, its cgroups under a root of its own, node IP on the bridge),
+  with ``clusterDNS: [<the Service range's .10 address>]`` and ``clusterDomain: cluster.local``
+  as kubeadm writes them (:func:`cluster_dns_ip`); the DNS server itself, CoreDNS, is deployed
+  by :class:`e2e.harness.stack.Stack` (without it pods get a nameserver nobody answers on).
 
 Network safety: the pod and Service ranges are checked against ``ip route`` before anything
 starts (a collision is an error); the bridge's connected route covers the pod range and a
@@ -85,6 +88,8 @@ CIDR_CANDIDATES = [
     ("192.168.244.0/24", "192.168.96.0/24"),
 ]
 GUARD_CHAIN = "PREFLIGHT-NODE-GUARD"
+#: the kubelet's clusterDomain (kubeadm's default, DefaultServiceDNSDomain)
+CLUSTER_DOMAIN = "cluster.local"
 #: One node at a time per machine: the kubelet's fixed paths, the guard chain and the start
 #: snapshot are machine-wide. Node.start() holds this lock until stop(). Under it, a node whose
 #: owner died before stop() (a killed session or CI run: its processes die with it, its bridge,
@@ -172,6 +177,13 @@ def kubelet_config(version: tuple[int, int, int], base: dict[str, Any]) -> dict[
     if version[:2] >= (1, 31):
         cfg["failCgroupV1"] = False
     return cfg
+
+
+def cluster_dns_ip(service_cidr: str) -> str:
+    """The cluster DNS Service's ClusterIP: the 10th address of the Service range, as kubeadm
+    picks it (``GetDNSIP``: ``GetIndexedIP(serviceSubnet, 10)``), e.g. 10.96.0.10."""
+    net = ipaddress.ip_network(service_cidr)
+    return str(net.network_address + 10)
 
 
 def _another_node_present() -> bool:
@@ -553,6 +565,11 @@ class Node:
         }
         _write(cni / "net.d" / "10-preflight-node.conflist", json.dumps(conf, indent=2), 0o644)
 
+    @property
+    def dns_ip(self) -> str:
+        """The ClusterIP the kubelet gives pods as their nameserver (:func:`cluster_dns_ip`)."""
+        return cluster_dns_ip(self.service_cidr)
+
     def guard_counters(self) -> dict[str, int]:
         """Packets the guard chain dropped per rule (addressed to pod/Service ranges, leaving by the default route)."""
         out = _run(["iptables", "-w", "-L", GUARD_CHAIN, "-n", "-v", "-x"]).stdout.splitlines()[2:]
@@ -786,6 +803,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             "containerRuntimeEndpoint": f"unix://{self.containerd_sock}",
             "imageServiceEndpoint": f"unix://{self.containerd_sock}",
             "resolvConf": "/etc/resolv.conf",
+            # what kubeadm writes: pods (dnsPolicy ClusterFirst) ask CoreDNS (e2e/harness/stack.py)
+            "clusterDNS": [self.dns_ip],
+            "clusterDomain": CLUSTER_DOMAIN,
             "evictionHard": {"memory.available": "50Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
             "imageGCHighThresholdPercent": 100,
             "imageGCLowThresholdPercent": 99,

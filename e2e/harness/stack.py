@@ -7,6 +7,17 @@ On top of :class:`e2e.harness.node.Node` (which it leaves unchanged), :class:`St
   as ``/manager`` in an image FROM scratch, the workload image the matrix's jobs run
   (``e2e/nodeimage/workload``), and the upstream manifests rendered by ``kubectl kustomize``
   (JobSet ``config/default``, Trainer ``manifests/overlays/manager``, Kueue ``config/default``);
+* deploys the cluster DNS the way Kubernetes itself ships it (:meth:`Stack.deploy_dns`):
+  CoreDNS built from its own Go module at ``COREDNS_VERSION`` (``/coredns`` in an image FROM
+  scratch, as its Dockerfile), from the addon manifest
+  ``cluster/addons/dns/coredns/coredns.yaml.base`` of the k8s.io/kubernetes module at
+  ``KUBERNETES_VERSION``, its variables substituted as kube-up does
+  (``cluster/addons/dns/coredns/transforms2sed.sed``): ``__DNS__SERVER__`` the Service range's
+  .10 address the kubelet's ``clusterDNS`` names, ``__DNS__DOMAIN__`` ``cluster.local``,
+  ``__DNS__MEMORY__LIMIT__`` kube-up's default 170Mi (``cluster/gce/config-default.sh``); only
+  the image replaced by the local one, and the Corefile's ``forward . /etc/resolv.conf`` block
+  removed: this machine has no outside network, so CoreDNS answers for ``cluster.local`` (and
+  the reverse zones) only and never sends a query off the node;
 * loads the images into the node's containerd;
 * advertises ``nvidia.com/gpu`` in the Node's status capacity (a patch of the ``status``
   subresource, as Kubernetes' "Advertise Extended Resources for a Node" task does), so the
@@ -32,6 +43,7 @@ Use::
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -42,7 +54,7 @@ from typing import Any
 import yaml
 
 from e2e.harness.controlplane import ControlPlaneError
-from e2e.harness.node import NODE_NAME, Node, NodeError
+from e2e.harness.node import CLUSTER_DOMAIN, NODE_NAME, Node, NodeError
 
 STACK_SCRIPT = Path(__file__).resolve().parents[1] / "stack.sh"
 VERSIONS_FILE = Path(__file__).resolve().parents[1] / "versions.env"
@@ -54,6 +66,36 @@ COMPONENTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "trainer": ("kubeflow-system", ("kubeflow-trainer-controller-manager",)),
     "kueue": ("kueue-system", ("kueue-controller-manager",)),
 }
+
+
+#: the addon manifest Kubernetes ships CoreDNS with (in the k8s.io/kubernetes module)
+DNS_MANIFEST = "cluster/addons/dns/coredns/coredns.yaml.base"
+#: kube-up's DNS_MEMORY_LIMIT default (cluster/gce/config-default.sh: KUBE_DNS_MEMORY_LIMIT:-170Mi)
+DNS_MEMORY_LIMIT = "170Mi"
+DNS_NAMESPACE, DNS_DEPLOYMENT, DNS_SERVICE = "kube-system", "coredns", "kube-dns"
+# the Corefile's upstream forwarding (its whole block), dropped: no outside network here
+_FORWARD_BLOCK = re.compile(r"^[ \t]*forward \. /etc/resolv\.conf \{[^}]*\}[ \t]*\n", re.M)
+
+
+def dns_manifests(template: str, *, server: str, domain: str, image: str) -> list[dict[str, Any]]:
+    """``coredns.yaml.base`` rendered as kube-up renders it (transforms2sed.sed), the image
+    replaced by ``image`` and the Corefile's ``forward . /etc/resolv.conf`` block removed."""
+    text = (
+        template.replace("__DNS__SERVER__", server)
+        .replace("__DNS__DOMAIN__", domain)
+        .replace("__DNS__MEMORY__LIMIT__", DNS_MEMORY_LIMIT)
+        .replace("__MACHINE_GENERATED_WARNING__", f"Warning: This is a file generated from {DNS_MANIFEST}")
+    )
+    if "__" in "".join(line.split("#")[0] for line in text.splitlines()):
+        raise NodeError(f"{DNS_MANIFEST}: a template variable this harness does not know is left")
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    for d in docs:
+        if d.get("kind") == "ConfigMap" and d["metadata"]["name"] == DNS_DEPLOYMENT:
+            corefile, n = _FORWARD_BLOCK.subn("", d["data"]["Corefile"])
+            if n != 1:
+                raise NodeError(f"{DNS_MANIFEST}: no `forward . /etc/resolv.conf` block in its Corefile")
+            d["data"]["Corefile"] = corefile
+    return localize(docs, lambda _old: image)
 
 
 def versions() -> dict[str, str]:
@@ -68,6 +110,8 @@ def versions() -> dict[str, str]:
 
 def image_ref(component: str) -> str:
     v = versions()[f"{component.upper()}_VERSION"]
+    if component == "coredns":
+        return f"localhost/preflight/coredns:{v}"
     return f"localhost/preflight/{component}-controller:{v}"
 
 
@@ -115,7 +159,7 @@ class Stack:
     """JobSet + Trainer + Kueue on a started :class:`Node`; see the module docstring.
 
     ``gpus``: the ``nvidia.com/gpu`` count the Node advertises. ``components``: which to deploy
-    (in order; Trainer needs JobSet).
+    (in order; Trainer needs JobSet). ``dns``: deploy CoreDNS first (:meth:`deploy_dns`).
     """
 
     def __init__(
@@ -126,12 +170,14 @@ class Stack:
         gpus: int = 4,
         timeout: float = 300.0,
         runtimes: bool = True,
+        dns: bool = True,
     ) -> None:
         self.node = node
         self.components = tuple(components)
         self.gpus = gpus
         self.timeout = timeout
         self.runtimes = runtimes
+        self.dns = dns
         self.cache: Path | None = None
         self.timings: dict[str, float] = {}
 
@@ -152,9 +198,14 @@ class Stack:
         t0 = time.monotonic()
         self.cache = run_stack_script("all")
         self.timings["build"] = time.monotonic() - t0
-        for name in (*self.components, "workload"):
+        for name in (*(("coredns",) if self.dns else ()), *self.components, "workload"):
             self.node.load_image(self.cache / "images" / f"{name}.tar")
         self.timings["load"] = time.monotonic() - t0 - self.timings["build"]
+        if self.dns:
+            t1 = time.monotonic()
+            self.deploy_dns()
+            self.timings["coredns"] = time.monotonic() - t1
+            self._say(f"coredns ready: Deployment Available at {self.node.dns_ip} ({self.timings['coredns']:.0f}s)")
         self.advertise_gpus(self.gpus)
         for name in self.components:
             t1 = time.monotonic()
@@ -206,13 +257,38 @@ class Stack:
         probe = _WEBHOOK_PROBES[name]
         self._wait(f"the {name} webhook answering", lambda: self._dry_run_ok(probe), self.timeout)
 
-    def _available(self, ns: str, dep: str) -> bool | str:
+    def deploy_dns(self) -> None:
+        """CoreDNS from Kubernetes' addon manifest (:func:`dns_manifests`), its Service at the
+        node's ``clusterDNS`` address; returns once the Deployment is Available (its readiness
+        probe, ``/ready`` of the ``ready`` plugin, passes once the kubernetes plugin has synced)."""
+        assert self.cache is not None
+        template = (self.cache / "manifests" / "coredns.yaml.base").read_text()
+        docs = dns_manifests(template, server=self.node.dns_ip, domain=CLUSTER_DOMAIN, image=image_ref("coredns"))
+        self.kubectl(
+            "apply", "--server-side", "--force-conflicts", "--field-manager=preflight-stack", "-f", "-",
+            input=yaml.safe_dump_all(docs, sort_keys=False), timeout=180,
+        )  # fmt: skip
+        # Available alone is True at once (1 replica, maxUnavailable 1): every replica must be
+        self._wait(
+            f"Deployment {DNS_NAMESPACE}/{DNS_DEPLOYMENT} Available with every replica ready",
+            lambda: self._available(DNS_NAMESPACE, DNS_DEPLOYMENT, every_replica=True),
+            self.timeout,
+        )
+
+    def _available(self, ns: str, dep: str, *, every_replica: bool = False) -> bool | str:
         proc = self.kubectl("get", "deployment", dep, "-n", ns, "-o", "json", check=False)
         if proc.returncode != 0:
             return proc.stderr.strip()[-200:]
         obj = json.loads(proc.stdout)
-        conds = {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}
-        if conds.get("Available", {}).get("status") == "True":
+        status = obj.get("status") or {}
+        conds = {c["type"]: c for c in status.get("conditions") or []}
+        replicas = (obj.get("spec") or {}).get("replicas", 1)
+        if conds.get("Available", {}).get("status") == "True" and (
+            not every_replica
+            or (status.get("observedGeneration") == obj["metadata"].get("generation")
+                and status.get("availableReplicas", 0) >= replicas
+                and status.get("updatedReplicas", 0) >= replicas)
+        ):  # fmt: skip
             return True
         pods = self.kubectl("get", "pods", "-n", ns, "-o", "wide", check=False).stdout
         return f"{conds.get('Available', {}).get('message', 'no Available condition')}\n{pods}"
