@@ -98,6 +98,65 @@ def measure(cp: ControlPlane, name: str, clients: int, per_client: int) -> tuple
     return res.latencies_ms, res.errors
 
 
+def render(
+    title: str,
+    command: str,
+    modes: list[str],
+    levels: list[int],
+    times: dict[tuple[str, str, int], list[float]],
+    errors: dict[tuple[str, str, int], int],
+    loads: list[str],
+    answered: dict[str, float],
+    clients_line: str,
+) -> str:
+    """The docs/benchmarks.md section: the table per sample, level and mode, and the target's verdict."""
+
+    def added(mode: str, name: str, c: int, q: float) -> float:
+        return pct(times[(mode, name, c)], q) - pct(times[(NONE, name, c)], q)
+
+    lines = [
+        title,
+        "",
+        *header(command),
+        clients_line,
+        "",
+        "| sample | clients | mode | calls | p50 | p99 | added p50 | added p99 | ratio p50 | ratio p99 | errors |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name in PATHS:
+        for c in levels:
+            for mode in modes:
+                xs = times[(mode, name, c)]
+                row = f"| {name} | {c} | {mode} | {len(xs)} | {pct(xs, 50):.1f} | {pct(xs, 99):.1f} |"
+                if mode == NONE:
+                    row += " | | | |"
+                else:
+                    a50, a99 = added(mode, name, c, 50), added(mode, name, c, 99)
+                    n50, n99 = added(NOOP, name, c, 50), added(NOOP, name, c, 99)
+                    r50 = f"{a50 / n50:.2f}" if mode != NOOP and n50 > 0 else ""
+                    r99 = f"{a99 / n99:.2f}" if mode != NOOP and n99 > 0 else ""
+                    row += f" {a50:.1f} | {a99:.1f} | {r50} | {r99} |"
+                lines.append(row + f" {errors[(mode, name, c)]} |")
+    verdicts = []
+    if 8 in levels:
+        for name in PATHS:
+            a, n = added(OFF, name, 8, 99), added(NOOP, name, 8, 99)
+            ok = n > 0 and a <= 1.3 * n
+            verdicts.append(
+                f"- {name}, 8 clients, Dry Run off: added p99 {a:.1f} ms vs the no-op's {n:.1f} ms "
+                f"→ {'met' if ok else 'NOT met'} ({TARGET})."
+            )
+    lines += [
+        "",
+        f"Load average at the start of each phase: {', '.join(loads)}. Reviews answered: "
+        + ", ".join(f"{m}: {n:.0f}" for m, n in answered.items())
+        + ".",
+        "",
+        *verdicts,
+    ]
+    return "\n".join(lines)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--clients", default="1,8,32")
@@ -162,55 +221,24 @@ def main() -> int:
                             )
             answered = {m: h.requests_total() - answered0[m] for m, h in hooks.items()}
 
-    def added(mode: str, name: str, c: int, q: float) -> float:
-        return pct(times[(mode, name, c)], q) - pct(times[(NONE, name, c)], q)
-
-    lines = [
+    text = render(
         "## Cluster: added apply latency against a no-op webhook",
-        "",
-        *header(command),
-        f"Clients: bench/loadgen.py POSTing the sample to its collection with `?dryRun=All` through the real "
-        f"kube-apiserver (admin client certificate, keep-alive TLS), {args.per_client} requests per client per "
-        f"round, {args.rounds} rounds (mode order reversed every other round). The no-op webhook "
-        f"(bench/noop_server.py --echo-uid) is registered exactly like the webhook (same certificates, "
-        f"failurePolicy Fail, timeoutSeconds 10, rules, namespaceSelector); one VWC in place at a time. "
-        f"Added = the mode's percentile minus the no-webhook percentile; ratio = added / the no-op's added.",
-        "",
-        "| sample | clients | mode | calls | p50 | p99 | added p50 | added p99 | ratio p50 | ratio p99 | errors |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for name in PATHS:
-        for c in levels:
-            for mode in modes:
-                xs = times[(mode, name, c)]
-                row = f"| {name} | {c} | {mode} | {len(xs)} | {pct(xs, 50):.1f} | {pct(xs, 99):.1f} |"
-                if mode == NONE:
-                    row += " | | | |"
-                else:
-                    a50, a99 = added(mode, name, c, 50), added(mode, name, c, 99)
-                    n50, n99 = added(NOOP, name, c, 50), added(NOOP, name, c, 99)
-                    r50 = f"{a50 / n50:.2f}" if mode != NOOP and n50 > 0 else ""
-                    r99 = f"{a99 / n99:.2f}" if mode != NOOP and n99 > 0 else ""
-                    row += f" {a50:.1f} | {a99:.1f} | {r50} | {r99} |"
-                lines.append(row + f" {errors[(mode, name, c)]} |")
-    verdicts = []
-    if 8 in levels:
-        for name in PATHS:
-            a, n = added(OFF, name, 8, 99), added(NOOP, name, 8, 99)
-            ok = n > 0 and a <= 1.3 * n
-            verdicts.append(
-                f"- {name}, 8 clients, Dry Run off: added p99 {a:.1f} ms vs the no-op's {n:.1f} ms "
-                f"→ {'met' if ok else 'NOT met'} ({TARGET})."
-            )
-    lines += [
-        "",
-        f"Load average at the start of each phase: {', '.join(loads)}. Reviews answered: "
-        + ", ".join(f"{m}: {n:.0f}" for m, n in answered.items())
-        + ".",
-        "",
-        *verdicts,
-    ]
-    text = "\n".join(lines)
+        command,
+        modes,
+        levels,
+        times,
+        errors,
+        loads,
+        answered,
+        clients_line=(
+            f"Clients: bench/loadgen.py POSTing the sample to its collection with `?dryRun=All` through the real "
+            f"kube-apiserver (admin client certificate, keep-alive TLS), {args.per_client} requests per client per "
+            f"round, {args.rounds} rounds (mode order reversed every other round). The no-op webhook "
+            f"(bench/noop_server.py --echo-uid) is registered exactly like the webhook (same certificates, "
+            f"failurePolicy Fail, timeoutSeconds 10, rules, namespaceSelector); one VWC in place at a time. "
+            f"Added = the mode's percentile minus the no-webhook percentile; ratio = added / the no-op's added."
+        ),
+    )
     print(text, flush=True)
     if not args.no_write:
         write_section(args.section, text)

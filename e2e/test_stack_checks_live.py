@@ -414,6 +414,14 @@ async def test_live_list_by_label_and_get_with_ttl(cluster: ControlPlane, open_v
     )
     assert [s["metadata"]["name"] for s in got] == ["llm-1"]
     assert all("managedFields" not in s["metadata"] for s in got)
+    # a list with a TTL is reused within it (endpointSliceTtlSeconds); without one it sees the change
+    sel = "kubernetes.io/service-name=other"
+    cached = await view.list_objects("discovery.k8s.io/v1", "endpointslices", ns, sel, Deadline(10), ttl=60)
+    assert [s["metadata"]["name"] for s in cached] == ["other-1"]
+    cluster.kubectl("delete", "endpointslice", "other-1", "-n", ns)
+    reused = await view.list_objects("discovery.k8s.io/v1", "endpointslices", ns, sel, Deadline(10), ttl=60)
+    assert reused == cached
+    assert await view.list_objects("discovery.k8s.io/v1", "endpointslices", ns, sel, Deadline(10)) == []
     first = await view.get_object("coordination.k8s.io/v1", "leases", ns, "leader", Deadline(10), ttl=60)
     assert first is not None and first["spec"]["holderIdentity"] == "leader-pod_1"
     cluster.kubectl("delete", "lease", "leader", "-n", ns)

@@ -111,7 +111,13 @@ class FakeView:
         return copy.deepcopy(got)
 
     async def list_objects(
-        self, api_version: str, resource: str, namespace: str, label_selector: str, deadline: Deadline
+        self,
+        api_version: str,
+        resource: str,
+        namespace: str,
+        label_selector: str,
+        deadline: Deadline,
+        ttl: float = 0.0,
     ) -> list[dict[str, Any]]:
         got = self.lists.get((resource, namespace, label_selector), [])
         if isinstance(got, ApiError):

@@ -215,6 +215,8 @@ class Settings(_Model):
     api_concurrency: int = Field(16, ge=1, le=256, alias="apiConcurrency")
     #: TTL of on-demand Secret reads
     secret_ttl_seconds: float = Field(5.0, ge=0, le=300, alias="secretTtlSeconds")
+    #: TTL of on-demand EndpointSlice lists (the Endpoint Service check's ready endpoints)
+    endpoint_slice_ttl_seconds: float = Field(5.0, ge=0, le=300, alias="endpointSliceTtlSeconds")
     #: how long a Dry Run outcome is reused for the same content and the same versions of the
     #: objects its admission reads (0: never)
     dry_run_cache_seconds: float = Field(10.0, ge=0, le=300, alias="dryRunCacheSeconds")

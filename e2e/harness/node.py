@@ -437,9 +437,11 @@ class Node:
             said = False
             while _another_node_present():
                 if time.monotonic() > deadline:
+                    kubelets = _run(["pgrep", "-a", "-x", "kubelet"], check=False).stdout.strip()
                     raise NodeError(
                         f"another node is still up after {MACHINE_WAIT_SECONDS // 60} min (a kubelet this harness "
-                        f"did not start, or the {GUARD_CHAIN} iptables chain); if `python -m e2e.harness.node up` "
+                        f"did not start, or the {GUARD_CHAIN} iptables chain): "
+                        f"{kubelets[:400] or 'no kubelet, the chain is left'}; if `python -m e2e.harness.node up` "
                         "started it, stop it: python -m e2e.harness.node down --state-dir DIR"
                     )
                 if not said:
@@ -704,13 +706,20 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         namespace: str = CHART_NAMESPACE,
         probe: Path | None = None,
         chart: Path = CHART_DIR,
+        values: dict[str, Any] | None = None,
     ) -> str:
         """Build/load our image and ``helm install`` the chart (``chart``: charts/preflight-webhook)
-        with its default values (only the image repository, tag and ``pullPolicy=Never`` set); wait
-        until the apiserver calls the webhook through its Service (``kubectl apply --dry-run=server``
-        of ``probe`` succeeds). Returns the image reference."""
+        with its default values (only the image repository, tag and ``pullPolicy=Never`` set, and
+        ``values`` given as a values file); wait until the apiserver calls the webhook through its
+        Service (``kubectl apply --dry-run=server`` of ``probe`` succeeds). Returns the image reference."""
         image = self.load_webhook_image()
         repo, tag = image.rsplit(":", 1)
+        extra: list[str] = []
+        if values:
+            assert self.state_dir is not None
+            vfile = self.state_dir / f"values-{release}.yaml"
+            vfile.write_text(yaml.safe_dump(values))
+            extra = ["--values", str(vfile)]
         self.helm(
             "install",
             release,
@@ -724,6 +733,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             f"image.tag={tag}",
             "--set",
             "image.pullPolicy=Never",
+            *extra,
             "--wait",
             "--timeout",
             "5m",

@@ -152,7 +152,14 @@ class EndpointService(Check):
         try:
             slices = await before_deadline(
                 ctx,
-                ctx.view.list_objects(DISCOVERY_API, "endpointslices", ns, f"{SERVICE_NAME_LABEL}={svc}", ctx.deadline),
+                ctx.view.list_objects(
+                    DISCOVERY_API,
+                    "endpointslices",
+                    ns,
+                    f"{SERVICE_NAME_LABEL}={svc}",
+                    ctx.deadline,
+                    ttl=ctx.settings.endpoint_slice_ttl_seconds,
+                ),
             )
         except ApiError as exc:
             why = "not permitted to list endpointslices" if exc.forbidden else exc.message

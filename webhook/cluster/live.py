@@ -84,6 +84,7 @@ class LiveClusterView:
         self._secret_reads: Coalescer[frozenset[str] | None] = Coalescer()
         self._object_reads: Coalescer[dict[str, Any] | None] = Coalescer()
         self._object_ttl: dict[str, tuple[float, dict[str, Any] | None]] = {}
+        self._list_ttl: dict[str, tuple[float, list[dict[str, Any]]]] = {}
         self._list_reads: Coalescer[list[dict[str, Any]]] = Coalescer()
         self._startup_task: asyncio.Task[None] | None = None
         self._first_attempt = asyncio.Event()
@@ -365,11 +366,17 @@ class LiveClusterView:
         return got
 
     async def list_objects(
-        self, api_version: str, resource: str, namespace: str, label_selector: str, deadline: Deadline
+        self,
+        api_version: str,
+        resource: str,
+        namespace: str,
+        label_selector: str,
+        deadline: Deadline,
+        ttl: float = 0.0,
     ) -> list[dict[str, Any]]:
         """One namespace's objects matching `label_selector` (one page of at most 100): for what is
         read on demand instead of watched (a Service's EndpointSlices). Identical lists in flight
-        share one request."""
+        share one request; `ttl` > 0: an answer is reused that many seconds (errors never)."""
         if not is_dns1123_label(namespace):
             return []
         if resource == "secrets":
@@ -377,6 +384,10 @@ class LiveClusterView:
         self.declared.check_list(api_version, resource)
         path = f"{gv_path(api_version)}/namespaces/{_q(namespace)}/{resource}"
         key = f"{path}?{label_selector}"
+        if ttl > 0:
+            hit = self._list_ttl.get(key)
+            if hit is not None and hit[0] > self._clock():
+                return [dict(i) for i in hit[1]]
 
         async def fetch(timeout: float) -> list[dict[str, Any]]:
             doc = await self.client.request(
@@ -391,7 +402,12 @@ class LiveClusterView:
                 (i.get("metadata") or {}).pop("managedFields", None)
             return items
 
-        return await self._list_reads.run(key, deadline.timeout(LIVE_CALL_CEILING), fetch)
+        got = await self._list_reads.run(key, deadline.timeout(LIVE_CALL_CEILING), fetch)
+        if ttl > 0:
+            if len(self._list_ttl) >= SECRET_CACHE_MAX:
+                self._list_ttl.clear()
+            self._list_ttl[key] = (self._clock() + ttl, got)
+        return got
 
     async def dry_run_create(
         self, api_version: str, kind: str, namespace: str, body: dict[str, Any], deadline: Deadline

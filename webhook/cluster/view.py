@@ -82,9 +82,16 @@ class ClusterView(Protocol):
         ...
 
     async def list_objects(
-        self, api_version: str, resource: str, namespace: str, label_selector: str, deadline: Deadline
+        self,
+        api_version: str,
+        resource: str,
+        namespace: str,
+        label_selector: str,
+        deadline: Deadline,
+        ttl: float = 0.0,
     ) -> list[dict[str, Any]]:
-        """A live LIST of one namespace's objects by label selector (e.g. a Service's EndpointSlices)."""
+        """A live LIST of one namespace's objects by label selector (e.g. a Service's EndpointSlices).
+        `ttl` > 0: an answer is reused that many seconds."""
         ...
 
     # --- discovery and capabilities ---
