@@ -38,6 +38,7 @@ def aiperfjob() -> dict[str, Any]:
             "benchmark": {
                 "models": ["meta/llama-3.1-8b-instruct"],
                 "endpoint": {"urls": [f"http://{SERVICE}.{NS}.svc.cluster.local:8000"]},
+                "datasets": [{"name": "main", "type": "synthetic", "entries": 10}],
                 "phases": [{"name": "profiling", "type": "concurrency", "concurrency": 1, "requests": 10}],
             },
         },

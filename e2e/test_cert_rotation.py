@@ -209,6 +209,7 @@ class ApplyLoop(threading.Thread):
                     "benchmark": {
                         "models": ["m"],
                         "endpoint": {"urls": ["http://llm.models.svc:8000"]},
+                        "datasets": [{"name": "main", "type": "synthetic", "entries": 10}],
                         "phases": [{"name": "profiling", "type": "concurrency", "concurrency": 10, "requests": 10}],
                     },
                 },

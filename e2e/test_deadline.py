@@ -80,6 +80,7 @@ def aiperfjob(ns: str) -> dict[str, Any]:
             "benchmark": {
                 "models": ["meta/llama-3.1-8b-instruct"],
                 "endpoint": {"urls": [f"http://{SERVICE}.{ns}.svc.cluster.local:8000"]},
+                "datasets": [{"name": "main", "type": "synthetic", "entries": 10}],
                 "phases": [{"name": "profiling", "type": "concurrency", "concurrency": 1, "requests": 10}],
             },
             "podTemplate": {
@@ -202,6 +203,7 @@ def test_slow_apiserver_answer_arrives_and_names_unfinished_checks(
         config={
             "mode": "enforce",
             "secretTtlSeconds": 0,
+            "endpointSliceTtlSeconds": 0,
             "dryRunCacheSeconds": 0,
             "budgetSeconds": 4,
             "safetyMarginSeconds": 0.5,
@@ -235,7 +237,7 @@ def test_unreachable_apiserver_cached_checks_answer_with_their_age(
         ns,
         failure_policy="Fail",
         timeout_seconds=3,
-        config={"mode": "warn", "secretTtlSeconds": 0, "cacheStaleSeconds": 1},
+        config={"mode": "warn", "secretTtlSeconds": 0, "endpointSliceTtlSeconds": 0, "cacheStaleSeconds": 1},
     )
     job = aiperfjob(ns)
     proxy.blackhole()
@@ -269,7 +271,7 @@ def test_refused_apiserver_live_checks_say_so_and_caches_back_off(
         ns,
         failure_policy="Fail",
         timeout_seconds=3,
-        config={"mode": "warn", "secretTtlSeconds": 0, "cacheStaleSeconds": 1},
+        config={"mode": "warn", "secretTtlSeconds": 0, "endpointSliceTtlSeconds": 0, "cacheStaleSeconds": 1},
     )
     job = aiperfjob(ns)
     logged = len(hook.log_text())

@@ -26,6 +26,7 @@ import yaml
 
 from e2e.harness.controlplane import ControlPlane
 from e2e.harness.live import live_evaluate, result_of
+from e2e.harness.live import live_evaluate as _live_evaluate
 from webhook.config import Settings
 from webhook.results import Status
 
@@ -319,6 +320,12 @@ async def test_endpoint_service_reads_endpointslices(cluster: ControlPlane, open
     view = await open_view()
     await view.wait_for("services", lambda v: v.get_cached("services", ns, "llm") is not None, 30)
     job = _aiperfjob(ns, f"http://llm.{ns}.svc.cluster.local:8000")
+    # each review sees the slices as they are now (the default reuses a list for 5 s)
+    fresh = Settings.model_validate({"endpointSliceTtlSeconds": 0})
+
+    async def live_evaluate(job: dict[str, Any], view: Any) -> Any:
+        return await _live_evaluate(job, view, fresh)
+
     r = result_of(await live_evaluate(job, view), "Endpoint Service")
     assert (r.status, r.message) == (
         Status.WARN,

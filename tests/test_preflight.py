@@ -21,6 +21,7 @@ def _job(image: str = "nvcr.io/nvidia/aiperf:0.13.0", **annotations: str) -> dic
             "benchmark": {
                 "models": ["m"],
                 "endpoint": {"urls": ["http://llm.example.com:8000"]},
+                "datasets": [{"name": "main", "type": "synthetic", "entries": 10}],
                 "phases": [{"name": "profiling", "type": "concurrency", "concurrency": 10, "requests": 10}],
             },
         },

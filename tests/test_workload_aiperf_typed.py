@@ -34,6 +34,16 @@ def test_the_adapter_agrees_with_aiperf_on_typed_fields(case: str) -> None:
     ("models {}", "spec.benchmark.models.items is required (the list of models)"),
     ("phase duration 'x'", "spec.benchmark.phases[0].duration must be a duration such as 30, \"30s\", \"5m\" or \"2h\", not 'x'"),
     ("models []", "spec.benchmark.models must name at least one model"),
+    ("benchmark without datasets", "spec.benchmark.datasets is required: at least one dataset (- name: main, type: synthetic, ...), or spec.benchmark.dataset for one"),
+    ("datasets []", "spec.benchmark.datasets must list at least one dataset"),
+    ("dataset with datasets", "spec.benchmark.dataset cannot be used with spec.benchmark.datasets: spec.benchmark.dataset is one dataset, spec.benchmark.datasets the list of named datasets"),
+    ("benchmark without phases", "spec.benchmark.phases is required: at least one phase (- name: profiling, type: concurrency, ...), or spec.benchmark.profiling for one"),
+    ("phases []", "spec.benchmark.phases must list at least one phase"),
+    ("profiling with phases", "spec.benchmark.profiling cannot be used with spec.benchmark.phases: the shorthands are for one profiling phase (and a warmup)"),
+    ("warmup without profiling", "spec.benchmark.warmup requires spec.benchmark.profiling: a warmup without a profiling phase would produce no results"),
+    ("benchmark without endpoint", "spec.benchmark.endpoint is required: the server to benchmark (spec.benchmark.endpoint.urls)"),
+    ("endpoint {}", "spec.benchmark.endpoint.urls is required (or spec.benchmark.endpoint.url): the server's URLs"),
+    ("benchmark without models", "spec.benchmark.models is required (or spec.benchmark.model): the model(s) to benchmark"),
 ])  # fmt: skip
 def test_the_refusal_names_the_field_and_the_type(case: str, message: str) -> None:
     path, value, _ = MUTATIONS[case]

@@ -71,6 +71,7 @@ PROBE_JOB: dict[str, Any] = {
         "benchmark": {
             "models": ["probe"],
             "endpoint": {"urls": ["http://probe.example.com:8000"]},
+            "datasets": [{"name": "main", "type": "synthetic", "entries": 10}],
             "phases": [{"name": "profiling", "type": "concurrency", "concurrency": 1, "requests": 1}],
         },
     },

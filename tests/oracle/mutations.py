@@ -102,6 +102,80 @@ MUTATIONS: dict[str, tuple[tuple[Any, ...], Any, str]] = {
     "randomSeed 7": (("randomSeed",), 7, "accepts"),
     "connectionsPerWorker 'x'": (("connectionsPerWorker",), "x", "rejects"),
     "runtime workers 'x'": (("benchmark", "runtime"), {"workers": "x"}, "rejects"),
+    # what AIPerfConfig requires (the operator's ConfigValid step refuses the job without it)
+    "benchmark without datasets": (("benchmark", "datasets"), DELETE, "rejects"),
+    "datasets []": (("benchmark", "datasets"), [], "rejects"),
+    "datasets null": (("benchmark", "datasets"), None, "rejects"),
+    "dataset shorthand": (
+        ("benchmark",),
+        {
+            **{k: v for k, v in BENCH.items() if k != "datasets"},
+            "dataset": BENCH["datasets"][0],
+            "phases": [{"name": "profiling", "type": "concurrency", "concurrency": 10, "requests": 5}],
+        },
+        "accepts",
+    ),
+    "dataset with datasets": (
+        ("benchmark",),
+        {
+            **BENCH,
+            "dataset": BENCH["datasets"][0],
+            "phases": [{"name": "profiling", "type": "concurrency", "concurrency": 10, "requests": 5}],
+        },
+        "rejects",
+    ),
+    "benchmark without phases": (("benchmark", "phases"), DELETE, "rejects"),
+    "phases []": (("benchmark", "phases"), [], "rejects"),
+    "profiling with phases": (
+        ("benchmark",),
+        {
+            **BENCH,
+            "phases": [{"name": "profiling", "type": "concurrency", "concurrency": 10, "requests": 5}],
+            "profiling": {"type": "concurrency", "concurrency": 10, "requests": 5},
+        },
+        "rejects",
+    ),
+    "warmup with phases": (
+        ("benchmark",),
+        {
+            **BENCH,
+            "phases": [{"name": "profiling", "type": "concurrency", "concurrency": 10, "requests": 5}],
+            "warmup": {"type": "concurrency", "concurrency": 1, "requests": 2},
+        },
+        "rejects",
+    ),
+    "warmup without profiling": (
+        ("benchmark",),
+        {**BENCH, "warmup": {"type": "concurrency", "concurrency": 1, "requests": 2}},
+        "rejects",
+    ),
+    "warmup and profiling shorthands": (
+        ("benchmark",),
+        {
+            **BENCH,
+            "warmup": {"type": "concurrency", "concurrency": 1, "requests": 2},
+            "profiling": {"type": "concurrency", "concurrency": 10, "requests": 5},
+        },
+        "accepts",
+    ),
+    "benchmark without endpoint": (("benchmark", "endpoint"), DELETE, "rejects"),
+    "endpoint null": (("benchmark", "endpoint"), None, "rejects"),
+    "endpoint {}": (("benchmark", "endpoint"), {}, "rejects"),
+    "endpoint url shorthand": (
+        ("benchmark", "endpoint"),
+        {"url": "http://llm.models.svc.cluster.local:8000"},
+        "accepts",
+    ),
+    "benchmark without models": (("benchmark", "models"), DELETE, "rejects"),
+    "model shorthand": (
+        ("benchmark",),
+        {
+            **{k: v for k, v in BENCH.items() if k != "models"},
+            "model": "meta/llama-3.1-8b-instruct",
+            "phases": [{"name": "profiling", "type": "concurrency", "concurrency": 10, "requests": 5}],
+        },
+        "accepts",
+    ),
 }
 
 

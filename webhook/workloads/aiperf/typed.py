@@ -153,8 +153,53 @@ def _check_endpoint(endpoint: dict[str, Any], ep_path: str) -> None:
     _lax_float(*_field(endpoint, "timeout", ep_path))
 
 
+def _present(bench: dict[str, Any], key: str) -> bool:
+    return bench.get(key) is not None
+
+
+def _check_required(bench: dict[str, Any], path: str) -> None:
+    """What AIPerf 0.13.0's AIPerfConfig requires of a benchmark once its shorthands (`model`,
+    `dataset`, `warmup`/`profiling`) are normalized: models, an endpoint with URLs, at least one
+    dataset and at least one phase, the shorthands not mixed with the lists they stand for. The
+    operator's ConfigValid step refuses a spec that misses one (the job ends Failed); recorded
+    against AIPerf itself in tests/oracle/mutations.py."""
+    if not (_present(bench, "models") or _present(bench, "model")):
+        raise AdapterError(f"{at(path, 'models')} is required (or {at(path, 'model')}): the model(s) to benchmark")
+    ep_path = at(path, "endpoint")
+    if not _present(bench, "endpoint"):
+        raise AdapterError(f"{ep_path} is required: the server to benchmark ({at(ep_path, 'urls')})")
+    endpoint = bench["endpoint"]
+    if isinstance(endpoint, dict) and not (_present(endpoint, "urls") or _present(endpoint, "url")):
+        raise AdapterError(f"{at(ep_path, 'urls')} is required (or {at(ep_path, 'url')}): the server's URLs")
+    ds, one = at(path, "datasets"), at(path, "dataset")
+    if _present(bench, "datasets") and _present(bench, "dataset"):
+        raise AdapterError(f"{one} cannot be used with {ds}: {one} is one dataset, {ds} the list of named datasets")
+    if not (_present(bench, "datasets") or _present(bench, "dataset")):
+        raise AdapterError(
+            f"{ds} is required: at least one dataset (- name: main, type: synthetic, ...), or {one} for one"
+        )
+    if isinstance(bench["datasets"] if _present(bench, "datasets") else None, list) and not bench["datasets"]:
+        raise AdapterError(f"{ds} must list at least one dataset")
+    ph, prof, warm = at(path, "phases"), at(path, "profiling"), at(path, "warmup")
+    shorthand = _present(bench, "profiling") or _present(bench, "warmup")
+    if _present(bench, "phases") and shorthand:
+        used = prof if _present(bench, "profiling") else warm
+        raise AdapterError(
+            f"{used} cannot be used with {ph}: the shorthands are for one profiling phase (and a warmup)"
+        )
+    if _present(bench, "warmup") and not _present(bench, "profiling"):
+        raise AdapterError(f"{warm} requires {prof}: a warmup without a profiling phase would produce no results")
+    if not (_present(bench, "phases") or shorthand):
+        raise AdapterError(
+            f"{ph} is required: at least one phase (- name: profiling, type: concurrency, ...), or {prof} for one"
+        )
+    if isinstance(bench.get("phases"), list) and not bench["phases"]:
+        raise AdapterError(f"{ph} must list at least one phase")
+
+
 def _check_benchmark(bench: dict[str, Any], path: str = "spec.benchmark") -> None:
-    """The parts of BenchmarkConfig this adapter and the checks read, each at its field path."""
+    """The parts of BenchmarkConfig this adapter and the checks read, each at its field path,
+    then what it requires (a wrong shape is named before a missing field)."""
     for key in ("models", "model"):
         if bench.get(key) is not None:
             _check_models(bench[key], at(path, key))
@@ -182,6 +227,7 @@ def _check_benchmark(bench: dict[str, Any], path: str = "spec.benchmark") -> Non
         _check_phase(phase, ppath)
     for key in ("runtime", "artifacts", "tokenizer", "logging"):
         mapping(bench.get(key), at(path, key))
+    _check_required(bench, path)
 
 
 def check_shape(spec: Any) -> tuple[dict[str, Any], dict[str, Any]]:
