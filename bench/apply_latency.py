@@ -36,6 +36,7 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,39 @@ def measure(cp: ControlPlane, name: str, clients: int, per_client: int) -> tuple
     path = PATHS[name].format(ns=job["metadata"]["namespace"])
     res = direct_dry_runs(cp, job, clients, per_client, path=path, duration=300)
     return res.latencies_ms, res.errors
+
+
+Samples = dict[tuple[str, str, int], list[float]]
+
+
+def measure_rounds(
+    modes: list[str],
+    rounds: int,
+    levels: list[int],
+    switch_to: Callable[[str], None],
+    measure: Callable[[str, int], tuple[list[float], int]],
+) -> tuple[Samples, dict[tuple[str, str, int], int], list[str]]:
+    """Every round: each mode in turn (reversed every other round), ``switch_to(mode)`` (only that
+    mode's webhook registered), then ``measure(sample, clients)`` for each sample and level.
+    Returns (latencies, errors, load averages) keyed by (mode, sample, clients)."""
+    times: Samples = {}
+    errors: dict[tuple[str, str, int], int] = {}
+    loads: list[str] = []
+    for rnd in range(rounds):
+        for mode in modes if rnd % 2 == 0 else list(reversed(modes)):
+            switch_to(mode)
+            loads.append(load())
+            for name in PATHS:
+                for c in levels:
+                    xs, errs = measure(name, c)
+                    times.setdefault((mode, name, c), []).extend(xs)
+                    errors[(mode, name, c)] = errors.get((mode, name, c), 0) + errs
+                    print(
+                        f"round {rnd} {mode} {name} c={c}: p50 {pct(xs, 50):.1f} p99 {pct(xs, 99):.1f} "
+                        f"errors {errs} load {load()}",
+                        flush=True,
+                    )
+    return times, errors, loads
 
 
 def render(
@@ -168,9 +202,6 @@ def main() -> int:
     levels = [int(c) for c in args.clients.split(",")]
     command = " ".join([".venv/bin/python bench/apply_latency.py", *(shlex.quote(a) for a in sys.argv[1:])])
     modes = [NONE, NOOP, OFF, ON, COLD]
-    times: dict[tuple[str, str, int], list[float]] = {}
-    errors: dict[tuple[str, str, int], int] = {}
-    loads: list[str] = []
     with ControlPlane() as cp:
         setup_samples(cp)
         with contextlib.ExitStack() as stack:
@@ -200,25 +231,17 @@ def main() -> int:
                 ),  # fmt: skip
             }
             answered0 = {m: h.requests_total() for m, h in hooks.items()}
-            for rnd in range(args.rounds):
-                order = modes if rnd % 2 == 0 else list(reversed(modes))
-                for mode in order:
-                    for other, h in hooks.items():
-                        if other != mode:
-                            set_registered(h, False)
-                    if mode in hooks:
-                        set_registered(hooks[mode], True)
-                    loads.append(load())
-                    for name in PATHS:
-                        for c in levels:
-                            xs, errs = measure(cp, name, c, args.per_client)
-                            times.setdefault((mode, name, c), []).extend(xs)
-                            errors[(mode, name, c)] = errors.get((mode, name, c), 0) + errs
-                            print(
-                                f"round {rnd} {mode} {name} c={c}: p50 {pct(xs, 50):.1f} p99 {pct(xs, 99):.1f} "
-                                f"errors {errs} load {load()}",
-                                flush=True,
-                            )
+
+            def switch_to(mode: str) -> None:
+                for other, h in hooks.items():
+                    if other != mode:
+                        set_registered(h, False)
+                if mode in hooks:
+                    set_registered(hooks[mode], True)
+
+            times, errors, loads = measure_rounds(
+                modes, args.rounds, levels, switch_to, lambda name, c: measure(cp, name, c, args.per_client)
+            )
             answered = {m: h.requests_total() - answered0[m] for m, h in hooks.items()}
 
     text = render(

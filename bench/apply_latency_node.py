@@ -40,8 +40,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.apply_latency import NONE, NOOP, OFF, ON, PATHS, render  # noqa: E402
-from bench.cluster_bench import direct_dry_runs, load, pct, sample  # noqa: E402
+from bench.apply_latency import NONE, NOOP, OFF, ON, PATHS, measure_rounds, render  # noqa: E402
+from bench.cluster_bench import direct_dry_runs, sample  # noqa: E402
 from bench.common import write_section  # noqa: E402
 from e2e.harness.node import SAMPLES_DIR, Node  # noqa: E402
 from e2e.harness.runner import wait_until  # noqa: E402
@@ -180,9 +180,6 @@ def main() -> int:
     levels = [int(c) for c in args.clients.split(",")]
     command = " ".join([".venv/bin/python bench/apply_latency_node.py", *(shlex.quote(a) for a in sys.argv[1:])])
     modes = [NONE, NOOP, OFF, ON]
-    times: dict[tuple[str, str, int], list[float]] = {}
-    errors: dict[tuple[str, str, int], int] = {}
-    loads: list[str] = []
     with Node(start_timeout=180) as node:
         assert node.cp is not None
         node.cp.apply_samples_prerequisites(SAMPLES_DIR)
@@ -192,26 +189,21 @@ def main() -> int:
             r.install()
             print(f"==> {r.name} installed in {time.monotonic() - t0:.0f}s", file=sys.stderr, flush=True)
         answered0 = {m: r.requests_total() for m, r in releases.items()}
-        for rnd in range(args.rounds):
-            for mode in modes if rnd % 2 == 0 else list(reversed(modes)):
-                for other, r in releases.items():
-                    if other != mode:
-                        r.set_registered(False)
-                if mode in releases:
-                    releases[mode].set_registered(True)
-                loads.append(load())
-                for name, path in PATHS.items():
-                    job = sample(name)
-                    for c in levels:
-                        res = direct_dry_runs(node.cp, job, c, args.per_client, path=path.format(ns=job["metadata"]["namespace"]), duration=300)  # fmt: skip
-                        times.setdefault((mode, name, c), []).extend(res.latencies_ms)
-                        errors[(mode, name, c)] = errors.get((mode, name, c), 0) + res.errors
-                        xs = res.latencies_ms
-                        print(
-                            f"round {rnd} {mode} {name} c={c}: p50 {pct(xs, 50):.1f} p99 {pct(xs, 99):.1f} "
-                            f"errors {res.errors} load {load()}",
-                            flush=True,
-                        )
+
+        def switch_to(mode: str) -> None:
+            for other, r in releases.items():
+                if other != mode:
+                    r.set_registered(False)
+            if mode in releases:
+                releases[mode].set_registered(True)
+
+        def measure(name: str, c: int) -> tuple[list[float], int]:
+            job = sample(name)
+            path = PATHS[name].format(ns=job["metadata"]["namespace"])
+            res = direct_dry_runs(node.cp, job, c, args.per_client, path=path, duration=300)  # type: ignore[arg-type]
+            return res.latencies_ms, res.errors
+
+        times, errors, loads = measure_rounds(modes, args.rounds, levels, switch_to, measure)
         answered = {m: r.requests_total() - answered0[m] for m, r in releases.items()}
     text = render(
         "## Real node: added apply latency through the Service, against a no-op webhook",

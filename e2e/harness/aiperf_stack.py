@@ -51,8 +51,8 @@ from e2e.harness.aiperf_manifests import (
     standin_manifests,
     tokenizer_files,
 )
-from e2e.harness.controlplane import ControlPlane, ControlPlaneError
-from e2e.harness.node import Node, NodeError
+from e2e.harness.controlplane import ControlPlane
+from e2e.harness.node import Node, poll_until
 
 __all__ = [
     "OPERATOR_NAMESPACE",
@@ -267,14 +267,4 @@ class AIPerfOperator:
         return f"{conds.get('Available', {}).get('message', 'no Available condition')}\n{pods}"
 
     def _wait(self, what: str, cond: Callable[[], bool | str]) -> None:
-        deadline = time.monotonic() + self.timeout
-        last: bool | str = ""
-        while time.monotonic() < deadline:
-            try:
-                last = cond()
-            except ControlPlaneError as e:
-                last = str(e)[-300:]
-            if last is True:
-                return
-            time.sleep(1.0)  # polling the apiserver for a condition
-        raise NodeError(f"timed out after {self.timeout:.0f}s waiting for {what}: {last}\n{self.operator_log(30)}")
+        poll_until(what, cond, self.timeout, every=1.0, context=lambda: self.operator_log(30))

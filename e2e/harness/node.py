@@ -61,7 +61,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -195,6 +195,26 @@ def _another_node_present() -> bool:
     if _run(["pgrep", "-x", "kubelet"], check=False).stdout.strip():
         return True
     return _run(["iptables", "-w", "-S", GUARD_CHAIN], check=False).returncode == 0
+
+
+def poll_until(
+    what: str, cond: Callable[[], bool | str], timeout: float, every: float = 0.5, context: Callable[[], str] = str
+) -> None:
+    """Poll ``cond`` (True: done; a string: why not yet) until it is True or ``timeout`` passes, then
+    raise NodeError naming ``what``, the last answer and ``context()`` (e.g. a log tail). An apiserver
+    error counts as "not yet". The one polling loop of the stack on the node (stack.py, aiperf_stack.py)."""
+    deadline = time.monotonic() + timeout
+    last: bool | str = ""
+    while time.monotonic() < deadline:
+        try:
+            last = cond()
+        except ControlPlaneError as e:
+            last = str(e)[-300:]
+        if last is True:
+            return
+        time.sleep(every)  # polling the apiserver for a condition
+    tail = context()
+    raise NodeError(f"timed out after {timeout:.0f}s waiting for {what}: {last}" + (f"\n{tail}" if tail else ""))
 
 
 def stale_state_dirs() -> list[Path]:

@@ -58,8 +58,7 @@ from typing import Any
 import yaml
 
 from e2e.harness.aiperf_stack import AIPerfOperator
-from e2e.harness.controlplane import ControlPlaneError
-from e2e.harness.node import CLUSTER_DOMAIN, NODE_NAME, Node, NodeError
+from e2e.harness.node import CLUSTER_DOMAIN, NODE_NAME, Node, NodeError, poll_until
 
 STACK_SCRIPT = Path(__file__).resolve().parents[1] / "stack.sh"
 VERSIONS_FILE = Path(__file__).resolve().parents[1] / "versions.env"
@@ -326,17 +325,7 @@ class Stack:
                      input=yaml.safe_dump_all(docs, sort_keys=False))  # fmt: skip
 
     def _wait(self, what: str, cond: Callable[[], bool | str], timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        last: bool | str = ""
-        while time.monotonic() < deadline:
-            try:
-                last = cond()
-            except ControlPlaneError as e:
-                last = str(e)[-300:]
-            if last is True:
-                return
-            time.sleep(0.5)  # polling the apiserver for a condition
-        raise NodeError(f"timed out after {timeout:.0f}s waiting for {what}: {last}")
+        poll_until(what, cond, timeout)
 
 
 #: an object each component's webhook judges (a server-side dry run passes only once it answers)
