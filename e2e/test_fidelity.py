@@ -1,7 +1,8 @@
 """The fidelity matrix (e2e/fidelity/): every scenario's verdict against the real stack's outcome.
 
 One real node (e2e/harness/node.py) with JobSet, Trainer and Kueue deployed from their own
-manifests (e2e/harness/stack.py); the webhook asked in ``enforce`` mode, then each job run with
+manifests and the AIPerf operator with its stand-in endpoint (e2e/harness/stack.py,
+``aiperf=True``); TrainJob and AIPerfJob scenarios; the webhook asked in ``enforce`` mode, then each job run with
 it in ``audit`` mode and watched (e2e/fidelity/run.py). Zero misses and zero false denies; a
 known limitation is listed by name (docs/fidelity.md) and must still be one.
 
@@ -27,7 +28,7 @@ def rows() -> Iterator[list[Row]]:
     node = Node(start_timeout=180)
     node.start()
     try:
-        Stack(node).start()
+        Stack(node, aiperf=True).start()
         assert node.cp is not None
         yield run_matrix(node.cp, SCENARIOS)
     finally:

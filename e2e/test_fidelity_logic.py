@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
-from e2e.fidelity.run import Outcome, Verdict, classify
+from e2e.fidelity.aiperf_scenarios import AIPERF_BOUND_SECONDS, AIPERF_SCENARIOS
+from e2e.fidelity.run import BOUND_SECONDS, Outcome, Verdict, bound_of, classify
 from e2e.fidelity.scenarios import KNOWN_LIMITATIONS, SCENARIOS, WORKLOAD_IMAGE
+from e2e.harness.aiperf_manifests import tokenizer_configmap
 
 ADMITTED = Verdict(True, "preflight", "")
 DENIED = Verdict(False, "preflight", "TrainJob ... failed 1 preflight check")
@@ -37,9 +40,23 @@ def test_the_table() -> None:
         assert len(s.namespace) <= 63
         assert s.known is None or s.known in KNOWN_LIMITATIONS
         assert s.job_object()["metadata"]["namespace"] == s.namespace
-        assert s.job["spec"]["trainer"]["image"] == WORKLOAD_IMAGE
+        if s.kind == "TrainJob":
+            assert s.job["spec"]["trainer"]["image"] == WORKLOAD_IMAGE
+        else:
+            assert s.kind == "AIPerfJob" and bound_of(s, BOUND_SECONDS) == AIPERF_BOUND_SECONDS, s.name
+            assert s.prereqs[0] == tokenizer_configmap(), s.name  # the ConfigMap the job mounts
         objs = s.objects()
         assert objs[0]["kind"] == "Namespace" and objs[0]["metadata"]["labels"]["preflight-fidelity"] == "true"
         assert [o["metadata"]["namespace"] for o in objs[1 + len(s.cluster_prereqs) :]] == [s.namespace] * len(
             s.prereqs
         )
+
+
+def test_the_aiperf_rows() -> None:
+    assert [s.name for s in SCENARIOS[-len(AIPERF_SCENARIOS) :]] == [s.name for s in AIPERF_SCENARIOS]
+    assert len(AIPERF_SCENARIOS) >= 9
+    big = next(s for s in AIPERF_SCENARIOS if s.name == "aiperf-configmap-too-large")
+    size = len(yaml.safe_dump(big.job_object()))
+    assert 1 << 20 < size < 1_500_000, size  # the run_config ConfigMap passes 1 MiB; etcd takes the job
+    long = next(s for s in AIPERF_SCENARIOS if s.name == "aiperf-name-too-long")
+    assert len(long.job["metadata"]["name"]) == 40

@@ -3,7 +3,9 @@
     python -m e2e.fidelity.run                 # node + stack + webhook, every scenario, docs/fidelity.md
     python -m e2e.fidelity.run -k quota        # only scenarios whose name contains "quota" (no docs written)
 
-What one run does (root; the real node, e2e/harness/node.py, and the stack, e2e/harness/stack.py):
+What one run does (root; the real node, e2e/harness/node.py, with CoreDNS, and the stack,
+e2e/harness/stack.py: JobSet, Trainer, Kueue and, ``aiperf=True``, the AIPerf operator with its
+stand-in endpoint; the scenarios are TrainJobs and AIPerfJobs):
 
 1. every scenario's namespace (labelled ``preflight-fidelity=true``) and prerequisites are
    created, then the webhook starts (``RunningWebhook`` on the host against the node's apiserver,
@@ -17,8 +19,14 @@ What one run does (root; the real node, e2e/harness/node.py, and the stack, e2e/
 3. **outcome**: every scenario namespace is labelled ``preflight.webhook.io/mode=audit`` (the
    per-namespace mode); for a job that was denied, its dry run is repeated until the webhook
    admits it (the webhook has seen the label); then every job is created for real, at once, and
-   the runner watches TrainJob conditions, pods, Kueue Workloads and events until each job is
-   Complete or Failed, or the bound passes (then: "never starts", with what held it);
+   the runner watches them (one list of each kind per poll for all scenarios) until each is done
+   or its bound passes (then: "never starts", with what held it). A TrainJob: its conditions
+   Complete or Failed, pods, Kueue Workloads and events; pods Running or Succeeded at the bound
+   count as "runs". An AIPerfJob: the operator's status, read as
+   :func:`e2e.harness.aiperf_stack.aiperf_outcome` reads it: phase ``Completed`` = runs,
+   ``Failed``/``Cancelled`` = fails (the operator's validation or preflight refused it, or the
+   benchmark failed), anything else at the bound = never starts, pods running or not; its bound
+   is longer (``AIPERF_BOUND_SECONDS``, 240 s: a benchmark is ~30 s alone and shares the node);
 4. each scenario is classified: denied and the job would have run = **false deny**; admitted
    and the job fails or never starts = **miss**; a scenario carrying a known limitation is
    listed under its name and not counted.
@@ -37,6 +45,7 @@ from typing import Any
 
 import yaml
 
+from e2e.fidelity.aiperf_scenarios import AIPERF_BOUND_SECONDS
 from e2e.fidelity.scenarios import (
     KNOWN_LIMITATIONS,
     MATRIX_LABEL,
@@ -46,6 +55,7 @@ from e2e.fidelity.scenarios import (
     SCENARIOS,
     Scenario,
 )
+from e2e.harness.aiperf_stack import TERMINAL_PHASES, aiperf_outcome, jobset_name
 from e2e.harness.controlplane import ControlPlane
 from e2e.harness.node import Node
 from e2e.harness.runner import RunningWebhook, findings_of
@@ -54,8 +64,10 @@ from e2e.harness.stack import Stack, versions
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "fidelity.md"
 OUR_DENIAL = 'admission webhook "preflight.webhook.io" denied the request: '
-#: how long the runner watches the jobs after the last create
+#: how long the runner watches a TrainJob after the last create (AIPerfJobs: AIPERF_BOUND_SECONDS)
 BOUND_SECONDS = 90.0
+#: the label the pods of a JobSet carry with its name
+JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
 WEBHOOK_CONFIG: dict[str, Any] = {"mode": "enforce", "secretTtlSeconds": 0}
 
 
@@ -174,8 +186,6 @@ def _by_ns(items: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-#: events every pod on this node gets (it has no cluster DNS): not what holds a job
-_NOISE = {"MissingClusterDNS"}
 #: checks whose warning every matrix job gets (the local registry; the dry run, see known
 #: limitation dry-run-blinded): named in the table, their text not repeated
 _EVERYWHERE = ("[Image Reference] ", "[Dry Run] ")
@@ -202,7 +212,7 @@ def _stuck_detail(pods: list[dict[str, Any]], workloads: list[dict[str, Any]], e
                 parts.append(f"container {cs['name']} {w['reason']}: {w.get('message', '')}")
     seen: set[str] = set()
     for e in sorted(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or ""):
-        if e.get("type") == "Warning" and e.get("message") not in seen and e.get("reason") not in _NOISE:
+        if e.get("type") == "Warning" and e.get("message") not in seen:
             seen.add(e["message"])
             obj = e.get("involvedObject") or {}
             parts.append(f"event {e.get('reason')} on {obj.get('kind')}: {e['message']}")
@@ -210,8 +220,73 @@ def _stuck_detail(pods: list[dict[str, Any]], workloads: list[dict[str, Any]], e
     return "; ".join(x[:240] for x in uniq[:4]) or "nothing reported"
 
 
-def observe(cp: ControlPlane, scenarios: Sequence[Scenario], bound: float) -> dict[str, Outcome]:
-    """Create every job at once and watch them until each finishes or the bound passes."""
+def bound_of(s: Scenario, bound: float, aiperf_bound: float = AIPERF_BOUND_SECONDS) -> float:
+    """How long the runner watches ``s`` after the creates: its own ``bound`` if it carries one,
+    else ``bound`` for a TrainJob and ``aiperf_bound`` for an AIPerfJob (a benchmark takes ~30 s
+    alone on the node, ~90 s beside the whole matrix)."""
+    if s.bound is not None:
+        return s.bound
+    return aiperf_bound if s.kind == "AIPerfJob" else bound
+
+
+def _trainjob_outcome(
+    tj: dict[str, Any],
+    pods: list[dict[str, Any]],
+    last: bool,
+    workloads: list[dict[str, Any]],
+    events: list[dict[str, Any]],
+) -> tuple[str, str] | None:
+    """(kind, detail) of a TrainJob from its conditions; at the bound, pods Running or Succeeded
+    count as "runs" (the workload may simply be slower than the bound)."""
+    done = _cond(tj, "Complete")
+    failed = _cond(tj, "Failed")
+    if done:
+        return "runs", f"Complete: {done.get('message', '')}".strip()
+    if failed:
+        return "fails", f"Failed ({failed.get('reason')}): {failed.get('message', '')}"
+    if not last:
+        return None
+    running = [p for p in pods if (p.get("status") or {}).get("phase") in ("Running", "Succeeded")]
+    if running:
+        return "runs", f"{len(running)}/{len(pods)} pods Running or Succeeded, not Complete at the bound"
+    return "never-starts", _stuck_detail(pods, workloads, events)
+
+
+def _aiperfjob_outcome(
+    job: dict[str, Any],
+    pods: list[dict[str, Any]],
+    jobset: dict[str, Any] | None,
+    last: bool,
+    events: list[dict[str, Any]],
+) -> tuple[str, str] | None:
+    """(kind, detail) of an AIPerfJob from the operator's status (:func:`aiperf_outcome`): only
+    the phase ``Completed`` is "runs"; at the bound anything not terminal is "never-starts", pods
+    running or not, with what holds it."""
+    o = aiperf_outcome(job, pods, jobset, events)
+    if o.terminal:
+        bad = [
+            f"{t} ({c.get('reason')}): {c.get('message', '')}"
+            for t, c in o.conditions.items()
+            if c.get("status") == "False"
+        ]
+        detail = f"phase {o.phase}: {o.message}" if o.message else f"phase {o.phase}"
+        if o.kind != "runs" and bad:
+            detail += "; " + "; ".join(bad)
+        return o.kind, detail
+    if not last:
+        return None
+    held = f"phase {o.phase or '-'} at the bound; pods {o.pods or '-'}; JobSet {o.jobset or '-'}"
+    stuck = _stuck_detail(pods, [], events) if pods or events else ""
+    return "never-starts", held + ("; " + stuck if stuck and stuck != "nothing reported" else "")
+
+
+def observe(
+    cp: ControlPlane, scenarios: Sequence[Scenario], bound: float, aiperf_bound: float = AIPERF_BOUND_SECONDS
+) -> dict[str, Outcome]:
+    """Create every job at once and watch them until each finishes or its bound (:func:`bound_of`)
+    passes. Each poll lists each kind once for all scenarios: TrainJobs, AIPerfJobs, pods (and
+    JobSets while an AIPerfJob is pending); Kueue Workloads and events only when a job reaches its
+    bound, or an AIPerfJob is terminal (its Warning events go with the detail)."""
     outcomes: dict[str, Outcome] = {}
     t0 = time.monotonic()
     started: dict[str, float] = {}
@@ -221,41 +296,47 @@ def observe(cp: ControlPlane, scenarios: Sequence[Scenario], bound: float) -> di
         if proc.returncode != 0:
             outcomes[s.name] = Outcome("refused", proc.stderr.strip().removeprefix("Error from server"), 0.0)
     pending = [s for s in scenarios if s.name not in outcomes]
-    deadline = time.monotonic() + bound
+    t_created = time.monotonic()
+    deadlines = {s.name: t_created + bound_of(s, bound, aiperf_bound) for s in pending}
     while pending:
-        last = time.monotonic() >= deadline
-        tjs = _by_ns(kubectl_json(cp, "trainjobs.trainer.kubeflow.org", "-A").get("items", []))
+        now = time.monotonic()
+        kinds = {s.kind for s in pending}
+        tjs = (
+            _by_ns(kubectl_json(cp, "trainjobs.trainer.kubeflow.org", "-A").get("items", []))
+            if "TrainJob" in kinds
+            else {}
+        )
+        ajs: dict[str, list[dict[str, Any]]] = {}
+        jss: dict[str, list[dict[str, Any]]] = {}
+        if "AIPerfJob" in kinds:
+            ajs = _by_ns(kubectl_json(cp, "aiperfjobs.aiperf.nvidia.com", "-A").get("items", []))
+            jss = _by_ns(kubectl_json(cp, "jobsets.jobset.x-k8s.io", "-A").get("items", []))
         pods = _by_ns(kubectl_json(cp, "pods", "-A").get("items", []))
-        if last:
+        lasts = {s.name for s in pending if now >= deadlines[s.name]}
+        ai_done = any(s.kind == "AIPerfJob" and _aiperf_terminal(ajs.get(s.namespace, [])) for s in pending)
+        wls: dict[str, list[dict[str, Any]]] = {}
+        evs: dict[str, list[dict[str, Any]]] = {}
+        if lasts:
             wls = _by_ns(kubectl_json(cp, "workloads.kueue.x-k8s.io", "-A").get("items", []))
+        if lasts or ai_done:
             evs = _by_ns(kubectl_json(cp, "events", "-A").get("items", []))
         still = []
         for s in pending:
-            ns = s.namespace
-            tj = next(iter(tjs.get(ns, [])), {})
-            elapsed = time.monotonic() - started[s.name]
-            done = _cond(tj, "Complete")
-            failed = _cond(tj, "Failed")
-            if done:
-                outcomes[s.name] = Outcome("runs", f"Complete: {done.get('message', '')}".strip(), elapsed)
-            elif failed:
-                outcomes[s.name] = Outcome(
-                    "fails", f"Failed ({failed.get('reason')}): {failed.get('message', '')}", elapsed
-                )
-            elif last:
-                ps = pods.get(ns, [])
-                running = [p for p in ps if (p.get("status") or {}).get("phase") in ("Running", "Succeeded")]
-                if running:
-                    outcomes[s.name] = Outcome(
-                        "runs",
-                        f"{len(running)}/{len(ps)} pods Running or Succeeded, not Complete at the bound",
-                        elapsed,
-                    )
-                else:
-                    detail = _stuck_detail(ps, wls.get(ns, []), evs.get(ns, []))
-                    outcomes[s.name] = Outcome("never-starts", detail, elapsed)
+            ns, last = s.namespace, s.name in lasts
+            res: tuple[str, str] | None
+            if s.kind == "AIPerfJob":
+                job = next(iter(ajs.get(ns, [])), {})
+                js_name = jobset_name(s.job["metadata"]["name"])
+                js = next((j for j in jss.get(ns, []) if j["metadata"]["name"] == js_name), None)
+                ps = [p for p in pods.get(ns, []) if (p["metadata"].get("labels") or {}).get(JOBSET_LABEL) == js_name]
+                res = _aiperfjob_outcome(job, ps, js, last, evs.get(ns, []))
             else:
+                tj = next(iter(tjs.get(ns, [])), {})
+                res = _trainjob_outcome(tj, pods.get(ns, []), last, wls.get(ns, []), evs.get(ns, []))
+            if res is None:
                 still.append(s)
+            else:
+                outcomes[s.name] = Outcome(res[0], res[1], time.monotonic() - started[s.name])
         pending = still
         if pending:
             time.sleep(2.0)  # polling the cluster: one list of each kind for all scenarios
@@ -263,7 +344,16 @@ def observe(cp: ControlPlane, scenarios: Sequence[Scenario], bound: float) -> di
     return outcomes
 
 
-def run_matrix(cp: ControlPlane, scenarios: Sequence[Scenario], bound: float = BOUND_SECONDS) -> list[Row]:
+def _aiperf_terminal(jobs: list[dict[str, Any]]) -> bool:
+    return any(((j.get("status") or {}).get("phase") or "") in TERMINAL_PHASES for j in jobs)
+
+
+def run_matrix(
+    cp: ControlPlane,
+    scenarios: Sequence[Scenario],
+    bound: float = BOUND_SECONDS,
+    aiperf_bound: float = AIPERF_BOUND_SECONDS,
+) -> list[Row]:
     setup(cp, scenarios)
     with RunningWebhook(
         cp,
@@ -274,7 +364,7 @@ def run_matrix(cp: ControlPlane, scenarios: Sequence[Scenario], bound: float = B
     ):
         verdicts = {s.name: ask(cp, s) for s in scenarios}
         to_audit(cp, scenarios, verdicts)
-        outcomes = observe(cp, scenarios, bound)
+        outcomes = observe(cp, scenarios, bound, aiperf_bound)
     rows = []
     for s in scenarios:
         v, o = verdicts[s.name], outcomes[s.name]
@@ -301,19 +391,25 @@ def render(rows: Sequence[Row], timings: dict[str, float]) -> str:
     out = [
         "# Fidelity: the webhook's verdict against the real stack's outcome",
         "",
-        "Generated by `python -m e2e.fidelity.run` (root; the real node with JobSet "
+        "Generated by `python -m e2e.fidelity.run` (root; the real node with CoreDNS, the JobSet "
         f"{v['JOBSET_VERSION']}, Trainer {v['TRAINER_VERSION']} and Kueue {v['KUEUE_VERSION']} "
-        f"controllers, Kubernetes {v['KUBERNETES_VERSION']}); do not edit by hand. The scenarios are "
-        "`e2e/fidelity/scenarios.py`; how a run works is the docstring of `e2e/fidelity/run.py`; "
+        f"controllers and the AIPerf {v['AIPERF_VERSION']} operator with a stand-in endpoint (fakellm "
+        f"{v['FAKELLM_VERSION']}), Kubernetes {v['KUBERNETES_VERSION']}); do not edit by hand. The "
+        "scenarios are `e2e/fidelity/scenarios.py` (TrainJobs) and `e2e/fidelity/aiperf_scenarios.py` "
+        "(AIPerfJobs); how a run works is the docstring of `e2e/fidelity/run.py`; "
         "`e2e/test_fidelity.py` runs the same matrix in `make test` and fails on any miss or false deny.",
         "",
         "For each scenario the webhook (mode `enforce`) gives its verdict on a server-side dry run; "
         "then the job is created with the webhook in `audit` mode and the real controllers, scheduler "
-        f"and kubelet run it, watched for at most {BOUND_SECONDS:.0f} s. **miss**: admitted, and the job "
-        "fails or never starts. **false deny**: denied, and the job runs. Every job here warns twice, named "
-        "but not repeated in the table: Image Reference (the workload image's registry `localhost` is not in "
-        "`publicRegistries` and the pods have no pull Secret) and Dry Run (it cannot verify: see the known "
-        "limitation dry-run-blinded).",
+        f"and kubelet run it, watched for at most {BOUND_SECONDS:.0f} s (a TrainJob: Complete or Failed; "
+        "pods running at the bound count as running) or "
+        f"{AIPERF_BOUND_SECONDS:.0f} s (an AIPerfJob: runs = the operator's phase Completed, fails = "
+        "Failed or Cancelled, never starts = anything else at the bound, pods running or not). **miss**: "
+        "admitted, and the job fails or never starts. **false deny**: denied, and the job runs. Every "
+        "job here that reaches those checks warns twice, named but not repeated in the table: Image "
+        "Reference (the images' registry `localhost` is not in `publicRegistries` and the pods have no "
+        "pull Secret) and Dry Run (it cannot verify: JobSet's and Kueue's webhooks refuse its dry-run "
+        "objects for their ownerReferences, see dry-run-blinded below).",
         "",
         f"**{len(rows)} scenarios: {runs} run, {len(rows) - runs} fail or never start; the webhook denies "
         f"{denied}. {counts['miss']} misses, {counts['false-deny']} false denies, {known} known "
@@ -356,18 +452,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m e2e.fidelity.run", description=__doc__.split("\n\n")[0])
     ap.add_argument("-k", default="", help="only scenarios whose name contains this (docs/fidelity.md not written)")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
-    ap.add_argument("--bound", type=float, default=BOUND_SECONDS)
+    ap.add_argument("--bound", type=float, default=BOUND_SECONDS, help="seconds a TrainJob is watched")
+    ap.add_argument("--aiperf-bound", type=float, default=AIPERF_BOUND_SECONDS, help="seconds an AIPerfJob is watched")
     args = ap.parse_args(argv)
     scenarios = [s for s in SCENARIOS if args.k in s.name]
     t0 = time.monotonic()
     timings: dict[str, float] = {}
     with Node() as node:
         timings["node start"] = time.monotonic() - t0
-        stack = Stack(node).start()
+        stack = Stack(node, aiperf=True).start()
         timings.update({f"stack {k}": v for k, v in stack.timings.items()})
         t1 = time.monotonic()
         assert node.cp is not None
-        rows = run_matrix(node.cp, scenarios, bound=args.bound)
+        rows = run_matrix(node.cp, scenarios, bound=args.bound, aiperf_bound=args.aiperf_bound)
         timings["matrix (setup, verdicts, outcomes)"] = time.monotonic() - t1
     timings["total"] = time.monotonic() - t0
     for r in rows:

@@ -1,5 +1,9 @@
 """The fidelity matrix's scenarios: the ONE table (docs/fidelity.md is generated from it).
 
+``SCENARIOS`` is the TrainJob scenarios here, then the AIPerfJob ones
+(e2e/fidelity/aiperf_scenarios.py); :class:`Scenario` and the shared builders are in
+e2e/fidelity/scenarios_base.py (re-exported here).
+
 Each :class:`Scenario` is a namespace of its own (``fx-<name>``), the objects that must exist
 before the job (``prereqs``: Secrets, quotas, LimitRanges, Kueue queues, policies...), and the
 job. The runner (e2e/fidelity/run.py) asks the webhook in ``enforce`` mode for its verdict, then
@@ -8,57 +12,36 @@ a bound. Nothing here says what *should* happen: the outcome is observed. ``know
 known limitation where the verdict is known to disagree with the outcome (the matrix lists it;
 the test does not count it as a miss or false deny); ``note`` says what the scenario is about.
 
-Workloads run ``localhost/preflight/workload:local`` (e2e/nodeimage/workload): it prints its
+TrainJob workloads run ``localhost/preflight/workload:local`` (e2e/nodeimage/workload): it prints its
 argv, sleeps 1 s and exits 0, under whatever command a runtime gives it.
 """
 
 from __future__ import annotations
 
-import copy
-from dataclasses import dataclass, field
 from typing import Any
 
+from e2e.fidelity.aiperf_scenarios import AIPERF_SCENARIOS
+from e2e.fidelity.scenarios_base import MATRIX_LABEL, NS_PREFIX, Scenario, quota, secret, secret_env
+
+__all__ = [
+    "MATRIX_LABEL",
+    "NS_PREFIX",
+    "Scenario",
+    "quota",
+    "secret",
+    "secret_env",
+    "WORKLOAD_IMAGE",
+    "SCENARIOS",
+    "AIPERF_SCENARIOS",
+    "TRAINJOB_SCENARIOS",
+    "KNOWN_LIMITATIONS",
+    "RESOLVED",
+    "RESOLVED_BY",
+    "by_name",
+]
+
 WORKLOAD_IMAGE = "localhost/preflight/workload:local"
-NS_PREFIX = "fx-"
-#: the label every scenario namespace carries; the matrix webhook's namespaceSelector matches it
-MATRIX_LABEL = {"preflight-fidelity": "true"}
 NODE_HOSTNAME = "preflight-node"
-
-
-@dataclass
-class Scenario:
-    name: str
-    note: str
-    job: dict[str, Any]
-    prereqs: list[dict[str, Any]] = field(default_factory=list)
-    #: cluster-scoped prerequisites (Kueue ClusterQueues, ResourceFlavors, AdmissionChecks, policies)
-    cluster_prereqs: list[dict[str, Any]] = field(default_factory=list)
-    namespace_labels: dict[str, str] = field(default_factory=dict)
-    covers: str = ""
-    known: str | None = None
-
-    @property
-    def namespace(self) -> str:
-        return NS_PREFIX + self.name
-
-    def objects(self) -> list[dict[str, Any]]:
-        """The namespace, then the prerequisites, all in the scenario's namespace."""
-        ns = {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {"name": self.namespace, "labels": {**MATRIX_LABEL, **self.namespace_labels}},
-        }
-        out = [ns, *copy.deepcopy(self.cluster_prereqs)]
-        for obj in copy.deepcopy(self.prereqs):
-            obj.setdefault("metadata", {})["namespace"] = self.namespace
-            out.append(obj)
-        return out
-
-    def job_object(self) -> dict[str, Any]:
-        obj = copy.deepcopy(self.job)
-        obj["metadata"]["namespace"] = self.namespace
-        return obj
-
 
 # --------------------------------------------------------------------------- builders
 
@@ -105,24 +88,6 @@ def trainjob(
     if labels:
         meta["labels"] = labels
     return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": meta, "spec": spec}
-
-
-def secret(name: str, **data: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "stringData": data}
-
-
-def secret_env(var: str, name: str, key: str, optional: bool | None = None) -> dict[str, Any]:
-    ref: dict[str, Any] = {"name": name, "key": key}
-    if optional is not None:
-        ref["optional"] = optional
-    return {"name": var, "valueFrom": {"secretKeyRef": ref}}
-
-
-def quota(hard: dict[str, str], name: str = "quota", scopes: list[str] | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"hard": hard}
-    if scopes:
-        spec["scopes"] = scopes
-    return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": name}, "spec": spec}
 
 
 def limitrange(default_request: dict[str, str], default: dict[str, str] | None = None) -> dict[str, Any]:
@@ -230,7 +195,7 @@ NO_BARE_PODS = [
 
 # --------------------------------------------------------------------------- the table
 
-SCENARIOS: list[Scenario] = [
+TRAINJOB_SCENARIOS: list[Scenario] = [
     # ---- good jobs
     Scenario("good-torch", "torch-distributed, 1 node, nothing special", trainjob(), covers="good"),
     Scenario(
@@ -544,6 +509,9 @@ SCENARIOS: list[Scenario] = [
         covers="name length",
     ),
 ]
+
+#: the whole matrix: the TrainJobs above, then the AIPerfJobs (e2e/fidelity/aiperf_scenarios.py)
+SCENARIOS: list[Scenario] = [*TRAINJOB_SCENARIOS, *AIPERF_SCENARIOS]
 
 #: known limitations: where the matrix's real outcome is not the outcome a user would see, or
 #: where the webhook is known to disagree with the outcome; each named in docs/fidelity.md

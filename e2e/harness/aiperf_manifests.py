@@ -316,14 +316,18 @@ _HUB_ITEMS = [
 ]
 
 
+def tokenizer_configmap(namespace: str | None = None) -> dict[str, Any]:
+    """The tokenizer ConfigMap :func:`good_aiperfjob` mounts (in ``namespace`` if given: the
+    fidelity matrix sets each scenario's own), as an object to apply."""
+    meta: dict[str, Any] = {"name": TOKENIZER_CONFIGMAP}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {**tokenizer_files(), "ref": _SNAPSHOT}}
+
+
 def ensure_tokenizer(cp: ControlPlane, namespace: str) -> None:
-    """The tokenizer ConfigMap :func:`good_aiperfjob` mounts, in ``namespace``."""
-    cm = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": TOKENIZER_CONFIGMAP, "namespace": namespace},
-        "data": {**tokenizer_files(), "ref": _SNAPSHOT},
-    }
+    """Apply :func:`tokenizer_configmap` in ``namespace``."""
+    cm = tokenizer_configmap(namespace)
     cp.kubectl("apply", "--server-side", "--field-manager=preflight-aiperf", "-f", "-", input=json.dumps(cm))
 
 

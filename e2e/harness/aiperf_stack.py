@@ -49,6 +49,7 @@ from e2e.harness.aiperf_manifests import (
     good_aiperfjob,
     operator_manifests,
     standin_manifests,
+    tokenizer_configmap,
     tokenizer_files,
 )
 from e2e.harness.controlplane import ControlPlane
@@ -71,11 +72,14 @@ __all__ = [
     "operator_manifests",
     "standin_manifests",
     "tokenizer_files",
+    "tokenizer_configmap",
     "ensure_tokenizer",
     "good_aiperfjob",
     "TERMINAL_PHASES",
     "AIPerfOutcome",
     "AIPerfOperator",
+    "jobset_name",
+    "aiperf_outcome",
     "observe_aiperfjob",
     "wait_aiperfjob",
     "container_logs",
@@ -134,39 +138,61 @@ def _get_json(cp: ControlPlane, *args: str) -> dict[str, Any]:
     return json.loads(proc.stdout) if proc.returncode == 0 and proc.stdout.strip() else {}
 
 
-def observe_aiperfjob(cp: ControlPlane, namespace: str, name: str) -> AIPerfOutcome:
-    """One observation of an AIPerfJob: phase, conditions, message, its pods, JobSet and events."""
-    job = _get_json(cp, "aiperfjobs.aiperf.nvidia.com", name, "-n", namespace)
+def aiperf_outcome(
+    job: dict[str, Any],
+    pods: list[dict[str, Any]],
+    jobset: dict[str, Any] | None = None,
+    events: list[dict[str, Any]] | None = None,
+) -> AIPerfOutcome:
+    """One AIPerfJob object (as the apiserver returns it), the pods of its JobSet, the JobSet
+    (``{}`` or ``None``: none yet) and its events, as an :class:`AIPerfOutcome` (``seconds`` 0).
+    :func:`observe_aiperfjob` gets them for one job; the fidelity runner from one list of each
+    kind for all its jobs."""
+    meta = job.get("metadata") or {}
     status = job.get("status") or {}
     conds = {c["type"]: c for c in status.get("conditions") or [] if "type" in c}
     message = str(status.get("error") or "")
     for t in ("Failed", "Complete"):
         if not message and (conds.get(t) or {}).get("status") == "True":
             message = str(conds[t].get("message") or "")
-    pods = _get_json(cp, "pods", "-n", namespace, "-l", f"jobset.sigs.k8s.io/jobset-name=aiperf-{name}")
-    js = _get_json(cp, "jobsets.jobset.x-k8s.io", f"aiperf-{name}", "-n", namespace)
     js_done = [
         f"{c['type']}: {c.get('message', '')}"
-        for c in (js.get("status") or {}).get("conditions") or []
+        for c in ((jobset or {}).get("status") or {}).get("conditions") or []
         if c.get("type") in ("Completed", "Failed") and c.get("status") == "True"
     ]
-    evs = _get_json(cp, "events", "-n", namespace, "--field-selector", f"involvedObject.name={name}")
     return AIPerfOutcome(
-        name=name,
-        namespace=namespace,
+        name=str(meta.get("name", "")),
+        namespace=str(meta.get("namespace", "")),
         phase=str(status.get("phase") or ""),
         conditions=conds,
         message=message,
-        pods={p["metadata"]["name"]: (p.get("status") or {}).get("phase", "") for p in pods.get("items", [])},
-        events=[f"{e.get('reason')}: {e.get('message')}" for e in evs.get("items", []) if e.get("type") == "Warning"],
-        jobset="; ".join(js_done) if js else "absent",
+        pods={p["metadata"]["name"]: (p.get("status") or {}).get("phase", "") for p in pods},
+        events=[f"{e.get('reason')}: {e.get('message')}" for e in events or [] if e.get("type") == "Warning"],
+        jobset="; ".join(js_done) if jobset else "absent",
     )
+
+
+def jobset_name(name: str) -> str:
+    """The JobSet the operator renders for AIPerfJob ``name`` (its pods carry it as
+    ``jobset.sigs.k8s.io/jobset-name``)."""
+    return f"aiperf-{name}"
+
+
+def observe_aiperfjob(cp: ControlPlane, namespace: str, name: str) -> AIPerfOutcome:
+    """One observation of an AIPerfJob: phase, conditions, message, its pods, JobSet and events."""
+    job = _get_json(cp, "aiperfjobs.aiperf.nvidia.com", name, "-n", namespace)
+    pods = _get_json(cp, "pods", "-n", namespace, "-l", f"jobset.sigs.k8s.io/jobset-name={jobset_name(name)}")
+    js = _get_json(cp, "jobsets.jobset.x-k8s.io", jobset_name(name), "-n", namespace)
+    evs = _get_json(cp, "events", "-n", namespace, "--field-selector", f"involvedObject.name={name}")
+    out = aiperf_outcome(job, pods.get("items", []), js, evs.get("items", []))
+    out.name, out.namespace = name, namespace
+    return out
 
 
 def container_logs(cp: ControlPlane, namespace: str, name: str, *, lines: int = 15) -> str:
     """The log tails of the job's containers that terminated with an error (all of them when none
     did): what says why a run failed, for assertion messages and the docs."""
-    pods = _get_json(cp, "pods", "-n", namespace, "-l", f"jobset.sigs.k8s.io/jobset-name=aiperf-{name}")
+    pods = _get_json(cp, "pods", "-n", namespace, "-l", f"jobset.sigs.k8s.io/jobset-name={jobset_name(name)}")
     picked: list[tuple[str, str]] = []
     everything: list[tuple[str, str]] = []
     for p in pods.get("items", []):

@@ -1,0 +1,80 @@
+"""The fidelity matrix's scenario type and the builders every kind of job uses.
+
+:class:`Scenario` and the shared builders (Secrets, secret env, quotas) live here so that the
+TrainJob table (e2e/fidelity/scenarios.py) and the AIPerfJob table
+(e2e/fidelity/aiperf_scenarios.py) import them without importing each other; scenarios.py
+re-exports them and joins the two tables into ``SCENARIOS``.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+NS_PREFIX = "fx-"
+#: the label every scenario namespace carries; the matrix webhook's namespaceSelector matches it
+MATRIX_LABEL = {"preflight-fidelity": "true"}
+
+
+@dataclass
+class Scenario:
+    name: str
+    note: str
+    job: dict[str, Any]
+    prereqs: list[dict[str, Any]] = field(default_factory=list)
+    #: cluster-scoped prerequisites (Kueue ClusterQueues, ResourceFlavors, AdmissionChecks, policies)
+    cluster_prereqs: list[dict[str, Any]] = field(default_factory=list)
+    namespace_labels: dict[str, str] = field(default_factory=dict)
+    covers: str = ""
+    known: str | None = None
+    #: how long the runner watches this job after the creates (None: the runner's default for its kind)
+    bound: float | None = None
+
+    @property
+    def kind(self) -> str:
+        """The job's kind: ``TrainJob`` or ``AIPerfJob`` (what the runner lists and how it reads it)."""
+        return str(self.job["kind"])
+
+    @property
+    def namespace(self) -> str:
+        return NS_PREFIX + self.name
+
+    def objects(self) -> list[dict[str, Any]]:
+        """The namespace, then the prerequisites, all in the scenario's namespace."""
+        ns = {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": self.namespace, "labels": {**MATRIX_LABEL, **self.namespace_labels}},
+        }
+        out = [ns, *copy.deepcopy(self.cluster_prereqs)]
+        for obj in copy.deepcopy(self.prereqs):
+            obj.setdefault("metadata", {})["namespace"] = self.namespace
+            out.append(obj)
+        return out
+
+    def job_object(self) -> dict[str, Any]:
+        obj = copy.deepcopy(self.job)
+        obj["metadata"]["namespace"] = self.namespace
+        return obj
+
+
+# --------------------------------------------------------------------------- shared builders
+
+
+def secret(name: str, **data: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "stringData": data}
+
+
+def secret_env(var: str, name: str, key: str, optional: bool | None = None) -> dict[str, Any]:
+    ref: dict[str, Any] = {"name": name, "key": key}
+    if optional is not None:
+        ref["optional"] = optional
+    return {"name": var, "valueFrom": {"secretKeyRef": ref}}
+
+
+def quota(hard: dict[str, str], name: str = "quota", scopes: list[str] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"hard": hard}
+    if scopes:
+        spec["scopes"] = scopes
+    return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": name}, "spec": spec}
