@@ -41,6 +41,11 @@ def aiperfjob(
     return job
 
 
+def _without_datasets(job: dict[str, Any]) -> dict[str, Any]:
+    del job["spec"]["benchmark"]["datasets"]
+    return job
+
+
 def _scenario(
     name: str, note: str, job: dict[str, Any], prereqs: list[dict[str, Any]] | None = None, **kw: Any
 ) -> Scenario:
@@ -110,6 +115,13 @@ AIPERF_SCENARIOS: list[Scenario] = [
         aiperfjob(url=_url("aiperf-endpoint-no-ready", "llm")),
         [_NO_READY_SERVICE],
         covers="endpoint",
+        known="endpoint-not-ready-warns",
+    ),
+    _scenario(
+        "aiperf-no-datasets",
+        "AIPerfJob without spec.benchmark.datasets (as the README's good sample had it)",
+        _without_datasets(aiperfjob()),
+        covers="spec validity",
     ),
     _scenario(
         "aiperf-configmap-too-large",

@@ -523,6 +523,16 @@ KNOWN_LIMITATIONS: dict[str, str] = {
         "completes. The webhook judges the gang (all pods at once) and denies; the matrix's outcome "
         "'runs' is the workload's artefact, not a false deny."
     ),
+    "endpoint-not-ready-warns": (
+        "An endpoint Service with no ready endpoint is a warning by design, and the matrix shows what it "
+        "costs: the AIPerf operator notes EndpointUnreachable, runs the benchmark anyway, and the job ends "
+        "Failed minutes later. Decided from that outcome, and kept a warning: a deny would also refuse the "
+        "common `kubectl apply -f dir/` of a model server and its benchmark together, reviewed before the "
+        "server's ReplicaSet has made a pod (a false deny of a job whose server may be up in time). The "
+        "warning names the Service and the fix at apply time. Closing it needs to know that nothing will "
+        "ever serve the Service (no Deployment, StatefulSet or pod whose labels match its selector), which "
+        "the webhook does not read yet."
+    ),
 }
 
 
@@ -546,6 +556,11 @@ RESOLVED: dict[str, str] = {
         "'no bare pods' policy instead (scenario no-bare-pods-policy); evaluating Pod Security from the "
         "namespace labels and the pod spec (k8s.io/pod-security-admission) would close it."
     ),
+    "aiperf-spec-required": (
+        "An AIPerfJob without spec.benchmark.datasets (e2e/samples/aiperfjob-good.yaml had none) was admitted, "
+        "and the AIPerf operator's ConfigValid step refused it (AIPerfConfig: `benchmark.datasets Field "
+        "required`): the job ends Failed. Seen when the operator first ran on the node."
+    ),
     "no-storage-check": (
         "Trainer's torchtune runtimes claim a 20Gi volume through JobSet's volumeClaimPolicies; with no "
         "PersistentVolume and no (default) StorageClass that could provision it, the claim stays Pending and "
@@ -560,6 +575,8 @@ RESOLVED_BY: dict[str, str] = {
     "dry-run-blinded": "the Pod Security check (k8s.io/pod-security-admission ported, branch psa); the Dry Run "
     "check still cannot verify on this stack and says so",
     "no-storage-check": "the Volume Claims check (branch storage)",
+    "aiperf-spec-required": "Job Render requires what AIPerfConfig requires (models, the endpoint's URLs, a "
+    "dataset, a phase; 19 mutations checked against AIPerf itself); scenario aiperf-no-datasets",
 }
 
 
