@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 
+import pytest
+
 from tests.fakeview import FakeView
 from webhook.checks import all_checks
 from webhook.config import Settings
@@ -88,6 +90,27 @@ async def test_unreadable_object_is_denied_on_create_by_a_policy_made_decision()
         f'AIPerfJob "bench" in namespace "team-a" is not a valid AIPerfJob: {ev.unreadable}. '
         "Fix: correct that field and apply again."
     )
+
+
+@pytest.mark.parametrize("mode", ["warn", "audit"])
+async def test_unreadable_object_outside_enforce_mode_is_a_job_render_finding_never_a_deny(mode: str) -> None:
+    """warn and audit never deny (docs/configuration.md): an object the operator would refuse is
+    said as Job Render's finding, a warning in warn mode, an audit annotation in audit mode."""
+    job = _job()
+    del job["spec"]["benchmark"]["datasets"]
+    ev = await _eval(job, settings=Settings.model_validate({"mode": mode}))
+    assert ev.workload is None and ev.unreadable is not None
+    assert ev.decision.allowed is True
+    text = (
+        'AIPerfJob "bench" in namespace "team-a" is not a valid AIPerfJob: spec.benchmark.datasets is required: '
+        "at least one dataset (- name: main, type: synthetic, ...), or spec.benchmark.dataset for one. Fix: correct "
+        "that field and apply again."
+    )
+    if mode == "warn":
+        assert ev.decision.warnings == [f"[Job Render] {text}"]
+    else:
+        assert ev.decision.warnings == []
+        assert "Job Render" in ev.decision.audit_annotations.get("failed-checks", "")
 
 
 async def test_update_of_an_object_that_was_already_unreadable_is_allowed_with_a_warning() -> None:

@@ -34,7 +34,8 @@ class Evaluation:
     results: PreflightResults
     decision: Decision
     notes: list[str] = field(default_factory=list)
-    #: why the adapter could not read the object as its kind (the decision denies it), else None
+    #: why the adapter could not read the object as its kind (denied in enforce mode; outside it a
+    #: Job Render finding under the mode), else None
     unreadable: str | None = None
 
 
@@ -68,6 +69,10 @@ def _raw_subject(obj: dict[str, Any], namespace: str | None) -> tuple[str, str]:
     name = text(meta.get("name")) or text(meta.get("generateName")) or "<unnamed>"
     ns = text(meta.get("namespace")) or namespace or "default"
     return f'{kind} "{name}" in namespace "{ns}"', ns
+
+
+#: the check whose name an unreadable object's finding carries outside enforce mode
+RENDER = "Job Render"
 
 
 def _namespace_mode(view: ClusterView | None, namespace: str, settings: Settings) -> tuple[str | None, list[str]]:
@@ -220,8 +225,16 @@ async def evaluate(
         if operation == "UPDATE" and isinstance(old_obj, dict) and _unreadable(build, old_obj):
             # stored before this webhook could judge it: never block the fix or the cancel
             return Evaluation(None, PreflightResults(), unreadable_before(str(exc)), unreadable=str(exc))
-        subject, _ = _raw_subject(obj, namespace)
+        subject, ns = _raw_subject(obj, namespace)
         kind = k if isinstance(obj, dict) and isinstance(k := obj.get("kind"), str) else "object"
+        mode, _ = _namespace_mode(view, ns, settings)
+        if (mode or settings.mode) != "enforce":
+            # warn and audit never deny (docs/configuration.md `mode`): the same finding, as Job Render's
+            text = unreadable(subject, kind, str(exc)).message or str(exc)
+            found = CheckResult(RENDER, Status.FAIL, text, duration_ms=0.0)
+            ev = _single_verdict(found, "deny", settings=settings, obj=obj, view=view, namespace=namespace)
+            ev.unreadable = str(exc)
+            return ev
         return Evaluation(None, PreflightResults(), unreadable(subject, kind, str(exc)), unreadable=str(exc))
     if wl is None:
         return Evaluation(None, PreflightResults(), Decision(allowed=True, outcome=Outcome.UNHANDLED))

@@ -27,8 +27,6 @@ stand-in endpoint; the scenarios are TrainJobs and AIPerfJobs):
    ``Failed``/``Cancelled`` = fails (the operator's validation or preflight refused it, or the
    benchmark failed), anything else at the bound = never starts, pods running or not; its bound
    is longer (``AIPERF_BOUND_SECONDS``, 240 s: a benchmark is ~30 s alone and shares the node);
-   (an object the webhook cannot read as its kind is denied in every mode: its namespace leaves
-   the webhook's namespaceSelector instead, so the stack alone decides its outcome);
 4. each scenario is classified: denied and the job would have run = **false deny**; admitted
    and the job fails or never starts = **miss**; a scenario carrying a known limitation is
    listed under its name and not counted.
@@ -66,8 +64,6 @@ from e2e.harness.stack import Stack, versions
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "fidelity.md"
 OUR_DENIAL = 'admission webhook "preflight.webhook.io" denied the request: '
-#: the denial of an object its adapter cannot read (webhook/policy.py ``unreadable``), in every mode
-UNREADABLE = " is not a valid {kind}: "
 #: how long the runner watches a TrainJob after the last create (AIPerfJobs: AIPERF_BOUND_SECONDS)
 BOUND_SECONDS = 90.0
 #: the label the pods of a JobSet carry with its name
@@ -170,15 +166,7 @@ def to_audit(cp: ControlPlane, scenarios: Sequence[Scenario], verdicts: dict[str
     for s in scenarios:
         if verdicts[s.name].allowed or verdicts[s.name].by != "preflight":
             continue
-        unjudged = False
         while (v := ask(cp, s)).by == "preflight" and not v.allowed:
-            if UNREADABLE.format(kind=s.job["kind"]) in v.message and not unjudged:
-                # an object the adapter cannot read is denied in every mode (webhook/policy.py
-                # unreadable): to see what the stack does with it, its namespace leaves the
-                # webhook's namespaceSelector for the outcome phase
-                for key in MATRIX_LABEL:
-                    cp.kubectl("label", "namespace", s.namespace, f"{key}-")
-                unjudged = True
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the webhook still denies {s.name} 60s after its namespace was set to audit")
             time.sleep(0.2)  # polling the webhook for a condition (its namespace cache)
