@@ -11,6 +11,7 @@ from typing import Any
 
 from webhook.checks import all_checks
 from webhook.checks.base import Check
+from webhook.checks.render import JobRender
 from webhook.cluster.view import ClusterView
 from webhook.config import Settings
 from webhook.deadline import Deadline
@@ -69,10 +70,6 @@ def _raw_subject(obj: dict[str, Any], namespace: str | None) -> tuple[str, str]:
     name = text(meta.get("name")) or text(meta.get("generateName")) or "<unnamed>"
     ns = text(meta.get("namespace")) or namespace or "default"
     return f'{kind} "{name}" in namespace "{ns}"', ns
-
-
-#: the check whose name an unreadable object's finding carries outside enforce mode
-RENDER = "Job Render"
 
 
 def _namespace_mode(view: ClusterView | None, namespace: str, settings: Settings) -> tuple[str | None, list[str]]:
@@ -231,7 +228,7 @@ async def evaluate(
         if (mode or settings.mode) != "enforce":
             # warn and audit never deny (docs/configuration.md `mode`): the same finding, as Job Render's
             text = unreadable(subject, kind, str(exc)).message or str(exc)
-            found = CheckResult(RENDER, Status.FAIL, text, duration_ms=0.0)
+            found = CheckResult(JobRender.name, Status.FAIL, text, duration_ms=0.0)
             ev = _single_verdict(found, "deny", settings=settings, obj=obj, view=view, namespace=namespace)
             ev.unreadable = str(exc)
             return ev

@@ -83,8 +83,8 @@ class LiveClusterView:
         self._secret_ttl: dict[tuple[str, str], tuple[float, frozenset[str]]] = {}
         self._secret_reads: Coalescer[frozenset[str] | None] = Coalescer()
         self._object_reads: Coalescer[dict[str, Any] | None] = Coalescer()
-        self._object_ttl: dict[str, tuple[float, dict[str, Any] | None]] = {}
-        self._list_ttl: dict[str, tuple[float, list[dict[str, Any]]]] = {}
+        #: on-demand reads reused for their `ttl` (get_object by path, list_objects by path?selector)
+        self._read_ttl: dict[str, tuple[float, Any]] = {}
         self._list_reads: Coalescer[list[dict[str, Any]]] = Coalescer()
         self._startup_task: asyncio.Task[None] | None = None
         self._first_attempt = asyncio.Event()
@@ -340,10 +340,8 @@ class LiveClusterView:
         if namespace:
             path += f"/namespaces/{_q(namespace)}"
         path += f"/{resource}/{_q(name)}"
-        if ttl > 0:
-            hit = self._object_ttl.get(path)
-            if hit is not None and hit[0] > self._clock():
-                return None if hit[1] is None else dict(hit[1])
+        if ttl > 0 and (hit := self._reused(path)) is not None:
+            return None if hit[0] is None else dict(hit[0])
 
         async def fetch(timeout: float) -> dict[str, Any] | None:
             try:
@@ -359,11 +357,21 @@ class LiveClusterView:
             return doc
 
         got = await self._object_reads.run(path, deadline.timeout(LIVE_CALL_CEILING), fetch)
-        if ttl > 0:
-            if len(self._object_ttl) >= SECRET_CACHE_MAX:
-                self._object_ttl.clear()
-            self._object_ttl[path] = (self._clock() + ttl, got)
+        self._reuse(path, got, ttl)
         return got
+
+    def _reused(self, key: str) -> tuple[Any] | None:
+        """(the answer,) of an on-demand read still within its ttl, else None (a None answer is `(None,)`)."""
+        hit = self._read_ttl.get(key)
+        return (hit[1],) if hit is not None and hit[0] > self._clock() else None
+
+    def _reuse(self, key: str, answer: Any, ttl: float) -> None:
+        """Keep an on-demand read's answer for `ttl` seconds (errors are never kept: they raise first)."""
+        if ttl <= 0:
+            return
+        if len(self._read_ttl) >= SECRET_CACHE_MAX:
+            self._read_ttl.clear()
+        self._read_ttl[key] = (self._clock() + ttl, answer)
 
     async def list_objects(
         self,
@@ -384,10 +392,8 @@ class LiveClusterView:
         self.declared.check_list(api_version, resource)
         path = f"{gv_path(api_version)}/namespaces/{_q(namespace)}/{resource}"
         key = f"{path}?{label_selector}"
-        if ttl > 0:
-            hit = self._list_ttl.get(key)
-            if hit is not None and hit[0] > self._clock():
-                return [dict(i) for i in hit[1]]
+        if ttl > 0 and (hit := self._reused(key)) is not None:
+            return [dict(i) for i in hit[0]]
 
         async def fetch(timeout: float) -> list[dict[str, Any]]:
             doc = await self.client.request(
@@ -403,10 +409,7 @@ class LiveClusterView:
             return items
 
         got = await self._list_reads.run(key, deadline.timeout(LIVE_CALL_CEILING), fetch)
-        if ttl > 0:
-            if len(self._list_ttl) >= SECRET_CACHE_MAX:
-                self._list_ttl.clear()
-            self._list_ttl[key] = (self._clock() + ttl, got)
+        self._reuse(key, got, ttl)
         return got
 
     async def dry_run_create(
