@@ -4,6 +4,7 @@
     .venv/bin/python bench/inproc.py --json     # one JSON line per sample: {"kind", "ms", ...}
     .venv/bin/python bench/inproc.py --instructions [--json]   # instructions per request (valgrind)
     .venv/bin/python bench/inproc.py --write [--code DIR --section inproc-before]   # both, into docs/benchmarks.md
+    .venv/bin/python bench/inproc.py --cluster [--json|--profile cprofile|--write]  # with the live cluster view
 
 Each request goes through `WebhookApp.validate` (content-type and size checks, body read,
 envelope parse, evaluate, metrics, decision log, JSON answer) with a stand-in for
@@ -22,6 +23,15 @@ PYTHONHASHSEED=0), and the difference of the two totals divided by N is the cost
 request in instructions. Unlike CPU time it does not move with what else the machine runs
 (the two cores are shared), so a change's effect is one comparison; it takes about a
 minute per kind (valgrind runs Python ~50x slower).
+
+`--cluster` measures `aiperf-cluster` and `trainjob-cluster` instead: the e2e samples
+(e2e/samples/*-good.yaml) through the same handler with the real live cluster view, its watch
+caches synced against a local control plane (etcd and kube-apiserver from e2e/build.sh, set up
+as bench/cluster_bench.py does: the sample namespaces, Secrets, endpoint Service and runtime, a
+quota per namespace, three Ready Nodes), with `checks: {Dry Run: off}`. This is what a webhook
+pod spends per review in a cluster once its caches are warm (the Dry Run round trips aside);
+`--profile` works the same. Instructions are not counted for these (valgrind would have to
+sync the caches 50x slower).
 
 `--write` measures both for every kind and writes the `inproc` section of
 docs/benchmarks.md; `--code DIR` measures the webhook package of another checkout (e.g. a
@@ -78,8 +88,38 @@ class FakeRequest:
         return self.body
 
 
-def make_call(kind: str) -> tuple[Any, str]:
+CLUSTER_KINDS = ("aiperf-cluster", "trainjob-cluster")
+#: the cluster view of a --cluster run, opened once per process (set by `open_view`)
+VIEW: Any = None
+
+
+async def open_view(kubeconfig: str) -> Any:
+    """The live cluster view the `*-cluster` kinds run against, its caches synced."""
+    global VIEW
+    from webhook.checks import all_checks
+    from webhook.cluster.live import open_cluster_view
+
+    VIEW = await open_cluster_view(CLUSTER_SETTINGS, kubeconfig=kubeconfig, checks=all_checks())
+    await VIEW.wait_synced(60)
+    return VIEW
+
+
+CLUSTER_SETTINGS = Settings.model_validate({"checks": {"Dry Run": "off"}})
+
+
+def make_call(kind: str) -> tuple[Any, bytes]:
     settings = Settings()
+    if kind in CLUSTER_KINDS:
+        if VIEW is None:
+            raise SystemExit(f"{kind} needs --cluster (a local control plane)")
+        sample = ROOT / "e2e" / "samples" / ("aiperfjob-good.yaml" if kind == "aiperf-cluster" else "trainjob-good.yaml")
+        capp = WebhookApp(CLUSTER_SETTINGS, view=VIEW)
+        cbody = review(yaml.safe_load(sample.read_text()))
+
+        async def call_cluster() -> Any:
+            return await capp.validate(FakeRequest(cbody))  # type: ignore[arg-type]
+
+        return call_cluster, cbody
     if kind in ("aiperf", "trainjob"):
         obj = yaml.safe_load((SAMPLES / ("aiperfjob.yaml" if kind == "aiperf" else "trainjob.yaml")).read_text())
         app = WebhookApp(settings)
@@ -159,6 +199,8 @@ WHAT = {
     "aiperf": "sample AIPerfJob, offline",
     "trainjob": "sample TrainJob, offline (stops at the runtime reference)",
     "trainjob-rt": "sample TrainJob with its ClusterTrainingRuntime",
+    "aiperf-cluster": "e2e sample AIPerfJob, live cluster view (warm caches, Dry Run off)",
+    "trainjob-cluster": "e2e sample TrainJob, live cluster view (warm caches, Dry Run off)",
 }
 
 
@@ -192,6 +234,64 @@ with the load: the figure to compare between commits.
 |---|---|---:|---:|---:|---|
 """ + "\n".join(rows)
     write_section(section, body)
+
+
+async def cluster_rows(kinds: list[str], n: int) -> list[str]:
+    rows = []
+    for kind in kinds:
+        ms, answer, _ = await cpu_ms(kind, n)
+        rows.append(
+            f"| {kind} | {WHAT[kind]} | {ms:.3f} | allowed={answer['allowed']}, "
+            f"{len(answer.get('warnings') or [])} warning(s) |"
+        )
+        print(rows[-1], flush=True)
+    return rows
+
+
+def write_cluster(rows: list[str], n: int, load: tuple[float, float, float]) -> None:
+    """The `inproc-cluster` section: CPU ms per review with the live cluster view."""
+    body = f"""## CPU per review in process, with the live cluster view (bench/inproc.py --cluster)
+
+Command: `.venv/bin/python bench/inproc.py --cluster --write`
+
+Python {sys.version.split()[0]}, {os.cpu_count()} cores shared with other work (load average
+{load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} at the start). The /validate handler as above, with
+the real live cluster view (watch caches synced against a local etcd and kube-apiserver holding
+the sample namespaces, Secrets, endpoint Service, ClusterTrainingRuntime, a ResourceQuota per
+namespace and three Ready Nodes) and `checks: {{Dry Run: off}}`: what a webhook pod spends per
+review once its caches are warm. *CPU ms*: the best of 7 blocks of {n}.
+
+| kind | what | CPU ms per request | answer |
+|---|---|---:|---|
+""" + "\n".join(rows)
+    write_section("inproc-cluster", body)
+
+
+def run_cluster(args: argparse.Namespace) -> int:
+    """The `*-cluster` kinds against a local control plane started for the run."""
+    from bench.cluster_bench import setup_samples
+    from e2e.harness.controlplane import ControlPlane
+
+    kinds = [k for k in args.kind.split(",") if k in CLUSTER_KINDS] or list(CLUSTER_KINDS)
+    load = os.getloadavg()
+    with ControlPlane() as cp:
+        setup_samples(cp)
+
+        async def go() -> list[str]:
+            view = await open_view(str(cp.kubeconfig))
+            try:
+                if args.write:
+                    return await cluster_rows(kinds, args.n)
+                for kind in kinds:
+                    await measure(kind, args.n, args.profile, args.json)
+                return []
+            finally:
+                await view.close()
+
+        rows = asyncio.run(go())
+    if args.write:
+        write_cluster(rows, args.n, load)
+    return 0
 
 
 async def measure(kind: str, n: int, profile: str | None, as_json: bool = False) -> None:
@@ -238,11 +338,16 @@ def main() -> int:
     p.add_argument("--count-run", type=int, help=argparse.SUPPRESS)  # the body --instructions runs under valgrind
     p.add_argument("--write", action="store_true", help="CPU ms and instructions per kind into docs/benchmarks.md")
     p.add_argument("--section", default="inproc", help="the docs/benchmarks.md section --write replaces")
+    p.add_argument(
+        "--cluster", action="store_true", help="the *-cluster kinds: the live cluster view against a local control plane"
+    )
     p.add_argument("--code", help="measure the webhook package of this checkout instead of this one")
     args = p.parse_args()
     if args.code and Path(args.code).resolve() != CODE.resolve():
         env = {**os.environ, "PREFLIGHT_BENCH_CODE": str(Path(args.code).resolve())}
         os.execve(sys.executable, [sys.executable, __file__, *sys.argv[1:]], env)
+    if args.cluster:
+        return run_cluster(args)
     if args.write:
         write(args.kind.split(","), args.n, args.section)
         return 0

@@ -163,6 +163,26 @@ def test_requests_default_from_limits_before_limit_range_default_request() -> No
     assert spec["containers"][1]["resources"] == {"limits": {"cpu": "1"}, "requests": {"cpu": "100m"}}
 
 
+def test_admitted_pod_leaves_the_workload_pod_spec_as_it_was() -> None:
+    """It copies what it changes (resources, priorityClassName), not the rest of the pod."""
+    import copy
+
+    lr = {
+        "metadata": meta("defaults", "team-a"),
+        "spec": {"limits": [{"type": "Container", "defaultRequest": {"cpu": "100m"}, "default": {"memory": "1Gi"}}]},
+    }
+    original = pod(container("a", None, {"cpu": "2"}), container("b", {"cpu": "1"}))
+    original["initContainers"] = [container("init")]
+    before = copy.deepcopy(original)
+    spec = admitted_pod(original, [lr], "high")
+    assert original == before
+    assert spec["priorityClassName"] == "high"
+    # defaultRequest takes what it lacks from default (SetDefaults_LimitRangeItem)
+    init = {"limits": {"memory": "1Gi"}, "requests": {"cpu": "100m", "memory": "1Gi"}}
+    assert spec["initContainers"][0]["resources"] == init
+    assert spec["containers"][1]["resources"] == {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "1Gi"}}
+
+
 def test_limit_range_item_defaults_and_first_limit_range_wins() -> None:
     """SetDefaults_LimitRangeItem: default from max, defaultRequest from default; then from min."""
     a = {

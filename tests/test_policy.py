@@ -268,3 +268,21 @@ def test_outcomes_are_one_enum_and_label_as_their_values():
     m.observe_request("TrainJob", "CREATE", d.outcome, 0.01)
     body, _ = m.render()
     assert b'preflight_webhook_requests_total{decision="warned",kind="TrainJob",operation="CREATE"} 1.0' in body
+
+
+def test_one_line_drops_exactly_the_non_space_control_characters() -> None:
+    """What NewWarningHeader refuses: Unicode category Cc; whitespace (also Cc) collapses."""
+    import unicodedata
+
+    from webhook.policy import _one_line
+
+    for code in range(0x3100):
+        ch = chr(code)
+        text = f"a{ch}b"
+        if ch.isspace():
+            assert _one_line(text) == "a b", hex(code)
+        elif unicodedata.category(ch) == "Cc":
+            assert _one_line(text) == "ab", hex(code)
+        else:
+            assert _one_line(text) == text, hex(code)
+    assert _one_line("  x\t\n y\x00z\x85 \x7f") == "x yz"

@@ -5,7 +5,6 @@ what a pod is charged, and the stages of a job whose pod groups start one after 
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Iterable
 from decimal import Decimal
@@ -106,11 +105,34 @@ def limit_range_defaults(limit_range: dict[str, Any]) -> tuple[dict[str, Any], d
     return limits, requests
 
 
+def _resources_copy(pod_spec: dict[str, Any]) -> dict[str, Any]:
+    """`pod_spec` with new container lists, container dicts and `resources` dicts (two levels)."""
+    spec = dict(pod_spec)
+    for kind in ("initContainers", "containers"):
+        items = pod_spec.get(kind)
+        if not isinstance(items, list):
+            continue
+        copied = []
+        for c in items:
+            if isinstance(c, dict):
+                c = dict(c)
+                res = c.get("resources")
+                if isinstance(res, dict):
+                    c["resources"] = {k: dict(v) if isinstance(v, dict) else v for k, v in res.items()}
+            copied.append(c)
+        spec[kind] = copied
+    return spec
+
+
 def admitted_pod(
     pod_spec: dict[str, Any], limit_ranges: Iterable[dict[str, Any]] = (), default_priority_class: str = ""
 ) -> dict[str, Any]:
-    """The pod spec ResourceQuota admission sees (see the module docstring, step 1)."""
-    spec = copy.deepcopy(pod_spec)
+    """The pod spec ResourceQuota admission sees (see the module docstring, step 1).
+
+    A new spec: what this changes (each container's `resources` and its `requests`/`limits`,
+    the `priorityClassName`) is copied, everything else is shared with `pod_spec`, which is
+    left as it was (a deep copy of a ~15-container pod was most of an AIPerfJob review)."""
+    spec = _resources_copy(pod_spec)
     # decode: SetDefaults_Pod, requests default from limits (containers and init containers)
     for _, c in all_containers(spec):
         res = c.get("resources") or {}
