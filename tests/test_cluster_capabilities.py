@@ -429,3 +429,31 @@ def test_named_reads_in_namespaces_that_do_not_exist_do_not_lower_controllers() 
         "not permitted to get deployments.apps kueue-system/kueue-controller-manager, "
         "get leases.coordination.k8s.io kueue-system/c1f6bfd2.kueue.x-k8s.io",
     )
+
+
+def test_the_view_remembers_a_capability_until_the_namespaces_it_depends_on_change() -> None:
+    """LiveClusterView computes a capability once per discovery snapshot and permission probe; for
+    Controllers (lowered by its named reads, which count only in namespaces that exist) also once
+    per state of the namespaces cache: a namespace created or deleted is seen by the next review."""
+    from types import SimpleNamespace
+
+    from webhook.cluster.cache import ResourceCache
+    from webhook.cluster.discovery import DiscoverySnapshot
+    from webhook.cluster.live import LiveClusterView
+
+    s = Settings()
+    view = LiveClusterView(s, object(), checks=[Controllers()], own_ns="preflight-system")  # type: ignore[arg-type]
+    view.discovery.snapshot = DiscoverySnapshot(group_versions={"v1", "apps/v1", "coordination.k8s.io/v1"})
+    view.permissions = granted(denied=tuple(_controller_perms(s)))
+    namespaces = ResourceCache("namespaces")
+    namespaces.replace([], "1")
+    view.reflectors["namespaces"] = SimpleNamespace(cache=namespaces, denied="")  # type: ignore[assignment]
+    assert view.check_capability(Controllers()) == (True, "")
+    assert view.check_capability(Controllers()) == (True, "")
+    namespaces.apply("ADDED", {"metadata": {"name": "kueue-system", "resourceVersion": "2"}})
+    ok, reason = view.check_capability(Controllers())
+    assert not ok and reason.startswith("not permitted to get deployments.apps kueue-system/kueue-controller-manager")
+    namespaces.apply("BOOKMARK", {"metadata": {"resourceVersion": "3"}})
+    assert view.check_capability(Controllers())[0] is False
+    namespaces.apply("DELETED", {"metadata": {"name": "kueue-system", "resourceVersion": "4"}})
+    assert view.check_capability(Controllers()) == (True, "")

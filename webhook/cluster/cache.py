@@ -168,6 +168,9 @@ class ResourceCache:
         self.last_ok: float | None = None
         self.last_error: str = ""
         self.relists = 0
+        #: counts lists and ADDED/MODIFIED/DELETED events: something derived from the objects
+        #: (e.g. which namespaces exist) is current while this number is the one it saw
+        self.changes = 0
         #: called after every change (list or event); used to wait for a state, never polled
         self.listeners: list[Callable[[], None]] = []
 
@@ -198,6 +201,7 @@ class ResourceCache:
         for obj in items:
             self._put(obj)
         self.resource_version = rv
+        self.changes += 1
         if self.synced:
             self.relists += 1
         self.synced = True
@@ -220,6 +224,8 @@ class ResourceCache:
                         del self._by_ns[key[0]]
         elif event_type != "BOOKMARK":
             return
+        if event_type != "BOOKMARK":
+            self.changes += 1
         if rv:
             self.resource_version = rv
         self.touch()

@@ -70,7 +70,8 @@ class LiveClusterView:
         self.client = client
         self.checks = checks
         self.discovery = Discovery(client, refresh_seconds=discovery_refresh_seconds)
-        self._cap_memo: dict[str, tuple[Any, Any, Capability]] = {}
+        #: check name → (discovery snapshot, permission probe, settings, namespaces state, capability)
+        self._cap_memo: dict[str, tuple[Any, Any, Any, Any, Capability]] = {}
         self.reflectors: dict[str, Reflector] = {}
         self.cache_reasons: dict[str, str] = {}  # resource -> why it has no cache
         self.permissions: dict[Permission, PermissionResult] | None = None
@@ -448,16 +449,31 @@ class LiveClusterView:
             return True
         return r.cache.get(None, namespace) is not None
 
+    def _namespaces_state(self) -> tuple[bool, int] | None:
+        """What `_namespace_exists` answers from: None without a namespaces cache, else
+        (synced, its change count)."""
+        r = self.reflectors.get("namespaces")
+        return None if r is None else (r.cache.synced, r.cache.changes)
+
     def server_version(self) -> tuple[int, int] | None:
         return self.discovery.server_version()
 
     def _capability(self, check: CheckNeeds) -> Capability:
         snap = self.discovery.snapshot
-        # the probed part changes only with a new discovery snapshot or permission probe:
-        # computed once per (check, snapshot, probe), not on every request
+        # the probed part changes only with a new discovery snapshot or permission probe (and,
+        # for a check lowered by its named reads, the settings and which namespaces exist):
+        # computed once per such state, not on every request
+        ns_state = self._namespaces_state() if check.named_permissions_required else None
         memo = self._cap_memo.get(check.name)
-        if memo is not None and memo[0] is snap and memo[1] is self.permissions and snap is not None:
-            cap = memo[2]
+        if (
+            memo is not None
+            and snap is not None
+            and memo[0] is snap
+            and memo[1] is self.permissions
+            and memo[2] is self.settings
+            and memo[3] == ns_state
+        ):
+            cap = memo[4]
         else:
             cap = capability_of(
                 check,
@@ -467,9 +483,7 @@ class LiveClusterView:
                 settings=self.settings,
                 namespace_exists=self._namespace_exists if check.named_permissions_required else None,
             )
-            # a check lowered by its named reads follows the namespaces: not memoized
-            if not check.named_permissions_required:
-                self._cap_memo[check.name] = (snap, self.permissions, cap)
+            self._cap_memo[check.name] = (snap, self.permissions, self.settings, ns_state, cap)
         if cap.value != NO:
             for p in check.permissions:  # a cache refused at run time (RBAC changed since start-up)
                 r = self.reflectors.get(p.resource)
