@@ -12,12 +12,17 @@
 ARG BASE_IMAGE=python:3.11.11-slim-bookworm
 
 FROM ${BASE_IMAGE} AS builder
+# EXTRAS: the package's optional extras to install; "fast" adds uvloop (less CPU per review on
+# the TLS server path, docs/benchmarks.md); --build-arg EXTRAS= builds without it (the server
+# falls back to asyncio's own loop).
+ARG EXTRAS=fast
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY webhook ./webhook
 RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
- && python -m pip install --prefix=/install --only-binary=:all: /wheels/*.whl \
+ && wheel="$(echo /wheels/*.whl)" \
+ && python -m pip install --prefix=/install --only-binary=:all: "${wheel}${EXTRAS:+[$EXTRAS]}" \
  && python -m compileall -q /install
 
 FROM ${BASE_IMAGE}

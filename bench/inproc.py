@@ -112,7 +112,9 @@ def make_call(kind: str) -> tuple[Any, bytes]:
     if kind in CLUSTER_KINDS:
         if VIEW is None:
             raise SystemExit(f"{kind} needs --cluster (a local control plane)")
-        sample = ROOT / "e2e" / "samples" / ("aiperfjob-good.yaml" if kind == "aiperf-cluster" else "trainjob-good.yaml")
+        sample = (
+            ROOT / "e2e" / "samples" / ("aiperfjob-good.yaml" if kind == "aiperf-cluster" else "trainjob-good.yaml")
+        )
         capp = WebhookApp(CLUSTER_SETTINGS, view=VIEW)
         cbody = review(yaml.safe_load(sample.read_text()))
 
@@ -339,7 +341,9 @@ def main() -> int:
     p.add_argument("--write", action="store_true", help="CPU ms and instructions per kind into docs/benchmarks.md")
     p.add_argument("--section", default="inproc", help="the docs/benchmarks.md section --write replaces")
     p.add_argument(
-        "--cluster", action="store_true", help="the *-cluster kinds: the live cluster view against a local control plane"
+        "--cluster",
+        action="store_true",
+        help="the *-cluster kinds: the live cluster view against a local control plane",
     )
     p.add_argument("--code", help="measure the webhook package of this checkout instead of this one")
     args = p.parse_args()

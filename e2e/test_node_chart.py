@@ -89,6 +89,9 @@ def test_two_webhook_pods_ready_running_the_dockerfile_image_restricted(installe
             "import os\ntry:\n open('/x','w')\nexcept OSError as e:\n print(os.getuid(), e.errno)",
         ).stdout.split()
         assert out == ["65532", "30"]  # EROFS
+        # the image carries the `fast` extra: the server runs on uvloop (Dockerfile EXTRAS)
+        logs = installed.kubectl("logs", "-n", NS, name).stdout
+        assert "event loop: uvloop" in logs, logs[-2000:]
 
 
 def test_certificate_pod_made_the_secret_and_injected_the_ca_bundle(installed: Installed) -> None:

@@ -180,7 +180,10 @@ def test_admitted_pod_leaves_the_workload_pod_spec_as_it_was() -> None:
     # defaultRequest takes what it lacks from default (SetDefaults_LimitRangeItem)
     init = {"limits": {"memory": "1Gi"}, "requests": {"cpu": "100m", "memory": "1Gi"}}
     assert spec["initContainers"][0]["resources"] == init
-    assert spec["containers"][1]["resources"] == {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "1Gi"}}
+    assert spec["containers"][1]["resources"] == {
+        "requests": {"cpu": "1", "memory": "1Gi"},
+        "limits": {"memory": "1Gi"},
+    }
 
 
 def test_limit_range_item_defaults_and_first_limit_range_wins() -> None:

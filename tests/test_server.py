@@ -495,3 +495,11 @@ async def test_drain_is_bounded_by_drain_seconds(
     await server.shutdown()  # returns although the request never finishes by itself
     with pytest.raises(aiohttp.ClientError):
         await in_flight
+
+
+async def test_the_start_line_names_the_event_loop(start_webhook: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """Which loop serves is visible in the log (the image runs uvloop: e2e/test_node_chart.py)."""
+    with caplog.at_level(logging.INFO, logger="webhook"):
+        server = await start_webhook()
+    line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("serving on https://"))
+    assert f"127.0.0.1:{server.port} (json: stdlib, event loop: asyncio, client authentication: off)" in line

@@ -22,6 +22,11 @@ from webhook.server import WebhookApp
 log = logging.getLogger("webhook.server")  # one logger for the server, whichever module logs
 
 
+def loop_name() -> str:
+    """The running loop: "uvloop" when it is uvloop's (the `fast` extra), else "asyncio"."""
+    return "uvloop" if type(asyncio.get_running_loop()).__module__.startswith("uvloop") else "asyncio"
+
+
 class _Connection(RequestHandler):
     """aiohttp's per-connection protocol, with the bounds a hostile client must not escape.
 
@@ -235,10 +240,11 @@ class WebhookServer:
         if self.reloader is not None:
             self.reloader.start()
         log.info(
-            "serving on https://%s:%d (json: %s, client authentication: %s)",
+            "serving on https://%s:%d (json: %s, event loop: %s, client authentication: %s)",
             self.host,
             self.port,
             self.webhook.json_name,
+            loop_name(),
             "on" if self.client_auth else "off",
         )
 
