@@ -825,72 +825,6 @@ def bench_memory(cp: ControlPlane, args: argparse.Namespace, command: str) -> st
     return "\n".join(lines)
 
 
-# ------------------------------------------------------------------------------- profile
-
-
-async def _profile(cp: ControlPlane, kind: str, n: int) -> tuple[str, float, dict[str, float]]:
-    """In-process: the real LiveClusterView (caches synced) and ``evaluate()`` on one sample,
-    ``n`` times one after another under pyinstrument; no HTTP, TLS or envelope."""
-    import copy as _copy
-
-    from pyinstrument import Profiler
-
-    from webhook.checks import all_checks
-    from webhook.cluster.live import open_cluster_view
-    from webhook.config import Settings
-    from webhook.deadline import Deadline
-    from webhook.preflight import evaluate
-    from webhook.workloads import build_workload
-
-    settings = Settings.model_validate({"checks": {"Dry Run": "off"}})
-    view = await open_cluster_view(settings, kubeconfig=str(cp.kubeconfig), checks=all_checks())
-    try:
-        await view.wait_synced(60)
-        obj = sample("trainjob-good" if kind == "TrainJob" else "aiperfjob-good")
-        for _ in range(50):  # imports, first Secret reads, caches of the adapters
-            await evaluate(_copy.deepcopy(obj), settings=settings, deadline=Deadline(4.0), view=view)
-        t0 = time.perf_counter()
-        for _ in range(n):
-            await evaluate(_copy.deepcopy(obj), settings=settings, deadline=Deadline(4.0), view=view)
-        per_eval = (time.perf_counter() - t0) * 1000.0 / n
-        profiler = Profiler(interval=0.0005, async_mode="enabled")
-        profiler.start()
-        for _ in range(n):
-            await evaluate(_copy.deepcopy(obj), settings=settings, deadline=Deadline(4.0), view=view)
-        profiler.stop()
-        # the adapter alone, without the profiler
-        from webhook.preflight import view_runtime_lookup
-
-        lookup = view_runtime_lookup(view)
-        t0 = time.perf_counter()
-        for _ in range(n):
-            build_workload(_copy.deepcopy(obj), settings=settings, runtime_lookup=lookup)
-        adapter = (time.perf_counter() - t0) * 1000.0 / n
-        t0 = time.perf_counter()
-        for _ in range(n):
-            _copy.deepcopy(obj)
-        copying = (time.perf_counter() - t0) * 1000.0 / n
-        text = profiler.output_text(unicode=False, color=False, show_all=False)
-        return text, per_eval, {"adapter": adapter, "deepcopy (bench overhead)": copying}
-    finally:
-        await view.close()
-
-
-def bench_profile(cp: ControlPlane, args: argparse.Namespace, command: str) -> str:
-    parts = []
-    for kind in ("TrainJob", "AIPerfJob"):
-        text, per_eval, extra = asyncio.run(_profile(cp, kind, args.profile_evaluations))
-        print(text, flush=True)
-        print(
-            f"profile {kind}: evaluate() {per_eval:.2f} ms without the profiler; "
-            + ", ".join(f"{k} {v:.2f} ms" for k, v in extra.items())
-            + f"; load {load()}",
-            flush=True,
-        )
-        parts.append(f"{kind}: evaluate() {per_eval:.2f} ms, " + ", ".join(f"{k} {v:.2f} ms" for k, v in extra.items()))
-    return "Profile (not written to the docs): " + "; ".join(parts)
-
-
 # ------------------------------------------------------------------------------- main
 
 BENCHES: dict[str, Callable[[ControlPlane, argparse.Namespace, str], str]] = {
@@ -899,15 +833,11 @@ BENCHES: dict[str, Callable[[ControlPlane, argparse.Namespace, str], str]] = {
     "burst": bench_burst,
     "memory": bench_memory,  # last: it leaves thousands of objects behind
 }
-#: run only when named in --only; printed, never written to docs/benchmarks.md
-EXTRA: dict[str, Callable[[ControlPlane, argparse.Namespace, str], str]] = {"profile": bench_profile}
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument(
-        "--only", default=",".join(BENCHES), help="comma-separated subset of: " + ", ".join([*BENCHES, *EXTRA])
-    )
+    p.add_argument("--only", default=",".join(BENCHES), help="comma-separated subset of: " + ", ".join(BENCHES))
     p.add_argument("--connections", type=int, default=32)
     p.add_argument("--requests", type=int, default=4000, help="validate: measured requests per run")
     p.add_argument("--warmup", type=int, default=300)
@@ -922,11 +852,10 @@ def main() -> int:
     p.add_argument("--nodes", type=int, default=200)
     p.add_argument("--namespaces", type=int, default=100)
     p.add_argument("--memory-requests", type=int, default=400)
-    p.add_argument("--profile-evaluations", type=int, default=500)
     p.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
     args = p.parse_args()
     selected = [b.strip() for b in args.only.split(",") if b.strip()]
-    unknown = [b for b in selected if b not in BENCHES and b not in EXTRA]
+    unknown = [b for b in selected if b not in BENCHES]
     if unknown:
         p.error(f"unknown benchmark(s): {', '.join(unknown)}")
     command = " ".join([".venv/bin/python bench/cluster_bench.py", *(shlex.quote(a) for a in sys.argv[1:])])
@@ -942,9 +871,6 @@ def main() -> int:
             print(text, flush=True)
             if not args.no_write:
                 write_section(f"cluster-{name}", text)
-        for name, fn in EXTRA.items():
-            if name in selected:
-                print(fn(cp, args, command), flush=True)
     return 0
 
 
