@@ -250,11 +250,15 @@ async def cluster_rows(kinds: list[str], n: int) -> list[str]:
     return rows
 
 
-def write_cluster(rows: list[str], n: int, load: tuple[float, float, float]) -> None:
-    """The `inproc-cluster` section: CPU ms per review with the live cluster view."""
-    body = f"""## CPU per review in process, with the live cluster view (bench/inproc.py --cluster)
+def write_cluster(rows: list[str], n: int, load: tuple[float, float, float], section: str) -> None:
+    """The `inproc-cluster` section (or `section`): CPU ms per review with the live cluster view."""
+    section = "inproc-cluster" if section == "inproc" else section
+    code = "" if CODE == ROOT else f" --code {CODE}"
+    args = f"--cluster --write{code}" + ("" if section == "inproc-cluster" else f" --section {section}")
+    title = "CPU per review in process, with the live cluster view" + (f" (code: `{CODE}`)" if code else "")
+    body = f"""## {title}
 
-Command: `.venv/bin/python bench/inproc.py --cluster --write`
+Command: `.venv/bin/python bench/inproc.py {args}`
 
 Python {sys.version.split()[0]}, {os.cpu_count()} cores shared with other work (load average
 {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} at the start). The /validate handler as above, with
@@ -266,7 +270,7 @@ review once its caches are warm. *CPU ms*: the best of 7 blocks of {n}.
 | kind | what | CPU ms per request | answer |
 |---|---|---:|---|
 """ + "\n".join(rows)
-    write_section("inproc-cluster", body)
+    write_section(section, body)
 
 
 def run_cluster(args: argparse.Namespace) -> int:
@@ -292,7 +296,7 @@ def run_cluster(args: argparse.Namespace) -> int:
 
         rows = asyncio.run(go())
     if args.write:
-        write_cluster(rows, args.n, load)
+        write_cluster(rows, args.n, load, args.section)
     return 0
 
 
