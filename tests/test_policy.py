@@ -213,6 +213,11 @@ def test_a_finding_that_fits_is_one_warning_a_longer_one_goes_on_word_for_word()
     assert sum(line.count("word") for line in long) == 200
     assert wrap("short", "[X] ") == ["[X] short"]
     assert wrap("x" * 300, "[X] ") == ["[X] " + "x" * 252, "[X] … " + "x" * 48]
+    # exactly at the limit: still one warning; one character more: two
+    fits = "y" * (256 - len("[X] "))
+    assert wrap(fits, "[X] ") == ["[X] " + fits]
+    assert wrap(fits + " z", "[X] ") == ["[X] " + fits, "[X] … z"]
+    assert wrap("", "[X] ") == ["[X] "] and wrap(" a \n b\t", "[X] ") == ["[X] a b"]
 
 
 def test_findings_annotation_stays_valid_json_when_bounded():

@@ -92,10 +92,13 @@ def wrap(text: str, lead: str, limit: int = WARNING_MAX_CHARS) -> list[str]:
     starting `lead` + "…" so that they read as one finding. A single word longer than a
     warning is split (never dropped).
     """
+    text = _one_line(text)
+    if len(lead) + len(text) <= limit:  # most findings: one warning, as the loop below would make it
+        return [lead + text]
     cont = f"{lead}… "
     lines: list[str] = []
     current = lead
-    for word in _one_line(text).split(" "):
+    for word in text.split(" "):
         while True:
             fresh = current in (lead, cont)
             candidate = current + word if fresh else f"{current} {word}"
