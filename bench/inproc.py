@@ -206,6 +206,18 @@ WHAT = {
 }
 
 
+def _head(title: str, flags: str, section: str, default: str, load: tuple[float, float, float]) -> str:
+    """A section's title, command and machine line (the `--code` checkout named when it is another)."""
+    code = "" if CODE == ROOT else f" --code {CODE}"
+    args = f"{flags}{code}" + ("" if section == default else f" --section {section}")
+    return f"""## {title}{f" (code: `{CODE}`)" if code else ""}
+
+Command: `.venv/bin/python bench/inproc.py {args}`
+
+Python {sys.version.split()[0]}, {os.cpu_count()} cores shared with other work (load average
+{load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} at the start)."""
+
+
 def write(kinds: list[str], n: int, section: str) -> None:
     """Measure CPU ms and instructions per request for each kind; write docs/benchmarks.md's section."""
     load = os.getloadavg()
@@ -217,15 +229,8 @@ def write(kinds: list[str], n: int, section: str) -> None:
         verdict = "" if target is None else ("met" if ms <= target else "**not met**")
         rows.append(f"| {kind} | {WHAT.get(kind, kind)} | {ms:.3f} | {instr:,} | ≤ {target} | {verdict} |")
         print(rows[-1], flush=True)
-    code = "" if CODE == ROOT else f" --code {CODE}"
-    args = f"--write{code}" + ("" if section == "inproc" else f" --section {section}")
-    title = "CPU per review in process (bench/inproc.py)" + (f" (code: `{CODE}`)" if code else "")
-    body = f"""## {title}
-
-Command: `.venv/bin/python bench/inproc.py {args}`
-
-Python {sys.version.split()[0]}, {os.cpu_count()} cores shared with other work (load average
-{load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} at the start). Each request goes through the
+    head = _head("CPU per review in process (bench/inproc.py)", "--write", section, "inproc", load)
+    body = f"""{head} Each request goes through the
 /validate handler (envelope, adapter, checks, policy, metrics, JSON answer) without sockets or
 TLS. *CPU ms*: process CPU time per request, the best of 7 blocks of {n} (it still moves with
 the machine's load). *Instructions*: per request under `valgrind --tool=callgrind`, the
@@ -253,15 +258,10 @@ async def cluster_rows(kinds: list[str], n: int) -> list[str]:
 def write_cluster(rows: list[str], n: int, load: tuple[float, float, float], section: str) -> None:
     """The `inproc-cluster` section (or `section`): CPU ms per review with the live cluster view."""
     section = "inproc-cluster" if section == "inproc" else section
-    code = "" if CODE == ROOT else f" --code {CODE}"
-    args = f"--cluster --write{code}" + ("" if section == "inproc-cluster" else f" --section {section}")
-    title = "CPU per review in process, with the live cluster view" + (f" (code: `{CODE}`)" if code else "")
-    body = f"""## {title}
-
-Command: `.venv/bin/python bench/inproc.py {args}`
-
-Python {sys.version.split()[0]}, {os.cpu_count()} cores shared with other work (load average
-{load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} at the start). The /validate handler as above, with
+    head = _head(
+        "CPU per review in process, with the live cluster view", "--cluster --write", section, "inproc-cluster", load
+    )
+    body = f"""{head} The /validate handler as above, with
 the real live cluster view (watch caches synced against a local etcd and kube-apiserver holding
 the sample namespaces, Secrets, endpoint Service, ClusterTrainingRuntime, a ResourceQuota per
 namespace and three Ready Nodes) and `checks: {{Dry Run: off}}`: what a webhook pod spends per
