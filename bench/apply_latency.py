@@ -206,6 +206,32 @@ def render(
     return "\n".join(lines)
 
 
+def publish(
+    section: str | None,
+    title: str,
+    command: str,
+    modes: list[str],
+    levels: list[int],
+    measured: tuple[dict[tuple[str, str, int], list[float]], dict[tuple[str, str, int], int], list[str]],
+    answered: dict[str, float],
+    clients_line: str,
+) -> None:
+    """Render the section, print it, and write it into docs/benchmarks.md unless `section` is None."""
+    times, errors, loads = measured
+    text = render(title, command, modes, levels, times, errors, loads, answered, clients_line)
+    print(text, flush=True)
+    if section is not None:
+        write_section(section, text)
+
+
+def timed_main(main: Callable[[], int]) -> None:
+    """Run a bench's main, say how long it took, exit with its code."""
+    t0 = time.perf_counter()
+    rc = main()
+    print(f"==> took {time.perf_counter() - t0:.0f}s", file=sys.stderr)
+    raise SystemExit(rc)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--clients", default="1,8,32")
@@ -254,19 +280,18 @@ def main() -> int:
                 if mode in hooks:
                     set_registered(hooks[mode], True)
 
-            times, errors, loads = measure_rounds(
+            measured = measure_rounds(
                 modes, args.rounds, levels, switch_to, lambda name, c: measure(cp, name, c, args.per_client)
             )
             answered = {m: h.requests_total() - answered0[m] for m, h in hooks.items()}
 
-    text = render(
+    publish(
+        None if args.no_write else args.section,
         "## Cluster: added apply latency against a no-op webhook",
         command,
         modes,
         levels,
-        times,
-        errors,
-        loads,
+        measured,
         answered,
         clients_line=(
             f"Clients: bench/loadgen.py POSTing the sample to its collection with `?dryRun=All` through the real "
@@ -277,14 +302,8 @@ def main() -> int:
             f"Added = the mode's percentile minus the no-webhook percentile; ratio = added / the no-op's added."
         ),
     )
-    print(text, flush=True)
-    if not args.no_write:
-        write_section(args.section, text)
     return 0
 
 
 if __name__ == "__main__":
-    t0 = time.perf_counter()
-    rc = main()
-    print(f"==> took {time.perf_counter() - t0:.0f}s", file=sys.stderr)
-    raise SystemExit(rc)
+    timed_main(main)

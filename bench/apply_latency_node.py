@@ -40,9 +40,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.apply_latency import NONE, NOOP, OFF, ON, PATHS, measure_rounds, render  # noqa: E402
+from bench.apply_latency import NONE, NOOP, OFF, ON, PATHS, measure_rounds, publish, timed_main  # noqa: E402
 from bench.cluster_bench import direct_dry_runs, sample  # noqa: E402
-from bench.common import write_section  # noqa: E402
 from e2e.harness.node import SAMPLES_DIR, Node  # noqa: E402
 from e2e.harness.runner import wait_until  # noqa: E402
 
@@ -203,16 +202,15 @@ def main() -> int:
             res = direct_dry_runs(node.cp, job, c, args.per_client, path=path, duration=300)  # type: ignore[arg-type]
             return res.latencies_ms, res.errors
 
-        times, errors, loads = measure_rounds(modes, args.rounds, levels, switch_to, measure)
+        measured = measure_rounds(modes, args.rounds, levels, switch_to, measure)
         answered = {m: r.requests_total() - answered0[m] for m, r in releases.items()}
-    text = render(
+    publish(
+        None if args.no_write else "apply-latency-node",
         "## Real node: added apply latency through the Service, against a no-op webhook",
         command,
         modes,
         levels,
-        times,
-        errors,
-        loads,
+        measured,
         answered,
         clients_line=(
             f"Clients: bench/loadgen.py POSTing the sample to its collection with `?dryRun=All` through the real "
@@ -223,14 +221,8 @@ def main() -> int:
             f"percentile minus the no-webhook percentile; ratio = added / the no-op's added."
         ),
     )
-    print(text, flush=True)
-    if not args.no_write:
-        write_section("apply-latency-node", text)
     return 0
 
 
 if __name__ == "__main__":
-    t0 = time.perf_counter()
-    rc = main()
-    print(f"==> took {time.perf_counter() - t0:.0f}s", file=sys.stderr)
-    raise SystemExit(rc)
+    timed_main(main)
