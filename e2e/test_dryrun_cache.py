@@ -121,3 +121,42 @@ def test_groups_with_one_pod_template_send_one_pod(
         ("pods", f"{name}-aux-bb-0-0-dryrn"),
         ("pods", f"{name}-node-0-0-dryrn"),
     ]
+
+
+def test_the_child_a_sweep_dry_ran_is_not_dry_run_again_when_the_controller_creates_it(
+    samples_cluster: ControlPlane, sample_webhook: RunningWebhook
+) -> None:
+    """The sweep's review dry-runs its heaviest child's JobSet and Pods; the sweep controller then creates that
+    child (AIPerf 0.13.0 sweep_controller/k8s_executor.py `_build_child_spec`, `_build_child_metadata`: the sweep's
+    labels, two annotations and an ownerReference to the sweep, its own new uid): the child's review finds the
+    outcomes in the cache, so the apiserver sees them once."""
+    from webhook.config import Settings
+    from webhook.workloads.aiperf_sweep import build
+
+    cp = samples_cluster
+    sweep: dict[str, Any] = yaml.safe_load((SAMPLES_DIR / "aiperfsweep-good.yaml").read_text())
+    name, ns = "e2e-dr-sweep", sweep["metadata"]["namespace"]
+    sweep["metadata"]["name"] = name
+    try:
+        done = cp.kubectl("apply", "-f", "-", input=yaml.safe_dump(sweep), check=False)
+        assert done.returncode == 0, done.stderr
+        child_runs = dry_run_creates(cp, ns, f"{name}-v")
+        (jobset,) = {n for r, n in child_runs if r == "jobsets"}  # the operator names it aiperf-<job>
+        child = jobset.removeprefix("aiperf-")
+        stored = yaml.safe_load(cp.kubectl("get", "aiperfsweep", name, "-n", ns, "-o", "yaml").stdout)
+        # the child as the controller writes it: the adapter's own child object, plus what it adds
+        wl = build(stored, settings=Settings(), namespace=ns)
+        (mine,) = [c for c in wl.children if c.name == child]
+        obj = dict(mine.workload.obj)
+        meta = {k: v for k, v in obj["metadata"].items() if k not in ("creationTimestamp", "uid")}
+        meta["annotations"] = {"aiperf.nvidia.com/run-identity": "e2e", "aiperf.nvidia.com/variation-values": "{}"}
+        meta["ownerReferences"] = [
+            {"apiVersion": sweep["apiVersion"], "kind": "AIPerfSweep", "name": name,
+             "uid": stored["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+        ]  # fmt: skip
+        obj["metadata"] = meta
+        done = cp.kubectl("apply", "-f", "-", "--dry-run=server", input=yaml.safe_dump(obj), check=False)
+        assert done.returncode == 0, done.stderr
+        assert dry_run_creates(cp, ns, f"{name}-v") == child_runs
+    finally:
+        cp.kubectl("delete", "aiperfsweep", name, "-n", ns, "--ignore-not-found", check=False)

@@ -24,8 +24,9 @@ import yaml
 
 from e2e.harness.controlplane import ControlPlane
 from e2e.harness.live import live_evaluate, result_of
-from webhook.checks.dryrun_probe import placeholder_uid, pod_for
+from webhook.checks.dryrun_probe import pod_for
 from webhook.config import Settings
+from webhook.kube import placeholder_uid
 from webhook.results import Status
 from webhook.workloads import build_workload
 

@@ -8,8 +8,9 @@ from typing import Any
 
 from tests.fakeview import FakeView, container, pod, run_check, run_check_all, workload
 from webhook.checks.dryrun import DryRun, _same_content, fix_for
-from webhook.checks.dryrun_probe import jobset_for, placeholder_uid, pod_for
+from webhook.checks.dryrun_probe import jobset_for, pod_for
 from webhook.cluster.view import ApiError
+from webhook.kube import placeholder_uid
 from webhook.results import Status
 from webhook.workloads.base import PodGroup
 

@@ -8,6 +8,7 @@ for them. The API names are the ones several modules spell (adapters, checks, di
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 #: the label Kueue reads a job's LocalQueue from (kueue pkg/controller/constants QueueLabel)
@@ -64,3 +65,12 @@ class ApiError(Exception):
     @property
     def not_found(self) -> bool:
         return self.status == 404
+
+
+_UID_SPACE = uuid.UUID("6f1c2a4e-9b3d-5e7f-8a1b-2c3d4e5f6a7b")
+
+
+def placeholder_uid(kind: str, namespace: str, name: str) -> str:
+    """A stable stand-in for the uid an object will get (it does not exist yet): the owners of
+    the Dry Run check's probe objects, and the children an AIPerfSweep's controller will create."""
+    return str(uuid.uuid5(_UID_SPACE, f"{kind}/{namespace}/{name}"))

@@ -23,6 +23,9 @@ import types
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the stand-in uid of a child (webhook)
+from webhook.workloads.aiperf_sweep.children import child_uid
+
 RENDERED = 8  # children rendered per sweep: the first and last four
 
 
@@ -165,8 +168,11 @@ def one(body: dict[str, Any]) -> dict[str, Any]:
             child = {"name": meta["name"], "variation": i, "trial": trial, "label": var.label, "labels": meta["labels"]}
             if trial == 0 and (i < RENDERED // 2 or i >= n - RENDERED // 2):
                 cspec = ex._build_child_spec(run)
+                # a created child has the apiserver's uid (its containers get it as AIPERF_JOB_UID);
+                # the webhook renders children with a stand-in for it, given to AIPerf here as well
                 cbody = {"apiVersion": "aiperf.nvidia.com/v1alpha1", "kind": "AIPerfJob",
                          "metadata": {"name": meta["name"], "namespace": meta["namespace"],
+                                      "uid": child_uid(meta["namespace"], meta["name"]),
                                       "creationTimestamp": body["metadata"].get("creationTimestamp")},
                          "spec": cspec}  # fmt: skip
                 child.update(_render_child(cbody))

@@ -193,6 +193,13 @@ def same_template(
     return [members for _, _, members in sets]
 
 
+def _uid(job: Workload) -> str | None:
+    """The job's metadata.uid: the apiserver's for the judged job, the stand-in of a sweep child
+    (AIPerfSweep children are rendered with `placeholder_uid`); the key treats it as "this job"."""
+    uid = (job.obj.get("metadata") or {}).get("uid")
+    return uid if isinstance(uid, str) else None
+
+
 class DryRun(Check):
     name = "Dry Run"
     needs_cluster = True
@@ -208,8 +215,9 @@ class DryRun(Check):
         assert ctx.view is not None
         wl = ctx.workload
         ns = wl.namespace
-        # (apiVersion, kind, name, the pod groups a Pod stands for (None for a JobSet), body)
-        bodies: list[tuple[str, str, str, list[str] | None, dict[str, Any]]] = []
+        # (apiVersion, kind, name, the pod groups a Pod stands for (None for a JobSet), body,
+        # the uid of the job that owns it: the judged job, or the sweep child whose objects these are)
+        bodies: list[tuple[str, str, str, list[str] | None, dict[str, Any], str | None]] = []
         # who creates each group's pods: the job itself, or (AIPerfSweep) the child whose JobSet does
         source = getattr(wl, "group_source", None)
         owned = [(g, *(source(g) if source else (wl, g))) for g in wl.pod_groups]
@@ -217,28 +225,29 @@ class DryRun(Check):
         for owner in owners:
             js = jobset_for(owner)
             if js is not None:
-                bodies.append((js["apiVersion"], "JobSet", js["metadata"].get("name", owner.name), None, js))
+                bodies.append(
+                    (js["apiVersion"], "JobSet", js["metadata"].get("name", owner.name), None, js, _uid(owner))
+                )
         for members in same_template(owned):
             # the longest group name makes the longest pod, Job and label names: the one a length rule rejects
             _, owner, own_group = max(members, key=lambda m: len(m[2].name))
             pod = pod_for(owner, own_group)
-            bodies.append(("v1", "Pod", pod["metadata"]["name"], [g.name for g, _, _ in members], pod))
+            bodies.append(("v1", "Pod", pod["metadata"]["name"], [g.name for g, _, _ in members], pod, _uid(owner)))
         if not bodies:
             return CheckResult(self.name, Status.SKIP, "Nothing to dry-run: the job derives no JobSet and no pods")
 
         view = ctx.view
         cache = cache_for(view, ctx.settings.dry_run_cache_seconds)
-        versions = list(read_versions(view, ns, [b for *_, b in bodies]))
-        uid = (wl.obj.get("metadata") or {}).get("uid")
-        own_uid = uid if isinstance(uid, str) else None
 
-        def dry_run(av: str, kind: str, body: dict[str, Any]) -> Any:
-            key = content_key(kind, ns, body, versions, own_uid)
+        def dry_run(av: str, kind: str, body: dict[str, Any], own_uid: str | None) -> Any:
+            # what this object's admission reads, not the others': the same child's objects from
+            # its sweep's review and from its own have the same key
+            key = content_key(kind, ns, body, read_versions(view, ns, [body]), own_uid)
             return cache.run(key, lambda: view.dry_run_create(av, kind, ns, body, ctx.deadline))
 
         tasks = {
-            asyncio.ensure_future(dry_run(av, kind, body)): (kind, name, group, body)
-            for av, kind, name, group, body in bodies
+            asyncio.ensure_future(dry_run(av, kind, body, own_uid)): (kind, name, group, body)
+            for av, kind, name, group, body, own_uid in bodies
         }
         done, pending = await asyncio.wait(tasks.keys(), timeout=max(0.0, ctx.deadline.remaining() - _REPORT_MARGIN))
         for t in pending:

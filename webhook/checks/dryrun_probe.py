@@ -19,28 +19,21 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import uuid
 from typing import Any
 
-from webhook.kube import JOBSET_API_VERSION
+from webhook.kube import JOBSET_API_VERSION, placeholder_uid
 from webhook.workloads.base import PodGroup, Workload
 
 #: the name the apiserver would complete: generateName + 5 random characters (this suffix)
 PROBE_SUFFIX = "dryrn"
 #: k8s.io/apiserver pkg/storage/names: 63 - the 5 random characters
 _MAX_GENERATED_NAME = 58
-_UID_SPACE = uuid.UUID("6f1c2a4e-9b3d-5e7f-8a1b-2c3d4e5f6a7b")
 
 JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 _JS = "jobset.sigs.k8s.io/"
 _EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 _NODE_SELECTOR_STRATEGY = "alpha.jobset.sigs.k8s.io/node-selector"
-
-
-def placeholder_uid(kind: str, namespace: str, name: str) -> str:
-    """A stable stand-in for the uid an owner will get (the owner does not exist yet)."""
-    return str(uuid.uuid5(_UID_SPACE, f"{kind}/{namespace}/{name}"))
 
 
 def _int(value: Any, default: int) -> int:

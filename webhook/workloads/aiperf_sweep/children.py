@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.config import Settings
+from webhook.kube import placeholder_uid
 from webhook.workloads import aiperf
 from webhook.workloads.aiperf_sweep.expansion import Variation
 from webhook.workloads.aiperf_sweep.naming import child_name, sanitize_for_label
@@ -32,6 +33,11 @@ _NOT_INHERITED = frozenset(
     "sweep failurePolicy failure_policy cancel ttlSecondsAfterFinished ttl_seconds_after_finished childMetadata "
     "child_metadata multiRun multi_run plot variables randomSeed random_seed".split()
 )
+
+
+def child_uid(namespace: str, name: str) -> str:
+    """The stand-in uid of the child `name` (see ChildPlan.child_obj)."""
+    return placeholder_uid("AIPerfSweep child", namespace, name)
 
 
 @dataclass(frozen=True)
@@ -78,7 +84,17 @@ class ChildPlan:
         seed = self.seed_of(var)
         if seed is not None:
             child_spec["randomSeed"] = seed
-        meta: dict[str, Any] = {"name": name, "namespace": self.namespace, "labels": self.labels(var)}
+        # the child's uid is the apiserver's once the controller creates it; a stand-in until then,
+        # so the render holds AIPERF_JOB_UID as the operator writes it for the child and Dry Run
+        # keys the child's objects as the child's own review will (webhook.checks.dryrun_cache).
+        # Not the stand-in Dry Run gives an absent owner (placeholder_uid("AIPerfJob", ...)): that
+        # one stays in the JobSet's ownerReference in both reviews, this one is "this job".
+        meta: dict[str, Any] = {
+            "name": name,
+            "namespace": self.namespace,
+            "uid": child_uid(self.namespace, name),
+            "labels": self.labels(var),
+        }
         pmeta = self.parent.get("metadata") or {}
         if pmeta.get("creationTimestamp"):  # a child exists only later; its epoch is not judged here
             meta["creationTimestamp"] = pmeta["creationTimestamp"]
