@@ -156,6 +156,22 @@ def test_pod_for_long_names_are_cut_as_the_job_controller_cuts_them() -> None:
     assert p["metadata"]["name"] == "x" * 50 + "-node-0-dryrn"  # 63, the longest generated name
 
 
+def test_the_probe_objects_leave_the_workload_as_it_was() -> None:
+    """pod_for and jobset_for copy what they change (the spec, containers, metadata), not the whole job."""
+    spec = pod(container("node", env=[{"name": "A", "value": "1"}]), container("side"))
+    spec["serviceAccountName"] = "trainer"
+    spec["initContainers"] = [container("init")]
+    wl = workload([PodGroup("node", 2, spec)], managed_service_accounts={"trainer"})
+    wl.derived["jobSet"] = {"metadata": {"name": "llama-ft", "resourceVersion": "7", "uid": "u"}, "spec": {}}
+    before = copy.deepcopy((wl.pod_groups[0].pod_spec, wl.derived))
+    p = pod_for(wl, wl.pod_groups[0])
+    body = jobset_for(wl)
+    assert (wl.pod_groups[0].pod_spec, wl.derived) == before
+    assert "serviceAccountName" not in p["spec"] and p["spec"]["hostname"] == "llama-ft-node-0-0"
+    assert [e["name"] for e in p["spec"]["containers"][0]["env"]] == ["A", "JOB_COMPLETION_INDEX"]
+    assert body is not None and "resourceVersion" not in body["metadata"] and body["metadata"]["namespace"] == "team-a"
+
+
 def test_jobset_for_is_owned_by_the_job() -> None:
     body = jobset_for(_wl())
     assert body is not None

@@ -17,7 +17,6 @@ Used by webhook.checks.dryrun.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 from typing import Any
 
@@ -159,7 +158,12 @@ def pod_for(wl: Workload, group: PodGroup) -> dict[str, Any]:
         for key in ("controller-uid", "batch.kubernetes.io/controller-uid"):
             labels.setdefault(key, job_uid)
 
-    spec = copy.deepcopy(group.pod_spec)
+    # a new spec, container lists and container dicts (what this changes); the rest is shared
+    # with the Workload, which nothing here or after changes (the body is only serialized)
+    spec = dict(group.pod_spec)
+    for kind in ("initContainers", "containers"):
+        if isinstance(spec.get(kind), list):
+            spec[kind] = [dict(c) if isinstance(c, dict) else c for c in spec[kind]]
     if spec.get("serviceAccountName") in wl.managed_service_accounts:
         # the job's controller creates that ServiceAccount just before the pods (AIPerfSweep's
         # sweep controller): the probe runs as the namespace's default one instead
@@ -189,7 +193,7 @@ def pod_for(wl: Workload, group: PodGroup) -> dict[str, Any]:
             for c in spec.get(kind) or []:
                 env = (c.get("env") or []) if isinstance(c, dict) else None
                 if env is not None and not any(isinstance(e, dict) and e.get("name") == index_env["name"] for e in env):
-                    c["env"] = list(env) + [copy.deepcopy(index_env)]
+                    c["env"] = [*env, {"name": index_env["name"], "valueFrom": {"fieldRef": dict(field_ref)}}]
     generate_name = _generate_name(job_name, indexed)
     finalizers = [f for f in meta.get("finalizers") or [] if isinstance(f, str)]
     if JOB_TRACKING_FINALIZER not in finalizers:
@@ -217,10 +221,11 @@ def jobset_for(wl: Workload) -> dict[str, Any] | None:
     js = wl.derived.get("jobSet")
     if not js:
         return None
-    body = copy.deepcopy(js)
+    body = dict(js)  # only the metadata changes: a new one, the spec shared with the Workload
     body.setdefault("apiVersion", JOBSET_API_VERSION)
     body.setdefault("kind", "JobSet")
-    body.setdefault("metadata", {})["namespace"] = wl.namespace
+    body["metadata"] = dict(body.get("metadata") or {})
+    body["metadata"]["namespace"] = wl.namespace
     body["metadata"].pop("resourceVersion", None)
     body["metadata"].pop("uid", None)
     if not body["metadata"].get("ownerReferences"):
