@@ -125,6 +125,37 @@ async def test_a_cancelled_caller_does_not_cancel_the_shared_request() -> None:
     assert count == 1
 
 
+async def test_settled_reads_a_kept_outcome_without_waiting() -> None:
+    """What the check reads at once: a fresh, final, definitive outcome; anything else is `run`'s."""
+    clock = Clock()
+    cache = DryRunCache(10, clock)
+    assert cache.settled("k") is None  # nothing kept
+    await cache.run("k", Calls())
+    assert cache.settled("k") == (None,)
+    rejection = ApiError(422, "spec.x: Invalid value", "Invalid")
+    with pytest.raises(ApiError):
+        await cache.run("bad", Calls(rejection))
+    assert cache.settled("bad") == (rejection,)
+    with pytest.raises(ApiError):
+        await cache.run("flaky", Calls(ApiError(503, "unavailable", "ServiceUnavailable")))
+    assert cache.settled("flaky") is None  # never kept
+    release = asyncio.Event()
+
+    async def slow() -> None:
+        await release.wait()
+
+    inflight = asyncio.ensure_future(cache.run("slow", slow))
+    await asyncio.sleep(0)
+    assert cache.settled("slow") is None  # in flight: the caller awaits run, which shares it
+    release.set()
+    await inflight
+    assert cache.settled("slow") == (None,)
+    assert cache.hits == 3
+    clock.now += 10
+    assert cache.settled("k") is None  # expired
+    assert DryRunCache(0, clock).settled("k") is None
+
+
 def test_key_covers_content_and_versions() -> None:
     body = {"spec": {"containers": [{"image": "a"}]}}
     versions = [("namespaces", "team-a", "1")]

@@ -8,6 +8,7 @@ for them. The API names are the ones several modules spell (adapters, checks, di
 
 from __future__ import annotations
 
+import functools
 import uuid
 from dataclasses import dataclass
 
@@ -70,6 +71,7 @@ class ApiError(Exception):
 _UID_SPACE = uuid.UUID("6f1c2a4e-9b3d-5e7f-8a1b-2c3d4e5f6a7b")
 
 
+@functools.lru_cache(maxsize=4096)
 def placeholder_uid(kind: str, namespace: str, name: str) -> str:
     """A stable stand-in for the uid an object will get (it does not exist yet): the owners of
     the Dry Run check's probe objects, and the children an AIPerfSweep's controller will create."""

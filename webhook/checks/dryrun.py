@@ -239,31 +239,40 @@ class DryRun(Check):
         view = ctx.view
         cache = cache_for(view, ctx.settings.dry_run_cache_seconds)
 
-        def dry_run(av: str, kind: str, body: dict[str, Any], own_uid: str | None) -> Any:
+        def dry_run(av: str, kind: str, body: dict[str, Any], key: str) -> Any:
+            return cache.run(key, lambda: view.dry_run_create(av, kind, ns, body, ctx.deadline))
+
+        # an outcome already kept is read at once; the others are asked concurrently
+        outcomes: dict[int, BaseException | None] = {}
+        tasks: dict[asyncio.Future[Any], int] = {}
+        for i, (av, kind, _, _, body, own_uid) in enumerate(bodies):
             # what this object's admission reads, not the others': the same child's objects from
             # its sweep's review and from its own have the same key
             key = content_key(kind, ns, body, read_versions(view, ns, [body]), own_uid)
-            return cache.run(key, lambda: view.dry_run_create(av, kind, ns, body, ctx.deadline))
-
-        tasks = {
-            asyncio.ensure_future(dry_run(av, kind, body, own_uid)): (kind, name, group, body)
-            for av, kind, name, group, body, own_uid in bodies
-        }
-        done, pending = await asyncio.wait(tasks.keys(), timeout=max(0.0, ctx.deadline.remaining() - _REPORT_MARGIN))
-        for t in pending:
-            t.cancel()
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
+            kept = cache.settled(key)
+            if kept is not None:
+                outcomes[i] = kept[0]
+            else:
+                tasks[asyncio.ensure_future(dry_run(av, kind, body, key))] = i
+        pending: set[asyncio.Future[Any]] = set()
+        if tasks:
+            remaining = max(0.0, ctx.deadline.remaining() - _REPORT_MARGIN)
+            _, pending = await asyncio.wait(tasks.keys(), timeout=remaining)
+            for t in pending:
+                t.cancel()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
+            outcomes.update((i, t.exception()) for t, i in tasks.items() if t not in pending)
 
         fails: list[str] = []
         unknown: list[str] = []
         accepted: list[str] = []
-        for task, (kind, name, groups, body) in tasks.items():
+        for i, (_, kind, name, groups, body, _) in enumerate(bodies):
             subject = _subject(kind, name, groups)
-            if task in pending:
+            if i not in outcomes:
                 unknown.append(f"Could not dry-run the {subject} (timed out)")
                 continue
-            exc = task.exception()
+            exc = outcomes[i]
             if exc is None:
                 accepted.extend([subject] if groups is None else groups)
                 continue

@@ -88,6 +88,20 @@ class DryRunCache:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def settled(self, key: str) -> tuple[BaseException | None] | None:
+        """The kept outcome of `key` when it is final and still fresh, as (the rejection or None,),
+        without waiting or a task; None when `run` must be awaited (no entry, expired, in flight)."""
+        if self.ttl <= 0:
+            return None
+        entry = self._entries.get(key)
+        if entry is None or entry.expires <= self.clock() or not entry.future.done() or entry.future.cancelled():
+            return None
+        exc = entry.future.exception()
+        if not cacheable(exc):  # about to be forgotten (its done callback has not run yet)
+            return None
+        self.hits += 1
+        return (exc,)
+
     async def run(self, key: str, call: Callable[[], Awaitable[None]]) -> None:
         """``await call()`` once per key and lifetime; raises what it raised (if definitive)."""
         if self.ttl <= 0:
