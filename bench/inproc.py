@@ -271,8 +271,10 @@ def write_cluster(rows: list[str], n: int, load: tuple[float, float, float], sec
     body = f"""{head} The /validate handler as above, with
 the real live cluster view (watch caches synced against a local etcd and kube-apiserver holding
 the sample namespaces, Secrets, endpoint Service, ClusterTrainingRuntime, a ResourceQuota per
-namespace and three Ready Nodes) and `checks: {{Dry Run: off}}`: what a webhook pod spends per
-review once its caches are warm. *CPU ms*: the best of 7 blocks of {n}.
+namespace and three Ready Nodes), `checks: {{Dry Run: off}}` (the `-dryrun` kinds: Dry Run on,
+its outcomes kept, so each review builds and keys the probe objects without a round trip):
+what a webhook pod spends per review once its caches are warm. *CPU ms*: the best of 7 blocks
+of {n}.
 
 | kind | what | CPU ms per request | answer |
 |---|---|---:|---|
