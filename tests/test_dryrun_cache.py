@@ -166,6 +166,26 @@ def test_key_covers_content_and_versions() -> None:
     assert k != content_key("Pod", "team-a", body, [("namespaces", "team-a", "2")])
 
 
+def test_key_of_content_marshal_cannot_write_falls_back_to_json() -> None:
+    """A value outside JSON's types (here a Decimal) still gets a stable key of its content."""
+    from decimal import Decimal
+
+    def body(cpu: str) -> dict[str, Any]:
+        return {"spec": {"containers": [{"resources": {"requests": {"cpu": Decimal(cpu)}}}]}}
+
+    assert content_key("Pod", "ns", body("0.5"), []) == content_key("Pod", "ns", body("0.5"), [])
+    assert content_key("Pod", "ns", body("0.5"), []) != content_key("Pod", "ns", body("1"), [])
+
+
+def test_key_is_order_sensitive_a_miss_never_a_false_hit() -> None:
+    """The same map in another key order is another key (a dry run asked again), never the same one
+    for different content."""
+    a = content_key("Pod", "ns", {"metadata": {"labels": {"a": "1", "b": "2"}}}, [])
+    assert a != content_key("Pod", "ns", {"metadata": {"labels": {"b": "2", "a": "1"}}}, [])
+    assert a != content_key("Pod", "ns", {"metadata": {"labels": {"a": "1", "b": "3"}}}, [])
+    assert content_key("Pod", "ns", {"x": 1}, []) != content_key("Pod", "ns", {"x": True}, [])
+
+
 def test_key_stands_the_jobs_own_uid_for_the_job() -> None:
     """The apiserver draws a new uid per request; the AIPerf operator copies it into env."""
     uid1, uid2 = "11111111-2222-3333-4444-555555555555", "66666666-7777-8888-9999-000000000000"

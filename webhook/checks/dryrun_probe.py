@@ -22,6 +22,7 @@ from typing import Any
 
 from webhook.kube import JOBSET_API_VERSION, placeholder_uid
 from webhook.workloads.base import PodGroup, Workload
+from webhook.workloads.podspec import containers_copy
 
 #: the name the apiserver would complete: generateName + 5 random characters (this suffix)
 PROBE_SUFFIX = "dryrn"
@@ -160,10 +161,7 @@ def pod_for(wl: Workload, group: PodGroup) -> dict[str, Any]:
 
     # a new spec, container lists and container dicts (what this changes); the rest is shared
     # with the Workload, which nothing here or after changes (the body is only serialized)
-    spec = dict(group.pod_spec)
-    for kind in ("initContainers", "containers"):
-        if isinstance(spec.get(kind), list):
-            spec[kind] = [dict(c) if isinstance(c, dict) else c for c in spec[kind]]
+    spec = containers_copy(group.pod_spec)
     if spec.get("serviceAccountName") in wl.managed_service_accounts:
         # the job's controller creates that ServiceAccount just before the pods (AIPerfSweep's
         # sweep controller): the probe runs as the namespace's default one instead

@@ -12,7 +12,7 @@ from typing import Any
 
 from webhook.quantity import parse_quantity, parse_resources, pod_resources
 from webhook.workloads.base import PodGroup, Workload
-from webhook.workloads.podspec import all_containers
+from webhook.workloads.podspec import all_containers, containers_copy
 
 ZERO = Decimal(0)
 ONE = Decimal(1)
@@ -105,25 +105,6 @@ def limit_range_defaults(limit_range: dict[str, Any]) -> tuple[dict[str, Any], d
     return limits, requests
 
 
-def _resources_copy(pod_spec: dict[str, Any]) -> dict[str, Any]:
-    """`pod_spec` with new container lists, container dicts and `resources` dicts (two levels)."""
-    spec = dict(pod_spec)
-    for kind in ("initContainers", "containers"):
-        items = pod_spec.get(kind)
-        if not isinstance(items, list):
-            continue
-        copied = []
-        for c in items:
-            if isinstance(c, dict):
-                c = dict(c)
-                res = c.get("resources")
-                if isinstance(res, dict):
-                    c["resources"] = {k: dict(v) if isinstance(v, dict) else v for k, v in res.items()}
-            copied.append(c)
-        spec[kind] = copied
-    return spec
-
-
 def admitted_pod(
     pod_spec: dict[str, Any], limit_ranges: Iterable[dict[str, Any]] = (), default_priority_class: str = ""
 ) -> dict[str, Any]:
@@ -132,7 +113,7 @@ def admitted_pod(
     A new spec: what this changes (each container's `resources` and its `requests`/`limits`,
     the `priorityClassName`) is copied, everything else is shared with `pod_spec`, which is
     left as it was (a deep copy of a ~15-container pod was most of an AIPerfJob review)."""
-    spec = _resources_copy(pod_spec)
+    spec = containers_copy(pod_spec, resources=True)
     # decode: SetDefaults_Pod, requests default from limits (containers and init containers)
     for _, c in all_containers(spec):
         res = c.get("resources") or {}

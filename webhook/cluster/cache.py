@@ -213,7 +213,9 @@ class ResourceCache:
         rv = resource_version(obj)
         if event_type in ("ADDED", "MODIFIED"):
             self._put(obj)
+            self.changes += 1
         elif event_type == "DELETED":
+            self.changes += 1
             key = key_of(obj)
             if key is not None:
                 self._items.pop(key, None)
@@ -224,8 +226,6 @@ class ResourceCache:
                         del self._by_ns[key[0]]
         elif event_type != "BOOKMARK":
             return
-        if event_type != "BOOKMARK":
-            self.changes += 1
         if rv:
             self.resource_version = rv
         self.touch()

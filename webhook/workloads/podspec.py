@@ -269,6 +269,27 @@ def all_containers(pod_spec: dict[str, Any]) -> Iterator[tuple[str, dict[str, An
                 yield kind, c
 
 
+def containers_copy(pod_spec: dict[str, Any], *, resources: bool = False) -> dict[str, Any]:
+    """`pod_spec` with a new dict, new container lists and new container dicts (and with
+    `resources`, new `resources` maps two levels deep), the rest shared: for code that changes
+    containers, or their requests and limits, without deep-copying the whole pod."""
+    spec = dict(pod_spec)
+    for kind in ("initContainers", "containers"):
+        items = pod_spec.get(kind)
+        if not isinstance(items, list):
+            continue
+        copied = []
+        for c in items:
+            if isinstance(c, dict):
+                c = dict(c)
+                res = c.get("resources")
+                if resources and isinstance(res, dict):
+                    c["resources"] = {k: dict(v) if isinstance(v, dict) else v for k, v in res.items()}
+            copied.append(c)
+        spec[kind] = copied
+    return spec
+
+
 def _name(x: Any) -> str | None:
     if isinstance(x, dict) and isinstance(x.get("name"), str) and x["name"]:
         return x["name"]
