@@ -7,7 +7,9 @@ the answer arrives) under a generous cap; nothing asserts how long anything took
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
+import logging
 import ssl
 from pathlib import Path
 from typing import Any
@@ -52,9 +54,9 @@ def review_bytes(uid: str = "hostile-1") -> bytes:
     return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req}).encode()
 
 
-def head(body_len: int, path: str = "/validate") -> bytes:
+def head(body_len: int, path: str = "/validate", extra: str = "") -> bytes:
     return (
-        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n{extra}"
         f"Content-Length: {body_len}\r\n\r\n"
     ).encode()
 
@@ -354,3 +356,185 @@ def test_connection_bounds_must_be_positive(field: str, value: float) -> None:
 
     with pytest.raises(ValidationError):
         Settings.model_validate({field: value})
+
+
+# --------------------------------------------------------------------------- clean protocol handling
+
+#: loggers whose lines an operator reads; asyncio's own debug chatter is not one of them
+_OURS = ("webhook", "aiohttp")
+
+
+def log_lines(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str, str]]:
+    """(logger, level, message) of every line at info or above from the server and aiohttp."""
+    return [
+        (r.name, r.levelname, r.getMessage())
+        for r in caplog.records
+        if r.levelno >= logging.INFO and r.name.startswith(_OURS)
+    ]
+
+
+def tracebacks(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.exc_info or r.exc_text or r.stack_info]
+
+
+async def test_a_body_that_is_not_the_gzip_it_claims_ends_the_connection_saying_so(
+    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = await start_webhook(checks=[Pass()])
+    caplog.clear()
+    caplog.set_level(logging.DEBUG)
+    body = review_bytes()
+    reader, writer = await connect(server, client_ssl)
+    writer.write(head(len(body), extra="Content-Encoding: gzip\r\n") + body)
+    status, headers, answer = await read_response(reader)
+    assert status == 400
+    assert headers["connection"] == "close"
+    assert answer == {"error": "the request body is not valid gzip, as its Content-Encoding says it is"}
+    assert await closed_by_server(reader)
+    assert log_lines(caplog) == [
+        ("webhook.server", "INFO", "rejected request: HTTP 400: the request body is not valid gzip, as its "
+         "Content-Encoding says it is"),
+    ]  # fmt: skip
+    assert tracebacks(caplog) == []
+    writer.close()
+
+
+async def test_a_body_of_5000_gzip_members_is_400_and_logged_once(
+    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = await start_webhook(checks=[Pass()])
+    caplog.clear()
+    caplog.set_level(logging.DEBUG)
+    body = gzip.compress(review_bytes()) + gzip.compress(b" ") * 5000
+    reader, writer = await connect(server, client_ssl)
+    writer.write(head(len(body), extra="Content-Encoding: gzip\r\n") + body)
+    status, headers, answer = await read_response(reader)
+    message = "the request body has more gzip members than the 1024 the server decodes; compress it as one"
+    assert (status, headers["connection"], answer) == (400, "close", {"error": message})
+    assert await closed_by_server(reader)
+    assert log_lines(caplog) == [("webhook.server", "INFO", f"rejected request: HTTP 400: {message}")]
+    assert tracebacks(caplog) == []
+    writer.close()
+
+
+async def test_a_stalled_body_is_answered_408_and_logged_once(
+    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = await start_webhook(Settings(bodyTimeoutSeconds=0.2), checks=[Pass()])
+    caplog.clear()
+    caplog.set_level(logging.DEBUG)
+    body = review_bytes()
+    reader, writer = await connect(server, client_ssl)
+    writer.write(head(len(body)) + body[:10])
+    status, headers, answer = await read_response(reader)
+    message = "the request body did not arrive within 0.2s (bodyTimeoutSeconds)"
+    assert (status, headers["connection"], answer) == (408, "close", {"error": message})
+    assert await closed_by_server(reader)
+    assert server.timed_out_connections == 1
+    assert log_lines(caplog) == [("webhook.server", "INFO", f"rejected request: HTTP 408: {message}")]
+    assert tracebacks(caplog) == []
+    writer.close()
+
+
+async def test_an_object_too_large_to_parse_leaves_one_decision_line(
+    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = await start_webhook(Settings(objectLimits={"maxBytes": 65536}), checks=[Pass()])
+    caplog.clear()
+    caplog.set_level(logging.DEBUG)
+    review = json.loads(review_bytes("too-big"))
+    review["request"]["object"]["spec"]["pad"] = "x" * 70_000
+    body = json.dumps(review).encode()
+    reader, writer = await connect(server, client_ssl)
+    writer.write(head(len(body)) + body)
+    status, headers, answer = await read_response(reader)
+    assert status == 200 and answer["response"]["allowed"] is False
+    assert headers.get("connection", "keep-alive") != "close"  # a decision: the connection goes on
+    assert log_lines(caplog) == [("webhook.decisions", "INFO", "admission decision")]
+    [record] = [r for r in caplog.records if r.name == "webhook.decisions"]
+    fields = dict(record.fields)  # type: ignore[attr-defined]
+    assert fields.pop("ms") >= 0
+    assert fields == {
+        "uid": "too-big",
+        "kind": "Widget",
+        "namespace": "team-a",
+        "name": "w1",
+        "operation": "CREATE",
+        "dryRun": None,  # not read: the body is not parsed
+        "user": None,
+        "decision": "denied",
+        "allowed": False,
+        "warnings": 0,
+        "failedChecks": answer["response"]["auditAnnotations"]["failed-checks"],
+    }
+    assert tracebacks(caplog) == []
+    writer.close()
+
+
+async def test_a_malformed_request_head_is_400_logged_once_without_a_traceback(
+    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = await start_webhook(checks=[Pass()])
+    caplog.clear()
+    caplog.set_level(logging.DEBUG)
+    reader, writer = await connect(server, client_ssl)
+    writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nBad Header\r\n\r\n")
+    status, headers, answer = await read_response(reader)
+    assert (status, headers["connection"]) == (400, "close")
+    assert answer == {"error": "malformed HTTP request: Invalid header token"}
+    assert await closed_by_server(reader)
+    assert log_lines(caplog) == [
+        ("webhook.server", "INFO", "rejected request: HTTP 400: malformed HTTP request: Invalid header token")
+    ]
+    assert tracebacks(caplog) == []
+    writer.close()
+
+
+async def until(condition: Any) -> None:
+    """Wait for `condition()` to hold (checked every 10 ms); fails the test at CAP."""
+
+    async def poll() -> None:
+        while not condition():
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(poll(), CAP)
+
+
+async def test_a_body_abandoned_by_its_client_is_logged_once(
+    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = await start_webhook(checks=[Pass()])
+    caplog.clear()
+    caplog.set_level(logging.DEBUG)
+    body = review_bytes()
+    reader, writer = await connect(server, client_ssl)
+    writer.write(head(len(body)) + body[:10])
+    await writer.drain()
+    await until(lambda: any(c._busy for c in server.connections))
+    writer.transport.abort()
+    line = (
+        "webhook.server",
+        "INFO",
+        "rejected request: the connection closed before the request body arrived; no answer sent",
+    )
+    await until(lambda: log_lines(caplog))
+    await until(lambda: not server.connections)
+    assert log_lines(caplog) == [line]
+    assert tracebacks(caplog) == []
+
+
+async def test_an_unknown_path_is_logged_once(
+    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = await start_webhook(checks=[Pass()])
+    caplog.clear()
+    caplog.set_level(logging.DEBUG)
+    reader, writer = await connect(server, client_ssl)
+    writer.write(b"GET /nope?" + b"x" * 200 + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    status, headers, answer = await read_response(reader)
+    assert (status, answer) == (404, {"error": "Not Found"})
+    assert headers.get("connection", "keep-alive") != "close"
+    assert log_lines(caplog) == [
+        ("webhook.server", "INFO", "rejected request: HTTP 404: Not Found (GET /nope?" + "x" * 93 + "…)")
+    ]
+    writer.close()

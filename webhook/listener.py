@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+import time
 from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
-from webhook.server import WebhookApp
+from webhook.server import BodyTimeout, WebhookApp
 
 log = logging.getLogger("webhook.server")  # one logger for the server, whichever module logs
 
@@ -102,9 +103,43 @@ class _Connection(RequestHandler):
         if request is not None and request.content.is_eof():
             return  # the body is complete: the handler is working, the deadline bounds it
         self._owner.timed_out_connections += 1
+        if request is not None and request.content.exception() is None:
+            # the handler reading this body answers 408 (Connection: close) and logs the refusal;
+            # should it not answer within the same time again, the connection is cut
+            request.content.set_exception(BodyTimeout(self._owner.body_timeout))
+            self._arm(self._owner.body_timeout, "an answer to a request whose body did not arrive")
+            return
         peer = self.transport.get_extra_info("peername") if self.transport is not None else None
         log.debug("closing a connection from %s: %s not received in time", peer, what)
         self.abort()
+
+    async def finish_response(
+        self, request: web.BaseRequest, resp: web.StreamResponse, start_time: float | None
+    ) -> tuple[web.StreamResponse, bool]:
+        """Write the answer; a request whose body failed (bad encoding, timed out) then ends the connection.
+
+        aiohttp would otherwise linger, reading a body that can only raise its error again
+        ("Unhandled exception"); the answer already says `Connection: close`.
+        """
+        written = await super().finish_response(request, resp, start_time)
+        if request.content.exception() is not None and not request.content.is_eof():
+            self.force_close()  # after the answer is written: the TLS close flushes it
+        return written
+
+    def handle_error(
+        self, request: web.BaseRequest, status: int = 500, exc: BaseException | None = None, message: str | None = None
+    ) -> web.StreamResponse:
+        """A request aiohttp could not parse (bad head, line too long) is the client's mistake: one line, JSON.
+
+        aiohttp logs those with a traceback at ERROR; a 5xx (our bug) still gets aiohttp's own handling.
+        """
+        if status >= 500 or exc is None or request.writer.output_size > 0:
+            return super().handle_error(request, status, exc, message)
+        text = getattr(exc, "message", None) or type(exc).__name__
+        first = str(text).strip().splitlines()[0].strip().rstrip(":")[:100]
+        return self._owner.webhook._client_error(
+            status, f"malformed HTTP request: {first}", time.perf_counter(), close=True
+        )
 
     def abort(self) -> None:
         transport = self.transport

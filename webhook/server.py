@@ -5,8 +5,14 @@ the object to webhook.preflight.evaluate (the same path the CLI uses) and render
 decision. Error contract:
 
 - the client's mistakes are 4xx with a JSON body `{"error": "..."}` naming what is
-  wrong: 400 (invalid JSON, not an AdmissionReview), 413 (body over maxBodyBytes),
-  415 (content type is not application/json). Never a 5xx for a client's mistake.
+  wrong: 400 (invalid JSON, not an AdmissionReview, a body its Content-Encoding cannot
+  decode, a malformed request head), 408 (the body did not arrive within
+  bodyTimeoutSeconds), 413 (body over maxBodyBytes), 415 (content type is not
+  application/json). Never a 5xx for a client's mistake. An error that leaves the body
+  unread or unreadable ends the connection, and its answer says `Connection: close`.
+- every refused request leaves one line in the log (`rejected request: HTTP <status>:
+  <reason>`), and every judged one one decision line, answered from the envelope's head
+  or not; no traceback for a client's mistake.
 - an object the adapter cannot read at all is the OBJECT's problem, not the review's:
   HTTP 200 with allowed=false, status 403 and the reason (evaluate's decision, written by
   webhook.policy.unreadable).
@@ -35,7 +41,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from aiohttp import web
+from aiohttp import compression_utils, web
 from aiohttp.http_exceptions import ContentEncodingError
 
 from webhook.admission import (
@@ -62,6 +68,22 @@ log = logging.getLogger("webhook.server")
 decision_log = logging.getLogger("webhook.decisions")
 
 JSON = "application/json"
+
+#: aiohttp's cap on concatenated gzip members in one body (compression_utils, aiohttp >= 3.13.3)
+_TOO_MANY_MEMBERS: tuple[type[BaseException], ...] = tuple(
+    t for t in (getattr(compression_utils, "TooManyMembersError", None),) if isinstance(t, type)
+)
+_MAX_MEMBERS = getattr(compression_utils, "MAX_DECOMPRESS_MEMBERS", None)
+
+
+class BodyTimeout(Exception):
+    """Raised into a request body's stream (by the listener) when the body did not arrive in time.
+
+    The handler reading the body answers 408 with `Connection: close`, and logs one line.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"the request body did not arrive within {seconds:g}s (bodyTimeoutSeconds)")
 
 
 # --------------------------------------------------------------------------- JSON codec
@@ -134,10 +156,19 @@ class WebhookApp:
     def _json(self, data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
         return web.Response(body=self.dumps(data), status=status, content_type=JSON, headers=headers)
 
-    def _client_error(self, status: int, message: str, started: float) -> web.Response:
+    def _client_error(self, status: int, message: str, started: float, *, close: bool = False) -> web.Response:
+        """The client's mistake: one log line, counted as "invalid", a JSON 4xx.
+
+        `close`: the connection cannot carry another request (its body was not read, or could
+        not be): the answer says `Connection: close` and the connection ends after it.
+        """
         self.metrics.observe_request("", "", Outcome.INVALID, time.perf_counter() - started)
         log.info("rejected request: HTTP %d: %s", status, message)
-        return self._json({"error": message}, status=status)
+        response = self._json({"error": message}, status=status)
+        if close:  # said in so many words: aiohttp leaves it out where HTTP/1.0 implies it
+            response.headers["Connection"] = "close"
+            response.force_close()
+        return response
 
     @web.middleware
     async def _json_errors(self, request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
@@ -147,6 +178,9 @@ class WebhookApp:
         except web.HTTPException as exc:
             if exc.status < 400:
                 raise
+            log.info(
+                "rejected request: HTTP %d: %s (%s %s)", exc.status, exc.reason, request.method, _clip(request.raw_path)
+            )
             headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
             return self._json({"error": exc.reason}, status=exc.status, headers=headers)
 
@@ -165,23 +199,31 @@ class WebhookApp:
             got = request.headers.get("Content-Type") or "none"
             return self._client_error(415, f"Content-Type must be application/json, not {got}", started)
         limit = self.settings.max_body_bytes
+        # every error in reading the body ends the connection (close=True): the rest of the body
+        # is unread or unreadable, so the next request on it could not be told apart
         if request.content_length is not None and request.content_length > limit:
             return self._client_error(
                 413,
                 f"request body of {request.content_length} bytes exceeds the limit of {limit} bytes (maxBodyBytes)",
                 started,
+                close=True,
             )
         try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
-            return self._client_error(413, f"request body exceeds the limit of {limit} bytes (maxBodyBytes)", started)
+            return self._client_error(
+                413, f"request body exceeds the limit of {limit} bytes (maxBodyBytes)", started, close=True
+            )
         except web.RequestPayloadError as exc:  # the client's body, not our bug: 400, never a 5xx
-            if isinstance(exc.__cause__, ContentEncodingError):
-                encoding = request.headers.get("Content-Encoding", "").strip().lower() or "encoded"
-                return self._client_error(
-                    400, f"the request body is not valid {encoding}, as its Content-Encoding says it is", started
-                )
-            return self._client_error(400, "the request body could not be read (truncated or malformed)", started)
+            return self._client_error(400, _unreadable_body(exc, request), started, close=True)
+        except BodyTimeout as exc:
+            return self._client_error(408, str(exc), started, close=True)
+        except ConnectionError:  # the connection ended mid-body (the client left, or the listener made room)
+            self.metrics.observe_request("", "", Outcome.INVALID, time.perf_counter() - started)
+            log.info("rejected request: the connection closed before the request body arrived; no answer sent")
+            response = self._json({"error": "the connection closed before the request body arrived"}, status=400)
+            response.force_close()
+            return response  # unwritable: aiohttp drops it as a premature disconnection
         too_big = self._too_big_to_parse(body, started)
         if too_big is not None:
             return too_big
@@ -232,7 +274,7 @@ class WebhookApp:
         if operation in ("DELETE", "CONNECT") or kind not in self.kinds:
             # never judged: DELETE/CONNECT, and kinds without an adapter, are allowed untouched
             decision = Outcome.SKIPPED if operation in ("DELETE", "CONNECT") else Outcome.UNHANDLED
-            return self._answer(review_response(head["uid"], allowed=True), kind, operation, decision, started)
+            return self._answer(review_response(head["uid"], allowed=True), head, decision, started)
         if not over(new_values, new_part):
             # the size is in the old object, stored before the bound (etcd keeps it under 1.5 MiB):
             # parsed and judged as usual, so the ratchet can compare the two
@@ -254,14 +296,14 @@ class WebhookApp:
             problem, settings=self.settings, obj=stub, view=self.view, namespace=head["namespace"] or None,
             preexisting=operation == "UPDATE" and over(old_values, old_part),
         )  # fmt: skip
-        return self._answer(
-            response_from_decision(head["uid"], ev.decision), kind, operation, ev.decision.outcome, started
-        )
+        return self._answer(response_from_decision(head["uid"], ev.decision), head, ev.decision.outcome, started)
 
-    def _answer(
-        self, answer: dict[str, Any], kind: str, operation: str, decision: Outcome, started: float
-    ) -> web.Response:
+    def _answer(self, answer: dict[str, Any], head: dict[str, str], decision: Outcome, started: float) -> web.Response:
+        """A decision made from the envelope's head alone (the body is not parsed): counted and logged."""
+        kind, operation = head["kind"], head["operation"]
         self.metrics.observe_request(kind, operation, decision, time.perf_counter() - started)
+        known = {"uid": head["uid"], "kind": kind, "namespace": head["namespace"], "name": head["name"]}
+        self._log_fields(known | {"operation": operation, "dryRun": None, "user": None}, decision, answer, started)
         return self._json(answer)
 
     async def _judge(self, req: AdmissionRequest, timeout_param: str | None) -> tuple[dict[str, Any], Outcome]:
@@ -315,11 +357,7 @@ class WebhookApp:
         return review_response(req.uid, allowed=True, warnings=[warning], audit_annotations={"decision": "error"})
 
     def _log_decision(self, req: AdmissionRequest, decision: Outcome, answer: dict[str, Any], started: float) -> None:
-        level = logging.INFO if decision in (Outcome.DENIED, Outcome.ERROR) else logging.DEBUG
-        if not decision_log.isEnabledFor(level):
-            return
-        resp = answer["response"]
-        fields = {
+        request = {
             "uid": req.uid,
             "kind": req.kind.kind,
             "namespace": req.namespace,
@@ -327,6 +365,17 @@ class WebhookApp:
             "operation": req.operation,
             "dryRun": req.dry_run,
             "user": req.user_info.username,
+        }
+        self._log_fields(request, decision, answer, started)
+
+    def _log_fields(self, request: dict[str, Any], decision: Outcome, answer: dict[str, Any], started: float) -> None:
+        """The one decision line of a review: denials and errors at info, the rest at debug."""
+        level = logging.INFO if decision in (Outcome.DENIED, Outcome.ERROR) else logging.DEBUG
+        if not decision_log.isEnabledFor(level):
+            return
+        resp = answer["response"]
+        fields = {
+            **request,
             "decision": decision,
             "allowed": resp["allowed"],
             "warnings": len(resp.get("warnings") or ()),
@@ -366,6 +415,24 @@ class WebhookApp:
         return self._json(out)
 
 
+def _unreadable_body(exc: web.RequestPayloadError, request: web.Request) -> str:
+    """Why a request body could not be read, in the client's terms (aiohttp's text names no content)."""
+    if isinstance(exc.__cause__, ContentEncodingError):
+        encoding = request.headers.get("Content-Encoding", "").strip().lower() or "encoded"
+        if _TOO_MANY_MEMBERS and isinstance(exc.__cause__.__context__, _TOO_MANY_MEMBERS):
+            return (
+                f"the request body has more {encoding} members than the {_MAX_MEMBERS} the server decodes; "
+                "compress it as one"
+            )
+        return f"the request body is not valid {encoding}, as its Content-Encoding says it is"
+    return "the request body could not be read (truncated or malformed)"
+
+
+def _clip(text: str, limit: int = 100) -> str:
+    """A client-supplied string as a log line may carry it: at most `limit` characters."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _mib(n: int) -> str:
     return f"{n / 2**20:.1f} MiB"
 
@@ -392,4 +459,4 @@ def _where(exc: BaseException) -> str:
     return f"{os.path.basename(frames[-1].filename)}:{frames[-1].lineno}"
 
 
-__all__ = ["WebhookApp", "json_codec"]
+__all__ = ["BodyTimeout", "WebhookApp", "json_codec"]
