@@ -171,6 +171,11 @@ async def test_several_warnings_join_into_one_line_with_one_fix_each():
         (f"r.example.com:443/a/b:1.0@{DIGEST}", "r.example.com:443", "a/b", "1.0", DIGEST),
         ("ghcr.io/foo/bar:v1.0_rc-1", "ghcr.io", "foo/bar", "v1.0_rc-1", None),
         ("example.com/foo__bar", "example.com", "foo__bar", None, None),
+        # the kubelet accepts it (the whole name is a valid path); containerd pulls from its first part
+        ("my_registry.com/foo", "my_registry.com", "foo", None, None),
+        # v0.6.0's splitDockerDomain: a one-part name is Docker Hub's, even with a '.' or a ':'
+        ("example.com", "docker.io", "library/example.com", None, None),
+        ("localhost:5000", "docker.io", "library/localhost", "5000", None),
     ],
 )
 def test_parse_valid(image, registry, path, tag, digest):
@@ -191,14 +196,21 @@ def test_parse_valid(image, registry, path, tag, digest):
         (
             "foo:" + "t" * 129,
             'tag "'
-            + "t" * 129
-            + "\" is invalid: a tag is 1-128 letters, digits, '_', '.' or '-' and cannot start with '.' or '-'",
+            + "t" * 100
+            + "…\" (129 characters) is invalid: a tag is 1-128 letters, digits, '_', '.' or '-' and cannot start with '.' or '-'",
         ),
         ("foo:bar:baz", "repository \"foo:bar\" contains ':' outside the registry port and the tag"),
         (
-            "my_registry.com/foo",
-            "registry \"my_registry.com\" is invalid: a registry is a host name or [IPv6] address (letters, digits, '-' and '.') with an optional numeric :port",
+            "my_registry.com:5000/foo",
+            "registry \"my_registry.com:5000\" is invalid: a registry is a host name or [IPv6] address (letters, digits, '-' and '.') with an optional numeric :port",
         ),
+        (
+            "a." * 200 + "com/x",
+            'registry "'
+            + "a." * 50
+            + '…" (403 characters) is 403 characters; a host name DNS can resolve is at most 253',
+        ),
+        ("foo@sha256:" + "a" * 64 + "@x", "it contains more than one '@'"),
         (
             "example.com:port/foo",
             "registry \"example.com:port\" is invalid: a registry is a host name or [IPv6] address (letters, digits, '-' and '.') with an optional numeric :port",
@@ -238,3 +250,20 @@ async def test_many_containers_are_counted_not_listed():
             "Fix: pin a version tag or a digest",
         )
     ]
+
+
+#: issue 25: "a/" repeated with no final name part held the event loop for 18.4 s at N = 64,000
+#: (docker-image-py's backtracking regex); "a.", "a-" and "a_" behaved the same. The parse is now
+#: linear: each of these is answered in milliseconds (the timeout only catches a return of the old
+#: behaviour; the measured times are in docs/benchmarks.md, "Parsers under adversarial input").
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("sep", ["a/", "a.", "a-", "a_"])
+async def test_a_long_hostile_image_is_refused_in_linear_time_and_quoted_short(sep):
+    image = sep * 64_000
+    with pytest.raises(ValueError) as exc:
+        parse_image(image)
+    assert str(exc.value) == "the repository path is 128000 characters, over the 255 allowed"
+    res = await run(wl(group("node", image)))
+    assert [r.status for r in res] == [Status.FAIL]
+    assert res[0].message.startswith(f'Image "{image[:100]}…" (128000 characters) used by container "c0"')
+    assert len(res[0].message) < 1_000

@@ -37,6 +37,7 @@ FOUNDATION = "foundation"
 LAYER_OF = {
     "webhook": FOUNDATION,  # the package root (re-exports nothing above the foundation)
     "webhook.kube": FOUNDATION,
+    "webhook.imageref": FOUNDATION,
     "webhook.config": FOUNDATION,
     "webhook.results": FOUNDATION,
     "webhook.deadline": FOUNDATION,

@@ -54,7 +54,7 @@ def is_extended(name: str) -> bool:
         return False
     qualified = f"requests.{name}"
     prefix, _, short = qualified.rpartition("/")
-    return bool(_QUALIFIED.match(qualified)) and len(short) <= 63 and len(prefix) <= 253
+    return len(short) <= 63 and len(prefix) <= 253 and bool(_QUALIFIED.match(qualified))  # bounded first
 
 
 def tracked(hard_name: str) -> bool:

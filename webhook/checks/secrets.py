@@ -29,8 +29,8 @@ import asyncio
 from dataclasses import dataclass, field
 
 from webhook.checks.base import Check, CheckContext
-from webhook.checks.image import parse_image
 from webhook.cluster.names import is_dns1123_subdomain
+from webhook.imageref import parse
 from webhook.kube import ApiError, Permission
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import Workload
@@ -129,9 +129,8 @@ def private_registry(image: str, private: list[str]) -> str | None:
     none or does not parse (the Image Reference check reports that)."""
     if not private:
         return None
-    try:
-        ref = parse_image(image)
-    except ValueError:
+    ref = parse(image)
+    if ref is None:
         return None
     registry = ref.registry.lower()
     full = f"{registry}/{ref.path}"
@@ -159,7 +158,8 @@ def _missing_pull_secret(use: _Use, ns: str, private: list[str]) -> tuple[Status
         )
     image, entry = found[0]
     more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
-    registry = parse_image(image).registry
+    ref = parse(image)
+    registry = ref.registry if ref is not None else "<registry>"
     server = "https://index.docker.io/v1/" if registry == "docker.io" else registry
     return Status.FAIL, (
         f'{head}; private registry "{entry}" needs it for image "{image}"{more}. Fix: {_pull_fix(use, ns, server)}'

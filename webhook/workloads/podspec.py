@@ -12,6 +12,7 @@ plain PodSpec dict.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any, NamedTuple
@@ -475,25 +476,29 @@ def pod_limits(pod_spec: dict[str, Any]) -> dict[str, Decimal]:
     return quantity.pod_resources(pod_spec, "limits")
 
 
+_ENV_PATH = re.compile(r"(initContainers|containers)\[([^]]+)\]\.env\[(.+)\]")
+_ENV_FROM_PATH = re.compile(r"(initContainers|containers)\[([^]]+)\]\.envFrom\[\d+\]")
+_VOLUME_PATH = re.compile(
+    r"volumes\[([^]]+)\]\.[A-Za-z]+(?:\.sources\[\d+\]\.(?:secret|configMap))?"
+    r"(?:\.(?:secretName|secretRef|nodePublishSecretRef))?(?:\.items\[\d+\])?"
+)
+
+
 def describe_path(path: str) -> str:
     """`containers[node].env[HF_TOKEN]` → `env HF_TOKEN of container node` (falls back to the path)."""
-    import re
-
-    m = re.fullmatch(r"(initContainers|containers)\[(.+?)\]\.env\[(.+)\]", path)
+    # each bracket's content is read up to the first ']' ([^]]), so matching stays linear in the path:
+    # a lazy `.+?` before a literal retried from every ']' was quadratic in a hostile container name
+    m = _ENV_PATH.fullmatch(path)
     if m:
         kind = "init container" if m.group(1) == "initContainers" else "container"
         return f"env {m.group(3)} of {kind} {m.group(2)}"
-    m = re.fullmatch(r"(initContainers|containers)\[(.+?)\]\.envFrom\[\d+\]", path)
+    m = _ENV_FROM_PATH.fullmatch(path)
     if m:
         kind = "init container" if m.group(1) == "initContainers" else "container"
         return f"envFrom of {kind} {m.group(2)}"
     if path.startswith("imagePullSecrets"):
         return "imagePullSecrets"
-    m = re.fullmatch(
-        r"volumes\[(.+?)\]\.[A-Za-z]+(?:\.sources\[\d+\]\.(?:secret|configMap))?"
-        r"(?:\.(?:secretName|secretRef|nodePublishSecretRef))?(?:\.items\[\d+\])?",
-        path,
-    )
+    m = _VOLUME_PATH.fullmatch(path)
     if m:
         return f"volume {m.group(1)}"
     return path
