@@ -10,7 +10,9 @@ import asyncio
 import gzip
 import json
 import logging
+import re
 import ssl
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -112,10 +114,10 @@ def head_arrived(monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
 # --------------------------------------------------------------------------- slow clients
 
 
-async def test_a_request_head_that_never_completes_is_closed(
+async def test_a_first_request_head_that_never_completes_is_closed_at_the_short_timeout(
     start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext
 ) -> None:
-    server = await start_webhook(Settings(headerTimeoutSeconds=0.2), checks=[Pass()])
+    server = await start_webhook(Settings(firstHeadTimeoutSeconds=0.2, headerTimeoutSeconds=60), checks=[Pass()])
     reader, writer = await connect(server, client_ssl)
     writer.write(b"POST /validate HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")  # and never more
     await writer.drain()
@@ -124,8 +126,25 @@ async def test_a_request_head_that_never_completes_is_closed(
     writer.close()
 
 
+async def test_the_next_request_head_on_a_kept_alive_connection_has_header_timeout(
+    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext
+) -> None:
+    server = await start_webhook(
+        Settings(firstHeadTimeoutSeconds=60, headerTimeoutSeconds=0.2, idleTimeoutSeconds=60), checks=[Pass()]
+    )
+    reader, writer = await connect(server, client_ssl)
+    writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    status, _, _ = await read_response(reader)
+    assert status == 200
+    writer.write(b"POST /validate HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")  # and never more
+    await writer.drain()
+    assert await closed_by_server(reader)
+    assert server.timed_out_connections == 1
+    writer.close()
+
+
 async def test_a_connection_that_never_starts_tls_is_closed(start_webhook: Any, widget_adapter: str) -> None:
-    server = await start_webhook(Settings(headerTimeoutSeconds=0.2), checks=[Pass()])
+    server = await start_webhook(Settings(firstHeadTimeoutSeconds=0.2), checks=[Pass()])
     reader, writer = await connect(server, None)  # plain TCP: no ClientHello ever
     assert await closed_by_server(reader)
     writer.close()
@@ -158,24 +177,82 @@ async def test_an_idle_kept_alive_connection_is_closed(
     writer.close()
 
 
-async def test_connections_above_max_connections_are_closed(
-    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext
+class Gate(Check):
+    """Holds every review until released, so connections can be kept working on a request."""
+
+    name = "Widget Gate"
+    kinds = frozenset({"Widget"})
+    summary = "Waits for the test."
+
+    def __init__(self, expected: int) -> None:
+        self.expected = expected
+        self.arrived = 0
+        self.all_in = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def run(self, ctx: CheckContext) -> CheckResult:
+        self.arrived += 1
+        if self.arrived == self.expected:
+            self.all_in.set()
+        await self.release.wait()
+        return CheckResult(self.name, Status.PASS, "released")
+
+
+async def test_a_new_connection_is_refused_only_when_every_slot_is_working(
+    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext, caplog: pytest.LogCaptureFixture
 ) -> None:
-    server = await start_webhook(
-        Settings(maxConnections=2, headerTimeoutSeconds=60, idleTimeoutSeconds=60), checks=[Pass()]
-    )
+    gate = Gate(expected=2)
+    server = await start_webhook(Settings(maxConnections=2, budgetSeconds=30), checks=[gate])
+    working = []
+    for i in range(2):
+        reader, writer = await connect(server, client_ssl)
+        body = review_bytes(f"working-{i}")
+        writer.write(head(len(body)) + body)
+        working.append((reader, writer))
+    await asyncio.wait_for(gate.all_in.wait(), CAP)
+    caplog.clear()
+    reader, writer = await connect(server, client_ssl)
+    assert await closed_by_server(reader)
+    assert server.rejected_connections == 1 and server.evicted_connections == 0
+    assert log_lines(caplog) == [
+        ("webhook.server", "WARNING", "connection from 127.0.0.1 refused: 2 connections are open (maxConnections), "
+         "every one working on a request; 1 refused so far"),
+    ]  # fmt: skip
+    gate.release.set()
+    for i, (r, w) in enumerate(working):
+        status, _, answer = await read_response(r)
+        assert (status, answer["response"]["uid"], answer["response"]["allowed"]) == (200, f"working-{i}", True)
+        w.close()
+    writer.close()
+
+
+async def test_a_new_connection_takes_the_slot_of_the_oldest_idle_one(
+    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = await start_webhook(Settings(maxConnections=2, idleTimeoutSeconds=60), checks=[Pass()])
     held = []
     for _ in range(2):
         reader, writer = await connect(server, client_ssl)
         writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         status, _, _ = await read_response(reader)
         assert status == 200
-        held.append(writer)
+        held.append((reader, writer))
+    caplog.clear()
     reader, writer = await connect(server, client_ssl)
-    assert await closed_by_server(reader)
-    assert server.rejected_connections == 1
-    assert len(server.connections) == 2
-    for w in (*held, writer):
+    body = review_bytes("newcomer")
+    writer.write(head(len(body)) + body)
+    status, _, answer = await read_response(reader)
+    assert (status, answer["response"]["uid"]) == (200, "newcomer")
+    assert await closed_by_server(held[0][0])  # the oldest idle one made room
+    assert server.rejected_connections == 0 and server.evicted_connections == 1
+    assert log_lines(caplog) == [
+        ("webhook.server", "WARNING", "connection from 127.0.0.1 closed to make room for one from 127.0.0.1: "
+         "2 connections are open (maxConnections), and it was waiting for its next request; 1 closed so far"),
+    ]  # fmt: skip
+    held[1][1].write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")  # the newer idle one still works
+    status, _, _ = await read_response(held[1][0])
+    assert status == 200
+    for _, w in (*held, (reader, writer)):
         w.close()
 
 
@@ -349,7 +426,14 @@ def test_peer_names_are_the_subject_cn_and_dns_ip_sans() -> None:
 
 @pytest.mark.parametrize(
     "field, value",
-    [("maxConnections", 0), ("headerTimeoutSeconds", 0), ("bodyTimeoutSeconds", -1), ("idleTimeoutSeconds", 0)],
+    [
+        ("maxConnections", 0),
+        ("maxConnectionsPerPeer", 0),
+        ("firstHeadTimeoutSeconds", 0),
+        ("headerTimeoutSeconds", 0),
+        ("bodyTimeoutSeconds", -1),
+        ("idleTimeoutSeconds", 0),
+    ],
 )
 def test_connection_bounds_must_be_positive(field: str, value: float) -> None:
     from pydantic import ValidationError
@@ -538,3 +622,190 @@ async def test_an_unknown_path_is_logged_once(
         ("webhook.server", "INFO", "rejected request: HTTP 404: Not Found (GET /nope?" + "x" * 93 + "…)")
     ]
     writer.close()
+
+
+# --------------------------------------------------------------------------- fairness under floods
+
+HALF_OPEN_HEAD = b"POST /validate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nX-Slow: "
+
+
+async def hold_half_open(
+    server: Any, client_ssl: ssl.SSLContext, sources: list[str], n: int
+) -> list[asyncio.StreamWriter]:
+    """`n` TLS connections, from `sources` in turn, each sending part of a request head and no more.
+
+    Returns once the server has seen every one of them (holding it, or having closed it to make room).
+    """
+    seen_before = len(server.connections) + server.evicted_connections + server.rejected_connections
+
+    async def one(i: int) -> asyncio.StreamWriter:
+        _, writer = await asyncio.wait_for(
+            asyncio.open_connection(
+                "127.0.0.1",
+                server.port,
+                ssl=client_ssl,
+                server_hostname="127.0.0.1",
+                local_addr=(sources[i % len(sources)], 0),
+            ),
+            CAP,
+        )
+        writer.write(HALF_OPEN_HEAD)
+        return writer
+
+    writers: list[asyncio.StreamWriter] = []
+    for start in range(0, n, 50):  # 50 handshakes at a time
+        writers += await asyncio.gather(*(one(i) for i in range(start, min(n, start + 50))))
+    await until(
+        lambda: len(server.connections) + server.evicted_connections + server.rejected_connections >= seen_before + n
+    )
+    return writers
+
+
+async def valid_reviews(server: Any, client_ssl: ssl.SSLContext, n: int) -> list[tuple[int, str, bool]]:
+    """`n` AdmissionReviews from 127.0.0.1, each on a new connection, the way the apiserver sends them."""
+
+    async def one(i: int) -> tuple[int, str, bool]:
+        reader, writer = await connect(server, client_ssl)
+        body = review_bytes(f"valid-{i}")
+        writer.write(head(len(body)) + body)
+        status, _, answer = await read_response(reader)
+        writer.close()
+        return status, answer["response"]["uid"], answer["response"]["allowed"]
+
+    return list(await asyncio.gather(*(one(i) for i in range(n))))
+
+
+@pytest.fixture
+def held(start_webhook: Any) -> Iterator[list[asyncio.StreamWriter]]:
+    """Connections a test holds open; aborted before the server's drain (so it does not wait for them)."""
+    writers: list[asyncio.StreamWriter] = []
+    yield writers
+    for w in writers:
+        w.transport.abort()
+
+
+async def test_300_half_open_connections_from_many_addresses_cost_valid_reviews_nothing(
+    start_webhook: Any,
+    widget_adapter: str,
+    client_ssl: ssl.SSLContext,
+    held: list[asyncio.StreamWriter],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The issue's flood: more half-open connections than maxConnections (256), from 10 addresses
+    (30 each, under maxConnectionsPerPeer), held far longer than the test (firstHeadTimeoutSeconds 60):
+    every new connection takes the slot of the oldest one still waiting for its head."""
+    server = await start_webhook(Settings(firstHeadTimeoutSeconds=60, headerTimeoutSeconds=60), checks=[Pass()])
+    caplog.clear()
+    held += await hold_half_open(server, client_ssl, [f"127.0.0.{i}" for i in range(2, 12)], 300)
+    assert len(server.connections) == 256
+    assert (server.evicted_connections, server.rejected_connections) == (44, 0)
+
+    answers = await valid_reviews(server, client_ssl, 20)
+    assert answers == [(200, f"valid-{i}", True) for i in range(20)]
+    assert server.rejected_connections == 0
+    assert 236 <= sum(len(c) for p, c in server.connections.by_peer.items() if p != "127.0.0.1") <= 256  # still held
+    assert server.timed_out_connections == 0  # the eviction did it, not a timeout
+    [warning] = [line for line in log_lines(caplog) if line[1] == "WARNING"]  # the first; the next at the 1000th
+    assert re.fullmatch(
+        r"connection from 127\.0\.0\.\d+ closed to make room for one from 127\.0\.0\.\d+: 256 connections are open "
+        r"\(maxConnections\), and it was waiting for its first request head; 1 closed so far",
+        warning[2],
+    ), warning
+
+
+async def test_300_half_open_connections_from_one_address_hold_at_most_max_connections_per_peer(
+    start_webhook: Any,
+    widget_adapter: str,
+    client_ssl: ssl.SSLContext,
+    held: list[asyncio.StreamWriter],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    server = await start_webhook(Settings(firstHeadTimeoutSeconds=60, headerTimeoutSeconds=60), checks=[Pass()])
+    caplog.clear()
+    held += await hold_half_open(server, client_ssl, ["127.0.0.2"], 300)
+    assert len(server.connections.by_peer["127.0.0.2"]) == 64  # maxConnectionsPerPeer's default
+    assert (server.evicted_connections, server.rejected_connections) == (236, 0)  # its own oldest made room
+
+    answers = await valid_reviews(server, client_ssl, 20)
+    assert answers == [(200, f"valid-{i}", True) for i in range(20)]
+    assert server.evicted_connections == 236  # the pool was never full: the reviews took free slots
+    assert [line for line in log_lines(caplog) if line[1] == "WARNING"] == [
+        ("webhook.server", "WARNING", "connection from 127.0.0.2 closed to make room for one from 127.0.0.2: "
+         "127.0.0.2 has 64 connections open (maxConnectionsPerPeer), and it was waiting for its first request head; "
+         "1 closed so far"),
+    ]  # fmt: skip
+
+
+async def test_a_peer_at_its_cap_with_every_connection_working_is_refused(
+    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext, caplog: pytest.LogCaptureFixture
+) -> None:
+    gate = Gate(expected=2)
+    server = await start_webhook(Settings(maxConnectionsPerPeer=2, budgetSeconds=30), checks=[gate])
+    working = []
+    for i in range(2):
+        reader, writer = await connect(server, client_ssl)
+        body = review_bytes(f"working-{i}")
+        writer.write(head(len(body)) + body)
+        working.append((reader, writer))
+    await asyncio.wait_for(gate.all_in.wait(), CAP)
+    caplog.clear()
+    reader, writer = await connect(server, client_ssl)
+    assert await closed_by_server(reader)
+    assert server.rejected_connections == 1
+    assert log_lines(caplog) == [
+        ("webhook.server", "WARNING", "connection from 127.0.0.1 refused: 127.0.0.1 has 2 connections open "
+         "(maxConnectionsPerPeer), every one working on a request; 1 refused so far"),
+    ]  # fmt: skip
+    gate.release.set()
+    for r, w in working:
+        status, _, _ = await read_response(r)
+        assert status == 200
+        w.close()
+    writer.close()
+
+
+async def test_trusted_networks_are_exempt_from_the_peer_cap_and_made_room_for_last(
+    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext, held: list[asyncio.StreamWriter]
+) -> None:
+    server = await start_webhook(
+        Settings(
+            maxConnections=4, maxConnectionsPerPeer=1, trustedNetworks=["127.0.0.1/32"], firstHeadTimeoutSeconds=60
+        ),
+        checks=[Pass()],
+    )
+    held += await hold_half_open(server, client_ssl, ["127.0.0.1"], 3)  # 3 > maxConnectionsPerPeer: exempt
+    assert len(server.connections.by_peer["127.0.0.1"]) == 3
+    held += await hold_half_open(server, client_ssl, ["127.0.0.2"], 1)  # the newest of the four
+    assert server.evicted_connections == 0
+    held += await hold_half_open(
+        server, client_ssl, ["127.0.0.3"], 1
+    )  # full: the untrusted one makes room, not the oldest
+    assert server.evicted_connections == 1
+    assert "127.0.0.2" not in server.connections.by_peer
+    assert len(server.connections.by_peer["127.0.0.1"]) == 3
+
+
+def test_peer_address_reads_ipv4_mapped_addresses_as_ipv4() -> None:
+    from webhook.listener import peer_address
+
+    class T:
+        def __init__(self, peer: Any) -> None:
+            self.peer = peer
+
+        def get_extra_info(self, key: str) -> Any:
+            return self.peer
+
+    assert peer_address(T(("::ffff:10.1.2.3", 443, 0, 0))) == "10.1.2.3"  # type: ignore[arg-type]
+    assert peer_address(T(("fd00::1", 443, 0, 0))) == "fd00::1"  # type: ignore[arg-type]
+    assert peer_address(T(None)) == ""  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("entry", ["10.0.0.0/33", "nope", "10.0.0.0/8 "])
+def test_trusted_networks_must_be_cidrs(entry: str) -> None:
+    from pydantic import ValidationError
+
+    if entry.strip() == "10.0.0.0/8":
+        assert Settings.model_validate({"trustedNetworks": [entry]}).trusted_networks == ["10.0.0.0/8"]
+        return
+    with pytest.raises(ValidationError, match="is not an IP address or CIDR"):
+        Settings.model_validate({"trustedNetworks": [entry]})

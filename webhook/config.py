@@ -10,6 +10,7 @@ checked against the checks actually wired in, which the caller of `load_settings
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
@@ -185,15 +186,26 @@ class Settings(_Model):
     object_limits: ObjectLimits = Field(default_factory=ObjectLimits, alias="objectLimits")
     #: longest SIGTERM waits for in-flight requests
     drain_seconds: float = Field(10.0, ge=0, le=300, alias="drainSeconds")
-    #: a connection must deliver a complete request head (and finish its TLS handshake) within this
+    #: a new connection must finish its TLS handshake, and then deliver its first complete request
+    #: head, each within this (the apiserver writes its request head right after the handshake)
+    first_head_timeout_seconds: float = Field(2.0, gt=0, le=300, alias="firstHeadTimeoutSeconds")
+    #: the next request on a kept-alive connection must deliver a complete head within this of its first byte
     header_timeout_seconds: float = Field(10.0, gt=0, le=300, alias="headerTimeoutSeconds")
     #: once the head is in, the request body must have arrived within this
     body_timeout_seconds: float = Field(10.0, gt=0, le=300, alias="bodyTimeoutSeconds")
     #: a kept-alive connection with no request closes after this long idle
     idle_timeout_seconds: float = Field(60.0, gt=0, le=3600, alias="idleTimeoutSeconds")
-    #: open connections at most; above it a new connection is closed after its handshake (the memory
-    #: one costs: docs/benchmarks.md, "Slow clients")
+    #: open connections at most (the memory one costs: docs/benchmarks.md, "Slow clients"); when they
+    #: are all open, a new connection closes the oldest one still waiting for a request (then the
+    #: oldest kept-alive idle one, then the oldest still receiving its body), and is refused only
+    #: when every open connection is working on a request
     max_connections: int = Field(256, ge=1, le=100_000, alias="maxConnections")
+    #: open connections from one source address at most (trustedNetworks are exempt); past it a new
+    #: connection from that address closes that address's own oldest waiting one, or is refused
+    max_connections_per_peer: int = Field(64, ge=1, le=100_000, alias="maxConnectionsPerPeer")
+    #: CIDRs the apiserver calls from (its addresses, or the konnectivity agents' that carry its
+    #: calls): exempt from maxConnectionsPerPeer, and closed to make room only after every other
+    trusted_networks: list[str] = Field(default_factory=list, alias="trustedNetworks")
     #: verify the caller's client certificate on /validate (docs/operations.md, Security model)
     client_auth: ClientAuthSettings = Field(default_factory=ClientAuthSettings, alias="clientAuth")
     #: registries that need no imagePullSecrets
@@ -239,6 +251,17 @@ class Settings(_Model):
         if isinstance(v, dict):
             return {k: ("off" if a is False else a) for k, a in v.items()}
         return v
+
+    @field_validator("trusted_networks")
+    @classmethod
+    def _cidrs(cls, v: list[str]) -> list[str]:
+        out = []
+        for entry in v:
+            try:
+                out.append(str(ipaddress.ip_network(entry.strip(), strict=False)))
+            except ValueError:
+                raise ValueError(f"{entry!r} is not an IP address or CIDR (e.g. 10.0.0.0/16 or fd00::/64)") from None
+        return out
 
     @field_validator("private_registries")
     @classmethod

@@ -4,15 +4,24 @@ WebhookApp (webhook.server) turns one request into one answer; this module decid
 connections get to ask. Every connection is bounded (head, body and idle timeouts, a
 connection count) so a slow or hostile client cannot hold memory or a worker; POST /validate
 can require the apiserver's client certificate; SIGTERM drains what is in flight.
+
+Fairness under floods (Slots): a full table of connections does not lock anyone out. A new
+connection takes the slot of the oldest connection that is only waiting (for its first
+request head, then for the next request on a kept-alive connection, then for the rest of a
+body), so connections that hold a slot without sending a request can never keep out a client
+that sends its request at once, the apiserver's included. One source address holds at most
+maxConnectionsPerPeer; addresses in trustedNetworks are exempt and are made room for last.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
+import itertools
 import logging
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from aiohttp import web
@@ -28,19 +37,179 @@ def loop_name() -> str:
     return "uvloop" if type(asyncio.get_running_loop()).__module__.startswith("uvloop") else "asyncio"
 
 
+#: what a connection is waiting for, in the order connections are closed to make room; None: working
+#: on a request (its body is in, the handler runs or the answer is being written), never closed for room
+NEW, IDLE, BODY = 0, 1, 2
+WAITING = {
+    NEW: "waiting for its first request head",
+    IDLE: "waiting for its next request",
+    BODY: "receiving a request body",
+}
+
+
+def _now_and_then(count: int) -> bool:
+    """Log the first of a kind and every 1,000th: a flood must not flood the log."""
+    return count == 1 or count % 1000 == 0
+
+
+def peer_address(transport: asyncio.BaseTransport) -> str:
+    """The source address of a connection ("" when unknown); an IPv4-mapped IPv6 address as IPv4."""
+    peer = transport.get_extra_info("peername")
+    host = peer[0] if isinstance(peer, tuple) and peer else ""
+    if isinstance(host, str) and host.startswith("::ffff:"):
+        try:
+            mapped = ipaddress.IPv6Address(host.split("%", 1)[0]).ipv4_mapped
+        except ValueError:
+            mapped = None
+        return str(mapped) if mapped is not None else host
+    return host if isinstance(host, str) else ""
+
+
+class Slots:
+    """The open connections, what each waits for, and which one makes room for a new one.
+
+    A connection is in one ordered table per (trusted, waiting-for) pair, entered at the end
+    when its state changes, so the first entry of a table is the one waiting longest. Room is
+    made from the untrusted tables first (new, idle, body), then the trusted ones in the same
+    order. Every operation is O(1) but the per-peer choice, which looks at that peer's own
+    connections (at most maxConnectionsPerPeer).
+    """
+
+    def __init__(self, max_connections: int, max_per_peer: int, trusted: list[str]) -> None:
+        self.max_connections = max_connections
+        self.max_per_peer = max_per_peer
+        self._trusted = [ipaddress.ip_network(n) for n in trusted]
+        self.all: dict[_Connection, None] = {}
+        self.by_peer: dict[str, dict[_Connection, None]] = {}
+        self._waiting: dict[tuple[bool, int], dict[_Connection, None]] = {
+            (trusted, state): {} for trusted in (False, True) for state in (NEW, IDLE, BODY)
+        }
+        self._order = itertools.count()
+        #: counts: refused (nothing to make room from), evicted (closed to make room)
+        self.refused = {"maxConnections": 0, "maxConnectionsPerPeer": 0}
+        self.evicted = 0
+
+    def __len__(self) -> int:
+        return len(self.all)
+
+    def __iter__(self) -> Iterator[_Connection]:
+        return iter(list(self.all))
+
+    def is_trusted(self, peer: str) -> bool:
+        if not self._trusted or not peer:
+            return False
+        try:
+            address = ipaddress.ip_address(peer.split("%", 1)[0])
+        except ValueError:
+            return False
+        return any(address in net for net in self._trusted)
+
+    def admit(self, conn: _Connection) -> bool:
+        """Take a slot for `conn`, closing a waiting connection to make room if need be; False: refused."""
+        peer = conn.peer
+        own = self.by_peer.get(peer)
+        if not conn.trusted and own is not None and len(own) >= self.max_per_peer:
+            victim = self._oldest_waiting_of(own)
+            if victim is None:
+                self._refuse(conn, "maxConnectionsPerPeer", f"{peer} has {len(own)} connections open")
+                return False
+            self._evict(victim, conn, f"{peer} has {len(own)} connections open (maxConnectionsPerPeer)")
+        elif len(self.all) >= self.max_connections:
+            victim = self._oldest_waiting()
+            if victim is None:
+                self._refuse(conn, "maxConnections", f"{len(self.all)} connections are open")
+                return False
+            self._evict(victim, conn, f"{len(self.all)} connections are open (maxConnections)")
+        self.all[conn] = None
+        self.by_peer.setdefault(peer, {})[conn] = None
+        self.set_state(conn, NEW)
+        return True
+
+    def set_state(self, conn: _Connection, state: int | None) -> None:
+        """`conn` now waits for `state` (NEW, IDLE, BODY) or works on a request (None)."""
+        if conn.state is not None:
+            self._waiting[(conn.trusted, conn.state)].pop(conn, None)
+        conn.state = state
+        conn.since = next(self._order)
+        if state is not None and conn in self.all:
+            self._waiting[(conn.trusted, state)][conn] = None
+
+    def forget(self, conn: _Connection) -> None:
+        if conn.state is not None:
+            self._waiting[(conn.trusted, conn.state)].pop(conn, None)
+            conn.state = None
+        self.all.pop(conn, None)
+        own = self.by_peer.get(conn.peer)
+        if own is not None:
+            own.pop(conn, None)
+            if not own:
+                del self.by_peer[conn.peer]
+
+    def _oldest_waiting(self) -> _Connection | None:
+        for (_, state), table in self._waiting.items():  # untrusted first; new, idle, body
+            for conn in list(table):
+                if state == BODY and conn.body_done():
+                    self.set_state(conn, None)  # its body is in: it is working now
+                    continue
+                return conn
+        return None
+
+    def _oldest_waiting_of(self, own: dict[_Connection, None]) -> _Connection | None:
+        best: tuple[int, int, _Connection] | None = None
+        for conn in list(own):
+            state = conn.state
+            if state is None:
+                continue
+            if state == BODY and conn.body_done():
+                self.set_state(conn, None)
+                continue
+            if best is None or (state, conn.since) < best[:2]:
+                best = (state, conn.since, conn)
+        return best[2] if best is not None else None
+
+    def _evict(self, victim: _Connection, newcomer: _Connection, why: str) -> None:
+        self.evicted += 1
+        if _now_and_then(self.evicted):
+            log.warning(
+                "connection from %s closed to make room for one from %s: %s, and it was %s; %d closed so far",
+                victim.peer or "an unknown address",
+                newcomer.peer or "an unknown address",
+                why,
+                WAITING[victim.state] if victim.state is not None else "working",
+                self.evicted,
+            )
+        victim.evict()
+
+    def _refuse(self, conn: _Connection, bound: str, why: str) -> None:
+        self.refused[bound] += 1
+        if _now_and_then(self.refused[bound]):
+            log.warning(
+                "connection from %s refused: %s (%s), every one working on a request; %d refused so far",
+                conn.peer or "an unknown address",
+                why,
+                bound,
+                self.refused[bound],
+            )
+
+
 class _Connection(RequestHandler):
     """aiohttp's per-connection protocol, with the bounds a hostile client must not escape.
 
-    - head: a new connection, or a kept-alive one whose next request has begun to arrive,
-      must deliver a complete request head within `header_timeout_seconds`;
-    - body: once the head is in, the body must have arrived within `body_timeout_seconds`;
+    - first head: a new connection must deliver its first complete request head within
+      `first_head_timeout_seconds` (the TLS handshake before it is bounded the same);
+    - head: a kept-alive connection whose next request has begun to arrive must deliver a
+      complete head within `header_timeout_seconds`;
+    - body: once the head is in, the body must have arrived within `body_timeout_seconds`
+      (answered 408 with `Connection: close` by the handler reading it);
     - idle: a kept-alive connection with nothing arriving closes after `idle_timeout_seconds`
-      (aiohttp's keepalive_timeout, which also bounds a head that never completes);
-    - count: above `max_connections` a new connection is closed right after the handshake.
-    A connection that misses a bound is aborted (no TLS close_notify to wait for).
+      (aiohttp's keepalive_timeout);
+    - count: `Slots` (maxConnections, maxConnectionsPerPeer, trustedNetworks): a new connection
+      takes the slot of one that is only waiting, or is closed right after the handshake.
+    A connection that misses a head bound, or is closed to make room, is aborted (no TLS
+    close_notify to wait for).
     """
 
-    __slots__ = ("_owner", "_timer", "_busy", "_counted")
+    __slots__ = ("_owner", "_timer", "_busy", "_counted", "_request", "peer", "trusted", "state", "since")
 
     def __init__(self, owner: WebhookServer, manager: web.Server, **kwargs: Any) -> None:
         super().__init__(manager, **kwargs)
@@ -48,46 +217,68 @@ class _Connection(RequestHandler):
         self._timer: asyncio.TimerHandle | None = None
         self._busy = False
         self._counted = False
+        self._request: web.BaseRequest | None = None
+        self.peer = ""
+        self.trusted = False
+        self.state: int | None = None
+        self.since = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         owner = self._owner
-        if len(owner.connections) >= owner.max_connections:
+        self.peer = peer_address(transport)
+        self.trusted = owner.connections.is_trusted(self.peer)
+        if not owner.connections.admit(self):
             owner.rejected_connections += 1
-            if owner.rejected_connections == 1 or owner.rejected_connections % 1000 == 0:  # no log flood
-                log.warning(
-                    "connection closed: %d connections open (maxConnections); %d refused so far",
-                    len(owner.connections),
-                    owner.rejected_connections,
-                )
             transport.abort()  # type: ignore[attr-defined]
             return
         self._counted = True
-        owner.connections.add(self)
         super().connection_made(transport)
-        self._arm(owner.header_timeout, "request head")
+        self._arm(owner.first_head_timeout, "first request head")
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self._disarm()
+        self._forget()
+        super().connection_lost(exc)
+
+    def _forget(self) -> None:
         if self._counted:
             self._counted = False
             self._owner._forget(self)
-        super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
         if data and not self._busy and self._timer is None:
             self._arm(self._owner.header_timeout, "request head")  # a kept-alive connection's next request began
 
+    def body_done(self) -> bool:
+        """The request in progress has all its body (or failed reading it): it is being worked on."""
+        request = self._request
+        return request is None or request.content.is_eof() or request.content.exception() is not None
+
+    def evict(self) -> None:
+        """Closed to make room for a new connection: its slot is free at once."""
+        self._forget()
+        self.abort()
+
     # the middleware tells us where a request stands
     def request_started(self, request: web.BaseRequest) -> None:
         self._busy = True
+        self._request = request
         self._disarm()
         if not request.content.is_eof():
             self._arm(self._owner.body_timeout, "request body", request)
+            self._set_state(BODY)
+        else:
+            self._set_state(None)
 
     def request_finished(self) -> None:
         self._busy = False
         self._disarm()
+        # still working until the answer is written (finish_response): not closed for room before
+
+    def _set_state(self, state: int | None) -> None:
+        if self._counted:
+            self._owner.connections.set_state(self, state)
 
     def _arm(self, seconds: float, what: str, request: web.BaseRequest | None = None) -> None:
         self._disarm()
@@ -122,8 +313,11 @@ class _Connection(RequestHandler):
         ("Unhandled exception"); the answer already says `Connection: close`.
         """
         written = await super().finish_response(request, resp, start_time)
+        self._request = None
         if request.content.exception() is not None and not request.content.is_eof():
             self.force_close()  # after the answer is written: the TLS close flushes it
+        elif not self._busy:
+            self._set_state(IDLE)  # answered: waiting for the next request on this kept-alive connection
         return written
 
     def handle_error(
@@ -181,6 +375,7 @@ class WebhookServer:
         self.host = host
         self.port = port
         self.reloader = reloader
+        self.first_head_timeout = s.first_head_timeout_seconds
         self.header_timeout = s.header_timeout_seconds
         self.body_timeout = s.body_timeout_seconds
         self.max_connections = s.max_connections
@@ -188,7 +383,7 @@ class WebhookServer:
         if self.client_auth is not None and ssl_context is not None and ssl_context.verify_mode == ssl.CERT_NONE:
             ssl_context.load_verify_locations(cafile=self.client_auth.ca_file)
             ssl_context.verify_mode = ssl.CERT_OPTIONAL  # see tls.server_context
-        self.connections: set[_Connection] = set()
+        self.connections = Slots(s.max_connections, s.max_connections_per_peer, s.trusted_networks)
         self.rejected_connections = 0
         self.timed_out_connections = 0
         self._all_closed = asyncio.Event()
@@ -207,8 +402,12 @@ class WebhookServer:
 
     # ----------------------------------------------------------------- connections
 
+    @property
+    def evicted_connections(self) -> int:
+        return self.connections.evicted
+
     def _forget(self, conn: _Connection) -> None:
-        self.connections.discard(conn)
+        self.connections.forget(conn)
         if not self.connections:
             self._all_closed.set()
 
@@ -267,7 +466,7 @@ class WebhookServer:
             self.port,
             ssl=self.ssl_context,
             backlog=1024,
-            ssl_handshake_timeout=self.header_timeout if self.ssl_context is not None else None,
+            ssl_handshake_timeout=self.first_head_timeout if self.ssl_context is not None else None,
         )
         if self.port == 0 and self._listener.sockets:  # an ephemeral port: report the real one
             self.port = self._listener.sockets[0].getsockname()[1]
@@ -331,4 +530,4 @@ def peer_names(peercert: dict[str, Any]) -> set[str]:
     return names
 
 
-__all__ = ["WebhookServer", "peer_names"]
+__all__ = ["Slots", "WebhookServer", "peer_address", "peer_names"]
