@@ -809,3 +809,39 @@ def test_trusted_networks_must_be_cidrs(entry: str) -> None:
         return
     with pytest.raises(ValidationError, match="is not an IP address or CIDR"):
         Settings.model_validate({"trustedNetworks": [entry]})
+
+
+async def test_a_body_still_arriving_makes_room_last_and_leaves_one_line(
+    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext, caplog: pytest.LogCaptureFixture
+) -> None:
+    from webhook.listener import BODY
+
+    server = await start_webhook(Settings(maxConnections=2, bodyTimeoutSeconds=60), checks=[Pass()])
+    caplog.set_level(logging.DEBUG)
+    slow = []
+    body = review_bytes("slow")
+
+    def bodies_arriving() -> int:
+        return sum(c.state == BODY for c in server.connections)
+
+    for _ in range(2):  # one after the other, so the first is the one waiting longest
+        reader, writer = await connect(server, client_ssl)
+        writer.write(head(len(body)) + body[:10])
+        slow.append((reader, writer))
+        await until(lambda: bodies_arriving() == len(slow))
+    caplog.clear()
+    answers = await valid_reviews(server, client_ssl, 1)
+    assert answers == [(200, "valid-0", True)]
+    assert await closed_by_server(slow[0][0])  # the one waiting longest for its body made room
+    await until(lambda: len(log_lines(caplog)) == 2)
+    assert sorted(log_lines(caplog)) == [
+        ("webhook.server", "INFO", "rejected request: the connection closed before the request body arrived; no answer sent"),
+        ("webhook.server", "WARNING", "connection from 127.0.0.1 closed to make room for one from 127.0.0.1: 2 connections "
+         "are open (maxConnections), and it was receiving a request body; 1 closed so far"),
+    ]  # fmt: skip
+    assert tracebacks(caplog) == []
+    slow[1][1].write(body[10:])  # the other one goes on
+    status, _, answer = await read_response(slow[1][0])
+    assert (status, answer["response"]["uid"]) == (200, "slow")
+    for _, w in slow:
+        w.close()
