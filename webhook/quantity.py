@@ -42,7 +42,7 @@ _DECIMAL: dict[str, int] = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G
 
 _QUANTITY = re.compile(
     r"""^(?P<sign>[+-])?
-        (?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)
+        (?P<number>[0-9]++(?:\.[0-9]*+)?+|\.[0-9]++)
         (?:(?P<binary>Ki|Mi|Gi|Ti|Pi|Ei)
           |[eE](?P<exp>[+-]?[0-9]+)
           |(?P<decimal>[numkMGTPE]?))$""",

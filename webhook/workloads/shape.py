@@ -23,7 +23,7 @@ from typing import Any
 from webhook import quantity
 from webhook.workloads.base import AdapterError
 
-_DIGITS = re.compile(r"\s*[+-]?[0-9]{1,18}\s*")
+_DIGITS = re.compile(r"\s*+[+-]?+[0-9]{1,18}+\s*+")  # possessive: no backtracking over a long run
 INT32_MAX = 2**31 - 1
 INT32_MIN = -(2**31)
 _SHOWN = 40  # longest value quoted back in a message

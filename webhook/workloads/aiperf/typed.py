@@ -35,7 +35,8 @@ _PHASE_INTS = ("requests", "sessions", "concurrency", "prefillConcurrency")
 _PHASE_DURATIONS = ("duration", "gracePeriod")  # aiperf/config/loader/duration.py
 _PHASE_FLOATS = ("rate", "failedRequestThreshold", "smoothness")
 _PHASE_BOOLS = ("excludeFromResults", "seamless", "burstPhaseStarts")
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr|hour)?$", re.IGNORECASE)
+# possessive (++, *+, ?+): a long run of digits or spaces is never walked back (bench/fuzz_parsers.py)
+_DURATION = re.compile(r"^(\d++(?:\.\d++)?+)\s*+(s|sec|m|min|h|hr|hour)?$", re.IGNORECASE)
 _LAX_TRUE_FALSE = {"0", "off", "f", "false", "n", "no", "1", "on", "t", "true", "y", "yes"}
 
 
@@ -43,7 +44,7 @@ def _lax_int(value: Any, path: str) -> None:
     """pydantic's lax int: an int, a bool, an integral float, or a string of digits."""
     if value is None or isinstance(value, (int, bool)) or (isinstance(value, float) and value.is_integer()):
         return
-    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
+    if isinstance(value, str) and re.fullmatch(r"\s*+[+-]?+\d++\s*+", value):
         return
     raise wrong(path, "an integer", value)
 

@@ -33,5 +33,8 @@ def child_name(sweep: str, variation: int, trial: int | None) -> str:
 
 def sanitize_for_label(value: str) -> str:
     s = re.sub(r"[^a-z0-9._-]+", "-", value.lower())
-    s = re.sub(r"^[^a-z0-9]+|[^a-z0-9]+$", "", s)[:63]
-    return re.sub(r"^[^a-z0-9]+|[^a-z0-9]+$", "", s) or "v"
+    # AIPerf trims with re.sub(r"^[^a-z0-9]+|[^a-z0-9]+$", ""); s now holds only [a-z0-9._-], so that is
+    # strip("._-"), which is linear: the regex retried `[^a-z0-9]+$` from every character of a long
+    # run of separators (quadratic: bench/fuzz_parsers.py)
+    s = s.strip("._-")[:63]
+    return s.strip("._-") or "v"
