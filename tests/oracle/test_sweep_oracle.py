@@ -126,3 +126,30 @@ def test_sweep_agrees_with_the_golden(case: str) -> None:
 @pytest.mark.parametrize("case", sorted(cases()))
 def test_sweep_agrees_with_aiperf(case: str, oracle: dict[str, Any]) -> None:
     assert _mismatches(case, cases()[case], oracle[case]) == []
+
+
+@live
+def test_label_values_agree_with_aiperfs_sanitize_for_label() -> None:
+    """webhook's linear sanitize_for_label against AIPerf's own (aiperf/sweep_controller/_naming.py)
+    on generated values: separators, runs, case, non-ASCII, and lengths around the 63 cut."""
+    import random
+
+    from webhook.workloads.aiperf_sweep.naming import sanitize_for_label
+
+    rng = random.Random(20261201)
+    pieces = ["a", "Z", "0", ".", "_", "-", "!", "é", "İ", " ", "--", "!!!!", "a" * 30, "." * 40, "K8s"]
+    values = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 25))) for _ in range(5000)]
+    values += ["!" + "!-" * 5000 + "!", "a!" * 5000, "!" * 10_000 + "a", ""]
+    script = (
+        "import json, sys\n"
+        "from aiperf.sweep_controller._naming import sanitize_for_label\n"
+        "print(json.dumps([sanitize_for_label(v) for v in json.load(sys.stdin)]))\n"
+    )
+    out = subprocess.run(
+        [os.path.expanduser(ORACLE_PYTHON or ""), "-c", script],
+        input=json.dumps(values),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert [sanitize_for_label(v) for v in values] == json.loads(out)
