@@ -139,7 +139,12 @@ def test_label_values_agree_with_aiperfs_sanitize_for_label() -> None:
     rng = random.Random(20261201)
     pieces = ["a", "Z", "0", ".", "_", "-", "!", "é", "İ", " ", "--", "!!!!", "a" * 30, "." * 40, "K8s"]
     values = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 25))) for _ in range(5000)]
-    values += ["!" + "!-" * 5000 + "!", "a!" * 5000, "!" * 10_000 + "a", ""]
+    values += ["!" + "!-" * 5000 + "!", "a!" * 5000, "!" * 10_000 + "a", "", "!_a" + "_-" * 5000]
+    values += [
+        "a" + "!" * 5000 + "b" * 5000,
+        "a" + "-!" * 20 + "!" * 5000 + "b" * 70,
+        "ab" * 2047 + "!" * 9000 + "c" * 90,
+    ]
     script = (
         "import json, sys\n"
         "from aiperf.sweep_controller._naming import sanitize_for_label\n"
