@@ -38,6 +38,7 @@ from bench.common import write_section
 from webhook import admission, imageref, quantity
 from webhook.checks import dryrun, names, quota_admission
 from webhook.cluster import names as kube_names
+from webhook.kube import ApiError
 from webhook.workloads import podspec, shape
 from webhook.workloads.aiperf import typed
 from webhook.workloads.aiperf_sweep import naming
@@ -65,6 +66,14 @@ def _image(text: str) -> None:
 def _head(text: str) -> None:
     # the AdmissionReview's head is sniffed before parsing: a request whose uid/name is the hostile text
     admission.peek_envelope(('{"request": {"uid": "' + text + '", "name": "' + text + '"').encode())
+
+
+def _apiserver_message(text: str) -> None:
+    # as the Dry Run check reads a rejection: through ApiError (which bounds the message), then classified
+    message = ApiError(403, text).message
+    owner = {"metadata": {"name": "x", "ownerReferences": [{"kind": "TrainJob", "name": "t", "uid": "u-1"}]}}
+    dryrun.probe_only(message, 403, "JobSet", owner)
+    dryrun.fix_for(message, "ns")
 
 
 def _int(text: str) -> None:
@@ -140,12 +149,7 @@ PARSERS = [
     ),
     Parser(
         "apiserver message (Dry Run: probe_only + fix_for)",
-        _quiet(
-            lambda t: (
-                dryrun.probe_only(t, 403, "JobSet", {"metadata": {"name": "x"}}),
-                dryrun.fix_for(t, "ns"),
-            )
-        ),
+        _quiet(_apiserver_message),
         "maximum usage per Pod ownerreference",
         [("", "maximum ", "usage per Nod"), ("", "ownerreference ", "x"), ('admission webhook "', "a", "")],
     ),

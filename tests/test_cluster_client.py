@@ -100,3 +100,17 @@ def test_status_message_is_the_apiserver_text_exactly() -> None:
     assert status_message(403, body) == ('pods "x" is forbidden: violates PodSecurity "restricted:latest"', "Forbidden")
     assert status_message(502, b"bad gateway") == ("bad gateway", "")
     assert status_message(503, b"") == ("HTTP 503", "")
+
+
+def test_an_apiserver_message_is_kept_to_8192_characters_and_its_length() -> None:
+    """Another webhook's denial reaches us through the apiserver at any length; the checks classify
+    it and quote it in a denial, so it is cut (issue 25: a 1 MB message took Dry Run 2.4 s)."""
+    from webhook.kube import ApiError
+
+    short = ApiError(403, "x" * 8192)
+    assert short.message == "x" * 8192
+    long = ApiError(403, 'admission webhook "policy.example.com" denied the request: ' + "a" * 1_000_000)
+    assert long.message == (
+        'admission webhook "policy.example.com" denied the request: ' + "a" * (8192 - 59) + "… (1000059 characters)"
+    )
+    assert str(long) == long.message

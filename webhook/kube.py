@@ -49,7 +49,13 @@ class Permission:
 class ApiError(Exception):
     """An apiserver answer that is not a success. `status` is the HTTP code (0 = no answer)."""
 
+    #: longest message kept: the apiserver passes on what other webhooks say, at any length; the
+    #: checks classify it and quote it in a denial (bench/fuzz_parsers.py: "apiserver message")
+    MESSAGE_MAX = 8192
+
     def __init__(self, status: int, message: str, reason: str = "") -> None:
+        if len(message) > self.MESSAGE_MAX:
+            message = f"{message[: self.MESSAGE_MAX]}… ({len(message)} characters)"
         super().__init__(message)
         self.status = status
         self.message = message
