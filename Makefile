@@ -8,7 +8,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 
-.PHONY: help install lint build-cluster oracle test test-unit test-e2e demo demo-down demo-cluster demo-cluster-down bench bench-cluster clean
+.PHONY: help install lint build-control-plane build-cluster oracle test test-unit test-e2e demo demo-down demo-cluster demo-cluster-down bench bench-cluster clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -26,6 +26,9 @@ lint: install ## ruff (lint + format check) and mypy --strict on webhook/, versi
 	$(VENV)/bin/ruff check webhook tests e2e bench
 	$(VENV)/bin/ruff format --check webhook tests e2e bench
 	$(VENV)/bin/mypy
+
+build-control-plane: ## only what `make demo` runs: etcd, kube-apiserver, kubectl, helm and the CRDs
+	bash e2e/build.sh control-plane
 
 build-cluster: ## build or reuse kube-apiserver, etcd, kubectl, helm and CRDs (cached in ~/.cache/preflight-webhook)
 	bash e2e/build.sh
@@ -55,7 +58,7 @@ test: install lint build-cluster oracle ## the whole suite: lint, unit, server, 
 	PREFLIGHT_REFERENCE_ORACLE="$$(bash tests/oracle/reference/build.sh)" \
 	$(PY) -m pytest tests e2e -q --durations=25
 
-demo: install build-cluster ## start the local control plane with the webhook and show it accept, deny and warn
+demo: install build-control-plane ## start the local control plane with the webhook and show it accept, deny and warn
 	$(PY) -m e2e.harness.demo up
 
 demo-down: ## stop what `make demo` left running

@@ -408,6 +408,18 @@ main() {
         node) build_node ;;
         stack) bash "$HERE/stack.sh" binaries; bash "$HERE/stack.sh" manifests ;;
         kubelet|kube-controller-manager|kube-scheduler|kube-proxy) build_kube_bin "$what" ;;
+        control-plane)
+            # what `make demo` runs (etcd + kube-apiserver + kubectl, the CRDs, helm): not the node
+            # (kubelet, containerd, ...) nor the JobSet/Trainer/Kueue stack, which only the node tests use
+            local t0=$SECONDS
+            fetch_helm
+            fetch_crds
+            fetch_optional_crds
+            build_etcd
+            build_kube_apiserver
+            build_kube_bin kubectl
+            say "control plane ready in $((SECONDS - t0))s: $BIN"
+            ;;
         all)
             local t0=$SECONDS
             say "e2e binaries and CRDs in $CACHE"
@@ -422,7 +434,7 @@ main() {
             bash "$HERE/stack.sh" manifests
             say "e2e build ready in $((SECONDS - t0))s: $BIN"
             ;;
-        *) die "usage: $0 [all|kube-apiserver|etcd|kubectl|helm|crds|optional-crds|node|stack|kubelet|kube-controller-manager|kube-scheduler|kube-proxy|path]" ;;
+        *) die "usage: $0 [all|control-plane|kube-apiserver|etcd|kubectl|helm|crds|optional-crds|node|stack|kubelet|kube-controller-manager|kube-scheduler|kube-proxy|path]" ;;
     esac
 }
 

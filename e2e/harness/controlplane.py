@@ -181,14 +181,16 @@ def cache_dir() -> Path:
     return base / "preflight-webhook" / kubernetes_version()
 
 
-def ensure_built(quiet: bool = False) -> Path:
-    """Run e2e/build.sh (seconds when warm; builds on a cold cache) and return the cache dir.
+def ensure_built(quiet: bool = False, what: str = "all") -> Path:
+    """Run e2e/build.sh `what` (seconds when warm; builds on a cold cache) and return the cache dir.
+
+    `what="control-plane"` builds only etcd, kube-apiserver, kubectl, helm and the CRDs (`make demo`).
 
     Raises ControlPlaneError when the build fails: a missing control plane is an error,
     never a reason to skip.
     """
     proc = subprocess.run(
-        ["bash", str(BUILD_SCRIPT), "all"],
+        ["bash", str(BUILD_SCRIPT), what],
         stdout=subprocess.PIPE if quiet else sys.stderr,
         stderr=subprocess.STDOUT if quiet else sys.stderr,
         text=True,
