@@ -98,7 +98,9 @@ def up() -> int:
     t0 = time.monotonic()
     try:
         step(1, total, "Building or reusing kube-apiserver, etcd, kubectl, helm and the CRDs (e2e/build.sh)")
-        note("a cold cache builds these from source (~15-20 min on 2 cores: kube-apiserver is most of it); a warm one takes seconds")
+        note(
+            "a cold cache builds these from source (~15-20 min on 2 cores: kube-apiserver is most of it); a warm one takes seconds"
+        )
         ensure_built(what="control-plane")
 
         step(2, total, f"Starting etcd + kube-apiserver on 127.0.0.1 (state in {CLUSTER_DIR.relative_to(ROOT)}/)")
