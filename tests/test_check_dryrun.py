@@ -461,3 +461,100 @@ def test_same_content_is_json_content() -> None:
     assert _same_content({"a": [1, {"b": "c"}]}, {"a": [1, {"b": "c"}]})
     assert not _same_content({"a": True}, {"a": 1})
     assert not _same_content({"a": 1.0}, {"a": 1})
+
+
+class KueueView(FakeView):
+    """Kueue v0.17.0's mutating webhooks as they answer a dry run: a JobSet or Pod whose controller
+    owner does not exist is refused (FindAncestorJobManagedByKueue); without a controller
+    reference there is no lookup and the later layers (``later``, by kind and name) judge it."""
+
+    def __init__(self, later: dict[tuple[str, str], ApiError] | None = None) -> None:
+        super().__init__()
+        self.later = later or {}
+
+    async def dry_run_create(
+        self, api_version: str, kind: str, namespace: str, body: dict[str, Any], deadline: Any
+    ) -> None:
+        await super().dry_run_create(api_version, kind, namespace, body, deadline)
+        meta = body["metadata"]
+        owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
+        if owner is not None:
+            hook = "mjobset.kb.io" if kind == "JobSet" else "mpod.kb.io"
+            resource = "trainjobs.trainer.kubeflow.org" if owner["kind"] == "TrainJob" else "jobs.batch"
+            raise ApiError(
+                403,
+                f'admission webhook "{hook}" denied the request: workload owner not found\n'
+                f'{resource} "{owner["name"]}" not found',
+            )
+        err = self.later.get((kind, meta["name"]))
+        if err is not None:
+            raise err
+
+
+async def test_owner_lookups_of_kueue_are_passed_by_a_twin_without_the_controller_flag() -> None:
+    """A good job on a cluster with Kueue: no warning; every later layer judged the twins."""
+    view = KueueView()
+    r = await run_check(DryRun(), _wl(), view)
+    assert (r.status, r.message) == (
+        Status.PASS,
+        'The apiserver accepts (dryRun=All) JobSet "llama-ft" and a pod of each group (model-initializer, node)',
+    )
+    assert r.details == [
+        f'{subject}: admission webhook "{hook}" looks up its owner, which exists only once the job runs; every later '
+        "admission layer accepts its twin without the controller flag of its ownerReference"
+        for subject, hook in (
+            ('JobSet "llama-ft"', "mjobset.kb.io"),
+            ("Pod for model-initializer", "mpod.kb.io"),
+            ("Pod for node", "mpod.kb.io"),
+        )
+    ]
+    sent = [(kind, body["metadata"]["name"], body["metadata"]["ownerReferences"]) for _, kind, _, body in view.dry_runs]
+    assert [(k, n) for k, n, _ in sent] == [
+        ("JobSet", "llama-ft"),
+        ("Pod", "llama-ft-model-initializer-0-0-dryrn"),
+        ("Pod", "llama-ft-node-0-0-dryrn"),
+    ] * 2
+    # the twins keep the owner (kind, name, uid), without the flag; nothing else differs
+    for (_, first), (_, twin) in zip(
+        [(k, b) for _, k, _, b in view.dry_runs[:3]], [(k, b) for _, k, _, b in view.dry_runs[3:]], strict=True
+    ):
+        assert [o.get("controller") for o in first["metadata"]["ownerReferences"]] == [True]
+        assert twin["metadata"]["ownerReferences"] == [
+            {k: v for k, v in o.items() if k != "controller"} for o in first["metadata"]["ownerReferences"]
+        ]
+        assert {**twin, "metadata": {**twin["metadata"], "ownerReferences": None}} == {
+            **first,
+            "metadata": {**first["metadata"], "ownerReferences": None},
+        }
+
+
+async def test_a_later_layer_refusing_the_twin_denies_with_its_words() -> None:
+    vap = (
+        "pods \"llama-ft-node-0-0-dryrn\" is forbidden: ValidatingAdmissionPolicy 'no-hostpath' with binding "
+        "'no-hostpath' denied request: pods may not mount hostPath volumes"
+    )
+    view = KueueView(later={("Pod", "llama-ft-node-0-0-dryrn"): ApiError(422, vap, "Invalid")})
+    r = await run_check(DryRun(), _wl(), view)
+    assert (r.status, r.message) == (
+        Status.FAIL,
+        f"Pod for node rejected by the apiserver: {vap}. Fix: satisfy the ValidatingAdmissionPolicy named in the message.",
+    )
+
+
+async def test_a_twin_refused_for_its_owners_is_cannot_verify_not_a_deny() -> None:
+    """A rule on the controller flag the twin lacks: the one thing the twin cannot answer."""
+    text = "ValidatingAdmissionPolicy 'owned' with binding 'owned' denied request: a Pod needs a controller"
+    view = KueueView(later={("Pod", "llama-ft-node-0-0-dryrn"): ApiError(422, text, "Invalid")})
+    r = await run_check(DryRun(), _wl(), view)
+    assert (r.status, r.message) == (
+        Status.WARN,
+        'Cannot verify the Pod for node: admission webhook "mpod.kb.io" looks up its owner, which exists only once the '
+        f"job runs, and its twin without the controller flag of its ownerReference is refused: {text}",
+    )
+
+
+async def test_a_twin_is_sent_only_for_an_owner_lookup() -> None:
+    """Any other rejection is the verdict: no second dry run."""
+    view = FakeView(dry_run_errors={("Pod", "llama-ft-node-0-0-dryrn"): ApiError(403, PSA, "Forbidden")})
+    await run_check(DryRun(), _wl(), view)
+    assert len(view.dry_runs) == 3

@@ -35,7 +35,7 @@ from typing import Any
 
 from webhook.checks.base import Check, CheckContext
 from webhook.checks.dryrun_cache import DryRunCache, content_key
-from webhook.checks.dryrun_probe import jobset_for, pod_for
+from webhook.checks.dryrun_probe import jobset_for, pod_for, twin_of
 from webhook.cluster.view import ClusterView
 from webhook.kube import JOBSET_API_VERSION, ApiError, Permission
 from webhook.results import CheckResult, Status
@@ -48,28 +48,46 @@ _WEBHOOK = re.compile(r'admission webhook "([^"]+)" denied the request')
 _ABSENT = re.compile(r"not found|not exist|n't exist|must exist|unknown|\buid\b")
 
 
-def probe_only(text: str, status: int, kind: str, body: dict[str, Any]) -> str | None:
-    """Why a rejection concerns only the probe object, not what the controllers will create
-    (None when it concerns the job). The probe differs from the real object only in its owners,
-    which do not exist yet, their placeholder uids, and its name. So: `blockOwnerDeletion`, a
-    placeholder uid, `<Kind> "<owner>" not found`, an ownerReference said to be absent or
-    unknown, or a 409 for the Pod's name. A policy that wants an ownerReference the probe has
-    not ("pods need a controller ownerReference") is about the job: it stays a rejection."""
+#: Kueue's words when the owner of a new JobSet, Job or Pod cannot be read (sigs.k8s.io/kueue v0.17.0
+#: pkg/controller/jobframework/reconciler.go ErrWorkloadOwnerNotFound, from FindAncestorJobManagedByKueue)
+KUEUE_OWNER_NOT_FOUND = "workload owner not found"
+#: a twin's rejection that speaks of owners may be about the flag the twin lacks
+_OWNER_WORDS = re.compile(r"owner|controller", re.I)
+
+
+def owner_refused(text: str, body: dict[str, Any]) -> dict[str, Any] | None:
+    """The ownerReference of ``body`` that a rejection refuses because that owner does not exist
+    yet (or its uid is a placeholder), else None. Kueue's "workload owner not found" (its webhooks
+    look the controller owner up), `<Kind> "<owner>" not found` (`jobs.batch "x" not found`,
+    `trainjobs.trainer.kubeflow.org "x" not found`), the owner's placeholder uid, an ownerReference
+    said to be absent or unknown, or `blockOwnerDeletion`. A policy that wants an ownerReference
+    the probe has not ("pods need a ReplicaSet ownerReference") is about the job: None."""
     meta = body.get("metadata") or {}
     owners = [o for o in meta.get("ownerReferences") or [] if isinstance(o, dict)]
     lowered = text.lower()
     for o in owners:
         kind_of, name_of = str(o.get("kind")), str(o.get("name"))
-        named = f'{kind_of} "{name_of}"'
         if (
             "blockownerdeletion" in lowered
             or str(o.get("uid")) in text
             or ("ownerreference" in lowered and _ABSENT.search(lowered))
             or re.search(rf'\b{re.escape(kind_of)}s?(\.[\w.-]+)?\s+"{re.escape(name_of)}"\s+not found', text, re.I)
+            or (KUEUE_OWNER_NOT_FOUND in lowered and o.get("controller") is True)
         ):
-            return f"its ownerReference to {named}, which exists only once the job runs"
+            return o
+    return None
+
+
+def probe_only(text: str, status: int, kind: str, body: dict[str, Any]) -> str | None:
+    """Why a rejection concerns only the probe object, not what the controllers will create
+    (None when it concerns the job). The probe differs from the real object only in its owners,
+    which do not exist yet, their placeholder uids, and its name: a refusal of its owner
+    (`owner_refused`), or a 409 for the Pod's name."""
+    o = owner_refused(text, body)
+    if o is not None:
+        return f'its ownerReference to {o.get("kind")} "{o.get("name")}", which exists only once the job runs'
     if kind == "Pod" and status == 409:
-        return f'its name "{meta.get("name")}" is taken'
+        return f'its name "{(body.get("metadata") or {}).get("name")}" is taken'
     return None
 
 
@@ -249,41 +267,72 @@ class DryRun(Check):
 
         view = ctx.view
         cache = cache_for(view, ctx.settings.dry_run_cache_seconds)
+        sent = [(av, kind, body, own_uid) for av, kind, _, _, body, own_uid in bodies]
+        outcomes = await _dry_run_all(view, cache, ns, sent, ctx)
 
-        def dry_run(av: str, kind: str, body: dict[str, Any], key: str) -> Any:
-            return cache.run(key, lambda: view.dry_run_create(av, kind, ns, body, ctx.deadline))
-
-        # an outcome already kept is read at once; the others are asked concurrently
-        outcomes: dict[int, BaseException | None] = {}
-        tasks: dict[asyncio.Future[Any], int] = {}
-        for i, (av, kind, _, _, body, own_uid) in enumerate(bodies):
-            # what this object's admission reads, not the others': the same child's objects from
-            # its sweep's review and from its own have the same key
-            key = content_key(kind, ns, body, read_versions(view, ns, [body]), own_uid)
-            kept = cache.settled(key)
-            if kept is not None:
-                outcomes[i] = kept[0]
-            else:
-                tasks[asyncio.ensure_future(dry_run(av, kind, body, key))] = i
-        pending: set[asyncio.Future[Any]] = set()
-        if tasks:
-            remaining = max(0.0, ctx.deadline.remaining() - _REPORT_MARGIN)
-            _, pending = await asyncio.wait(tasks.keys(), timeout=remaining)
-            for t in pending:
-                t.cancel()
-            if pending:
-                await asyncio.gather(*pending, return_exceptions=True)
-            outcomes.update((i, t.exception()) for t, i in tasks.items() if t not in pending)
+        # the probes a webhook refused for an owner that exists only once the job is stored: their
+        # twins (no controller flag, so no owner lookup) are judged by that webhook and every later layer
+        twins: dict[int, dict[str, Any]] = {}
+        for i, (_, kind, _, _, body, _) in enumerate(bodies):
+            exc = outcomes.get(i)
+            if (
+                isinstance(exc, ApiError)
+                and not exc.transient
+                and not (exc.status == 409 and kind == "JobSet")
+                and not (exc.forbidden and _RBAC_DENIED.search(exc.message))
+                and owner_refused(exc.message, body) is not None
+                and any(
+                    isinstance(o, dict) and o.get("controller") for o in body["metadata"].get("ownerReferences") or []
+                )
+            ):
+                twins[i] = twin_of(body)
+        twin_outcomes: dict[int, BaseException | None] = {}
+        if twins:
+            order = list(twins)
+            got = await _dry_run_all(
+                view, cache, ns, [(bodies[i][0], bodies[i][1], twins[i], bodies[i][5]) for i in order], ctx
+            )
+            twin_outcomes = {order[j]: exc for j, exc in got.items()}
 
         fails: list[str] = []
         unknown: list[str] = []
         accepted: list[str] = []
+        twinned: list[str] = []
         for i, (_, kind, name, groups, body, _) in enumerate(bodies):
             subject = _subject(kind, name, groups)
-            if i not in outcomes:
+            if i in twins:
+                first = outcomes[i]
+                assert isinstance(first, ApiError)
+                who = _refuser(first.message)
+                if i not in twin_outcomes:
+                    unknown.append(f"Could not dry-run the {subject} without the owner lookup of {who} (timed out)")
+                    continue
+                exc = twin_outcomes[i]
+                if exc is None:
+                    accepted.extend([subject] if groups is None else groups)
+                    twinned.append(
+                        f"{subject}: {who} looks up its owner, which exists only once the job runs; every later "
+                        "admission layer accepts its twin without the controller flag of its ownerReference"
+                    )
+                    continue
+                if (
+                    isinstance(exc, ApiError)
+                    and not exc.transient
+                    and probe_only(exc.message, exc.status, kind, twins[i]) is None
+                    and _OWNER_WORDS.search(exc.message)
+                ):
+                    text = exc.message.strip().rstrip(".")
+                    unknown.append(
+                        f"Cannot verify the {subject}: {who} looks up its owner, which exists only once the job runs, "
+                        f"and its twin without the controller flag of its ownerReference is refused: {text}"
+                    )
+                    continue
+                body = twins[i]
+            elif i not in outcomes:
                 unknown.append(f"Could not dry-run the {subject} (timed out)")
                 continue
-            exc = outcomes[i]
+            else:
+                exc = outcomes[i]
             if exc is None:
                 accepted.extend([subject] if groups is None else groups)
                 continue
@@ -314,7 +363,50 @@ class DryRun(Check):
         objects = [a for a in accepted if a.startswith("JobSet")]
         names = [a for a in accepted if not a.startswith("JobSet")]
         parts = objects + ([f"a pod of each group ({', '.join(names)})"] if names else [])
-        return CheckResult(self.name, Status.PASS, f"The apiserver accepts (dryRun=All) {' and '.join(parts)}")
+        return CheckResult(
+            self.name, Status.PASS, f"The apiserver accepts (dryRun=All) {' and '.join(parts)}", details=twinned
+        )
+
+
+def _refuser(text: str) -> str:
+    """`admission webhook "mpod.kb.io"`, or "the apiserver" when the words name no webhook."""
+    m = _WEBHOOK.search(text)
+    return f'admission webhook "{m.group(1)}"' if m else "the apiserver"
+
+
+async def _dry_run_all(
+    view: ClusterView,
+    cache: DryRunCache,
+    ns: str,
+    sent: list[tuple[str, str, dict[str, Any], str | None]],
+    ctx: CheckContext,
+) -> dict[int, BaseException | None]:
+    """The outcome of each (apiVersion, kind, body, owner uid) by index: None = accepted; an index
+    missing = timed out. Kept outcomes are read at once; the others are asked concurrently."""
+
+    def dry_run(av: str, kind: str, body: dict[str, Any], key: str) -> Any:
+        return cache.run(key, lambda: view.dry_run_create(av, kind, ns, body, ctx.deadline))
+
+    outcomes: dict[int, BaseException | None] = {}
+    tasks: dict[asyncio.Future[Any], int] = {}
+    for i, (av, kind, body, own_uid) in enumerate(sent):
+        # what this object's admission reads, not the others': the same child's objects from
+        # its sweep's review and from its own have the same key
+        key = content_key(kind, ns, body, read_versions(view, ns, [body]), own_uid)
+        kept = cache.settled(key)
+        if kept is not None:
+            outcomes[i] = kept[0]
+        else:
+            tasks[asyncio.ensure_future(dry_run(av, kind, body, key))] = i
+    if tasks:
+        remaining = max(0.0, ctx.deadline.remaining() - _REPORT_MARGIN)
+        _, pending = await asyncio.wait(tasks.keys(), timeout=remaining)
+        for t in pending:
+            t.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        outcomes.update((i, t.exception()) for t, i in tasks.items() if t not in pending)
+    return outcomes
 
 
 CHECKS = [DryRun()]

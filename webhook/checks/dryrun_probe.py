@@ -232,3 +232,27 @@ def jobset_for(wl: Workload) -> dict[str, Any] | None:
              "uid": placeholder_uid(wl.kind, wl.namespace, wl.name), "controller": True}
         ]  # fmt: skip
     return body
+
+
+def twin_of(body: dict[str, Any]) -> dict[str, Any]:
+    """The probe's twin: the same object whose ownerReferences do not say `controller: true`.
+
+    Sent when a webhook refused the probe because it looked its owner up and the owner does not
+    exist yet (it will once the job is stored). Kueue v0.17.0 does so for every JobSet, Job and
+    Pod it is configured for, in its mutating webhooks mjobset.kb.io, mjob.kb.io and mpod.kb.io
+    (pkg/controller/jobs/jobset/jobset_webhook.go Default -> pkg/controller/jobframework/defaults.go
+    ApplyDefaultForSuspend -> WorkloadShouldBeSuspended; pkg/controller/jobs/pod/pod_webhook.go
+    Default): pkg/controller/jobframework/reconciler.go FindAncestorJobManagedByKueue starts from
+    `metav1.GetControllerOf` and GETs that owner when its kind is one Kueue knows (every
+    integration it registers: batch/v1 Job, JobSet, TrainJob, ...), failing with "workload owner
+    not found". With no controller reference the walk stops at once, and the rest of that webhook
+    (the local-queue default, the suspend default for an object carrying a queue-name label) and
+    every later admission layer judge the twin. The twin differs from what the controllers create
+    only in that flag: the owner references themselves (kind, name, uid) are kept, so a "no bare
+    pods" rule sees them."""
+    meta = dict(body.get("metadata") or {})
+    meta["ownerReferences"] = [
+        {k: v for k, v in o.items() if k != "controller"} if isinstance(o, dict) else o
+        for o in meta.get("ownerReferences") or []
+    ]
+    return {**body, "metadata": meta}
