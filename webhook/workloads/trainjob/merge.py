@@ -46,16 +46,13 @@ def strategic_merge(base: Any, patch: Any, field: str = "") -> Any:
     key = _MERGE_KEYS.get(field)
     if key and isinstance(base, list) and isinstance(patch, list):
         out_list = list(base)  # base items are never changed here: a merged item is a new dict
+        first = _FirstByKey(out_list, key)
         for item in patch:
-            if not isinstance(item, dict) or key not in item:
-                out_list.append(copy_json(item))
-                continue
-            for i, existing in enumerate(out_list):
-                if isinstance(existing, dict) and existing.get(key) == item[key]:
-                    out_list[i] = strategic_merge(existing, item, "")
-                    break
+            i = first.find(item[key]) if isinstance(item, dict) and key in item else None
+            if i is None:
+                first.append(copy_json(item))
             else:
-                out_list.append(copy_json(item))
+                out_list[i] = strategic_merge(out_list[i], item, "")
         return out_list
     return copy_json(patch)
 
@@ -75,38 +72,66 @@ def merge_resources(base: dict[str, Any], override: dict[str, Any]) -> dict[str,
     return out
 
 
-def _upsert(items: list[dict[str, Any]], item: dict[str, Any], key: str) -> None:
-    """T:pkg/apply upsert: an entry with the same key is replaced whole, else the item is appended."""
-    for i, existing in enumerate(items):
-        if existing.get(key) == item.get(key):
-            items[i] = item
-            return
-    items.append(item)
+class _FirstByKey:
+    """Where the first map with each value of `key` is in a list, kept as the list grows: the lookup
+    that makes merging n entries into a list of m linear (n + m), not n × m (a TrainJob's env of
+    20,000 entries took seconds). A value that cannot be hashed is looked for by equality."""
+
+    def __init__(self, items: list[Any], key: str) -> None:
+        self.items, self.key = items, key
+        self.first: dict[Any, int] = {}
+        for i, existing in enumerate(items):
+            self._note(existing, i)
+
+    def _note(self, existing: Any, i: int) -> None:
+        if isinstance(existing, dict):
+            try:
+                self.first.setdefault(existing.get(self.key), i)
+            except TypeError:  # unhashable: found by find's scan
+                pass
+
+    def find(self, value: Any) -> int | None:
+        """The index of the first map whose `key` equals `value`, or None."""
+        try:
+            return self.first.get(value)
+        except TypeError:
+            return next((i for i, e in enumerate(self.items) if isinstance(e, dict) and e.get(self.key) == value), None)
+
+    def append(self, item: Any) -> None:
+        self._note(item, len(self.items))
+        self.items.append(item)
+
+
+def _upsert_all(items: list[dict[str, Any]], new: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    """T:pkg/apply upsert, entry by entry: an entry with the same key is replaced whole, else appended."""
+    out = list(items)
+    first = _FirstByKey(out, key)
+    for item in new:
+        i = first.find(item.get(key))
+        if i is None:
+            first.append(item)
+        else:
+            out[i] = item
+    return out
 
 
 def upsert_env(container: dict[str, Any], env: list[dict[str, Any]]) -> None:
     """UpsertEnvVars(apply.EnvVars(env)): same-name entries are replaced whole, never merged field by field
     (an entry with valueFrom carries no value; one without valueFrom is its value, "" when unset)."""
-    out = list(container.get("env") or [])  # entries are replaced whole, never changed: no copies
+    entries = []  # existing entries are replaced whole, never changed: no copies
     for e in env:
         entry: dict[str, Any] = {"name": e.get("name")}
         if e.get("valueFrom") is not None:
             entry["valueFrom"] = copy_json(e["valueFrom"])
         else:
             entry["value"] = e.get("value") or ""
-        _upsert(out, entry, "name")
-    container["env"] = out
+        entries.append(entry)
+    container["env"] = _upsert_all(container.get("env") or [], entries, "name")
 
 
 def upsert_volumes(pod: dict[str, Any], volumes: list[dict[str, Any]]) -> None:
-    out = list(pod.get("volumes") or [])
-    for v in volumes:
-        _upsert(out, v, "name")
-    pod["volumes"] = out
+    pod["volumes"] = _upsert_all(pod.get("volumes") or [], volumes, "name")
 
 
 def upsert_mounts(container: dict[str, Any], mounts: list[dict[str, Any]]) -> None:
-    out = list(container.get("volumeMounts") or [])
-    for m in mounts:
-        _upsert(out, m, "mountPath")
-    container["volumeMounts"] = out
+    container["volumeMounts"] = _upsert_all(container.get("volumeMounts") or [], mounts, "mountPath")
