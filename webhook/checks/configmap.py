@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import heapq
 import json
 from typing import Any
 
@@ -45,15 +46,17 @@ def largest_parts(configmap: dict[str, Any], top: int = _TOP_N) -> list[tuple[st
 
     Descends into the JSON of each data value while one child holds most of the bytes,
     so the answer points at `benchmark.datasets[0].prompts`, not just `run_config.json`.
+    Linear in the payload: each level ranks its children by their length as compact JSON (one
+    C-encoder call per container, the length of a scalar's text) and measures only the top ones.
     """
     found: list[tuple[str, int]] = []
     for key, value in (configmap.get("data") or {}).items():
         try:
             doc = json.loads(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):
             found.append((str(key), len(str(value).encode("utf-8"))))
             continue
-        parts = _walk(doc, "", depth=0)
+        parts = _walk(doc, "", depth=0, size=_size(doc))
         found.extend((path or str(key), size) for path, size in parts)
     for key, value in (configmap.get("binaryData") or {}).items():
         found.append((str(key), len(str(value))))
@@ -63,24 +66,39 @@ def largest_parts(configmap: dict[str, Any], top: int = _TOP_N) -> list[tuple[st
     return [kv for i, kv in enumerate(found[:top]) if i == 0 or kv[1] * 20 >= total]
 
 
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False)
+
+
 def _size(node: Any) -> int:
-    return len(json.dumps(node, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+    """Bytes of `node` as compact JSON (UTF-8)."""
+    text = _COMPACT.encode(node)
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
 
 
-def _walk(node: Any, path: str, depth: int) -> list[tuple[str, int]]:
-    """Follow the child holding over half of its parent's bytes; stop where no child dominates."""
-    size = _size(node)
+def _rank(node: Any) -> int:
+    """Characters of `node` as compact JSON, give or take a string's escapes: the order of siblings."""
+    t = type(node)
+    if t is str:
+        return len(node) + 2
+    if t is dict or t is list:
+        return len(_COMPACT.encode(node))
+    return len(str(node))
+
+
+def _walk(node: Any, path: str, depth: int, size: int) -> list[tuple[str, int]]:
+    """Follow the child holding over half of its parent's `size` bytes; stop where no child dominates."""
     if depth >= 8 or not isinstance(node, (dict, list)) or not node:
         return [(path, size)]
-    items = node.items() if isinstance(node, dict) else enumerate(node)
-    children = [
-        ((f"{path}.{k}" if path else str(k)) if isinstance(node, dict) else f"{path}[{k}]", v) for k, v in items
-    ]
-    sized = sorted(((p, v, _size(v)) for p, v in children), key=lambda t: -t[2])
+    if isinstance(node, dict):
+        children: Any = ((f"{path}.{k}" if path else str(k), v) for k, v in node.items())
+    else:
+        children = ((f"{path}[{i}]", v) for i, v in enumerate(node))
+    ranked = heapq.nlargest(_TOP_N, ((_rank(v), -i, p, v) for i, (p, v) in enumerate(children)))
+    sized = sorted(((p, v, _size(v)) for _, _, p, v in ranked), key=lambda t: -t[2])
     top_path, top_value, top_size = sized[0]
     if top_size * 2 <= size or not path and not isinstance(top_value, (dict, list)):
         return [(path, size)] if path else [(p, s) for p, _, s in sized[:_TOP_N]]
-    return _walk(top_value, top_path, depth + 1) + [(p, s) for p, _, s in sized[1:_TOP_N]]
+    return _walk(top_value, top_path, depth + 1, top_size) + [(p, s) for p, _, s in sized[1:_TOP_N]]
 
 
 class ConfigMapSize(Check):
