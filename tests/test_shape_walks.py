@@ -1,8 +1,9 @@
-"""The walks every review makes over its object: bounded_plain is size_problem and plain_json's
-test in one walk, and evaluate() lets the adapter trust it only for that object."""
+"""The walks every review makes over its object: bounded_plain is the size bound (json_bytes against
+maxBytes) and plain_json's test in one walk, and evaluate() lets the adapter trust it only for that object."""
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any
 
@@ -13,7 +14,7 @@ from webhook.deadline import Deadline
 from webhook.preflight import evaluate
 from webhook.workloads import walks
 from webhook.workloads.base import AdapterError
-from webhook.workloads.walks import MAX_DEPTH, bounded_plain, plain_json, size_problem, verified_plain
+from webhook.workloads.walks import MAX_DEPTH, bounded_plain, json_bytes, plain_json, verified_plain
 
 
 def _random(rnd: random.Random, depth: int) -> Any:
@@ -37,17 +38,49 @@ def _nested(levels: int, leaf: Any) -> Any:
 CASES = [_random(random.Random(seed), random.Random(seed).randint(0, 7)) for seed in range(3000)] + [
     _nested(n, leaf) for n in range(MAX_DEPTH - 3, MAX_DEPTH + 3) for leaf in (1, [], {}, [1], {"a": 1}, float("nan"))
 ]
-BOUNDS = [(1000, 1000), (40, 1000), (1000, 3), (5, 2)]
+BOUNDS = [10**6, 400, 60, 10, 2]
+#: strings whose JSON is longer than their characters (escapes, UTF-8), and long integers
+WIDE = ["\u0001" * 40, "é" * 40, "\U0001f600" * 20, 10**40, -(10**25), [10**19, "\n" * 30]]
 
 
-@pytest.mark.parametrize(("max_values", "max_items"), BOUNDS)
-def test_bounded_plain_answers_what_the_two_walks_answer(max_values: int, max_items: int) -> None:
-    for obj in CASES:
-        expected = (size_problem(obj, max_values=max_values, max_items=max_items), walks._is_plain_json(obj))
-        got = bounded_plain(obj, max_values=max_values, max_items=max_items)
-        assert got[0] == expected[0], obj
-        if expected[0] is None:  # past a bound the object is not judged further: plainness unknown
-            assert got[1] == expected[1], obj
+@pytest.mark.parametrize("max_bytes", BOUNDS)
+def test_bounded_plain_answers_what_the_two_walks_answer(max_bytes: int) -> None:
+    """Over max_bytes exactly when json_bytes is (the cheap bound never hides one); the size is json_bytes,
+    or a lower bound still over max_bytes when there are more values than max_bytes of JSON can hold."""
+    for obj in CASES + [{"spec": w} for w in WIDE]:
+        size = json_bytes(obj)
+        over = size is not None and size > max_bytes
+        got_size, got_plain = bounded_plain(obj, max_bytes=max_bytes)
+        assert (got_size is not None) is over, obj
+        if got_size is None:
+            assert got_plain is walks._is_plain_json(obj), obj
+        else:
+            assert size is not None and max_bytes < got_size <= size, obj
+
+
+def test_an_aliased_billion_values_is_over_without_walking_them_all() -> None:
+    level: list[Any] = ["x"] * 10
+    for _ in range(9):  # shared references, as YAML aliases build them: 10^10 values as expanded
+        level = [level] * 10
+    size, plain = bounded_plain({"spec": level}, max_bytes=1_572_864)
+    assert size is not None and size > 1_572_864 and plain is False
+
+
+def test_json_bytes_is_the_compact_utf8_json() -> None:
+    obj = {"a": ["é", 1, 2.5, None, True], "b": {"c": "\u0001"}}
+    assert json_bytes(obj) == len(json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode())
+    assert json_bytes({"k": object()}) is not None  # a YAML-only value is measured as its text
+    assert json_bytes({("t",): 1}) is None  # a key JSON cannot write
+
+
+def test_a_container_deeper_than_aiperf_reads_is_refused_and_named() -> None:
+    """AIPerf refuses a spec nested more than 256 levels (containers only, counted from the spec)."""
+    assert MAX_DEPTH == 257
+    plain_json({"spec": _nested(MAX_DEPTH, "leaf")})  # the deepest container is 257 below the object
+    plain_json({"spec": _nested(MAX_DEPTH - 1, [])})
+    for deeper in (_nested(MAX_DEPTH, []), _nested(MAX_DEPTH + 1, 1)):
+        with pytest.raises(AdapterError, match="is nested more than 256 levels below spec, which the AIPerf operator"):
+            plain_json({"spec": deeper})
 
 
 def test_plain_json_trusts_the_walk_only_for_that_object_and_only_inside() -> None:

@@ -256,8 +256,13 @@ AIPERF_CASES = [
     ),
     (
         "too-deep",
-        _set("spec.variables", functools.reduce(lambda inner, _: [inner], range(150), [])),
-        "spec.variables" + "[0]" * 99 + " is nested more than 100 levels deep",
+        _set("spec.variables", functools.reduce(lambda inner, _: [inner], range(300), [])),
+        # the first list 258 levels below the object (spec is 1), its path clipped to its head and tail
+        ("spec.variables" + "[0]" * 256)[:60]
+        + "…"
+        + ("spec.variables" + "[0]" * 256)[-80:]
+        + " is nested more than 256 levels below spec, which the AIPerf operator refuses "
+        '("Configuration nested too deeply (>256 levels)") and no Kubernetes schema allows',
     ),
 ]
 

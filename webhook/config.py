@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 Mode = Literal["enforce", "warn", "audit"]
 Action = Literal["deny", "warn", "audit", "off"]
@@ -143,22 +143,37 @@ class PodSecuritySettings(_Model):
 
 
 class ObjectLimits(_Model):
-    """Bounds checked before any rendering: an object past them is answered "too large to check".
+    """The object's upstream size limit, checked before any rendering (the `Object Size` verdict).
 
-    The AIPerfJob CRD keeps unknown fields, so the apiserver lets in objects up to its 3 MiB
-    request limit; rendering and checking such an object costs seconds of CPU and hundreds of
-    MiB. These bounds are far above any real job (a large AIPerfJob has a few hundred values).
+    etcd stores an object of at most its --max-request-bytes (1.5 MiB by default) and the apiserver
+    reads at most 3 MiB of request body; the AIPerfJob CRD keeps unknown fields, so its size is the
+    only bound on what a user can put in one. Within it the webhook's work is linear in the object
+    (bench/large.py), so every object the apiserver could store is checked in full; an object over
+    it could not be stored, and is denied as such.
     """
 
-    #: what an object past a bound counts as: deny | warn | audit (deny denies only in enforce mode)
+    #: what an object over maxBytes counts as: deny | warn | audit (deny denies only in enforce mode)
     action: Literal["deny", "warn", "audit"] = "deny"
-    #: JSON values (objects, arrays, strings, numbers, booleans, nulls) in the whole object
-    max_values: int = Field(10_000, ge=100, le=1_000_000, alias="maxValues")
-    #: entries in any one list or map (models, datasets, phases, env, volumes, containers, labels, ...)
-    max_items: int = Field(1_000, ge=10, le=100_000, alias="maxItems")
-    #: bytes of request.object as the apiserver sends it; etcd stores at most 1.5 MiB by default
-    #: (--max-request-bytes), so a larger object could not be stored anyway
+    #: bytes of the object as JSON: etcd's --max-request-bytes (1.5 MiB by default); raise it with etcd's
     max_bytes: int = Field(1_572_864, ge=65_536, le=64 * 2**20, alias="maxBytes")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _removed(cls, v: Any) -> Any:
+        """maxValues and maxItems were round numbers that denied jobs AIPerf runs: say so, not just "extra"."""
+        if isinstance(v, dict):
+            gone = [k for k in ("maxValues", "max_values", "maxItems", "max_items") if k in v]
+            if gone:
+                raise ValueError(
+                    f"{', '.join(gone)} no longer exist(s): the only bound is maxBytes (etcd's object limit); "
+                    "within it every object is checked in full. Remove the setting"
+                )
+        return v
+
+    @property
+    def max_values(self) -> int:
+        """The most JSON values max_bytes of JSON can hold (`0,` per value): what a body within it parses into."""
+        return self.max_bytes // 2 + 1
 
 
 class ClientAuthSettings(_Model):
@@ -182,7 +197,7 @@ class Settings(_Model):
     #: largest AdmissionReview body accepted (bytes): the apiserver sends at most its 3 MiB request
     #: limit for `object` plus etcd's 1.5 MiB for `oldObject` (an UPDATE) and the envelope
     max_body_bytes: int = Field(6 * 1024 * 1024, gt=1024, alias="maxBodyBytes")
-    #: size/complexity bounds checked before rendering ("too large to check")
+    #: the object's size limit (etcd's), checked before rendering (Object Size)
     object_limits: ObjectLimits = Field(default_factory=ObjectLimits, alias="objectLimits")
     #: longest SIGTERM waits for in-flight requests
     drain_seconds: float = Field(10.0, ge=0, le=300, alias="drainSeconds")

@@ -20,10 +20,10 @@ from webhook.policy import Decision, Outcome, decide, unreadable, unreadable_bef
 from webhook.results import CheckResult, PreflightResults, Status
 from webhook.workloads import adapter_for, build_workload
 from webhook.workloads.base import AdapterError, RuntimeLookup, Workload
-from webhook.workloads.walks import bounded_plain, size_problem, verified_plain
+from webhook.workloads.walks import bounded_plain, verified_plain
 
 MODES = ("enforce", "warn", "audit")
-#: the name the "too large to check" verdict is reported under (objectLimits)
+#: the name the verdict on an object over etcd's object limit is reported under (objectLimits)
 OBJECT_SIZE = "Object Size"
 #: the name a whole evaluation that ran past the deadline is reported under (timeoutAction)
 EVALUATION = "Preflight"
@@ -105,9 +105,37 @@ def _single_verdict(
 
 
 def too_large(obj: Any, settings: Settings) -> str | None:
-    """The "too large to check" text for `obj` under settings.objectLimits, or None."""
-    lim = settings.object_limits
-    return size_problem(obj, max_values=lim.max_values, max_items=lim.max_items)
+    """The Object Size finding for `obj` (over objectLimits.maxBytes as JSON), or None."""
+    size, _ = bounded_plain(obj, max_bytes=settings.object_limits.max_bytes)  # bounded, even on aliased YAML
+    return None if size is None else oversize_text(size, settings)
+
+
+def oversize_problem(size: int, settings: Settings) -> str | None:
+    """The Object Size finding for an object of `size` bytes as JSON, or None when it is within the limit.
+
+    The one text for the webhook (which measures the body before parsing it) and the CLI (which
+    measures the object it read): etcd stores at most objectLimits.maxBytes (its --max-request-bytes)."""
+    return None if size <= settings.object_limits.max_bytes else oversize_text(size, settings)
+
+
+def oversize_text(size: int, settings: Settings) -> str:
+    """oversize_problem's text for an object of `size` bytes as JSON."""
+    limit = settings.object_limits.max_bytes
+    default = " by default" if limit == ETCD_MAX_REQUEST_BYTES else ""
+    return (
+        f"the object is {_mib(size)} as JSON, over the {_mib(limit)} etcd stores{default} "
+        "(its --max-request-bytes; objectLimits.maxBytes), so the apiserver cannot store it and no controller "
+        "would ever see it. Fix: remove what the job does not need (inline data belongs in a ConfigMap, a volume "
+        "or a URL)"
+    )
+
+
+#: etcd's default --max-request-bytes (1.5 MiB): the largest object the apiserver can store by default
+ETCD_MAX_REQUEST_BYTES = 1_572_864
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
 
 
 def too_large_evaluation(
@@ -119,7 +147,7 @@ def too_large_evaluation(
     namespace: str | None = None,
     preexisting: bool = False,
 ) -> Evaluation:
-    """The "too large to check" verdict under objectLimits.action (`obj` only names the subject).
+    """The Object Size verdict under objectLimits.action (`obj` only names the subject).
 
     `preexisting`: an UPDATE whose old object was as large (ratchet: never blocks the fix)."""
     result = CheckResult(OBJECT_SIZE, Status.FAIL, problem, duration_ms=0.0)
@@ -203,10 +231,11 @@ async def evaluate(
     api_version, kind = obj.get("apiVersion"), obj.get("kind")
     plain = False
     if isinstance(api_version, str) and isinstance(kind, str) and adapter_for(api_version, kind) is not None:
-        lim = settings.object_limits  # the size bound and the adapter's plain-JSON check in one walk
-        problem, plain = bounded_plain(obj, max_values=lim.max_values, max_items=lim.max_items)
-        if problem is not None:  # before any rendering: its cost grows with the object
-            # ratchet: an object already stored too large can still be fixed or cancelled
+        # the size bound (etcd's) and the adapter's plain-JSON check in one walk
+        size, plain = bounded_plain(obj, max_bytes=settings.object_limits.max_bytes)
+        problem = None if size is None else oversize_problem(size, settings)
+        if problem is not None:  # before any rendering
+            # ratchet: an object already stored that large (etcd's limit raised, then lowered) can still be fixed
             pre = operation == "UPDATE" and isinstance(old_obj, dict) and too_large(old_obj, settings) is not None
             return too_large_evaluation(
                 problem, settings=settings, obj=obj, view=view, namespace=namespace, preexisting=pre

@@ -61,7 +61,7 @@ from webhook.config import Settings
 from webhook.deadline import Deadline, budget_seconds, parse_go_duration
 from webhook.metrics import Metrics
 from webhook.policy import Outcome, clip
-from webhook.preflight import evaluate, timed_out_evaluation, too_large_evaluation
+from webhook.preflight import evaluate, oversize_text, timed_out_evaluation, too_large_evaluation
 from webhook.workloads import known_kinds
 
 log = logging.getLogger("webhook.server")
@@ -279,18 +279,7 @@ class WebhookApp:
             # the size is in the old object, stored before the bound (etcd keeps it under 1.5 MiB):
             # parsed and judged as usual, so the ratchet can compare the two
             return None
-        if new_values > most:
-            problem = (
-                f"too large to check: request.object holds about {new_values} JSON values, more than the {most} "
-                f"an object within objectLimits.maxValues ({limits.max_values}) can hold. Fix: remove what the job "
-                "does not need, or ask the webhook's operator to raise objectLimits.maxValues"
-            )
-        else:
-            problem = (
-                f"too large to check: request.object is {_mib(len(new_part))} (limit {_mib(limits.max_bytes)}, "
-                "objectLimits.maxBytes; etcd's default limit, so it could not be stored anyway). Fix: remove what "
-                "the job does not need (inline data belongs in a ConfigMap, a volume or a URL)"
-            )
+        problem = oversize_text(len(new_part), self.settings)  # over maxBytes: values ≤ bytes / 2
         stub = {"kind": kind, "metadata": {"name": head["name"], "namespace": head["namespace"]}}
         ev = too_large_evaluation(
             problem, settings=self.settings, obj=stub, view=self.view, namespace=head["namespace"] or None,

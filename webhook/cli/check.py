@@ -27,7 +27,7 @@ from webhook.cli.args import add_manifest_argument
 from webhook.cluster.view import ClusterView
 from webhook.config import ConfigError, Settings, load_settings
 from webhook.deadline import Deadline
-from webhook.policy import AUDIT, DENY, WARN, Decision
+from webhook.policy import AUDIT, DENY, WARN, Decision, Outcome
 from webhook.results import CheckResult, PreflightResults, Status
 from webhook.workloads.base import RuntimeLookup
 
@@ -175,7 +175,7 @@ async def _check_all(
             print(f"error: {label}: {ev.unreadable}", file=err)
             input_errors += 1
             continue
-        if ev.workload is None:
+        if ev.decision.outcome is Outcome.UNHANDLED:
             print(
                 f"note: {label}: kind {obj.get('kind')} is not checked by preflight-webhook (the webhook allows it untouched)",
                 file=err,
@@ -184,8 +184,9 @@ async def _check_all(
         shown = as_decided(ev.results, ev.decision)
         any_failed = any_failed or not ev.decision.allowed
         reports.append(shown.to_dict())
-        if args.output == "text":
-            _print_text(ev.workload.ref, shown, ev.decision.allowed, view is None, out)
+        if args.output == "text":  # a verdict on the whole object (Object Size) comes without a Workload
+            ref = ev.workload.ref if ev.workload is not None else label
+            _print_text(ref, shown, ev.decision.allowed, view is None, out)
     if args.output == "json" and reports:
         json.dump(reports[0] if len(reports) == 1 else reports, out, indent=2)
         out.write("\n")

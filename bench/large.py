@@ -1,0 +1,229 @@
+"""CPU per review at the largest objects the apiserver stores: is the work linear in the object?
+
+    .venv/bin/python bench/large.py [--shape NAME,...] [--scale 1.0] [--json]
+
+Each shape is an AIPerfJob, AIPerfSweep or TrainJob grown to etcd's default object limit
+(1.5 MiB of JSON, objectLimits.maxBytes) in one direction, sent through the /validate handler
+in process as bench/inproc.py does (envelope parse, evaluate, policy, answer), offline. `--scale`
+shrinks every shape (0.5: half the entries), so two runs show whether the cost doubles with the
+size or grows faster. The figure is process CPU time per review, the best of 3.
+
+Shapes:
+  records-fit     inline records (spec.benchmark.datasets[0].records) just under the 1 MiB ConfigMap
+  records-max     inline records filling the object to 1.5 MiB (denied by ConfigMap Size)
+  values-max      the most JSON values 1.5 MiB holds: spec.variables {"v": [0, 0, ...]}
+  records-deep    records whose values nest as deep as the adapter reads (walks.MAX_DEPTH)
+  labels-max      metadata.labels with 60,000 entries
+  env-max         spec.podTemplate.env with 20,000 entries (copied into every container)
+  sweep-max       an AIPerfSweep of 200 variations whose records fill a ~1 MiB object
+  trainjob-env    a TrainJob whose spec.trainer.env fills 1.5 MiB, with its ClusterTrainingRuntime
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.common import review  # noqa: E402
+from webhook.admission import parse_review_bytes, response_from_decision  # noqa: E402
+from webhook.config import Settings  # noqa: E402
+from webhook.deadline import Deadline  # noqa: E402
+from webhook.manifests import split_runtimes  # noqa: E402
+from webhook.preflight import evaluate  # noqa: E402
+from webhook.server import WebhookApp  # noqa: E402
+from webhook.workloads.walks import MAX_DEPTH  # noqa: E402
+
+SAMPLES = ROOT / "tests" / "oracle" / "samples"
+SPEC = ROOT / "tests" / "oracle" / "specs" / "sample.yaml"
+#: etcd's default --max-request-bytes: the largest object the apiserver can store
+ETCD_BYTES = 1_572_864
+
+
+def _size(obj: Any) -> int:
+    return len(json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def _aiperfjob() -> dict[str, Any]:
+    return yaml.safe_load(SPEC.read_text())
+
+
+def _records(n: int, text: str = "Summarise the plot of a short novel in two sentences") -> list[dict[str, Any]]:
+    return [{"text": f"{text} #{i}"} for i in range(n)]
+
+
+def _with_records(obj: dict[str, Any], n: int) -> dict[str, Any]:
+    obj["spec"]["benchmark"]["datasets"] = [{"name": "main", "type": "file", "records": _records(n)}]
+    return obj
+
+
+def _fill(make: Callable[[int], dict[str, Any]], limit: int, scale: float) -> dict[str, Any]:
+    """make(n) for the largest n whose object is at most `limit` bytes, times `scale`."""
+    lo, hi = 1, 1
+    while _size(make(hi)) <= limit:
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if _size(make(mid)) <= limit else (lo, mid)
+    return make(max(1, int(lo * scale)))
+
+
+def records_fit(scale: float) -> dict[str, Any]:
+    # a record costs ~62 bytes in the object and ~120 in run_config.json (indent 2): ~8,000 fit 1 MiB
+    return _with_records(_aiperfjob(), int(8_000 * scale))
+
+
+def records_max(scale: float) -> dict[str, Any]:
+    return _fill(lambda n: _with_records(_aiperfjob(), n), ETCD_BYTES - 4096, scale)
+
+
+def values_max(scale: float) -> dict[str, Any]:
+    obj = _aiperfjob()
+    obj["spec"]["variables"] = {"v": [0] * int((ETCD_BYTES - 4096) // 2 * scale)}
+    return obj
+
+
+def records_deep(scale: float) -> dict[str, Any]:
+    def deep(i: int) -> Any:
+        node: Any = f"p{i}"
+        for _ in range(MAX_DEPTH - 8):
+            node = {"n": node}
+        return node
+
+    obj = _aiperfjob()
+    n = max(1, int(ETCD_BYTES / _size(deep(0)) * 0.9 * scale))
+    obj["spec"]["benchmark"]["datasets"] = [
+        {"name": "main", "type": "file", "format": "multi_turn", "records": [{"turns": [deep(i)]} for i in range(n)]}
+    ]
+    return obj
+
+
+def labels_max(scale: float) -> dict[str, Any]:
+    obj = _aiperfjob()
+    obj["metadata"]["labels"] = {f"l{i}": "v" for i in range(int(60_000 * scale))}
+    return obj
+
+
+def env_max(scale: float) -> dict[str, Any]:
+    obj = _aiperfjob()
+    obj["spec"]["podTemplate"]["env"] += [{"name": f"E{i}", "value": "x"} for i in range(int(20_000 * scale))]
+    return obj
+
+
+def sweep_max(scale: float) -> dict[str, Any]:
+    from tests.oracle.sweeps import base
+
+    obj = base()
+    obj["spec"]["sweep"] = {"type": "grid", "parameters": {"concurrency": list(range(10, 2010, 10))}}
+    obj["spec"]["benchmark"]["datasets"] = [{"name": "main", "type": "file", "records": _records(int(8_000 * scale))}]
+    return obj
+
+
+def trainjob_env(scale: float) -> dict[str, Any]:
+    obj = yaml.safe_load((SAMPLES / "trainjob.yaml").read_text())
+
+    def make(n: int) -> dict[str, Any]:
+        o = copy.deepcopy(obj)
+        o["spec"]["trainer"]["env"] += [{"name": f"E{i}", "value": "x"} for i in range(n)]
+        return o
+
+    return _fill(make, ETCD_BYTES - 4096, scale)
+
+
+SHAPES: dict[str, Callable[[float], dict[str, Any]]] = {
+    "records-fit": records_fit,
+    "records-max": records_max,
+    "values-max": values_max,
+    "records-deep": records_deep,
+    "labels-max": labels_max,
+    "env-max": env_max,
+    "sweep-max": sweep_max,
+    "trainjob-env": trainjob_env,
+}
+
+
+class FakeRequest:
+    """What WebhookApp.validate reads from aiohttp's request."""
+
+    content_type = "application/json"
+    query: dict[str, str] = {}
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        self.content_length = len(body)
+        self.headers = {"Content-Type": "application/json"}
+
+    async def read(self) -> bytes:
+        return self.body
+
+
+def _caller(obj: dict[str, Any], settings: Settings) -> Callable[[], Any]:
+    """The review of `obj` as the handler answers it (a TrainJob with its runtime, as the watch cache holds it)."""
+    app = WebhookApp(settings)
+    body = json.dumps(
+        json.loads(review(obj)), separators=(",", ":"), ensure_ascii=False
+    ).encode()  # as the apiserver writes it
+    if obj["kind"] != "TrainJob":
+
+        async def call() -> dict[str, Any]:
+            resp = await app.validate(FakeRequest(body))  # type: ignore[arg-type]
+            return dict(json.loads(resp.body)["response"])  # type: ignore[attr-defined]
+
+        return call
+    runtime = yaml.safe_load((SAMPLES / "clustertrainingruntime.yaml").read_text())
+    runtime["metadata"]["resourceVersion"] = "1"
+    _, lookup = split_runtimes([obj, runtime])
+
+    async def call_rt() -> dict[str, Any]:
+        req = parse_review_bytes(body, app.loads).request
+        ev = await evaluate(
+            req.object or {}, settings=settings, deadline=Deadline(settings.budget_seconds),
+            runtime_lookup=lookup, namespace=req.namespace or None, checks=app.checks,
+        )  # fmt: skip
+        return dict(json.loads(app.dumps(response_from_decision(req.uid, ev.decision))))["response"]
+
+    return call_rt
+
+
+async def measure(shape: str, scale: float, settings: Settings) -> dict[str, Any]:
+    obj = SHAPES[shape](scale)
+    call = _caller(obj, settings)
+    answer = await call()
+    best = float("inf")
+    for _ in range(3):
+        c0 = time.process_time()
+        await call()
+        best = min(best, time.process_time() - c0)
+    verdict = "allowed" if answer["allowed"] else "denied: " + answer["status"]["message"].split("\n", 1)[-1][:100]
+    return {"shape": shape, "scale": scale, "bytes": _size(obj), "cpu_ms": round(best * 1000, 1), "verdict": verdict}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shape", default=",".join(SHAPES), help="comma-separated shapes (default: all)")
+    ap.add_argument("--scale", type=float, default=1.0, help="fraction of each shape's size (default 1)")
+    ap.add_argument("--json", action="store_true", help="one JSON line per shape")
+    ap.add_argument("--config", help="a webhook config file (default: the defaults)")
+    args = ap.parse_args()
+    settings = Settings.model_validate(yaml.safe_load(Path(args.config).read_text())) if args.config else Settings()
+    for shape in args.shape.split(","):
+        row = asyncio.run(measure(shape, args.scale, settings))
+        if args.json:
+            print(json.dumps(row), flush=True)
+        else:
+            print(f"{row['shape']:<14} {row['bytes']:>9,} B  {row['cpu_ms']:>9.1f} ms  {row['verdict']}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
