@@ -558,3 +558,24 @@ async def test_a_twin_is_sent_only_for_an_owner_lookup() -> None:
     view = FakeView(dry_run_errors={("Pod", "llama-ft-node-0-0-dryrn"): ApiError(403, PSA, "Forbidden")})
     await run_check(DryRun(), _wl(), view)
     assert len(view.dry_runs) == 3
+
+
+def test_what_dry_run_cannot_verify_is_declared_once() -> None:
+    """Said at /capabilities (describe, the live view's entries) and in a metric, never on an apply."""
+    from webhook.checks.base import describe
+    from webhook.metrics import Metrics
+
+    assert [what for what, _ in DryRun.unverified] == ["owner-controller-flag", "owner-state", "jobs"]
+    assert describe(DryRun())["unverified"] == [text for _, text in DryRun.unverified]
+    assert DryRun.unverified[0][1] == (
+        "a rule on the controller flag of a JobSet's or Pod's ownerReference, on a cluster whose webhooks look the "
+        "owner up (Kueue's mjobset.kb.io and mpod.kb.io): the dry-run object's owner does not exist yet, so the "
+        "layers after such a webhook judge its twin without that flag"
+    )
+    body, _ = Metrics(unverified=[("Dry Run", what) for what, _ in DryRun.unverified]).render()
+    lines = [ln for ln in body.decode().splitlines() if ln.startswith("preflight_webhook_check_unverified{")]
+    assert lines == [
+        'preflight_webhook_check_unverified{check="Dry Run",what="owner-controller-flag"} 1.0',
+        'preflight_webhook_check_unverified{check="Dry Run",what="owner-state"} 1.0',
+        'preflight_webhook_check_unverified{check="Dry Run",what="jobs"} 1.0',
+    ]

@@ -90,7 +90,12 @@ class LoopHistogram(Collector):
 
 
 class Metrics:
-    def __init__(self, known_kinds: Iterable[str] = (), registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self,
+        known_kinds: Iterable[str] = (),
+        registry: CollectorRegistry | None = None,
+        unverified: Iterable[tuple[str, str]] = (),
+    ) -> None:
         self.registry = registry or CollectorRegistry(auto_describe=True)
         self.known_kinds = frozenset(known_kinds)
         self.requests = Counter(
@@ -135,6 +140,16 @@ class Metrics:
             ["result"],
             registry=self.registry,
         )
+
+        self.unverified = Gauge(
+            "preflight_webhook_check_unverified",
+            "1 for each thing a check cannot verify on any cluster, by design (check, what: ids of ours; "
+            "the words are at /capabilities and in docs/operations.md).",
+            ["check", "what"],
+            registry=self.registry,
+        )
+        for check, what in unverified:
+            self.unverified.labels(check, what).set(1)
 
         # labelled children, looked up once: prometheus-client's labels() costs more than the increment
         self._request_children: dict[tuple[str, str, str], tuple[Any, Any]] = {}

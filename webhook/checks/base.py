@@ -66,6 +66,10 @@ class Check:
     #: runs it in the request's own task instead of a task per check (that costs more than most
     #: checks do). A check that awaits I/O must leave this False so the deadline can cut it off.
     synchronous: ClassVar[bool] = False
+    #: what the check cannot verify on any cluster, by design: (id, what and why). Said once, not
+    #: on every apply: logged at start-up, at /capabilities, in the metric
+    #: preflight_webhook_check_unverified{check,what} and in docs/operations.md
+    unverified: ClassVar[tuple[tuple[str, str], ...]] = ()
 
     def named_permissions(self, settings: Settings) -> tuple[Permission, ...]:
         """The single objects, by namespace and name, that `settings` make this check read (a
@@ -90,4 +94,5 @@ def describe(check: Check) -> dict[str, Any]:
         "apis": list(check.apis),
         "summary": check.summary,
         "defaultAction": check.default_action,
+        **({"unverified": [text for _, text in check.unverified]} if check.unverified else {}),
     }

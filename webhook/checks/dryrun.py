@@ -235,6 +235,24 @@ class DryRun(Check):
     local_capacity = True
     permissions = (Permission("create", "jobsets", "jobset.x-k8s.io"), Permission("create", "pods"))
     apis = ("v1", JOBSET_API_VERSION)
+    unverified = (
+        (
+            "owner-controller-flag",
+            "a rule on the controller flag of a JobSet's or Pod's ownerReference, on a cluster whose webhooks look the "
+            "owner up (Kueue's mjobset.kb.io and mpod.kb.io): the dry-run object's owner does not exist yet, so the "
+            "layers after such a webhook judge its twin without that flag",
+        ),
+        (
+            "owner-state",
+            "a rule that reads the job's, the JobSet's or the Job's stored state (the owners of the dry-run objects): "
+            "they do not exist before the job is stored",
+        ),
+        (
+            "jobs",
+            "the Jobs that JobSet creates are not dry-run: a rule on batch/v1 Jobs alone (a ValidatingAdmissionPolicy "
+            "or webhook on Jobs) is not checked",
+        ),
+    )
     summary = (
         "The JobSet and, per distinct pod template, the first Pod as the Job controller creates it pass the apiserver's "
         "admission with dryRun=All (schema, Pod Security, LimitRange, quota, other webhooks and policies)."

@@ -167,7 +167,9 @@ async def _serve(args: argparse.Namespace, settings: Settings, ctx: ssl.SSLConte
             print("error: cannot connect to the cluster; check --kubeconfig, or pass --offline", file=sys.stderr)
             return 1
 
-    metrics = Metrics(known_kinds=known_kinds())
+    metrics = Metrics(
+        known_kinds=known_kinds(), unverified=[(c.name, what) for c in all_checks() for what, _ in c.unverified]
+    )
 
     def on_reload(info: Any) -> None:
         metrics.cert_reloads.labels("ok").inc()

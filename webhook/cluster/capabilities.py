@@ -165,6 +165,11 @@ class Capability:
         return {"check": self.check, "value": self.value, "source": self.source, "reason": self.reason}
 
 
+def unverified_of(check: CheckNeeds) -> tuple[tuple[str, str], ...]:
+    """What the check declares it cannot verify on any cluster ((id, text) pairs; checks.base.Check.unverified)."""
+    return tuple(getattr(check, "unverified", ()) or ())
+
+
 def not_permitted(perms: Iterable[Permission]) -> str:
     return "not permitted to " + ", ".join(str(p) for p in perms)
 

@@ -31,6 +31,7 @@ from webhook.cluster.capabilities import (
     named_permissions,
     probe_permissions,
     required_permissions,
+    unverified_of,
 )
 from webhook.cluster.client import Coalescer, KubeClient, load_configuration
 from webhook.cluster.discovery import Discovery, gv_path
@@ -153,6 +154,9 @@ class LiveClusterView:
         for c in (self._capability(c) for c in self.checks if c.needs_cluster):
             if c.value == NO:
                 log.warning("check %r lowered to skip: %s", c.check, c.reason)
+        for check in self.checks:  # said once here, never as a warning on an apply
+            for _, text in unverified_of(check):
+                log.info("check %r cannot verify, on any cluster: %s", check.name, text)
 
     def _maybe_start_cache(self, spec: CacheSpec) -> None:
         if spec.resource in self.reflectors or self.permissions is None:
@@ -496,7 +500,13 @@ class LiveClusterView:
         return (False, cap.reason) if cap.value == NO else (True, "")
 
     def capabilities(self) -> list[dict[str, str]]:
-        return [self._capability(c).as_dict() for c in self.checks]
+        out = []
+        for c in self.checks:
+            entry = self._capability(c).as_dict()
+            if unverified := unverified_of(c):
+                entry["unverified"] = "; ".join(text for _, text in unverified)
+            out.append(entry)
+        return out
 
     def capability_summary(self) -> dict[str, Any]:
         """Everything /capabilities shows: checks, caches, APIs, version, readiness."""
