@@ -9,8 +9,16 @@ webhook ever sends. (A dry-run Pod is not one of our kinds: no recursion.)
 The representative Pod is the first pod of the group's first Job exactly as the controllers
 will create it, and the JobSet is owned by the job as its controller creates it
 (webhook.checks.dryrun_probe builds both, following the upstream controllers line by line).
-A rejection that only concerns the probe object (its ownerReference, an absent owner, its
-name) is "cannot verify" (warn), never a deny.
+A mutating webhook that refuses ends the apiserver's admission chain (k8s.io/apiserver
+pkg/endpoints/handlers/create.go: mutating admission first; pkg/registry/generic/registry/store.go
+Create: validation and validating admission after), so a webhook that looks up the probe's owner
+would hide every later layer. Kueue v0.17.0's mjobset.kb.io and mpod.kb.io do
+(pkg/controller/jobframework/reconciler.go FindAncestorJobManagedByKueue: "workload owner not
+found"; JobSet v0.12.0's own mjobset.kb.io reads nothing). Such a probe is sent again as its twin
+without the controller flag (dryrun_probe.twin_of), and the twin's answer is the verdict: every
+later layer judged it. A rejection that only concerns the probe object (its ownerReference, an
+absent owner, its name, or a twin refused in words about owners) is "cannot verify" (warn), never
+a deny. What stays unverified is declared once (`DryRun.unverified`), not warned on each apply.
 
 Pod groups of one JobSet whose Job templates are the same content (e.g. two replicatedJobs of
 one runtime that differ only in name and replicas) share one Pod dry run: their Pods differ only

@@ -1,0 +1,159 @@
+"""Dry Run on the real stack (issue 19): JobSet v0.12.0, Trainer v2.3.0 and Kueue v0.17.0 in their
+default configuration, their real controllers and webhooks on the real node (e2e/harness/stack.py).
+
+Kueue's mutating webhooks mjobset.kb.io and mpod.kb.io refuse the dry-run JobSet and Pods for
+their controller owners, which exist only once the job is stored ("workload owner not found":
+pkg/controller/jobframework/reconciler.go FindAncestorJobManagedByKueue). A refusing mutating
+webhook stops the apiserver's admission chain (k8s.io/apiserver pkg/endpoints/handlers/create.go:
+mutating admission, then the strategy's validation and validating admission in
+pkg/registry/generic/registry/store.go Create), so the check sends each such object's twin
+without the controller flag and reads every later layer's answer from it:
+
+* a good TrainJob: Dry Run passes with no warning, and its details say which webhook looked
+  the owner up (the twins were needed: the stack really refuses the first probes);
+* a ValidatingAdmissionPolicy on Pods (a layer behind Kueue's webhook) refusing the job's pods:
+  the TrainJob is denied with that policy's words; its passing twin is admitted with no warning.
+
+The webhook's whole path runs in process (adapter, checks, policy) on a live view of the node's
+apiserver. Marked ``node``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from e2e.fidelity.scenarios import trainjob
+from e2e.harness.controlplane import ControlPlane
+from e2e.harness.live import live_evaluate, result_of
+from e2e.harness.node import Node
+from e2e.harness.stack import Stack
+from webhook.checks import all_checks
+from webhook.cluster.live import open_cluster_view
+from webhook.config import Settings
+from webhook.results import Status
+
+pytestmark = pytest.mark.node
+
+NS = "dryrun-stack"
+POLICY = "e2e-no-forbidden-env"
+#: a ValidatingAdmissionPolicy on Pods, bound to the namespaces labelled preflight-e2e/no-forbidden-env
+VAP = [
+    {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": POLICY},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
+                ]
+            },
+            "validations": [
+                {
+                    "expression": "!object.spec.containers.exists(c, has(c.env) && c.env.exists(e, e.name == 'FORBIDDEN'))",
+                    "message": "pods may not set the env var FORBIDDEN",
+                }
+            ],
+        },
+    },
+    {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": POLICY},
+        "spec": {
+            "policyName": POLICY,
+            "validationActions": ["Deny"],
+            "matchResources": {"namespaceSelector": {"matchLabels": {"preflight-e2e/no-forbidden-env": "true"}}},
+        },
+    },
+]
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[Stack]:
+    node = Node(start_timeout=180)
+    node.start()
+    try:
+        st = Stack(node, dns=False).start()
+        cp = _cp(st)
+        cp.apply(VAP)
+        cp.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": NS, "labels": {"preflight-e2e/no-forbidden-env": "true"}},
+            }
+        )
+        node.wait_default_serviceaccount(NS)
+        yield st
+    finally:
+        left = node.stop()
+        assert left == [], left
+
+
+def _cp(stack: Stack) -> ControlPlane:
+    assert stack.node.cp is not None
+    return stack.node.cp
+
+
+def _job(name: str, **kw: Any) -> dict[str, Any]:
+    job = trainjob(name, **kw)
+    job["metadata"]["namespace"] = NS
+    return job
+
+
+async def _evaluate(stack: Stack, job: dict[str, Any]) -> Any:
+    view = await open_cluster_view(
+        Settings(), kubeconfig=str(_cp(stack).kubeconfig), checks=all_checks(), wait_seconds=60
+    )
+    try:
+        assert await view.wait_synced(60), view.ready_reason
+        return await live_evaluate(job, view)
+    finally:
+        await view.close()
+
+
+async def test_a_good_trainjob_gets_no_dry_run_warning(stack: Stack) -> None:
+    ev = await _evaluate(stack, _job("good", env=[{"name": "ALLOWED", "value": "1"}]))
+    r = result_of(ev, "Dry Run")
+    assert (r.status, r.message) == (
+        Status.PASS,
+        'The apiserver accepts (dryRun=All) JobSet "good" and a pod of each group (node)',
+    )
+    # Kueue's webhooks did refuse the first probes for their owners: the twins answered
+    assert r.details == [
+        'JobSet "good": admission webhook "mjobset.kb.io" looks up its owner, which exists only once the job runs; '
+        "every later admission layer accepts its twin without the controller flag of its ownerReference",
+        'Pod for node: admission webhook "mpod.kb.io" looks up its owner, which exists only once the job runs; '
+        "every later admission layer accepts its twin without the controller flag of its ownerReference",
+    ]
+    assert ev.decision.allowed
+    assert not [w for w in ev.decision.warnings if w.startswith("[Dry Run]")], ev.decision.warnings
+
+
+async def test_a_policy_on_pods_behind_kueues_webhook_denies_with_its_words(stack: Stack) -> None:
+    ev = await _evaluate(stack, _job("bad", env=[{"name": "FORBIDDEN", "value": "1"}]))
+    r = result_of(ev, "Dry Run")
+    assert r.status is Status.FAIL
+    assert r.message == (
+        'Pod for node rejected by the apiserver: pods "bad-node-0-0-dryrn" is forbidden: '
+        f"ValidatingAdmissionPolicy '{POLICY}' with binding '{POLICY}' denied request: "
+        "pods may not set the env var FORBIDDEN. Fix: satisfy the ValidatingAdmissionPolicy named in the message."
+    )
+    assert not ev.decision.allowed
+    assert f"ValidatingAdmissionPolicy '{POLICY}'" in (ev.decision.message or "")
+    # the policy's own answer for a plain pod with that env var, as kubectl gets it
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "direct", "namespace": NS},
+        "spec": {"containers": [{"name": "c", "image": "x", "env": [{"name": "FORBIDDEN", "value": "1"}]}]},
+    }
+    out = _cp(stack).kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(pod), check=False)
+    assert out.returncode != 0
+    assert "pods may not set the env var FORBIDDEN" in out.stderr, out.stderr
