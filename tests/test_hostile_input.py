@@ -155,9 +155,18 @@ async def test_the_size_limit_follows_etcds_when_raised() -> None:
     )
 
 
-def test_the_removed_round_number_bounds_are_named_when_configured() -> None:
-    with pytest.raises(ValueError, match="maxItems no longer exist"):
-        Settings.model_validate({"objectLimits": {"maxItems": 2000}})
+def test_the_removed_round_number_bounds_are_ignored_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    """An upgrade keeps an old config working: a webhook that refused to start would block every apply."""
+    with caplog.at_level("WARNING", logger="webhook.config"):
+        settings = Settings.model_validate({"objectLimits": {"maxItems": 2000, "maxValues": 9, "maxBytes": 2_000_000}})
+    assert settings.object_limits.max_bytes == 2_000_000
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        (
+            "WARNING",
+            "objectLimits.maxValues and maxItems no longer exist and are ignored: the only bound is maxBytes (etcd's "
+            "object limit), and every object within it is checked in full; remove them from the configuration",
+        )
+    ]
 
 
 async def test_an_update_of_an_object_already_too_large_is_not_blocked() -> None:

@@ -11,6 +11,7 @@ checked against the checks actually wired in, which the caller of `load_settings
 from __future__ import annotations
 
 import ipaddress
+import logging
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
@@ -142,6 +143,10 @@ class PodSecuritySettings(_Model):
     relax_for_user_namespaces: bool = Field(False, alias="relaxForUserNamespaces")
 
 
+#: objectLimits settings that no longer exist (read with a warning and ignored)
+REMOVED_OBJECT_LIMITS = ("maxValues", "max_values", "maxItems", "max_items")
+
+
 class ObjectLimits(_Model):
     """The object's upstream size limit, checked before any rendering (the `Object Size` verdict).
 
@@ -160,14 +165,18 @@ class ObjectLimits(_Model):
     @model_validator(mode="before")
     @classmethod
     def _removed(cls, v: Any) -> Any:
-        """maxValues and maxItems were round numbers that denied jobs AIPerf runs: say so, not just "extra"."""
+        """maxValues and maxItems (before 0.2) were round numbers that denied jobs AIPerf runs. A config
+        that still sets them is read with a warning, not refused: a webhook that cannot start after an
+        upgrade would block every apply under failurePolicy Fail."""
         if isinstance(v, dict):
-            gone = [k for k in ("maxValues", "max_values", "maxItems", "max_items") if k in v]
+            gone = [k for k in REMOVED_OBJECT_LIMITS if k in v]
             if gone:
-                raise ValueError(
-                    f"{', '.join(gone)} no longer exist(s): the only bound is maxBytes (etcd's object limit); "
-                    "within it every object is checked in full. Remove the setting"
+                logging.getLogger("webhook.config").warning(
+                    "objectLimits.%s no longer exist and are ignored: the only bound is maxBytes (etcd's object "
+                    "limit), and every object within it is checked in full; remove them from the configuration",
+                    " and ".join(gone),
                 )
+                v = {k: val for k, val in v.items() if k not in REMOVED_OBJECT_LIMITS}
         return v
 
     @property
