@@ -106,45 +106,43 @@ def _generate_name(job_name: str, indexed: bool) -> str:
     return prefix
 
 
-def pod_for(wl: Workload, group: PodGroup) -> dict[str, Any]:
-    """The first pod of the group's first Job, as the JobSet and Job controllers create it.
+def _replicated_job(wl: Workload, group: PodGroup) -> dict[str, Any]:
+    js = wl.derived.get("jobSet") or {}
+    return next(
+        (
+            r
+            for r in (js.get("spec") or {}).get("replicatedJobs") or []
+            if isinstance(r, dict) and r.get("name") == group.name
+        ),
+        {},
+    )
 
-    Named `<generateName>dryrn` (the apiserver would add 5 random characters instead), owned
-    by Job `<jobset>-<group>-0` whose uid is a placeholder. blockOwnerDeletion, which the Job
-    controller also sets, is left out: under the OwnerReferencesPermissionEnforcement plugin
-    it would need the webhook to be allowed to update jobs/finalizers, a question about the
-    webhook, not the job.
-    """
+
+def _subdomain(wl: Workload) -> str:
+    """GetSubdomain: the network's subdomain, else the JobSet's name."""
+    network = ((wl.derived.get("jobSet") or {}).get("spec") or {}).get("network") or {}
+    sub = network.get("subdomain")
+    return sub if isinstance(sub, str) and sub else _jobset_name(wl)
+
+
+def _label_and_annotate(wl: Workload, group: PodGroup, labels: dict[str, str], annotations: dict[str, str]) -> None:
+    """labelAndAnnotateObject (jobset_controller.go), on a Job or its pod template: the JobSet keys as
+    labels and annotations, the coordinator's endpoint, and the exclusive-placement annotations of
+    the JobSet or the replicatedJob's Job template."""
     js = wl.derived.get("jobSet") or {}
     js_spec = js.get("spec") or {}
-    rjob = next(
-        (r for r in js_spec.get("replicatedJobs") or [] if isinstance(r, dict) and r.get("name") == group.name), {}
-    )
-    job_template = rjob.get("template") or {}
-    job_spec = job_template.get("spec") or {}
-    job_name = job_name_for(wl, group)
-    job_uid = placeholder_uid("Job", wl.namespace, job_name)
-    meta = group.pod_metadata or {}
-    labels = _str_map(meta.get("labels"))
-    annotations = _str_map(meta.get("annotations"))
-
-    # JobSet controller: labelAndAnnotateObject on the pod template
-    keys = _jobset_labels(wl, js, rjob, group.name, job_name)
+    rjob = _replicated_job(wl, group)
+    keys = _jobset_labels(wl, js, rjob, group.name, job_name_for(wl, group))
     labels.update(keys)
     annotations.update(keys)
-    network = js_spec.get("network") or {}
-    subdomain = (
-        network.get("subdomain") if isinstance(network.get("subdomain"), str) and network.get("subdomain") else None
-    )
-    subdomain = subdomain or _jobset_name(wl)
     coordinator = js_spec.get("coordinator")
     if isinstance(coordinator, dict) and coordinator.get("replicatedJob"):
         endpoint = (
             f"{_jobset_name(wl)}-{coordinator['replicatedJob']}-{_int(coordinator.get('jobIndex'), 0)}-"
-            f"{_int(coordinator.get('podIndex'), 0)}.{subdomain}"
+            f"{_int(coordinator.get('podIndex'), 0)}.{_subdomain(wl)}"
         )
         labels[_JS + "coordinator"] = annotations[_JS + "coordinator"] = endpoint
-    job_meta = job_template.get("metadata")
+    job_meta = (rjob.get("template") or {}).get("metadata")
     job_annotations = _str_map(job_meta.get("annotations") if isinstance(job_meta, dict) else None)
     for source in (_str_map((js.get("metadata") or {}).get("annotations")), job_annotations):
         if _EXCLUSIVE in source:
@@ -152,12 +150,65 @@ def pod_for(wl: Workload, group: PodGroup) -> dict[str, Any]:
             if _NODE_SELECTOR_STRATEGY in source:
                 annotations[_NODE_SELECTOR_STRATEGY] = source[_NODE_SELECTOR_STRATEGY]
 
-    # Job API: generateSelector adds the selector labels unless the user chose a manual selector
-    if job_spec.get("manualSelector") is not True:
-        for key in ("job-name", "batch.kubernetes.io/job-name"):
-            labels.setdefault(key, job_name)
-        for key in ("controller-uid", "batch.kubernetes.io/controller-uid"):
-            labels.setdefault(key, job_uid)
+
+def job_for(wl: Workload, group: PodGroup) -> dict[str, Any] | None:
+    """The group's first Job as JobSet v0.12.0 creates it (pkg/controllers/jobset_controller.go
+    constructJob, labelAndAnnotateObject on the Job and its pod template, SetControllerReference
+    to the JobSet; the webhook's defaults: completionMode Indexed, restartPolicy OnFailure), owned by
+    the JobSet whose uid is a placeholder (blockOwnerDeletion left out as for the pod). None for a
+    group that is no replicatedJob of the job's JobSet (no Job is created from it)."""
+    rjob = _replicated_job(wl, group)
+    if not rjob:
+        return None
+    template = rjob.get("template") or {}
+    job_meta = template.get("metadata")
+    labels = _str_map(job_meta.get("labels") if isinstance(job_meta, dict) else None)
+    annotations = _str_map(job_meta.get("annotations") if isinstance(job_meta, dict) else None)
+    _label_and_annotate(wl, group, labels, annotations)
+    pod_labels, pod_annotations, pod_spec, job_spec = _pod_template(wl, group)
+    spec = {k: v for k, v in job_spec.items() if k != "template"}
+    spec.setdefault("completionMode", "Indexed")
+    js = wl.derived.get("jobSet") or {}
+    spec["suspend"] = (js.get("spec") or {}).get("suspend") is True
+    spec["template"] = {"metadata": {"labels": pod_labels, "annotations": pod_annotations}, "spec": pod_spec}
+    js_name = _jobset_name(wl)
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job_name_for(wl, group),
+            "namespace": wl.namespace,
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [
+                {
+                    "apiVersion": JOBSET_API_VERSION,
+                    "kind": "JobSet",
+                    "name": js_name,
+                    "uid": placeholder_uid("JobSet", wl.namespace, js_name),
+                    "controller": True,
+                }
+            ],  # fmt: skip
+        },
+        "spec": spec,
+    }
+
+
+def _pod_template(
+    wl: Workload, group: PodGroup
+) -> tuple[dict[str, str], dict[str, str], dict[str, Any], dict[str, Any]]:
+    """The pod template of the group's first Job as JobSet's constructJob writes it: (labels,
+    annotations, pod spec, the replicatedJob's Job spec)."""
+    js_spec = (wl.derived.get("jobSet") or {}).get("spec") or {}
+    job_spec = (_replicated_job(wl, group).get("template") or {}).get("spec") or {}
+    job_name = job_name_for(wl, group)
+    meta = group.pod_metadata or {}
+    labels = _str_map(meta.get("labels"))
+    annotations = _str_map(meta.get("annotations"))
+    # JobSet controller: labelAndAnnotateObject on the pod template
+    _label_and_annotate(wl, group, labels, annotations)
+    network = js_spec.get("network") or {}
+    subdomain = _subdomain(wl)
 
     # a new spec, container lists and container dicts (what this changes); the rest is shared
     # with the Workload, which nothing here or after changes (the body is only serialized)
@@ -176,6 +227,30 @@ def pod_for(wl: Workload, group: PodGroup) -> dict[str, Any]:
         ]
     if not spec.get("restartPolicy"):
         spec["restartPolicy"] = "OnFailure"  # the JobSet webhook's default
+
+    return labels, annotations, spec, job_spec
+
+
+def pod_for(wl: Workload, group: PodGroup) -> dict[str, Any]:
+    """The first pod of the group's first Job, as the JobSet and Job controllers create it.
+
+    Named `<generateName>dryrn` (the apiserver would add 5 random characters instead), owned
+    by Job `<jobset>-<group>-0` whose uid is a placeholder. blockOwnerDeletion, which the Job
+    controller also sets, is left out: under the OwnerReferencesPermissionEnforcement plugin
+    it would need the webhook to be allowed to update jobs/finalizers, a question about the
+    webhook, not the job.
+    """
+    labels, annotations, spec, job_spec = _pod_template(wl, group)
+    job_name = job_name_for(wl, group)
+    job_uid = placeholder_uid("Job", wl.namespace, job_name)
+    meta = group.pod_metadata or {}
+
+    # Job API: generateSelector adds the selector labels unless the user chose a manual selector
+    if job_spec.get("manualSelector") is not True:
+        for key in ("job-name", "batch.kubernetes.io/job-name"):
+            labels.setdefault(key, job_name)
+        for key in ("controller-uid", "batch.kubernetes.io/controller-uid"):
+            labels.setdefault(key, job_uid)
 
     # Job controller: completion index 0 of an Indexed Job (the JobSet webhook's default mode)
     indexed = (job_spec.get("completionMode") or "Indexed") == "Indexed"
