@@ -242,15 +242,17 @@ class WebhookApp:
         return self._json(answer)
 
     def _too_big_to_parse(self, body: bytes, started: float) -> web.Response | None:
-        """The answer to a body that would parse into more values than objectLimits allows, or None.
+        """The answer to a body whose object is over objectLimits.maxBytes, or None (parse it as usual).
 
-        Parsing costs time and memory in proportion to the values, not the bytes (3 MiB of
-        `[[],[],...]` is a million lists), so the values are estimated first, at memchr speed.
-        An object within objectLimits.maxValues has at most `4 × maxValues` (its
-        last-applied-configuration annotation repeats it, commas in strings count too); a
-        body past that, or whose object is over objectLimits.maxBytes, is answered from the
-        envelope's head without being parsed: "too large to check" under objectLimits.action,
-        or 413 when the head is not the apiserver's.
+        etcd stores at most objectLimits.maxBytes of an object (its --max-request-bytes), so an
+        object over it can never be stored, and parsing it would cost time and memory in proportion
+        to its values (3 MiB of `[[],[],...]` is a million lists). Such a body is answered from the
+        envelope's head without being parsed: the Object Size verdict, in preflight.oversize_text's
+        words (the CLI's too) for `request.object` as the apiserver sent it, under
+        objectLimits.action; or 413 when the head is not the apiserver's. The value estimate (at
+        memchr speed) only agrees with the size: within maxBytes an object holds at most
+        `maxBytes / 2 + 1` values (`0,` each). A body over only because of its oldObject (an UPDATE)
+        is parsed and judged as usual, so the ratchet can compare the two.
         """
         limits = self.settings.object_limits
         most = 4 * limits.max_values
