@@ -16,6 +16,9 @@ from dataclasses import dataclass
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 #: the JobSet API the AIPerf operator and Trainer v2.3.0 create (JobSet v0.12.0 serves it)
 JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
+#: the most a ConfigMap's data may hold (Σ len(key) + len(value)): the apiserver's 1 MiB
+#: (pkg/apis/core/validation ValidateConfigMap, core.MaxSecretSize) and AIPerf's CONFIGMAP_MAX_SIZE_BYTES
+CONFIGMAP_MAX_BYTES = 1_048_576
 
 
 @dataclass(frozen=True)

@@ -16,18 +16,21 @@ import json
 from typing import Any
 
 from webhook.checks.base import AIPERFJOB, Check, CheckContext
+from webhook.kube import CONFIGMAP_MAX_BYTES
 from webhook.results import CheckResult, Status
+from webhook.workloads.base import JsonText, text_bytes
 
 NAME = "ConfigMap Size"
-CONFIGMAP_MAX_BYTES = 1_048_576
+__all__ = ["CONFIGMAP_MAX_BYTES", "NAME", "ConfigMapSize", "largest_parts", "payload_bytes"]
 _TOP_N = 3
 
 
 def payload_bytes(configmap: dict[str, Any]) -> int:
-    """Σ UTF-8 len(key) + len(value) over data, and key + decoded bytes over binaryData."""
+    """Σ UTF-8 len(key) + len(value) over data, and key + decoded bytes over binaryData (a value the
+    adapter left unwritten, a JsonText, counts the size it measured)."""
     total = 0
     for key, value in (configmap.get("data") or {}).items():
-        total += len(str(key).encode("utf-8")) + len(str(value).encode("utf-8"))
+        total += len(str(key).encode("utf-8")) + text_bytes(value)
     for key, value in (configmap.get("binaryData") or {}).items():
         total += len(str(key).encode("utf-8"))
         try:
@@ -51,11 +54,14 @@ def largest_parts(configmap: dict[str, Any], top: int = _TOP_N) -> list[tuple[st
     """
     found: list[tuple[str, int]] = []
     for key, value in (configmap.get("data") or {}).items():
-        try:
-            doc = json.loads(value)
-        except (TypeError, ValueError, RecursionError):
-            found.append((str(key), len(str(value).encode("utf-8"))))
-            continue
+        if isinstance(value, JsonText):  # the document of a text the adapter did not write: what json.loads gives
+            doc = value.doc
+        else:
+            try:
+                doc = json.loads(value)
+            except (TypeError, ValueError, RecursionError):
+                found.append((str(key), len(str(value).encode("utf-8"))))
+                continue
         parts = _walk(doc, "", depth=0, size=_size(doc))
         found.extend((path or str(key), size) for path, size in parts)
     for key, value in (configmap.get("binaryData") or {}).items():
@@ -75,14 +81,27 @@ def _size(node: Any) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8"))
 
 
-def _rank(node: Any) -> int:
-    """Characters of `node` as compact JSON, give or take a string's escapes: the order of siblings."""
+def _rank(node: Any) -> tuple[int, str | None]:
+    """(Characters of `node` as compact JSON, give or take a string's escapes: the order of siblings;
+    a container's compact text, kept so that its size is measured without encoding it again)."""
     t = type(node)
     if t is str:
-        return len(node) + 2
+        return len(node) + 2, None
     if t is dict or t is list:
-        return len(_COMPACT.encode(node))
-    return len(str(node))
+        text = _COMPACT.encode(node)
+        return len(text), text
+    return len(str(node)), None
+
+
+def _text_size(node: Any, text: str | None) -> int:
+    """_size(node), from its compact text when _rank kept it."""
+    if text is None:
+        return _size(node)
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
+
+
+def _order(entry: tuple[int, str | None, int, str, Any]) -> tuple[int, int]:
+    return entry[0], entry[2]
 
 
 def _walk(node: Any, path: str, depth: int, size: int) -> list[tuple[str, int]]:
@@ -93,8 +112,9 @@ def _walk(node: Any, path: str, depth: int, size: int) -> list[tuple[str, int]]:
         children: Any = ((f"{path}.{k}" if path else str(k), v) for k, v in node.items())
     else:
         children = ((f"{path}[{i}]", v) for i, v in enumerate(node))
-    ranked = heapq.nlargest(_TOP_N, ((_rank(v), -i, p, v) for i, (p, v) in enumerate(children)))
-    sized = sorted(((p, v, _size(v)) for _, _, p, v in ranked), key=lambda t: -t[2])
+    # ranked by (rank, -index), as before the text was kept: the first of equal siblings wins
+    ranked = heapq.nlargest(_TOP_N, ((*_rank(v), -i, p, v) for i, (p, v) in enumerate(children)), key=_order)
+    sized = sorted(((p, v, _text_size(v, text)) for _, text, _, p, v in ranked), key=lambda t: -t[2])
     top_path, top_value, top_size = sized[0]
     if top_size * 2 <= size or not path and not isinstance(top_value, (dict, list)):
         return [(path, size)] if path else [(p, s) for p, _, s in sized[:_TOP_N]]

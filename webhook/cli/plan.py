@@ -23,7 +23,7 @@ from webhook.config import ConfigError, Settings, load_settings
 from webhook.manifests import load_documents, split_runtimes
 from webhook.workloads import build_workload
 from webhook.workloads.aiperf_sweep import SweepWorkload
-from webhook.workloads.base import AdapterError, Workload
+from webhook.workloads.base import AdapterError, Workload, text_bytes
 from webhook.workloads.podspec import config_map_refs, pod_limits, pod_requests, secret_refs, service_account
 
 EXIT_OK, EXIT_UNRENDERABLE, EXIT_USAGE = 0, 1, 2
@@ -47,7 +47,7 @@ def _quantities(res: dict[str, Any]) -> dict[str, str]:
 
 def _bytes(cm: dict[str, Any]) -> int:
     """ConfigMap payload size the way AIPerf and the apiserver's 1 MiB limit count it."""
-    return sum(len(str(k).encode()) + len(str(v).encode()) for k, v in (cm.get("data") or {}).items())
+    return sum(len(str(k).encode()) + text_bytes(v) for k, v in (cm.get("data") or {}).items())
 
 
 def plan(wl: Workload) -> dict[str, Any]:

@@ -8,8 +8,33 @@ Kubernetes objects stay plain dicts; only this envelope is typed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class JsonText:
+    """A derived object's JSON text, measured but not written: its document and its exact size.
+
+    An adapter leaves a text unwritten when it is over a limit that a check only measures and
+    reports: an AIPerf run_config.json nested deep is many times its document (its 2-space indent
+    grows with the depth), so writing it would cost depth × size. `str()` writes it."""
+
+    doc: Any
+    #: bytes of the text (UTF-8)
+    nbytes: int
+    write: Callable[[Any], str] = field(repr=False)
+
+    def __str__(self) -> str:
+        return self.write(self.doc)
+
+
+def text_bytes(value: Any) -> int:
+    """Bytes (UTF-8) of a derived object's data value: a text, or a JsonText left unwritten."""
+    if isinstance(value, JsonText):
+        return value.nbytes
+    return len(str(value).encode("utf-8"))
 
 
 @dataclass

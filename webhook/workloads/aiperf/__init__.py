@@ -39,7 +39,14 @@ from webhook.workloads.aiperf.env import (
 )
 from webhook.workloads.aiperf.jobset import container_security, merge_pod_security, results_sidecar
 from webhook.workloads.aiperf.resources import k8s_resources, split_worker_pod_resources
-from webhook.workloads.aiperf.run_config import dumps_indent2, run_config_cfg, run_config_json, run_epoch
+from webhook.workloads.aiperf.run_config import (
+    dumps_indent2,
+    indent2_bytes,
+    run_config_cfg,
+    run_config_data,
+    run_config_json,
+    run_epoch,
+)
 from webhook.workloads.aiperf.typed import DATASET_TYPES, ENDPOINT_TYPES, PHASE_TYPES
 from webhook.workloads.aiperf.workers import calculate_workers, worker_topology
 
@@ -64,12 +71,14 @@ __all__ = [
     "calculate_workers",
     "container_security",
     "dumps_indent2",
+    "indent2_bytes",
     "k8s_resources",
     "lookup",
     "merge_pod_security",
     "read_metadata",
     "results_sidecar",
     "run_config_cfg",
+    "run_config_data",
     "run_config_json",
     "run_epoch",
     "split_worker_pod_resources",

@@ -6,7 +6,7 @@ from typing import Any
 
 from webhook.cluster.names import is_dns1123_label
 from webhook.config import Settings
-from webhook.kube import JOBSET_API_VERSION, QUEUE_LABEL
+from webhook.kube import CONFIGMAP_MAX_BYTES, JOBSET_API_VERSION, QUEUE_LABEL
 from webhook.workloads.aiperf.env import (
     _PORTS,
     API_VERSION,
@@ -19,7 +19,7 @@ from webhook.workloads.aiperf.env import (
 )
 from webhook.workloads.aiperf.jobset import Renderer, kueue_queue
 from webhook.workloads.aiperf.resources import RenderError
-from webhook.workloads.aiperf.run_config import run_config_json
+from webhook.workloads.aiperf.run_config import run_config_data
 from webhook.workloads.aiperf.typed import check_shape, phase_errors
 from webhook.workloads.aiperf.workers import calculate_workers, worker_topology
 from webhook.workloads.base import PodGroup, RuntimeLookup, Workload
@@ -75,7 +75,12 @@ def build(
             "namespace": ns,
             "labels": {"app": "aiperf", "aiperf.nvidia.com/job-id": name},
         },
-        "data": {CONFIGMAP_KEY: run_config_json(spec, obj, name, ns, pods, per_pod, rp_per_pod)},
+        # the text when it fits the 1 MiB ConfigMap, else its document and size (ConfigMap Size reports it)
+        "data": {
+            CONFIGMAP_KEY: run_config_data(
+                spec, obj, name, ns, pods, per_pod, rp_per_pod, key=CONFIGMAP_KEY, limit=CONFIGMAP_MAX_BYTES
+            )
+        },
     }
     wl.derived = {"jobSet": jobset, "configMap": configmap}
     for rj in jobset["spec"]["replicatedJobs"]:

@@ -8,10 +8,12 @@ import json
 import math
 import zlib
 from datetime import UTC, datetime
+from itertools import chain
 from typing import Any
 
 from webhook.workloads.aiperf.env import _IPC_PATH, _PORTS, _snake, lookup
 from webhook.workloads.aiperf.workers import _phases
+from webhook.workloads.base import JsonText
 
 _ORDER: dict[str, list[str]] = {
     "cfg": "models endpoint datasets phases artifacts slos tokenizer gpu_telemetry server_metrics network_latency otel "
@@ -196,6 +198,37 @@ def run_config_json(
     spec: dict[str, Any], obj: dict[str, Any], job_id: str, namespace: str, pods: int, per_pod: int, rp: int
 ) -> str:
     """The exact text of run_config.json (orjson OPT_INDENT_2 == json.dumps(indent=2, ensure_ascii=False))."""
+    return dumps_indent2(run_config_doc(spec, obj, job_id, namespace, pods, per_pod, rp))
+
+
+def run_config_data(
+    spec: dict[str, Any],
+    obj: dict[str, Any],
+    job_id: str,
+    namespace: str,
+    pods: int,
+    per_pod: int,
+    rp: int,
+    *,
+    key: str,
+    limit: int,
+) -> str | JsonText:
+    """run_config.json as the ConfigMap's value under `key`: its text, or, when the ConfigMap would be
+    over `limit` bytes (len(key) + the text's), a JsonText of the document and that exact size.
+
+    The text is written only when it fits: over the limit the check reports the size and the
+    largest parts, and a deeply nested document's indented text is depth × its size."""
+    run = run_config_doc(spec, obj, job_id, namespace, pods, per_pod, rp)
+    size = indent2_bytes(run)
+    if size is not None and len(key.encode("utf-8")) + size > limit:
+        return JsonText(run, size, dumps_indent2)
+    return dumps_indent2(run)
+
+
+def run_config_doc(
+    spec: dict[str, Any], obj: dict[str, Any], job_id: str, namespace: str, pods: int, per_pod: int, rp: int
+) -> dict[str, Any]:
+    """The document run_config.json is the text of."""
     run: dict[str, Any] = {
         "benchmark_id": job_id,
         "cfg": run_config_cfg(spec.get("benchmark") or {}, job_id, namespace, pods, per_pod, rp),
@@ -214,7 +247,7 @@ def run_config_json(
         "job_name": (obj.get("metadata") or {}).get("name", job_id),
         "namespace": namespace,
     }
-    return dumps_indent2(run)
+    return run
 
 
 class _NotPlain(Exception):
@@ -298,3 +331,57 @@ def dumps_indent2(obj: Any) -> str:
     except (_NotPlain, RecursionError):
         return json.dumps(obj, indent=2, ensure_ascii=False)
     return "".join(out)
+
+
+#: compact JSON: the same strings, numbers and literals as dumps_indent2 writes (the C encoder's
+#: string escaping and float repr), without the indent
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False)
+#: the exact types of a plain JSON document's values
+_PLAIN_TYPES = frozenset({dict, list, str, int, float, bool, type(None)})
+
+
+def indent2_bytes(obj: Any) -> int | None:
+    """len(dumps_indent2(obj).encode("utf-8")), computed without writing the indented text; None
+    when `obj` is not plain JSON (dict and list containers, string keys, str/int/float/bool/None
+    values, exact types) or its text cannot be encoded (a lone surrogate): those are left to writing it.
+
+    The indented text is the compact one plus, for each non-empty container at depth d with n
+    entries, a newline and 2(d + 1) spaces before each entry and a newline and 2d spaces before the
+    closing bracket, and for each dict entry a space after its colon. The compact text is one C
+    encoder call; the walk only counts entries, so the cost is linear in the document whatever its depth.
+    """
+    if type(obj) is not dict and type(obj) is not list:
+        return None
+    try:
+        compact = _COMPACT.encode(obj)
+    except (TypeError, ValueError, RecursionError):
+        return None
+    if compact.isascii():
+        size = len(compact)
+    else:
+        try:
+            size = len(compact.encode("utf-8"))
+        except UnicodeEncodeError:
+            return None
+    # level by level, with C-speed iteration (map, chain, set): a deep document is a long chain of
+    # small containers, and a Python loop per container would cost as much as the rest together
+    level: list[Any] = [obj]
+    depth = 0
+    while level:
+        dicts = [c for c in level if type(c) is dict]
+        entries = sum(map(len, level))
+        dict_entries = sum(map(len, dicts))
+        nonempty = sum(map(bool, level))
+        size += entries * (2 * depth + 3) + nonempty * (2 * depth + 1) + dict_entries
+        if dict_entries and set(map(type, chain.from_iterable(dicts))) != {str}:
+            return None
+        values = list(
+            chain(
+                chain.from_iterable(map(dict.values, dicts)), chain.from_iterable(c for c in level if type(c) is list)
+            )
+        )
+        if not set(map(type, values)) <= _PLAIN_TYPES:
+            return None
+        level = [v for v in values if type(v) is dict or type(v) is list]
+        depth += 1
+    return size

@@ -15,7 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 from webhook.quantity import parse_quantity
-from webhook.workloads.base import PodGroup, Workload
+from webhook.workloads.base import PodGroup, Workload, text_bytes
 
 
 @dataclass
@@ -122,7 +122,7 @@ def requests_of(wl: Workload) -> tuple[int, Decimal, Decimal]:
 
 def configmap_bytes(wl: Workload) -> int:
     cm = wl.derived.get("configMap") or {}
-    return sum(len(str(k).encode()) + len(str(v).encode()) for k, v in (cm.get("data") or {}).items())
+    return sum(len(str(k).encode()) + text_bytes(v) for k, v in (cm.get("data") or {}).items())
 
 
 def rank(c: SweepChild) -> tuple[Any, ...]:
