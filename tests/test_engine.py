@@ -209,3 +209,68 @@ def test_applicable_filters_kind_off_and_skip():
     assert "Image Reference" not in off
     skipped = [c.name for c in applicable(checks, wl(), Settings(), {"Name Length"})]
     assert "Name Length" not in skipped
+
+
+# --------------------------------------------------------------------------- issue 25: no review holds the loop
+
+
+def sync_check(name: str, behaviour) -> Check:
+    return make(name, behaviour, synchronous=True)
+
+
+async def test_synchronous_checks_give_the_loop_a_turn_once_their_time_slice_is_used(monkeypatch):
+    """A large workload's synchronous checks yield between checks, so /healthz and the other reviews are
+    answered meanwhile; a small one (all of them within the slice) never yields."""
+    import webhook.engine as engine
+
+    seen = []
+    other_ran = asyncio.Event()
+
+    def recorder(name: str):
+        async def behaviour(ctx):
+            seen.append((name, other_ran.is_set()))
+            return CheckResult(name, Status.PASS, "ok")
+
+        return behaviour
+
+    async def other_review() -> None:
+        other_ran.set()
+
+    checks = [sync_check("A", recorder("A")), sync_check("B", recorder("B"))]
+    monkeypatch.setattr(engine, "YIELD_AFTER_SECONDS", 3600.0)  # both within the slice, however busy the machine
+    other = asyncio.ensure_future(other_review())  # runs at the loop's next turn
+    await run_checks(wl(), checks, settings=Settings(), deadline=Deadline(5))
+    assert seen == [("A", False), ("B", False)]  # within the slice: back to back
+    await other
+
+    seen.clear()
+    other_ran.clear()
+    monkeypatch.setattr(engine, "YIELD_AFTER_SECONDS", 0.0)  # every check uses up the slice
+    other = asyncio.ensure_future(other_review())
+    await run_checks(wl(), checks, settings=Settings(), deadline=Deadline(5))
+    assert seen == [("A", False), ("B", True)]  # the other coroutine ran between A and B
+    await other
+
+
+async def test_a_synchronous_check_not_started_by_the_deadline_is_reported_timed_out():
+    now = [0.0]
+    deadline = Deadline(2.0, clock=lambda: now[0])
+
+    async def slow_cpu(ctx):  # a synchronous check that used up the whole budget
+        now[0] = 2.5
+        return CheckResult("Slow", Status.PASS, "ok")
+
+    ran = []
+
+    async def after(ctx):
+        ran.append(True)
+        return CheckResult("After", Status.PASS, "ok")
+
+    res = await run_checks(
+        wl(), [sync_check("Slow", slow_cpu), sync_check("After", after)], settings=Settings(), deadline=deadline
+    )
+    assert ran == []
+    assert [(r.name, r.status, r.message, r.timed_out) for r in res.checks] == [
+        ("Slow", Status.PASS, "ok", False),
+        ("After", Status.WARN, "did not finish within the 2.0s budget; its verdict is unknown (timed out)", True),
+    ]

@@ -172,3 +172,55 @@ async def test_a_check_passed_in_keeps_its_own_default_action():
     configured = Settings(checks={"Advisory Only": "deny"})
     ev = await evaluate(_job(), settings=configured, deadline=Deadline(5.0), checks=[Advisory()])
     assert ev.decision.allowed is False
+
+
+# --------------------------------------------------------------------------- issue 25: large objects off the loop
+
+
+@pytest.mark.parametrize("image", ["nvcr.io/nvidia/aiperf:0.13.0", BAD_IMAGE])
+async def test_off_loop_reads_the_object_in_a_worker_thread_with_the_same_verdict(
+    image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    import webhook.preflight as preflight
+
+    threads: list[int] = []
+    real = preflight.build_workload
+
+    def recording(*args, **kwargs):  # type: ignore[no-untyped-def]
+        threads.append(threading.get_ident())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(preflight, "build_workload", recording)
+    on = await evaluate(_job(image), settings=Settings(), deadline=Deadline(5), checks=OFFLINE)
+    off = await evaluate(_job(image), settings=Settings(), deadline=Deadline(5), checks=OFFLINE, off_loop=True)
+    assert threads[0] == threading.get_ident() and threads[1] != threading.get_ident()
+    assert (off.decision.allowed, off.decision.message, off.decision.warnings) == (
+        on.decision.allowed,
+        on.decision.message,
+        on.decision.warnings,
+    )
+
+
+async def test_an_object_the_server_measured_within_the_limit_is_not_serialized_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The server measured the object's JSON as the apiserver wrote it; a second measure was one C call
+    holding the interpreter lock (127 ms at 750 KiB). Without that measure (the CLI), it is measured."""
+    import webhook.workloads.walks as walks
+
+    job = _job()
+    job["metadata"]["labels"] = {f"l{i}": "v" * 40 for i in range(20_000)}  # ~1 MB, past the estimate: measured
+    calls: list[int] = []
+    real = walks.json_bytes
+
+    def counting(obj):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        return real(obj)
+
+    monkeypatch.setattr(walks, "json_bytes", counting)
+    ev = await evaluate(job, settings=Settings(), deadline=Deadline(5), checks=OFFLINE, within_limit=True)
+    assert ev.decision.allowed is True and calls == []
+    ev = await evaluate(job, settings=Settings(), deadline=Deadline(5), checks=OFFLINE)
+    assert ev.decision.allowed is True and calls == [1]

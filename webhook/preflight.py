@@ -5,7 +5,9 @@ object ─► adapter ─► Workload ─► engine (checks) ─► policy ─�
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -214,8 +216,18 @@ async def evaluate(
     runtime_lookup: RuntimeLookup | None = None,
     namespace: str | None = None,
     checks: list[Check] | None = None,
+    off_loop: bool = False,
+    within_limit: bool = False,
 ) -> Evaluation:
     """Evaluate one object. One its adapter cannot read as its kind is denied (`unreadable`).
+
+    `off_loop` (the server sets it for a large body): the walk and the adapter, pure CPU in
+    proportion to the object, run in a worker thread, so the event loop keeps answering /healthz
+    and the other reviews meanwhile (the interpreter hands it the GIL every few milliseconds), and
+    the server's deadline can cut the wait (docs/operations.md, "Large objects").
+    `within_limit` (the server): the object's JSON, as the apiserver wrote it, was measured within
+    objectLimits.maxBytes before parsing, so it is not serialized again to be measured (one C call
+    that held the interpreter lock 127 ms at 750 KiB, in a worker thread too).
 
     UPDATE is ratcheted: a spec that did not change passes without checks, and a check
     that already failed on the old object never blocks (it becomes a warning), so a user
@@ -229,24 +241,32 @@ async def evaluate(
         return Evaluation(None, PreflightResults(), Decision(allowed=True, outcome=Outcome.ALLOWED))
 
     api_version, kind = obj.get("apiVersion"), obj.get("kind")
-    plain = False
-    if isinstance(api_version, str) and isinstance(kind, str) and adapter_for(api_version, kind) is not None:
-        # the size bound (etcd's) and the adapter's plain-JSON check in one walk
-        size, plain = bounded_plain(obj, max_bytes=settings.object_limits.max_bytes)
-        problem = None if size is None else oversize_problem(size, settings)
-        if problem is not None:  # before any rendering
+    known = isinstance(api_version, str) and isinstance(kind, str) and adapter_for(api_version, kind) is not None
+
+    def build(o: dict[str, Any]) -> Workload | None:
+        return build_workload(o, settings=settings, runtime_lookup=runtime_lookup, namespace=namespace)
+
+    def read() -> tuple[str | None, Workload | None]:
+        """(the Object Size problem, or None; the Workload). AdapterError when it cannot be read."""
+        plain = False
+        if known:
+            # the size bound (etcd's) and the adapter's plain-JSON check in one walk
+            limit = sys.maxsize if within_limit else settings.object_limits.max_bytes
+            size, plain = bounded_plain(obj, max_bytes=limit)
+            problem = None if size is None else oversize_problem(size, settings)
+            if problem is not None:  # before any rendering
+                return problem, None
+        with verified_plain(obj if plain else None):  # nothing changes obj between the walk and the adapter
+            return None, build(obj)
+
+    try:
+        problem, wl = (await asyncio.to_thread(read)) if off_loop else read()
+        if problem is not None:
             # ratchet: an object already stored that large (etcd's limit raised, then lowered) can still be fixed
             pre = operation == "UPDATE" and isinstance(old_obj, dict) and too_large(old_obj, settings) is not None
             return too_large_evaluation(
                 problem, settings=settings, obj=obj, view=view, namespace=namespace, preexisting=pre
             )
-
-    def build(o: dict[str, Any]) -> Workload | None:
-        return build_workload(o, settings=settings, runtime_lookup=runtime_lookup, namespace=namespace)
-
-    try:
-        with verified_plain(obj if plain else None):  # nothing changes obj between the walk and the adapter
-            wl = build(obj)
     except AdapterError as exc:
         if operation == "UPDATE" and isinstance(old_obj, dict) and _unreadable(build, old_obj):
             # stored before this webhook could judge it: never block the fix or the cancel

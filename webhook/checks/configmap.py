@@ -104,9 +104,17 @@ def _order(entry: tuple[int, str | None, int, str, Any]) -> tuple[int, int]:
     return entry[0], entry[2]
 
 
+#: children ranked at most per container; a longer one is reported as one part
+_RANKED_MAX = 4096
+
+
 def _walk(node: Any, path: str, depth: int, size: int) -> list[tuple[str, int]]:
     """Follow the child holding over half of its parent's `size` bytes; stop where no child dominates."""
     if depth >= 8 or not isinstance(node, (dict, list)) or not node:
+        return [(path, size)]
+    if len(node) > _RANKED_MAX and path:
+        # a long list or map is named as a whole: ranking 784,000 numbers one by one took 5 s of a review
+        # (bench/loop_stall.py values-max); its path is the fix's pointer either way
         return [(path, size)]
     if isinstance(node, dict):
         children: Any = ((f"{path}.{k}" if path else str(k), v) for k, v in node.items())
