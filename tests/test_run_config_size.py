@@ -117,7 +117,7 @@ async def _verdict(wl: Workload) -> tuple[str, str, list[str]]:
         (40, 10, "p"),
         (3, 240, "p"),  # deep, under 1 MiB
         (8, 240, "p"),  # deep, over 1 MiB: the text is not written
-        (60, 249, "é"),  # non-ASCII, far over
+        (60, 247, "é"),  # non-ASCII, as deep as the operator writes, far over
         (2000, 3, "x" * 400),  # wide, over
         (1600, 3, "x" * 400),  # wide, just under (~985 KiB)
     ],
@@ -146,3 +146,23 @@ async def test_at_the_limit_the_text_is_written() -> None:
         assert isinstance(value, str) is written, extra
         assert payload_bytes(wl.derived["configMap"]) == CONFIGMAP_MAX_BYTES + extra
         assert json.loads(str(value))["cfg"]["datasets"][0]["records"][0]["turns"][0] == "x" * (pad + extra)
+
+
+async def test_a_record_nested_past_what_the_operators_orjson_writes_is_a_render_error() -> None:
+    """The operator writes run_config.json with orjson.dumps, which stops at 254 nested containers;
+    a multi-turn record's turn sits 7 containers below the document (run, cfg, datasets, [0], records,
+    record, turns), so 247 levels in it fit and 248 do not (tests/oracle/test_large_oracle.py)."""
+    fits = build(_deep_job(1, 247), settings=Settings())
+    assert not fits.render_errors and fits.derived["configMap"]
+    wl = build(_deep_job(1, 248), settings=Settings())
+    assert not wl.derived
+    assert wl.incomplete_reason == "the AIPerf operator cannot render this AIPerfJob"
+    (error,) = wl.render_errors
+    assert error.startswith(
+        "The AIPerf operator would refuse to render this job: its run_config.json would nest 255 levels deep "
+        "(at cfg.datasets[0].records[0].turns[0].n[0].n.n[0].n.n[0].n.n[0…n.n[0].n.n[0]."
+    )
+    assert error.endswith(
+        '; cfg is spec.benchmark), and the orjson.dumps that writes it stops at 254 ("TypeError: Recursion limit '
+        'reached"), so the operator cannot create the ConfigMap. Fix: nest that field less deeply'
+    )

@@ -67,6 +67,15 @@ def build(
         wl.incomplete_reason = "the AIPerf operator cannot render this AIPerfJob"
         return wl
     jobset = _jobset(spec, r, env, ns, name, pods, worker_containers, queue, prio)
+    try:
+        # the text when it fits the 1 MiB ConfigMap, else its document and size (ConfigMap Size reports it)
+        run_config = run_config_data(
+            spec, obj, name, ns, pods, per_pod, rp_per_pod, key=CONFIGMAP_KEY, limit=CONFIGMAP_MAX_BYTES
+        )
+    except RenderError as exc:
+        wl.render_errors.append(f"The AIPerf operator would refuse to render this job: {exc}")
+        wl.incomplete_reason = "the AIPerf operator cannot render this AIPerfJob"
+        return wl
     configmap = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -75,12 +84,7 @@ def build(
             "namespace": ns,
             "labels": {"app": "aiperf", "aiperf.nvidia.com/job-id": name},
         },
-        # the text when it fits the 1 MiB ConfigMap, else its document and size (ConfigMap Size reports it)
-        "data": {
-            CONFIGMAP_KEY: run_config_data(
-                spec, obj, name, ns, pods, per_pod, rp_per_pod, key=CONFIGMAP_KEY, limit=CONFIGMAP_MAX_BYTES
-            )
-        },
+        "data": {CONFIGMAP_KEY: run_config},
     }
     wl.derived = {"jobSet": jobset, "configMap": configmap}
     for rj in jobset["spec"]["replicatedJobs"]:

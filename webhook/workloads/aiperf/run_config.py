@@ -12,6 +12,7 @@ from itertools import chain
 from typing import Any
 
 from webhook.workloads.aiperf.env import _IPC_PATH, _PORTS, _snake, lookup
+from webhook.workloads.aiperf.resources import RenderError
 from webhook.workloads.aiperf.workers import _phases
 from webhook.workloads.base import JsonText
 
@@ -215,10 +216,19 @@ def run_config_data(
 ) -> str | JsonText:
     """run_config.json as the ConfigMap's value under `key`: its text, or, when the ConfigMap would be
     over `limit` bytes (len(key) + the text's), a JsonText of the document and that exact size.
+    Raises RenderError when the document nests deeper than the operator's orjson can write.
 
     The text is written only when it fits: over the limit the check reports the size and the
     largest parts, and a deeply nested document's indented text is depth × its size."""
     run = run_config_doc(spec, obj, job_id, namespace, pods, per_pod, rp)
+    deepest = nesting(run)
+    if deepest > ORJSON_MAX_NESTING:
+        raise RenderError(
+            f"its run_config.json would nest {deepest} levels deep (at {_too_deep(run)}; cfg is spec.benchmark), and "
+            "the orjson.dumps that "
+            f'writes it stops at {ORJSON_MAX_NESTING} ("TypeError: Recursion limit reached"), so the operator cannot '
+            "create the ConfigMap. Fix: nest that field less deeply"
+        )
     size = indent2_bytes(run)
     if size is not None and len(key.encode("utf-8")) + size > limit:
         return JsonText(run, size, dumps_indent2)
@@ -385,3 +395,35 @@ def indent2_bytes(obj: Any) -> int | None:
         level = [v for v in values if type(v) is dict or type(v) is list]
         depth += 1
     return size
+
+
+#: containers orjson nests at most: the operator writes run_config.json with orjson.dumps
+#: (aiperf/kubernetes/resources.py ConfigMapSpec.from_benchmark_run), which raises "TypeError:
+#: Recursion limit reached" on a deeper document (orjson 3.x, measured on the oracle's 3.13.0)
+ORJSON_MAX_NESTING = 254
+
+
+def nesting(obj: Any) -> int:
+    """How many containers deep `obj` nests (a flat dict is 1, a scalar 0), level by level at C speed."""
+    level = [obj] if type(obj) is dict or type(obj) is list or isinstance(obj, (dict, list)) else []
+    depth = 0
+    while level:
+        depth += 1
+        values = chain.from_iterable(c.values() if isinstance(c, dict) else c for c in level)
+        level = [v for v in values if isinstance(v, (dict, list))]
+    return depth
+
+
+def _too_deep(obj: Any) -> str:
+    """The path (cfg.datasets[0]...) of the first container nested past ORJSON_MAX_NESTING, clipped."""
+    stack: list[tuple[Any, str, int]] = [(obj, "", 1)]
+    while stack:
+        node, path, depth = stack.pop()
+        if depth > ORJSON_MAX_NESTING:
+            return path if len(path) <= 160 else f"{path[:60]}…{path[-80:]}"
+        if isinstance(node, dict):
+            children: Any = ((f"{path}.{k}" if path else str(k), v) for k, v in node.items())
+        else:
+            children = ((f"{path}[{i}]", v) for i, v in enumerate(node))
+        stack.extend((v, p, depth + 1) for p, v in children if isinstance(v, (dict, list)))
+    return "the document"
