@@ -12,7 +12,7 @@ Shapes:
   records-fit     inline records (spec.benchmark.datasets[0].records) just under the 1 MiB ConfigMap
   records-max     inline records filling the object to 1.5 MiB (denied by ConfigMap Size)
   values-max      the most JSON values 1.5 MiB holds: spec.variables {"v": [0, 0, ...]}
-  records-deep    records whose values nest as deep as the adapter reads (walks.MAX_DEPTH)
+  records-deep    records nested as deep as the AIPerf operator writes them (247 levels: its orjson's limit)
   labels-max      metadata.labels with 60,000 entries
   env-max         spec.podTemplate.env with 20,000 entries (copied into every container)
   sweep-max       an AIPerfSweep of 200 variations whose records fill a ~1 MiB object
@@ -43,7 +43,7 @@ from webhook.deadline import Deadline  # noqa: E402
 from webhook.manifests import split_runtimes  # noqa: E402
 from webhook.preflight import evaluate  # noqa: E402
 from webhook.server import WebhookApp  # noqa: E402
-from webhook.workloads.walks import MAX_DEPTH  # noqa: E402
+from webhook.workloads.aiperf.run_config import ORJSON_MAX_NESTING  # noqa: E402
 
 SAMPLES = ROOT / "tests" / "oracle" / "samples"
 SPEC = ROOT / "tests" / "oracle" / "specs" / "sample.yaml"
@@ -96,8 +96,10 @@ def values_max(scale: float) -> dict[str, Any]:
 
 def records_deep(scale: float) -> dict[str, Any]:
     def deep(i: int) -> Any:
+        # as deep as the operator writes run_config.json: orjson stops at 254 nested containers, and a
+        # turn sits 7 below the document (run, cfg, datasets, [0], records, the record, turns)
         node: Any = f"p{i}"
-        for _ in range(MAX_DEPTH - 8):
+        for _ in range(ORJSON_MAX_NESTING - 7):
             node = {"n": node}
         return node
 
