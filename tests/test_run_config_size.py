@@ -166,3 +166,48 @@ async def test_a_record_nested_past_what_the_operators_orjson_writes_is_a_render
         '; cfg is spec.benchmark), and the orjson.dumps that writes it stops at 254 ("TypeError: Recursion limit '
         'reached"), so the operator cannot create the ConfigMap. Fix: nest that field less deeply'
     )
+
+
+# ------------------------------------------------------------------ largest_parts, measured in one pass
+
+_ENC = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False)
+
+
+def _reference_walk(node: Any, path: str, depth: int, size: int) -> list[tuple[str, int]]:
+    """largest_parts' walk as 8e75b7e and abdeb9b wrote it: one encoder call per ranked container."""
+
+    def nbytes(v: Any) -> int:
+        return len(_ENC.encode(v).encode("utf-8"))
+
+    def rank(v: Any) -> int:
+        if type(v) is str:
+            return len(v) + 2
+        return len(_ENC.encode(v)) if type(v) is dict or type(v) is list else len(str(v))
+
+    if depth >= 8 or not isinstance(node, (dict, list)) or not node or (len(node) > 4096 and path):
+        return [(path, size)]
+    if isinstance(node, dict):
+        children = [(f"{path}.{k}" if path else str(k), v) for k, v in node.items()]
+    else:
+        children = [(f"{path}[{i}]", v) for i, v in enumerate(node)]
+    ranked = sorted(((rank(v), -i, p, v) for i, (p, v) in enumerate(children)), key=lambda t: (t[0], t[1]))[-3:][::-1]
+    sized = sorted(((p, v, nbytes(v)) for _, _, p, v in ranked), key=lambda t: -t[2])
+    top_path, top_value, top_size = sized[0]
+    if top_size * 2 <= size or not path and not isinstance(top_value, (dict, list)):
+        return [(path, size)] if path else [(p, s) for p, _, s in sized[:3]]
+    return _reference_walk(top_value, top_path, depth + 1, top_size) + [(p, s) for p, _, s in sized[1:3]]
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_largest_parts_measured_in_one_pass_is_the_per_container_walks(seed: int) -> None:
+    rng = random.Random(seed)
+    doc: dict[str, Any] = {
+        "a": _doc(rng, 10, [300]),
+        "b": [_doc(rng, 5, [100]) for _ in range(rng.randint(0, 6))],
+        "ключ": {"é": [_doc(rng, 9, [50]), _nested(rng.randint(0, 40), "z" * rng.randint(0, 9))]},
+    }
+    if seed % 20 == 0:
+        doc["long"] = [{"k": i} for i in range(5000)] + [[1]]  # past the 4096 ranked: named as one part
+    want = _reference_walk(doc, "", 0, len(_ENC.encode(doc).encode("utf-8")))
+    got = largest_parts({"data": {"run_config.json": dumps_indent2(doc)}}, top=100)
+    assert got == sorted(want, key=lambda kv: -kv[1])[: len(got)]

@@ -62,7 +62,9 @@ def largest_parts(configmap: dict[str, Any], top: int = _TOP_N) -> list[tuple[st
             except (TypeError, ValueError, RecursionError):
                 found.append((str(key), len(str(value).encode("utf-8"))))
                 continue
-        parts = _walk(doc, "", depth=0, size=_size(doc))
+        measured: dict[int, tuple[int, int]] = {}
+        _, doc_bytes = _measure(doc, 0, measured)
+        parts = _walk(doc, "", depth=0, size=doc_bytes, measured=measured)
         found.extend((path or str(key), size) for path, size in parts)
     for key, value in (configmap.get("binaryData") or {}).items():
         found.append((str(key), len(str(value))))
@@ -81,36 +83,68 @@ def _size(node: Any) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8"))
 
 
-def _rank(node: Any) -> tuple[int, str | None]:
-    """(Characters of `node` as compact JSON, give or take a string's escapes: the order of siblings;
-    a container's compact text, kept so that its size is measured without encoding it again)."""
+def _measure(node: Any, depth: int, out: dict[int, tuple[int, int]]) -> tuple[int, int]:
+    """(characters, UTF-8 bytes) of `node` as compact JSON, recording those of every container _walk
+    may rank in `out` (by id): one pass over the document instead of one C-encoder call per level
+    of the walk over the same bytes (a deeply nested record was encoded six times over).
+
+    A container's figures are the sum of its children's plus its brackets, commas, keys and colons;
+    one below _walk's depth, one too long to be ranked, or one of scalars only is encoded whole."""
+    t = type(node)
+    if t is not dict and t is not list:
+        text = _COMPACT.encode(node)
+        return len(text), len(text) if text.isascii() else len(text.encode("utf-8"))
+    values: Any = node.values() if t is dict else node
+    if (
+        depth >= _WALK_DEPTH
+        or (depth and len(node) > _RANKED_MAX)
+        or not any(type(v) is dict or type(v) is list for v in values)
+        or (t is dict and not all(type(k) is str for k in node))
+    ):
+        text = _COMPACT.encode(node)
+        out[id(node)] = found = (len(text), len(text) if text.isascii() else len(text.encode("utf-8")))
+        return found
+    chars = nbytes = 2 + max(len(node) - 1, 0)  # brackets and commas
+    if t is dict:
+        keys = "".join(map(_encode_str, node))  # quoted keys; a colon each
+        chars += len(keys) + len(node)
+        nbytes += (len(keys) if keys.isascii() else len(keys.encode("utf-8"))) + len(node)
+    for v in values:
+        c, b = _measure(v, depth + 1, out)
+        chars += c
+        nbytes += b
+    out[id(node)] = (chars, nbytes)
+    return chars, nbytes
+
+
+_encode_str = json.encoder.encode_basestring  # the C encoder's strings (ensure_ascii=False)
+_WALK_DEPTH = 8  # _walk ranks the children of containers down to this depth
+
+
+def _rank(node: Any, measured: dict[int, tuple[int, int]]) -> int:
+    """Characters of `node` as compact JSON, give or take a string's escapes: the order of siblings."""
     t = type(node)
     if t is str:
-        return len(node) + 2, None
+        return len(node) + 2
     if t is dict or t is list:
-        text = _COMPACT.encode(node)
-        return len(text), text
-    return len(str(node)), None
+        found = measured.get(id(node))
+        return found[0] if found is not None else len(_COMPACT.encode(node))
+    return len(str(node))
 
 
-def _text_size(node: Any, text: str | None) -> int:
-    """_size(node), from its compact text when _rank kept it."""
-    if text is None:
-        return _size(node)
-    return len(text) if text.isascii() else len(text.encode("utf-8"))
-
-
-def _order(entry: tuple[int, str | None, int, str, Any]) -> tuple[int, int]:
-    return entry[0], entry[2]
+def _sized(node: Any, measured: dict[int, tuple[int, int]]) -> int:
+    """_size(node), from _measure's figures when it recorded them."""
+    found = measured.get(id(node)) if type(node) is dict or type(node) is list else None
+    return found[1] if found is not None else _size(node)
 
 
 #: children ranked at most per container; a longer one is reported as one part
 _RANKED_MAX = 4096
 
 
-def _walk(node: Any, path: str, depth: int, size: int) -> list[tuple[str, int]]:
+def _walk(node: Any, path: str, depth: int, size: int, measured: dict[int, tuple[int, int]]) -> list[tuple[str, int]]:
     """Follow the child holding over half of its parent's `size` bytes; stop where no child dominates."""
-    if depth >= 8 or not isinstance(node, (dict, list)) or not node:
+    if depth >= _WALK_DEPTH or not isinstance(node, (dict, list)) or not node:
         return [(path, size)]
     if len(node) > _RANKED_MAX and path:
         # a long list or map is named as a whole: ranking 784,000 numbers one by one took 5 s of a review
@@ -120,13 +154,12 @@ def _walk(node: Any, path: str, depth: int, size: int) -> list[tuple[str, int]]:
         children: Any = ((f"{path}.{k}" if path else str(k), v) for k, v in node.items())
     else:
         children = ((f"{path}[{i}]", v) for i, v in enumerate(node))
-    # ranked by (rank, -index), as before the text was kept: the first of equal siblings wins
-    ranked = heapq.nlargest(_TOP_N, ((*_rank(v), -i, p, v) for i, (p, v) in enumerate(children)), key=_order)
-    sized = sorted(((p, v, _text_size(v, text)) for _, text, _, p, v in ranked), key=lambda t: -t[2])
+    ranked = heapq.nlargest(_TOP_N, ((_rank(v, measured), -i, p, v) for i, (p, v) in enumerate(children)))
+    sized = sorted(((p, v, _sized(v, measured)) for _, _, p, v in ranked), key=lambda t: -t[2])
     top_path, top_value, top_size = sized[0]
     if top_size * 2 <= size or not path and not isinstance(top_value, (dict, list)):
         return [(path, size)] if path else [(p, s) for p, _, s in sized[:_TOP_N]]
-    return _walk(top_value, top_path, depth + 1, top_size) + [(p, s) for p, _, s in sized[1:_TOP_N]]
+    return _walk(top_value, top_path, depth + 1, top_size, measured) + [(p, s) for p, _, s in sized[1:_TOP_N]]
 
 
 class ConfigMapSize(Check):

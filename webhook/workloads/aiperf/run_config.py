@@ -221,7 +221,8 @@ def run_config_data(
     The text is written only when it fits: over the limit the check reports the size and the
     largest parts, and a deeply nested document's indented text is depth × its size."""
     run = run_config_doc(spec, obj, job_id, namespace, pods, per_pod, rp)
-    deepest = nesting(run)
+    measured = _indent2_measure(run)  # (size, nesting) in one walk when the document is plain JSON
+    deepest = measured[1] if measured is not None else nesting(run)
     if deepest > ORJSON_MAX_NESTING:
         raise RenderError(
             f"its run_config.json would nest {deepest} levels deep (at {_too_deep(run)}; cfg is spec.benchmark), and "
@@ -229,9 +230,8 @@ def run_config_data(
             f'writes it stops at {ORJSON_MAX_NESTING} ("TypeError: Recursion limit reached"), so the operator cannot '
             "create the ConfigMap. Fix: nest that field less deeply"
         )
-    size = indent2_bytes(run)
-    if size is not None and len(key.encode("utf-8")) + size > limit:
-        return JsonText(run, size, dumps_indent2)
+    if measured is not None and len(key.encode("utf-8")) + measured[0] > limit:
+        return JsonText(run, measured[0], dumps_indent2)
     return dumps_indent2(run)
 
 
@@ -360,6 +360,12 @@ def indent2_bytes(obj: Any) -> int | None:
     closing bracket, and for each dict entry a space after its colon. The compact text is one C
     encoder call; the walk only counts entries, so the cost is linear in the document whatever its depth.
     """
+    measured = _indent2_measure(obj)
+    return None if measured is None else measured[0]
+
+
+def _indent2_measure(obj: Any) -> tuple[int, int] | None:
+    """(indent2_bytes(obj), nesting(obj)) in one walk, or None when indent2_bytes is None."""
     if type(obj) is not dict and type(obj) is not list:
         return None
     try:
@@ -394,7 +400,7 @@ def indent2_bytes(obj: Any) -> int | None:
             return None
         level = [v for v in values if type(v) is dict or type(v) is list]
         depth += 1
-    return size
+    return size, depth
 
 
 #: containers orjson nests at most: the operator writes run_config.json with orjson.dumps
