@@ -387,6 +387,17 @@ fetch_optional_crds() {
     say "  $(find "$dest" -maxdepth 1 -name '*.yaml' | wc -l) CRD files in $dest"
 }
 
+# what `make demo` runs (etcd + kube-apiserver + kubectl, the CRDs, helm): not the node (kubelet,
+# containerd, ...) nor the JobSet/Trainer/Kueue stack, which only the node tests use
+build_control_plane() {
+    fetch_helm
+    fetch_crds
+    fetch_optional_crds
+    build_etcd
+    build_kube_apiserver
+    build_kube_bin kubectl
+}
+
 main() {
     local what="${1:-all}"
     [[ "$what" == path ]] && { echo "$CACHE"; return; }
@@ -409,26 +420,14 @@ main() {
         stack) bash "$HERE/stack.sh" binaries; bash "$HERE/stack.sh" manifests ;;
         kubelet|kube-controller-manager|kube-scheduler|kube-proxy) build_kube_bin "$what" ;;
         control-plane)
-            # what `make demo` runs (etcd + kube-apiserver + kubectl, the CRDs, helm): not the node
-            # (kubelet, containerd, ...) nor the JobSet/Trainer/Kueue stack, which only the node tests use
             local t0=$SECONDS
-            fetch_helm
-            fetch_crds
-            fetch_optional_crds
-            build_etcd
-            build_kube_apiserver
-            build_kube_bin kubectl
+            build_control_plane
             say "control plane ready in $((SECONDS - t0))s: $BIN"
             ;;
         all)
             local t0=$SECONDS
             say "e2e binaries and CRDs in $CACHE"
-            fetch_helm
-            fetch_crds
-            fetch_optional_crds
-            build_etcd
-            build_kube_apiserver
-            build_kube_bin kubectl
+            build_control_plane
             build_node warn
             bash "$HERE/stack.sh" binaries
             bash "$HERE/stack.sh" manifests
