@@ -259,7 +259,8 @@ async def test_dry_run_accepts_a_valid_job(cluster: ControlPlane, open_view: Any
     r = result_of(await live_evaluate(_trainjob(ns, patches=False, secrets=False), view), "Dry Run")
     assert (r.status, r.message) == (
         Status.PASS,
-        'The apiserver accepts (dryRun=All) JobSet "llama-ft" and a pod of each group (model-initializer, node)',
+        'The apiserver accepts (dryRun=All) JobSet "llama-ft", a Job of each replicatedJob (model-initializer, node) '
+        "and a pod of each group (model-initializer, node)",
     )
 
 

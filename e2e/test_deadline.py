@@ -36,7 +36,8 @@ DEADLINE_EXCEEDED = "context deadline exceeded"
 #: what the live checks say when their reads did not come back within the budget
 DRY_RUN_TIMED_OUT = (
     f'[Dry Run] Could not dry-run the JobSet "aiperf-{JOB}" (timed out); '
-    "Could not dry-run the Pod for controller (timed out); Could not dry-run the Pod for workers (timed out)"
+    "Could not dry-run the Pod for controller (timed out); Could not dry-run the Pod for workers (timed out); "
+    "Could not dry-run the Job for controller (timed out); Could not dry-run the Job for workers (timed out)"
 )
 
 

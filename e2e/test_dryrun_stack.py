@@ -1,7 +1,7 @@
 """Dry Run on the real stack (issue 19): JobSet v0.12.0, Trainer v2.3.0 and Kueue v0.17.0 in their
 default configuration, their real controllers and webhooks on the real node (e2e/harness/stack.py).
 
-Kueue's mutating webhooks mjobset.kb.io and mpod.kb.io refuse the dry-run JobSet and Pods for
+Kueue's mutating webhooks mjobset.kb.io, mjob.kb.io and mpod.kb.io refuse the dry-run JobSet, Jobs and Pods for
 their controller owners, which exist only once the job is stored ("workload owner not found":
 pkg/controller/jobframework/reconciler.go FindAncestorJobManagedByKueue). A refusing mutating
 webhook stops the apiserver's admission chain (k8s.io/apiserver pkg/endpoints/handlers/create.go:
@@ -123,14 +123,18 @@ async def test_a_good_trainjob_gets_no_dry_run_warning(stack: Stack) -> None:
     r = result_of(ev, "Dry Run")
     assert (r.status, r.message) == (
         Status.PASS,
-        'The apiserver accepts (dryRun=All) JobSet "good" and a pod of each group (node)',
+        'The apiserver accepts (dryRun=All) JobSet "good", a Job of each replicatedJob (node) and a pod of each group '
+        "(node)",
     )
     # Kueue's webhooks did refuse the first probes for their owners: the twins answered
     assert r.details == [
-        'JobSet "good": admission webhook "mjobset.kb.io" looks up its owner, which exists only once the job runs; '
-        "every later admission layer accepts its twin without the controller flag of its ownerReference",
-        'Pod for node: admission webhook "mpod.kb.io" looks up its owner, which exists only once the job runs; '
-        "every later admission layer accepts its twin without the controller flag of its ownerReference",
+        f'{subject}: admission webhook "{hook}" looks up its owner, which exists only once the job runs; '
+        "every later admission layer accepts its twin without the controller flag of its ownerReference"
+        for subject, hook in (
+            ('JobSet "good"', "mjobset.kb.io"),
+            ("Pod for node", "mpod.kb.io"),
+            ("Job for node", "mjob.kb.io"),
+        )
     ]
     assert ev.decision.allowed
     assert not [w for w in ev.decision.warnings if w.startswith("[Dry Run]")], ev.decision.warnings

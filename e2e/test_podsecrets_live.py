@@ -200,7 +200,8 @@ async def test_no_bare_pods_policy_does_not_deny_good_jobs(cluster: ControlPlane
     r = result_of(ev, "Dry Run")
     assert (r.status, r.message) == (
         Status.PASS,
-        'The apiserver accepts (dryRun=All) JobSet "llama-ft" and a pod of each group (model-initializer, node)',
+        'The apiserver accepts (dryRun=All) JobSet "llama-ft", a Job of each replicatedJob (model-initializer, node) '
+        "and a pod of each group (model-initializer, node)",
     )
     assert "Dry Run" not in ev.decision.denied_checks
 
@@ -210,10 +211,11 @@ async def test_no_bare_pods_policy_does_not_deny_good_jobs(cluster: ControlPlane
     r = result_of(ev, "Dry Run")
     assert (r.status, r.message) == (
         Status.PASS,
-        'The apiserver accepts (dryRun=All) JobSet "aiperf-llama-bench" and a pod of each group (controller, workers)',
+        'The apiserver accepts (dryRun=All) JobSet "aiperf-llama-bench", a Job of each replicatedJob (controller, '
+        "workers) and a pod of each group (controller, workers)",
     )
     assert "Dry Run" not in ev.decision.denied_checks
-    assert cluster.kubectl("get", "pods,jobsets", "-n", ns, "-o", "name").stdout.strip() == ""  # nothing written
+    assert cluster.kubectl("get", "pods,jobs,jobsets", "-n", ns, "-o", "name").stdout.strip() == ""  # nothing written
 
 
 async def test_a_policy_refusing_the_absent_owner_only_warns(

@@ -71,7 +71,8 @@ async def test_torchtune_trainjob_passes_dry_run(
     r = result_of(ev, "Dry Run")
     assert (r.status, r.message) == (
         Status.PASS,
-        'The apiserver accepts (dryRun=All) JobSet "tune" and a pod of each group (dataset-initializer, model-initializer, node)',
+        'The apiserver accepts (dryRun=All) JobSet "tune", a Job of each replicatedJob (dataset-initializer, '
+        "model-initializer, node) and a pod of each group (dataset-initializer, model-initializer, node)",
     )
     assert ev.workload is not None
     pvc = {"name": "initializer", "persistentVolumeClaim": {"claimName": "initializer-tune"}}

@@ -179,12 +179,13 @@ def test_listing_a_namespace_no_setting_names_is_refused() -> None:
 
 
 def test_only_dry_run_writes_are_granted() -> None:
-    """The only write verb is create, on pods and jobsets: the dry runs the VAP confines to dryRun=All."""
+    """The only write verb is create, on pods, jobs and jobsets: the dry runs the VAP confines to dryRun=All."""
     granted = _flatten(one(render(), "ClusterRole", FULL)["rules"])
     writes = sorted((v, g, r) for v, g, r in granted if v not in ("get", "list", "watch"))
     assert writes == [
         ("create", "", "pods"),
         ("create", "authorization.k8s.io", "selfsubjectaccessreviews"),
+        ("create", "batch", "jobs"),
         ("create", "jobset.x-k8s.io", "jobsets"),
     ]
 

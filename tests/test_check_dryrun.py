@@ -8,7 +8,7 @@ from typing import Any
 
 from tests.fakeview import FakeView, container, pod, run_check, run_check_all, workload
 from webhook.checks.dryrun import DryRun, _same_content, fix_for
-from webhook.checks.dryrun_probe import jobset_for, pod_for
+from webhook.checks.dryrun_probe import job_for, jobset_for, pod_for
 from webhook.cluster.view import ApiError
 from webhook.kube import placeholder_uid
 from webhook.results import Status
@@ -91,6 +91,51 @@ def test_pod_for_builds_the_pod_the_job_controller_creates() -> None:
         },
     }
     assert "env" not in wl.pod_groups[1].pod_spec["containers"][0]  # the group's spec is not touched
+
+
+def test_job_for_builds_the_job_jobset_creates() -> None:
+    """JobSet v0.12.0 constructJob: the Job template's metadata and spec, labelAndAnnotateObject on
+    the Job and its pod template, completionMode Indexed, suspend as the JobSet, owned by the JobSet."""
+    wl = _wl()
+    wl.derived["jobSet"]["spec"]["replicatedJobs"][0]["template"] = {
+        "metadata": {"labels": {"tier": "gold"}},
+        "spec": {"parallelism": 1, "completions": 1, "template": {"spec": {"containers": []}}},
+    }
+    j = job_for(wl, wl.pod_groups[1])
+    assert j == {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "llama-ft-node-0",
+            "namespace": "team-a",
+            "labels": {"tier": "gold", **JS_KEYS},
+            "annotations": JS_KEYS,
+            "ownerReferences": [
+                {
+                    "apiVersion": "jobset.x-k8s.io/v1alpha2",
+                    "kind": "JobSet",
+                    "name": "llama-ft",
+                    "uid": placeholder_uid("JobSet", "team-a", "llama-ft"),
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {
+            "parallelism": 1,
+            "completions": 1,
+            "completionMode": "Indexed",
+            "suspend": False,
+            "template": {
+                "metadata": {"labels": {"app": "train", **JS_KEYS}, "annotations": {"a": "b", **JS_KEYS}},
+                "spec": {
+                    "containers": [{"name": "node", "image": "ghcr.io/acme/x:1"}],
+                    "subdomain": "llama-ft",
+                    "restartPolicy": "OnFailure",
+                },
+            },
+        },
+    }
+    assert job_for(wl, wl.pod_groups[0]) is None  # model-initializer is no replicatedJob of this JobSet
 
 
 def test_pod_for_follows_the_jobset_spec() -> None:
@@ -204,12 +249,14 @@ async def test_all_accepted() -> None:
     r = await run_check(DryRun(), _wl(), view)
     assert (r.status, r.message) == (
         Status.PASS,
-        'The apiserver accepts (dryRun=All) JobSet "llama-ft" and a pod of each group (model-initializer, node)',
+        'The apiserver accepts (dryRun=All) JobSet "llama-ft", a Job of each replicatedJob (node) and a pod of each group '
+        "(model-initializer, node)",
     )
     assert [(av, kind, ns, body["metadata"]["name"]) for av, kind, ns, body in view.dry_runs] == [
         ("jobset.x-k8s.io/v1alpha2", "JobSet", "team-a", "llama-ft"),
         ("v1", "Pod", "team-a", "llama-ft-model-initializer-0-0-dryrn"),
         ("v1", "Pod", "team-a", "llama-ft-node-0-0-dryrn"),
+        ("batch/v1", "Job", "team-a", "llama-ft-node-0"),  # model-initializer is no replicatedJob of this JobSet
     ]
 
 
@@ -273,7 +320,8 @@ async def test_existing_jobset_is_not_a_rejection() -> None:
     r = await run_check(DryRun(), _wl(), view)
     assert r.status is Status.PASS
     assert r.message == (
-        'The apiserver accepts (dryRun=All) JobSet "llama-ft" (already exists) and a pod of each group (model-initializer, node)'
+        'The apiserver accepts (dryRun=All) JobSet "llama-ft" (already exists), a Job of each replicatedJob (node) and a pod '
+        "of each group (model-initializer, node)"
     )
 
 
@@ -418,9 +466,15 @@ async def test_groups_with_the_same_template_share_one_pod_dry_run() -> None:
     view = FakeView()
     r = await run_check(DryRun(), _twins(), view)
     assert _pods(view) == ["llama-ft-launcher-0-0-dryrn", "llama-ft-worker-bbb-0-0-dryrn"]
+    # and one Job each: the Jobs differ in the same things only
+    assert [b["metadata"]["name"] for _, kind, _, b in view.dry_runs if kind == "Job"] == [
+        "llama-ft-launcher-0",
+        "llama-ft-worker-bbb-0",
+    ]
     assert (r.status, r.message) == (
         Status.PASS,
-        'The apiserver accepts (dryRun=All) JobSet "llama-ft" and a pod of each group (launcher, worker-a, worker-bbb)',
+        'The apiserver accepts (dryRun=All) JobSet "llama-ft", a Job of each replicatedJob (launcher, worker-a, '
+        "worker-bbb) and a pod of each group (launcher, worker-a, worker-bbb)",
     )
 
 
@@ -479,8 +533,8 @@ class KueueView(FakeView):
         meta = body["metadata"]
         owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
         if owner is not None:
-            hook = "mjobset.kb.io" if kind == "JobSet" else "mpod.kb.io"
-            resource = "trainjobs.trainer.kubeflow.org" if owner["kind"] == "TrainJob" else "jobs.batch"
+            hook = {"JobSet": "mjobset.kb.io", "Job": "mjob.kb.io", "Pod": "mpod.kb.io"}[kind]
+            resource = {"Job": "jobs.batch", "JobSet": "jobsets.jobset.x-k8s.io"}.get(owner["kind"], "trainjobs")
             raise ApiError(
                 403,
                 f'admission webhook "{hook}" denied the request: workload owner not found\n'
@@ -497,7 +551,8 @@ async def test_owner_lookups_of_kueue_are_passed_by_a_twin_without_the_controlle
     r = await run_check(DryRun(), _wl(), view)
     assert (r.status, r.message) == (
         Status.PASS,
-        'The apiserver accepts (dryRun=All) JobSet "llama-ft" and a pod of each group (model-initializer, node)',
+        'The apiserver accepts (dryRun=All) JobSet "llama-ft", a Job of each replicatedJob (node) and a pod of each group '
+        "(model-initializer, node)",
     )
     assert r.details == [
         f'{subject}: admission webhook "{hook}" looks up its owner, which exists only once the job runs; every later '
@@ -506,6 +561,7 @@ async def test_owner_lookups_of_kueue_are_passed_by_a_twin_without_the_controlle
             ('JobSet "llama-ft"', "mjobset.kb.io"),
             ("Pod for model-initializer", "mpod.kb.io"),
             ("Pod for node", "mpod.kb.io"),
+            ("Job for node", "mjob.kb.io"),
         )
     ]
     sent = [(kind, body["metadata"]["name"], body["metadata"]["ownerReferences"]) for _, kind, _, body in view.dry_runs]
@@ -513,10 +569,11 @@ async def test_owner_lookups_of_kueue_are_passed_by_a_twin_without_the_controlle
         ("JobSet", "llama-ft"),
         ("Pod", "llama-ft-model-initializer-0-0-dryrn"),
         ("Pod", "llama-ft-node-0-0-dryrn"),
+        ("Job", "llama-ft-node-0"),
     ] * 2
     # the twins keep the owner (kind, name, uid), without the flag; nothing else differs
     for (_, first), (_, twin) in zip(
-        [(k, b) for _, k, _, b in view.dry_runs[:3]], [(k, b) for _, k, _, b in view.dry_runs[3:]], strict=True
+        [(k, b) for _, k, _, b in view.dry_runs[:4]], [(k, b) for _, k, _, b in view.dry_runs[4:]], strict=True
     ):
         assert [o.get("controller") for o in first["metadata"]["ownerReferences"]] == [True]
         assert twin["metadata"]["ownerReferences"] == [
@@ -557,7 +614,7 @@ async def test_a_twin_is_sent_only_for_an_owner_lookup() -> None:
     """Any other rejection is the verdict: no second dry run."""
     view = FakeView(dry_run_errors={("Pod", "llama-ft-node-0-0-dryrn"): ApiError(403, PSA, "Forbidden")})
     await run_check(DryRun(), _wl(), view)
-    assert len(view.dry_runs) == 3
+    assert len(view.dry_runs) == 4  # JobSet, two Pods, the Job of node
 
 
 def test_what_dry_run_cannot_verify_is_declared_once() -> None:
@@ -565,7 +622,7 @@ def test_what_dry_run_cannot_verify_is_declared_once() -> None:
     from webhook.checks.base import describe
     from webhook.metrics import Metrics
 
-    assert [what for what, _ in DryRun.unverified] == ["owner-controller-flag", "owner-state", "jobs"]
+    assert [what for what, _ in DryRun.unverified] == ["owner-controller-flag", "owner-state"]
     assert describe(DryRun())["unverified"] == [text for _, text in DryRun.unverified]
     assert DryRun.unverified[0][1] == (
         "a rule on the controller flag of a JobSet's or Pod's ownerReference, on a cluster whose webhooks look the "
@@ -577,5 +634,4 @@ def test_what_dry_run_cannot_verify_is_declared_once() -> None:
     assert lines == [
         'preflight_webhook_check_unverified{check="Dry Run",what="owner-controller-flag"} 1.0',
         'preflight_webhook_check_unverified{check="Dry Run",what="owner-state"} 1.0',
-        'preflight_webhook_check_unverified{check="Dry Run",what="jobs"} 1.0',
     ]

@@ -223,18 +223,25 @@ async def test_check_dry_runs_once_for_the_same_content() -> None:
     for _ in range(2):
         res = await run_check(DryRun(), _wl(), view)
         assert res.status is Status.PASS
-    assert [kind for _, kind, _, _ in view.dry_runs] == ["JobSet", "Pod"]
+    assert [kind for _, kind, _, _ in view.dry_runs] == ["JobSet", "Pod", "Job"]
 
 
 async def test_check_misses_when_the_content_changes() -> None:
     view = _view()
     await run_check(DryRun(), _wl("img:1"), view)
     await run_check(DryRun(), _wl("img:2"), view)
-    # per object: this derived JobSet does not carry the image, so only the Pod is dry-run again
-    assert [(kind, body["spec"].get("containers", [{}])[0].get("image")) for _, kind, _, body in view.dry_runs] == [
+
+    # per object: this derived JobSet does not carry the image, so only the Pod and the Job are dry-run again
+    def image(body: dict[str, Any]) -> Any:
+        spec = (body["spec"].get("template") or {}).get("spec") or body["spec"]
+        return spec.get("containers", [{}])[0].get("image")
+
+    assert [(kind, image(body)) for _, kind, _, body in view.dry_runs] == [
         ("JobSet", None),
         ("Pod", "img:1"),
+        ("Job", "img:1"),
         ("Pod", "img:2"),
+        ("Job", "img:2"),
     ]
 
 
@@ -250,7 +257,7 @@ async def test_check_misses_when_a_read_object_changes(resource: str, obj: dict[
     await run_check(DryRun(), _wl(), view)
     view.objects[resource] = [obj]
     await run_check(DryRun(), _wl(), view)
-    assert len(view.dry_runs) == 4
+    assert len(view.dry_runs) == 6
 
 
 async def test_check_misses_when_a_limitrange_appears() -> None:
@@ -258,7 +265,7 @@ async def test_check_misses_when_a_limitrange_appears() -> None:
     await run_check(DryRun(), _wl(), view)
     view.add("limitranges", {"metadata": meta("limits", "team-a", resourceVersion="30")})
     await run_check(DryRun(), _wl(), view)
-    assert len(view.dry_runs) == 4
+    assert len(view.dry_runs) == 6
 
 
 async def test_check_reuses_a_rejection_with_the_same_message() -> None:
@@ -269,7 +276,7 @@ async def test_check_reuses_a_rejection_with_the_same_message() -> None:
     second = await run_check(DryRun(), _wl(), view)
     assert first.status is Status.FAIL
     assert second.message == first.message
-    assert len(view.dry_runs) == 2
+    assert len(view.dry_runs) == 3
 
 
 async def test_check_with_the_cache_off_dry_runs_every_time() -> None:
@@ -277,4 +284,4 @@ async def test_check_with_the_cache_off_dry_runs_every_time() -> None:
     settings = Settings(dryRunCacheSeconds=0)
     await run_check(DryRun(), _wl(), view, settings)
     await run_check(DryRun(), _wl(), view, settings)
-    assert len(view.dry_runs) == 4
+    assert len(view.dry_runs) == 6

@@ -43,7 +43,7 @@ from typing import Any
 
 from webhook.checks.base import Check, CheckContext
 from webhook.checks.dryrun_cache import DryRunCache, content_key
-from webhook.checks.dryrun_probe import jobset_for, pod_for, twin_of
+from webhook.checks.dryrun_probe import job_for, jobset_for, pod_for, twin_of
 from webhook.cluster.view import ClusterView
 from webhook.kube import JOBSET_API_VERSION, ApiError, Permission
 from webhook.results import CheckResult, Status
@@ -181,6 +181,11 @@ def _pod_specs(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
         if isinstance(spec, dict):
             yield spec
         return
+    if body.get("kind") == "Job":
+        spec = (((body.get("spec") or {}).get("template") or {}).get("spec")) or None
+        if isinstance(spec, dict):
+            yield spec
+        return
     for r in (body.get("spec") or {}).get("replicatedJobs") or []:
         spec = (((r.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec")
         if isinstance(spec, dict):
@@ -188,12 +193,12 @@ def _pod_specs(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 
 def _subject(kind: str, name: str, groups: list[str] | None) -> str:
-    """`JobSet "x"`, `Pod for node`, or `Pod for a and b (same pod template)`."""
+    """`JobSet "x"`, `Pod for node`, `Job for node`, or `Pod for a and b (same pod template)`."""
     if groups is None:
         return f'{kind} "{name}"'
     if len(groups) == 1:
-        return f"Pod for {groups[0]}"
-    return f"Pod for {', '.join(groups[:-1])} and {groups[-1]} (same pod template)"
+        return f"{kind} for {groups[0]}"
+    return f"{kind} for {', '.join(groups[:-1])} and {groups[-1]} (same {'pod' if kind == 'Pod' else kind} template)"
 
 
 def _template_of(owner: Workload, group: PodGroup) -> tuple[Any, ...]:
@@ -241,8 +246,12 @@ class DryRun(Check):
     name = "Dry Run"
     needs_cluster = True
     local_capacity = True
-    permissions = (Permission("create", "jobsets", "jobset.x-k8s.io"), Permission("create", "pods"))
-    apis = ("v1", JOBSET_API_VERSION)
+    permissions = (
+        Permission("create", "jobsets", "jobset.x-k8s.io"),
+        Permission("create", "jobs", "batch"),
+        Permission("create", "pods"),
+    )
+    apis = ("v1", "batch/v1", JOBSET_API_VERSION)
     unverified = (
         (
             "owner-controller-flag",
@@ -254,11 +263,6 @@ class DryRun(Check):
             "owner-state",
             "a rule that reads the job's, the JobSet's or the Job's stored state (the owners of the dry-run objects): "
             "they do not exist before the job is stored",
-        ),
-        (
-            "jobs",
-            "the Jobs that JobSet creates are not dry-run: a rule on batch/v1 Jobs alone (a ValidatingAdmissionPolicy "
-            "or webhook on Jobs) is not checked",
         ),
     )
     summary = (
@@ -283,11 +287,18 @@ class DryRun(Check):
                 bodies.append(
                     (js["apiVersion"], "JobSet", js["metadata"].get("name", owner.name), None, js, _uid(owner))
                 )
+        jobs: list[tuple[str, str, str, list[str] | None, dict[str, Any], str | None]] = []
         for members in same_template(owned):
             # the longest group name makes the longest pod, Job and label names: the one a length rule rejects
             _, owner, own_group = max(members, key=lambda m: len(m[2].name))
             pod = pod_for(owner, own_group)
             bodies.append(("v1", "Pod", pod["metadata"]["name"], [g.name for g, _, _ in members], pod, _uid(owner)))
+            job = job_for(owner, own_group)
+            if job is not None:
+                jobs.append(
+                    ("batch/v1", "Job", job["metadata"]["name"], [g.name for g, _, _ in members], job, _uid(owner))
+                )
+        bodies.extend(jobs)
         if not bodies:
             return CheckResult(self.name, Status.SKIP, "Nothing to dry-run: the job derives no JobSet and no pods")
 
@@ -323,9 +334,11 @@ class DryRun(Check):
         fails: list[str] = []
         unknown: list[str] = []
         accepted: list[str] = []
+        job_groups: list[str] = []
         twinned: list[str] = []
         for i, (_, kind, name, groups, body, _) in enumerate(bodies):
             subject = _subject(kind, name, groups)
+            job_probe = kind == "Job"
             if i in twins:
                 first = outcomes[i]
                 assert isinstance(first, ApiError)
@@ -335,7 +348,7 @@ class DryRun(Check):
                     continue
                 exc = twin_outcomes[i]
                 if exc is None:
-                    accepted.extend([subject] if groups is None else groups)
+                    (job_groups if job_probe else accepted).extend([subject] if groups is None else groups)
                     twinned.append(
                         f"{subject}: {who} looks up its owner, which exists only once the job runs; every later "
                         "admission layer accepts its twin without the controller flag of its ownerReference"
@@ -360,7 +373,7 @@ class DryRun(Check):
             else:
                 exc = outcomes[i]
             if exc is None:
-                accepted.extend([subject] if groups is None else groups)
+                (job_groups if job_probe else accepted).extend([subject] if groups is None else groups)
                 continue
             if not isinstance(exc, ApiError):
                 unknown.append(f"Could not dry-run the {subject}: {exc or type(exc).__name__}")
@@ -388,10 +401,10 @@ class DryRun(Check):
             return out
         objects = [a for a in accepted if a.startswith("JobSet")]
         names = [a for a in accepted if not a.startswith("JobSet")]
-        parts = objects + ([f"a pod of each group ({', '.join(names)})"] if names else [])
-        return CheckResult(
-            self.name, Status.PASS, f"The apiserver accepts (dryRun=All) {' and '.join(parts)}", details=twinned
-        )
+        parts = objects + ([f"a Job of each replicatedJob ({', '.join(job_groups)})"] if job_groups else [])
+        parts += [f"a pod of each group ({', '.join(names)})"] if names else []
+        said = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
+        return CheckResult(self.name, Status.PASS, f"The apiserver accepts (dryRun=All) {said}", details=twinned)
 
 
 def _refuser(text: str) -> str:
