@@ -63,6 +63,15 @@ def test_every_known_limitation_is_still_one(rows: list[Row]) -> None:
             assert r.result == f"known:{r.known}", f"{r.scenario} now agrees ({r.result}): drop known={r.known!r}"
 
 
+def test_no_job_carries_a_warning_that_is_not_about_it(rows: list[Row]) -> None:
+    """A warning on an apply is about that job: each admitted job is warned by exactly the checks its
+    scenario declares (Scenario.warns); none by Dry Run's "cannot verify", on any apply."""
+    noisy = [r for r in rows if r.verdict.allowed and r.warned_by() != list(r.warns)]
+    assert not noisy, "\n".join(f"{r.scenario}: warned by {r.warned_by()}, expected {list(r.warns)}" for r in noisy)
+    dry_run = [(r.scenario, w) for r in rows for w in r.verdict.warnings if w.startswith("[Dry Run]")]
+    assert not dry_run, dry_run
+
+
 def test_good_jobs_of_every_kind_run_and_are_admitted(rows: list[Row]) -> None:
     good = [r for r in rows if r.scenario.startswith("good-")]
     assert len(good) >= 5

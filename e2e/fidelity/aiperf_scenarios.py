@@ -116,6 +116,7 @@ AIPERF_SCENARIOS: list[Scenario] = [
         [_NO_READY_SERVICE],
         covers="endpoint",
         known="endpoint-not-ready-warns",
+        warns=("Endpoint Service",),
     ),
     _scenario(
         "aiperf-no-datasets",

@@ -285,6 +285,7 @@ TRAINJOB_SCENARIOS: list[Scenario] = [
         "imagePullSecrets names a missing Secret; the image is already on the node",
         trainjob(pod={"imagePullSecrets": [{"name": "regcred"}]}),
         covers="pull Secrets",
+        warns=("Secrets",),
     ),
     # ---- quotas
     Scenario(
@@ -549,9 +550,10 @@ RESOLVED: dict[str, str] = {
     "dry-run-blinded": (
         "With the real stack the Dry Run check cannot see Pod Security: its dry-run JobSet carries an "
         "ownerReference to the TrainJob and its dry-run Pods one to their Job, neither of which exists yet, "
-        "and JobSet's own webhook (mjobset.kb.io) and Kueue's pod webhook (mpod.kb.io, on by default in "
-        "Kueue's config) refuse them for that ('TrainJob ... not found', 'Job.batch ... not found'), so the "
-        "check only warns 'Cannot verify'. The job is admitted and the Job controller's pods are then "
+        "and Kueue's JobSet webhook (mjobset.kb.io, the same name as JobSet's own, which reads nothing) and "
+        "its pod webhook (mpod.kb.io, on by default in Kueue's config) refuse them for that ('workload owner "
+        "not found': FindAncestorJobManagedByKueue), hiding every later admission layer, so the check only "
+        "warned 'Cannot verify' on every apply. The job is admitted and the Job controller's pods are then "
         "refused by Pod Security restricted (FailedCreate) forever. Dropping the ownerReferences would meet a "
         "'no bare pods' policy instead (scenario no-bare-pods-policy); evaluating Pod Security from the "
         "namespace labels and the pod spec (k8s.io/pod-security-admission) would close it."
@@ -572,8 +574,10 @@ RESOLVED: dict[str, str] = {
 RESOLVED_BY: dict[str, str] = {
     "placement-warns": "Placement counts a Kueue ResourceFlavor as 'could add a node' only when its nodeLabels "
     "name nodes that do not exist yet (merge of checks10 and its follow-up)",
-    "dry-run-blinded": "the Pod Security check (k8s.io/pod-security-admission ported, branch psa); the Dry Run "
-    "check still cannot verify on this stack and says so",
+    "dry-run-blinded": "the Pod Security check (k8s.io/pod-security-admission ported, branch psa), then the "
+    "Dry Run check's twin (issue 19): a probe refused by Kueue's owner lookup is sent again without the "
+    "controller flag, so every later layer (Pod Security, LimitRanger, quota, ValidatingAdmissionPolicies, "
+    "webhooks) judges the JobSet, the Jobs and the Pods, with no warning on a good job",
     "no-storage-check": "the Volume Claims check (branch storage)",
     "aiperf-spec-required": "Job Render requires what AIPerfConfig requires (models, the endpoint's URLs, a "
     "dataset, a phase; 19 mutations checked against AIPerf itself); scenario aiperf-no-datasets",

@@ -30,6 +30,8 @@ class Scenario:
     known: str | None = None
     #: how long the runner watches this job after the creates (None: the runner's default for its kind)
     bound: float | None = None
+    #: the checks whose warnings are about this job (the only ones it may carry; e2e/test_fidelity.py)
+    warns: tuple[str, ...] = ()
 
     @property
     def kind(self) -> str:
