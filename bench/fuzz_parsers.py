@@ -3,8 +3,8 @@
 Issue 25: an image name of 129 KB held the event loop for 18 s (a backtracking regex). This
 campaign looks for any other such input. For each parser that reads a string a user controls
 (image references, object and label names, quantities, resource names, AIPerf durations and
-integers, env paths, sweep labels, the AdmissionReview head sniffing, the apiserver messages Dry
-Run classifies), it times:
+integers, env paths, sweep labels, endpoint URLs, the AdmissionReview head sniffing, the apiserver
+messages Dry Run classifies), it times:
 
 - fixed ReDoS shapes: a prefix, a pumped unit repeated to the size, then a suffix that makes the
   match fail at the very end (the shape that makes a backtracking engine retry everything);
@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import write_section
 from webhook import admission, imageref, quantity
-from webhook.checks import dryrun, names, quota_admission
+from webhook.checks import dryrun, endpoint, names, quota_admission
 from webhook.cluster import names as kube_names
 from webhook.kube import ApiError
 from webhook.workloads import podspec, shape
@@ -140,6 +140,12 @@ PARSERS = [
         _quiet(podspec.describe_path),
         "[].envFromcntaiers",
         [("containers[", "].env[", "x"), ("containers[", "]", ".env[x"), ("volumes[", "].x", "")],
+    ),
+    Parser(
+        "endpoint URL (endpoint.service_of + url_port)",
+        _quiet(lambda t: (endpoint.service_of(t), endpoint.url_port(t))),
+        "a.:/[]@%svc0",
+        [("http://", "a.", "svc"), ("http://[", ":", "]"), ("", "a:", "/"), ("http://", "@", ":1")],
     ),
     Parser(
         "AdmissionReview head (admission.peek_envelope)",

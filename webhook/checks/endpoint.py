@@ -16,7 +16,7 @@ scale up), never a denial. ExternalName Services have no EndpointSlices and are 
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from webhook.checks.base import AIPERFJOB, AIPERFSWEEP, Check, CheckContext
 from webhook.checks.common import before_deadline, cached, plural, with_stale
@@ -38,10 +38,26 @@ def endpoint_urls(obj: dict[str, Any]) -> list[str]:
     return out
 
 
+#: the longest scheme://userinfo@host:port read: DNS names are at most 253 characters, and
+#: urlsplit's IPv6 check is ~130 ms on a 1 MB "[:::…]" (bench/fuzz_parsers.py)
+_NETLOC_MAX = 1024
+
+
+def _split(url: str) -> SplitResult:
+    """urlsplit of the scheme and authority only (a path or query can be any length and is not read)."""
+    full = url if "://" in url else f"http://{url}"
+    start = full.index("://") + 3
+    ends = [i for i in (full.find(c, start) for c in "/?#") if i >= 0]
+    head = full[: min(ends)] if ends else full
+    if len(head) - start > _NETLOC_MAX:
+        raise ValueError("the URL's host part is too long to be a host")
+    return urlsplit(head)
+
+
 def service_of(url: str) -> tuple[str, str] | None:
     """(service, namespace) for `<svc>.<ns>.svc[.<cluster domain>]` (or `<pod>.<svc>.<ns>.svc…`) hosts."""
     try:
-        host = urlsplit(url if "://" in url else f"http://{url}").hostname or ""
+        host = _split(url).hostname or ""
     except ValueError:
         return None
     labels = host.lower().rstrip(".").split(".")
@@ -53,7 +69,7 @@ def service_of(url: str) -> tuple[str, str] | None:
 
 def url_port(url: str) -> int | None:
     try:
-        parts = urlsplit(url if "://" in url else f"http://{url}")
+        parts = _split(url)
         return parts.port or {"http": 80, "https": 443}.get(parts.scheme)
     except ValueError:
         return None
