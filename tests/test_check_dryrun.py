@@ -635,3 +635,15 @@ def test_what_dry_run_cannot_verify_is_declared_once() -> None:
         'preflight_webhook_check_unverified{check="Dry Run",what="owner-controller-flag"} 1.0',
         'preflight_webhook_check_unverified{check="Dry Run",what="owner-state"} 1.0',
     ]
+
+
+def test_only_a_rejections_own_words_about_owners_make_a_twin_unverifiable() -> None:
+    """Names are quoted by the apiserver: the pod of AIPerf's "controller" group is no word about owners."""
+    from webhook.checks.dryrun import speaks_of_owners
+
+    vap = "ValidatingAdmissionPolicy 'no-env' with binding 'no-env' denied request: pods may not set FORBIDDEN"
+    assert not speaks_of_owners(f'pods "aiperf-bench-controller-0-0-dryrn" is forbidden: {vap}')
+    assert not speaks_of_owners("ValidatingAdmissionPolicy 'require-controller' with binding 'b' denied request: no")
+    assert speaks_of_owners("ValidatingAdmissionPolicy 'p' with binding 'p' denied request: a Pod needs a controller")
+    assert speaks_of_owners('admission webhook "x" denied the request: ownerReferences[0] must be a controller')
+    assert speaks_of_owners('admission webhook "x" denied the request: bad owner')

@@ -59,8 +59,15 @@ _ABSENT = re.compile(r"not found|not exist|n't exist|must exist|unknown|\buid\b"
 #: Kueue's words when the owner of a new JobSet, Job or Pod cannot be read (sigs.k8s.io/kueue v0.17.0
 #: pkg/controller/jobframework/reconciler.go ErrWorkloadOwnerNotFound, from FindAncestorJobManagedByKueue)
 KUEUE_OWNER_NOT_FOUND = "workload owner not found"
-#: a twin's rejection that speaks of owners may be about the flag the twin lacks
-_OWNER_WORDS = re.compile(r"owner|controller", re.I)
+#: a twin's rejection that speaks of owners may be about the flag the twin lacks (words outside
+#: quotes: the apiserver quotes names, and a pod of AIPerf's "controller" group is named so)
+_OWNER_WORDS = re.compile(r"\bowner|\bcontroller\b", re.I)
+_QUOTED = re.compile(r'"[^"\n]*"|\'[^\'\n]*\'')
+
+
+def speaks_of_owners(text: str) -> bool:
+    """Whether a rejection's own words (not the names it quotes) speak of owners or controllers."""
+    return _OWNER_WORDS.search(_QUOTED.sub("", text)) is not None
 
 
 def owner_refused(text: str, body: dict[str, Any]) -> dict[str, Any] | None:
@@ -358,7 +365,7 @@ class DryRun(Check):
                     isinstance(exc, ApiError)
                     and not exc.transient
                     and probe_only(exc.message, exc.status, kind, twins[i]) is None
-                    and _OWNER_WORDS.search(exc.message)
+                    and speaks_of_owners(exc.message)
                 ):
                     text = exc.message.strip().rstrip(".")
                     unknown.append(
