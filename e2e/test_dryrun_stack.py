@@ -32,6 +32,7 @@ from e2e.harness.live import live_evaluate, result_of
 from e2e.harness.node import Node
 from e2e.harness.stack import Stack
 from webhook.checks import all_checks
+from webhook.checks.dryrun import DryRun
 from webhook.cluster.live import open_cluster_view
 from webhook.config import Settings
 from webhook.results import Status
@@ -113,6 +114,10 @@ async def _evaluate(stack: Stack, job: dict[str, Any]) -> Any:
     )
     try:
         assert await view.wait_synced(60), view.ready_reason
+        # what Dry Run cannot verify is said at /capabilities (and at start-up, and in a metric), not on an apply
+        (dry_run,) = [c for c in view.capabilities() if c["check"] == "Dry Run"]
+        assert dry_run["value"] == "yes", dry_run
+        assert dry_run["unverified"] == "; ".join(text for _, text in DryRun.unverified)
         return await live_evaluate(job, view)
     finally:
         await view.close()
