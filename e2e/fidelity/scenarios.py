@@ -1,7 +1,7 @@
 """The fidelity matrix's scenarios: the ONE table (docs/fidelity.md is generated from it).
 
-``SCENARIOS`` is the TrainJob scenarios here, then the AIPerfJob ones
-(e2e/fidelity/aiperf_scenarios.py); :class:`Scenario` and the shared builders are in
+``SCENARIOS`` is the TrainJob scenarios here, then the admission-rule ones
+(e2e/fidelity/policy_scenarios.py), then the AIPerfJob ones (e2e/fidelity/aiperf_scenarios.py); :class:`Scenario` and the shared builders are in
 e2e/fidelity/scenarios_base.py (re-exported here).
 
 Each :class:`Scenario` is a namespace of its own (``fx-<name>``), the objects that must exist
@@ -21,7 +21,18 @@ from __future__ import annotations
 from typing import Any
 
 from e2e.fidelity.aiperf_scenarios import AIPERF_SCENARIOS
-from e2e.fidelity.scenarios_base import MATRIX_LABEL, NS_PREFIX, Scenario, quota, secret, secret_env
+from e2e.fidelity.policy_scenarios import POLICY_SCENARIOS
+from e2e.fidelity.scenarios_base import (
+    MATRIX_LABEL,
+    NS_PREFIX,
+    WORKLOAD_IMAGE,
+    Scenario,
+    quota,
+    requests,
+    secret,
+    secret_env,
+    trainjob,
+)
 
 __all__ = [
     "MATRIX_LABEL",
@@ -33,6 +44,9 @@ __all__ = [
     "WORKLOAD_IMAGE",
     "SCENARIOS",
     "AIPERF_SCENARIOS",
+    "POLICY_SCENARIOS",
+    "requests",
+    "trainjob",
     "TRAINJOB_SCENARIOS",
     "KNOWN_LIMITATIONS",
     "RESOLVED",
@@ -40,54 +54,9 @@ __all__ = [
     "by_name",
 ]
 
-WORKLOAD_IMAGE = "localhost/preflight/workload:local"
 NODE_HOSTNAME = "preflight-node"
 
 # --------------------------------------------------------------------------- builders
-
-
-def trainjob(
-    name: str = "train",
-    *,
-    runtime: str = "torch-distributed",
-    num_nodes: int | None = 1,
-    env: list[dict[str, Any]] | None = None,
-    resources: dict[str, Any] | None = None,
-    labels: dict[str, str] | None = None,
-    pod: dict[str, Any] | None = None,
-    container: dict[str, Any] | None = None,
-    image: str = WORKLOAD_IMAGE,
-) -> dict[str, Any]:
-    """A TrainJob on one of Trainer's own ClusterTrainingRuntimes; ``pod``/``container`` go into a
-    runtimePatch of the ``node`` replicatedJob's pod template (pod spec fields / the node container)."""
-    trainer: dict[str, Any] = {"image": image}
-    if num_nodes is not None:
-        trainer["numNodes"] = num_nodes
-    if env:
-        trainer["env"] = env
-    if resources:
-        trainer["resourcesPerNode"] = resources
-    spec: dict[str, Any] = {"runtimeRef": {"name": runtime}, "trainer": trainer}
-    if pod or container:
-        pod_spec = dict(pod or {})
-        if container:
-            pod_spec["containers"] = [{"name": "node", **container}]
-        spec["runtimePatches"] = [
-            {
-                "manager": "preflight.webhook.io/fidelity",
-                "trainingRuntimeSpec": {
-                    "template": {
-                        "spec": {
-                            "replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"spec": pod_spec}}}}]
-                        }
-                    }
-                },
-            }
-        ]
-    meta: dict[str, Any] = {"name": name}
-    if labels:
-        meta["labels"] = labels
-    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": meta, "spec": spec}
 
 
 def limitrange(default_request: dict[str, str], default: dict[str, str] | None = None) -> dict[str, Any]:
@@ -95,11 +64,6 @@ def limitrange(default_request: dict[str, str], default: dict[str, str] | None =
     if default:
         limit["default"] = default
     return {"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "defaults"}, "spec": {"limits": [limit]}}
-
-
-def requests(**res: str) -> dict[str, Any]:
-    res = {k.replace("_", "."): v for k, v in res.items()}
-    return {"requests": dict(res), "limits": dict(res)}
 
 
 def gpus(n: int, cpu: str = "50m", memory: str = "32Mi") -> dict[str, Any]:
@@ -512,7 +476,7 @@ TRAINJOB_SCENARIOS: list[Scenario] = [
 ]
 
 #: the whole matrix: the TrainJobs above, then the AIPerfJobs (e2e/fidelity/aiperf_scenarios.py)
-SCENARIOS: list[Scenario] = [*TRAINJOB_SCENARIOS, *AIPERF_SCENARIOS]
+SCENARIOS: list[Scenario] = [*TRAINJOB_SCENARIOS, *POLICY_SCENARIOS, *AIPERF_SCENARIOS]
 
 #: known limitations: where the matrix's real outcome is not the outcome a user would see, or
 #: where the webhook is known to disagree with the outcome; each named in docs/fidelity.md

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 NS_PREFIX = "fx-"
+#: TrainJob workloads run this image (e2e/nodeimage/workload), loaded into the node's containerd
+WORKLOAD_IMAGE = "localhost/preflight/workload:local"
 #: the label every scenario namespace carries; the matrix webhook's namespaceSelector matches it
 MATRIX_LABEL = {"preflight-fidelity": "true"}
 
@@ -80,3 +82,52 @@ def quota(hard: dict[str, str], name: str = "quota", scopes: list[str] | None = 
     if scopes:
         spec["scopes"] = scopes
     return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": name}, "spec": spec}
+
+
+def trainjob(
+    name: str = "train",
+    *,
+    runtime: str = "torch-distributed",
+    num_nodes: int | None = 1,
+    env: list[dict[str, Any]] | None = None,
+    resources: dict[str, Any] | None = None,
+    labels: dict[str, str] | None = None,
+    pod: dict[str, Any] | None = None,
+    container: dict[str, Any] | None = None,
+    image: str = WORKLOAD_IMAGE,
+) -> dict[str, Any]:
+    """A TrainJob on one of Trainer's own ClusterTrainingRuntimes; ``pod``/``container`` go into a
+    runtimePatch of the ``node`` replicatedJob's pod template (pod spec fields / the node container)."""
+    trainer: dict[str, Any] = {"image": image}
+    if num_nodes is not None:
+        trainer["numNodes"] = num_nodes
+    if env:
+        trainer["env"] = env
+    if resources:
+        trainer["resourcesPerNode"] = resources
+    spec: dict[str, Any] = {"runtimeRef": {"name": runtime}, "trainer": trainer}
+    if pod or container:
+        pod_spec = dict(pod or {})
+        if container:
+            pod_spec["containers"] = [{"name": "node", **container}]
+        spec["runtimePatches"] = [
+            {
+                "manager": "preflight.webhook.io/fidelity",
+                "trainingRuntimeSpec": {
+                    "template": {
+                        "spec": {
+                            "replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"spec": pod_spec}}}}]
+                        }
+                    }
+                },
+            }
+        ]
+    meta: dict[str, Any] = {"name": name}
+    if labels:
+        meta["labels"] = labels
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": meta, "spec": spec}
+
+
+def requests(**res: str) -> dict[str, Any]:
+    res = {k.replace("_", "."): v for k, v in res.items()}
+    return {"requests": dict(res), "limits": dict(res)}
