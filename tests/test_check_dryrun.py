@@ -647,3 +647,29 @@ def test_only_a_rejections_own_words_about_owners_make_a_twin_unverifiable() -> 
     assert speaks_of_owners("ValidatingAdmissionPolicy 'p' with binding 'p' denied request: a Pod needs a controller")
     assert speaks_of_owners('admission webhook "x" denied the request: ownerReferences[0] must be a controller')
     assert speaks_of_owners('admission webhook "x" denied the request: bad owner')
+
+
+def test_the_jobset_probe_has_no_claim_volume_the_jobs_and_pods_get_it() -> None:
+    """JobSet's controller adds a volumeClaimPolicies volume to each Job that mounts it (addVolumes);
+    the JobSet Trainer creates has none, and JobSet's webhook refuses one named as the template."""
+    claim = {"name": "initializer", "persistentVolumeClaim": {"claimName": "initializer-llama-ft"}}
+    own = {"name": "scratch", "emptyDir": {}}
+    spec = {"containers": [{"name": "node", "volumeMounts": [{"name": "initializer", "mountPath": "/w"}]}]}
+    groups = [PodGroup("node", 1, {**spec, "volumes": [own, claim]})]
+    js = {
+        "metadata": {"name": "llama-ft"},
+        "spec": {
+            "volumeClaimPolicies": [{"templates": [{"metadata": {"name": "initializer"}}]}],
+            "replicatedJobs": [
+                {"name": "node", "template": {"spec": {"template": {"spec": {**spec, "volumes": [own, claim]}}}}}
+            ],
+        },
+    }
+    wl = workload(groups, derived={"jobSet": js})
+    body = jobset_for(wl)
+    assert body is not None
+    assert body["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["volumes"] == [own]
+    assert js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["volumes"] == [own, claim]
+    job = job_for(wl, groups[0])
+    assert job is not None and job["spec"]["template"]["spec"]["volumes"] == [own, claim]
+    assert pod_for(wl, groups[0])["spec"]["volumes"] == [own, claim]

@@ -424,6 +424,7 @@ TRAINJOB_SCENARIOS: list[Scenario] = [
             pod={"tolerations": [{"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}]}
         ),
         covers="taints/tolerations",
+        warns=("Tolerations",),
     ),
     Scenario(
         "gpus-more-than-a-node-has",

@@ -285,6 +285,48 @@ def pod_for(wl: Workload, group: PodGroup) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
+def _without_claim_volumes(spec: dict[str, Any], js_name: str) -> dict[str, Any]:
+    """The JobSet spec without the volumes JobSet's controller adds to each Job for its
+    volumeClaimPolicies (v0.12.0 pkg/controllers/volume_claim_policy.go addVolumes: a volume named
+    as the claim template, claimName `<template>-<jobset>`), which the Workload's pod specs carry:
+    the JobSet as Trainer creates it has none, and JobSet's webhook refuses a pod volume named as a
+    template (pkg/webhooks/jobset_webhook.go validateVolumeClaimPolicies: "volume name conflicts with
+    VolumeClaimPolicy template name"). Copied where it changes; the rest is shared."""
+    claims = {
+        str((t.get("metadata") or {}).get("name"))
+        for policy in spec.get("volumeClaimPolicies") or []
+        if isinstance(policy, dict)
+        for t in policy.get("templates") or []
+        if isinstance(t, dict)
+    }
+    if not claims:
+        return spec
+
+    def added(v: Any) -> bool:
+        return (
+            isinstance(v, dict)
+            and v.get("name") in claims
+            and (v.get("persistentVolumeClaim") or {}).get("claimName") == f"{v.get('name')}-{js_name}"
+        )
+
+    rjobs = []
+    for r in spec.get("replicatedJobs") or []:
+        pod = (
+            (((r.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec")
+            if isinstance(r, dict)
+            else None
+        )
+        if not isinstance(pod, dict) or not any(added(v) for v in pod.get("volumes") or []):
+            rjobs.append(r)
+            continue
+        pod = {**pod, "volumes": [v for v in pod["volumes"] if not added(v)]}
+        if not pod["volumes"]:
+            del pod["volumes"]
+        template = {**r["template"]["spec"]["template"], "spec": pod}
+        rjobs.append({**r, "template": {**r["template"], "spec": {**r["template"]["spec"], "template": template}}})
+    return {**spec, "replicatedJobs": rjobs}
+
+
 def jobset_for(wl: Workload) -> dict[str, Any] | None:
     """The derived JobSet, owned by the job as its controller creates it: a controller
     ownerReference to the TrainJob (kubeflow/trainer v2.3.0
@@ -301,6 +343,7 @@ def jobset_for(wl: Workload) -> dict[str, Any] | None:
     body["metadata"]["namespace"] = wl.namespace
     body["metadata"].pop("resourceVersion", None)
     body["metadata"].pop("uid", None)
+    body["spec"] = _without_claim_volumes(body.get("spec") or {}, _jobset_name(wl))
     if not body["metadata"].get("ownerReferences"):
         body["metadata"]["ownerReferences"] = [
             {"apiVersion": wl.api_version, "kind": wl.kind, "name": wl.name,
