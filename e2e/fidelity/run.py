@@ -26,7 +26,7 @@ stand-in endpoint; the scenarios are TrainJobs and AIPerfJobs):
    :func:`e2e.harness.aiperf_stack.aiperf_outcome` reads it: phase ``Completed`` = runs,
    ``Failed``/``Cancelled`` = fails (the operator's validation or preflight refused it, or the
    benchmark failed), anything else at the bound = never starts, pods running or not; its bound
-   is longer (``AIPERF_BOUND_SECONDS``, 240 s: a benchmark is ~30 s alone and shares the node);
+   is longer (``AIPERF_BOUND_SECONDS``, 420 s: a benchmark is ~30 s alone and shares the node);
 4. each scenario is classified: denied and the job would have run = **false deny**; admitted
    and the job fails or never starts = **miss**; a scenario carrying a known limitation is
    listed under its name and not counted.
