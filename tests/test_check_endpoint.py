@@ -125,3 +125,15 @@ async def test_a_list_that_never_answers_is_cut_before_the_deadline() -> None:
         Status.WARN,
         'Cannot verify the endpoints of Service "llm" in "models" (timed out)',
     )
+
+
+def test_a_url_whose_host_part_is_longer_than_any_host_is_not_read_whole() -> None:
+    """Only scheme://authority is split, at most 1 KiB of it (issue 25: urlsplit's IPv6 check took
+    132 ms on a 1 MB "http://[:::…]"); a long path or query is never read."""
+    from webhook.checks.endpoint import service_of, url_port
+
+    assert service_of("http://[" + ":" * 1_000_000 + "]") is None
+    assert url_port("http://[" + ":" * 1_000_000 + "]") is None
+    long_path = "http://llm.team-a.svc.cluster.local:8000/v1/" + "x" * 1_000_000
+    assert service_of(long_path) == ("llm", "team-a")
+    assert url_port(long_path) == 8000

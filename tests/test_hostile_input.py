@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 import pytest
 import yaml
+from test_large_objects import aiperf_review
 from test_server import CHECKS, call, review, widget
 
 from webhook.checks.base import Check, CheckContext
@@ -405,23 +406,6 @@ async def server_with_widgets(start_webhook: Any, widget_adapter: str) -> Any:
 
 
 # --------------------------------------------------------------------------- issue 25: an image name froze the loop
-
-
-def aiperf_review(obj: dict[str, Any], uid: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": uid,
-            "kind": {"group": "aiperf.nvidia.com", "version": "v1alpha1", "kind": "AIPerfJob"},
-            "resource": {"group": "aiperf.nvidia.com", "version": "v1alpha1", "resource": "aiperfjobs"},
-            "namespace": obj["metadata"]["namespace"],
-            "name": obj["metadata"]["name"],
-            "operation": "CREATE",
-            "userInfo": {"username": "alice"},
-            "object": obj,
-        },
-    }
 
 
 HOSTILE_IMAGE_DENIAL = (

@@ -43,13 +43,13 @@ class FakeRequest:
         return self.body
 
 
-async def webhook(obj: dict[str, Any]) -> dict[str, Any]:
-    """The webhook's answer, the body compact as the apiserver writes it (request.uid first)."""
-    review = {
+def aiperf_review(obj: dict[str, Any], uid: str) -> dict[str, Any]:
+    """The AdmissionReview the apiserver sends for a CREATE of the AIPerfJob `obj`."""
+    return {
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
         "request": {
-            "uid": "u-1",
+            "uid": uid,
             "kind": {"group": "aiperf.nvidia.com", "version": "v1alpha1", "kind": "AIPerfJob"},
             "resource": {"group": "aiperf.nvidia.com", "version": "v1alpha1", "resource": "aiperfjobs"},
             "name": obj["metadata"]["name"],
@@ -60,6 +60,11 @@ async def webhook(obj: dict[str, Any]) -> dict[str, Any]:
             "dryRun": False,
         },
     }
+
+
+async def webhook(obj: dict[str, Any]) -> dict[str, Any]:
+    """The webhook's answer, the body compact as the apiserver writes it (request.uid first)."""
+    review = aiperf_review(obj, "u-1")
     body = json.dumps(review, separators=(",", ":"), ensure_ascii=False).encode()
     resp = await WebhookApp(Settings()).validate(FakeRequest(body))  # type: ignore[arg-type]
     return dict(json.loads(resp.body)["response"])  # type: ignore[attr-defined]
