@@ -1,7 +1,7 @@
 """The layer contract, read from the imports of every module in webhook/.
 
     entry points (cli/)         wire everything together
-      server (server, listener, admission, metrics; certmanager beside it)
+      server (server, listener, admission, metrics; certmanager beside it; audit/ beside it)
         domain (preflight, engine, policy, manifests)
           checks/
             workloads/   cluster/   (side by side: neither imports the other)
@@ -57,6 +57,8 @@ LAYER_OF = {
     "webhook.admission": "server",
     "webhook.metrics": "server",
     "webhook.certmanager": "certs",
+    # the audit controller: beside the server, the same domain below it (one engine)
+    "webhook.audit": "audit",
     "webhook.cli": "entry",
     "webhook.__main__": "entry",
 }
@@ -69,7 +71,8 @@ MAY_IMPORT = {
     "domain": {FOUNDATION, "workloads", "cluster", "checks"},
     "server": {FOUNDATION, "workloads", "cluster", "checks", "domain"},
     "certs": {FOUNDATION},
-    "entry": {FOUNDATION, "workloads", "cluster", "checks", "domain", "server", "certs"},
+    "audit": {FOUNDATION, "workloads", "cluster", "checks", "domain"},
+    "entry": {FOUNDATION, "workloads", "cluster", "checks", "domain", "server", "certs", "audit"},
 }
 #: what the checks may know of the cluster layer: the ClusterView protocol, never the live view
 CHECKS_SEE_OF_CLUSTER = {"webhook.cluster.view"}
