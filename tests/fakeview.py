@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from webhook.cluster.view import ApiError
+from webhook.cluster.view import ApiError, ClusterView
 from webhook.deadline import Deadline
 
 CLUSTER_SCOPED = {
@@ -213,3 +213,9 @@ async def run_check(check: Any, wl: Any, view: Any, settings: Any = None, budget
     out = await run_check_all(check, wl, view, settings, budget)
     assert len(out) == 1, out
     return out[0]
+
+
+def _conforms(view: FakeView) -> ClusterView:
+    """mypy (files in pyproject.toml) proves here that the fake keeps the ClusterView protocol:
+    a method the checks gain on the real view cannot be missing from the fake."""
+    return view

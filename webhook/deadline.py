@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from typing import Any
+
+#: time a check keeps free at the end of the budget to report what it could not finish (the engine
+#: itself waits to the end: what is unfinished then is reported by name as timed out)
+REPORT_MARGIN = 0.05
 
 
 class Deadline:
@@ -27,6 +33,23 @@ class Deadline:
         """Seconds an API call may take: what is left, capped by `ceiling`."""
         left = self.remaining()
         return left if ceiling is None else min(left, ceiling)
+
+
+async def wait_until(
+    deadline: Deadline, tasks: Collection[asyncio.Future[Any]], *, margin: float = 0.0
+) -> set[asyncio.Future[Any]]:
+    """Wait for `tasks` until `margin` seconds before the deadline; the ones still running then are
+    cancelled and reaped (so nothing is left pending on the loop) and returned. The one bounded
+    gather of the project: the engine (margin 0), Secrets' reads and Dry Run's requests
+    (margin REPORT_MARGIN, so the check itself names what it could not read)."""
+    if not tasks:
+        return set()
+    _, pending = await asyncio.wait(tasks, timeout=max(0.0, deadline.remaining() - margin))
+    for t in pending:
+        t.cancel()
+    if pending:
+        await asyncio.gather(*pending, return_exceptions=True)
+    return pending
 
 
 def budget_seconds(apiserver_timeout: float | None, configured: float, margin: float) -> float:

@@ -19,7 +19,7 @@ import aiohttp
 from webhook.checks.base import Check, CheckContext
 from webhook.cluster.view import ClusterView
 from webhook.config import Settings
-from webhook.deadline import Deadline
+from webhook.deadline import Deadline, wait_until
 from webhook.kube import ApiError
 from webhook.results import CheckResult, PreflightResults, Status
 from webhook.workloads.base import Workload
@@ -137,10 +137,7 @@ async def run_checks(
                 stopped_by = c.name
             continue
         task = asyncio.ensure_future(_run_one(c, ctx))
-        done, _ = await asyncio.wait({task}, timeout=deadline.remaining())
-        if not done:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        if await wait_until(deadline, {task}):
             by_check[c.name] = [timed_out_result(c.name, deadline.budget)]
             by_check[c.name][0].duration_ms = deadline.elapsed() * 1000.0
             continue
@@ -177,13 +174,9 @@ async def run_checks(
                     slice_start = time.perf_counter()
         if not tasks:
             return _ordered(checks, by_check)
-        done, pending = await asyncio.wait(tasks.keys(), timeout=deadline.remaining())
-        for t in pending:
-            t.cancel()
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
+        pending = await wait_until(deadline, tasks.keys())
         for t, c in tasks.items():
-            if t in done:
+            if t not in pending:
                 by_check[c.name] = t.result()
             else:
                 r = timed_out_result(c.name, deadline.budget)

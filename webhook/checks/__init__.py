@@ -53,8 +53,27 @@ _FAMILIES = (
 )
 
 
+class DuplicateCheckName(Exception):
+    """Two registered checks share a name: settings, annotations, metrics and reports key on it."""
+
+
+def _registered() -> tuple[Check, ...]:
+    checks = tuple(check for family in _FAMILIES for check in family.CHECKS)
+    seen: dict[str, str] = {}
+    for c in checks:
+        where = type(c).__module__
+        if c.name in seen:
+            raise DuplicateCheckName(f"check name {c.name!r} registered twice ({seen[c.name]} and {where})")
+        seen[c.name] = where
+    return checks
+
+
+#: asserted unique at import: a duplicate name fails at start-up, not as a silently shadowed setting
+_CHECKS = _registered()
+
+
 def all_checks() -> list[Check]:
-    return [check for family in _FAMILIES for check in family.CHECKS]
+    return list(_CHECKS)
 
 
 def check_names() -> list[str]:

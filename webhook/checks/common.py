@@ -8,13 +8,11 @@ from collections.abc import Awaitable
 from typing import TypeVar
 
 from webhook.checks.base import CheckContext
+from webhook.deadline import REPORT_MARGIN
 from webhook.kube import ApiError, Permission
 from webhook.results import CheckResult
 
 _T = TypeVar("_T")
-
-#: time kept free at the end of the budget for a check to report what it could not read
-REPORT_MARGIN = 0.05
 
 
 async def before_deadline(ctx: CheckContext, call: Awaitable[_T]) -> _T:

@@ -45,11 +45,11 @@ from webhook.checks.base import Check, CheckContext
 from webhook.checks.dryrun_cache import DryRunCache, content_key
 from webhook.checks.dryrun_probe import job_for, jobset_for, pod_for, twin_of
 from webhook.cluster.view import ClusterView
+from webhook.deadline import REPORT_MARGIN, wait_until
 from webhook.kube import JOBSET_API_VERSION, ApiError, Permission
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import PodGroup, Workload
 
-_REPORT_MARGIN = 0.05
 _RBAC_DENIED = re.compile(r"cannot create resource")
 _WEBHOOK = re.compile(r'admission webhook "([^"]+)" denied the request')
 #: words with which a policy says an owner is absent or unknown (next to "ownerReference")
@@ -445,12 +445,7 @@ async def _dry_run_all(
         else:
             tasks[asyncio.ensure_future(dry_run(av, kind, body, key))] = i
     if tasks:
-        remaining = max(0.0, ctx.deadline.remaining() - _REPORT_MARGIN)
-        _, pending = await asyncio.wait(tasks.keys(), timeout=remaining)
-        for t in pending:
-            t.cancel()
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
+        pending = await wait_until(ctx.deadline, tasks.keys(), margin=REPORT_MARGIN)
         outcomes.update((i, t.exception()) for t, i in tasks.items() if t not in pending)
     return outcomes
 

@@ -30,14 +30,12 @@ from dataclasses import dataclass, field
 
 from webhook.checks.base import Check, CheckContext
 from webhook.cluster.names import is_dns1123_subdomain
+from webhook.deadline import REPORT_MARGIN, wait_until
 from webhook.imageref import parse
 from webhook.kube import ApiError, Permission
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import Workload
 from webhook.workloads.podspec import SecretRef, describe_path, secret_refs
-
-#: time kept free at the end of the budget to report what was read
-_REPORT_MARGIN = 0.05
 
 
 @dataclass
@@ -231,11 +229,7 @@ class Secrets(Check):
 
         view = ctx.view
         tasks = {asyncio.ensure_future(view.secret_keys(ns, u.name, ctx.deadline)): u for u in to_read}
-        done, pending = await asyncio.wait(tasks.keys(), timeout=max(0.0, ctx.deadline.remaining() - _REPORT_MARGIN))
-        for t in pending:
-            t.cancel()
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
+        pending = await wait_until(ctx.deadline, tasks.keys(), margin=REPORT_MARGIN)
 
         fails: list[str] = []
         unknown: list[str] = []
