@@ -1,0 +1,261 @@
+"""The Policy Reports sink and the findings behind it (webhook/audit/findings.py, reports.py, metrics.py).
+
+The apiserver here is an in-memory stand-in for one resource collection (pure logic: what is written
+and when); e2e/test_audit_reports_live.py runs the same sink against the real kube-apiserver + etcd
+with the openreports.io CRDs installed.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+from typing import Any
+
+import pytest
+from prometheus_client import generate_latest
+
+from tests.test_preflight import BAD_IMAGE, OFFLINE, _job
+from webhook.audit.findings import PASS, WARNING, denied_checks, findings
+from webhook.audit.metrics import AuditMetrics
+from webhook.audit.reports import ReportSink, build_report, report_path
+from webhook.audit.sink import JobRef, Judgement
+from webhook.cluster.view import ApiError
+from webhook.config import Settings
+from webhook.deadline import Deadline
+from webhook.preflight import evaluate
+
+AUDIT = Settings(mode="audit")
+WHEN = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+IMAGE_FIX = (
+    'Image "nvcr.io/nvidia/AIPERF:0.13.0" used by containers "event-bus-proxy", "control-plane" and 7 more in '
+    'pod group "controller"; containers "worker-group-manager", "worker-0", "record-processor-0" in pod group '
+    '"workers" is invalid: repository "nvidia/AIPERF" contains uppercase letters; repository paths must be '
+    "lowercase. Fix: use [registry[:port]/]repository[:tag][@digest] with a lowercase repository, e.g. "
+    '"nvcr.io/nvidia/aiperf:0.13.0"'
+)
+
+
+async def _ev(obj: dict[str, Any], settings: Settings = AUDIT):  # type: ignore[no-untyped-def]
+    return await evaluate(obj, settings=settings, deadline=Deadline(5), checks=OFFLINE)
+
+
+def _ref(name: str = "bench", ns: str = "team-a", uid: str = "u-1") -> JobRef:
+    return JobRef("aiperf.nvidia.com/v1alpha1", "AIPerfJob", ns, name, uid)
+
+
+async def _judgement(obj: dict[str, Any], ref: JobRef, settings: Settings = AUDIT) -> Judgement:
+    return Judgement(ref, await _ev(obj, settings), "1", WHEN, "scan")
+
+
+class Store:
+    """One openreports.io collection in memory: resourceVersions, 404 and 409 as the apiserver answers."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.calls: list[tuple[str, str]] = []
+        self.rv = 0
+
+    async def request(self, method: str, path: str, *, timeout: float, query: Any = None, body: Any = None) -> Any:
+        self.calls.append((method, path))
+        if method == "GET" and path.endswith("/reports"):
+            return {"items": [copy.deepcopy(o) for o in self.objects.values()]}
+        if method == "GET":
+            if path not in self.objects:
+                raise ApiError(404, "not found")
+            return copy.deepcopy(self.objects[path])
+        if method == "DELETE":
+            if self.objects.pop(path, None) is None:
+                raise ApiError(404, "not found")
+            return {}
+        self.rv += 1
+        obj = copy.deepcopy(body)
+        if method == "POST":
+            path = f"{path}/{obj['metadata']['name']}"
+            if path in self.objects:
+                raise ApiError(409, "already exists")
+        elif self.objects.get(path, {}).get("metadata", {}).get("resourceVersion") != obj["metadata"].get(
+            "resourceVersion"
+        ):
+            raise ApiError(409, "the object has been modified")
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        self.objects[path] = obj
+        return copy.deepcopy(obj)
+
+    def writes(self) -> list[str]:
+        return [m for m, _ in self.calls if m != "GET"]
+
+
+async def test_audit_mode_findings_fail_exactly_where_enforce_mode_denies() -> None:
+    jobs = {"good": _job(), "broken": _job(BAD_IMAGE)}
+    for name, obj in jobs.items():
+        audited, enforced = await _ev(obj, AUDIT), await _ev(obj, Settings(mode="enforce"))
+        assert audited.decision.allowed  # audit mode never denies
+        assert denied_checks(audited, AUDIT) == enforced.decision.denied_checks, name
+    assert denied_checks(await _ev(jobs["broken"]), AUDIT) == ["Image Reference"]
+
+
+async def test_a_failure_whose_action_is_warn_is_a_warn_finding_since_enforce_admits_it() -> None:
+    settings = Settings.model_validate({"mode": "audit", "checks": {"Image Reference": "warn"}})
+    found = {f.check: f for f in findings(await _ev(_job(BAD_IMAGE), settings), settings)}
+    enforced = await _ev(_job(BAD_IMAGE), settings.model_copy(update={"mode": "enforce"}))
+    assert enforced.decision.allowed
+    assert (found["Image Reference"].result, found["Image Reference"].enforce) == (WARNING, "warn")
+    assert found["Job Render"].result == PASS
+
+
+async def test_the_report_holds_one_result_per_check_with_the_job_as_subject_and_the_fix() -> None:
+    j = await _judgement(_job(BAD_IMAGE), _ref())
+    from webhook.audit.reports import Entry
+
+    report = build_report("team-a", [Entry(j.job, f) for f in findings(j.evaluation, AUDIT)], now=1_700_000_000)
+    assert report["apiVersion"] == "openreports.io/v1alpha1" and report["kind"] == "Report"
+    assert report["metadata"] == {
+        "name": "preflight-webhook",
+        "namespace": "team-a",
+        "labels": {"app.kubernetes.io/managed-by": "preflight-webhook", "app.kubernetes.io/name": "preflight-webhook"},
+    }
+    assert report["source"] == "preflight-webhook"
+    assert report["summary"] == {"pass": 4, "fail": 1, "warn": 0, "error": 0, "skip": 0}
+    image = next(r for r in report["results"] if r["policy"] == "Image Reference")
+    assert image == {
+        "source": "preflight-webhook",
+        "policy": "Image Reference",
+        "category": "Preflight",
+        "result": "fail",
+        "message": IMAGE_FIX,
+        "resources": [
+            {
+                "apiVersion": "aiperf.nvidia.com/v1alpha1",
+                "kind": "AIPerfJob",
+                "namespace": "team-a",
+                "name": "bench",
+                "uid": "u-1",
+            }
+        ],
+        "properties": {"enforce": "deny", "now": "recorded", "status": "fail"},
+        "timestamp": {"seconds": 1_700_000_000, "nanos": 0},
+    }
+    assert [r["policy"] for r in report["results"]] == sorted(r["policy"] for r in report["results"])
+
+
+async def test_a_sweep_child_is_reported_on_its_sweep_and_names_the_child() -> None:
+    sweep = JobRef("aiperf.nvidia.com/v1alpha1", "AIPerfSweep", "team-a", "sweep", "s-1")
+    child = JobRef("aiperf.nvidia.com/v1alpha1", "AIPerfJob", "team-a", "sweep-3", "", parent=sweep)
+    j = await _judgement(_job(BAD_IMAGE), child)
+    store = Store()
+    sink = ReportSink(store, AUDIT, debounce=0)
+    await sink.publish(j)
+    await sink.idle()
+    result = store.objects[report_path("team-a")]["results"][0]
+    assert result["resources"][0]["kind"] == "AIPerfSweep" and result["resources"][0]["name"] == "sweep"
+    assert result["properties"]["child"] == "sweep-3"
+
+
+async def test_the_sink_writes_once_and_not_again_while_nothing_changes() -> None:
+    store = Store()
+    clock = iter(range(1000, 2000, 10))
+    sink = ReportSink(store, AUDIT, debounce=0, clock=lambda: next(clock))
+    bad = await _judgement(_job(BAD_IMAGE), _ref())
+    for _ in range(3):  # the scan, then two periodic re-checks: same findings
+        await sink.publish(bad)
+        await sink.idle()
+    assert store.writes() == ["POST"]
+    first = store.objects[report_path("team-a")]
+    # the job is fixed: one update, the changed result gets a new timestamp, the others keep theirs
+    await sink.publish(await _judgement(_job(), _ref()))
+    await sink.idle()
+    assert store.writes() == ["POST", "PUT"]
+    now = store.objects[report_path("team-a")]
+    assert now["summary"]["fail"] == 0 and now["summary"]["pass"] == 5
+    ts = {r["policy"]: r["timestamp"]["seconds"] for r in now["results"]}
+    before = {r["policy"]: r["timestamp"]["seconds"] for r in first["results"]}
+    assert ts["Image Reference"] > before["Image Reference"]
+    assert ts["Job Render"] == before["Job Render"]
+
+
+async def test_changes_within_the_debounce_window_make_one_write() -> None:
+    store = Store()
+    sink = ReportSink(store, AUDIT, debounce=0.05)
+    for i in range(5):
+        await sink.publish(await _judgement(_job(BAD_IMAGE), _ref(f"bench-{i}", uid=f"u-{i}")))
+    await sink.idle()
+    assert store.writes() == ["POST"]
+    assert len(store.objects[report_path("team-a")]["results"]) == 25
+
+
+async def test_a_restart_rebuilds_from_the_scan_without_writing_an_unchanged_report() -> None:
+    store = Store()
+    first = ReportSink(store, AUDIT, debounce=0)
+    await first.publish(await _judgement(_job(BAD_IMAGE), _ref()))
+    await first.publish(await _judgement(_job(), _ref(ns="team-b", uid="u-2")))
+    await first.idle()
+    assert store.writes() == ["POST", "POST"]
+    # team-b's job is deleted while the controller is down; a new controller scans
+    second = ReportSink(store, AUDIT, debounce=0)
+    await second.publish(await _judgement(_job(BAD_IMAGE), _ref()))
+    await second.idle()
+    await second.scan_done(1, {"running": 2})
+    assert store.writes() == ["POST", "POST", "DELETE"]
+    assert set(store.objects) == {report_path("team-a")}
+
+
+async def test_a_forgotten_job_leaves_the_report_and_the_last_one_deletes_it() -> None:
+    store = Store()
+    sink = ReportSink(store, AUDIT, debounce=0)
+    await sink.publish(await _judgement(_job(BAD_IMAGE), _ref()))
+    await sink.publish(await _judgement(_job(), _ref("other", uid="u-2")))
+    await sink.idle()
+    await sink.forget(_ref(), "started")
+    await sink.idle()
+    assert [r["resources"][0]["name"] for r in store.objects[report_path("team-a")]["results"]] == ["other"] * 5
+    await sink.forget(_ref("other", uid="u-2"), "deleted")
+    await sink.idle()
+    assert store.objects == {} and store.writes() == ["POST", "PUT", "DELETE"]
+
+
+async def test_a_conflict_is_read_again_and_written_once_more() -> None:
+    store = Store()
+    sink = ReportSink(store, AUDIT, debounce=0)
+    await sink.publish(await _judgement(_job(BAD_IMAGE), _ref()))
+    await sink.idle()
+    store.objects[report_path("team-a")]["metadata"]["resourceVersion"] = "changed-by-someone"
+    await sink.publish(await _judgement(_job(), _ref()))
+    await sink.idle()
+    assert store.writes() == ["POST", "PUT", "PUT"]
+    assert store.objects[report_path("team-a")]["summary"]["fail"] == 0
+
+
+@pytest.mark.parametrize("status", [403, 500])
+async def test_a_failed_write_is_logged_and_nothing_breaks(status: int, caplog: pytest.LogCaptureFixture) -> None:
+    class Refusing(Store):
+        async def request(self, method: str, path: str, **kw: Any) -> Any:
+            if method != "GET":
+                raise ApiError(status, "forbidden" if status == 403 else "etcd unavailable")
+            return await super().request(method, path, **kw)
+
+    sink = ReportSink(Refusing(), AUDIT, debounce=0)
+    await sink.publish(await _judgement(_job(BAD_IMAGE), _ref()))
+    await sink.idle()
+    assert "cannot write the Report" in caplog.text
+
+
+async def test_metrics_count_the_findings_now_by_namespace_kind_check_and_result() -> None:
+    m = AuditMetrics(AUDIT)
+    await m.publish(await _judgement(_job(BAD_IMAGE), _ref()))
+    await m.publish(await _judgement(_job(), _ref("ok", uid="u-2")))
+    m.count_write("create")
+    await m.scan_done(2, {"running": 3})
+    text = generate_latest(m.registry).decode()
+    fail = 'preflight_audit_findings{check="Image Reference",kind="AIPerfJob",namespace="team-a",result="fail"} 1.0'
+    assert fail in text
+    assert (
+        'preflight_audit_findings{check="Image Reference",kind="AIPerfJob",namespace="team-a",result="pass"} 1.0'
+        in text
+    )
+    assert 'preflight_audit_jobs_watched{state="judged"} 2.0' in text
+    assert 'preflight_audit_jobs_watched{state="running"} 3.0' in text
+    assert 'preflight_audit_report_writes_total{verb="create"} 1.0' in text
+    assert "preflight_audit_scan_duration_seconds_count 1.0" in text
+    assert "preflight_audit_last_full_scan_timestamp_seconds 0.0" not in text
+    await m.forget(_ref(), "started")
+    assert fail not in generate_latest(m.registry).decode()

@@ -1,0 +1,365 @@
+"""The Policy Reports sink: one openreports.io/v1alpha1 `Report` per namespace, named
+`preflight-webhook`, with one result per job x check.
+
+Format: github.com/openreports/reports-api v0.2.1 (apis/openreports.io/v1alpha1/report_types.go;
+the chart installs its CRDs). Field usage follows Kyverno v1.19.1's writer
+(pkg/utils/report/results.go `ToPolicyReportResult`, `CalculateSummary`, `SortReportResults`):
+
+    source      "preflight-webhook" (Kyverno: SourceKyverno), on the report and on each result
+    policy      the check's name ("Secrets"); Kyverno: the policy's name
+    result      pass | fail | warn | skip: what the webhook in enforce mode does (findings.py)
+    message     the check's message: a fail says what, why and the fix, with real object names
+    resources   the job (apiVersion, kind, namespace, name, uid); a sweep's child: the sweep
+    timestamp   {seconds}: when this result last CHANGED (Kyverno: when it was evaluated)
+    properties  enforce (deny|warn|audit|off), now (denied|warned|recorded|none in the current
+                mode), status (the check's own), child (a sweep's child)
+    summary     counts by result (CalculateSummary)
+
+Why only openreports.io, not also wgpolicyk8s.io/v1alpha2 PolicyReport: docs/operations.md
+("Policy Reports") gives the evidence. In short: Policy Reporter reads openreports.io since v3.2.0
+(its go.mod requires github.com/openreports/reports-api; pkg/config/resolver.go starts an
+openreports client whenever discovery serves the group), Kyverno names wgpolicyk8s.io the group it
+will deprecate, and writing both would double every write.
+
+Writes: a namespace's report is written only when its content changes (results, messages, summary;
+not the time of a re-check), at most once per `debounce` seconds per namespace (changes that arrive
+meanwhile go into the same write). A re-check that changes nothing writes nothing, so periodic
+scans cost no writes. On start the existing report is read once and its timestamps are kept for the
+results that did not change; after the first full scan, the reports of namespaces with no judged
+job left are deleted (the reports are rebuilt from the controller's scan).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from webhook.audit.findings import Finding, findings
+from webhook.audit.sink import JobRef, Judgement
+from webhook.cluster.view import ApiError
+from webhook.config import Settings
+
+log = logging.getLogger(__name__)
+
+GROUP = "openreports.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "Report"
+PLURAL = "reports"
+#: the name of the report in each namespace (one per namespace)
+NAME = "preflight-webhook"
+SOURCE = "preflight-webhook"
+CATEGORY = "Preflight"
+MANAGED_BY = "app.kubernetes.io/managed-by"
+#: the label on every report this sink owns; `report` and the clean-up on start select by it
+LABELS = {MANAGED_BY: "preflight-webhook", "app.kubernetes.io/name": "preflight-webhook"}
+SELECTOR = f"{MANAGED_BY}=preflight-webhook"
+
+#: seconds a single report request may take
+REQUEST_TIMEOUT = 10.0
+NO_REPORTS = (
+    "Policy Reports are off (audit.reports.enabled=false, or the openreports.io CRDs are not installed): "
+    "the audit controller writes no Report; findings go to Events and metrics only"
+)
+
+
+class Requester(Protocol):
+    """The one call the sink needs (webhook.cluster.client.KubeClient.request; the audit
+    controller's client allows its writes to the openreports.io group)."""
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        timeout: float,
+        query: dict[str, Any] | None = None,
+        body: Any = None,
+    ) -> dict[str, Any]: ...
+
+
+def collection_path(namespace: str) -> str:
+    return f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
+
+
+def report_path(namespace: str, name: str = NAME) -> str:
+    return f"{collection_path(namespace)}/{name}"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One result of the report: a job x check, before its timestamp is chosen."""
+
+    job: JobRef
+    finding: Finding
+
+    def subject(self) -> dict[str, str]:
+        """The job as an ObjectReference; a sweep's child is not an object yet: its sweep is."""
+        ref = self.job.parent or self.job
+        return {
+            "apiVersion": ref.api_version,
+            "kind": ref.kind,
+            "namespace": ref.namespace,
+            "name": ref.name,
+            "uid": ref.uid,
+        }
+
+    def result(self, seconds: int) -> dict[str, Any]:
+        f = self.finding
+        props = {"enforce": f.enforce or "none", "now": f.now, "status": f.status}
+        if self.job.parent is not None:
+            props["child"] = self.job.name
+        out: dict[str, Any] = {
+            "source": SOURCE,
+            "policy": f.check,
+            "category": CATEGORY,
+            "result": f.result,
+            "message": f.message,
+            "resources": [self.subject()],
+            "properties": props,
+            "timestamp": {"seconds": seconds, "nanos": 0},
+        }
+        return out
+
+
+def _content(result: dict[str, Any]) -> tuple[Any, ...]:
+    """What makes a result different to its readers: everything but its timestamp."""
+    subject = (result.get("resources") or [{}])[0]
+    props = result.get("properties") or {}
+    return (
+        result.get("policy"),
+        result.get("result"),
+        result.get("message"),
+        subject.get("uid"),
+        subject.get("kind"),
+        subject.get("name"),
+        props.get("child"),
+        props.get("enforce"),
+        props.get("now"),
+        props.get("status"),
+    )
+
+
+def _sort_key(result: dict[str, Any]) -> tuple[str, ...]:
+    """Kyverno's SortReportResults order, subject first so one job's results stay together."""
+    subject = (result.get("resources") or [{}])[0]
+    props = result.get("properties") or {}
+    return (
+        str(subject.get("kind")),
+        str(subject.get("name")),
+        str(props.get("child", "")),
+        str(result.get("policy")),
+    )
+
+
+def summary(results: list[dict[str, Any]]) -> dict[str, int]:
+    """Kyverno's CalculateSummary: counts by result (error is never written, always 0)."""
+    counts = {"pass": 0, "fail": 0, "warn": 0, "error": 0, "skip": 0}
+    for r in results:
+        if r.get("result") in counts:
+            counts[r["result"]] += 1
+    return counts
+
+
+def build_report(
+    namespace: str,
+    entries: list[Entry],
+    *,
+    now: int,
+    previous: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The report for `namespace`. A result whose content is the same as in `previous` keeps its
+    timestamp (the time it last changed); a new or changed one gets `now`."""
+    kept: dict[tuple[Any, ...], Any] = {}
+    for r in (previous or {}).get("results") or []:
+        if isinstance(r, dict):
+            kept[_content(r)] = r.get("timestamp")
+    results = []
+    for e in entries:
+        r = e.result(now)
+        ts = kept.get(_content(r))
+        if isinstance(ts, dict) and isinstance(ts.get("seconds"), int):
+            r["timestamp"] = {"seconds": ts["seconds"], "nanos": 0}
+        results.append(r)
+    results.sort(key=_sort_key)
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": NAME, "namespace": namespace, "labels": dict(LABELS)},
+        "source": SOURCE,
+        "scope": {"apiVersion": "v1", "kind": "Namespace", "name": namespace},
+        "summary": summary(results),
+        "results": results,
+    }
+
+
+def same_content(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
+    """Equal for a reader: the same results (timestamps aside), in the same order."""
+    if a is None or b is None:
+        return a is b
+    ra = [_content(r) for r in a.get("results") or [] if isinstance(r, dict)]
+    rb = [_content(r) for r in b.get("results") or [] if isinstance(r, dict)]
+    return ra == rb and a.get("summary") == b.get("summary") and a.get("source") == b.get("source")
+
+
+class ReportSink:
+    """A FindingSink (webhook.audit.sink) that keeps one Report per namespace up to date."""
+
+    def __init__(
+        self,
+        client: Requester,
+        settings: Settings,
+        *,
+        debounce: float = 2.0,
+        clock: Callable[[], float] | None = None,
+        on_write: Callable[[str], None] | None = None,
+    ) -> None:
+        import time
+
+        self.client = client
+        self.settings = settings
+        self.debounce = debounce
+        self._clock = clock or time.time
+        self._on_write = on_write or (lambda verb: None)
+        #: namespace -> job uid (or parent uid + child name) -> the job's entries
+        self._entries: dict[str, dict[str, list[Entry]]] = {}
+        #: namespace -> the report as last read or written (None: there is none)
+        self._remote: dict[str, dict[str, Any] | None] = {}
+        self._pending: dict[str, asyncio.Task[None]] = {}
+        self._scanned = False
+        #: writes sent, by verb (create, update, delete): what the benchmark and the tests count
+        self.writes: dict[str, int] = {"create": 0, "update": 0, "delete": 0}
+
+    # -- FindingSink -------------------------------------------------------------------------
+    async def publish(self, judgement: Judgement) -> None:
+        job = judgement.job
+        new = [Entry(job, f) for f in findings(judgement.evaluation, self.settings)]
+        jobs = self._entries.setdefault(job.namespace, {})
+        old = jobs.get(_key(job))
+        jobs[_key(job)] = new
+        if old is None or [e.finding for e in old] != [e.finding for e in new]:
+            self._dirty(job.namespace)
+
+    async def forget(self, job: JobRef, why: str) -> None:
+        jobs = self._entries.get(job.namespace, {})
+        if jobs.pop(_key(job), None) is not None:
+            self._dirty(job.namespace)
+
+    async def scan_done(self, judged: int, not_judged: dict[str, int]) -> None:
+        if self._scanned:
+            return
+        self._scanned = True
+        await self._delete_orphans()
+
+    # -- writing -----------------------------------------------------------------------------
+    def _dirty(self, namespace: str) -> None:
+        if namespace not in self._pending:
+            self._pending[namespace] = asyncio.create_task(self._flush_later(namespace))
+
+    async def _flush_later(self, namespace: str) -> None:
+        try:
+            if self.debounce > 0:
+                await asyncio.sleep(self.debounce)  # a window: later changes join this write
+        finally:
+            self._pending.pop(namespace, None)
+        try:
+            await self.flush(namespace)
+        except ApiError as exc:
+            log.warning("cannot write the Report", extra={"fields": {"namespace": namespace, "error": str(exc)}})
+
+    async def idle(self) -> None:
+        """Wait until every pending write was sent (tests, shutdown)."""
+        while self._pending:
+            await asyncio.gather(*list(self._pending.values()), return_exceptions=True)
+
+    async def close(self) -> None:
+        for task in list(self._pending.values()):
+            task.cancel()
+        for task in list(self._pending.values()):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def entries(self, namespace: str) -> list[Entry]:
+        return [e for job in self._entries.get(namespace, {}).values() for e in job]
+
+    async def _read(self, namespace: str) -> dict[str, Any] | None:
+        try:
+            return await self.client.request("GET", report_path(namespace), timeout=REQUEST_TIMEOUT)
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    async def flush(self, namespace: str) -> None:
+        """Write the namespace's report if its content differs from what the apiserver holds."""
+        if namespace not in self._remote:
+            self._remote[namespace] = await self._read(namespace)
+        for attempt in (1, 2):
+            remote = self._remote[namespace]
+            entries = self.entries(namespace)
+            try:
+                if not entries:
+                    if remote is not None:
+                        await self._delete(namespace)
+                    return
+                desired = build_report(namespace, entries, now=int(self._clock()), previous=remote)
+                if same_content(desired, remote):
+                    return
+                if remote is None:
+                    self._remote[namespace] = await self.client.request(
+                        "POST", collection_path(namespace), timeout=REQUEST_TIMEOUT, body=desired
+                    )
+                    self._count("create")
+                else:
+                    desired["metadata"]["resourceVersion"] = (remote.get("metadata") or {}).get("resourceVersion")
+                    self._remote[namespace] = await self.client.request(
+                        "PUT", report_path(namespace), timeout=REQUEST_TIMEOUT, body=desired
+                    )
+                    self._count("update")
+                return
+            except ApiError as exc:
+                # 409: someone else changed it (or it exists already); 404: it was deleted meanwhile
+                if exc.status not in (404, 409) or attempt == 2:
+                    raise
+                self._remote[namespace] = await self._read(namespace)
+
+    async def _delete(self, namespace: str) -> None:
+        try:
+            await self.client.request("DELETE", report_path(namespace), timeout=REQUEST_TIMEOUT)
+            self._count("delete")
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+        self._remote[namespace] = None
+
+    def _count(self, verb: str) -> None:
+        self.writes[verb] += 1
+        self._on_write(verb)
+
+    async def _delete_orphans(self) -> None:
+        """After the first full scan: delete our reports in namespaces where no job is judged."""
+        try:
+            listed = await self.client.request(
+                "GET", f"/apis/{GROUP}/{VERSION}/{PLURAL}", timeout=REQUEST_TIMEOUT, query={"labelSelector": SELECTOR}
+            )
+        except ApiError as exc:
+            log.warning("cannot list the Reports", extra={"fields": {"error": str(exc)}})
+            return
+        for item in listed.get("items") or []:
+            meta = item.get("metadata") or {}
+            ns, name = meta.get("namespace"), meta.get("name")
+            if name != NAME or not isinstance(ns, str) or self.entries(ns) or ns in self._pending:
+                continue
+            self._remote[ns] = item
+            try:
+                await self._delete(ns)
+            except ApiError as exc:
+                log.warning("cannot delete the Report", extra={"fields": {"namespace": ns, "error": str(exc)}})
+
+
+def _key(job: JobRef) -> str:
+    return job.uid if job.parent is None else f"{job.parent.uid}/{job.name}"
