@@ -189,8 +189,17 @@ def workload(
     obj: dict[str, Any] | None = None,
     **fields: Any,
 ) -> Any:
-    from webhook.workloads.base import Workload
+    from dataclasses import replace
 
+    from webhook.kube import MULTIKUEUE
+    from webhook.workloads import aiperf, trainjob
+    from webhook.workloads.base import KindFacts, Workload
+
+    # the kind facts the kind's adapter sets (webhook/workloads/*/adapter.py FACTS)
+    facts = {"TrainJob": trainjob.FACTS, "AIPerfJob": aiperf.FACTS, "AIPerfSweep": aiperf.FACTS}.get(kind, KindFacts())
+    if kind == "TrainJob" and fields.get("managed_by") == MULTIKUEUE:
+        facts = replace(facts, controllers=())
+    fields.setdefault("facts", facts)
     api = "trainer.kubeflow.org/v1alpha1" if kind == "TrainJob" else "aiperf.nvidia.com/v1alpha1"
     obj = obj or {"apiVersion": api, "kind": kind, "metadata": {"name": name, "namespace": namespace}, "spec": {}}
     return Workload(

@@ -5,11 +5,13 @@ from webhook.checks.gpu import AcceleratorLimits
 from webhook.config import Settings
 from webhook.deadline import Deadline
 from webhook.results import Status
+from webhook.workloads import aiperf, trainjob
 from webhook.workloads.base import PodGroup, Workload
 
 
 def wl(*groups: PodGroup, kind: str = "TrainJob") -> Workload:
-    return Workload(kind, "v", "llama-ft", "team-a", {}, pod_groups=list(groups))
+    facts = {"TrainJob": trainjob.FACTS, "AIPerfJob": aiperf.FACTS}[kind]  # as the kind's adapter sets them
+    return Workload(kind, "v", "llama-ft", "team-a", {}, pod_groups=list(groups), facts=facts)
 
 
 def node(

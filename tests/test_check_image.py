@@ -7,6 +7,7 @@ from webhook.checks.image import ImageReference, parse_image
 from webhook.config import Settings
 from webhook.deadline import Deadline
 from webhook.results import Status
+from webhook.workloads import aiperf, trainjob
 from webhook.workloads.base import PodGroup, Workload
 
 DIGEST = "sha256:" + "a" * 64
@@ -16,7 +17,8 @@ FIX_INVALID = (
 
 
 def wl(*groups: PodGroup, kind: str = "TrainJob") -> Workload:
-    return Workload(kind, "x/v1", "job", "team-a", {}, pod_groups=list(groups))
+    facts = {"TrainJob": trainjob.FACTS, "AIPerfJob": aiperf.FACTS}[kind]  # as the kind's adapter sets them
+    return Workload(kind, "x/v1", "job", "team-a", {}, pod_groups=list(groups), facts=facts)
 
 
 def group(name: str, *images: str, init: tuple[str, ...] = (), pull_secrets: bool = False) -> PodGroup:

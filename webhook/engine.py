@@ -20,7 +20,7 @@ from webhook.checks.base import Check, CheckContext
 from webhook.cluster.view import ClusterView
 from webhook.config import Settings
 from webhook.deadline import Deadline, wait_until
-from webhook.kube import ApiError
+from webhook.kube import MULTIKUEUE, ApiError
 from webhook.results import CheckResult, PreflightResults, Status
 from webhook.workloads.base import Workload
 
@@ -66,7 +66,7 @@ def _precondition(check: Check, ctx: CheckContext) -> CheckResult | None:
         return CheckResult(check.name, Status.SKIP, "Skipped: needs a cluster (running offline)")
     if check.needs_pod_groups and wl.incomplete_reason:
         return CheckResult(check.name, Status.SKIP, f"Skipped: {wl.incomplete_reason}")
-    if check.local_capacity and wl.managed_by == "kueue.x-k8s.io/multikueue":
+    if check.local_capacity and wl.managed_by == MULTIKUEUE:
         return CheckResult(
             check.name,
             Status.SKIP,

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 #: the label Kueue reads a job's LocalQueue from (kueue pkg/controller/constants QueueLabel)
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+#: spec.managedBy of a job MultiKueue dispatches to another cluster (kueue pkg/controller/constants)
+MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 #: the JobSet API the AIPerf operator and Trainer v2.3.0 create (JobSet v0.12.0 serves it)
 JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
 #: the most a ConfigMap's data may hold (Σ len(key) + len(value)): the apiserver's 1 MiB

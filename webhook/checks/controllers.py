@@ -31,11 +31,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from webhook.checks.base import AIPERFJOB, AIPERFSWEEP, TRAINJOB, Check, CheckContext, Permission
+from webhook.checks.base import Check, CheckContext, Permission
 from webhook.checks.common import before_deadline
 from webhook.checks.kueue_queue import _resolve
 from webhook.config import ControllerRef, Settings
-from webhook.kube import ApiError
+from webhook.kube import MULTIKUEUE, ApiError
 from webhook.results import CheckResult, Status
 
 #: clock for Lease ages; tests may replace it
@@ -43,8 +43,6 @@ now = time.time
 
 #: client-go's default when a Lease carries no leaseDurationSeconds (controller-runtime: 15 s)
 DEFAULT_LEASE_SECONDS = 15
-
-MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 
 
 def _parse_time(text: str) -> float | None:
@@ -76,13 +74,8 @@ def needed(ctx: CheckContext) -> list[tuple[str, ControllerRef]]:
     """(label, where it runs) for every controller this job needs, in report order."""
     wl, cfg = ctx.workload, ctx.settings.controllers
     remote = wl.managed_by == MULTIKUEUE  # runs in another cluster: only Kueue acts here
-    out: list[tuple[str, ControllerRef]] = []
-    if wl.kind in (AIPERFJOB, AIPERFSWEEP):
-        out.append(("AIPerf operator", cfg.aiperf))
-    if wl.kind == TRAINJOB and not remote:
-        out.append(("Trainer", cfg.trainer))
-    if not remote:
-        out.append(("JobSet", cfg.jobset))
+    # the controllers the kind's adapter names (webhook/workloads/base.py KindFacts)
+    out: list[tuple[str, ControllerRef]] = [(label, getattr(cfg, _key(label))) for label in wl.facts.controllers]
     q, _ = _resolve(ctx)
     if q is not None or remote:
         out.append(("Kueue", cfg.kueue))

@@ -16,6 +16,7 @@ from typing import Any
 from webhook.checks.base import Check, CheckContext
 from webhook.quantity import format_quantity, is_extended_resource, parse_quantity
 from webhook.results import CheckResult, Status
+from webhook.workloads.base import KindFacts
 
 NAME = "Accelerator Limits"
 
@@ -34,17 +35,13 @@ def _plain(amounts: Any) -> bool:
     return not amounts or (isinstance(amounts, dict) and amounts.keys() <= _OVERCOMMITTABLE)
 
 
-def _where(kind: str, group: str, container: str, is_init: bool) -> str:
+def _where(group: str, container: str, is_init: bool) -> str:
     noun = "Init container" if is_init else "Container"
     return f'{noun} "{container}" in pod group "{group}"'
 
 
-def _fix_location(kind: str, container: str) -> str:
-    if kind == "TrainJob" and container == "node":
-        return "spec.trainer.resourcesPerNode.limits (or the runtime's container resources)"
-    if kind == "TrainJob":
-        return "the training runtime's container resources"
-    return "the container's resources.limits"
+def _fix_location(facts: KindFacts, container: str) -> str:
+    return facts.resources_of(container)
 
 
 def _parse(raw: Any) -> Decimal | None:
@@ -54,7 +51,7 @@ def _parse(raw: Any) -> Decimal | None:
         return None
 
 
-def container_findings(kind: str, group: str, container: dict[str, Any], is_init: bool) -> list[tuple[str, str]]:
+def container_findings(facts: KindFacts, group: str, container: dict[str, Any], is_init: bool) -> list[tuple[str, str]]:
     """(what, fix) for every non-overcommittable resource of one container that Kubernetes would reject."""
     res = container.get("resources") or {}
     requests = res.get("requests") or {}
@@ -65,7 +62,7 @@ def container_findings(kind: str, group: str, container: dict[str, Any], is_init
         resource = str(resource)
         if not not_overcommittable(resource):
             continue
-        where = _where(kind, group, cname, is_init)  # here, not per container: most have no such resource
+        where = _where(group, cname, is_init)  # here, not per container: most have no such resource
         req_raw, lim_raw = requests.get(resource), limits.get(resource)
         req = _parse(req_raw) if req_raw is not None else None
         lim = _parse(lim_raw) if lim_raw is not None else None
@@ -93,7 +90,7 @@ def container_findings(kind: str, group: str, container: dict[str, Any], is_init
                 (
                     f"{where} requests {resource}: {format_quantity(req, resource)} with no limit; Kubernetes rejects "
                     'its pods at Job creation ("Limit must be set for non overcommitable resources")',
-                    f"set limits {resource}: {format_quantity(req, resource)} in {_fix_location(kind, cname)}",
+                    f"set limits {resource}: {format_quantity(req, resource)} in {_fix_location(facts, cname)}",
                 )
             )
         elif req is not None and lim is not None and req != lim:
@@ -102,7 +99,7 @@ def container_findings(kind: str, group: str, container: dict[str, Any], is_init
                     f"{where} requests {resource}: {format_quantity(req, resource)} but limits it to "
                     f"{format_quantity(lim, resource)}; Kubernetes requires the request to equal the limit and rejects "
                     "its pods at Job creation",
-                    f"set request and limit of {resource} to the same value in {_fix_location(kind, cname)}",
+                    f"set request and limit of {resource} to the same value in {_fix_location(facts, cname)}",
                 )
             )
     return out
@@ -137,7 +134,7 @@ class AcceleratorLimits(Check):
                     res = c.get("resources") or {}
                     if _plain(res.get("requests")) and _plain(res.get("limits")):
                         continue  # most containers: only cpu/memory, nothing this check judges
-                    findings.extend(container_findings(wl.kind, group.name, c, is_init))
+                    findings.extend(container_findings(wl.facts, group.name, c, is_init))
                     for resource, raw in ((c.get("resources") or {}).get("limits") or {}).items():
                         if is_extended_resource(str(resource)):
                             q = _parse(raw)

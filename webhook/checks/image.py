@@ -19,6 +19,7 @@ from webhook.checks.base import Check, CheckContext
 from webhook.imageref import parse_or_explain as parse_image
 from webhook.imageref import quoted
 from webhook.results import CheckResult, Status
+from webhook.workloads.base import Workload
 
 NAME = "Image Reference"
 EXAMPLE = "nvcr.io/nvidia/aiperf:0.13.0"
@@ -90,9 +91,8 @@ def _has_pull_secrets(pod_spec: dict[str, Any], ctx: CheckContext) -> bool:
     return False
 
 
-def _pull_secret_fix(kind: str) -> str:
-    where = "spec.podTemplate.imagePullSecrets" if kind == "AIPerfJob" else "imagePullSecrets on the pods"
-    return f"add {where} (or list the registry in publicRegistries if it needs no login)"
+def _pull_secret_fix(wl: Workload) -> str:
+    return f"add {wl.facts.pull_secrets_at} (or list the registry in publicRegistries if it needs no login)"
 
 
 class ImageReference(Check):
@@ -157,7 +157,7 @@ class ImageReference(Check):
                 warns.append(
                     (
                         f'Registry "{ref.registry}" of image "{use.image}" may need a login, but {label} {groups} has no imagePullSecrets',
-                        _pull_secret_fix(ctx.workload.kind),
+                        _pull_secret_fix(ctx.workload),
                     )
                 )
 

@@ -26,7 +26,7 @@ from decimal import Decimal
 from typing import Any
 
 from webhook.checks import provisioning
-from webhook.checks.base import AIPERFJOB, Check, CheckContext, Permission
+from webhook.checks.base import Check, CheckContext, Permission
 from webhook.checks.common import cached, plural, with_stale
 from webhook.config import Settings
 from webhook.quantity import format_quantity, parse_quantity
@@ -176,9 +176,8 @@ def toleration_text(t: dict[str, Any]) -> str:
 
 
 def pod_field(wl: Workload, field: str) -> str:
-    if wl.kind == AIPERFJOB:
-        return f"spec.podTemplate.{field}"
-    return f"{field} (in the runtime or spec.runtimePatches)"
+    """Where the user sets a pod-level field of this job (its kind's facts)."""
+    return wl.facts.pod_field.format(field=field)
 
 
 def _fmt_resources(req: dict[str, Decimal]) -> str:

@@ -290,7 +290,7 @@ class SweepChildQuotas(Check):
     ) -> list[tuple[str, str]]:  # fmt: skip
         cwl = child.workload
         peak = Workload(
-            kind=wl.kind, api_version=wl.api_version, name=wl.name, namespace=wl.namespace, obj=wl.obj,
+            kind=wl.kind, api_version=wl.api_version, name=wl.name, namespace=wl.namespace, obj=wl.obj, facts=wl.facts,
             pod_groups=[controller, *cwl.pod_groups],
             derived={"jobSet": cwl.derived.get("jobSet") or {}, "configMap": cwl.derived.get("configMap") or {},
                      "sweepJobSet": wl.derived.get("jobSet") or {}},

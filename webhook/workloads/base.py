@@ -63,6 +63,28 @@ class PodGroup:
         return out
 
 
+@dataclass(frozen=True)
+class KindFacts:
+    """What differs between kinds where a check must say what acts on a job or where a fix goes.
+
+    The kind's adapter sets them, so no check names a kind (docs/development.md, "A new workload
+    kind"). The defaults are a plain JobSet's."""
+
+    #: the controllers that turn the object into pods in this cluster, in order, as users name them
+    #: ("AIPerf operator", "Trainer", "JobSet"); Controllers adds Kueue when the job queues
+    controllers: tuple[str, ...] = ("JobSet",)
+    #: where a pod-level field (nodeSelector, tolerations) is set, "{field}" filled in
+    pod_field: str = "spec.replicatedJobs[].template.spec.template.spec.{field}"
+    #: where the pods' image pull Secrets are listed
+    pull_secrets_at: str = "imagePullSecrets on the pods"
+    #: where a container's resources are set: (container name, where), "" for any other container
+    resources_at: tuple[tuple[str, str], ...] = (("", "the container's resources.limits"),)
+
+    def resources_of(self, container: str) -> str:
+        by_name = dict(self.resources_at)
+        return by_name.get(container) or by_name.get("") or "the container's resources.limits"
+
+
 @dataclass
 class Workload:
     kind: str
@@ -90,6 +112,8 @@ class Workload:
     managed_service_accounts: set[str] = field(default_factory=set)
     # extra secret references that are not in any pod spec: (secret, key|None, optional, field path)
     extra_secret_refs: list[tuple[str, str | None, bool, str]] = field(default_factory=list)
+    # what differs between kinds (who acts on the job, where fixes go): set by the adapter
+    facts: KindFacts = field(default_factory=KindFacts)
 
     @property
     def ref(self) -> str:

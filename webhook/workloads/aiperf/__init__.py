@@ -22,7 +22,7 @@ importable from `webhook.workloads.aiperf`.
 from __future__ import annotations
 
 from webhook.kube import JOBSET_API_VERSION, QUEUE_LABEL
-from webhook.workloads.aiperf.adapter import build, read_metadata
+from webhook.workloads.aiperf.adapter import FACTS, build, read_metadata
 from webhook.workloads.aiperf.env import (
     API_VERSION,
     CONFIGMAP_KEY,
@@ -52,6 +52,7 @@ from webhook.workloads.aiperf.workers import calculate_workers, worker_topology
 
 __all__ = [
     "API_VERSION",
+    "FACTS",
     "CONFIGMAP_KEY",
     "DATASET_TYPES",
     "ENDPOINT_TYPES",

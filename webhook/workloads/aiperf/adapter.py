@@ -22,13 +22,20 @@ from webhook.workloads.aiperf.resources import RenderError
 from webhook.workloads.aiperf.run_config import run_config_data
 from webhook.workloads.aiperf.typed import check_shape, phase_errors
 from webhook.workloads.aiperf.workers import calculate_workers, worker_topology
-from webhook.workloads.base import PodGroup, RuntimeLookup, Workload
+from webhook.workloads.base import KindFacts, PodGroup, RuntimeLookup, Workload
 from webhook.workloads.shape import (
     mapping,
     str_map,
     string,
 )
 from webhook.workloads.walks import plain_json
+
+#: the operator renders a JobSet; pod-level fields are set in spec.podTemplate
+FACTS = KindFacts(
+    controllers=("AIPerf operator", "JobSet"),
+    pod_field="spec.podTemplate.{field}",
+    pull_secrets_at="spec.podTemplate.imagePullSecrets",
+)
 
 
 def build(
@@ -53,6 +60,7 @@ def build(
         namespace=ns,
         obj=obj,
         queue_name=queue or labels.get(QUEUE_LABEL),
+        facts=FACTS,
     )
     wl.render_errors += _refusals(spec, name)
     if wl.render_errors:

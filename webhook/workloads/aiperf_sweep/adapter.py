@@ -56,7 +56,12 @@ def build(
     if not isinstance(spec, dict):
         raise AdapterError("spec must be a mapping")
     wl = SweepWorkload(
-        kind=KIND, api_version=str(obj.get("apiVersion") or aiperf.API_VERSION), name=name, namespace=ns, obj=obj
+        kind=KIND,
+        api_version=str(obj.get("apiVersion") or aiperf.API_VERSION),
+        name=name,
+        namespace=ns,
+        obj=obj,
+        facts=aiperf.FACTS,
     )
     try:
         _build(wl, obj, spec, settings, uid or "")

@@ -19,7 +19,7 @@ importable from `webhook.workloads.trainjob`.
 
 from __future__ import annotations
 
-from webhook.workloads.trainjob.adapter import build
+from webhook.workloads.trainjob.adapter import FACTS, build
 from webhook.workloads.trainjob.merge import strategic_merge
 from webhook.workloads.trainjob.plugins import FLUX_INSTALLER_IMAGE, MPI_SSH_SECRET_SUFFIX
 from webhook.workloads.trainjob.schema import (
@@ -36,6 +36,7 @@ from webhook.workloads.trainjob.schema import (
 
 __all__ = [
     "ANCESTOR_LABEL",
+    "FACTS",
     "API_GROUP",
     "FLUX_INSTALLER_IMAGE",
     "JOBSET_TEMPLATE",

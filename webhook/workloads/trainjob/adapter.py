@@ -6,11 +6,12 @@ still recorded so the secrets check can run.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from webhook.config import Settings
-from webhook.kube import QUEUE_LABEL
-from webhook.workloads.base import RuntimeLookup, Workload
+from webhook.kube import MULTIKUEUE, QUEUE_LABEL
+from webhook.workloads.base import KindFacts, RuntimeLookup, Workload
 from webhook.workloads.shape import clean, listing, mapping, str_map, string, wrong
 from webhook.workloads.trainjob.jobset import config_map, render
 from webhook.workloads.trainjob.schema import (
@@ -45,6 +46,18 @@ def _own_secret_refs(spec: dict[str, Any]) -> list[tuple[str, str | None, bool, 
     return refs
 
 
+#: Trainer renders the JobSet from the runtime: pod-level fields live in the runtime or in
+#: spec.runtimePatches, the trainer node's resources in spec.trainer.resourcesPerNode
+FACTS = KindFacts(
+    controllers=("Trainer", "JobSet"),
+    pod_field="{field} (in the runtime or spec.runtimePatches)",
+    resources_at=(
+        ("node", "spec.trainer.resourcesPerNode.limits (or the runtime's container resources)"),
+        ("", "the training runtime's container resources"),
+    ),
+)
+
+
 def build(
     obj: dict[str, Any],
     *,
@@ -74,6 +87,8 @@ def build(
         queue_name=labels.get(QUEUE_LABEL) or None,
         managed_by=spec.get("managedBy") or "trainer.kubeflow.org/trainjob-controller",
     )
+    # a TrainJob MultiKueue dispatches runs in another cluster: here only Kueue acts on it
+    wl.facts = FACTS if wl.managed_by != MULTIKUEUE else replace(FACTS, controllers=())
     ref = spec.get("runtimeRef") or {}
     rt_name = ref.get("name")
     rt_kind = ref.get("kind") or "ClusterTrainingRuntime"
