@@ -1,0 +1,338 @@
+"""`preflight-webhook report`: what fails if you switch the webhook to enforce? (read-only)
+
+Reads the Policy Reports the audit controller writes (openreports.io/v1alpha1 `Report` named
+`preflight-webhook`, one per namespace; webhook/audit/reports.py). Where there are none (the
+controller is off, the CRDs are not installed, or it has not scanned that namespace yet) it computes
+the same findings live from the kubeconfig: it lists the AIPerfJobs, AIPerfSweeps and TrainJobs and
+runs each through the webhook's own path (`webhook.preflight.evaluate` with the live ClusterView, as
+`check` and `serve` do), then asks the domain what enforce mode would do
+(`webhook.audit.findings`). It never writes.
+
+Exit codes: 0 no job would be denied, 1 at least one would be denied in enforce mode, 2 usage or
+cluster errors. `-o json` prints one JSON document on stdout; notes go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from webhook.checks import check_names
+from webhook.config import ConfigError, Settings, load_settings
+
+EXIT_OK, EXIT_DENIED, EXIT_USAGE = 0, 1, 2
+
+#: (group, version, resource): the kinds the webhook judges, listed for the live computation
+JOB_RESOURCES = (
+    ("aiperf.nvidia.com", "v1alpha1", "aiperfjobs"),
+    ("aiperf.nvidia.com", "v1alpha1", "aiperfsweeps"),
+    ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
+)
+#: a message is cut to this in the table (json and the report keep it whole)
+TABLE_MESSAGE = 160
+
+EPILOG = """\
+Where the answer comes from:
+  reports  the audit controller's Policy Reports (kubectl get reports.openreports.io -A), kept
+           up to date as jobs and what they read change; only jobs that have not started are in them
+  live     no report found: every listed job is judged now, with your credentials, exactly as the
+           webhook would judge it on kubectl apply (--live forces this)
+
+Results (what the webhook in enforce mode does with each finding):
+  fail     enforce would DENY the job for this check
+  warn     enforce admits it with a warning (a check whose action is warn, or one that cannot verify)
+  pass     nothing to report;  skip: the check did not apply or is off
+
+Examples:
+  preflight-webhook report -A                 every namespace; exit 1 if enforce would deny a job
+  preflight-webhook report -n team-a -o json  one namespace, as JSON
+  preflight-webhook report -A --all           also the passing and skipped checks
+"""
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "report",
+        help="what fails if you switch to enforce? the audit findings per job (read-only)",
+        description=(
+            "Show, per job and check, what the webhook in enforce mode would deny: read from the audit\n"
+            "controller's Policy Reports, or computed live from the kubeconfig when there are none.\n"
+            "Read-only. Exit 0 nothing would be denied, 1 something would, 2 usage or cluster errors."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    scope = p.add_mutually_exclusive_group()
+    scope.add_argument("-n", "--namespace", metavar="NS", help="the namespace to report on (default: default)")
+    scope.add_argument("-A", "--all-namespaces", action="store_true", help="report on every namespace")
+    p.add_argument("-o", "--output", choices=("table", "json"), default="table", help="output format (default table)")
+    p.add_argument("--all", action="store_true", help="also show passing and skipped checks (table)")
+    p.add_argument("--live", action="store_true", help="ignore the reports: judge the jobs now, from the kubeconfig")
+    p.add_argument("--config", metavar="FILE", help="webhook config file (the live judgement uses its policy)")
+    p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
+    p.add_argument(
+        "--timeout", type=float, metavar="SECONDS", help="time budget per job when live (default: budgetSeconds)"
+    )
+    p.set_defaults(func=run)
+    return p
+
+
+@dataclass
+class Row:
+    namespace: str
+    kind: str
+    name: str
+    check: str
+    result: str
+    message: str
+    child: str = ""
+    #: the verdict in enforce mode and in the current mode (report properties)
+    enforce: str = ""
+    now: str = ""
+
+
+@dataclass
+class Answer:
+    source: str  # "reports" | "live"
+    rows: list[Row] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def denied_jobs(self) -> list[tuple[str, str, str, str]]:
+        seen: dict[tuple[str, str, str, str], None] = {}
+        for r in self.rows:
+            if r.result == "fail":
+                seen[(r.namespace, r.kind, r.name, r.child)] = None
+        return list(seen)
+
+    def jobs(self) -> list[tuple[str, str, str, str]]:
+        return list(dict.fromkeys((r.namespace, r.kind, r.name, r.child) for r in self.rows))
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return asyncio.run(_run(args, sys.stdout, sys.stderr))
+    except KeyboardInterrupt:  # pragma: no cover - interactive
+        return EXIT_USAGE
+
+
+async def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    try:
+        settings = load_settings(args.config, known_checks=check_names())
+    except ConfigError as exc:
+        print(f"error: {exc}", file=err)
+        return EXIT_USAGE
+    timeout = args.timeout if args.timeout is not None else settings.budget_seconds
+    if timeout <= 0:
+        print("error: --timeout must be greater than 0", file=err)
+        return EXIT_USAGE
+    namespace = None if args.all_namespaces else (args.namespace or "default")
+    from webhook.cluster.client import KubeClient, load_configuration
+    from webhook.cluster.view import ApiError
+
+    try:
+        client = KubeClient(await load_configuration(args.kubeconfig), settings.api_concurrency)
+    except Exception as exc:  # a kubeconfig that cannot be read is the caller's input problem
+        print(f"error: cannot read the kubeconfig: {exc or type(exc).__name__}. Fix: check --kubeconfig", file=err)
+        return EXIT_USAGE
+    try:
+        answer = None if args.live else await read_reports(client, namespace)
+        if answer is None:
+            answer = await compute_live(args, settings, namespace, timeout, err)
+    except ApiError as exc:
+        print(f"error: cannot read from the cluster: {exc}. Fix: check --kubeconfig and your permissions", file=err)
+        return EXIT_USAGE
+    finally:
+        await client.close()
+    if answer is None:
+        return EXIT_USAGE
+    for note in answer.notes:
+        print(f"note: {note}", file=err)
+    if args.output == "json":
+        json.dump(to_json(answer, namespace), out, indent=2)
+        out.write("\n")
+    else:
+        out.write(render_table(answer, namespace, show_all=args.all))
+    return EXIT_DENIED if answer.denied_jobs() else EXIT_OK
+
+
+async def read_reports(client: Any, namespace: str | None) -> Answer | None:
+    """The rows of the audit controller's reports, or None when there is none to read."""
+    from webhook.audit.reports import GROUP, NAME, PLURAL, SELECTOR, VERSION, report_path
+    from webhook.cluster.view import ApiError
+
+    try:
+        if namespace is None:
+            listed = await client.request(
+                "GET", f"/apis/{GROUP}/{VERSION}/{PLURAL}", timeout=30.0, query={"labelSelector": SELECTOR}
+            )
+            reports = [r for r in listed.get("items") or [] if (r.get("metadata") or {}).get("name") == NAME]
+        else:
+            reports = [await client.request("GET", report_path(namespace), timeout=30.0)]
+    except ApiError as exc:
+        if exc.status == 404:  # no such report, or the openreports.io API is not served
+            return None
+        if exc.status == 403:
+            return None  # not permitted to read the reports: judge live with what the caller may read
+        raise
+    if not reports:
+        return None
+    answer = Answer("reports")
+    for report in reports:
+        answer.rows.extend(rows_of_report(report))
+    return answer
+
+
+def rows_of_report(report: dict[str, Any]) -> list[Row]:
+    ns = str((report.get("metadata") or {}).get("namespace") or "")
+    rows = []
+    for r in report.get("results") or []:
+        if not isinstance(r, dict):
+            continue
+        subject = (r.get("resources") or [{}])[0]
+        props = r.get("properties") or {}
+        rows.append(
+            Row(
+                namespace=str(subject.get("namespace") or ns),
+                kind=str(subject.get("kind") or ""),
+                name=str(subject.get("name") or ""),
+                check=str(r.get("policy") or ""),
+                result=str(r.get("result") or ""),
+                message=str(r.get("message") or ""),
+                child=str(props.get("child") or ""),
+                enforce=str(props.get("enforce") or ""),
+                now=str(props.get("now") or ""),
+            )
+        )
+    return rows
+
+
+async def compute_live(
+    args: argparse.Namespace, settings: Settings, namespace: str | None, timeout: float, err: TextIO
+) -> Answer | None:
+    """Every job listed, judged now through webhook.preflight.evaluate with the live ClusterView."""
+    from webhook.audit.findings import findings
+    from webhook.checks import all_checks
+    from webhook.cluster.live import open_cluster_view
+    from webhook.cluster.view import ApiError
+    from webhook.deadline import Deadline
+    from webhook.preflight import evaluate
+
+    try:
+        view = await open_cluster_view(settings, kubeconfig=args.kubeconfig, checks=all_checks())
+    except Exception as exc:  # any failure to reach the cluster is an input problem for the CLI
+        print(f"error: cannot connect to the cluster: {exc or type(exc).__name__}. Fix: check --kubeconfig", file=err)
+        return None
+    answer = Answer("live")
+    answer.notes.append(
+        "no Policy Report found"
+        + (f" in namespace {namespace}" if namespace else "")
+        + ": judging the jobs now, as the webhook would on kubectl apply (running jobs included)"
+        if not args.live
+        else "judging the jobs now (--live)"
+    )
+    try:
+        for group, version, resource in JOB_RESOURCES:
+            base = f"/apis/{group}/{version}"
+            path = f"{base}/{resource}" if namespace is None else f"{base}/namespaces/{namespace}/{resource}"
+            try:
+                listed = await view.client.request("GET", path, timeout=30.0)
+            except ApiError as exc:
+                if exc.status == 404:
+                    continue  # the kind is not served here
+                if exc.status == 403:
+                    answer.notes.append(f"not permitted to list {resource}: they are not in this answer")
+                    continue
+                raise
+            for obj in listed.get("items") or []:
+                obj.setdefault("apiVersion", f"{group}/{version}")
+                obj.setdefault("kind", _kind_of(listed, resource))
+                meta = obj.get("metadata") or {}
+                ev = await evaluate(obj, settings=settings, deadline=Deadline(timeout), view=view)
+                for f in findings(ev, settings):
+                    answer.rows.append(
+                        Row(
+                            namespace=str(meta.get("namespace") or ""),
+                            kind=str(obj["kind"]),
+                            name=str(meta.get("name") or ""),
+                            check=f.check,
+                            result=f.result,
+                            message=f.message,
+                            enforce=f.enforce or "none",
+                            now=f.now,
+                        )
+                    )
+    finally:
+        await view.close()
+    return answer
+
+
+def _kind_of(listed: dict[str, Any], resource: str) -> str:
+    kind = str(listed.get("kind") or "")
+    if kind.endswith("List"):
+        return kind[: -len("List")]
+    return {"aiperfjobs": "AIPerfJob", "aiperfsweeps": "AIPerfSweep", "trainjobs": "TrainJob"}[resource]
+
+
+def _job_label(kind: str, name: str, child: str) -> str:
+    return f"{kind}/{name}" + (f" (child {child})" if child else "")
+
+
+def render_table(answer: Answer, namespace: str | None, *, show_all: bool = False) -> str:
+    """One row per finding to act on (fail, warn; --all: every one), then the answer in one line."""
+    shown = [r for r in answer.rows if show_all or r.result in ("fail", "warn")]
+    order = {"fail": 0, "warn": 1, "pass": 2, "skip": 3}
+    shown.sort(key=lambda r: (r.namespace, r.kind, r.name, r.child, order.get(r.result, 4), r.check))
+    header = ("NAMESPACE", "JOB", "CHECK", "ENFORCE", "MESSAGE")
+    table = [
+        (
+            r.namespace,
+            _job_label(r.kind, r.name, r.child),
+            r.check,
+            {"fail": "DENY", "warn": "warn", "pass": "pass", "skip": "skip"}.get(r.result, r.result),
+            r.message if len(r.message) <= TABLE_MESSAGE else r.message[: TABLE_MESSAGE - 1] + "…",
+        )
+        for r in shown
+    ]
+    lines = []
+    if table:
+        widths = [max(len(h), *(len(row[i]) for row in table)) for i, h in enumerate(header[:-1])]
+        fmt = "  ".join(f"{{:<{w}}}" for w in widths) + "  {}"
+        lines.append(fmt.format(*header))
+        lines.extend(fmt.format(*row) for row in table)
+    where = "in every namespace" if namespace is None else f"in namespace {namespace}"
+    denied, jobs = answer.denied_jobs(), answer.jobs()
+    source = "the audit controller's Policy Reports" if answer.source == "reports" else "a live check now"
+    if not jobs:
+        lines.append(f"No judged job {where} (from {source}).")
+    elif denied:
+        lines.append(
+            f"{len(denied)} of {len(jobs)} job(s) {where} would be DENIED if the webhook enforced "
+            f"(from {source}); fix them before you switch to enforce."
+        )
+    else:
+        lines.append(f"No job {where} would be denied if the webhook enforced: {len(jobs)} judged (from {source}).")
+    return "\n".join(lines) + "\n"
+
+
+def to_json(answer: Answer, namespace: str | None) -> dict[str, Any]:
+    jobs: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+    for r in answer.rows:
+        key = (r.namespace, r.kind, r.name, r.child)
+        job = jobs.setdefault(
+            key,
+            {"namespace": r.namespace, "kind": r.kind, "name": r.name, "wouldBeDenied": False, "findings": []},
+        )
+        if r.child:
+            job["child"] = r.child
+        job["findings"].append({"check": r.check, "result": r.result, "message": r.message, "enforce": r.enforce})
+        job["wouldBeDenied"] = job["wouldBeDenied"] or r.result == "fail"
+    return {
+        "source": answer.source,
+        "namespace": namespace,
+        "wouldBeDenied": len(answer.denied_jobs()),
+        "jobs": list(jobs.values()),
+    }
