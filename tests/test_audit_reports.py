@@ -17,7 +17,7 @@ from prometheus_client import generate_latest
 from tests.test_preflight import BAD_IMAGE, OFFLINE, _job
 from webhook.audit.findings import PASS, WARNING, denied_checks, findings
 from webhook.audit.metrics import AuditMetrics
-from webhook.audit.reports import ReportSink, build_report, report_path
+from webhook.audit.reports import ReportSink, build_report, open_report_sink, report_path
 from webhook.audit.sink import JobRef, Judgement
 from webhook.cluster.view import ApiError
 from webhook.config import Settings
@@ -63,10 +63,6 @@ class Store:
             if path not in self.objects:
                 raise ApiError(404, "not found")
             return copy.deepcopy(self.objects[path])
-        if method == "DELETE":
-            if self.objects.pop(path, None) is None:
-                raise ApiError(404, "not found")
-            return {}
         self.rv += 1
         obj = copy.deepcopy(body)
         if method == "POST":
@@ -195,11 +191,16 @@ async def test_a_restart_rebuilds_from_the_scan_without_writing_an_unchanged_rep
     await second.publish(await _judgement(_job(BAD_IMAGE), _ref()))
     await second.idle()
     await second.scan_done(1, {"running": 2})
-    assert store.writes() == ["POST", "POST", "DELETE"]
-    assert set(store.objects) == {report_path("team-a")}
+    assert store.writes() == ["POST", "POST", "PUT"]  # team-b's report emptied, team-a's left alone
+    emptied = store.objects[report_path("team-b")]
+    assert emptied["results"] == [] and emptied["summary"] == dict.fromkeys(
+        ("pass", "fail", "warn", "error", "skip"), 0
+    )
+    await second.scan_done(1, {})  # only the first scan cleans up
+    assert store.writes() == ["POST", "POST", "PUT"]
 
 
-async def test_a_forgotten_job_leaves_the_report_and_the_last_one_deletes_it() -> None:
+async def test_a_forgotten_job_leaves_the_report_and_the_last_one_empties_it() -> None:
     store = Store()
     sink = ReportSink(store, AUDIT, debounce=0)
     await sink.publish(await _judgement(_job(BAD_IMAGE), _ref()))
@@ -210,7 +211,7 @@ async def test_a_forgotten_job_leaves_the_report_and_the_last_one_deletes_it() -
     assert [r["resources"][0]["name"] for r in store.objects[report_path("team-a")]["results"]] == ["other"] * 5
     await sink.forget(_ref("other", uid="u-2"), "deleted")
     await sink.idle()
-    assert store.objects == {} and store.writes() == ["POST", "PUT", "DELETE"]
+    assert store.objects[report_path("team-a")]["results"] == [] and store.writes() == ["POST", "PUT", "PUT"]
 
 
 async def test_a_conflict_is_read_again_and_written_once_more() -> None:
@@ -259,3 +260,37 @@ async def test_metrics_count_the_findings_now_by_namespace_kind_check_and_result
     assert "preflight_audit_last_full_scan_timestamp_seconds 0.0" not in text
     await m.forget(_ref(), "started")
     assert fail not in generate_latest(m.registry).decode()
+
+
+@pytest.mark.parametrize(
+    ("enabled", "discovery", "said"),
+    [
+        (
+            False,
+            None,
+            "Policy Reports are off (audit.reports: false): the audit controller writes no openreports.io Report",
+        ),
+        (True, ApiError(404, "not found"), "Policy Reports: the openreports.io/v1alpha1 API is not served (its CRDs"),
+        (True, {"resources": [{"name": "clusterreports"}]}, "the openreports.io/v1alpha1 API is not served"),
+    ],
+)
+async def test_without_reports_the_controller_says_so_at_start(
+    enabled: bool, discovery: Any, said: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Discovery(Store):
+        async def request(self, method: str, path: str, **kw: Any) -> Any:
+            assert path == "/apis/openreports.io/v1alpha1"
+            if isinstance(discovery, ApiError):
+                raise discovery
+            return discovery
+
+    assert await open_report_sink(Discovery(), AUDIT, enabled=enabled) is None
+    assert said in caplog.text and "its findings go to Events and metrics only" in caplog.text
+
+
+async def test_with_the_crds_served_the_sink_is_opened() -> None:
+    class Served(Store):
+        async def request(self, method: str, path: str, **kw: Any) -> Any:
+            return {"resources": [{"name": "reports"}, {"name": "clusterreports"}]}
+
+    assert isinstance(await open_report_sink(Served(), AUDIT), ReportSink)

@@ -6,7 +6,7 @@
                                                             scan did not judge, by reason (running, ...)
     preflight_audit_scan_duration_seconds                   full scans (histogram)
     preflight_audit_last_full_scan_timestamp_seconds        when the last full scan ended (unix time)
-    preflight_audit_report_writes_total{verb}               Report writes: create | update | delete
+    preflight_audit_report_writes_total{verb}               Report writes: create | update
 
 Labels carry no object content beyond the namespace (the brief asks findings by namespace; a
 namespace name is chosen by the cluster's administrators, not by a job's author) and the check
@@ -80,11 +80,11 @@ class AuditMetrics:
         )
         self.report_writes = PromCounter(
             "preflight_audit_report_writes",
-            "Policy Report writes sent to the apiserver, by verb (create, update, delete)",
+            "Policy Report writes sent to the apiserver, by verb (create, update)",
             ["verb"],
             registry=self.registry,
         )
-        for verb in ("create", "update", "delete"):
+        for verb in ("create", "update"):
             self.report_writes.labels(verb)
 
     def _counts(self) -> Counter[tuple[str, str, str, str]]:

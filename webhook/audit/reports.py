@@ -26,7 +26,8 @@ not the time of a re-check), at most once per `debounce` seconds per namespace (
 meanwhile go into the same write). A re-check that changes nothing writes nothing, so periodic
 scans cost no writes. On start the existing report is read once and its timestamps are kept for the
 results that did not change; after the first full scan, the reports of namespaces with no judged
-job left are deleted (the reports are rebuilt from the controller's scan).
+job left are emptied (the reports are rebuilt from the controller's scan). The sink never deletes:
+its ServiceAccount may get, list, create, update and patch reports, nothing else.
 """
 
 from __future__ import annotations
@@ -61,9 +62,15 @@ SELECTOR = f"{MANAGED_BY}=preflight-webhook"
 
 #: seconds a single report request may take
 REQUEST_TIMEOUT = 10.0
-NO_REPORTS = (
-    "Policy Reports are off (audit.reports.enabled=false, or the openreports.io CRDs are not installed): "
-    "the audit controller writes no Report; findings go to Events and metrics only"
+#: what the controller says at start when it writes no report, by cause
+NO_REPORTS_OFF = (
+    "Policy Reports are off (audit.reports: false): the audit controller writes no openreports.io Report; "
+    "its findings go to Events and metrics only"
+)
+NO_REPORTS_NOT_SERVED = (
+    "Policy Reports: the openreports.io/v1alpha1 API is not served (its CRDs are not installed; the chart "
+    "installs them unless audit.reports.installCRDs is false): the audit controller writes no Report; "
+    "its findings go to Events and metrics only"
 )
 
 
@@ -231,8 +238,8 @@ class ReportSink:
         self._remote: dict[str, dict[str, Any] | None] = {}
         self._pending: dict[str, asyncio.Task[None]] = {}
         self._scanned = False
-        #: writes sent, by verb (create, update, delete): what the benchmark and the tests count
-        self.writes: dict[str, int] = {"create": 0, "update": 0, "delete": 0}
+        #: writes sent, by verb (create, update): what the benchmark and the tests count
+        self.writes: dict[str, int] = {"create": 0, "update": 0}
 
     # -- FindingSink -------------------------------------------------------------------------
     async def publish(self, judgement: Judgement) -> None:
@@ -253,7 +260,7 @@ class ReportSink:
         if self._scanned:
             return
         self._scanned = True
-        await self._delete_orphans()
+        await self._empty_orphans()
 
     # -- writing -----------------------------------------------------------------------------
     def _dirty(self, namespace: str) -> None:
@@ -302,10 +309,8 @@ class ReportSink:
             remote = self._remote[namespace]
             entries = self.entries(namespace)
             try:
-                if not entries:
-                    if remote is not None:
-                        await self._delete(namespace)
-                    return
+                if not entries and remote is None:
+                    return  # nothing judged here, and no report to empty
                 desired = build_report(namespace, entries, now=int(self._clock()), previous=remote)
                 if same_content(desired, remote):
                     return
@@ -327,21 +332,13 @@ class ReportSink:
                     raise
                 self._remote[namespace] = await self._read(namespace)
 
-    async def _delete(self, namespace: str) -> None:
-        try:
-            await self.client.request("DELETE", report_path(namespace), timeout=REQUEST_TIMEOUT)
-            self._count("delete")
-        except ApiError as exc:
-            if exc.status != 404:
-                raise
-        self._remote[namespace] = None
-
     def _count(self, verb: str) -> None:
         self.writes[verb] += 1
         self._on_write(verb)
 
-    async def _delete_orphans(self) -> None:
-        """After the first full scan: delete our reports in namespaces where no job is judged."""
+    async def _empty_orphans(self) -> None:
+        """After the first full scan: empty our reports in namespaces where no job is judged any more
+        (the audit ServiceAccount may not delete: an empty report says "nothing judged here")."""
         try:
             listed = await self.client.request(
                 "GET", f"/apis/{GROUP}/{VERSION}/{PLURAL}", timeout=REQUEST_TIMEOUT, query={"labelSelector": SELECTOR}
@@ -356,10 +353,46 @@ class ReportSink:
                 continue
             self._remote[ns] = item
             try:
-                await self._delete(ns)
+                await self.flush(ns)
             except ApiError as exc:
-                log.warning("cannot delete the Report", extra={"fields": {"namespace": ns, "error": str(exc)}})
+                log.warning("cannot write the Report", extra={"fields": {"namespace": ns, "error": str(exc)}})
 
 
 def _key(job: JobRef) -> str:
     return job.uid if job.parent is None else f"{job.parent.uid}/{job.name}"
+
+
+async def reports_served(client: Requester) -> bool:
+    """Whether the apiserver serves openreports.io/v1alpha1 reports (discovery, as Policy Reporter's
+    pkg/config/resolver.go asks before it starts its openreports client)."""
+    try:
+        doc = await client.request("GET", f"/apis/{GROUP}/{VERSION}", timeout=REQUEST_TIMEOUT)
+    except ApiError as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return any(r.get("name") == PLURAL for r in doc.get("resources") or [] if isinstance(r, dict))
+
+
+async def open_report_sink(
+    client: Requester,
+    settings: Settings,
+    *,
+    enabled: bool = True,
+    debounce: float = 2.0,
+    on_write: Callable[[str], None] | None = None,
+) -> ReportSink | None:
+    """The Report sink, or None after saying clearly, at start, why no report will be written."""
+    if not enabled:
+        log.warning(NO_REPORTS_OFF)
+        return None
+    try:
+        served = await reports_served(client)
+    except ApiError as exc:
+        log.warning("%s (discovery failed: %s)", NO_REPORTS_NOT_SERVED, exc)
+        return None
+    if not served:
+        log.warning(NO_REPORTS_NOT_SERVED)
+        return None
+    log.info("Policy Reports: one openreports.io Report per namespace, named %s", NAME)
+    return ReportSink(client, settings, debounce=debounce, on_write=on_write)
