@@ -192,6 +192,40 @@ class ClientAuthSettings(_Model):
     allowed_names: list[str] = Field(default_factory=list, alias="allowedNames")
 
 
+class AuditSettings(_Model):
+    """The audit controller (`preflight-webhook audit`, webhook/audit/): docs/configuration.md `audit`."""
+
+    #: a full re-check of every job that has not started, for what no watch reports (node capacity)
+    period_seconds: float = Field(600.0, ge=10, le=86_400, alias="periodSeconds")
+    #: changes within this many seconds of the first are judged once
+    debounce_seconds: float = Field(2.0, ge=0, le=300, alias="debounceSeconds")
+    #: requests per second to the apiserver, on average (client-go's rest.Config QPS)
+    qps: float = Field(20.0, gt=0, le=10_000)
+    #: requests allowed at once above qps (client-go's Burst)
+    burst: int = Field(40, ge=1, le=100_000)
+    #: jobs judged at the same time
+    workers: int = Field(4, ge=1, le=256)
+    #: the time one evaluation may take (the webhook's is the apiserver's timeout)
+    budget_seconds: float = Field(15.0, gt=0, le=300, alias="budgetSeconds")
+    #: the coordination.k8s.io Lease of the leader election
+    lease_name: str = Field("preflight-webhook-audit", alias="leaseName", min_length=1, max_length=253)
+    #: its namespace; "" = the controller's own ($POD_NAMESPACE, else "default")
+    lease_namespace: str = Field("", alias="leaseNamespace", max_length=63)
+    lease_duration_seconds: float = Field(15.0, ge=2, le=600, alias="leaseDurationSeconds")
+    renew_deadline_seconds: float = Field(10.0, ge=1, le=600, alias="renewDeadlineSeconds")
+    retry_period_seconds: float = Field(2.0, gt=0, le=60, alias="retryPeriodSeconds")
+
+    @model_validator(mode="after")
+    def _election_timing(self) -> AuditSettings:
+        # client-go NewLeaderElector: leaseDuration > renewDeadline > retryPeriod * JitterFactor (1.2)
+        if not self.lease_duration_seconds > self.renew_deadline_seconds > self.retry_period_seconds * 1.2:
+            raise ValueError(
+                "leaseDurationSeconds must be greater than renewDeadlineSeconds, and renewDeadlineSeconds "
+                "greater than 1.2 x retryPeriodSeconds (client-go's leader election rules)"
+            )
+        return self
+
+
 class Settings(_Model):
     #: global mode: enforce denies on a failed deny-action check; warn returns warnings; audit only records
     mode: Mode = "enforce"
@@ -267,6 +301,8 @@ class Settings(_Model):
     )
     controllers: ControllersSettings = Field(default_factory=ControllersSettings)
     pod_security: PodSecuritySettings = Field(default_factory=PodSecuritySettings, alias="podSecurity")
+    #: the audit controller (`preflight-webhook audit`)
+    audit: AuditSettings = Field(default_factory=AuditSettings)
 
     @field_validator("checks", mode="before")
     @classmethod

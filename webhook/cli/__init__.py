@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from webhook import __version__
-from webhook.cli import capabilities, certs, check, plan, report, serve
+from webhook.cli import audit, capabilities, certs, check, plan, report, serve
 
 #: the subcommands, in --help order
-COMMANDS = (serve, check, plan, capabilities, certs, report)
+COMMANDS = (serve, audit, check, plan, capabilities, certs, report)
 
 
 class JsonFormatter(logging.Formatter):

@@ -152,6 +152,13 @@ class KubeClient:
         self.requests: Counter[str] = Counter()  # "GET /api/v1/secrets" style keys, no names
         self._closed = False
 
+    def check_write(self, method: str, path: str, query: dict[str, Any] | None) -> None:
+        """Refuse a request that could write: the webhook's client never writes (`assert_no_write`).
+
+        The audit controller's client (webhook/audit/client.py) narrows this to the few writes it
+        owns (Events, its Lease, reports); nothing else may override it."""
+        assert_no_write(method, path, query)
+
     async def close(self) -> None:
         if not self._closed:
             self._closed = True
@@ -191,7 +198,7 @@ class KubeClient:
         kind: str = "",
     ) -> dict[str, Any]:
         """One bounded call. `timeout` covers the wait for a slot and the whole exchange."""
-        assert_no_write(method, path, query)
+        self.check_write(method, path, query)
         check_path(path)
         if timeout <= 0:
             raise ApiError(0, "no time left before the deadline")

@@ -1,0 +1,209 @@
+"""The audit controller against the real kube-apiserver + etcd (e2e/harness/controlplane.py).
+
+Controllers run in process (`webhook.audit.runner.AuditRun`, what `preflight-webhook audit` runs)
+against the control plane's admin kubeconfig. Proven here, each by waiting on a condition with a
+deadline:
+- a suspended TrainJob is stored and judged; its Secret is deleted: a `PreflightFailed` Event on
+  the TrainJob names the Secret and the fix; the Secret is put back: `PreflightPassed` follows;
+- restarting the controller while the job fails writes no second `PreflightFailed`;
+- with two controllers only the Lease holder judges and writes;
+- a deleted job is forgotten (no longer judged, nothing left in the reverse index).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from e2e.harness.controlplane import ControlPlane
+from webhook.audit.events import FAILED, PASSED
+from webhook.audit.runner import AuditRun
+from webhook.checks import all_checks
+from webhook.config import Settings
+
+SAMPLES = Path(__file__).resolve().parents[1] / "tests" / "oracle" / "samples"
+NS = "audit-e2e"
+RUNTIME = "audit-torch"
+JOB = "waiting-ft"
+#: what the Events must show within (the issue's bound on the real node)
+WAIT = 30.0
+
+
+def _runtime() -> dict[str, Any]:
+    rt = yaml.safe_load((SAMPLES / "clustertrainingruntime.yaml").read_text())
+    rt["metadata"]["name"] = RUNTIME
+    rt["spec"]["mlPolicy"]["torch"] = {}  # the sample's numProcPerNode is not in Trainer v2.3's CRD schema
+    return rt
+
+
+def _trainjob() -> dict[str, Any]:
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": JOB, "namespace": NS},
+        "spec": {
+            "suspend": True,
+            "runtimeRef": {"name": RUNTIME},
+            "trainer": {
+                "image": "registry.example/acme/ft:1.0",
+                "numNodes": 1,
+                "resourcesPerNode": {"requests": {"cpu": "1", "memory": "1Gi"}},
+                "env": [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}],
+            },
+        },
+    }
+
+
+def _secret() -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "hf-token", "namespace": NS},
+        "stringData": {"token": "value-that-must-not-leak"},
+    }
+
+
+def _claim() -> dict[str, Any]:
+    """The PersistentVolumeClaim the sample runtime's initializer mounts (Volume Claims reads it)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "initializer", "namespace": NS},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    }
+
+
+SETTINGS = Settings.model_validate(
+    {"audit": {"leaseNamespace": NS, "debounceSeconds": 0.5, "leaseDurationSeconds": 4, "renewDeadlineSeconds": 3,
+               "retryPeriodSeconds": 0.5}}
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def cluster(control_plane: ControlPlane) -> ControlPlane:
+    cp = control_plane
+    cp.apply(_runtime())
+    cp.ensure_namespace(NS)
+    cp.apply([_secret(), _claim(), _trainjob()])
+    return cp
+
+
+@pytest.fixture
+async def start_audit(cluster: ControlPlane) -> AsyncIterator[Callable[..., Any]]:
+    """Factory: `run = await start_audit("a")`, an in-process audit controller; stopped at teardown."""
+    runs: list[AuditRun] = []
+
+    async def start(identity: str) -> AuditRun:
+        run = await AuditRun.start(SETTINGS, kubeconfig=str(cluster.kubeconfig), identity=identity, checks=all_checks())
+        runs.append(run)
+        return run
+
+    yield start
+    for r in runs:
+        await r.stop()
+
+
+async def until(what: str, cond: Callable[[], Any], timeout: float = WAIT) -> Any:
+    """Wait for `cond()` to be truthy (it may be a coroutine function); fail with `what` at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = cond()
+        if asyncio.iscoroutine(got):
+            got = await got
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            pytest.fail(f"not within {timeout:.0f}s: {what}")
+        await asyncio.sleep(0.2)
+
+
+def _events(cp: ControlPlane) -> list[dict[str, Any]]:
+    out = cp.kubectl("get", "events", "-n", NS, "-o", "json").stdout
+    return [
+        e for e in json.loads(out)["items"]
+        if e.get("reason") in (FAILED, PASSED) and (e.get("involvedObject") or {}).get("name") == JOB
+    ]  # fmt: skip
+
+
+async def events(cp: ControlPlane) -> list[dict[str, Any]]:
+    return await asyncio.to_thread(_events, cp)
+
+
+async def test_secret_deleted_then_restored_restart_and_two_replicas(
+    cluster: ControlPlane, start_audit: Callable[..., Any]
+) -> None:
+    a = await start_audit("audit-a")
+    await until("audit-a leads and scanned once", lambda: a.controller.is_leader and a.controller.scans >= 1)
+    key = ("trainjobs", NS, JOB)
+    assert key in a.controller.judged  # suspended: not started, judged
+    assert await events(cluster) == []  # it passes: nothing to say
+    # the reverse index holds what the evaluation read
+    assert key in a.controller.index.jobs_for("secrets", NS, "hf-token")
+    assert key in a.controller.index.jobs_for("persistentvolumeclaims", NS, "initializer")
+    assert key not in a.controller.index.jobs_for("secrets", NS, "other")
+
+    # the Secret goes: a PreflightFailed Event on the TrainJob, naming it and the fix
+    await asyncio.to_thread(cluster.kubectl, "delete", "secret", "hf-token", "-n", NS)
+    got = await until("a PreflightFailed Event", lambda: events(cluster))
+    assert [e["reason"] for e in got] == [FAILED]
+    ev = got[0]
+    uid = json.loads(cluster.kubectl("get", "trainjob", JOB, "-n", NS, "-o", "json").stdout)["metadata"]["uid"]
+    assert ev["type"] == "Warning"
+    assert ev["involvedObject"] == {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": JOB, "namespace": NS, "uid": uid,
+    }  # fmt: skip
+    assert ev["message"] == (
+        f'TrainJob "{JOB}" in namespace "{NS}" failed 1 preflight check:\n'
+        f'[Secrets] Secret "hf-token" not found in namespace "{NS}" (referenced by env HF_TOKEN of container node). '
+        f"Fix: kubectl create secret generic hf-token -n {NS} --from-literal=token=…"
+    )
+    assert ev["reportingInstance"] == "audit-a"
+    assert "value-that-must-not-leak" not in json.dumps(got)
+    # kubectl describe lists it
+    described = (await asyncio.to_thread(cluster.kubectl, "describe", "trainjob", JOB, "-n", NS)).stdout
+    assert "PreflightFailed" in described and 'Secret "hf-token" not found' in described
+    assert a.controller.evaluations["secrets"] >= 1  # re-checked because of the Secret
+
+    # the periodic full scan writes nothing new: the result did not change
+    await a.controller.full_scan("period")
+    assert [e["reason"] for e in await events(cluster)] == [FAILED]
+
+    # restart: the new controller reads the last Event back and writes no duplicate
+    await a.stop()
+    b = await start_audit("audit-b")
+    await until("audit-b leads and scanned once", lambda: b.controller.is_leader and b.controller.scans >= 1)
+    assert key in b.controller.judged
+    assert [e["reason"] for e in await events(cluster)] == [FAILED]
+    assert b.events.written == 0
+
+    # a second replica: it does not lead, judges nothing and writes nothing
+    c = await start_audit("audit-c")
+    await until("audit-c tried the Lease", lambda: c.elector._observed is not None)
+    assert not c.controller.is_leader and c.controller.judged == {}
+
+    # the Secret is back: PreflightPassed, written by the leader only
+    await asyncio.to_thread(cluster.apply, _secret())
+    got = await until("a PreflightPassed Event", lambda: _has(events(cluster), PASSED))
+    passed = [e for e in got if e["reason"] == PASSED]
+    assert len(passed) == 1 and passed[0]["type"] == "Normal"
+    assert passed[0]["reportingInstance"] == "audit-b"
+    assert c.events.written == 0 and c.controller.evaluations == {}
+    lease = json.loads(cluster.kubectl("get", "lease", "preflight-webhook-audit", "-n", NS, "-o", "json").stdout)
+    assert lease["spec"]["holderIdentity"] == "audit-b"
+
+    # the job is deleted: forgotten
+    await asyncio.to_thread(cluster.kubectl, "delete", "trainjob", JOB, "-n", NS)
+    await until("the job is forgotten", lambda: key not in b.controller.judged)
+    assert b.controller.index.jobs_for("secrets", NS, "hf-token") == set()
+
+
+async def _has(got: Any, reason: str) -> list[dict[str, Any]] | None:
+    items = await got
+    return items if any(e["reason"] == reason for e in items) else None

@@ -1,0 +1,253 @@
+"""The audit controller's pure logic (webhook/audit/): which jobs are judged, what a job reads
+and who reads an object, debouncing, Event dedup, the Lease's state machine, the write guard."""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.fakeview import FakeView
+from webhook.audit.client import TokenBucket, check_audit_write
+from webhook.audit.deps import ANY, Dep, RecordingView, ReverseIndex
+from webhook.audit.events import (
+    FAILED,
+    PASSED,
+    clip_message,
+    event_to_write,
+    failure_text,
+    latest_states,
+    state_of,
+)
+from webhook.audit.jobs import FINISHED, JUDGED, RUNNING, aiperf_state, sweep_state, trainjob_state
+from webhook.audit.lease import Record, decide
+from webhook.audit.queue import Debouncer
+from webhook.audit.sink import JobRef, Judgement
+from webhook.config import ConfigError, Settings, load_settings
+from webhook.deadline import Deadline
+from webhook.preflight import evaluate
+
+SAMPLES = Path(__file__).resolve().parent / "oracle" / "samples"
+
+
+# --- which jobs are "not started" ----------------------------------------------------------------
+
+
+def _tj(**spec: Any) -> dict[str, Any]:
+    return {"metadata": {"name": "tj", "namespace": "ns", "uid": "u1"}, "spec": spec}
+
+
+def test_trainjob_states() -> None:
+    assert trainjob_state(_tj(suspend=True), jobset={"x": 1}, workloads=[]) == (JUDGED, "suspended")
+    assert trainjob_state(_tj(), jobset=None, workloads=[]) == (JUDGED, "no JobSet yet")
+    assert trainjob_state(_tj(), jobset={}, workloads=[]) == (RUNNING, "running")
+    wl = {"metadata": {"ownerReferences": [{"uid": "u1", "kind": "TrainJob"}]}, "status": {"conditions": []}}
+    assert trainjob_state(_tj(), jobset={}, workloads=[wl]) == (JUDGED, "Kueue Workload not admitted")
+    admitted = copy.deepcopy(wl)
+    admitted["status"]["conditions"] = [{"type": "Admitted", "status": "True"}]
+    assert trainjob_state(_tj(), jobset={}, workloads=[admitted]) == (RUNNING, "running")
+    other = {"metadata": {"ownerReferences": [{"uid": "u2"}]}}
+    assert trainjob_state(_tj(), jobset={}, workloads=[other]) == (RUNNING, "running")
+    done = _tj(suspend=True)
+    done["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    assert trainjob_state(done, jobset=None, workloads=[]) == (FINISHED, "finished")
+    failed = _tj()
+    failed["status"] = {"conditions": [{"type": "Failed", "status": "True"}]}
+    assert trainjob_state(failed, jobset=None, workloads=[])[0] == FINISHED
+
+
+@pytest.mark.parametrize(
+    ("phase", "state"),
+    [
+        (None, JUDGED), ("Pending", JUDGED), ("Queued", JUDGED), ("Initializing", RUNNING), ("Running", RUNNING),
+        ("Completed", FINISHED), ("Failed", FINISHED), ("Cancelled", FINISHED), (7, JUDGED),
+    ],
+)  # fmt: skip
+def test_aiperf_states(phase: Any, state: str) -> None:
+    obj = {"status": {"phase": phase}} if phase is not None else {}
+    assert aiperf_state(obj)[0] == state
+
+
+def test_sweep_is_judged_until_terminal() -> None:
+    assert sweep_state({"status": {"phase": "Running"}}) == (JUDGED, "remaining children")
+    assert sweep_state({}) == (JUDGED, "phase not set")
+    assert sweep_state({"status": {"phase": "Completed"}})[0] == FINISHED
+
+
+# --- what a job reads, and who reads an object ---------------------------------------------------
+
+
+async def test_recording_view_records_the_reads_of_a_real_evaluation() -> None:
+    tj = yaml.safe_load((SAMPLES / "trainjob.yaml").read_text())
+    tj["metadata"]["namespace"] = "team-a"
+    rt = yaml.safe_load((SAMPLES / "clustertrainingruntime.yaml").read_text())
+    inner = FakeView({"clustertrainingruntimes": [rt], "namespaces": [{"metadata": {"name": "team-a"}}]})
+    view = RecordingView(inner)
+    ev = await evaluate(copy.deepcopy(tj), settings=Settings(), deadline=Deadline(5), view=view)
+    assert ev.workload is not None
+    assert Dep("secrets", "team-a", "hf-token") in view.reads
+    assert Dep("clustertrainingruntimes", "", rt["metadata"]["name"]) in view.reads
+    assert Dep("namespaces", "", "team-a") in view.reads
+    # what the view served is what the checks asked for
+    assert ("team-a", "hf-token") in inner.secret_reads
+
+
+def test_reverse_index() -> None:
+    idx = ReverseIndex()
+    a, b = ("trainjobs", "ns", "a"), ("trainjobs", "ns", "b")
+    idx.replace(a, [Dep("secrets", "ns", "s1"), Dep("resourcequotas", "ns", ANY)])
+    idx.replace(b, [Dep("secrets", "ns", "s2"), Dep("clusterqueues", "", "cq")])
+    assert idx.jobs_for("secrets", "ns", "s1") == {a}
+    assert idx.jobs_for("secrets", "ns", "s3") == set()
+    assert idx.jobs_for("secrets", "other", "s1") == set()
+    assert idx.jobs_for("resourcequotas", "ns", "any-quota") == {a}  # a list read
+    assert idx.jobs_for("clusterqueues", "", "cq") == {b}
+    idx.replace(a, [Dep("secrets", "ns", "s2")])  # a's next evaluation read other things
+    assert idx.jobs_for("secrets", "ns", "s1") == set()
+    assert idx.jobs_for("secrets", "ns", "s2") == {a, b}
+    idx.drop(b)
+    assert idx.jobs_for("secrets", "ns", "s2") == {a}
+    assert len(idx) == 1
+
+
+# --- debounce ------------------------------------------------------------------------------------
+
+
+def test_debouncer_joins_a_burst_and_keeps_every_reason() -> None:
+    d = Debouncer(2.0)
+    assert d.add("k", 'secrets "ns/a" deleted', now=10.0)
+    assert not d.add("k", 'secrets "ns/a" deleted', now=10.5)
+    assert not d.add("k", "job changed", now=11.9)
+    d.add("j", "job changed", now=11.0)
+    assert d.pop_due(11.9) == []
+    assert d.pop_due(12.0) == [("k", 'secrets "ns/a" deleted; job changed')]
+    assert d.next_due() == 13.0
+    d.discard("j")
+    assert d.pop_due(20.0) == []
+    assert len(d) == 0
+    assert d.add("k", "period", now=30.0)  # a new burst after the last one ran
+
+
+# --- Events: what is written, dedup ---------------------------------------------------------------
+
+
+def test_event_dedup() -> None:
+    fail = (FAILED, "TrainJob x failed 1 preflight check:\n[Secrets] ...")
+    assert event_to_write(None, fail) == fail
+    assert event_to_write(fail, fail) is None  # the periodic re-check: no storm
+    other = (FAILED, "TrainJob x failed 1 preflight check:\n[Resource Quotas] ...")
+    assert event_to_write(fail, other) == other  # another failure is another result
+    assert event_to_write(fail, (PASSED, "")) == (PASSED, "")
+    assert event_to_write((PASSED, ""), (PASSED, "")) is None
+    assert event_to_write(None, (PASSED, "")) is None  # passing from the start: nothing to say
+
+
+def test_latest_states_read_back_after_a_restart() -> None:
+    def ev(uid: str, reason: str, ts: str, msg: str = "m", comp: str = "preflight-webhook-audit") -> dict[str, Any]:
+        return {
+            "involvedObject": {"uid": uid}, "reason": reason, "message": msg, "lastTimestamp": ts,
+            "source": {"component": comp},
+        }  # fmt: skip
+
+    states = latest_states(
+        [
+            ev("u1", FAILED, "2026-01-01T00:00:01Z", "old"),
+            ev("u1", PASSED, "2026-01-01T00:00:02Z"),
+            ev("u2", PASSED, "2026-01-01T00:00:01Z"),
+            ev("u2", FAILED, "2026-01-01T00:00:03Z", "now"),
+            ev("u3", FAILED, "2026-01-01T00:00:03Z", "someone else's", comp="other"),
+            ev("u4", "Created", "2026-01-01T00:00:03Z"),
+        ]
+    )
+    assert states == {"u1": (PASSED, ""), "u2": (FAILED, "now")}
+
+
+async def test_failure_text_is_the_webhooks_denial_and_the_same_lines_in_warn_mode() -> None:
+    tj = yaml.safe_load((SAMPLES / "trainjob.yaml").read_text())
+    tj["metadata"]["namespace"] = "team-a"
+    rt = yaml.safe_load((SAMPLES / "clustertrainingruntime.yaml").read_text())
+    view = FakeView({"clustertrainingruntimes": [rt]}, secrets={("team-a", "ghcr-pull"): {".dockerconfigjson"}})
+    ref = JobRef("trainer.kubeflow.org/v1alpha1", "TrainJob", "team-a", tj["metadata"]["name"], "u1")
+    now = dt.datetime.now(dt.UTC)
+    enforce = await evaluate(copy.deepcopy(tj), settings=Settings(), deadline=Deadline(5), view=view)
+    text = failure_text(Judgement(ref, enforce, "1", now, "scan"))
+    assert text == enforce.decision.message
+    assert text is not None and '[Secrets] Secret "hf-token" not found in namespace "team-a"' in text
+    assert "Fix: kubectl create secret generic hf-token -n team-a" in text
+    warn = await evaluate(copy.deepcopy(tj), settings=Settings(mode="warn"), deadline=Deadline(5), view=view)
+    assert warn.decision.allowed
+    assert failure_text(Judgement(ref, warn, "1", now, "scan")) == text  # what enforce would deny
+    assert state_of(text) == (FAILED, text)
+    assert state_of(None) == (PASSED, "")
+
+
+def test_clip_message_bounds_bytes() -> None:
+    assert clip_message("short") == "short"
+    long = "é" * 1000
+    out = clip_message(long)
+    assert len(out.encode()) <= 1024 and out.endswith("…")
+
+
+# --- leader election (client-go tryAcquireOrRenew) -----------------------------------------------
+
+
+def test_lease_state_machine() -> None:
+    kw = {"duration": 15, "now_wall": "T1"}
+    assert decide(None, me="a", now=0, observed_at=0, **kw) == Record("a", 15, "T1", "T1", 0)
+    held = Record("b", 15, "T0", "T0", 3)
+    assert decide(held, me="a", now=14.9, observed_at=0, **kw) is None  # valid on our clock
+    assert decide(held, me="a", now=15.1, observed_at=0, **kw) == Record("a", 15, "T1", "T1", 4)  # expired: take over
+    mine = Record("a", 15, "T0", "T0", 3)
+    assert decide(mine, me="a", now=100, observed_at=0, **kw) == Record("a", 15, "T0", "T1", 3)  # renew
+    released = Record("", 1, "T0", "T0", 3)
+    assert decide(released, me="a", now=0, observed_at=0, **kw) == Record("a", 15, "T1", "T1", 4)
+    spec = Record("a", 15, "T0", "T1", 2).to_spec()
+    assert Record.from_spec(spec) == Record("a", 15, "T0", "T1", 2)
+    assert Record.from_spec({"holderIdentity": 3}) == Record()
+
+
+# --- writes and pacing ---------------------------------------------------------------------------
+
+
+def test_audit_client_writes_only_what_it_owns() -> None:
+    check_audit_write("POST", "/api/v1/namespaces/ns/events", None)
+    check_audit_write("PUT", "/apis/coordination.k8s.io/v1/namespaces/ns/leases/l", None)
+    check_audit_write("POST", "/apis/openreports.io/v1alpha1/namespaces/ns/reports", None)
+    check_audit_write("POST", "/api/v1/namespaces/ns/pods", {"dryRun": "All"})
+    for method, path in [
+        ("POST", "/api/v1/namespaces/ns/secrets"),
+        ("DELETE", "/api/v1/namespaces/ns/pods/p"),
+        ("PUT", "/apis/trainer.kubeflow.org/v1alpha1/namespaces/ns/trainjobs/t"),
+        ("POST", "/api/v1/namespaces/ns/events/x/y"),
+    ]:
+        with pytest.raises(ValueError, match="never writes"):
+            check_audit_write(method, path, None)
+
+
+def test_token_bucket() -> None:
+    t = [0.0]
+    b = TokenBucket(qps=10, burst=2, clock=lambda: t[0])
+    assert b.reserve() == 0.0
+    assert b.reserve() == 0.0
+    assert b.reserve() == pytest.approx(0.1)  # over the burst: wait for the next token
+    t[0] = 1.0
+    assert b.reserve() == 0.0
+
+
+def test_audit_settings(tmp_path: Path) -> None:
+    s = Settings()
+    assert (s.audit.period_seconds, s.audit.qps, s.audit.lease_name) == (600.0, 20.0, "preflight-webhook-audit")
+    p = tmp_path / "c.yaml"
+    p.write_text("audit:\n  periodSeconds: 60\n  qps: 5\n  leaseNamespace: ops\n")
+    s = load_settings(p)
+    assert (s.audit.period_seconds, s.audit.qps, s.audit.lease_namespace) == (60.0, 5.0, "ops")
+    p.write_text("audit:\n  leaseDurationSeconds: 5\n  renewDeadlineSeconds: 10\n")
+    with pytest.raises(ConfigError, match="leaseDurationSeconds must be greater than renewDeadlineSeconds"):
+        load_settings(p)
+    p.write_text("audit:\n  periodSeconds: 1\n")
+    with pytest.raises(ConfigError, match="audit.periodSeconds"):
+        load_settings(p)

@@ -1,0 +1,408 @@
+"""The audit controller: judge every job that has not started, again whenever that could change.
+
+    watches (jobs, their JobSets and Kueue Workloads, and what jobs read) ──► triggers
+    triggers ──► Debouncer ──► judge(job): not started? ──► evaluate() through a RecordingView
+             ──► ReverseIndex (what it read) + Judgement ──► every FindingSink
+
+- The judgement is `webhook.preflight.evaluate`, the webhook's own path (adapter, checks,
+  policy; the mode from the settings and the namespace label), on the shared watch-backed
+  ClusterView (webhook/cluster/live.py) that `serve` uses.
+- Re-check triggers: a full scan when this replica starts leading; a change of the job; a
+  change of an object the job's last evaluation read (the reverse index, from the reads the
+  view served: webhook/audit/deps.py); the period (`audit.periodSeconds`), for what no watch
+  reports (node capacity, a registry). Bursts are debounced (`audit.debounceSeconds`), at most
+  one evaluation of a job runs at a time, `audit.workers` run at once, and every request is
+  paced by `audit.qps`/`audit.burst`.
+- Only the leader (webhook/audit/lease.py) judges and writes; the others keep their watches
+  warm to take over at once.
+- The objects that trigger re-checks (Secrets, ConfigMaps, PVCs, ...) are watched as metadata
+  only (PartialObjectMetadata): a Secret's values never reach this process; its keys are read
+  live by the Secrets check, as for the webhook.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import datetime as dt
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from webhook.audit.deps import RecordingView, ReverseIndex
+from webhook.audit.jobs import (
+    JOB_KINDS,
+    JUDGED,
+    KIND_BY_RESOURCE,
+    TRAINJOB,
+    aiperf_state,
+    owned_by,
+    sweep_state,
+    trainjob_state,
+    uid_of,
+)
+from webhook.audit.queue import Debouncer
+from webhook.audit.sink import FindingSink, JobRef, Judgement
+from webhook.checks.base import Check
+from webhook.cluster.cache import CacheSpec, Key, Reflector, ResourceCache, key_of, resource_version
+from webhook.cluster.live import LiveClusterView
+from webhook.config import Settings
+from webhook.deadline import Deadline
+from webhook.preflight import evaluate
+
+log = logging.getLogger(__name__)
+
+JobKey = tuple[str, str, str]  # (resource, namespace, name)
+
+#: what jobs read and a watch can report, watched as metadata only (the reverse index decides who is re-checked)
+TRIGGER_SPECS: tuple[CacheSpec, ...] = (
+    CacheSpec("secrets", "", "v1", True),
+    CacheSpec("configmaps", "", "v1", True),
+    CacheSpec("serviceaccounts", "", "v1", True),
+    CacheSpec("persistentvolumeclaims", "", "v1", True),
+    CacheSpec("resourcequotas", "", "v1", True),
+    CacheSpec("limitranges", "", "v1", True),
+    CacheSpec("services", "", "v1", True),
+    CacheSpec("namespaces", "", "v1", False),  # the mode label, Pod Security labels
+    CacheSpec("networkpolicies", "networking.k8s.io", "v1", True),
+    CacheSpec("localqueues", "kueue.x-k8s.io", "v1beta2", True),
+    CacheSpec("clusterqueues", "kueue.x-k8s.io", "v1beta2", False),
+    CacheSpec("trainingruntimes", "trainer.kubeflow.org", "v1alpha1", True),
+    CacheSpec("clustertrainingruntimes", "trainer.kubeflow.org", "v1alpha1", False),
+)
+#: whether a TrainJob started: its JobSet (same name) and its Kueue Workload
+JOBSETS = CacheSpec("jobsets", "jobset.x-k8s.io", "v1alpha2", True)
+WORKLOADS = CacheSpec("workloads", "kueue.x-k8s.io", "v1beta2", True)
+
+META_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+META_WATCH = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+
+Listener = Callable[[str, dict[str, Any]], None]
+
+
+class MetadataClient:
+    """The client as a Reflector sees it, asking for metadata only (no data, no spec)."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    async def request(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        return await self.client.request(method, path, accept=META_LIST, **kw)
+
+    def stream(self, path: str, **kw: Any) -> Any:
+        return self.client.stream(path, accept=META_WATCH, **kw)
+
+
+class NotifyingCache(ResourceCache):
+    """A ResourceCache that tells `listener` of every object that changed: ADDED, MODIFIED,
+    DELETED, also across a relist (by resourceVersion), never for the first list."""
+
+    def __init__(self, resource: str, listener: Listener) -> None:
+        super().__init__(resource)
+        self.listener = listener
+
+    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
+        super().apply(event_type, obj)
+        if event_type in ("ADDED", "MODIFIED", "DELETED"):
+            self.listener(event_type, obj)
+
+    def replace(self, items: list[dict[str, Any]], rv: str | None) -> None:
+        was_synced = self.synced
+        before: dict[Key, tuple[str | None, dict[str, Any]]] = {}
+        if was_synced:
+            before = {k: (resource_version(o), o) for o in self.objects() if (k := key_of(o)) is not None}
+        super().replace(items, rv)
+        if not was_synced:
+            return
+        for obj in self.objects():
+            k = key_of(obj)
+            old = before.pop(k, None) if k is not None else None
+            if old is None:
+                self.listener("ADDED", obj)
+            elif old[0] != resource_version(obj):
+                self.listener("MODIFIED", obj)
+        for _, obj in before.values():
+            self.listener("DELETED", obj)
+
+
+def _meta(obj: dict[str, Any]) -> dict[str, Any]:
+    m = obj.get("metadata")
+    return m if isinstance(m, dict) else {}
+
+
+class AuditController:
+    """See the module docstring. `run()` until cancelled; `is_leader` gates judging and writing."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        view: LiveClusterView,
+        *,
+        checks: Sequence[Check],
+        sinks: Sequence[FindingSink],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self.audit = settings.audit
+        self.view = view
+        self.client = view.client
+        self.checks = list(checks)
+        self.sinks = list(sinks)
+        self._clock = clock
+        self.index = ReverseIndex()
+        self.debouncer = Debouncer(self.audit.debounce_seconds)
+        self._wake = asyncio.Event()
+        self._locks: dict[JobKey, asyncio.Lock] = {}
+        self._workers = asyncio.Semaphore(self.audit.workers)
+        self.judged: dict[JobKey, JobRef] = {}
+        self.reflectors: dict[str, Reflector] = {}
+        self.is_leader = False
+        self._lead_task: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        #: evaluations made (for tests and the benchmark), by reason's first word
+        self.evaluations: Counter[str] = Counter()
+        self.last_scan: dt.datetime | None = None
+        self.scans = 0
+
+    # ------------------------------------------------------------------ watches
+
+    def _start_reflector(self, spec: CacheSpec, listener: Listener, *, metadata: bool) -> None:
+        if spec.resource in self.reflectors or not self.view.served(spec.group_version):
+            return
+        r = Reflector(spec, MetadataClient(self.client) if metadata else self.client)
+        r.cache = NotifyingCache(spec.resource, listener)
+        self.reflectors[spec.resource] = r
+        r.start()
+
+    def start_watches(self) -> None:
+        for jk in JOB_KINDS:
+            self._start_reflector(
+                CacheSpec(jk.resource, jk.group, jk.version, True),
+                lambda t, o, res=jk.resource: self._on_job(res, t, o),  # type: ignore[misc]
+                metadata=False,
+            )
+        self._start_reflector(JOBSETS, self._on_jobset, metadata=True)
+        self._start_reflector(WORKLOADS, self._on_workload, metadata=False)
+        for spec in TRIGGER_SPECS:
+            self._start_reflector(
+                spec, lambda t, o, res=spec.resource: self._on_dependency(res, t, o),  # type: ignore[misc]
+                metadata=True,
+            )  # fmt: skip
+
+    async def wait_synced(self, timeout: float) -> bool:
+        try:
+            async with asyncio.timeout(timeout):
+                await asyncio.gather(*(r.synced_event.wait() for r in self.reflectors.values()))
+            return True
+        except TimeoutError:
+            return False
+
+    def _on_job(self, resource: str, event_type: str, obj: dict[str, Any]) -> None:
+        m = _meta(obj)
+        key: JobKey = (resource, m.get("namespace") or "", m.get("name") or "")
+        if event_type == "DELETED":
+            self.debouncer.discard(key)
+            self._spawn(self._forget(key, "deleted"))
+            return
+        self.enqueue(key, "job changed")
+
+    def _on_jobset(self, event_type: str, obj: dict[str, Any]) -> None:
+        m = _meta(obj)
+        self.enqueue(
+            (TRAINJOB.resource, m.get("namespace") or "", m.get("name") or ""),
+            f"JobSet {'deleted' if event_type == 'DELETED' else 'created' if event_type == 'ADDED' else 'changed'}",
+        )
+
+    def _on_workload(self, event_type: str, obj: dict[str, Any]) -> None:
+        m = _meta(obj)
+        for ref in m.get("ownerReferences") or []:
+            if isinstance(ref, dict) and ref.get("kind") == TRAINJOB.kind and isinstance(ref.get("name"), str):
+                self.enqueue((TRAINJOB.resource, m.get("namespace") or "", ref["name"]), "Kueue Workload changed")
+
+    def _on_dependency(self, resource: str, event_type: str, obj: dict[str, Any]) -> None:
+        if not self.is_leader:
+            return
+        m = _meta(obj)
+        ns, name = m.get("namespace") or "", m.get("name") or ""
+        jobs = self.index.jobs_for(resource, ns, name)
+        if not jobs:
+            return
+        what = {"ADDED": "created", "DELETED": "deleted"}.get(event_type, "changed")
+        where = f"{ns}/{name}" if ns else name
+        reason = f'{resource} "{where}" {what}'
+        for key in jobs:
+            self.enqueue(key, reason)  # type: ignore[arg-type]
+
+    # ------------------------------------------------------------------ queue
+
+    def enqueue(self, key: JobKey, reason: str) -> None:
+        if not self.is_leader or not key[2]:
+            return
+        self.debouncer.add(key, reason, self._clock())
+        self._wake.set()
+
+    def _spawn(self, coro: Any) -> None:
+        t = asyncio.ensure_future(coro)
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
+
+    async def _dispatch_loop(self) -> None:
+        while True:
+            nxt = self.debouncer.next_due()
+            timeout = None if nxt is None else max(0.0, nxt - self._clock())
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            for key, reason in self.debouncer.pop_due(self._clock()):
+                self._spawn(self.judge(key, reason))  # type: ignore[arg-type]
+
+    # ------------------------------------------------------------------ judging
+
+    def _lock(self, key: JobKey) -> asyncio.Lock:
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = asyncio.Lock()
+        return lock
+
+    def state_of(self, resource: str, obj: dict[str, Any]) -> tuple[str, str]:
+        """(judged | running | finished, why) for one job object."""
+        if resource == "aiperfjobs":
+            return aiperf_state(obj)
+        if resource == "aiperfsweeps":
+            return sweep_state(obj)
+        m = _meta(obj)
+        ns, name = m.get("namespace") or "", m.get("name") or ""
+        js = self.reflectors.get(JOBSETS.resource)
+        wls = self.reflectors.get(WORKLOADS.resource)
+        jobset = None if js is None else js.cache.get(ns, name)
+        uid = uid_of(obj)
+        workloads = [] if wls is None else [w for w in wls.cache.objects(ns) if owned_by(w, uid)]
+        return trainjob_state(obj, jobset=jobset, workloads=workloads)
+
+    async def judge(self, key: JobKey, reason: str) -> str:
+        """Judge one job now (unless it started); the state it was found in."""
+        async with self._workers, self._lock(key):
+            if not self.is_leader:
+                return "not leader"
+            r = self.reflectors.get(key[0])
+            obj = None if r is None else r.cache.get(key[1], key[2])
+            if obj is None:
+                await self._forget(key, "deleted")
+                return "deleted"
+            state, why = self.state_of(key[0], obj)
+            if state != JUDGED:
+                if key in self.judged:
+                    await self._forget(key, state)
+                return state
+            recording = RecordingView(self.view)
+            ev = await evaluate(
+                copy.deepcopy(obj),
+                settings=self.settings,
+                deadline=Deadline(self.audit.budget_seconds),
+                view=recording,
+                checks=self.checks,
+            )
+            self.evaluations[reason.split(" ", 1)[0]] += 1
+            self.index.replace(key, recording.reads)
+            m = _meta(obj)
+            kind = KIND_BY_RESOURCE[key[0]]
+            ref = JobRef(kind.api_version, kind.kind, key[1], key[2], uid_of(obj))
+            self.judged[key] = ref
+            gen = m.get("generation")
+            judgement = Judgement(
+                job=ref,
+                evaluation=ev,
+                generation=str(gen if gen is not None else m.get("resourceVersion") or ""),
+                judged_at=dt.datetime.now(dt.UTC),
+                reason=f"{reason} ({why})",
+            )
+            for sink in self.sinks:
+                try:
+                    await sink.publish(judgement)
+                except Exception:
+                    log.exception("audit: sink %s failed to publish %s %s/%s", type(sink).__name__, *key)
+            return state
+
+    async def _forget(self, key: JobKey, why: str) -> None:
+        ref = self.judged.pop(key, None)
+        self.index.drop(key)
+        if why == "deleted":
+            self._locks.pop(key, None)
+        if ref is None or not self.is_leader:
+            return
+        for sink in self.sinks:
+            try:
+                await sink.forget(ref, why)
+            except Exception:
+                log.exception("audit: sink %s failed to forget %s %s/%s", type(sink).__name__, *key)
+
+    def job_keys(self) -> list[JobKey]:
+        out: list[JobKey] = []
+        for jk in JOB_KINDS:
+            r = self.reflectors.get(jk.resource)
+            if r is None:
+                continue
+            for obj in r.cache.objects():
+                m = _meta(obj)
+                out.append((jk.resource, m.get("namespace") or "", m.get("name") or ""))
+        return out
+
+    async def full_scan(self, reason: str = "scan") -> dict[str, int]:
+        """Judge every job once (those that started are counted, not judged); tell the sinks."""
+        start = self._clock()
+        keys = self.job_keys()
+        states = await asyncio.gather(*(self.judge(k, reason) for k in keys))
+        counts = Counter(states)
+        judged = counts.pop(JUDGED, 0)
+        not_judged = {k: v for k, v in counts.items() if k not in ("not leader", "deleted")}
+        self.last_scan = dt.datetime.now(dt.UTC)
+        self.scans += 1
+        log.info("audit: %s of %d jobs: %d judged, not judged: %s (%.1fs)", reason, len(keys), judged,
+                 not_judged or "none", self._clock() - start)  # fmt: skip
+        for sink in self.sinks:
+            try:
+                await sink.scan_done(judged, not_judged)
+            except Exception:
+                log.exception("audit: sink %s failed at scan_done", type(sink).__name__)
+        return {"judged": judged, **not_judged}
+
+    # ------------------------------------------------------------------ leading
+
+    def start_leading(self) -> None:
+        if self.is_leader:
+            return
+        self.is_leader = True
+        self._lead_task = asyncio.ensure_future(self._lead())
+
+    def stop_leading(self) -> None:
+        self.is_leader = False
+        if self._lead_task is not None:
+            self._lead_task.cancel()
+            self._lead_task = None
+        for t in list(self._tasks):
+            t.cancel()
+        self.judged.clear()
+        self.index = ReverseIndex()
+
+    async def _lead(self) -> None:
+        for sink in self.sinks:
+            resync = getattr(sink, "resync", None)
+            if resync is not None:
+                await resync()
+        dispatch = asyncio.ensure_future(self._dispatch_loop())
+        try:
+            await self.full_scan("scan")
+            while True:
+                await asyncio.sleep(self.audit.period_seconds)
+                await self.full_scan("period")
+        finally:
+            dispatch.cancel()
+            await asyncio.gather(dispatch, return_exceptions=True)
+
+    async def close(self) -> None:
+        self.stop_leading()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*(r.stop() for r in self.reflectors.values()))

@@ -1,0 +1,100 @@
+"""One running audit controller: its connection, cluster view, sinks, watches and election.
+
+`AuditRun.start` is what `preflight-webhook audit` runs and what the e2e tests start in process
+(several of them, to see that only the leader writes)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from webhook.audit.client import AuditClient
+from webhook.audit.controller import AuditController
+from webhook.audit.events import EventSink
+from webhook.audit.lease import LeaderElector
+from webhook.audit.sink import FindingSink
+from webhook.checks.base import Check
+from webhook.cluster.client import load_configuration
+from webhook.cluster.live import LiveClusterView
+from webhook.cluster.reads import own_namespace
+from webhook.config import Settings
+
+log = logging.getLogger(__name__)
+
+
+def fresh_reads(settings: Settings) -> Settings:
+    """The controller learns of a change by a watch and judges at once: a Secret's keys, a Service's
+    EndpointSlices or a dry run reused from before the change would hide it, so nothing is reused."""
+    return settings.model_copy(
+        update={"secret_ttl_seconds": 0.0, "endpoint_slice_ttl_seconds": 0.0, "dry_run_cache_seconds": 0.0}
+    )
+
+
+class AuditRun:
+    def __init__(
+        self, controller: AuditController, elector: LeaderElector, events: EventSink, view: LiveClusterView
+    ) -> None:
+        self.controller, self.elector, self.events, self.view = controller, elector, events, view
+        self._election: asyncio.Task[None] | None = None
+        self._stopped = False
+
+    @classmethod
+    async def start(
+        cls,
+        settings: Settings,
+        *,
+        kubeconfig: str | None,
+        identity: str,
+        checks: Sequence[Check],
+        extra_sinks: Sequence[FindingSink] = (),
+        sync_timeout: float = 60.0,
+    ) -> AuditRun:
+        a = settings.audit
+        settings = fresh_reads(settings)
+        cfg = await load_configuration(kubeconfig)
+        client = AuditClient(cfg, settings.api_concurrency, qps=a.qps, burst=a.burst)
+        view = LiveClusterView(settings, client, checks=checks)
+        await view.start(sync_timeout)
+        await view.wait_synced(sync_timeout)
+        events = EventSink(client, instance=identity)
+        controller = AuditController(settings, view, checks=checks, sinks=[events, *extra_sinks])
+        controller.start_watches()
+        if not await controller.wait_synced(sync_timeout):
+            log.warning("audit: not every watch synced within %.0fs; judging what is known", sync_timeout)
+        elector = LeaderElector(
+            client,
+            namespace=a.lease_namespace or own_namespace() or "default",
+            name=a.lease_name,
+            identity=identity,
+            lease_duration=a.lease_duration_seconds,
+            renew_deadline=a.renew_deadline_seconds,
+            retry_period=a.retry_period_seconds,
+            on_started=controller.start_leading,
+            on_stopped=controller.stop_leading,
+        )
+        run = cls(controller, elector, events, view)
+        run._election = asyncio.ensure_future(elector.run())
+        log.info("audit: started as %s (Lease %s/%s)", identity, elector.namespace, elector.name)
+        return run
+
+    async def stop(self, *, release: bool = True) -> None:
+        """Stop judging, release the Lease (unless `release` is False: a crash), close everything. Once."""
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._election is not None:
+            self._election.cancel()
+            await asyncio.gather(self._election, return_exceptions=True)
+        await self.controller.close()
+        if release:
+            await self.elector.release()
+        await self.view.close()
+
+    def __repr__(self) -> str:  # pragma: no cover
+        return f"AuditRun({self.elector.identity!r}, leader={self.controller.is_leader})"
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        return {"leader": self.controller.is_leader, "evaluations": dict(self.controller.evaluations)}
