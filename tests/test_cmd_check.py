@@ -51,7 +51,9 @@ def test_text_output_offline_sample_passes(capsys):
         line.startswith("  - Secrets ") and line.endswith("Skipped: needs a cluster (running offline)")
         for line in lines
     )
-    assert lines[-1].startswith("  PASSED: ") and lines[-1].endswith("; cluster checks were skipped (offline)")
+    assert lines[-3].startswith("  PASSED: ") and lines[-3].endswith("; cluster checks were skipped (offline)")
+    assert lines[-2] == ""
+    assert lines[-1] == "Summary: 1 job checked in 1 file: 1 passed, 0 passed with warnings, 0 failed"
     assert err == ""
 
 
@@ -78,7 +80,7 @@ def test_failed_check_exits_1_and_several_documents_give_a_list(tmp_path, capsys
     image = next(c for c in docs[1]["checks"] if c["name"] == "Image Reference")
     assert image["status"] == "fail"
     assert image["message"].startswith('Image "Nvcr.io/nvidia/AIPerf:0.13.0" used by containers "event-bus-proxy"')
-    assert err == ""
+    assert err == "Summary: 2 jobs checked in 1 file: 1 passed, 0 passed with warnings, 1 failed\n"
 
 
 def test_failed_text_output_shows_symbol_details_and_decision(tmp_path, capsys):
@@ -87,10 +89,8 @@ def test_failed_text_output_shows_symbol_details_and_decision(tmp_path, capsys):
     assert code == 1
     line = next(x for x in out.splitlines() if "Image Reference" in x)
     assert line.startswith("  ✗ Image Reference ")
-    assert (
-        out.rstrip("\n").splitlines()[-1].startswith("  FAILED: ")
-        and "the webhook would deny it" in out.rstrip("\n").splitlines()[-1]
-    )
+    verdict = out.rstrip("\n").splitlines()[-3]
+    assert verdict.startswith("  FAILED: ") and "the webhook would deny it" in verdict
 
 
 def test_stdin(monkeypatch, capsys):
@@ -99,8 +99,32 @@ def test_stdin(monkeypatch, capsys):
     assert code == 0 and json.loads(out)["passed"] is True
 
 
-def test_missing_file_exits_2_and_says_so_on_stderr(tmp_path, capsys):
-    code, out, err = main(capsys, "-f", str(tmp_path / "nope.yaml"), "--offline", "-o", "json")
+def test_missing_file_exits_2_and_says_so_on_stderr_and_in_the_json(tmp_path, capsys):
+    nope = tmp_path / "nope.yaml"
+    code, out, err = main(capsys, "-f", str(nope), "--offline", "-o", "json")
+    assert code == 2
+    assert json.loads(out) == {
+        "passed": False,
+        "has_warnings": False,
+        "checks": [
+            {
+                "name": "Manifest",
+                "status": "fail",
+                "message": f"{nope}: no such file",
+                "details": [f"at {nope}"],
+                "hints": [],
+                "duration_ms": None,
+            }
+        ],
+    }
+    assert err == (
+        f"error: {nope}: no such file\n"
+        "Summary: 0 jobs checked in 1 file: 0 passed, 0 passed with warnings, 0 failed; 1 input error\n"
+    )
+
+
+def test_missing_file_in_text_is_only_on_stderr(tmp_path, capsys):
+    code, out, err = main(capsys, "-f", str(tmp_path / "nope.yaml"), "--offline")
     assert (code, out) == (2, "")
     assert err == f"error: {tmp_path / 'nope.yaml'}: no such file\n"
 
@@ -120,17 +144,24 @@ def test_document_that_is_not_its_kind_exits_2_but_others_are_reported(tmp_path,
     p = write(tmp_path, broken, aiperf())
     code, out, err = main(capsys, "-f", str(p), "--offline", "-o", "json")
     assert code == 2
-    assert err == "error: AIPerfJob bench/broken: spec must be a mapping, not int\n"
-    assert json.loads(out)["passed"] is True  # the readable document is still checked
+    assert err == (
+        "error: AIPerfJob bench/broken: spec must be a mapping, not int\n"
+        "Summary: 1 job checked in 1 file: 1 passed, 0 passed with warnings, 0 failed; 1 input error\n"
+    )
+    broken_report, checked = json.loads(out)
+    assert checked["passed"] is True  # the readable document is still checked
+    assert broken_report["passed"] is False
+    assert [(c["name"], c["message"], c["details"]) for c in broken_report["checks"]] == [
+        ("Manifest", "AIPerfJob bench/broken: spec must be a mapping, not int", [f"at {p}:1"])
+    ]
 
 
-def test_unhandled_kinds_are_noted_and_nothing_checked_is_an_error(tmp_path, capsys):
+def test_unhandled_kinds_are_counted_and_nothing_checked_is_an_error(tmp_path, capsys):
     p = write(tmp_path, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}})
     code, out, err = main(capsys, "-f", str(p), "--offline")
     assert (code, out) == (2, "")
     assert err.splitlines() == [
-        "note: ConfigMap default/x: kind ConfigMap is not checked by preflight-webhook (the webhook allows it untouched)",
-        "error: no AIPerfJob or TrainJob found in the input",
+        "error: no AIPerfJob or TrainJob found in the input; 1 other object skipped (ConfigMap 1)",
     ]
 
 
@@ -237,7 +268,8 @@ def test_a_failure_the_webhook_only_warns_about_is_a_warning_and_exits_0(tmp_pat
         '  ! Image Reference          Image "Nvcr.io/nvidia/AIPerf:0.13.0" used by containers'
     )
     assert "      the webhook admits it with this warning (the check's action is warn)" in lines[image + 1 :]
-    assert lines[-1].startswith("  PASSED with warnings: ") and "0 failed" in lines[-1] and "deny" not in lines[-1]
+    assert lines[-3].startswith("  PASSED with warnings: ") and "0 failed" in lines[-3] and "deny" not in lines[-3]
+    assert lines[-1] == "Summary: 1 job checked in 1 file: 0 passed, 1 passed with warnings, 0 failed"
 
     code, out, _ = main(capsys, "-f", str(p), "--offline", "--config", str(cfg), "-o", "json")
     doc = json.loads(out)

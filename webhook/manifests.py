@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import yaml
 
 from webhook.workloads.base import RuntimeLookup
 
-__all__ = ["load_documents", "split_runtimes", "RUNTIME_KINDS"]
+__all__ = ["load_documents", "split_runtimes", "RUNTIME_KINDS", "Located", "locate_file", "expand_paths"]
 
 RUNTIME_KINDS = ("TrainingRuntime", "ClusterTrainingRuntime")
 
@@ -72,15 +73,6 @@ class _BoundedLoader(yaml.SafeLoader):
         return node
 
 
-def _load_all(text: str) -> Any:
-    loader = _BoundedLoader(text)
-    try:
-        while loader.check_data():  # type: ignore[no-untyped-call]  # untyped in types-PyYAML
-            yield loader.get_data()
-    finally:
-        loader.dispose()
-
-
 def _read(path_or_dash: str) -> tuple[str, str]:
     if path_or_dash == "-":
         return sys.stdin.read(), "stdin"
@@ -97,78 +89,187 @@ def _read(path_or_dash: str) -> tuple[str, str]:
         raise ValueError(f"{p}: cannot read ({exc.strerror})") from None
 
 
-def _flatten(doc: Any, source: str, index: int) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class Located:
+    """One Kubernetes object read from a file (or the reason a document could not be read), with
+    where it starts: the file as named on the command line, and the 1-based line of the document's
+    first node (the line after its `---`), so CI output (SARIF, annotations) can point at it."""
+
+    source: str
+    line: int
+    obj: dict[str, Any] | None = None
+    #: why this document (or, from `line` on, the rest of the file) could not be read
+    error: str | None = None
+
+
+def _line(node: yaml.Node | None, default: int) -> int:
+    return node.start_mark.line + 1 if node is not None else default
+
+
+def _items_node(node: yaml.Node | None) -> yaml.Node | None:
+    """The `items:` sequence node of a `kind: List` mapping node."""
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.value == "items":
+                return value
+    return None
+
+
+def _flatten(doc: Any, source: str, index: int, node: yaml.Node | None = None, line: int = 1) -> list[Located]:
+    line = _line(node, line)
     if isinstance(doc, list):
-        out: list[dict[str, Any]] = []
-        for item in doc:
-            out += _flatten(item, source, index)
+        children = node.value if isinstance(node, yaml.SequenceNode) else [None] * len(doc)
+        out: list[Located] = []
+        for item, child in zip(doc, children):
+            out += _flatten(item, source, index, child, line)
         return out
     if not isinstance(doc, dict):
-        raise ValueError(
-            f"{source}: document {index + 1} is a {type(doc).__name__}, not a Kubernetes object (a mapping with apiVersion and kind)"
-        )
+        return [
+            Located(
+                source,
+                line,
+                error=f"{source}: document {index + 1} is a {type(doc).__name__}, not a Kubernetes object "
+                "(a mapping with apiVersion and kind)",
+            )
+        ]
     if doc.get("kind") == "List" and isinstance(doc.get("items"), list):
-        return _flatten(doc["items"], source, index)
+        return _flatten(doc["items"], source, index, _items_node(node), line)
     if not isinstance(doc.get("apiVersion"), str) or not isinstance(doc.get("kind"), str):
         missing = [k for k in ("apiVersion", "kind") if not isinstance(doc.get(k), str)]
-        raise ValueError(f"{source}: document {index + 1} has no {' and no '.join(missing)}")
-    return [doc]
+        return [Located(source, line, error=f"{source}: document {index + 1} has no {' and no '.join(missing)}")]
+    return [Located(source, line, doc)]
 
 
-def parse_documents(text: str, source: str = "input") -> list[dict[str, Any]]:
-    """The Kubernetes objects in `text` (YAML stream or JSON). Raises ValueError naming the document."""
+def _yaml_located(text: str, source: str) -> list[Located]:
+    """The documents of a YAML stream, each with its line; an unreadable document ends the stream (YAML
+    cannot resume after a syntax error) with a Located error at the line where reading stopped."""
+    out: list[Located] = []
+    loader = _BoundedLoader(text)
+    index = 0
+    try:
+        while True:
+            line = 1
+            try:
+                if not loader.check_node():
+                    break
+                line = loader.peek_event().start_mark.line + 1  # type: ignore[no-untyped-call]
+                node = loader.get_node()
+                doc = loader.construct_document(node) if node is not None else None
+            except _TooBig as exc:
+                out.append(
+                    Located(
+                        source,
+                        line,
+                        error=f"{source}: document {index + 1} is refused: YAML aliases expand it to {exc}",
+                    )
+                )
+                break
+            except RecursionError:
+                out.append(
+                    Located(
+                        source,
+                        line,
+                        error=f"{source}: document {index + 1} is nested too deeply to read "
+                        "(more levels than Python's recursion limit)",
+                    )
+                )
+                break
+            except yaml.YAMLError as exc:
+                mark = getattr(exc, "problem_mark", None)
+                where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+                problem = getattr(exc, "problem", None) or str(exc)
+                out.append(
+                    Located(
+                        source,
+                        mark.line + 1 if mark is not None else line,
+                        error=f"{source}: document {index + 1} is not valid YAML{where}: {problem}",
+                    )
+                )
+                break
+            if doc is not None:  # an empty document between `---` separators
+                out += _flatten(doc, source, index, node)
+            index += 1
+    finally:
+        loader.dispose()
+    return out
+
+
+def locate_documents(text: str, source: str = "input") -> list[Located]:
+    """Every object in `text` (YAML stream or JSON) with its line, and a Located error for each
+    document that cannot be read; never raises."""
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
         try:
             docs: list[Any] = [json.loads(text)]
         except json.JSONDecodeError as exc:
             # YAML is a superset of JSON-ish flow style; only report JSON errors if YAML fails too
-            try:
-                docs = list(_load_all(text))
-            except (yaml.YAMLError, _TooBig, RecursionError):
-                raise ValueError(f"{source}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+            located = _yaml_located(text, source)
+            if any(d.error for d in located):
+                return [
+                    Located(
+                        source,
+                        exc.lineno,
+                        error=f"{source}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
+                    )
+                ]
+            return located or [Located(source, 1, error=f"{source}: no Kubernetes objects found")]
         except RecursionError:
-            raise ValueError(
-                f"{source}: document 1 is nested too deeply to read (more levels than Python's recursion limit)"
-            ) from None
+            return [
+                Located(
+                    source,
+                    1,
+                    error=f"{source}: document 1 is nested too deeply to read (more levels than Python's recursion limit)",
+                )
+            ]
+        first = len(text) - len(stripped)
+        out = _flatten(docs[0], source, 0, line=text.count("\n", 0, first) + 1)
     else:
-        docs = []
-        loader = _load_all(text)
-        index = 0
-        while True:
-            try:
-                doc = next(loader)
-            except StopIteration:
-                break
-            except _TooBig as exc:
-                raise ValueError(
-                    f"{source}: document {index + 1} is refused: YAML aliases expand it to {exc}"
-                ) from None
-            except RecursionError:
-                raise ValueError(
-                    f"{source}: document {index + 1} is nested too deeply to read (more levels than Python's recursion limit)"
-                ) from None
-            except yaml.YAMLError as exc:
-                mark = getattr(exc, "problem_mark", None)
-                where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
-                problem = getattr(exc, "problem", None) or str(exc)
-                raise ValueError(f"{source}: document {index + 1} is not valid YAML{where}: {problem}") from None
-            docs.append(doc)
-            index += 1
-    out: list[dict[str, Any]] = []
-    for i, doc in enumerate(docs):
-        if doc is None:  # empty document between `---` separators
-            continue
-        out += _flatten(doc, source, i)
-    if not out:
-        raise ValueError(f"{source}: no Kubernetes objects found")
-    return out
+        out = _yaml_located(text, source)
+    return out or [Located(source, 1, error=f"{source}: no Kubernetes objects found")]
+
+
+def parse_documents(text: str, source: str = "input") -> list[dict[str, Any]]:
+    """The Kubernetes objects in `text` (YAML stream or JSON). Raises ValueError naming the document."""
+    located = locate_documents(text, source)
+    for d in located:
+        if d.error is not None:
+            raise ValueError(d.error)
+    return [d.obj for d in located if d.obj is not None]
 
 
 def load_documents(path_or_dash: str) -> list[dict[str, Any]]:
     """Every object in the file (or stdin for `-`). Raises ValueError with a clear message."""
     text, source = _read(path_or_dash)
     return parse_documents(text, source)
+
+
+#: what a directory is searched for, as kubectl does (k8s.io/cli-runtime pkg/resource/visitor.go,
+#: FileExtensions = []string{".json", ".yaml", ".yml"}); a file named on the command line is read whatever its name
+MANIFEST_SUFFIXES = (".json", ".yaml", ".yml")
+
+
+def expand_paths(paths: list[str], recursive: bool) -> list[str]:
+    """Files to read for `-f` arguments, in order: a directory gives its manifest files (sorted; with
+    `recursive` its subdirectories' too, as kubectl's `-R`); `-` and files are kept as named; a path
+    that does not exist is kept too, so reading it reports it."""
+    out: list[str] = []
+    for p in paths:
+        path = Path(p)
+        if p != "-" and path.is_dir():
+            pattern = "**/*" if recursive else "*"
+            out += [str(f) for f in sorted(path.glob(pattern)) if f.is_file() and f.suffix.lower() in MANIFEST_SUFFIXES]
+        else:
+            out.append(p)
+    return out
+
+
+def locate_file(path_or_dash: str) -> list[Located]:
+    """`locate_documents` of a file (or stdin); a file that cannot be read is one Located error."""
+    try:
+        text, source = _read(path_or_dash)
+    except ValueError as exc:
+        return [Located("stdin" if path_or_dash == "-" else path_or_dash, 0, error=str(exc))]
+    return locate_documents(text, source)
 
 
 def split_runtimes(docs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], RuntimeLookup]:

@@ -99,9 +99,9 @@ def _add_logging_options(p: argparse.ArgumentParser) -> None:
         )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "preflight-webhook") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="preflight-webhook",
+        prog=prog,
         description=(
             "Refuse, at kubectl apply, AIPerfJobs and TrainJobs that would fail later. "
             "Runs as a Kubernetes validating admission webhook (serve) or on manifests (check)."
@@ -117,8 +117,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+def kubectl_main() -> int:
+    """`kubectl-preflight`: the same commands as a kubectl plugin (`kubectl preflight check -f ...`);
+    kubectl runs the first `kubectl-<name>` on PATH with the remaining arguments."""
+    return main(prog="kubectl preflight")
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "preflight-webhook") -> int:
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)
     if func is None:

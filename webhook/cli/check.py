@@ -6,9 +6,15 @@ never disagree: a failing check whose action (or mode, or the namespace's mode l
 the webhook warn is shown as a warning, a check the webhook would deny as FAILED. Exit
 codes: 0 the webhook would admit every document (with or without warnings), 1 it would deny
 one, 2 usage or input errors (unreadable file, a document that is not its kind, no cluster).
-With `-o json` stdout carries only AIPerf's `{"passed","has_warnings","checks":[...]}`
-(one object per checked document, a list when there are several); everything meant
-for humans goes to stderr.
+
+Input: any number of -f (files, directories with -R, - for stdin, e.g. `kustomize build` or
+`helm template` output); objects of kinds the webhook does not check are counted and skipped.
+Output (webhook.cli.formats renders it): text, json (AIPerf's `{"passed","has_warnings","checks":[...]}`,
+one object per document, a list when there are several), junit, sarif, github (workflow
+commands). In every format an input error is part of the report too (a `Manifest` check that
+failed, an <error>, a SARIF result, an ::error), besides the `error:` line on stderr. The
+summary line ends text and github output; for json, junit and sarif, stdout carries only
+the document, and the summary goes to stderr.
 """
 
 from __future__ import annotations
@@ -17,16 +23,17 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
-import json
 import sys
 from collections.abc import AsyncIterator
 from typing import Any, TextIO
 
 from webhook.checks import all_checks, check_names
 from webhook.cli.args import add_manifest_argument
+from webhook.cli.formats import FORMATS, ErrorEntry, JobEntry, Report, skipped_text
 from webhook.cluster.view import ClusterView
 from webhook.config import ConfigError, Settings, load_settings
 from webhook.deadline import Deadline
+from webhook.manifests import Located
 from webhook.policy import AUDIT, DENY, WARN, Decision, Outcome
 from webhook.results import CheckResult, PreflightResults, Status
 from webhook.workloads.base import RuntimeLookup
@@ -53,8 +60,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             "ClusterTrainingRuntime documents in the same input are used for their TrainJobs."
         ),
     )
-    add_manifest_argument(p)
-    p.add_argument("-o", "--output", choices=("text", "json"), default="text", help="output format (default text)")
+    add_manifest_argument(p, many=True)
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=FORMATS,
+        default="text",
+        help="output format: text (default), json (AIPerf's shape), junit (JUnit XML), sarif (SARIF 2.1.0, "
+        "for code scanning), github (GitHub Actions annotations)",
+    )
     p.add_argument("--offline", action="store_true", help="no cluster: run only the checks that need none")
     p.add_argument("--config", metavar="FILE", help="webhook config file (policy, publicRegistries, aiperfEnv, ...)")
     p.add_argument(
@@ -82,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from webhook.manifests import load_documents, split_runtimes
+    from webhook.manifests import expand_paths, locate_file, split_runtimes
 
     try:
         settings = load_settings(args.config, known_checks=check_names())
@@ -93,13 +107,15 @@ async def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if timeout <= 0:
         print("error: --timeout must be greater than 0", file=err)
         return EXIT_USAGE
-    try:
-        docs = load_documents(args.filename)
-    except ValueError as exc:
-        print(f"error: {exc}", file=err)
+    if args.filename.count("-") > 1:
+        print("error: -f - (stdin) can be given once", file=err)
         return EXIT_USAGE
-    jobs, file_lookup = split_runtimes(docs)
-    if not jobs:
+    files = expand_paths(args.filename, args.recursive)
+    report = Report(files=len(files))
+    located = [d for f in files for d in locate_file(f)]
+    _, file_lookup = split_runtimes([d.obj for d in located if d.obj is not None])
+    items = [d for d in located if d.obj is None or _is_job(d.obj)]
+    if not any(d.obj is not None for d in items) and not any(d.error for d in items):
         print("error: the input holds only training runtimes; give the TrainJob too", file=err)
         return EXIT_USAGE
 
@@ -108,7 +124,14 @@ async def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             return EXIT_USAGE
         view: ClusterView | None = opened
         lookup = _lookup(file_lookup, view)
-        return await _check_all(jobs, args, settings, view, lookup, timeout, out, err)
+        return await _check_all(items, report, args, settings, view, lookup, timeout, out, err)
+
+
+def _is_job(obj: dict[str, Any]) -> bool:
+    """Everything but the runtimes given beside the jobs (split_runtimes' lookup answers with those)."""
+    from webhook.manifests import RUNTIME_KINDS
+
+    return not (obj.get("kind") in RUNTIME_KINDS and str(obj.get("apiVersion", "")).startswith("trainer.kubeflow.org/"))
 
 
 @contextlib.asynccontextmanager
@@ -147,7 +170,8 @@ def _lookup(file_lookup: RuntimeLookup, view: ClusterView | None) -> RuntimeLook
 
 
 async def _check_all(
-    jobs: list[dict[str, Any]],
+    items: list[Located],
+    report: Report,
     args: argparse.Namespace,
     settings: Settings,
     view: ClusterView | None,
@@ -158,10 +182,13 @@ async def _check_all(
 ) -> int:
     from webhook.preflight import evaluate
 
-    reports: list[dict[str, Any]] = []
-    input_errors = 0
-    any_failed = False
-    for i, obj in enumerate(jobs):
+    for i, d in enumerate(items):
+        if d.obj is None:
+            message = d.error or "unreadable"
+            print(f"error: {message}", file=err)
+            report.entries.append(ErrorEntry(d.source, d.line, f"{d.source}:{d.line}" if d.line else d.source, message))
+            continue
+        obj = d.obj
         label = _label(obj, args.namespace, i)
         ev = await evaluate(
             obj,
@@ -173,29 +200,45 @@ async def _check_all(
         )
         if ev.unreadable is not None:  # the input's mistake: said as one, not as a check report
             print(f"error: {label}: {ev.unreadable}", file=err)
-            input_errors += 1
+            report.entries.append(ErrorEntry(d.source, d.line, label, f"{label}: {ev.unreadable}"))
             continue
-        if ev.decision.outcome is Outcome.UNHANDLED:
-            print(
-                f"note: {label}: kind {obj.get('kind')} is not checked by preflight-webhook (the webhook allows it untouched)",
-                file=err,
-            )
+        if ev.decision.outcome is Outcome.UNHANDLED:  # the webhook allows it untouched: counted, not checked
+            report.skipped[str(obj.get("kind"))] += 1
             continue
         shown = as_decided(ev.results, ev.decision)
-        any_failed = any_failed or not ev.decision.allowed
-        reports.append(shown.to_dict())
-        if args.output == "text":  # a verdict on the whole object (Object Size) comes without a Workload
-            ref = ev.workload.ref if ev.workload is not None else label
+        # a verdict on the whole object (Object Size) comes without a Workload
+        ref = ev.workload.ref if ev.workload is not None else label
+        report.entries.append(JobEntry(d.source, d.line, ref, shown, ev.decision.allowed))
+        if args.output == "text":
             _print_text(ref, shown, ev.decision.allowed, view is None, out)
-    if args.output == "json" and reports:
-        json.dump(reports[0] if len(reports) == 1 else reports, out, indent=2)
-        out.write("\n")
-    if not reports and not input_errors:
-        print("error: no AIPerfJob or TrainJob found in the input", file=err)
+    if not report.entries:
+        tail = f"; {skipped_text(report.skipped)}" if report.skipped else ""
+        print(f"error: no AIPerfJob or TrainJob found in the input{tail}", file=err)
         return EXIT_USAGE
-    if input_errors:
+    _render(report, args.output, out, err)
+    if report.errors:
         return EXIT_USAGE
-    return EXIT_FAILED if any_failed else EXIT_OK
+    return EXIT_FAILED if any(not j.allowed for j in report.jobs) else EXIT_OK
+
+
+def _render(report: Report, fmt: str, out: TextIO, err: TextIO) -> None:
+    from webhook.cli import formats as rp
+
+    if fmt == "text":
+        if report.jobs:  # an input error alone is said on stderr, as always
+            out.write(rp.summary(report) + "\n")
+        return
+    if fmt == "github":
+        out.write(rp.render_github(report))
+        out.write(rp.summary(report) + "\n")
+        return
+    if fmt == "json":
+        out.write(rp.render_json(report))
+    elif fmt == "junit":
+        out.write(rp.render_junit(report))
+    else:
+        out.write(rp.render_sarif(report, {c.name: c.summary for c in all_checks()}))
+    print(rp.summary(report), file=err)
 
 
 def _label(obj: dict[str, Any], namespace: str | None, index: int) -> str:
