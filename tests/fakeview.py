@@ -24,6 +24,8 @@ CLUSTER_SCOPED = {
     "nodepools",
     "storageclasses",
     "persistentvolumes",
+    "deviceclasses",
+    "resourceslices",
 }
 
 

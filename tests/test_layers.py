@@ -93,6 +93,7 @@ PACKAGE_ORDER = {
         "helpers", "api", "checks_host", "checks_pod", "checks_privilege", "checks_profiles", "checks_users", "registry",
     ],
     "webhook.checks.storage": ["classes", "claims", "match", "check"],
+    "webhook.checks.dra": ["cel", "allocate", "check"],
 }  # fmt: skip
 
 

@@ -57,6 +57,7 @@ SCHEDULING = "scheduling.k8s.io"
 KARPENTER = "karpenter.sh"
 NETWORKING = "networking.k8s.io"
 STORAGE = "storage.k8s.io"
+RESOURCE = "resource.k8s.io"
 
 #: every cache the view keeps, in start order
 CACHE_SPECS: tuple[CacheSpec, ...] = (
@@ -78,6 +79,12 @@ CACHE_SPECS: tuple[CacheSpec, ...] = (
     CacheSpec("networkpolicies", NETWORKING, "v1", True),  # would the job's own traffic be dropped
     CacheSpec("storageclasses", STORAGE, "v1", False),  # Volume Claims: the default class, provisioners
     CacheSpec("persistentvolumes", CORE, "v1", False),  # Volume Claims: could a PV bind a claim no class provisions
+    # Dynamic Resource Allocation: the classes, the devices the drivers publish, the claims
+    # (their allocations take devices) and the templates pods make claims from
+    CacheSpec("deviceclasses", RESOURCE, "v1", False),
+    CacheSpec("resourceslices", RESOURCE, "v1", False),
+    CacheSpec("resourceclaims", RESOURCE, "v1", True),
+    CacheSpec("resourceclaimtemplates", RESOURCE, "v1", True),
 )
 SPECS_BY_RESOURCE = {s.resource: s for s in CACHE_SPECS}
 
@@ -131,6 +138,10 @@ def slim(resource: str, obj: dict[str, Any]) -> dict[str, Any]:
             obj["status"] = {k: status[k] for k in ("phase",) if k in status}
     elif resource == "namespaces":
         obj.pop("spec", None)  # finalizers only
+    elif resource == "resourceclaims":
+        status = obj.get("status")
+        if isinstance(status, dict):  # the drivers' per-device status (network data) is not read
+            obj["status"] = {k: status[k] for k in ("allocation", "reservedFor") if k in status}
     return obj
 
 

@@ -34,6 +34,8 @@ __all__ = [
     "pod_requests",
     "pod_limits",
     "all_containers",
+    "PodClaim",
+    "resource_claims",
 ]
 
 
@@ -211,7 +213,9 @@ POD_SPEC: dict[str, Schema] = {
     "overhead": MapOf("quantity"),
     "resources": RESOURCES,
     "readinessGates": ListOf({"conditionType": "string"}),
-    "resourceClaims": ListOf({"name": "string"}),
+    # k8s.io/api core/v1 PodResourceClaim: a name, and exactly one of the two sources (the apiserver
+    # validates that); the DRA check reads them through resource_claims()
+    "resourceClaims": ListOf({"name": "string", "resourceClaimName": "string", "resourceClaimTemplateName": "string"}),
     "os": {"name": "string"},
 }
 OBJECT_META: dict[str, Schema] = {
@@ -502,3 +506,50 @@ def describe_path(path: str) -> str:
     if m:
         return f"volume {m.group(1)}"
     return path
+
+
+# ----------------------------------------------------------------------------- DRA claims
+
+
+class PodClaim(NamedTuple):
+    """One `spec.resourceClaims` entry of a pod (k8s.io/api core/v1 PodResourceClaim) and its users.
+
+    `claim_name`: an existing ResourceClaim every pod shares; `template_name`: a ResourceClaimTemplate
+    from which the resourceclaim controller makes one claim per pod (k8s.io/kubernetes
+    pkg/controller/resourceclaim/controller.go handleClaim). Exactly one is set on a valid pod.
+    `used_by`: the `resources.claims` entries that name it, as `container` or `container/request`
+    (pod-level `resources.claims` as `pod`). The scheduler allocates every claim of the pod, used by a
+    container or not (pkg/scheduler/framework/plugins/dynamicresources: PreFilter takes all of
+    pod.spec.resourceClaims)."""
+
+    name: str
+    claim_name: str | None
+    template_name: str | None
+    used_by: tuple[str, ...] = ()
+
+
+def resource_claims(pod_spec: dict[str, Any]) -> list[PodClaim]:
+    """The pod's DRA claims, in spec order, each with the containers that use it."""
+    users: dict[str, list[str]] = {}
+    holders: list[tuple[str, dict[str, Any]]] = [(str(c.get("name", "?")), c) for _, c in all_containers(pod_spec)]
+    holders.append(("pod", pod_spec))
+    for who, holder in holders:
+        res = holder.get("resources")
+        for entry in (res.get("claims") if isinstance(res, dict) else None) or []:
+            if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+                req = entry.get("request")
+                users.setdefault(entry["name"], []).append(f"{who}/{req}" if req else who)
+    out: list[PodClaim] = []
+    for entry in pod_spec.get("resourceClaims") or []:
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            continue
+        name = entry["name"]
+        out.append(
+            PodClaim(
+                name,
+                entry.get("resourceClaimName") or None,
+                entry.get("resourceClaimTemplateName") or None,
+                tuple(users.get(name, ())),
+            )
+        )
+    return out

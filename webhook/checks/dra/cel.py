@@ -1,0 +1,111 @@
+"""DRA device selectors in CEL: a documented subset, evaluated with the `cel` library.
+
+Kubernetes evaluates a selector (a DeviceClass's or a request's `selectors[].cel.expression`)
+against one device as k8s.io/dynamic-resource-allocation cel/compile.go DeviceMatches does:
+the variable `device` holds `driver` (string), `attributes` and `capacity`, each a map from a
+domain to a map from an attribute ID to its value. An attribute named without a domain is in the
+driver's domain (parseQualifiedName). A domain the device does not have reads as an empty map
+(newStringInterfaceMapWithDefault), so `"model" in device.attributes["other.example.com"]` is
+false while `device.attributes["other.example.com"].model` is a runtime error ("no such key").
+
+The `cel` package (common-expression-language, the Rust `cel` crate's bindings) has none of the
+Kubernetes CEL libraries (quantity, semver, lists, regex extensions...). What it evaluates here, the
+subset, is exactly:
+
+- the variables `device.driver`, `device.attributes[...]` (string, int and bool attributes);
+- literals, `==` `!=` `<` `<=` `>` `>=`, `&&` `||` `!`, `?:`, `in`, `has()`, `+ - * / %`, `[]`;
+- the string functions `size`, `startsWith`, `endsWith`, `contains`, `matches`.
+
+Anything else answers None, "cannot verify", and the check warns instead of judging: a function
+outside the list (`quantity`, `semver`, `isGreaterThan`, `compareTo`, `lowerAscii`, macros such as
+`exists`), any use of `device.capacity` (its values are Quantities) or of
+`device.allowMultipleAllocations`, a version or list attribute the expression names, and a runtime
+error (the allocator aborts the whole scheduling attempt with "CEL runtime error" then:
+allocator_stable.go selectorsMatch, which this module never turns into a deny).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Any
+
+import cel
+
+__all__ = ["SUBSET_FUNCTIONS", "outside_subset", "device_matches", "device_vars"]
+
+#: the functions (as the `cel` package names them) the subset allows
+SUBSET_FUNCTIONS = frozenset(
+    {
+        "_&&_", "_||_", "!_", "_?_:_", "_==_", "_!=_", "_<_", "_<=_", "_>_", "_>=_",
+        "@in", "_[_]", "_+_", "_-_", "_*_", "_/_", "_%_", "-_",
+        "size", "startsWith", "endsWith", "contains", "matches", "has",
+    }
+)  # fmt: skip
+_OUTSIDE_NAMES = re.compile(r"\b(capacity|allowMultipleAllocations)\b")
+_STRING_LITERAL = re.compile(r"\"((?:[^\"\\]|\\.)*)\"|'((?:[^'\\]|\\.)*)'")
+
+
+@lru_cache(maxsize=512)
+def _compiled(expression: str) -> tuple[Any, str]:
+    """(program, "") or (None, why it is outside the subset)."""
+    if _OUTSIDE_NAMES.search(expression):
+        return None, "it reads device capacity, which needs the Kubernetes quantity library"
+    try:
+        program = cel.compile(expression)
+    except Exception as e:  # the library raises its own parse errors
+        return None, f"it does not parse here ({str(e).splitlines()[0][:60]})"
+    outside = sorted(set(program.functions()) - SUBSET_FUNCTIONS)
+    if outside:
+        return None, f"it calls {', '.join(outside)}, outside the evaluated subset"
+    return program, ""
+
+
+def outside_subset(expression: str) -> str:
+    """Why `expression` cannot be evaluated here ("" when it can)."""
+    return _compiled(expression)[1]
+
+
+def _literals(expression: str) -> set[str]:
+    return {a or b for a, b in _STRING_LITERAL.findall(expression)}
+
+
+def device_vars(driver: str, attributes: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
+    """The `device.attributes` map of compile.go (domain → id → value) and the qualified names of the
+    attributes the subset cannot hold (version and list values)."""
+    out: dict[str, dict[str, Any]] = {}
+    unheld: set[str] = set()
+    for name, attr in attributes.items():
+        domain, _, ident = name.rpartition("/")
+        domain = domain or driver
+        if not isinstance(attr, dict):
+            continue
+        for kind in ("string", "int", "bool"):
+            if kind in attr:
+                value = attr[kind]
+                out.setdefault(domain, {})[ident] = int(value) if kind == "int" else value
+                break
+        else:
+            unheld.add(ident)
+    return out, unheld
+
+
+def device_matches(expression: str, driver: str, attributes: dict[str, Any]) -> bool | None:
+    """True/False as Kubernetes decides for a device of `driver` with `attributes` (the ResourceSlice's
+    map), None when this cannot be known here (see the module docstring)."""
+    program, why = _compiled(expression)
+    if program is None:
+        return None
+    attrs, unheld = device_vars(driver, attributes)
+    literals = _literals(expression)
+    if unheld & literals or any(re.search(rf"\.{re.escape(u)}\b", expression) for u in unheld):
+        return None
+    for lit in literals:  # a domain the device lacks reads as an empty map (compile.go)
+        attrs.setdefault(lit, {})
+    ctx = cel.Context()
+    ctx.add_variable("device", {"driver": driver, "attributes": attrs})
+    try:
+        result = program.execute(ctx)
+    except Exception:  # a runtime error: the allocator aborts the attempt, never a verdict here
+        return None
+    return result if isinstance(result, bool) else None
