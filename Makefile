@@ -39,7 +39,7 @@ test-unit: install lint ## lint, then unit and in-process server tests only (no 
 test-e2e: install build-cluster ## end-to-end tests against a real kube-apiserver + etcd
 	$(PY) -m pytest e2e -q
 
-oracle: ## build (once) the oracles in ~/.cache/preflight-webhook: AIPerf 0.13.0 venv, Trainer v2.3.0, Kubernetes quota and storage, Kueue v0.17.0 capacity, Pod Security, the kubelet's image reference parse
+oracle: ## build (once) the oracles in ~/.cache/preflight-webhook: AIPerf 0.13.0 venv, Trainer v2.3.0, Kubernetes quota and storage, Kueue v0.17.0 capacity, Pod Security, the kubelet's image reference parse, the DRA structured allocator
 	@bash tests/oracle/setup.sh >/dev/null
 	@bash tests/oracle/trainer/build.sh >/dev/null
 	@bash tests/oracle/quota/build.sh >/dev/null
@@ -47,6 +47,7 @@ oracle: ## build (once) the oracles in ~/.cache/preflight-webhook: AIPerf 0.13.0
 	@bash tests/oracle/kueue/build.sh >/dev/null
 	@bash tests/oracle/podsecurity/build.sh >/dev/null
 	@bash tests/oracle/reference/build.sh >/dev/null
+	@bash tests/oracle/dra/build.sh >/dev/null
 
 test: install lint build-cluster oracle ## the whole suite: lint, unit, server, the upstream oracles and end-to-end
 	PREFLIGHT_ORACLE_PYTHON="$$(bash tests/oracle/setup.sh)" \
@@ -56,6 +57,7 @@ test: install lint build-cluster oracle ## the whole suite: lint, unit, server, 
 	PREFLIGHT_KUEUE_ORACLE="$$(bash tests/oracle/kueue/build.sh)" \
 	PREFLIGHT_PODSECURITY_ORACLE="$$(bash tests/oracle/podsecurity/build.sh)" \
 	PREFLIGHT_REFERENCE_ORACLE="$$(bash tests/oracle/reference/build.sh)" \
+	PREFLIGHT_DRA_ORACLE="$$(bash tests/oracle/dra/build.sh)" \
 	$(PY) -m pytest tests e2e -q --durations=25
 
 demo: install build-control-plane ## start the local control plane with the webhook and show it accept, deny and warn

@@ -172,8 +172,10 @@ async def test_gang_needs_devices_for_every_pod() -> None:
 async def test_selector_outside_subset_warns_never_denies() -> None:
     t = _template(count=4, selectors=[f'device.capacity["{DRIVER}"].memory.compareTo(quantity("80Gi")) >= 0'])
     r = await run_check(DeviceAllocation(), _wl(), _view(template=t))
-    assert r.status is Status.WARN
-    assert "selector not evaluated, it reads device capacity" in r.message
+    assert (r.status, r.message) == (
+        Status.WARN,
+        'Cannot verify the claims of the node pods: request "gpus" has a selector not evaluated: it reads device capacity',
+    )
 
 
 async def test_no_slices_warns() -> None:
@@ -241,10 +243,7 @@ def test_cel_subset(expr: str, expected: bool | None) -> None:
 
 
 def test_outside_subset_reasons() -> None:
-    assert (
-        outside_subset('device.attributes["a"].x.lowerAscii() == "y"')
-        == "it calls lowerAscii, outside the evaluated subset"
-    )
+    assert outside_subset('device.attributes["a"].x.lowerAscii() == "y"') == "it calls lowerAscii"
     assert outside_subset('device.driver == "x"') == ""
 
 

@@ -10,10 +10,14 @@ selected by the class's and the request's CEL selectors; matchAttribute constrai
 the requests they name. The search is exhaustive (allocateOne), bounded here by a step budget.
 
 Facts this model cannot judge make a device "uncertain" rather than wrong: a selector outside the
-CEL subset (dra/cel.py), device taints, shared counters, binding conditions, multiple
-allocations, per-device node selection, admin access. The search runs twice: pessimistic
-(uncertain = unusable) and optimistic (uncertain = usable). Pessimistic success → it fits;
-optimistic failure → it cannot fit; else unknown. So an unknown never denies.
+CEL subset or a CEL runtime error (dra/cel.py), device taints, shared counters, binding conditions,
+multiple allocations, per-device node selection, admin access. The search evaluates every
+free device for each request it tries (a superset of what the allocator evaluates): without meeting an
+uncertain device its answer is the allocator's; after meeting one, success or failure is unknown (the
+allocator may have stopped at a CEL runtime error there). So an unknown never denies. The allocator's own fatal errors
+that depend on the search order (a CEL runtime error on the device it reaches; an `All` request
+whose devices break a matchAttribute constraint: "cannot add device ... because a claim constraint
+would not be satisfied") are unknown too: the tests/oracle/dra comparison found both.
 """
 
 from __future__ import annotations
@@ -158,12 +162,12 @@ def selectable(req: Request, dev: Device) -> bool | None:
         unknown = True
     else:
         unknown = False
-    for expr in req.selectors:
+    for expr in req.selectors:  # in order, the class's first; the first false or error ends it
         m = device_matches(expr, dev.driver, dev.attributes)
+        if m is None:
+            return None
         if m is False:
             return False
-        if m is None:
-            unknown = True
     return None if unknown else True
 
 
@@ -179,19 +183,23 @@ def _attribute(dev: Device, qualified: str) -> Any:
 
 
 class _Search:
-    def __init__(self, claims: list[Claim], devices: list[Device], in_use: set[DeviceID], optimistic: bool) -> None:
-        self.claims, self.devices, self.in_use, self.optimistic = claims, devices, in_use, optimistic
+    def __init__(self, claims: list[Claim], devices: list[Device], in_use: set[DeviceID]) -> None:
+        self.claims, self.devices, self.in_use = claims, devices, in_use
         self.steps = 0
         self.used: set[DeviceID] = set()
         self.picked: list[tuple[int, str, Device]] = []  # (claim index, request name, device)
         self._match: dict[tuple[int, int, int, int], bool] = {}
+        #: an uncertain device or selector was met: a failure proves nothing
+        self.uncertain = ""
 
     def matches(self, ci: int, ri: int, ai: int, req: Request, di: int) -> bool:
         key = (ci, ri, ai, di)
         m = self._match.get(key)
         if m is None:
             s = selectable(req, self.devices[di])
-            m = s if s is not None else self.optimistic
+            if s is None:
+                self.uncertain = self.uncertain or "some devices or selectors are outside what this check models"
+            m = bool(s)
             self._match[key] = m
         return m
 
@@ -227,6 +235,11 @@ class _Search:
             # validateDeviceRequest: every selectable device of the node, allocated or not; allocateDevice
             # (must) then fails on one already in use
             every = [i for i in range(len(self.devices)) if self.matches(ci, ri, ai, req, i)]
+            if self.claims[ci].constraints:  # allocateDevice(must) on a device that breaks one: a fatal error
+                ok = bool(every) and len(free) == len(every) and self._take(ci, ri, req, free, len(free), 0)
+                if not ok and every:
+                    self.uncertain = self.uncertain or "a request for All devices may break a matchAttribute constraint"
+                return ok
             if not every or len(free) < len(every):
                 return False
             return self._take(ci, ri, req, free, len(free), 0)
@@ -240,7 +253,11 @@ class _Search:
             raise _Budget
         for k in range(start, len(free) - need + 1):
             dev = self.devices[free[k]]
-            if dev.id in self.used or not self.constraints_ok(ci, req.name, dev):
+            if dev.id in self.used:
+                continue
+            if not self.constraints_ok(ci, req.name, dev):
+                if req.mode == "All":  # allocateDevice(must): a fatal error, not a "no"
+                    self.uncertain = "a request for All devices breaks a matchAttribute constraint"
                 continue
             self.used.add(dev.id)
             self.picked.append((ci, req.name, dev))
@@ -263,16 +280,16 @@ def fit(claims: list[Claim], devices: list[Device], in_use: set[DeviceID]) -> Fi
             for req in reqs:
                 n = sum(1 for d in devices if d.id not in in_use and selectable(req, d) is True)
                 out.matching[f'{c.label} request "{req.name}"'] = n
+    search = _Search(claims, devices, in_use)
     try:
-        sure = _Search(claims, devices, in_use, optimistic=False)
-        if sure.run():
+        found = search.run()
+        if search.uncertain:  # a success or a failure that went past an uncertain device proves nothing
+            out.why_unknown = search.uncertain
+        elif found:
             out.ok = True
-            out.taken = [d.id for _, _, d in sure.picked]
-            return out
-        if not _Search(claims, devices, in_use, optimistic=True).run():
+            out.taken = [d.id for _, _, d in search.picked]
+        else:
             out.ok = False
-            return out
-        out.why_unknown = "some devices or selectors are outside what this check models"
     except _Budget:
         out.why_unknown = f"the search for an allocation took over {MAX_STEPS} steps"
     return out

@@ -176,7 +176,7 @@ def _selector_notes(claims: list[Claim]) -> list[str]:
                 for e in r.selectors:
                     why = outside_subset(e)
                     if why:
-                        notes.append(f'{c.label} request "{r.name}": selector not evaluated, {why}')
+                        notes.append(f'request "{r.name}" has a selector not evaluated: {why}')
     return notes
 
 
@@ -312,7 +312,7 @@ class DeviceAllocation(Check):
                 )
                 fix = "Fix: ask for what one node offers (count, selectors), or add nodes whose DRA driver publishes such devices."
                 if notes:
-                    warns.append(f"{finding}; but {notes[0]}. {fix}")
+                    warns.append(f"Cannot verify the claims of the {g.name} pods: {notes[0]}"[:120])
                 elif incomplete or not any_device:
                     why = incomplete[0] if incomplete else "no ResourceSlice offers devices on them yet"
                     warns.append(f"Cannot verify the claims of the {g.name} pods: {why}"[:120])
@@ -322,7 +322,8 @@ class DeviceAllocation(Check):
                     (fails if prov.certain_none else warns).append(line)
                 continue
             if not fits_on:
-                warns.append(f"Cannot verify the claims of the {g.name} pods: {unknown[0]}"[:120])
+                why = notes[0] if notes else unknown[0]
+                warns.append(f"Cannot verify the claims of the {g.name} pods: {why}"[:120])
                 continue
             if g.pods > 1 and gc.per_pod:
                 if lo >= g.pods:
