@@ -14,7 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import subprocess
+import sys
 import time
+import urllib.request
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -22,7 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.harness.controlplane import ControlPlane
+from e2e.harness.controlplane import ControlPlane, free_ports, stop_pid
 from webhook.audit.events import FAILED, PASSED
 from webhook.audit.runner import AuditRun
 from webhook.checks import all_checks
@@ -207,3 +211,58 @@ async def test_secret_deleted_then_restored_restart_and_two_replicas(
 async def _has(got: Any, reason: str) -> list[dict[str, Any]] | None:
     items = await got
     return items if any(e["reason"] == reason for e in items) else None
+
+
+def _cli_trainjob() -> dict[str, Any]:
+    tj = _trainjob()
+    tj["metadata"]["name"] = "cli-ft"
+    tj["spec"]["trainer"]["env"][0]["valueFrom"]["secretKeyRef"] = {"name": "cli-token", "key": "token"}
+    return tj
+
+
+async def test_the_cli_runs_the_controller_serves_metrics_and_releases_its_lease(
+    cluster: ControlPlane, tmp_path: Path
+) -> None:
+    """`preflight-webhook audit` as a process: it judges, writes the Event, serves /metrics, and on
+    SIGTERM releases its Lease and exits 0."""
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump({"audit": {"leaseNamespace": NS, "leaseName": "cli-audit", "debounceSeconds": 0.5}}))
+    cluster.apply(_cli_trainjob())
+    (port,) = free_ports(1)
+    log = tmp_path / "audit.log"
+    out = log.open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "webhook", "audit", "--config", str(cfg), "--kubeconfig", str(cluster.kubeconfig),
+         "--identity", "cli-a", "--metrics-host", "127.0.0.1", "--metrics-port", str(port)],
+        stdout=out, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+
+        def failed() -> list[dict[str, Any]]:
+            doc = cluster.kubectl("get", "events", "-n", NS, "-o", "json").stdout
+            return [
+                e for e in json.loads(doc)["items"]
+                if e.get("reason") == FAILED and e["involvedObject"]["name"] == "cli-ft"
+            ]  # fmt: skip
+
+        got = await until(
+            f"the CLI's PreflightFailed Event (log: {log})", lambda: asyncio.to_thread(failed), timeout=90
+        )
+        assert got[0]["reportingInstance"] == "cli-a"
+        assert '[Secrets] Secret "cli-token" not found in namespace "audit-e2e"' in got[0]["message"]
+
+        def scrape() -> str:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                return str(r.read().decode())
+
+        text = await asyncio.to_thread(scrape)
+        assert 'preflight_audit_jobs_watched{state="judged"} 1.0' in text
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(proc.wait, 60) == 0
+        lease = json.loads(cluster.kubectl("get", "lease", "cli-audit", "-n", NS, "-o", "json").stdout)
+        assert lease["spec"]["holderIdentity"] == ""  # released: a successor starts at once
+    finally:
+        if proc.poll() is None:
+            stop_pid(proc.pid, proc=proc)
+        out.close()
+        cluster.kubectl("delete", "trainjob", "cli-ft", "-n", NS, "--ignore-not-found")

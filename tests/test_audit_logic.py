@@ -166,22 +166,32 @@ def test_latest_states_read_back_after_a_restart() -> None:
     assert states == {"u1": (PASSED, ""), "u2": (FAILED, "now")}
 
 
-async def test_failure_text_is_the_webhooks_denial_and_the_same_lines_in_warn_mode() -> None:
+async def test_failure_text_is_what_enforce_would_deny_in_every_mode() -> None:
     tj = yaml.safe_load((SAMPLES / "trainjob.yaml").read_text())
     tj["metadata"]["namespace"] = "team-a"
     rt = yaml.safe_load((SAMPLES / "clustertrainingruntime.yaml").read_text())
     view = FakeView({"clustertrainingruntimes": [rt]}, secrets={("team-a", "ghcr-pull"): {".dockerconfigjson"}})
     ref = JobRef("trainer.kubeflow.org/v1alpha1", "TrainJob", "team-a", tj["metadata"]["name"], "u1")
     now = dt.datetime.now(dt.UTC)
+
+    async def text(settings: Settings) -> str | None:
+        ev = await evaluate(copy.deepcopy(tj), settings=settings, deadline=Deadline(5), view=view)
+        return failure_text(Judgement(ref, ev, "1", now, "scan"), settings)
+
     enforce = await evaluate(copy.deepcopy(tj), settings=Settings(), deadline=Deadline(5), view=view)
-    text = failure_text(Judgement(ref, enforce, "1", now, "scan"))
-    assert text == enforce.decision.message
-    assert text is not None and '[Secrets] Secret "hf-token" not found in namespace "team-a"' in text
-    assert "Fix: kubectl create secret generic hf-token -n team-a" in text
-    warn = await evaluate(copy.deepcopy(tj), settings=Settings(mode="warn"), deadline=Deadline(5), view=view)
-    assert warn.decision.allowed
-    assert failure_text(Judgement(ref, warn, "1", now, "scan")) == text  # what enforce would deny
-    assert state_of(text) == (FAILED, text)
+    assert not enforce.decision.allowed
+    assert await text(Settings()) == enforce.decision.message  # the webhook's own denial
+    got = await text(Settings())
+    assert got is not None and '[Secrets] Secret "hf-token" not found in namespace "team-a"' in got
+    assert "Fix: kubectl create secret generic hf-token -n team-a" in got
+    # warn and audit admit the job; the Event still says what enforce would deny, in the same words
+    assert await text(Settings(mode="warn")) == enforce.decision.message
+    assert await text(Settings(mode="audit")) == enforce.decision.message
+    # a check whose action is warn never denies in enforce: not a failure here either
+    only = enforce.decision.denied_checks
+    relaxed = await text(Settings(checks=dict.fromkeys(only, "warn")))
+    assert relaxed is None
+    assert state_of(got) == (FAILED, got)
     assert state_of(None) == (PASSED, "")
 
 

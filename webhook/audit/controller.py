@@ -284,7 +284,7 @@ class AuditController:
 
     async def judge(self, key: JobKey, reason: str) -> str:
         """Judge one job now (unless it started); the state it was found in."""
-        async with self._workers, self._lock(key):
+        async with self._lock(key), self._workers:
             if not self.is_leader:
                 return "not leader"
             r = self.reflectors.get(key[0])
@@ -353,6 +353,10 @@ class AuditController:
     async def full_scan(self, reason: str = "scan") -> dict[str, int]:
         """Judge every job once (those that started are counted, not judged); tell the sinks."""
         start = self._clock()
+        for sink in self.sinks:
+            started = getattr(sink, "scan_started", None)
+            if started is not None:
+                started()
         keys = self.job_keys()
         states = await asyncio.gather(*(self.judge(k, reason) for k in keys))
         counts = Counter(states)

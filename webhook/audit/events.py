@@ -8,10 +8,10 @@ written through events.k8s.io/v1 are the same stored objects, but the core/v1 re
 involvedObject, source.component, firstTimestamp = lastTimestamp, count 1) is what both commands
 read without conversion, so that is the shape written here.
 
-- `PreflightFailed` (Warning): the job fails checks; the message is the webhook's own text: the
-  Decision's denial (`<Kind> "name" in namespace "ns" failed N preflight checks:` then one
-  `[Check] what, why. Fix: ...` line per check), or under warn/audit mode the same lines for
-  the failed checks the mode lets through.
+- `PreflightFailed` (Warning): `enforce` would deny the job; the message is the webhook's own
+  denial (`<Kind> "name" in namespace "ns" failed N preflight checks:` then one
+  `[Check] what, why. Fix: ...` line per check), the one `kubectl apply` shows in enforce mode,
+  also while the job's mode is warn or audit (then it says what a switch to enforce refuses).
 - `PreflightPassed` (Normal): a job this controller reported as failed passes again.
 - Nothing else: a job that passes at its first judgement, and a result that did not change
   (the periodic re-check), write nothing.
@@ -32,7 +32,10 @@ from typing import Any
 from urllib.parse import quote
 
 from webhook.audit.sink import JobRef, Judgement
+from webhook.config import Settings
 from webhook.kube import ApiError
+from webhook.policy import decide
+from webhook.preflight import OBJECT_SIZE
 from webhook.results import Status
 
 log = logging.getLogger(__name__)
@@ -43,30 +46,32 @@ FAILED, PASSED = "PreflightFailed", "PreflightPassed"
 MESSAGE_MAX = 1024
 
 
-def failure_text(j: Judgement) -> str | None:
-    """The webhook's text for the job's failures, or None when it fails no check.
+def failure_text(j: Judgement, settings: Settings) -> str | None:
+    """The webhook's text for what `enforce` would deny of the job, or None when it would admit it.
 
-    Denied (enforce): the Decision's message, as `kubectl apply` shows it. Allowed while checks
-    fail (warn, audit, or a check's warn/audit action): the same header and lines for those checks."""
+    Denied now (enforce): the Decision's message, as `kubectl apply` showed it. Admitted now (warn or
+    audit mode, the namespace's label): the denial the domain gives the same results in enforce mode
+    (`webhook.policy.decide`, as webhook/audit/findings.py asks it for the reports), so the Events say
+    what a switch to enforce would refuse. A check whose action is warn, audit or off never makes a
+    job fail here, as it never denies in enforce."""
     d = j.evaluation.decision
-    if not d.allowed and d.message:
-        return d.message
-    results = j.evaluation.results.checks
-    failed = [
-        r for i, r in enumerate(results)
-        if r.status is Status.FAIL and (i >= len(d.verdicts) or d.verdicts[i] in ("deny", "warn", "audit"))
-    ]  # fmt: skip
-    if not failed:
+    if not d.allowed:
+        return d.message or None
+    ev = j.evaluation
+    if not any(r.status is Status.FAIL or r.timed_out for r in ev.results.checks):
         return None
-    wl = j.evaluation.workload
+    local = settings
+    if any(r.name == OBJECT_SIZE for r in ev.results.checks):
+        local = settings.model_copy(update={"checks": {**settings.checks, OBJECT_SIZE: settings.object_limits.action}})
+    wl = ev.workload
+    job = j.job
     subject = (
-        f'{j.job.kind} "{j.job.name}" in namespace "{j.job.namespace}"'
-        if wl is None
-        else (f'{wl.kind} "{wl.name}" in namespace "{wl.namespace}"')
+        f'{wl.kind} "{wl.name}" in namespace "{wl.namespace}"'
+        if wl is not None
+        else f'{job.kind} "{job.name}" in namespace "{job.namespace}"'
     )
-    n = len(failed)
-    lines = "\n".join(f"[{r.name}] {' '.join(r.message.split())}" for r in failed)
-    return f"{subject} failed {n} preflight check{'s' if n != 1 else ''}:\n{lines}"
+    enforce = decide(ev.results, settings=local, mode="enforce", subject=subject)
+    return None if enforce.allowed else (enforce.message or None)
 
 
 def clip_message(text: str, limit: int = MESSAGE_MAX) -> str:
@@ -123,8 +128,9 @@ def _now() -> dt.datetime:
 class EventSink:
     """FindingSink writing core/v1 Events; see the module docstring."""
 
-    def __init__(self, client: Any, *, instance: str, component: str = COMPONENT) -> None:
+    def __init__(self, client: Any, settings: Settings, *, instance: str, component: str = COMPONENT) -> None:
         self.client = client
+        self.settings = settings
         self.component = component
         self.instance = instance
         self.last: dict[str, tuple[str, str]] = {}
@@ -153,7 +159,7 @@ class EventSink:
 
     async def publish(self, judgement: Judgement) -> None:
         target = judgement.job.parent or judgement.job
-        current = state_of(failure_text(judgement))
+        current = state_of(failure_text(judgement, self.settings))
         write = event_to_write(self.last.get(target.uid), current)
         if write is None:  # unchanged, or a first judgement that passes
             return

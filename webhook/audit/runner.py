@@ -14,6 +14,8 @@ from webhook.audit.client import AuditClient
 from webhook.audit.controller import AuditController
 from webhook.audit.events import EventSink
 from webhook.audit.lease import LeaderElector
+from webhook.audit.metrics import AuditMetrics
+from webhook.audit.reports import open_report_sink
 from webhook.audit.sink import FindingSink
 from webhook.checks.base import Check
 from webhook.cluster.client import load_configuration
@@ -34,9 +36,15 @@ def fresh_reads(settings: Settings) -> Settings:
 
 class AuditRun:
     def __init__(
-        self, controller: AuditController, elector: LeaderElector, events: EventSink, view: LiveClusterView
+        self,
+        controller: AuditController,
+        elector: LeaderElector,
+        events: EventSink,
+        view: LiveClusterView,
+        metrics: AuditMetrics,
     ) -> None:
         self.controller, self.elector, self.events, self.view = controller, elector, events, view
+        self.metrics = metrics
         self._election: asyncio.Task[None] | None = None
         self._stopped = False
 
@@ -58,8 +66,13 @@ class AuditRun:
         view = LiveClusterView(settings, client, checks=checks)
         await view.start(sync_timeout)
         await view.wait_synced(sync_timeout)
-        events = EventSink(client, instance=identity)
-        controller = AuditController(settings, view, checks=checks, sinks=[events, *extra_sinks])
+        events = EventSink(client, settings, instance=identity)
+        metrics = AuditMetrics(settings)
+        sinks: list[FindingSink] = [events]
+        report = await open_report_sink(client, settings, debounce=a.debounce_seconds, on_write=metrics.count_write)
+        if report is not None:
+            sinks.append(report)
+        controller = AuditController(settings, view, checks=checks, sinks=[*sinks, metrics, *extra_sinks])
         controller.start_watches()
         if not await controller.wait_synced(sync_timeout):
             log.warning("audit: not every watch synced within %.0fs; judging what is known", sync_timeout)
@@ -74,7 +87,7 @@ class AuditRun:
             on_started=controller.start_leading,
             on_stopped=controller.stop_leading,
         )
-        run = cls(controller, elector, events, view)
+        run = cls(controller, elector, events, view, metrics)
         run._election = asyncio.ensure_future(elector.run())
         log.info("audit: started as %s (Lease %s/%s)", identity, elector.namespace, elector.name)
         return run
@@ -88,6 +101,10 @@ class AuditRun:
             self._election.cancel()
             await asyncio.gather(self._election, return_exceptions=True)
         await self.controller.close()
+        for sink in self.controller.sinks:
+            close = getattr(sink, "close", None)
+            if close is not None:
+                await close()
         if release:
             await self.elector.release()
         await self.view.close()

@@ -10,9 +10,15 @@ import signal
 import socket
 import sys
 import uuid
+from typing import TYPE_CHECKING
 
 from webhook.checks import all_checks, check_names
 from webhook.config import ConfigError, Settings, load_settings
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    from webhook.audit.runner import AuditRun
 
 log = logging.getLogger("webhook.audit")
 
@@ -46,6 +52,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="NAME",
         help="this replica's name in the Lease (default: $POD_NAME, else hostname_<random>)",
     )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=9090,
+        metavar="PORT",
+        help="serve /metrics (Prometheus) and /healthz over HTTP on this port (default: 9090; 0: off)",
+    )
+    p.add_argument("--metrics-host", default="0.0.0.0", metavar="ADDR", help="address for --metrics-port")
     return p
 
 
@@ -62,12 +76,39 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        return asyncio.run(_run(settings, args.kubeconfig, args.identity or default_identity()))
+        return asyncio.run(
+            _run(settings, args.kubeconfig, args.identity or default_identity(), args.metrics_host, args.metrics_port)
+        )
     except KeyboardInterrupt:
         return 130
 
 
-async def _run(settings: Settings, kubeconfig: str | None, identity: str) -> int:
+async def _metrics_server(run: AuditRun, host: str, port: int) -> web.AppRunner:
+    """/metrics (the audit metrics' registry) and /healthz (200 while the process runs: only the leader
+    judges, so a follower is healthy too) over plain HTTP; what a Prometheus scrape needs."""
+    from aiohttp import web
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+    registry = run.metrics.registry
+
+    async def metrics(_: web.Request) -> web.Response:
+        body = generate_latest(registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/healthz", healthz)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    log.info("audit: metrics on http://%s:%d/metrics", host, port)
+    return runner
+
+
+async def _run(settings: Settings, kubeconfig: str | None, identity: str, host: str, port: int) -> int:
     from webhook.audit.runner import AuditRun
 
     try:
@@ -76,10 +117,20 @@ async def _run(settings: Settings, kubeconfig: str | None, identity: str) -> int
         log.error("cannot connect to the cluster: %s: %s", type(exc).__name__, exc)
         print("error: cannot connect to the cluster; check --kubeconfig", file=sys.stderr)
         return 1
+    server = None
+    if port:
+        try:
+            server = await _metrics_server(run, host, port)
+        except OSError as exc:
+            await run.stop()
+            print(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     await run.stop()
+    if server is not None:
+        await server.cleanup()
     return 0
