@@ -487,7 +487,11 @@ def test_config_change_rolls_the_pods() -> None:
 
 
 def _leaves(d: Any, prefix: str = "") -> list[str]:
-    if isinstance(d, dict) and d and not prefix.endswith(("resources", "SecurityContext", "securityContext")):
+    if (
+        isinstance(d, dict)
+        and d
+        and not prefix.endswith(("resources", "SecurityContext", "securityContext", "Selector", "labels"))
+    ):
         out: list[str] = []
         for k, v in d.items():
             out += _leaves(v, f"{prefix}.{k}" if prefix else k)

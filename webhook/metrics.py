@@ -17,7 +17,7 @@ from typing import Any, cast
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client import metrics as prometheus_metrics
-from prometheus_client.metrics_core import HistogramMetricFamily, Metric
+from prometheus_client.metrics_core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
@@ -176,6 +176,41 @@ class Metrics:
             if r.duration_ms is not None:  # check names and statuses are ours: a bounded set
                 observe((r.name, r.status), r.duration_ms / 1000.0)  # Status: written as its value
 
+    def track_caches(self, ages: Callable[[], Iterable[tuple[str, float | None]]]) -> None:
+        """Export the watch caches' state, read at scrape time: `ages()` gives (resource, seconds since
+        the cache was last known in sync, None while never synced) for each cached resource."""
+        self.registry.register(_CacheCollector(ages))
+
     def render(self) -> tuple[bytes, str]:
         """(body, content type) for GET /metrics."""
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+class _CacheCollector(Collector):
+    """preflight_webhook_cache_synced{resource} and preflight_webhook_cache_age_seconds{resource}: resource
+    names are ours (the cached resources of webhook.cluster), a bounded set."""
+
+    def __init__(self, ages: Callable[[], Iterable[tuple[str, float | None]]]) -> None:
+        self.ages = ages
+
+    def describe(self) -> Iterable[Metric]:
+        return self.collect()
+
+    def collect(self) -> Iterable[Metric]:
+        synced = GaugeMetricFamily(
+            "preflight_webhook_cache_synced",
+            "1 once the watch cache of a resource has completed its first list (it stays 1 through later outages).",
+            labels=["resource"],
+        )
+        age = GaugeMetricFamily(
+            "preflight_webhook_cache_age_seconds",
+            "Seconds since the watch cache of a resource was last known in sync (only for synced caches); "
+            "checks report data older than cacheStaleSeconds as stale.",
+            labels=["resource"],
+        )
+        for resource, seconds in sorted(self.ages()):
+            synced.add_metric([resource], 0.0 if seconds is None else 1.0)
+            if seconds is not None:
+                age.add_metric([resource], seconds)
+        yield synced
+        yield age

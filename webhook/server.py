@@ -423,6 +423,23 @@ class WebhookApp:
         return self._json(out)
 
 
+def metrics_app(metrics: Metrics) -> web.Application:
+    """GET /metrics and nothing else, for a plain-HTTP listener of its own (`serve --metrics-port`):
+    Prometheus scrapes it without a path through the webhook's TLS port, its connection limits or
+    its client-certificate rule. The TLS port keeps /metrics too. Everything here is already public on
+    the TLS port's /metrics (bounded labels, no object content: webhook.metrics)."""
+
+    async def handler(request: web.Request) -> web.Response:
+        body, ctype = metrics.render()
+        resp = web.Response(body=body)
+        resp.headers["Content-Type"] = ctype
+        return resp
+
+    app = web.Application()
+    app.router.add_get("/metrics", handler)
+    return app
+
+
 def _unreadable_body(exc: web.RequestPayloadError, request: web.Request) -> str:
     """Why a request body could not be read, in the client's terms (aiohttp's text names no content)."""
     if isinstance(exc.__cause__, ContentEncodingError):

@@ -24,7 +24,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="run the validating admission webhook (HTTPS)",
         description=(
             "Serve POST /validate (AdmissionReview v1), /healthz, /readyz, /metrics and /capabilities over "
-            "TLS. The certificate and key are reloaded when the files change. SIGTERM: readiness goes false, "
+            "TLS (and, with --metrics-port, /metrics alone over plain HTTP). The certificate and key are reloaded when the files change. SIGTERM: readiness goes false, "
             "in-flight requests finish (bounded by drainSeconds), then the process exits."
         ),
     )
@@ -58,6 +58,15 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--offline", action="store_true", help="run without a cluster: cluster-backed checks are skipped")
     p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig to use (default: in-cluster, then ~/.kube/config)")
     p.add_argument("--access-log", action="store_true", help="log every HTTP request (aiohttp access log)")
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=0,
+        metavar="PORT",
+        help="also serve GET /metrics (only) over plain HTTP on this port, for Prometheus (default 0: off; "
+        "/metrics on the TLS port stays)",
+    )
+    p.add_argument("--metrics-host", metavar="ADDR", help="address of the --metrics-port listener (default: --host)")
     return p
 
 
@@ -171,6 +180,11 @@ async def _serve(args: argparse.Namespace, settings: Settings, ctx: ssl.SSLConte
         known_kinds=known_kinds(), unverified=[(c.name, what) for c in all_checks() for what, _ in c.unverified]
     )
 
+    if view is not None:
+        live_view = view
+        resources = sorted(getattr(view, "reflectors", {}))
+        metrics.track_caches(lambda: [(r, live_view.cache_age(r)) for r in resources])
+
     def on_reload(info: Any) -> None:
         metrics.cert_reloads.labels("ok").inc()
         metrics.cert_expiry.set(info.not_after.timestamp())
@@ -191,11 +205,41 @@ async def _serve(args: argparse.Namespace, settings: Settings, ctx: ssl.SSLConte
             await view.close()
         return _error(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
 
+    metrics_runner = None
+    if args.metrics_port:
+        host = args.metrics_host or args.host
+        try:
+            metrics_runner = await start_metrics_listener(metrics, host, args.metrics_port)
+        except OSError as exc:
+            await server.shutdown()
+            if view is not None:
+                await view.close()
+            return _error(f"cannot listen on {host}:{args.metrics_port} (--metrics-port): {exc.strerror or exc}")
+        log.info("serving /metrics over plain HTTP on %s:%d", host, args.metrics_port)
+
     _freeze_startup_objects()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: asyncio.ensure_future(server.shutdown()))
     await server.wait_stopped()
+    if metrics_runner is not None:
+        await metrics_runner.cleanup()
     if view is not None:
         await view.close()
     return 0
+
+
+async def start_metrics_listener(metrics: Any, host: str, port: int) -> Any:
+    """The plain-HTTP /metrics listener (webhook.server.metrics_app); returns its aiohttp AppRunner."""
+    from aiohttp import web
+
+    from webhook.server import metrics_app
+
+    runner = web.AppRunner(metrics_app(metrics), access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except OSError:
+        await runner.cleanup()
+        raise
+    return runner

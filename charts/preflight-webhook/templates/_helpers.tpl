@@ -94,6 +94,12 @@ app.kubernetes.io/component: webhook
 {{- fail "clientAuth.enabled needs clientAuth.caBundle (PEM of the CA that signs the apiserver's client certificate)" -}}
 {{- end -}}
 {{- include "pw.validateUpgrade" . -}}
+{{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.enabled) -}}
+{{- fail "metrics.serviceMonitor.enabled needs metrics.enabled=true (the ServiceMonitor scrapes the plain-HTTP metrics port)" -}}
+{{- end -}}
+{{- if and .Values.metrics.enabled (eq (int .Values.metrics.port) (int .Values.containerPort)) -}}
+{{- fail (printf "metrics.port (%v) must differ from containerPort (%v): the metrics listener is a second port" .Values.metrics.port .Values.containerPort) -}}
+{{- end -}}
 {{- if le (int .Values.terminationGracePeriodSeconds) (add (int .Values.shutdownDelaySeconds) (int .Values.config.drainSeconds)) -}}
 {{- fail (printf "terminationGracePeriodSeconds (%v) must exceed shutdownDelaySeconds + config.drainSeconds (%v)" .Values.terminationGracePeriodSeconds (add (int .Values.shutdownDelaySeconds) (int .Values.config.drainSeconds))) -}}
 {{- end -}}
