@@ -57,6 +57,7 @@ def _reads(perms: Iterable[object]) -> str:
 
 def render_table() -> str:
     from webhook.checks import all_checks
+    from webhook.checks.base import covered_kinds
     from webhook.config import Settings
 
     settings = Settings()
@@ -72,7 +73,7 @@ def render_table() -> str:
         if named:
             reads += f" (+ by name, as the settings say: {_reads(named)})"
         rows.append(
-            f"| [{c.name}](#{_anchor(c.name)}) | {', '.join(sorted(c.kinds))} | "
+            f"| [{c.name}](#{_anchor(c.name)}) | {', '.join(covered_kinds(c))} | "
             f"{'yes' if c.needs_cluster else 'no'} | {'yes' if c.blocking else 'no'} | {c.default_action} | "
             f"{'yes' if c.local_capacity else 'no'} | {reads} |"
         )

@@ -537,3 +537,32 @@ def test_values_config_carries_every_setting() -> None:
     missing = sorted(names - DERIVED_SETTINGS - set(config))
     assert not missing, f"settings with no config: entry in values.yaml (and its schema): {missing}"
     assert DERIVED_SETTINGS <= names
+
+
+# --------------------------------------------------------------------------- JobSets applied directly
+
+
+def test_jobsets_have_their_own_webhook_that_skips_owned_ones() -> None:
+    hooks = one(render(), "ValidatingWebhookConfiguration", FULL)["webhooks"]
+    assert [h["name"] for h in hooks] == ["validate.preflight.webhook.io", "validate-jobsets.preflight.webhook.io"]
+    js = hooks[1]
+    assert js["rules"] == [
+        {
+            "apiGroups": ["jobset.x-k8s.io"],
+            "apiVersions": ["*"],
+            "resources": ["jobsets"],
+            "operations": ["CREATE", "UPDATE"],
+            "scope": "Namespaced",
+        }
+    ]
+    assert js["failurePolicy"] == hooks[0]["failurePolicy"] == "Fail"
+    names = [c["name"] for c in js["matchConditions"]]
+    assert names[0] == "not-owned-by-a-judged-job" and names[1:] == [c["name"] for c in hooks[0]["matchConditions"]]
+    assert all(js[k] == hooks[0][k] for k in ("clientConfig", "namespaceSelector", "timeoutSeconds", "sideEffects"))
+
+
+def test_the_jobset_webhook_can_be_turned_off_or_fail_open() -> None:
+    off = one(render("--set", "webhook.jobSets.enabled=false"), "ValidatingWebhookConfiguration", FULL)["webhooks"]
+    assert [h["name"] for h in off] == ["validate.preflight.webhook.io"]
+    ignore = one(render("--set", "webhook.jobSets.failurePolicy=Ignore"), "ValidatingWebhookConfiguration", FULL)
+    assert [h["failurePolicy"] for h in ignore["webhooks"]] == ["Fail", "Ignore"]

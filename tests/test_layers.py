@@ -81,6 +81,7 @@ KIND_PACKAGES = {
     "webhook.workloads.aiperf": set(),
     "webhook.workloads.aiperf_sweep": {"webhook.workloads.aiperf"},
     "webhook.workloads.trainjob": set(),
+    "webhook.workloads.jobset": set(),
 }
 #: package → its modules, each importing only those before it (the package's __init__ re-exports all)
 PACKAGE_ORDER = {

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence, Set
 
 import aiohttp
 
-from webhook.checks.base import Check, CheckContext
+from webhook.checks.base import Check, CheckContext, applies_to
 from webhook.cluster.view import ClusterView
 from webhook.config import Settings
 from webhook.deadline import Deadline, wait_until
@@ -55,7 +55,9 @@ def applicable(
     return [
         c
         for c in checks
-        if workload.kind in c.kinds and settings.action_for(c.name, c.default_action) != "off" and c.name not in skip
+        if applies_to(c, workload.kind)
+        and settings.action_for(c.name, c.default_action) != "off"
+        and c.name not in skip
     ]
 
 

@@ -91,6 +91,7 @@ def validating_webhook_configuration(
     timeout_seconds: int = 10,
     namespace_selector: dict[str, Any] | None = None,
     rules: list[dict[str, Any]] | None = None,
+    match_conditions: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The one ValidatingWebhookConfiguration shape the e2e tests register (url-based, v1 reviews).
 
@@ -110,6 +111,8 @@ def validating_webhook_configuration(
     }
     if namespace_selector:
         hook["namespaceSelector"] = namespace_selector
+    if match_conditions:
+        hook["matchConditions"] = match_conditions
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
@@ -173,8 +176,12 @@ class RunningWebhook:
         log_level: str = "info",
         ready_timeout: float = 120.0,
         port: int | None = None,
+        rules: list[dict[str, Any]] | None = None,
+        match_conditions: list[dict[str, Any]] | None = None,
     ) -> None:
         self.cp = cp
+        self.rules = rules
+        self.match_conditions = match_conditions
         self.name = name
         self.vwc_name = vwc_name
         self.config = dict(config or {})
@@ -317,6 +324,8 @@ class RunningWebhook:
             failure_policy=self.failure_policy,
             timeout_seconds=self.timeout_seconds,
             namespace_selector=self.namespace_selector,
+            rules=self.rules,
+            match_conditions=self.match_conditions,
         )
 
     def register(self) -> None:

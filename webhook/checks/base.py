@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from webhook.deadline import Deadline
 from webhook.kube import Permission as Permission  # re-exported: a check declares its permissions with it
 from webhook.results import CheckResult
+from webhook.workloads import known_kinds
 from webhook.workloads.base import Workload
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -23,7 +24,6 @@ if TYPE_CHECKING:  # pragma: no cover
 AIPERFJOB = "AIPerfJob"
 AIPERFSWEEP = "AIPerfSweep"
 TRAINJOB = "TrainJob"
-ALL_KINDS = frozenset({AIPERFJOB, AIPERFSWEEP, TRAINJOB})
 
 
 @dataclass
@@ -39,8 +39,8 @@ class Check:
     name: ClassVar[str] = ""
     #: blocking checks run first, one by one; the first FAIL stops the rest
     blocking: ClassVar[bool] = False
-    #: kinds this check applies to
-    kinds: ClassVar[frozenset[str]] = ALL_KINDS
+    #: kinds this check applies to; None: every kind an adapter handles (a new kind gets every such check)
+    kinds: ClassVar[frozenset[str] | None] = None
     #: needs a ClusterView (skipped offline)
     needs_cluster: ClassVar[bool] = False
     #: needs the pod groups (skipped when the Workload is incomplete, e.g. TrainJob without runtime)
@@ -84,11 +84,20 @@ class Check:
         return f"<Check {self.name}>"
 
 
+def applies_to(check: Check, kind: str) -> bool:
+    return check.kinds is None or kind in check.kinds
+
+
+def covered_kinds(check: Check) -> list[str]:
+    """The kinds the check judges, sorted: its own list, or every kind an adapter handles."""
+    return sorted(known_kinds() if check.kinds is None else check.kinds)
+
+
 def describe(check: Check) -> dict[str, Any]:
     return {
         "name": check.name,
         "blocking": check.blocking,
-        "kinds": sorted(check.kinds),
+        "kinds": covered_kinds(check),
         "needsCluster": check.needs_cluster,
         "permissions": [str(p) for p in check.permissions],
         "apis": list(check.apis),

@@ -6,7 +6,7 @@ serve JobSet fails no matter what else is true, so nothing else is worth probing
 
 from __future__ import annotations
 
-from webhook.checks.base import AIPERFJOB, ALL_KINDS, TRAINJOB, Check, CheckContext
+from webhook.checks.base import AIPERFJOB, TRAINJOB, Check, CheckContext
 from webhook.kube import JOBSET_API_VERSION
 from webhook.results import CheckResult, Status
 
@@ -62,7 +62,6 @@ class JobSetAPI(Check):
     blocking = True
     needs_cluster = True
     needs_pod_groups = False
-    kinds = ALL_KINDS
     summary = f"The cluster serves {JOBSET_API_VERSION}: the job runs as a JobSet."
 
     async def run(self, ctx: CheckContext) -> CheckResult:

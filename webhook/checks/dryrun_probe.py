@@ -334,7 +334,8 @@ def jobset_for(wl: Workload) -> dict[str, Any] | None:
     aiperf/operator/handlers/create.py, OwnerReference.for_aiperf_job), whose uid is a
     placeholder; blockOwnerDeletion left out as for the pod."""
     js = wl.derived.get("jobSet")
-    if not js:
+    if not js or wl.facts.derived_self == "jobSet":
+        # a JobSet applied directly: this very request passes every admission layer of the apiserver
         return None
     body = dict(js)  # only the metadata changes: a new one, the spec shared with the Workload
     body.setdefault("apiVersion", JOBSET_API_VERSION)

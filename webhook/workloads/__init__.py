@@ -13,7 +13,8 @@ from typing import Any
 from webhook.config import Settings
 from webhook.workloads.base import AdapterError, RuntimeLookup, Workload
 
-Adapter = Callable[..., Workload]
+#: builds the Workload; None for an object of its kind that is not judged (a JobSet a judged job owns)
+Adapter = Callable[..., Workload | None]
 
 # (group, kind) → "module:function"; a module is imported when its kind is first met (`serve`
 # imports them all at start-up: import_adapters), so the CLI loads only what it judges
@@ -21,6 +22,7 @@ _ADAPTERS: dict[tuple[str, str], str] = {
     ("aiperf.nvidia.com", "AIPerfJob"): "webhook.workloads.aiperf:build",
     ("aiperf.nvidia.com", "AIPerfSweep"): "webhook.workloads.aiperf_sweep:build",
     ("trainer.kubeflow.org", "TrainJob"): "webhook.workloads.trainjob:build",
+    ("jobset.x-k8s.io", "JobSet"): "webhook.workloads.jobset:build",
 }
 
 

@@ -79,6 +79,9 @@ class KindFacts:
     pull_secrets_at: str = "imagePullSecrets on the pods"
     #: where a container's resources are set: (container name, where), "" for any other container
     resources_at: tuple[tuple[str, str], ...] = (("", "the container's resources.limits"),)
+    #: the key of `derived` that is the applied object itself (a JobSet applied directly): it has no
+    #: owner, and the apiserver's own admission of this very request judges it (no dry run of it)
+    derived_self: str = ""
 
     def resources_of(self, container: str) -> str:
         by_name = dict(self.resources_at)
