@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build (once) and cache the e2e control plane's binaries and CRDs.
 #
-#   e2e/build.sh [all|kube-apiserver|etcd|kubectl|helm|crds|optional-crds|node|stack|path]
+#   e2e/build.sh [all|kube-apiserver|etcd|kubectl|helm|crds|optional-crds|openreports|node|stack|path]
 #
 # Everything lands in $PREFLIGHT_E2E_CACHE (default ~/.cache/preflight-webhook/<k8s version>/),
 # never inside the repository:
@@ -13,6 +13,7 @@
 #   crds/*.yaml         JobSet, Trainer and Kueue CRDs from their Go modules
 #   crds/runtimes/*.yaml  Trainer's sample ClusterTrainingRuntimes (not installed by default)
 #   crds-optional/*.yaml  Karpenter's NodePool/NodeClaim CRDs (not installed by default)
+#   crds-openreports/*.yaml  the openreports.io CRDs (reports-api), compared with the chart's copy
 #   bin/kubelet, kube-controller-manager, kube-scheduler, kube-proxy  for the real node
 #                       (e2e/harness/node.py), same module setup as kube-apiserver
 #   stack (part of `all`)  JobSet, Trainer and Kueue controller managers and CoreDNS, their rendered
@@ -387,12 +388,35 @@ fetch_optional_crds() {
     say "  $(find "$dest" -maxdepth 1 -name '*.yaml' | wc -l) CRD files in $dest"
 }
 
+# The openreports.io CRDs from reports-api's Go module, in crds-openreports/: the chart's copy
+# (charts/preflight-webhook/files/openreports) is compared with them (e2e/test_audit_reports_live.py).
+fetch_openreports() {
+    local dest="$CACHE/crds-openreports" want="openreports=$OPENREPORTS_VERSION"
+    if fresh "$dest/.version" "$want"; then
+        say "openreports CRDs ($want): cached"
+        return
+    fi
+    need go
+    say "fetching the openreports.io CRDs from the upstream Go module ($want)..."
+    rm -rf "$dest.tmp"
+    mkdir -p "$dest.tmp"
+    local dir
+    dir="$(modfield github.com/openreports/reports-api@"$OPENREPORTS_VERSION" Dir)"
+    cp "$dir"/config/crd/openreports.io_reports.yaml "$dir"/config/crd/openreports.io_clusterreports.yaml "$dest.tmp/"
+    chmod -R u+w "$dest.tmp"
+    echo "$want" >"$dest.tmp/.version"
+    rm -rf "$dest"
+    mv "$dest.tmp" "$dest"
+    say "  $(find "$dest" -maxdepth 1 -name '*.yaml' | wc -l) CRD files in $dest"
+}
+
 # what `make demo` runs (etcd + kube-apiserver + kubectl, the CRDs, helm): not the node (kubelet,
 # containerd, ...) nor the JobSet/Trainer/Kueue stack, which only the node tests use
 build_control_plane() {
     fetch_helm
     fetch_crds
     fetch_optional_crds
+    fetch_openreports
     build_etcd
     build_kube_apiserver
     build_kube_bin kubectl
@@ -416,6 +440,7 @@ main() {
         kubectl) build_kube_bin kubectl; fetch_helm ;;
         crds) fetch_crds ;;
         optional-crds) fetch_optional_crds ;;
+        openreports) fetch_openreports ;;
         node) build_node ;;
         stack) bash "$HERE/stack.sh" binaries; bash "$HERE/stack.sh" manifests ;;
         kubelet|kube-controller-manager|kube-scheduler|kube-proxy) build_kube_bin "$what" ;;
@@ -433,7 +458,7 @@ main() {
             bash "$HERE/stack.sh" manifests
             say "e2e build ready in $((SECONDS - t0))s: $BIN"
             ;;
-        *) die "usage: $0 [all|control-plane|kube-apiserver|etcd|kubectl|helm|crds|optional-crds|node|stack|kubelet|kube-controller-manager|kube-scheduler|kube-proxy|path]" ;;
+        *) die "usage: $0 [all|control-plane|kube-apiserver|etcd|kubectl|helm|crds|optional-crds|openreports|node|stack|kubelet|kube-controller-manager|kube-scheduler|kube-proxy|path]" ;;
     esac
 }
 

@@ -89,20 +89,30 @@ def test_lint_passes(mode: str) -> None:
 def test_default_renders_self_managed_objects() -> None:
     assert kinds(render()) == [
         ("ClusterRole", FULL),
+        ("ClusterRole", f"{FULL}-audit"),
         ("ClusterRole", f"{FULL}-certs"),
         ("ClusterRoleBinding", FULL),
+        ("ClusterRoleBinding", f"{FULL}-audit"),
         ("ClusterRoleBinding", f"{FULL}-certs"),
         ("ConfigMap", f"{FULL}-config"),
+        ("CustomResourceDefinition", "clusterreports.openreports.io"),
+        ("CustomResourceDefinition", "reports.openreports.io"),
         ("Deployment", FULL),
+        ("Deployment", f"{FULL}-audit"),
         ("Deployment", f"{FULL}-certs"),
         ("NetworkPolicy", FULL),
         ("PodDisruptionBudget", FULL),
+        ("Role", f"{FULL}-audit-lease"),
         ("Role", f"{FULL}-certs"),
+        ("RoleBinding", f"{FULL}-audit-lease"),
         ("RoleBinding", f"{FULL}-certs"),
         ("Service", FULL),
         ("ServiceAccount", FULL),
+        ("ServiceAccount", f"{FULL}-audit"),
         ("ServiceAccount", f"{FULL}-certs"),
+        ("ValidatingAdmissionPolicy", f"{FULL}-audit-dry-run-only"),
         ("ValidatingAdmissionPolicy", f"{FULL}-dry-run-only"),
+        ("ValidatingAdmissionPolicyBinding", f"{FULL}-audit-dry-run-only"),
         ("ValidatingAdmissionPolicyBinding", f"{FULL}-dry-run-only"),
         ("ValidatingWebhookConfiguration", FULL),
     ]
@@ -261,14 +271,14 @@ def test_system_namespaces_stay_excluded_whatever_the_values() -> None:
 
 def test_dry_run_guard_targets_the_serving_service_account_only() -> None:
     docs = render()
-    vap = one(docs, "ValidatingAdmissionPolicy")["spec"]
+    vap = one(docs, "ValidatingAdmissionPolicy", f"{FULL}-dry-run-only")["spec"]
     sa = one(docs, "Deployment", FULL)["spec"]["template"]["spec"]["serviceAccountName"]
     assert vap["matchConditions"][0]["expression"] == f"request.userInfo.username == 'system:serviceaccount:{NS}:{sa}'"
     assert vap["validations"][0]["expression"] == "request.dryRun == true"
     assert vap["matchConstraints"]["resourceRules"] == [
         {"apiGroups": ["*"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE", "DELETE"], "resources": ["*/*"]}
     ]
-    assert one(docs, "ValidatingAdmissionPolicyBinding")["spec"] == {
+    assert one(docs, "ValidatingAdmissionPolicyBinding", f"{FULL}-dry-run-only")["spec"] == {
         "policyName": f"{FULL}-dry-run-only",
         "validationActions": ["Deny"],
     }

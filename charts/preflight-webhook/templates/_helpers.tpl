@@ -123,3 +123,22 @@ app.kubernetes.io/component: webhook
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The audit controller (`preflight-webhook audit`): its name, pods and ServiceAccount. */}}
+{{- define "pw.auditName" -}}
+{{- printf "%s-audit" (include "pw.fullname" .) -}}
+{{- end -}}
+
+{{- define "pw.auditSelectorLabels" -}}
+{{ include "pw.selectorLabels" . }}
+app.kubernetes.io/component: audit
+{{- end -}}
+
+{{- define "pw.auditSa" -}}
+{{- default (include "pw.auditName" .) .Values.audit.serviceAccount.name -}}
+{{- end -}}
+
+{{/* The namespace of the audit controller's leader-election Lease (config.audit.leaseNamespace, "" = the release's). */}}
+{{- define "pw.auditLeaseNamespace" -}}
+{{- default .Release.Namespace (dig "audit" "leaseNamespace" "" .Values.config) -}}
+{{- end -}}

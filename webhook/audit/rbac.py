@@ -1,0 +1,59 @@
+"""The audit controller's RBAC, generated into the chart (charts/preflight-webhook/gen-rbac.py) the
+way the webhook's is: what the checks declare, plus what only the controller does. Nothing else.
+
+    reads of the checks and the view  webhook.cluster.capabilities.required_permissions (the webhook's)
+    the jobs                          list, watch: AIPerfJobs, AIPerfSweeps, TrainJobs
+    whether a job started             list, watch: JobSets, Kueue Workloads (webhook/audit/jobs.py)
+    Events on the jobs                create, patch (core/v1 events)
+    the Policy Reports                get, list, create, update, patch: openreports.io reports
+                                      (webhook/audit/reports.py never deletes)
+    leader election                   get, create, update: coordination.k8s.io leases, in a Role
+                                      of the release namespace only (audit_lease_permissions)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from webhook.audit.reports import GROUP as REPORTS_GROUP
+from webhook.audit.reports import PLURAL as REPORTS
+from webhook.cluster.capabilities import required_permissions
+from webhook.cluster.view import CheckNeeds
+from webhook.kube import Permission
+
+#: (group, resource) of the jobs the controller judges
+JOBS = (
+    ("aiperf.nvidia.com", "aiperfjobs"),
+    ("aiperf.nvidia.com", "aiperfsweeps"),
+    ("trainer.kubeflow.org", "trainjobs"),
+)
+#: what tells whether a TrainJob started: its JobSet, its Kueue Workload
+STARTED = (("jobset.x-k8s.io", "jobsets"), ("kueue.x-k8s.io", "workloads"))
+EVENT_VERBS = ("create", "patch")
+REPORT_VERBS = ("get", "list", "create", "update", "patch")
+LEASE_VERBS = ("get", "create", "update")
+
+
+def _key(p: Permission) -> tuple[str, str, str, str, str, str]:
+    return (p.namespace, p.group, p.resource, p.subresource, p.verb, p.name)
+
+
+def audit_permissions(checks: Iterable[CheckNeeds], *, reports: bool = True) -> list[Permission]:
+    """The audit ServiceAccount's cluster-wide permissions, sorted (the ClusterRole's rules)."""
+    perms = set(required_permissions(checks))
+    for group, resource in (*JOBS, *STARTED):
+        perms.update(Permission(verb, resource, group) for verb in ("list", "watch"))
+    perms.update(Permission(verb, "events") for verb in EVENT_VERBS)
+    if reports:
+        perms.update(Permission(verb, REPORTS, REPORTS_GROUP) for verb in REPORT_VERBS)
+    return sorted(perms, key=_key)
+
+
+def report_permissions() -> list[Permission]:
+    """The Policy Reports' share of audit_permissions (the chart drops it with audit.reports.enabled=false)."""
+    return [Permission(verb, REPORTS, REPORTS_GROUP) for verb in REPORT_VERBS]
+
+
+def audit_lease_permissions() -> list[Permission]:
+    """The Lease of the leader election, in the controller's own namespace (a Role, not cluster-wide)."""
+    return [Permission(verb, "leases", "coordination.k8s.io") for verb in LEASE_VERBS]
