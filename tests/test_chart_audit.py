@@ -74,6 +74,7 @@ def test_the_audit_deployment_runs_the_audit_command_with_the_webhook_config() -
     assert {e["name"] for e in c["env"]} == {"POD_NAME", "POD_NAMESPACE"}
     assert pod["volumes"][0]["configMap"]["name"] == f"{FULL}-config"
     assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert "--metrics-port=9090" in c["args"] and c["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert dep["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == "audit"
 
 
@@ -88,6 +89,9 @@ def test_the_crds_are_reports_api_v0_2_1_verbatim_and_each_value_turns_its_part_
     no_crds = kinds(render("--set", "audit.reports.installCRDs=false"))
     assert not any(k == "CustomResourceDefinition" for k, _ in no_crds)
     no_reports = render("--set", "audit.reports.enabled=false")
+    # the controller is told too, and says at start that it writes no report (webhook/audit/reports.py)
+    cfg = yaml.safe_load(one(no_reports, "ConfigMap", f"{FULL}-config")["data"]["config.yaml"])
+    assert cfg["audit"]["reports"] is False
     assert not any(d["kind"] == "CustomResourceDefinition" for d in no_reports)
     granted = _flatten(one(no_reports, "ClusterRole", AUDIT)["rules"])
     assert not any(g == "openreports.io" for _, g, _ in granted)

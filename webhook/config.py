@@ -214,6 +214,9 @@ class AuditSettings(_Model):
     lease_duration_seconds: float = Field(15.0, ge=2, le=600, alias="leaseDurationSeconds")
     renew_deadline_seconds: float = Field(10.0, ge=1, le=600, alias="renewDeadlineSeconds")
     retry_period_seconds: float = Field(2.0, gt=0, le=60, alias="retryPeriodSeconds")
+    #: write one openreports.io Report per namespace (webhook/audit/reports.py); false: Events and metrics only
+    #: (the chart sets it from audit.reports.enabled)
+    reports: bool = True
 
     @model_validator(mode="after")
     def _election_timing(self) -> AuditSettings:

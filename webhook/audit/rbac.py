@@ -2,33 +2,30 @@
 way the webhook's is: what the checks declare, plus what only the controller does. Nothing else.
 
     reads of the checks and the view  webhook.cluster.capabilities.required_permissions (the webhook's)
-    the jobs                          list, watch: AIPerfJobs, AIPerfSweeps, TrainJobs
-    whether a job started             list, watch: JobSets, Kueue Workloads (webhook/audit/jobs.py)
+    the jobs                          list, watch: AIPerfJobs, AIPerfSweeps, TrainJobs (audit/jobs.py)
+    whether a job started             list, watch: JobSets, Kueue Workloads (audit/controller.py)
+    what jobs read, as metadata       list, watch: audit/controller.py TRIGGER_SPECS (Secrets, ConfigMaps,
+                                      ServiceAccounts, PVCs, quotas, LimitRanges, Services, Namespaces,
+                                      NetworkPolicies, Kueue queues, training runtimes)
     Events on the jobs                create, patch (core/v1 events)
     the Policy Reports                get, list, create, update, patch: openreports.io reports
                                       (webhook/audit/reports.py never deletes)
     leader election                   get, create, update: coordination.k8s.io leases, in a Role
-                                      of the release namespace only (audit_lease_permissions)
+                                      of the Lease's namespace only (audit_lease_permissions)
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from webhook.audit.controller import JOBSETS, TRIGGER_SPECS, WORKLOADS
+from webhook.audit.jobs import JOB_KINDS
 from webhook.audit.reports import GROUP as REPORTS_GROUP
 from webhook.audit.reports import PLURAL as REPORTS
 from webhook.cluster.capabilities import required_permissions
 from webhook.cluster.view import CheckNeeds
 from webhook.kube import Permission
 
-#: (group, resource) of the jobs the controller judges
-JOBS = (
-    ("aiperf.nvidia.com", "aiperfjobs"),
-    ("aiperf.nvidia.com", "aiperfsweeps"),
-    ("trainer.kubeflow.org", "trainjobs"),
-)
-#: what tells whether a TrainJob started: its JobSet, its Kueue Workload
-STARTED = (("jobset.x-k8s.io", "jobsets"), ("kueue.x-k8s.io", "workloads"))
 EVENT_VERBS = ("create", "patch")
 REPORT_VERBS = ("get", "list", "create", "update", "patch")
 LEASE_VERBS = ("get", "create", "update")
@@ -38,14 +35,21 @@ def _key(p: Permission) -> tuple[str, str, str, str, str, str]:
     return (p.namespace, p.group, p.resource, p.subresource, p.verb, p.name)
 
 
+def watched() -> list[tuple[str, str]]:
+    """(group, resource) of everything the controller lists and watches."""
+    out = [(k.group, k.resource) for k in JOB_KINDS]
+    out += [(s.group, s.resource) for s in (JOBSETS, WORKLOADS, *TRIGGER_SPECS)]
+    return out
+
+
 def audit_permissions(checks: Iterable[CheckNeeds], *, reports: bool = True) -> list[Permission]:
     """The audit ServiceAccount's cluster-wide permissions, sorted (the ClusterRole's rules)."""
     perms = set(required_permissions(checks))
-    for group, resource in (*JOBS, *STARTED):
+    for group, resource in watched():
         perms.update(Permission(verb, resource, group) for verb in ("list", "watch"))
     perms.update(Permission(verb, "events") for verb in EVENT_VERBS)
     if reports:
-        perms.update(Permission(verb, REPORTS, REPORTS_GROUP) for verb in REPORT_VERBS)
+        perms.update(report_permissions())
     return sorted(perms, key=_key)
 
 

@@ -69,7 +69,9 @@ class AuditRun:
         events = EventSink(client, settings, instance=identity)
         metrics = AuditMetrics(settings)
         sinks: list[FindingSink] = [events]
-        report = await open_report_sink(client, settings, debounce=a.debounce_seconds, on_write=metrics.count_write)
+        report = await open_report_sink(
+            client, settings, enabled=a.reports, debounce=a.debounce_seconds, on_write=metrics.count_write
+        )
         if report is not None:
             sinks.append(report)
         controller = AuditController(settings, view, checks=checks, sinks=[*sinks, metrics, *extra_sinks])

@@ -67,6 +67,10 @@ app.kubernetes.io/component: webhook
 {{- define "pw.config" -}}
 {{- $cfg := deepCopy .Values.config -}}
 {{- $_ := set $cfg "excludedNamespaces" (include "pw.excludedNamespaces" . | fromJsonArray) -}}
+{{- /* audit.reports: the audit controller writes Policy Reports only when the chart grants it the report verbs */ -}}
+{{- $audit := deepCopy (get $cfg "audit" | default dict) -}}
+{{- $_ := set $audit "reports" .Values.audit.reports.enabled -}}
+{{- $_ := set $cfg "audit" $audit -}}
 {{- if .Values.clientAuth.enabled -}}
 {{- $_ := set $cfg "clientAuth" (dict "caFile" "/etc/preflight-webhook/client-ca/ca.crt" "allowedNames" .Values.clientAuth.allowedNames) -}}
 {{- else -}}
