@@ -96,6 +96,9 @@ def cluster(control_plane: ControlPlane) -> ControlPlane:
     cp.apply(_runtime())
     cp.ensure_namespace(NS)
     cp.apply([_secret(), _claim(), _trainjob()])
+    excluded = _trainjob()
+    excluded["metadata"]["namespace"] = "kube-system"  # never judged, as the webhook never judges it
+    cp.apply(excluded)
     return cp
 
 
@@ -147,6 +150,8 @@ async def test_secret_deleted_then_restored_restart_and_two_replicas(
     await until("audit-a leads and scanned once", lambda: a.controller.is_leader and a.controller.scans >= 1)
     key = ("trainjobs", NS, JOB)
     assert key in a.controller.judged  # suspended: not started, judged
+    assert ("trainjobs", "kube-system", JOB) not in a.controller.judged
+    assert await a.controller.judge(("trainjobs", "kube-system", JOB), "test") == "excluded"
     assert await events(cluster) == []  # it passes: nothing to say
     # the reverse index holds what the evaluation read
     assert key in a.controller.index.jobs_for("secrets", NS, "hf-token")

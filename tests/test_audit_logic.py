@@ -261,3 +261,25 @@ def test_audit_settings(tmp_path: Path) -> None:
     p.write_text("audit:\n  periodSeconds: 1\n")
     with pytest.raises(ConfigError, match="audit.periodSeconds"):
         load_settings(p)
+
+
+def test_notifying_cache_reports_each_change_also_across_a_relist() -> None:
+    from webhook.audit.controller import NotifyingCache
+
+    seen: list[tuple[str, str]] = []
+    cache = NotifyingCache("secrets", lambda t, o: seen.append((t, o["metadata"]["name"])))
+
+    def obj(name: str, rv: str) -> dict[str, Any]:
+        return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv}}
+
+    cache.replace([obj("a", "1"), obj("b", "1")], "1")
+    assert seen == []  # the first list is the start, not a change
+    cache.apply("DELETED", obj("a", "2"))
+    cache.apply("BOOKMARK", {"metadata": {"resourceVersion": "3"}})
+    assert seen == [("DELETED", "a")]
+    seen.clear()
+    cache.replace([obj("b", "5"), obj("c", "4")], "5")  # a relist after 410 Gone: b changed, c is new
+    assert sorted(seen) == [("ADDED", "c"), ("MODIFIED", "b")]
+    seen.clear()
+    cache.replace([obj("c", "4")], "6")
+    assert seen == [("DELETED", "b")]

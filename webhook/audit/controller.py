@@ -56,6 +56,8 @@ from webhook.preflight import evaluate
 log = logging.getLogger(__name__)
 
 JobKey = tuple[str, str, str]  # (resource, namespace, name)
+#: a job in a namespace the webhook does not judge (Settings.excluded_namespaces, kube-system, its own)
+EXCLUDED = "excluded"
 
 #: what jobs read and a watch can report, watched as metadata only (the reverse index decides who is re-checked)
 TRIGGER_SPECS: tuple[CacheSpec, ...] = (
@@ -293,6 +295,10 @@ class AuditController:
                 await self._forget(key, "deleted")
                 return "deleted"
             state, why = self.state_of(key[0], obj)
+            if key[1] in self.view.never_read:
+                # the webhook's configuration does not judge these namespaces (excludedNamespaces, kube-system,
+                # its own): neither does the controller, and it never reads their Secrets
+                state = EXCLUDED
             if state != JUDGED:
                 if key in self.judged:
                     await self._forget(key, state)
