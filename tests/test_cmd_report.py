@@ -82,3 +82,38 @@ def test_a_report_written_by_another_tool_is_read_without_breaking() -> None:
     rows = rows_of_report({"metadata": {"namespace": "x"}, "results": [{"policy": "p"}, "junk", {}]})
     assert [(r.namespace, r.check, r.result) for r in rows] == [("x", "p", ""), ("x", "", "")]
     assert json.dumps(to_json(Answer("reports", rows), "x"))
+
+
+class _Client:
+    """The two reads `report --live` makes for a TrainJob: its JobSet, its namespace's Workloads."""
+
+    def __init__(self, jobset: bool) -> None:
+        self.jobset = jobset
+
+    async def request(self, method: str, path: str, **kw: object) -> dict[str, object]:
+        from webhook.cluster.view import ApiError
+
+        if "/jobsets/" in path:
+            if not self.jobset:
+                raise ApiError(404, "not found")
+            return {"metadata": {"name": "tj"}}
+        return {"items": []}
+
+
+@pytest.mark.parametrize(
+    ("resource", "obj", "jobset", "state"),
+    [
+        ("aiperfjobs", {"status": {"phase": "Running"}}, False, "running"),
+        ("aiperfjobs", {"status": {"phase": "Queued"}}, False, "judged"),
+        ("aiperfjobs", {"status": {"phase": "Completed"}}, False, "finished"),
+        ("trainjobs", {"metadata": {"name": "tj", "namespace": "a"}, "spec": {"suspend": True}}, True, "judged"),
+        ("trainjobs", {"metadata": {"name": "tj", "namespace": "a"}, "spec": {}}, True, "running"),
+        ("trainjobs", {"metadata": {"name": "tj", "namespace": "a"}, "spec": {}}, False, "judged"),
+    ],
+)
+async def test_live_judges_only_the_jobs_the_audit_controller_judges(
+    resource: str, obj: dict, jobset: bool, state: str
+) -> None:
+    from webhook.cli.report import _state
+
+    assert (await _state(_Client(jobset), resource, obj))[0] == state

@@ -3,8 +3,8 @@
 Reads the Policy Reports the audit controller writes (openreports.io/v1alpha1 `Report` named
 `preflight-webhook`, one per namespace; webhook/audit/reports.py). Where there are none (the
 controller is off, the CRDs are not installed, or it has not scanned that namespace yet) it computes
-the same findings live from the kubeconfig: it lists the AIPerfJobs, AIPerfSweeps and TrainJobs and
-runs each through the webhook's own path (`webhook.preflight.evaluate` with the live ClusterView, as
+the same findings live from the kubeconfig: it lists the jobs the audit controller judges (its kinds,
+and only the ones that have not started: webhook/audit/jobs.py) and runs each through the webhook's own path (`webhook.preflight.evaluate` with the live ClusterView, as
 `check` and `serve` do), then asks the domain what enforce mode would do
 (`webhook.audit.findings`). It never writes.
 
@@ -21,17 +21,12 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from webhook.audit.jobs import JOB_KINDS, JUDGED
 from webhook.checks import check_names
 from webhook.config import ConfigError, Settings, load_settings
 
 EXIT_OK, EXIT_DENIED, EXIT_USAGE = 0, 1, 2
 
-#: (group, version, resource): the kinds the webhook judges, listed for the live computation
-JOB_RESOURCES = (
-    ("aiperf.nvidia.com", "v1alpha1", "aiperfjobs"),
-    ("aiperf.nvidia.com", "v1alpha1", "aiperfsweeps"),
-    ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
-)
 #: a message is cut to this in the table (json and the report keep it whole)
 TABLE_MESSAGE = 160
 
@@ -39,8 +34,8 @@ EPILOG = """\
 Where the answer comes from:
   reports  the audit controller's Policy Reports (kubectl get reports.openreports.io -A), kept
            up to date as jobs and what they read change; only jobs that have not started are in them
-  live     no report found: every listed job is judged now, with your credentials, exactly as the
-           webhook would judge it on kubectl apply (--live forces this)
+  live     no report found: the jobs that have not started are judged now, with your credentials,
+           exactly as the webhook would judge them on kubectl apply (--live forces this)
 
 Results (what the webhook in enforce mode does with each finding):
   fail     enforce would DENY the job for this check
@@ -217,7 +212,6 @@ async def compute_live(
     from webhook.audit.findings import findings
     from webhook.checks import all_checks
     from webhook.cluster.live import open_cluster_view
-    from webhook.cluster.view import ApiError
     from webhook.deadline import Deadline
     from webhook.preflight import evaluate
 
@@ -230,27 +224,22 @@ async def compute_live(
     answer.notes.append(
         "no Policy Report found"
         + (f" in namespace {namespace}" if namespace else "")
-        + ": judging the jobs now, as the webhook would on kubectl apply (running jobs included)"
+        + ": judging the jobs that have not started now, as the webhook would on kubectl apply"
         if not args.live
-        else "judging the jobs now (--live)"
+        else "judging the jobs that have not started now (--live)"
     )
+    skipped: dict[str, int] = {}
     try:
-        for group, version, resource in JOB_RESOURCES:
-            base = f"/apis/{group}/{version}"
-            path = f"{base}/{resource}" if namespace is None else f"{base}/namespaces/{namespace}/{resource}"
-            try:
-                listed = await view.client.request("GET", path, timeout=30.0)
-            except ApiError as exc:
-                if exc.status == 404:
-                    continue  # the kind is not served here
-                if exc.status == 403:
-                    answer.notes.append(f"not permitted to list {resource}: they are not in this answer")
-                    continue
-                raise
-            for obj in listed.get("items") or []:
-                obj.setdefault("apiVersion", f"{group}/{version}")
-                obj.setdefault("kind", _kind_of(listed, resource))
+        for jk in JOB_KINDS:
+            listed = await _list(view.client, jk.group, jk.version, jk.resource, namespace, answer)
+            for obj in listed:
+                obj.setdefault("apiVersion", jk.api_version)
+                obj.setdefault("kind", jk.kind)
                 meta = obj.get("metadata") or {}
+                state, _ = await _state(view.client, jk.resource, obj)
+                if state != JUDGED:
+                    skipped[state] = skipped.get(state, 0) + 1
+                    continue
                 ev = await evaluate(obj, settings=settings, deadline=Deadline(timeout), view=view)
                 for f in findings(ev, settings):
                     answer.rows.append(
@@ -267,14 +256,65 @@ async def compute_live(
                     )
     finally:
         await view.close()
+    if skipped:
+        answer.notes.append(
+            "not judged (started jobs already met the cluster): "
+            + ", ".join(f"{n} {state}" for state, n in sorted(skipped.items()))
+        )
     return answer
 
 
-def _kind_of(listed: dict[str, Any], resource: str) -> str:
-    kind = str(listed.get("kind") or "")
-    if kind.endswith("List"):
-        return kind[: -len("List")]
-    return {"aiperfjobs": "AIPerfJob", "aiperfsweeps": "AIPerfSweep", "trainjobs": "TrainJob"}[resource]
+async def _list(
+    client: Any, group: str, version: str, resource: str, namespace: str | None, answer: Answer
+) -> list[dict[str, Any]]:
+    from webhook.cluster.view import ApiError
+
+    base = f"/apis/{group}/{version}"
+    path = f"{base}/{resource}" if namespace is None else f"{base}/namespaces/{namespace}/{resource}"
+    try:
+        listed = await client.request("GET", path, timeout=30.0)
+    except ApiError as exc:
+        if exc.status == 404:
+            return []  # the kind is not served here
+        if exc.status == 403:
+            answer.notes.append(f"not permitted to list {resource}: they are not in this answer")
+            return []
+        raise
+    return [o for o in listed.get("items") or [] if isinstance(o, dict)]
+
+
+async def _state(client: Any, resource: str, obj: dict[str, Any]) -> tuple[str, str]:
+    """Whether the audit controller judges `obj` (webhook/audit/jobs.py): the same rules, read live."""
+    from webhook.audit.controller import JOBSETS, WORKLOADS
+    from webhook.audit.jobs import aiperf_state, sweep_state, trainjob_state
+    from webhook.cluster.view import ApiError
+
+    if resource == "aiperfjobs":
+        return aiperf_state(obj)
+    if resource == "aiperfsweeps":
+        return sweep_state(obj)
+    if resource != "trainjobs":
+        return JUDGED, ""
+    meta = obj.get("metadata") or {}
+    ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+    jobset: dict[str, Any] | None = None
+    workloads: list[dict[str, Any]] = []
+    try:
+        jobset = await client.request(
+            "GET", f"/apis/{JOBSETS.group}/{JOBSETS.version}/namespaces/{ns}/{JOBSETS.resource}/{name}", timeout=30.0
+        )
+    except ApiError as exc:
+        if exc.status not in (404, 403):
+            raise
+    try:
+        listed = await client.request(
+            "GET", f"/apis/{WORKLOADS.group}/{WORKLOADS.version}/namespaces/{ns}/{WORKLOADS.resource}", timeout=30.0
+        )
+        workloads = [w for w in listed.get("items") or [] if isinstance(w, dict)]
+    except ApiError as exc:
+        if exc.status not in (404, 403):
+            raise
+    return trainjob_state(obj, jobset=jobset, workloads=workloads)
 
 
 def _job_label(kind: str, name: str, child: str) -> str:
