@@ -46,6 +46,15 @@ def test_the_apiserver_accepts_the_report_the_sink_builds(control_plane: Control
     # nothing pruned by the CRD's structural schema: every field the sink sets is in it
     for key in ("source", "scope", "summary", "results"):
         assert stored[key] == report[key], key
-    printed = cp.kubectl("get", "reports.openreports.io", "-n", ns).stdout.split("\n")
+    # a namespace too large for one object: the report says what it left out (configuration.limits)
+    cut = build_report(ns, entries, now=1_764_547_200, max_bytes=1_200)
+    assert cut["configuration"]["limits"]["maxResults"] == len(cut["results"]) < 2
+    cut["metadata"]["name"] = "preflight-webhook-cut"
+    cp.kubectl("create", "-f", "-", "-o", "json", input=json.dumps(cut))
+    stored_cut = json.loads(
+        cp.kubectl("get", "reports.openreports.io", "preflight-webhook-cut", "-n", ns, "-o", "json").stdout
+    )
+    assert stored_cut["configuration"] == cut["configuration"] and stored_cut["summary"] == report["summary"]
+    printed = cp.kubectl("get", "reports.openreports.io", "preflight-webhook", "-n", ns).stdout.split("\n")
     assert printed[0].split()[:6] == ["NAME", "PASS", "FAIL", "WARN", "ERROR", "SKIP"]
     assert printed[1].split()[:6] == ["preflight-webhook", "0", "1", "1", "0", "0"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import json
 from typing import Any
 
 import pytest
@@ -294,3 +295,20 @@ async def test_with_the_crds_served_the_sink_is_opened() -> None:
             return {"resources": [{"name": "reports"}, {"name": "clusterreports"}]}
 
     assert isinstance(await open_report_sink(Served(), AUDIT), ReportSink)
+
+
+async def test_a_namespace_too_large_for_one_object_keeps_every_fail_and_says_what_it_left_out() -> None:
+    from webhook.audit.reports import Entry
+
+    bad = await _judgement(_job(BAD_IMAGE), _ref())
+    entries = [Entry(_ref(f"bench-{i}", uid=f"u-{i}"), f) for i in range(40) for f in findings(bad.evaluation, AUDIT)]
+    whole = build_report("team-a", entries, now=1)
+    assert len(whole["results"]) == 200 and "configuration" not in whole
+    cut = build_report("team-a", entries, now=1, max_bytes=40_000)
+    assert cut["summary"] == whole["summary"] == {"pass": 160, "fail": 40, "warn": 0, "error": 0, "skip": 0}
+    assert [r["result"] for r in cut["results"]].count("fail") == 40  # every fail kept
+    assert len(json.dumps(cut, separators=(",", ":"))) <= 40_000
+    assert {r["result"] for r in cut["results"]} == {"fail"}  # the passes did not fit whole: left out
+    assert cut["configuration"] == {"limits": {"maxResults": 40, "statusFilter": ["fail", "warn", "skip"]}}
+    tiny = build_report("team-a", entries, now=1, max_bytes=10_000)
+    assert 0 < len(tiny["results"]) < 40 and tiny["configuration"] == {"limits": {"maxResults": len(tiny["results"])}}

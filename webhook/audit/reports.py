@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -178,8 +179,9 @@ def build_report(
     *,
     now: int,
     previous: dict[str, Any] | None = None,
+    max_bytes: int = 0,
 ) -> dict[str, Any]:
-    """The report for `namespace`. A result whose content is the same as in `previous` keeps its
+    """The report for `namespace`, within `max_bytes` (default MAX_REPORT_BYTES) as JSON. A result whose content is the same as in `previous` keeps its
     timestamp (the time it last changed); a new or changed one gets `now`."""
     kept: dict[tuple[Any, ...], Any] = {}
     for r in (previous or {}).get("results") or []:
@@ -193,7 +195,7 @@ def build_report(
             r["timestamp"] = {"seconds": ts["seconds"], "nanos": 0}
         results.append(r)
     results.sort(key=_sort_key)
-    return {
+    report: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "kind": KIND,
         "metadata": {"name": NAME, "namespace": namespace, "labels": dict(LABELS)},
@@ -202,6 +204,46 @@ def build_report(
         "summary": summary(results),
         "results": results,
     }
+    return _within(report, max_bytes or MAX_REPORT_BYTES)
+
+
+#: a report is one etcd object: etcd stores at most 1.5 MiB by default (--max-request-bytes); keep a margin
+MAX_REPORT_BYTES = 1_048_576
+#: what is kept first when a namespace's results do not fit: what enforce would deny, then the warnings
+KEEP_ORDER = ("fail", "warn", "skip", "pass")
+
+
+def _within(report: dict[str, Any], max_bytes: int) -> dict[str, Any]:
+    """The report within `max_bytes` as JSON. A namespace with thousands of jobs would not fit one
+    object: whole statuses are kept in KEEP_ORDER (fail first; if even the fails do not fit, as many
+    as fit) while they fit, the summary still counts every result, and `configuration.limits` says so, as openreports.io v1alpha1 defines it
+    (Limits.maxResults, Limits.statusFilter: "the Report contains only those ... statuses")."""
+    if len(json.dumps(report, separators=(",", ":"))) <= max_bytes:
+        return report
+    results = report["results"]
+    kept: list[dict[str, Any]] = []
+    whole: list[str] = []
+    size = len(json.dumps({**report, "results": []}, separators=(",", ":"))) + 200  # + configuration
+    for status in KEEP_ORDER:
+        these = [r for r in results if r.get("result") == status]
+        sizes = [len(json.dumps(r, separators=(",", ":"))) + 1 for r in these]
+        if size + sum(sizes) <= max_bytes:
+            kept += these
+            size += sum(sizes)
+            whole.append(status)
+            continue
+        if status == "fail":  # as many of what enforce would deny as one object holds
+            for r, n in zip(these, sizes, strict=True):
+                if size + n > max_bytes:
+                    break
+                kept.append(r)
+                size += n
+        break  # a status that does not fit whole is left out, so statusFilter says exactly what is in
+    kept.sort(key=_sort_key)
+    limits: dict[str, Any] = {"maxResults": len(kept)}
+    if whole:
+        limits["statusFilter"] = whole
+    return {**report, "results": kept, "configuration": {"limits": limits}}
 
 
 def same_content(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
@@ -210,7 +252,12 @@ def same_content(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
         return a is b
     ra = [_content(r) for r in a.get("results") or [] if isinstance(r, dict)]
     rb = [_content(r) for r in b.get("results") or [] if isinstance(r, dict)]
-    return ra == rb and a.get("summary") == b.get("summary") and a.get("source") == b.get("source")
+    return (
+        ra == rb
+        and a.get("summary") == b.get("summary")
+        and a.get("source") == b.get("source")
+        and a.get("configuration") == b.get("configuration")
+    )
 
 
 class ReportSink:

@@ -178,6 +178,15 @@ async def read_reports(client: Any, namespace: str | None) -> Answer | None:
     answer = Answer("reports")
     for report in reports:
         answer.rows.extend(rows_of_report(report))
+        limits = (report.get("configuration") or {}).get("limits") or {}
+        if limits:
+            ns = (report.get("metadata") or {}).get("namespace")
+            total = sum(v for v in (report.get("summary") or {}).values() if isinstance(v, int))
+            answer.notes.append(
+                f"the report of namespace {ns} holds {limits.get('maxResults')} of its {total} results "
+                f"(too many for one object; kept: {', '.join(limits.get('statusFilter') or ['fail'])}); "
+                "its summary counts them all"
+            )
     return answer
 
 
