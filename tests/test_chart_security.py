@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import yaml
 
 from tests.test_chart import CHART, FULL, NS, helm, one, render
@@ -116,3 +118,32 @@ def test_the_serving_pods_mount_only_the_serving_pair() -> None:
     pod = one(render(), "Deployment", FULL)["spec"]["template"]["spec"]
     [tls] = [v for v in pod["volumes"] if v["name"] == "tls"]
     assert tls["secret"]["items"] == [{"key": "tls.crt", "path": "tls.crt"}, {"key": "tls.key", "path": "tls.key"}]
+
+
+def _egress(*args: str) -> list[dict[str, Any]]:
+    docs = render("--set", "networkPolicy.egress.enabled=true", *args)
+    return one(docs, "NetworkPolicy", f"{FULL}-egress")["spec"]["egress"]
+
+
+def test_egress_policy_follows_registry_access() -> None:
+    """networkPolicy.egress: DNS and the apiserver always; registries only as config.registryAccess allows."""
+    assert not [d for d in render() if d["kind"] == "NetworkPolicy" and d["metadata"]["name"] == f"{FULL}-egress"]
+    base = [
+        {"ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]},
+        {"ports": [{"port": 443, "protocol": "TCP"}, {"port": 6443, "protocol": "TCP"}],
+         "to": [{"ipBlock": {"cidr": "172.18.0.0/24"}}]},
+    ]  # fmt: skip
+    api = ["--set", "networkPolicy.egress.apiserver[0].ipBlock.cidr=172.18.0.0/24"]
+    assert _egress(*api) == base  # registryAccess off (the default): no registry
+    cidrs = [
+        "--set",
+        "networkPolicy.egress.registryCIDRs={10.9.0.0/16}",
+        "--set",
+        "networkPolicy.egress.registryPorts={5000}",
+    ]
+    ports = [{"port": 443, "protocol": "TCP"}, {"port": 5000, "protocol": "TCP"}]
+    assert _egress(*api, *cidrs, "--set", "config.registryAccess.mode=allowlist") == [
+        *base,
+        {"ports": ports, "to": [{"ipBlock": {"cidr": "10.9.0.0/16"}}]},
+    ]
+    assert _egress(*api, *cidrs, "--set", "config.registryAccess.mode=all") == [*base, {"ports": ports}]

@@ -34,4 +34,5 @@ def test_checks_that_do_io_stay_tasks() -> None:
         "Controllers",  # Deployments and Leases, read on demand
         "Volume Claims",  # PersistentVolumeClaims, read by name on demand
         "Device Allocation",  # no node allocates the claims: could one be added (checks/provisioning.py)
+        "Image Pull",  # pull Secrets read on demand, and the registries asked
     }

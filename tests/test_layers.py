@@ -38,6 +38,8 @@ LAYER_OF = {
     "webhook": FOUNDATION,  # the package root (re-exports nothing above the foundation)
     "webhook.kube": FOUNDATION,
     "webhook.imageref": FOUNDATION,
+    # the registry client (the Image Pull check's): HTTP to registries, no cluster, no checks
+    "webhook.registry": FOUNDATION,
     "webhook.config": FOUNDATION,
     "webhook.results": FOUNDATION,
     "webhook.deadline": FOUNDATION,
@@ -95,6 +97,7 @@ PACKAGE_ORDER = {
     ],
     "webhook.checks.storage": ["classes", "claims", "match", "check"],
     "webhook.checks.dra": ["cel", "allocate", "check"],
+    "webhook.registry": ["keyring", "challenge", "platform", "client"],
 }  # fmt: skip
 
 

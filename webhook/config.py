@@ -229,6 +229,42 @@ class AuditSettings(_Model):
         return self
 
 
+class RegistryAccessSettings(_Model):
+    """Whether and how the Image Pull check asks registries (checks/imagepull.py, docs/configuration.md).
+
+    Off by default: asking a registry is egress from the webhook to hosts the users name, and it
+    reads pull-Secret values; a cluster opts in (docs/operations.md, "Registry access")."""
+
+    #: off: never ask (the check is skipped); allowlist: ask only the registries in `allowlist`; all: any
+    mode: Literal["off", "allowlist", "all"] = "off"
+    #: registry hosts (host[:port], as in the image reference; "docker.io" for Docker Hub) asked in allowlist mode
+    allowlist: list[str] = Field(default_factory=list)
+    #: the longest one registry lookup may take (the admission deadline can only shorten it)
+    timeout_seconds: float = Field(2.0, gt=0, le=30, alias="timeoutSeconds")
+    #: how long a definite answer (found, manifest unknown, unauthorized) is reused (0: never)
+    cache_seconds: float = Field(30.0, ge=0, le=3600, alias="cacheSeconds")
+    #: failures in a row (unreachable, timeout, 5xx) after which a registry is not asked for a while
+    breaker_failures: int = Field(3, ge=1, le=1000, alias="breakerFailures")
+    #: how long a registry is not asked once its breaker opened
+    breaker_open_seconds: float = Field(30.0, gt=0, le=3600, alias="breakerOpenSeconds")
+    #: a PEM bundle of CAs trusted besides the system's (a private registry's CA)
+    ca_file: str | None = Field(None, alias="caFile")
+    #: registries the nodes hold credentials for (a kubelet credential provider, the node's config.json):
+    #: refused anonymous access to them only warns, the kubelet may still authenticate
+    node_credentials: list[str] = Field(default_factory=list, alias="nodeCredentials")
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _yaml_off(cls, v: Any) -> Any:
+        """YAML 1.1 reads a bare `off` as false."""
+        return "off" if v is False else v
+
+    def allows(self, registry: str) -> bool:
+        if self.mode == "off":
+            return False
+        return self.mode == "all" or registry.lower() in {r.lower() for r in self.allowlist}
+
+
 class Settings(_Model):
     #: global mode: enforce denies on a failed deny-action check; warn returns warnings; audit only records
     mode: Mode = "enforce"
@@ -306,6 +342,7 @@ class Settings(_Model):
     pod_security: PodSecuritySettings = Field(default_factory=PodSecuritySettings, alias="podSecurity")
     #: the audit controller (`preflight-webhook audit`)
     audit: AuditSettings = Field(default_factory=AuditSettings)
+    registry_access: RegistryAccessSettings = Field(default_factory=RegistryAccessSettings, alias="registryAccess")
 
     @field_validator("checks", mode="before")
     @classmethod

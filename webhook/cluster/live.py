@@ -41,6 +41,7 @@ from webhook.cluster.view import CheckNeeds
 from webhook.config import Settings
 from webhook.deadline import Deadline
 from webhook.kube import ApiError, Permission
+from webhook.registry.keyring import PullSecret, read_pull_secret
 
 log = logging.getLogger(__name__)
 
@@ -316,6 +317,29 @@ class LiveClusterView:
             if len(self._secret_ttl) >= SECRET_CACHE_MAX:
                 self._secret_ttl.pop(next(iter(self._secret_ttl)))
         self._secret_ttl[key] = (now + ttl, keys)
+
+    async def pull_secret(self, namespace: str, name: str, deadline: Deadline) -> PullSecret | None:
+        """A pull Secret as the kubelet reads it (webhook.registry.keyring.read_pull_secret); None when
+        it does not exist. The values stay in the returned object only, which the Image Pull check
+        holds for one registry lookup; nothing is cached here and nothing is logged. The same name
+        and namespace rules as `secret_keys` (never_read namespaces are refused without a request)."""
+        if not is_dns1123_label(namespace) or not is_dns1123_subdomain(name):
+            return None
+        if namespace in self.never_read:
+            raise ApiError(
+                403, f'the webhook does not read Secrets in namespace "{namespace}" (never-read namespace)', "Forbidden"
+            )
+        path = f"/api/v1/namespaces/{_q(namespace)}/secrets/{_q(name)}"
+        try:
+            doc = await self.client.request("GET", path, timeout=deadline.timeout(LIVE_CALL_CEILING), kind="GET secret")
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        try:
+            return read_pull_secret(name, doc)
+        finally:
+            doc.clear()  # the values go now; only the parsed entries live on, in the caller's hands
 
     async def get_object(
         self,

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from webhook.config import Settings
 from webhook.deadline import Deadline
 from webhook.kube import ApiError, Permission
+from webhook.registry.keyring import PullSecret
 
 __all__ = ["ApiError", "CheckNeeds", "ClusterView"]
 
@@ -59,6 +60,11 @@ class ClusterView(Protocol):
     async def secret_keys(self, namespace: str, name: str, deadline: Deadline) -> set[str] | None:
         """Key names of a Secret (data and stringData); None when it does not exist.
         Raises ApiError (403, 5xx, timeout as status 0). Values never leave this call."""
+        ...
+
+    async def pull_secret(self, namespace: str, name: str, deadline: Deadline) -> PullSecret | None:
+        """A pull Secret's registry credentials, as the kubelet reads them (None: it does not exist).
+        Raises ApiError. Only the Image Pull check calls this, for one registry lookup."""
         ...
 
     async def dry_run_create(
