@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 from webhook.cluster.view import CheckNeeds, ClusterView
 from webhook.deadline import Deadline
+from webhook.registry.keyring import PullSecret
 
 ANY = "*"
 
@@ -64,6 +65,10 @@ class RecordingView:
     async def secret_keys(self, namespace: str, name: str, deadline: Deadline) -> set[str] | None:
         self._add("secrets", namespace, name)
         return await self.inner.secret_keys(namespace, name, deadline)
+
+    async def pull_secret(self, namespace: str, name: str, deadline: Deadline) -> PullSecret | None:
+        self._add("secrets", namespace, name)
+        return await self.inner.pull_secret(namespace, name, deadline)
 
     async def dry_run_create(
         self, api_version: str, kind: str, namespace: str, body: dict[str, Any], deadline: Deadline

@@ -31,9 +31,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.checks.base import Check, CheckContext, Permission
-from webhook.checks.common import REPORT_MARGIN, before_deadline
+from webhook.checks.common import before_deadline
 from webhook.checks.nodes import selects
 from webhook.config import RegistryAccessSettings
+from webhook.deadline import REPORT_MARGIN
 from webhook.imageref import ImageRef, parse
 from webhook.kube import ApiError
 from webhook.registry import client as registry
