@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.fakeview import FakeView, container, meta, pod, run_check, workload
+from tests.fakeview import FakeView, container, meta, pod, run_check, run_check_all, workload
 from webhook.checks.dra import DeviceAllocation
 from webhook.checks.dra.allocate import Claim, Device, Request, fit
 from webhook.checks.dra.cel import device_matches, outside_subset
@@ -157,7 +157,7 @@ async def test_gang_needs_devices_for_every_pod() -> None:
     r = await run_check(DeviceAllocation(), _wl(pods=2), view)
     assert (r.status, r.message) == (
         Status.PASS,
-        "DRA claims can be allocated: all 2 node pods' claims fit at once (node-1)",
+        "DRA claims can be allocated: all 2 node pods' claims fit at once on node-1",
     )
     r = await run_check(DeviceAllocation(), _wl(pods=3), view)
     assert r.status is Status.FAIL
@@ -167,6 +167,20 @@ async def test_gang_needs_devices_for_every_pod() -> None:
         "for at most 2 of them (devices already allocated excluded): the JobSet's pods would wait for each other "
         "forever. Fix: lower the number of pods or the devices per pod, or add nodes with such devices."
     )
+
+
+async def test_groups_competing_for_the_devices_warn_never_deny() -> None:
+    c = container("node", {"cpu": "1"})
+    p = pod(c)
+    p["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": "gpus"}]
+    wl = workload([PodGroup("controller", 1, p), PodGroup("workers", 1, p)], kind="AIPerfJob", namespace="team-a")
+    rs = await run_check_all(DeviceAllocation(), wl, _view())
+    assert [(r.status, r.message) for r in rs] == [
+        (
+            Status.WARN,
+            "Cannot verify that all 1 workers pods' claims fit beside the job's other pods (0 surely do)",
+        )
+    ]
 
 
 async def test_selector_outside_subset_warns_never_denies() -> None:

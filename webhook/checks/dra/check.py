@@ -272,7 +272,7 @@ class DeviceAllocation(Check):
                 devs, pool_notes = devices_of[nn]
                 incomplete.extend(pool_notes)
                 any_device = any_device or bool(devs)
-                f = fit(claims, devs, in_use | taken)
+                f = fit(claims, devs, in_use)  # the verdict: this group alone
                 score = sum(f.matching.values())
                 if score > best[0]:
                     best = (score, nn, f.matching)
@@ -282,22 +282,22 @@ class DeviceAllocation(Check):
                     continue
                 if f.ok:
                     fits_on.append(nn)
-                # the gang: how many pods this node holds (greedy lower bound; device-count upper bound)
-                got = set(f.taken)
-                k = 1 if f.ok else 0
-                while f.ok and k < g.pods and gc.per_pod:
-                    more = fit(gc.per_pod, devs, in_use | taken | got)
+                # how many pods this node holds, after what the groups before took (greedy: a lower bound,
+                # each a real allocation) and at most (its free devices over the fewest a pod takes)
+                got: set[DeviceID] = set()
+                k = 0
+                while k < g.pods:
+                    more = fit(claims if k == 0 else gc.per_pod, devs, in_use | taken | got)
                     if not more.ok:
                         break
                     got.update(more.taken)
                     k += 1
-                if not gc.per_pod:
-                    k = g.pods if f.ok else 0
+                    if not gc.per_pod:  # only shared claims: every pod uses the same allocation
+                        k = g.pods
                 lo += k
-                if f.ok:
-                    taken.update(got)
+                taken.update(got)
                 if not gc.per_pod:
-                    hi = g.pods  # only shared claims: every pod uses the same allocation
+                    hi = g.pods
                 elif every:
                     hi += 1  # a request for All devices leaves nothing on the node for a second pod
                 else:
@@ -325,23 +325,27 @@ class DeviceAllocation(Check):
                 why = notes[0] if notes else unknown[0]
                 warns.append(f"Cannot verify the claims of the {g.name} pods: {why}"[:120])
                 continue
-            if g.pods > 1 and gc.per_pod:
-                if lo >= g.pods:
-                    passes.append(f"all {g.pods} {g.name} pods' claims fit at once ({', '.join(fits_on[:3])})")
-                elif hi < g.pods:
-                    fails.append(
-                        f"The {g.pods} {g.name} pods need their claims allocated at once, at least "
-                        f"{plural(min_need * g.pods, 'device')} ({_demand(gc.per_pod)} per pod), but the eligible nodes "
-                        f"hold devices for at most {hi} of them (devices already allocated excluded): the JobSet's pods "
-                        f"would wait for each other forever. Fix: lower the number of pods or the devices per pod, "
-                        f"or add nodes with such devices."
-                    )
-                else:
-                    warns.append(
-                        f"Cannot verify that all {g.pods} {g.name} pods' claims fit at once ({lo} surely do)"[:120]
-                    )
-                continue
-            passes.append(f"the {g.name} pods' claims fit on {', '.join(fits_on[:3])}")
+            if lo >= g.pods:
+                at_once = (
+                    f"all {g.pods} {g.name} pods' claims fit at once"
+                    if g.pods > 1
+                    else f"the {g.name} pods' claims fit"
+                )
+                passes.append(f"{at_once} on {', '.join(fits_on[:3])}")
+            elif g.pods > 1 and gc.per_pod and hi < g.pods:
+                fails.append(
+                    f"The {g.pods} {g.name} pods need their claims allocated at once, at least "
+                    f"{plural(min_need * g.pods, 'device')} ({_demand(gc.per_pod)} per pod), but the eligible nodes "
+                    f"hold devices for at most {hi} of them (devices already allocated excluded): the JobSet's pods "
+                    f"would wait for each other forever. Fix: lower the number of pods or the devices per pod, "
+                    f"or add nodes with such devices."
+                )
+            else:  # short only after the groups before took theirs, or the greedy count is not sure
+                warns.append(
+                    f"Cannot verify that all {g.pods} {g.name} pods' claims fit beside the job's other pods ({lo} surely do)"[
+                        :120
+                    ]
+                )
         return self._result(fails, warns, passes, ctx)
 
     def _result(
