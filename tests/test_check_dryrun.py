@@ -362,6 +362,19 @@ async def test_rejections_of_the_probe_itself_only_warn() -> None:
     ]
 
 
+async def test_a_job_name_taken_is_about_the_probe() -> None:
+    """A stored, suspended TrainJob judged again (the audit controller): its JobSet already made its Jobs."""
+    view = FakeView(
+        dry_run_errors={("Job", "*"): ApiError(409, 'jobs.batch "llama-ft-node-0" already exists', "AlreadyExists")}
+    )
+    results = await run_check_all(DryRun(), _wl(), view)
+    assert [r.status for r in results] == [Status.WARN]
+    assert (
+        'Cannot verify the Job for node: the rejection concerns only the dry-run probe (its name "llama-ft-node-0" is taken): jobs.batch "llama-ft-node-0" already exists'
+        in results[0].details
+    )
+
+
 async def test_owner_references_permission_enforcement_is_about_the_probe() -> None:
     """The OwnerReferencesPermissionEnforcement plugin judges the webhook's RBAC, not the job."""
     text = (

@@ -97,11 +97,12 @@ def probe_only(text: str, status: int, kind: str, body: dict[str, Any]) -> str |
     """Why a rejection concerns only the probe object, not what the controllers will create
     (None when it concerns the job). The probe differs from the real object only in its owners,
     which do not exist yet, their placeholder uids, and its name: a refusal of its owner
-    (`owner_refused`), or a 409 for the Pod's name."""
+    (`owner_refused`), or a 409 for the Pod's or the Job's name (a job judged again after it was
+    stored, by the audit controller: its JobSet, suspended, already made its Jobs)."""
     o = owner_refused(text, body)
     if o is not None:
         return f'its ownerReference to {o.get("kind")} "{o.get("name")}", which exists only once the job runs'
-    if kind == "Pod" and status == 409:
+    if kind in ("Pod", "Job") and status == 409:
         return f'its name "{(body.get("metadata") or {}).get("name")}" is taken'
     return None
 
