@@ -660,6 +660,16 @@ def test_only_a_rejections_own_words_about_owners_make_a_twin_unverifiable() -> 
     assert speaks_of_owners("ValidatingAdmissionPolicy 'p' with binding 'p' denied request: a Pod needs a controller")
     assert speaks_of_owners('admission webhook "x" denied the request: ownerReferences[0] must be a controller')
     assert speaks_of_owners('admission webhook "x" denied the request: bad owner')
+    # Kyverno names the object unquoted (pkg/webhooks/utils/block.go): its names are no words about owners
+    kyverno = (
+        'admission webhook "validate.kyverno.svc-fail" denied the request: \n\nresource '
+        "Pod/fx-a/aiperf-bench-controller-0-0-dryrn was blocked due to the following policies \n\n"
+        "fx-no-env:\n  no-env: 'validation error: pods may not set FORBIDDEN. rule no-env failed at path "
+        "/spec/containers/0/env/0/name/'"
+    )
+    assert speaks_of_owners(kyverno)
+    assert not speaks_of_owners(kyverno, ["aiperf-bench-controller-0-0-dryrn", "fx-a", "aiperf-bench-controller-0"])
+    assert speaks_of_owners(kyverno + " needs a controller", ["aiperf-bench-controller-0-0-dryrn"])
 
 
 def test_the_jobset_probe_has_no_claim_volume_the_jobs_and_pods_get_it() -> None:
@@ -686,3 +696,68 @@ def test_the_jobset_probe_has_no_claim_volume_the_jobs_and_pods_get_it() -> None
     job = job_for(wl, groups[0])
     assert job is not None and job["spec"]["template"]["spec"]["volumes"] == [own, claim]
     assert pod_for(wl, groups[0])["spec"]["volumes"] == [own, claim]
+
+
+def _wl_image(image: str) -> object:
+    """`_wl()` with another image in every container: other content, so the dry-run cache misses."""
+    wl: Any = _wl()
+    wl.derived["jobSet"]["metadata"]["labels"] = {"image": image.rsplit(":", 1)[-1]}
+    for g in wl.pod_groups:
+        for c in g.pod_spec["containers"]:
+            c["image"] = image
+    return wl
+
+
+def _flags(view: FakeView) -> list[tuple[str, list[Any]]]:
+    return [
+        (k, [o.get("controller") for o in b["metadata"].get("ownerReferences") or []]) for _, k, _, b in view.dry_runs
+    ]
+
+
+async def test_a_namespace_whose_webhooks_look_owners_up_gets_the_twins_at_once() -> None:
+    """The twin memo: the next review in the namespace sends each probe as its twin at once (4 dry
+    runs, not 8), with the same verdict and the same details naming the webhook that looks up."""
+    view = KueueView()
+    first = await run_check(DryRun(), _wl(), view)
+    assert len(view.dry_runs) == 8
+    view.dry_runs.clear()
+    second = await run_check(DryRun(), _wl_image("ghcr.io/acme/y:2"), view)
+    assert (second.status, second.message, second.details) == (first.status, first.message, first.details)
+    assert _flags(view) == [("JobSet", [None]), ("Pod", [None]), ("Pod", [None]), ("Job", [None])]
+
+
+async def test_a_later_layer_refusing_a_remembered_twin_still_denies_with_its_words() -> None:
+    view = KueueView()
+    await run_check(DryRun(), _wl(), view)
+    vap = (
+        "pods \"llama-ft-node-0-0-dryrn\" is forbidden: ValidatingAdmissionPolicy 'no-hostpath' with binding "
+        "'no-hostpath' denied request: pods may not mount hostPath volumes"
+    )
+    view.later[("Pod", "llama-ft-node-0-0-dryrn")] = ApiError(422, vap, "Invalid")
+    r = await run_check(DryRun(), _wl_image("ghcr.io/acme/y:2"), view)
+    assert (r.status, r.message) == (
+        Status.FAIL,
+        f"Pod for node rejected by the apiserver: {vap}. Fix: satisfy the ValidatingAdmissionPolicy named in the message.",
+    )
+    assert len(view.dry_runs) == 8 + 4
+
+
+async def test_no_twin_memo_when_dry_runs_are_not_cached() -> None:
+    """dryRunCacheSeconds 0: every review asks everything anew, the owner lookups included."""
+    from webhook.config import Settings
+
+    view = KueueView()
+    settings = Settings(dryRunCacheSeconds=0)
+    await run_check(DryRun(), _wl(), view, settings)
+    view.dry_runs.clear()
+    r = await run_check(DryRun(), _wl_image("ghcr.io/acme/y:2"), view, settings)
+    assert r.status == Status.PASS
+    assert [f for _, f in _flags(view)] == [[True]] * 4 + [[None]] * 4
+
+
+async def test_a_cluster_without_owner_lookups_is_not_twinned() -> None:
+    view = FakeView()
+    await run_check(DryRun(), _wl(), view)
+    view.dry_runs.clear()
+    await run_check(DryRun(), _wl_image("ghcr.io/acme/y:2"), view)
+    assert [f for _, f in _flags(view)] == [[True]] * 4

@@ -285,3 +285,47 @@ async def test_check_with_the_cache_off_dry_runs_every_time() -> None:
     await run_check(DryRun(), _wl(), view, settings)
     await run_check(DryRun(), _wl(), view, settings)
     assert len(view.dry_runs) == 6
+
+
+def test_twin_memo_remembers_a_refusal_for_its_lifetime_only() -> None:
+    from webhook.checks.dryrun_cache import TWIN_MEMO_SECONDS, TwinMemo, twin_key
+    from webhook.kube import ApiError
+
+    now = [100.0]
+    memo = TwinMemo(TWIN_MEMO_SECONDS, clock=lambda: now[0])
+    owned = {
+        "metadata": {"ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "controller": True}]}
+    }
+    key = twin_key("team-a", "Pod", owned)
+    assert key == ("team-a", "Pod", "batch/v1", "Job")
+    assert twin_key("team-a", "Pod", {"metadata": {"ownerReferences": [{"kind": "Job", "name": "j"}]}}) is None
+    refusal = ApiError(403, 'admission webhook "mpod.kb.io" denied the request: workload owner not found')
+    assert memo.get(key) is None
+    memo.remember(key, refusal)
+    assert memo.get(key) is refusal
+    assert memo.get(("team-b", "Pod", "batch/v1", "Job")) is None  # per namespace
+    now[0] += TWIN_MEMO_SECONDS - 1
+    assert memo.get(key) is refusal
+    now[0] += 1
+    assert memo.get(key) is None and len(memo) == 0  # expired: asked anew (never extended)
+    memo.remember(key, refusal)
+    memo.forget(key)
+    assert memo.get(key) is None
+    memo.remember(None, refusal)
+    assert len(memo) == 0
+    off = TwinMemo(0)
+    off.remember(key, refusal)
+    assert off.get(key) is None
+
+
+def test_twin_memo_is_bounded() -> None:
+    from webhook.checks.dryrun_cache import MAX_ENTRIES, TwinMemo
+    from webhook.kube import ApiError
+
+    memo = TwinMemo(60)
+    refusal = ApiError(403, "workload owner not found")
+    for i in range(MAX_ENTRIES + 5):
+        memo.remember((f"ns-{i}", "Pod", "batch/v1", "Job"), refusal)
+    assert len(memo) == MAX_ENTRIES
+    assert memo.get(("ns-0", "Pod", "batch/v1", "Job")) is None  # the oldest went first
+    assert memo.get((f"ns-{MAX_ENTRIES + 4}", "Pod", "batch/v1", "Job")) is refusal

@@ -19,6 +19,9 @@ without the controller flag (dryrun_probe.twin_of), and the twin's answer is the
 later layer judged it. A rejection that only concerns the probe object (its ownerReference, an
 absent owner, its name, or a twin refused in words about owners) is "cannot verify" (warn), never
 a deny. What stays unverified is declared once (`DryRun.unverified`), not warned on each apply.
+That a namespace's webhooks refuse such probes is remembered for TWIN_MEMO_SECONDS (per probe kind
+and owner kind, webhook.checks.dryrun_cache.TwinMemo): the next reviews send the twin at once, one
+dry run per object instead of two.
 
 Pod groups of one JobSet whose Job templates are the same content (e.g. two replicatedJobs of
 one runtime that differ only in name and replicas) share one Pod dry run: their Pods differ only
@@ -38,11 +41,11 @@ import asyncio
 import json
 import re
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from webhook.checks.base import Check, CheckContext
-from webhook.checks.dryrun_cache import DryRunCache, content_key
+from webhook.checks.dryrun_cache import TWIN_MEMO_SECONDS, DryRunCache, TwinMemo, content_key, twin_key
 from webhook.checks.dryrun_probe import job_for, jobset_for, pod_for, twin_of
 from webhook.cluster.view import ClusterView
 from webhook.deadline import REPORT_MARGIN, wait_until
@@ -65,9 +68,14 @@ _OWNER_WORDS = re.compile(r"\bowner|\bcontroller\b", re.I)
 _QUOTED = re.compile(r'"[^"\n]*"|\'[^\'\n]*\'')
 
 
-def speaks_of_owners(text: str) -> bool:
-    """Whether a rejection's own words (not the names it quotes) speak of owners or controllers."""
-    return _OWNER_WORDS.search(_QUOTED.sub("", text)) is not None
+def speaks_of_owners(text: str, names: Iterable[str] = ()) -> bool:
+    """Whether a rejection's own words speak of owners or controllers: not the names it quotes, nor
+    ``names`` (the object's own names, which a policy engine may write unquoted: Kyverno v1.19.1's
+    `resource Pod/<ns>/<name> was blocked due to the following policies`, pkg/webhooks/utils/block.go)."""
+    text = _QUOTED.sub("", text)
+    for name in sorted({n for n in names if n}, key=len, reverse=True):
+        text = text.replace(name, "")
+    return _OWNER_WORDS.search(text) is not None
 
 
 def owner_refused(text: str, body: dict[str, Any]) -> dict[str, Any] | None:
@@ -152,6 +160,23 @@ def cache_for(view: ClusterView, ttl: float) -> DryRunCache:
         return cache
     except TypeError:
         return DryRunCache(ttl)
+
+
+#: one twin memo per cluster view (webhook.checks.dryrun_cache.TwinMemo)
+_MEMOS: weakref.WeakKeyDictionary[Any, TwinMemo] = weakref.WeakKeyDictionary()
+
+
+def memo_for(view: ClusterView, cache_seconds: float) -> TwinMemo:
+    """The view's twin memo: TWIN_MEMO_SECONDS, or nothing remembered when ``dryRunCacheSeconds``
+    is 0 (every review then asks the apiserver everything anew)."""
+    ttl = TWIN_MEMO_SECONDS if cache_seconds > 0 else 0.0
+    try:
+        memo = _MEMOS.get(view)
+        if memo is None or memo.ttl != ttl:
+            memo = _MEMOS[view] = TwinMemo(ttl)
+        return memo
+    except TypeError:
+        return TwinMemo(ttl)
 
 
 def _rv(obj: dict[str, Any] | None) -> str:
@@ -312,14 +337,25 @@ class DryRun(Check):
 
         view = ctx.view
         cache = cache_for(view, ctx.settings.dry_run_cache_seconds)
-        sent = [(av, kind, body, own_uid) for av, kind, _, _, body, own_uid in bodies]
+        # a probe that this namespace's webhooks refused for its owner a moment ago goes as its twin
+        # at once (TwinMemo): the remembered refusal stands for the first answer
+        memo = memo_for(view, ctx.settings.dry_run_cache_seconds)
+        keys = [twin_key(ns, kind, body) for _, kind, _, _, body, _ in bodies]
+        remembered = {i: r for i, k in enumerate(keys) if (r := memo.get(k)) is not None}
+        twins: dict[int, dict[str, Any]] = {i: twin_of(bodies[i][4]) for i in remembered}
+        sent = [(av, kind, twins.get(i, body), own_uid) for i, (av, kind, _, _, body, own_uid) in enumerate(bodies)]
         outcomes = await _dry_run_all(view, cache, ns, sent, ctx)
+        twin_outcomes: dict[int, BaseException | None] = {i: outcomes.pop(i) for i in remembered if i in outcomes}
+        outcomes.update(remembered)
 
         # the probes a webhook refused for an owner that exists only once the job is stored: their
         # twins (no controller flag, so no owner lookup) are judged by that webhook and every later layer
-        twins: dict[int, dict[str, Any]] = {}
         for i, (_, kind, _, _, body, _) in enumerate(bodies):
+            if i in remembered:
+                continue
             exc = outcomes.get(i)
+            if i in outcomes and exc is None:
+                memo.forget(keys[i])  # accepted with its controller flag: no owner lookup refuses it
             if (
                 isinstance(exc, ApiError)
                 and not exc.transient
@@ -331,13 +367,13 @@ class DryRun(Check):
                 )
             ):
                 twins[i] = twin_of(body)
-        twin_outcomes: dict[int, BaseException | None] = {}
-        if twins:
-            order = list(twins)
+                memo.remember(keys[i], exc)
+        order = [i for i in twins if i not in remembered]
+        if order:
             got = await _dry_run_all(
                 view, cache, ns, [(bodies[i][0], bodies[i][1], twins[i], bodies[i][5]) for i in order], ctx
             )
-            twin_outcomes = {order[j]: exc for j, exc in got.items()}
+            twin_outcomes.update((order[j], exc) for j, exc in got.items())
 
         fails: list[str] = []
         unknown: list[str] = []
@@ -366,7 +402,7 @@ class DryRun(Check):
                     isinstance(exc, ApiError)
                     and not exc.transient
                     and probe_only(exc.message, exc.status, kind, twins[i]) is None
-                    and speaks_of_owners(exc.message)
+                    and speaks_of_owners(exc.message, _names_of(twins[i]))
                 ):
                     text = exc.message.strip().rstrip(".")
                     unknown.append(
@@ -413,6 +449,13 @@ class DryRun(Check):
         parts += [f"a pod of each group ({', '.join(names)})"] if names else []
         said = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
         return CheckResult(self.name, Status.PASS, f"The apiserver accepts (dryRun=All) {said}", details=twinned)
+
+
+def _names_of(body: dict[str, Any]) -> list[str]:
+    """The object's name and namespace and its owners' names: what a rejection may name unquoted."""
+    meta = body.get("metadata") or {}
+    owners = [o.get("name") for o in meta.get("ownerReferences") or [] if isinstance(o, dict)]
+    return [str(n) for n in (meta.get("name"), meta.get("namespace"), *owners) if isinstance(n, str)]
 
 
 def _refuser(text: str) -> str:

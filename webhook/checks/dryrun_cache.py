@@ -134,3 +134,57 @@ class DryRunCache:
             del self._entries[k]
         while len(self._entries) >= MAX_ENTRIES:
             self._entries.pop(next(iter(self._entries)))
+
+
+#: how long "this namespace's webhooks look up the owner of such a probe" is remembered (from the
+#: refusal that taught it; never extended, so a cluster that changes is relearnt within this time)
+TWIN_MEMO_SECONDS = 300.0
+
+
+def twin_key(namespace: str, kind: str, body: dict[str, Any]) -> tuple[str, str, str, str] | None:
+    """(namespace, the probe's kind, its controller owner's apiVersion and kind): what decides
+    whether an owner-looking webhook refuses it (Kueue's webhooks act per namespace,
+    managedJobsNamespaceSelector, and look up only owners of kinds they know). None: no
+    controller owner, nothing to look up."""
+    for o in (body.get("metadata") or {}).get("ownerReferences") or []:
+        if isinstance(o, dict) and o.get("controller") is True:
+            return (namespace, kind, str(o.get("apiVersion")), str(o.get("kind")))
+    return None
+
+
+class TwinMemo:
+    """Which probes the cluster's webhooks refused because they looked up an owner that exists only
+    once the job is stored (webhook.checks.dryrun: the twin). For ``ttl`` seconds such a probe is
+    sent as its twin at once: one dry run instead of two on every review on a Kueue cluster. The
+    remembered refusal names the webhook in the verdict's details. ``ttl`` 0: remember nothing."""
+
+    def __init__(self, ttl: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.ttl = ttl
+        self.clock = clock
+        self._refusals: dict[tuple[str, str, str, str], tuple[float, ApiError]] = {}
+
+    def __len__(self) -> int:
+        return len(self._refusals)
+
+    def get(self, key: tuple[str, str, str, str] | None) -> ApiError | None:
+        """The remembered refusal for ``key`` while it is fresh, else None."""
+        if key is None or self.ttl <= 0:
+            return None
+        got = self._refusals.get(key)
+        if got is None:
+            return None
+        if got[0] <= self.clock():
+            del self._refusals[key]
+            return None
+        return got[1]
+
+    def remember(self, key: tuple[str, str, str, str] | None, refusal: ApiError) -> None:
+        if key is None or self.ttl <= 0:
+            return
+        if key not in self._refusals and len(self._refusals) >= MAX_ENTRIES:
+            self._refusals.pop(next(iter(self._refusals)))
+        self._refusals[key] = (self.clock() + self.ttl, refusal)
+
+    def forget(self, key: tuple[str, str, str, str] | None) -> None:
+        if key is not None:
+            self._refusals.pop(key, None)
