@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build (once) and cache the e2e control plane's binaries and CRDs.
 #
-#   e2e/build.sh [all|kube-apiserver|etcd|kubectl|helm|crds|optional-crds|openreports|node|registry|stack|path]
+#   e2e/build.sh [all|kube-apiserver|etcd|kubectl|helm|crds|optional-crds|openreports|node|registry|stack|kyverno|path]
 #
 # Everything lands in $PREFLIGHT_E2E_CACHE (default ~/.cache/preflight-webhook/<k8s version>/),
 # never inside the repository:
@@ -16,6 +16,8 @@
 #   crds-openreports/*.yaml  the openreports.io CRDs (reports-api), compared with the chart's copy
 #   bin/registry        the CNCF distribution registry (cmd/registry), built from the Go module
 #                       github.com/distribution/distribution/v3 (e2e/harness/registry.py runs it)
+#   ../kyverno-<version>/  (`kyverno`, not part of `all` yet) Kyverno's admission controller and its
+#                       CRDs from the Go module github.com/kyverno/kyverno (e2e/harness/kyverno.py)
 #   bin/kubelet, kube-controller-manager, kube-scheduler, kube-proxy  for the real node
 #                       (e2e/harness/node.py), same module setup as kube-apiserver
 #   stack (part of `all`)  JobSet, Trainer and Kueue controller managers and CoreDNS, their rendered
@@ -437,6 +439,45 @@ fetch_openreports() {
     say "  $(find "$dest" -maxdepth 1 -name '*.yaml' | wc -l) CRD files in $dest"
 }
 
+# Kyverno's admission controller (cmd/kyverno) and its CRDs (config/crds/**), from the Go module
+# github.com/kyverno/kyverno at KYVERNO_VERSION, into $CACHE_ROOT/kyverno-<version>/ (bin/kyverno,
+# crds/*.yaml): e2e/harness/kyverno.py runs it on the node, out of cluster. Built in a copy of the
+# module (its go.mod replaces k8s.io/pod-security-admission: a dependency's replace is ignored), with
+# the upstream Makefile's LD_FLAGS (-s -w -X .../pkg/version.BuildVersion) plus -trimpath, in the
+# shared Go build cache. Cold: see docs/development.md's build table.
+build_kyverno() {
+    local dest="$CACHE_ROOT/kyverno-$KYVERNO_VERSION" want="github.com/kyverno/kyverno@$KYVERNO_VERSION recipe=1"
+    if [[ -x "$dest/bin/kyverno" ]] && fresh "$dest/.stamp" "$want"; then
+        say "kyverno $KYVERNO_VERSION: cached ($dest/bin/kyverno)"
+        return
+    fi
+    need go "Go 1.26.6 or newer (kyverno's go.mod)"
+    # its own lock (its own directory, modules no other piece uses): a `kyverno` build need not
+    # wait for another piece's build under the cache's lock
+    mkdir -p "$dest"
+    exec 7>"$dest/.lock"
+    if command -v flock >/dev/null 2>&1; then flock 7; fi
+    if [[ -x "$dest/bin/kyverno" ]] && fresh "$dest/.stamp" "$want"; then  # built while we waited
+        say "kyverno $KYVERNO_VERSION: cached ($dest/bin/kyverno)"
+        return
+    fi
+    say "building kyverno $KYVERNO_VERSION from the Go module github.com/kyverno/kyverno (cmd/kyverno; first time: see docs/development.md)..."
+    local t0=$SECONDS dir src="$dest/src"
+    dir="$(modfield github.com/kyverno/kyverno@"$KYVERNO_VERSION" Dir)"
+    rm -rf "$src" "$dest/crds.tmp"
+    mkdir -p "$dest/bin" "$dest/crds.tmp"
+    cp -r "$dir" "$src"
+    chmod -R u+w "$src"
+    (cd "$src" && go build -trimpath -ldflags "-s -w -X github.com/kyverno/kyverno/pkg/version.BuildVersion=$KYVERNO_VERSION" \
+        -o "$dest/bin/kyverno.tmp" ./cmd/kyverno) >&2
+    mv -f "$dest/bin/kyverno.tmp" "$dest/bin/kyverno"
+    find "$src/config/crds" -name '*.yaml' -exec cp {} "$dest/crds.tmp/" \;
+    rm -rf "$dest/crds" "$src"
+    mv "$dest/crds.tmp" "$dest/crds"
+    echo "$want" >"$dest/.stamp"
+    say "kyverno $KYVERNO_VERSION built in $((SECONDS - t0))s ($(du -h "$dest/bin/kyverno" | cut -f1)), $(find "$dest/crds" -name '*.yaml' | wc -l) CRDs"
+}
+
 # what `make demo` runs (etcd + kube-apiserver + kubectl, the CRDs, helm): not the node (kubelet,
 # containerd, ...) nor the JobSet/Trainer/Kueue stack, which only the node tests use
 build_control_plane() {
@@ -452,6 +493,7 @@ build_control_plane() {
 main() {
     local what="${1:-all}"
     [[ "$what" == path ]] && { echo "$CACHE"; return; }
+    [[ "$what" == kyverno ]] && { build_kyverno; return; }  # under its own lock (build_kyverno)
     # One build at a time per cache (a test run and `make demo` may start together);
     # the second waits, then finds fresh stamps.
     mkdir -p "$CACHE"
@@ -485,9 +527,11 @@ main() {
             build_registry
             bash "$HERE/stack.sh" binaries
             bash "$HERE/stack.sh" manifests
+            # not build_kyverno yet: no test runs Kyverno until its fidelity rows join the matrix
+            # (e2e/fidelity/scenarios.py BY_NAME_ONLY), and its cold build is long (docs/development.md)
             say "e2e build ready in $((SECONDS - t0))s: $BIN"
             ;;
-        *) die "usage: $0 [all|control-plane|kube-apiserver|etcd|kubectl|helm|crds|optional-crds|openreports|node|registry|stack|kubelet|kube-controller-manager|kube-scheduler|kube-proxy|path]" ;;
+        *) die "usage: $0 [all|control-plane|kube-apiserver|etcd|kubectl|helm|crds|optional-crds|openreports|node|registry|stack|kyverno|kubelet|kube-controller-manager|kube-scheduler|kube-proxy|path]" ;;
     esac
 }
 
