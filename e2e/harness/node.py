@@ -643,6 +643,7 @@ class Node:
         d = self.state_dir / "containerd"
         d.mkdir(exist_ok=True)
         self.containerd_sock = d / "containerd.sock"
+        self.registry_hosts_dir.mkdir(exist_ok=True)
         config = f"""version = 2
 root = "{d / "root"}"
 state = "{d / "state"}"
@@ -670,6 +671,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    # per-registry hosts.toml (a test registry's CA: e2e/harness/registry.py containerd_hosts), read at each pull
+    config_path = "{self.registry_hosts_dir}"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{CNI_BIN_DIR}"
     conf_dir = "{self.state_dir / "cni" / "net.d"}"
@@ -682,6 +686,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             ["containerd"],
             lambda: self.ctr("version", check=False).returncode == 0 or "no answer",
         )
+
+    @property
+    def registry_hosts_dir(self) -> Path:
+        """containerd's registry config_path: one ``<host:port>/hosts.toml`` per registry."""
+        assert self.state_dir is not None
+        return self.state_dir / "containerd" / "certs.d"
 
     def ctr(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         """``ctr -n k8s.io`` against this node's containerd."""
