@@ -29,8 +29,7 @@ import pytest
 from e2e.fidelity.scenarios import trainjob
 from e2e.harness.controlplane import ControlPlane
 from e2e.harness.live import live_evaluate, result_of
-from e2e.harness.node import Node
-from e2e.harness.stack import Stack
+from e2e.harness.stack import Stack, forbidden_env_policy, running_stack
 from webhook.checks import all_checks
 from webhook.checks.dryrun import DryRun
 from webhook.cluster.live import open_cluster_view
@@ -42,45 +41,12 @@ pytestmark = pytest.mark.node
 NS = "dryrun-stack"
 POLICY = "e2e-no-forbidden-env"
 #: a ValidatingAdmissionPolicy on Pods, bound to the namespaces labelled preflight-e2e/no-forbidden-env
-VAP = [
-    {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": POLICY},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "resourceRules": [
-                    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
-                ]
-            },
-            "validations": [
-                {
-                    "expression": "!object.spec.containers.exists(c, has(c.env) && c.env.exists(e, e.name == 'FORBIDDEN'))",
-                    "message": "pods may not set the env var FORBIDDEN",
-                }
-            ],
-        },
-    },
-    {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": POLICY},
-        "spec": {
-            "policyName": POLICY,
-            "validationActions": ["Deny"],
-            "matchResources": {"namespaceSelector": {"matchLabels": {"preflight-e2e/no-forbidden-env": "true"}}},
-        },
-    },
-]
+VAP = forbidden_env_policy(POLICY, "preflight-e2e/no-forbidden-env")
 
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Stack]:
-    node = Node(start_timeout=180)
-    node.start()
-    try:
-        st = Stack(node, dns=False).start()
+    with running_stack(dns=False) as st:
         cp = _cp(st)
         cp.apply(VAP)
         cp.apply(
@@ -90,11 +56,8 @@ def stack() -> Iterator[Stack]:
                 "metadata": {"name": NS, "labels": {"preflight-e2e/no-forbidden-env": "true"}},
             }
         )
-        node.wait_default_serviceaccount(NS)
+        st.node.wait_default_serviceaccount(NS)
         yield st
-    finally:
-        left = node.stop()
-        assert left == [], left
 
 
 def _cp(stack: Stack) -> ControlPlane:

@@ -27,8 +27,7 @@ import pytest
 
 from e2e.harness.controlplane import ControlPlane
 from e2e.harness.live import live_evaluate
-from e2e.harness.node import Node
-from e2e.harness.stack import WORKLOAD_IMAGE, Stack
+from e2e.harness.stack import WORKLOAD_IMAGE, Stack, forbidden_env_policy, running_stack
 from webhook.checks import all_checks
 from webhook.cluster.live import open_cluster_view
 from webhook.config import Settings
@@ -38,37 +37,7 @@ pytestmark = pytest.mark.node
 NS = "jobset-node"
 POLICY = "e2e-jobset-no-forbidden-env"
 SETTINGS = Settings.model_validate({"mode": "enforce", "secretTtlSeconds": 0, "publicRegistries": ["localhost"]})
-VAP = [
-    {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": POLICY},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "resourceRules": [
-                    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
-                ]
-            },
-            "validations": [
-                {
-                    "expression": "!object.spec.containers.exists(c, has(c.env) && c.env.exists(e, e.name == 'FORBIDDEN'))",
-                    "message": "pods may not set the env var FORBIDDEN",
-                }
-            ],
-        },
-    },
-    {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": POLICY},
-        "spec": {
-            "policyName": POLICY,
-            "validationActions": ["Deny"],
-            "matchResources": {"namespaceSelector": {"matchLabels": {"preflight-e2e/jobset-node": "true"}}},
-        },
-    },
-]
+VAP = forbidden_env_policy(POLICY, "preflight-e2e/jobset-node")
 
 
 def jobset(name: str, env: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -100,10 +69,7 @@ def jobset(name: str, env: list[dict[str, Any]] | None = None) -> dict[str, Any]
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Stack]:
-    node = Node(start_timeout=180)
-    node.start()
-    try:
-        st = Stack(node, dns=False).start()
+    with running_stack(dns=False) as st:
         cp = _cp(st)
         cp.apply(VAP)
         cp.apply(
@@ -113,11 +79,8 @@ def stack() -> Iterator[Stack]:
                 "metadata": {"name": NS, "labels": {"preflight-e2e/jobset-node": "true"}},
             }
         )
-        node.wait_default_serviceaccount(NS)
+        st.node.wait_default_serviceaccount(NS)
         yield st
-    finally:
-        left = node.stop()
-        assert left == [], left
 
 
 def _cp(stack: Stack) -> ControlPlane:

@@ -46,12 +46,13 @@ Use::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -386,3 +387,54 @@ _WEBHOOK_PROBES: dict[str, dict[str, Any]] = {
         "spec": {},
     },
 }
+
+
+@contextlib.contextmanager
+def running_stack(*, start_timeout: float = 180, **stack_kw: Any) -> Iterator[Stack]:
+    """A node started with its Stack (``Stack(node, **stack_kw)``); on exit the node stops, and
+    nothing of it may be left behind (the module fixtures of the node tests share this)."""
+    node = Node(start_timeout=start_timeout)
+    node.start()
+    try:
+        yield Stack(node, **stack_kw).start()
+    finally:
+        left = node.stop()
+        assert left == [], left
+
+
+def forbidden_env_policy(name: str, label: str) -> list[dict[str, Any]]:
+    """A ValidatingAdmissionPolicy (and its binding) refusing Pods that set the env var FORBIDDEN,
+    in the namespaces labelled ``<label>=true``: a layer behind Kueue's pod webhook that only a
+    dry run of the pods reaches."""
+    return [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
+                    ]
+                },
+                "validations": [
+                    {
+                        "expression": "!object.spec.containers.exists(c, has(c.env) && "
+                        "c.env.exists(e, e.name == 'FORBIDDEN'))",
+                        "message": "pods may not set the env var FORBIDDEN",
+                    }
+                ],
+            },
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": name},
+            "spec": {
+                "policyName": name,
+                "validationActions": ["Deny"],
+                "matchResources": {"namespaceSelector": {"matchLabels": {label: "true"}}},
+            },
+        },
+    ]
