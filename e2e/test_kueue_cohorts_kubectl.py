@@ -211,20 +211,25 @@ def _line(out: str, check: str) -> tuple[str, str]:
     return line[2], line[4:].removeprefix(check).strip()
 
 
+def _verdict(stdout: str) -> str:
+    """The job's verdict line (`  PASSED …` / `  FAILED …`), above the run's `Summary:` line."""
+    return [line for line in stdout.splitlines() if line.startswith(("  PASSED", "  FAILED"))][-1]
+
+
 def test_the_cli_says_what_the_webhook_says(hook: RunningWebhook, tmp_path: Path) -> None:
     cp = hook.cp
     closed = job("e2e-closed")
     proc = _check(cp, closed, tmp_path)
     assert proc.returncode == 1, proc.stderr  # the webhook denies it (above)
     assert _line(proc.stdout, "Kueue Capacity") == ("✗", CLOSED_MESSAGE)
-    assert proc.stdout.rstrip("\n").splitlines()[-1].endswith("; the webhook would deny it")
+    assert _verdict(proc.stdout).endswith("; the webhook would deny it")
 
     orphan = job("e2e-orphan")
     orphan["metadata"]["name"] += "-cli"
     proc = _check(cp, orphan, tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr  # the webhook admits it with a warning (above)
     assert _line(proc.stdout, "Kueue Capacity") == ("!", ORPHAN_MESSAGE)
-    assert proc.stdout.rstrip("\n").splitlines()[-1].startswith("  PASSED with warnings: ")
+    assert _verdict(proc.stdout).startswith("  PASSED with warnings: ")
 
     # the check's action is warn: the webhook would warn, so the CLI warns and exits 0
     proc = _check(cp, closed, tmp_path, {"checks": {"Kueue Capacity": "warn"}})
@@ -232,4 +237,4 @@ def test_the_cli_says_what_the_webhook_says(hook: RunningWebhook, tmp_path: Path
     assert _line(proc.stdout, "Kueue Capacity") == ("!", CLOSED_MESSAGE)
     out = proc.stdout.rstrip("\n").splitlines()
     assert "      the webhook admits it with this warning (the check's action is warn)" in out
-    assert out[-1].startswith("  PASSED with warnings: ") and "0 failed" in out[-1]
+    assert _verdict(proc.stdout).startswith("  PASSED with warnings: ") and "0 failed" in _verdict(proc.stdout)
