@@ -60,6 +60,9 @@ def test_the_apiserver_authenticates_with_its_client_certificate_and_nobody_else
     assert cp.webhook_client_port and cp.webhook_client_ca_path
     config = {
         "mode": "enforce",
+        # nvcr.io declared private, as the samples webhook does: the missing pull Secret denies (else it
+        # only warns, and the denial would rest on whatever else this shared cluster lacks)
+        "privateRegistries": ["nvcr.io"],
         "clientAuth": {"caFile": str(cp.webhook_client_ca_path), "allowedNames": [WEBHOOK_CLIENT_NAME]},
     }
     with RunningWebhook(
@@ -71,7 +74,7 @@ def test_the_apiserver_authenticates_with_its_client_certificate_and_nobody_else
         probe_namespace=NS,
     ) as hook:  # start() waits until the apiserver's calls are counted: they were authenticated
         out = cp.kubectl("apply", "-f", "-", "--dry-run=server", input=yaml.safe_dump(broken_job()), check=False)
-        assert out.returncode != 0
+        assert out.returncode != 0, out.stderr
         assert f'admission webhook "{HOOK}" denied the request: ' in out.stderr
         assert f'[Secrets] Secret "ngc" not found in namespace "{NS}"' in out.stderr
 

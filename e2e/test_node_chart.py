@@ -43,7 +43,7 @@ class Installed:
         return self.node.helm(*args, timeout=timeout)
 
     def pods(self) -> list[dict]:
-        sel = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component!=certs"
+        sel = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component=webhook"  # not certs, not audit
         items = json.loads(self.kubectl("get", "pods", "-n", NS, "-l", sel, "-o", "json").stdout)["items"]
         return items
 
