@@ -43,7 +43,8 @@ class Installed:
         return self.node.helm(*args, timeout=timeout)
 
     def pods(self) -> list[dict]:
-        sel = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component=webhook"  # not certs, not audit
+        # not the certificate pod, not the audit controller; a chart 0.1.0 pod has no component label at all
+        sel = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component notin (certs,audit)"
         items = json.loads(self.kubectl("get", "pods", "-n", NS, "-l", sel, "-o", "json").stdout)["items"]
         return items
 
