@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from e2e.fidelity.aiperf_scenarios import AIPERF_BOUND_SECONDS, AIPERF_SCENARIOS
-from e2e.fidelity.run import BOUND_SECONDS, Outcome, Verdict, bound_of, classify
+from e2e.fidelity.run import BOUND_SECONDS, Outcome, Verdict, bound_of, classify, crashed_after_start
 from e2e.fidelity.scenarios import KNOWN_LIMITATIONS, SCENARIOS, WORKLOAD_IMAGE
 from e2e.harness.aiperf_manifests import tokenizer_configmap
 
@@ -31,6 +31,22 @@ REFUSED = Verdict(False, "apiserver", "admission webhook vtrainjob denied")
 )
 def test_classify(verdict: Verdict, outcome: str, known: str | None, want: str) -> None:
     assert classify(verdict, Outcome(outcome, "", 0.0), known) == want
+
+
+@pytest.mark.parametrize(
+    ("res", "want"),
+    [
+        # the operator's words after a controller died mid-benchmark (the pods ran): run it again
+        (("fails", "phase Failed: Controller container terminated before final export; recovered 1 file"), True),
+        (("fails", "phase Failed: Controller container terminated before results were recoverable: Error"), True),
+        # the operator refused the spec, or nothing started: the first outcome stands
+        (("fails", "phase Failed: spec.benchmark.endpoint is required"), False),
+        (("never-starts", "phase Pending at the bound"), False),
+        (("runs", "phase Completed"), False),
+    ],
+)
+def test_only_a_benchmark_that_died_after_it_started_runs_twice(res: tuple[str, str], want: bool) -> None:
+    assert crashed_after_start(res) is want
 
 
 def test_the_table() -> None:

@@ -341,6 +341,7 @@ def test_multikueue_trainjob_skips_local_capacity_checks(hook: RunningWebhook, t
     assert by_name["Resource Quotas"] == ("skip", reason)
     # every check of this cluster's capacity, and only those, gives the same reason
     assert sorted(n for n, (_, m) in by_name.items() if m == reason) == [
+        "Device Allocation",
         "Dry Run",
         "Node Selector Match",
         "Per-Node Schedulability",
