@@ -72,11 +72,23 @@ demo-cluster: install build-cluster ## (root) a real single node, our image, `he
 demo-cluster-down: ## stop what `make demo-cluster` left running (by PID) and remove it
 	$(PY) -m e2e.harness.demo_cluster down
 
-bench: install ## run the load benchmarks and write docs/benchmarks.md
-	$(PY) bench/run.py
+# each bench script answers one question (its --help says which) and writes docs/benchmarks/<question>.md;
+# QUICK=1 runs them at toy sizes in seconds and writes nothing
+BENCH_WRITE = $(if $(QUICK),--quick,--write)
+bench: install ## the load and in-process benchmarks (~15 min; QUICK=1: a smoke run that writes nothing)
+	$(PY) bench/run.py $(if $(QUICK),--quick,)
+	$(PY) bench/inproc.py $(BENCH_WRITE)
+	$(PY) bench/large.py --stall $(BENCH_WRITE)
+	$(PY) bench/hostile.py $(if $(QUICK),--quick,)
+	$(PY) bench/fuzz_parsers.py $(BENCH_WRITE)
+	$(PY) bench/sweep.py $(BENCH_WRITE)
+	$(PY) bench/audit_reports.py $(BENCH_WRITE)
 
-bench-cluster: install build-cluster ## cluster benchmarks against the local control plane (~5 min); write docs/benchmarks.md
+bench-cluster: install build-cluster ## the cluster benchmarks on the local control plane (~10 min; NODE=1 adds the real node, root)
 	$(PY) bench/cluster_bench.py
+	$(PY) bench/inproc.py --cluster --write
+	$(PY) bench/apply_latency.py
+	$(if $(NODE),$(PY) bench/apply_latency.py --on node,)
 
 clean: ## remove the virtualenv and caches in the work tree
 	rm -rf $(VENV) .pytest_cache .hypothesis build dist *.egg-info

@@ -1,7 +1,13 @@
-"""What users feel: the latency the webhook adds to an apply, against a no-op webhook.
+"""How much slower does an apply get with the webhook, against a no-op webhook registered the same way?
 
     .venv/bin/python bench/apply_latency.py [--clients 1,8,32] [--per-client 30] [--rounds 2] [--no-write]
+    .venv/bin/python bench/apply_latency.py --on node [...]   # through the Service on the real node (root)
 
+The target: the p99 the webhook adds at 8 clients, Dry Run off, is at most 1.3 times the no-op's.
+Both ways write their section of docs/benchmarks/apply-latency.md (`apply-latency` for the local
+control plane, `apply-latency-node` for the node).
+
+--on local (the default)
 One local control plane (e2e/harness/controlplane.py) with the sample prerequisites (bench/cluster_bench.py
 ``setup_samples``), and four modes, measured in turn in each round:
 
@@ -23,22 +29,46 @@ apiserver calls it). The clients are bench/loadgen.py (aiohttp, admin client cer
 keep-alive TLS) POSTing the sample AIPerfJob or TrainJob to its collection with ``?dryRun=All``
 (the webhook judges a dry-run create exactly like a create; nothing is stored), at 1, 8 and 32
 concurrent clients. Added latency = mode - none at the same percentile; the ratio is the
-webhook's added latency over the no-op's. The section goes to docs/benchmarks.md between
-``<!-- bench:apply-latency -->`` markers.
+webhook's added latency over the no-op's.
+
+--on node
+The local way measures the webhook as a process the apiserver calls by URL. Here
+everything is as users run it: the real node (e2e/harness/node.py: kubelet, containerd, kube-proxy),
+our Dockerfile's image, ``helm install`` of charts/preflight-webhook, and the apiserver calling each
+webhook through its Service's ClusterIP (kube-proxy's rules) to one of its two pods. Three releases,
+each in its own namespace, with the chart's defaults plus ``config.mode: warn`` (the node has 2 CPUs:
+the sample AIPerfJob's 3350m workers are denied in enforce mode, and a denial would end the request
+before the apiserver's own work; in warn mode every request is a 201):
+
+no-op           release ``pf-noop``: the chart's Deployment with its container's command replaced
+                by bench/noop_server.py --echo-uid (from a ConfigMap, in the same image): the same
+                Service, certificates, VWC (failurePolicy, timeoutSeconds, rules, namespaceSelector,
+                matchConditions), pods, probes and resources; only the handler differs
+Dry Run off     release ``pf-off``: ``config.checks: {Dry Run: off}``
+Dry Run on      release ``pf-on``: the default config
+
+and "no webhook": none of the three VWCs in place, the apiserver's own cost. Only one VWC is in
+place at a time: the others are deleted and re-created from what helm made (caBundle included);
+a registration counts once the release's pods' ``preflight_webhook_requests_total`` (read from
+each pod's IP over the bridge) moves for a probe. The clients and the table are the
+same as the local way's. Needs root (the node).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import shlex
+import ssl
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -57,6 +87,9 @@ from bench.common import write_section  # noqa: E402
 from e2e.harness.controlplane import ControlPlane, free_ports  # noqa: E402
 from e2e.harness.runner import ROOT as E2E_ROOT  # noqa: E402
 from e2e.harness.runner import RunningWebhook, wait_until  # noqa: E402
+
+if TYPE_CHECKING:
+    from e2e.harness.node import Node
 
 PATHS = {
     "aiperfjob-good": "/apis/aiperf.nvidia.com/v1alpha1/namespaces/{ns}/aiperfjobs",
@@ -153,7 +186,7 @@ def render(
     answered: dict[str, float],
     clients_line: str,
 ) -> str:
-    """The docs/benchmarks.md section: the table per sample, level and mode, and the target's verdict."""
+    """The docs/benchmarks/apply-latency.md section: the table per sample, level and mode, and the target's verdict."""
 
     def added(mode: str, name: str, c: int, q: float) -> float:
         return pct(times[(mode, name, c)], q) - pct(times[(NONE, name, c)], q)
@@ -216,7 +249,7 @@ def publish(
     answered: dict[str, float],
     clients_line: str,
 ) -> None:
-    """Render the section, print it, and write it into docs/benchmarks.md unless `section` is None."""
+    """Render the section, print it, and write it into docs/benchmarks/apply-latency.md unless `section` is None."""
     times, errors, loads = measured
     text = render(title, command, modes, levels, times, errors, loads, answered, clients_line)
     print(text, flush=True)
@@ -232,16 +265,202 @@ def timed_main(main: Callable[[], int]) -> None:
     raise SystemExit(rc)
 
 
+RELEASES = {NOOP: "pf-noop", OFF: "pf-off", ON: "pf-on"}
+CONFIGS: dict[str, dict[str, Any]] = {
+    NOOP: {"mode": "warn"},
+    OFF: {"mode": "warn", "checks": {"Dry Run": "off"}},
+    ON: {"mode": "warn"},
+}
+PORT = 8443  # the chart's containerPort
+
+
+class Release:
+    """One helm release of the chart on the node, its VWC switchable on and off."""
+
+    def __init__(self, node: Node, mode: str) -> None:
+        self.node = node
+        self.mode = mode
+        self.name = RELEASES[mode]
+        self.namespace = self.name
+        self.vwc_name = ""
+        self.saved: dict[str, Any] = {}
+        self._ctx = ssl.create_default_context()
+        self._ctx.check_hostname = False  # pod IPs are not in the Service certificate
+        self._ctx.verify_mode = ssl.CERT_NONE  # the bench reading its own pods' counters
+
+    def kubectl(self, *args: str, input: str | None = None) -> str:
+        return self.node.cp.kubectl(*args, input=input).stdout  # type: ignore[union-attr]
+
+    def install(self) -> None:
+        self.node.install_webhook_chart(self.name, self.namespace, values={"config": CONFIGS[self.mode]})
+        vwcs = json.loads(self.kubectl("get", "validatingwebhookconfiguration", "-o", "json"))["items"]
+        (vwc,) = [v for v in vwcs if v["metadata"].get("annotations", {}).get("meta.helm.sh/release-name") == self.name]
+        self.vwc_name = vwc["metadata"]["name"]
+        if self.mode == NOOP:
+            self._become_noop()
+        vwc = json.loads(self.kubectl("get", "validatingwebhookconfiguration", self.vwc_name, "-o", "json"))
+        meta = vwc["metadata"]
+        for k in ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields"):
+            meta.pop(k, None)
+        self.saved = vwc
+
+    def _become_noop(self) -> None:
+        """The release's own Deployment, serving bench/noop_server.py instead of the webhook."""
+        script = (ROOT / "bench" / "noop_server.py").read_text()
+        cm = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "noop-server", "namespace": self.namespace},
+            "data": {"noop_server.py": script},
+        }
+        self.kubectl("apply", "-f", "-", input=json.dumps(cm))
+        deploy = self._deployment()
+        c = deploy["spec"]["template"]["spec"]["containers"][0]
+        tls = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in c["args"] if a.startswith("--tls-")}
+        ops = [
+            {"op": "add", "path": "/spec/template/spec/volumes/-", "value": {"name": "noop", "configMap": {"name": "noop-server"}}},
+            {"op": "add", "path": "/spec/template/spec/containers/0/volumeMounts/-", "value": {"name": "noop", "mountPath": "/noop"}},
+            {"op": "add", "path": "/spec/template/spec/containers/0/command", "value": ["python", "/noop/noop_server.py"]},
+            {
+                "op": "replace",
+                "path": "/spec/template/spec/containers/0/args",
+                "value": [f"--port={PORT}", "--host=0.0.0.0", f"--tls-cert={tls['--tls-cert']}", f"--tls-key={tls['--tls-key']}", "--echo-uid"],
+            },
+        ]  # fmt: skip
+        name = deploy["metadata"]["name"]
+        self.kubectl("patch", "deployment", "-n", self.namespace, name, "--type=json", f"-p={json.dumps(ops)}")
+        cp = self.node.cp
+        assert cp is not None
+        rollout = cp.kubectl("rollout", "status", "deployment", "-n", self.namespace, name, "--timeout=170s", timeout=180, check=False)  # fmt: skip
+        if rollout.returncode != 0:
+            pods = cp.kubectl("get", "pods", "-n", self.namespace, "-o", "wide", check=False).stdout
+            logs = cp.kubectl("logs", "-n", self.namespace, f"deployment/{name}", "--tail=30", check=False)
+            raise RuntimeError(
+                f"the no-op release did not roll out: {rollout.stderr}\n{pods}\n{logs.stdout}{logs.stderr}"
+            )
+
+    def _deployment(self) -> dict[str, Any]:
+        items = json.loads(
+            self.kubectl(
+                "get", "deployments", "-n", self.namespace, "-l",
+                f"app.kubernetes.io/instance={self.name},app.kubernetes.io/component=webhook", "-o", "json",
+            )
+        )["items"]  # fmt: skip
+        (deploy,) = items
+        return deploy
+
+    def pod_ips(self) -> list[str]:
+        sel = f"app.kubernetes.io/instance={self.name},app.kubernetes.io/component=webhook"
+        pods = json.loads(self.kubectl("get", "pods", "-n", self.namespace, "-l", sel, "-o", "json"))["items"]
+        return [
+            p["status"]["podIP"]
+            for p in pods
+            if p["status"].get("podIP") and not p["metadata"].get("deletionTimestamp")
+        ]
+
+    def requests_total(self) -> float:
+        total = 0.0
+        for ip in self.pod_ips():
+            with urllib.request.urlopen(f"https://{ip}:{PORT}/metrics", timeout=5, context=self._ctx) as r:
+                text = r.read().decode()
+            for line in text.splitlines():
+                if line.startswith("preflight_webhook_requests_total"):
+                    total += float(line.rsplit(" ", 1)[1])
+        return total
+
+    def set_registered(self, on: bool) -> None:
+        cp = self.node.cp
+        assert cp is not None
+        exists = cp.kubectl("get", "validatingwebhookconfiguration", self.vwc_name, check=False).returncode == 0
+        if on and not exists:
+            self.kubectl("create", "-f", "-", input=json.dumps(self.saved))
+        elif not on and exists:
+            self.kubectl("delete", "validatingwebhookconfiguration", self.vwc_name)
+        probe = sample("trainjob-good")
+        ns = probe["metadata"]["namespace"]
+
+        def settled() -> bool:
+            before = self.requests_total()
+            direct_dry_runs(self.node.cp, probe, 1, 1, path=PATHS["trainjob-good"].format(ns=ns), duration=30)  # type: ignore[arg-type]
+            moved = self.requests_total() > before
+            return moved if on else not moved
+
+        what = "call" if on else "stop calling"
+        wait_until(f"the apiserver to {what} release {self.name}'s webhook", settled, timeout=60, every=0.2)
+
+
+def run_node(args: argparse.Namespace, levels: list[int], command: str) -> int:
+    from e2e.harness.node import SAMPLES_DIR, Node
+
+    modes = [NONE, NOOP, OFF, ON]
+    with Node(start_timeout=180) as node:
+        assert node.cp is not None
+        node.cp.apply_samples_prerequisites(SAMPLES_DIR)
+        releases = {m: Release(node, m) for m in RELEASES}
+        for r in releases.values():
+            t0 = time.monotonic()
+            r.install()
+            print(f"==> {r.name} installed in {time.monotonic() - t0:.0f}s", file=sys.stderr, flush=True)
+        answered0 = {m: r.requests_total() for m, r in releases.items()}
+
+        def switch_to(mode: str) -> None:
+            for other, r in releases.items():
+                if other != mode:
+                    r.set_registered(False)
+            if mode in releases:
+                releases[mode].set_registered(True)
+
+        def measure(name: str, c: int) -> tuple[list[float], int]:
+            job = sample(name)
+            path = PATHS[name].format(ns=job["metadata"]["namespace"])
+            res = direct_dry_runs(node.cp, job, c, args.per_client, path=path, duration=300)  # type: ignore[arg-type]
+            return res.latencies_ms, res.errors
+
+        measured = measure_rounds(modes, args.rounds, levels, switch_to, measure)
+        answered = {m: r.requests_total() - answered0[m] for m, r in releases.items()}
+    publish(
+        None if args.no_write else args.section,
+        "## Real node: added apply latency through the Service, against a no-op webhook",
+        command,
+        modes,
+        levels,
+        measured,
+        answered,
+        clients_line=(
+            f"Clients: bench/loadgen.py POSTing the sample to its collection with `?dryRun=All` through the real "
+            f"kube-apiserver of the node, which calls each webhook through its Service (kube-proxy, two pods), "
+            f"{args.per_client} requests per client per round, {args.rounds} rounds (mode order reversed every other "
+            f"round). Each mode is a `helm install` of the chart in warn mode; the no-op is that release's own "
+            f"Deployment serving bench/noop_server.py --echo-uid. One VWC in place at a time. Added = the mode's "
+            f"percentile minus the no-webhook percentile; ratio = added / the no-op's added."
+        ),
+    )
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--clients", default="1,8,32")
+    p.add_argument("--clients", default="1,8,32", help="comma-separated concurrent clients (default 1,8,32)")
     p.add_argument("--per-client", type=int, default=30, help="requests per client per round and level")
-    p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--no-write", action="store_true")
-    p.add_argument("--section", default="apply-latency", help="the docs/benchmarks.md section to write")
+    p.add_argument("--rounds", type=int, default=2, help="rounds over every mode (default 2)")
+    p.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks/ alone")
+    p.add_argument(
+        "--on", choices=("local", "node"), default="local", help="local control plane, or the real node (root)"
+    )
+    p.add_argument(
+        "--section", help="the section of docs/benchmarks/apply-latency.md to write (default: apply-latency[-node])"
+    )
     args = p.parse_args()
     levels = [int(c) for c in args.clients.split(",")]
     command = " ".join([".venv/bin/python bench/apply_latency.py", *(shlex.quote(a) for a in sys.argv[1:])])
+    if args.section is None:
+        args.section = "apply-latency" if args.on == "local" else "apply-latency-node"
+    if args.on == "node":
+        return run_node(args, levels, command)
+    return run_local(args, levels, command)
+
+
+def run_local(args: argparse.Namespace, levels: list[int], command: str) -> int:
     modes = [NONE, NOOP, OFF, ON, COLD]
     with ControlPlane() as cp:
         setup_samples(cp)

@@ -1,6 +1,8 @@
-"""The Policy Report sink at scale, in process (webhook/audit/reports.py): what one namespace of N jobs
-costs to build and write, and how many writes steady state causes (the target: at most one write per
-changed result, none while nothing changes).
+"""What does the Policy Report sink cost at scale, and how many writes does a steady state cause?
+
+In process (webhook/audit/reports.py): what one namespace of N jobs costs to build and write, and
+how many writes steady state causes (the target: at most one write per changed result, none while
+nothing changes).
 
     .venv/bin/python bench/audit_reports.py --jobs 1000 --write
 
@@ -115,9 +117,14 @@ def _writes(calls: dict[str, int]) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--jobs", type=int, nargs="+", default=[100, 1000])
-    ap.add_argument("--write", action="store_true", help="write the section of docs/benchmarks.md")
+    ap.add_argument("--jobs", type=int, nargs="+", default=[100, 1000], help="namespace sizes (default 100 1000)")
+    ap.add_argument("--write", action="store_true", help="write the section of docs/benchmarks/audit-reports.md")
+    ap.add_argument(
+        "--quick", action="store_true", help="a smoke run in seconds at toy sizes; writes nothing (20 jobs)"
+    )
     args = ap.parse_args()
+    if args.quick:
+        args.jobs, args.write = [20], False
     rows = [asyncio.run(run(n)) for n in args.jobs]
     lines = [
         f"`.venv/bin/python bench/audit_reports.py --jobs {' '.join(map(str, args.jobs))} --write` "

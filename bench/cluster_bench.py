@@ -1,4 +1,4 @@
-"""Cluster benchmarks: the webhook with live caches, against the real control plane.
+"""How does the webhook behave with live caches against a real control plane (latency, bursts, memory)?
 
     .venv/bin/python bench/cluster_bench.py [--only validate,apiserver,burst,memory] [--no-write]
 
@@ -6,7 +6,7 @@ One local control plane (e2e/harness/controlplane.py, binaries from e2e/build.sh
 run; the sample objects (e2e/samples/: namespaces, ServiceAccounts, Secrets, the endpoint
 Service, the ClusterTrainingRuntime), a ResourceQuota per sample namespace (status filled in:
 there is no quota controller) and a few Ready Nodes are created, then each selected
-benchmark runs and writes its own section of docs/benchmarks.md between
+benchmark runs and writes its own section of docs/benchmarks/cluster.md between
 ``<!-- bench:cluster-NAME -->`` markers, with the command that produced it:
 
 validate   warm caches, every check but Dry Run (``checks: {Dry Run: off}``), /validate
@@ -852,7 +852,7 @@ def main() -> int:
     p.add_argument("--nodes", type=int, default=200)
     p.add_argument("--namespaces", type=int, default=100)
     p.add_argument("--memory-requests", type=int, default=400)
-    p.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
+    p.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks/ alone")
     args = p.parse_args()
     selected = [b.strip() for b in args.only.split(",") if b.strip()]
     unknown = [b for b in selected if b not in BENCHES]

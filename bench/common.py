@@ -1,5 +1,5 @@
 """What every benchmark shares: the AdmissionReview the apiserver sends, and writing a section
-of docs/benchmarks.md between its markers (the rest of the file is left alone)."""
+of its raw-runs file under docs/benchmarks/ between its markers (the rest of the file is left alone)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,28 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-DOC = ROOT / "docs" / "benchmarks.md"
+DOCS = ROOT / "docs" / "benchmarks"
+#: section name prefix -> the raw-runs file (docs/benchmarks/<file>.md) it is written into
+STUDIES = {
+    "validate-offline": "validate-offline",
+    "cluster-": "cluster",
+    "hostile": "hostile",
+    "sweep": "sweep",
+    "apply-latency": "apply-latency",
+    "inproc": "inproc",
+    "loop-stall": "large-objects",
+    "large": "large-objects",
+    "fuzz-parsers": "fuzz-parsers",
+    "audit-reports": "audit-reports",
+}
+
+
+def doc_for(name: str) -> Path:
+    """The file a section is written into: the study its name starts with, else docs/benchmarks/NAME.md."""
+    prefix = max((p for p in STUDIES if name.startswith(p)), key=len, default=None)
+    return DOCS / f"{STUDIES[prefix] if prefix else name}.md"
+
+
 PLURALS = {"AIPerfJob": "aiperfjobs", "AIPerfSweep": "aiperfsweeps", "TrainJob": "trainjobs"}
 
 
@@ -40,15 +61,20 @@ def review(obj: dict[str, Any], *, uid: str = "bench-0000", kind: dict[str, str]
 
 
 def write_section(name: str, body: str) -> None:
-    """Replace (or append) the `<!-- bench:NAME -->` … `<!-- /bench:NAME -->` section of docs/benchmarks.md."""
+    """Replace (or append) the `<!-- bench:NAME -->` … `<!-- /bench:NAME -->` section of its docs/benchmarks/ file."""
     begin, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
     section = f"{begin}\n{body.strip()}\n{end}"
-    DOC.parent.mkdir(parents=True, exist_ok=True)
-    text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
+    doc = doc_for(name)
+    doc.parent.mkdir(parents=True, exist_ok=True)
+    text = (
+        doc.read_text()
+        if doc.exists()
+        else f"# {name}\n\nRaw runs; the guide is [docs/benchmarks.md](../benchmarks.md).\n"
+    )
     if begin in text and end in text:
         before, rest = text.split(begin, 1)
         _, after = rest.split(end, 1)
         text = before + section + after
     else:
         text = text.rstrip("\n") + "\n\n" + section + "\n"
-    DOC.write_text(text)
+    doc.write_text(text)

@@ -1,4 +1,4 @@
-"""Hostile objects vs a stream of normal reviews: worst wait of the stream, and the server's peak RSS.
+"""Can a hostile object stall the normal reviews or blow the memory (worst wait of the stream, peak RSS)?
 
     .venv/bin/python bench/hostile.py [--rate 50] [--repeat 3] [--code DIR] [--no-write]
 
@@ -7,7 +7,7 @@ default this checkout), sends normal AIPerfJob reviews at `--rate` per second on
 connections, and, in the middle of that stream, each hostile body `--repeat` times in a row.
 Reports, per hostile body: its verdict and answer time, the stream's p50/p99/worst latency
 while it was being judged, and the server's peak RSS (VmHWM) after it. The figures and the
-command go into docs/benchmarks.md between `<!-- bench:hostile -->` markers (targets:
+command go into docs/benchmarks/hostile.md between `<!-- bench:hostile -->` markers (targets:
 worst wait ≤ 250 ms, peak RSS well under the chart's 384 Mi limit).
 """
 
@@ -168,9 +168,18 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=3, help="times each hostile body is sent in a row (default 3)")
     p.add_argument("--code", default=str(ROOT), help="checkout whose webhook package is served (default: this one)")
     p.add_argument("--only", help="run only the hostile bodies whose label contains this text")
-    p.add_argument("--section", default=SECTION, help=f"docs/benchmarks.md section to write (default {SECTION})")
-    p.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
+    p.add_argument(
+        "--section", default=SECTION, help=f"docs/benchmarks/hostile.md section to write (default {SECTION})"
+    )
+    p.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks/ alone")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="a smoke run in seconds at toy sizes; writes nothing (the smallest hostile body, sent once)",
+    )
     args = p.parse_args()
+    if args.quick:
+        args.only, args.repeat, args.no_write = args.only or "just inside", 1, True
 
     tmp = Path(tempfile.mkdtemp(prefix="preflight-hostile-"))
     ca = generate_ca()

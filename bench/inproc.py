@@ -1,9 +1,11 @@
-"""CPU per /validate request in process, without sockets or TLS: where the webhook's own time goes.
+"""How much CPU does one /validate request take in process, and where does it go?
+
+Without sockets or TLS: the webhook's own time.
 
     .venv/bin/python bench/inproc.py [-n 300] [--profile pyinstrument|cprofile] [--kind aiperf,trainjob,trainjob-rt]
     .venv/bin/python bench/inproc.py --json     # one JSON line per sample: {"kind", "ms", ...}
     .venv/bin/python bench/inproc.py --instructions [--json]   # instructions per request (valgrind)
-    .venv/bin/python bench/inproc.py --write [--code DIR --section inproc-before]   # both, into docs/benchmarks.md
+    .venv/bin/python bench/inproc.py --write [--code DIR --section inproc-before]   # both, into docs/benchmarks/inproc.md
     .venv/bin/python bench/inproc.py --cluster [--json|--profile cprofile|--write]  # with the live cluster view
 
 Each request goes through `WebhookApp.validate` (content-type and size checks, body read,
@@ -36,7 +38,7 @@ trip). `--profile` works the same. Instructions are not counted for these (valgr
 sync the caches 50x slower).
 
 `--write` measures both for every kind and writes the `inproc` section of
-docs/benchmarks.md; `--code DIR` measures the webhook package of another checkout (e.g. a
+docs/benchmarks/inproc.md; `--code DIR` measures the webhook package of another checkout (e.g. a
 `git worktree` of an older commit) with this script and these samples.
 """
 
@@ -60,7 +62,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CODE = Path(os.environ.get("PREFLIGHT_BENCH_CODE") or ROOT)
 sys.path.insert(0, str(ROOT))
 
-from bench.common import review, write_section  # noqa: E402  (this checkout's: it writes our docs/benchmarks.md)
+from bench.common import review, write_section  # noqa: E402  (this checkout's: it writes our docs/benchmarks/)
 
 if CODE != ROOT:
     sys.path.insert(0, str(CODE))  # the webhook package below comes from there
@@ -226,7 +228,7 @@ Python {sys.version.split()[0]}, {os.cpu_count()} cores shared with other work (
 
 
 def write(kinds: list[str], n: int, section: str) -> None:
-    """Measure CPU ms and instructions per request for each kind; write docs/benchmarks.md's section."""
+    """Measure CPU ms and instructions per request for each kind; write docs/benchmarks/inproc.md's section."""
     load = os.getloadavg()
     rows = []
     for kind in kinds:
@@ -351,15 +353,20 @@ def main() -> int:
     p.add_argument("--json", action="store_true", help="one JSON line per kind (CPU ms per request, best block)")
     p.add_argument("--instructions", action="store_true", help="instructions per request under valgrind instead")
     p.add_argument("--count-run", type=int, help=argparse.SUPPRESS)  # the body --instructions runs under valgrind
-    p.add_argument("--write", action="store_true", help="CPU ms and instructions per kind into docs/benchmarks.md")
-    p.add_argument("--section", default="inproc", help="the docs/benchmarks.md section --write replaces")
+    p.add_argument(
+        "--write", action="store_true", help="CPU ms and instructions per kind into docs/benchmarks/inproc.md"
+    )
+    p.add_argument("--section", default="inproc", help="the docs/benchmarks/inproc.md section --write replaces")
     p.add_argument(
         "--cluster",
         action="store_true",
         help="the *-cluster kinds: the live cluster view against a local control plane",
     )
     p.add_argument("--code", help="measure the webhook package of this checkout instead of this one")
+    p.add_argument("--quick", action="store_true", help="a smoke run in seconds at toy sizes; writes nothing")
     args = p.parse_args()
+    if args.quick:
+        args.n, args.write, args.instructions, args.profile = 20, False, False, None
     if args.code and Path(args.code).resolve() != CODE.resolve():
         env = {**os.environ, "PREFLIGHT_BENCH_CODE": str(Path(args.code).resolve())}
         os.execve(sys.executable, [sys.executable, __file__, *sys.argv[1:]], env)

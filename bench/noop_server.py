@@ -47,7 +47,7 @@ async def readyz(request: web.Request) -> web.Response:
 async def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--port", type=int, required=True)
-    p.add_argument("--host", default="127.0.0.1", help="0.0.0.0 in a pod (bench/apply_latency_node.py)")
+    p.add_argument("--host", default="127.0.0.1", help="0.0.0.0 in a pod (bench/apply_latency.py --on node)")
     p.add_argument("--tls-cert", required=True)
     p.add_argument("--tls-key", required=True)
     p.add_argument("--echo-uid", action="store_true", help="answer with the review's uid (behind an apiserver)")
@@ -57,7 +57,7 @@ async def main() -> None:
     app = web.Application(client_max_size=8 * 1024 * 1024)
     app.router.add_post("/validate", validate)
     app.router.add_get("/readyz", readyz)
-    app.router.add_get("/healthz", readyz)  # the chart's liveness probe (bench/apply_latency_node.py)
+    app.router.add_get("/healthz", readyz)  # the chart's liveness probe (bench/apply_latency.py --on node)
     app.router.add_get("/metrics", metrics)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()

@@ -1,10 +1,10 @@
-"""Benchmark /validate (offline checks, sample AIPerfJob) against a no-op aiohttp TLS floor.
+"""What does /validate cost against a no-op aiohttp TLS server (offline checks, sample AIPerfJob)?
 
-    .venv/bin/python bench/run.py [--connections 32] [--requests 15000] [--duration 30]
+    .venv/bin/python bench/run.py [--connections 32] [--requests 15000] [--duration 30] [--quick]
 
 Starts each server in a subprocess on 127.0.0.1 with freshly generated certificates,
 drives it with bench/loadgen.py (keep-alive, N connections, TLS), reads the server's
-peak RSS (VmHWM) and writes the figures and the command into docs/benchmarks.md between
+peak RSS (VmHWM) and writes the figures and the command into docs/benchmarks/validate-offline.md between
 `<!-- bench:validate-offline -->` markers (other sections of that file are left alone).
 
 Variants: the webhook with stdlib json or orjson, on asyncio or uvloop; each against a
@@ -65,9 +65,11 @@ def cpu_seconds(pid: int) -> float:
 
 def review_body(unhandled: bool = False) -> bytes:
     obj = yaml.safe_load(SAMPLE.read_text())
-    if unhandled:  # same bytes, a kind no adapter handles: the server path without adapter and checks
-        obj["apiVersion"] = "bench.example.com/v1"
-    return review(obj, kind={"group": "aiperf.nvidia.com", "version": "v1alpha1", "kind": "AIPerfJob"})
+    group = "aiperf.nvidia.com"
+    if unhandled:  # same bytes, a group no adapter handles: the server path without adapter and checks
+        group = "bench.example.com"  # request.kind must name the object's own group (the server checks)
+        obj["apiVersion"] = f"{group}/v1alpha1"
+    return review(obj, kind={"group": group, "version": "v1alpha1", "kind": "AIPerfJob"})
 
 
 def free_port() -> int:
@@ -179,8 +181,11 @@ def main() -> int:
     p.add_argument("--requests", type=int, default=15000, help="measured requests per run")
     p.add_argument("--duration", type=float, default=30.0, help="upper bound of each measured run (s)")
     p.add_argument("--warmup", type=int, default=1000, help="unmeasured requests before each run")
-    p.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
+    p.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks/ alone")
+    p.add_argument("--quick", action="store_true", help="a smoke run in seconds at toy sizes; writes nothing")
     args = p.parse_args()
+    if args.quick:
+        args.requests, args.duration, args.warmup, args.no_write = 100, 2.0, 10, True
 
     tmp = Path(tempfile.mkdtemp(prefix="preflight-bench-"))
     ca = generate_ca()

@@ -1,4 +1,4 @@
-"""Per-review cost of a 200-variation AIPerfSweep: the adapter, the whole handler, and the checks.
+"""What does one review of a 200-variation AIPerfSweep cost (the adapter, the handler, the checks)?
 
     .venv/bin/python bench/sweep.py [--write]
 
@@ -8,7 +8,7 @@ child AIPerfJob once (its trials share that render: they differ only in name and
 the heaviest child for the peak pod groups, then every check, including Sweep Children
 (names, ConfigMap) over all 200 and Sweep Child Quotas (children with the same pod requests
 share one evaluation). Figures are CPU milliseconds (process time), best of several rounds:
-the machine is shared. `--write` puts them into docs/benchmarks.md (section bench:sweep).
+the machine is shared. `--write` puts them into docs/benchmarks/sweep.md (section bench:sweep).
 """
 
 from __future__ import annotations
@@ -160,9 +160,14 @@ computed once per child.
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--write", action="store_true", help="write docs/benchmarks.md (section bench:sweep)")
+    p.add_argument("--rounds", type=int, default=5, help="rounds; the best is kept (default 5)")
+    p.add_argument("--write", action="store_true", help="write docs/benchmarks/sweep.md (section bench:sweep)")
+    p.add_argument(
+        "--quick", action="store_true", help="a smoke run in seconds at toy sizes; writes nothing (one round)"
+    )
     args = p.parse_args()
+    if args.quick:
+        args.rounds, args.write = 1, False
     r = asyncio.run(run(args.rounds))
     print(json.dumps(r, indent=2))
     if args.write:

@@ -148,7 +148,7 @@ def _walk(node: Any, path: str, depth: int, size: int, measured: dict[int, tuple
         return [(path, size)]
     if len(node) > _RANKED_MAX and path:
         # a long list or map is named as a whole: ranking 784,000 numbers one by one took 5 s of a review
-        # (bench/loop_stall.py values-max); its path is the fix's pointer either way
+        # (bench/large.py --stall values-max); its path is the fix's pointer either way
         return [(path, size)]
     if isinstance(node, dict):
         children: Any = ((f"{path}.{k}" if path else str(k), v) for k, v in node.items())
