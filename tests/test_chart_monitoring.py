@@ -298,3 +298,46 @@ def test_the_check_catches_a_misspelt_metric() -> None:
     assert "preflight_webhook_request_total" not in exported
     assert "decision" in exported["preflight_webhook_requests_total"]
     assert "namespace" not in exported["preflight_webhook_requests_total"]  # object content is never a label
+
+
+def test_audit_pod_monitor_scrapes_the_audit_controllers_metrics_port() -> None:
+    assert not [d for d in render(*ON) if d["kind"] == "PodMonitor"]
+    docs = render(
+        *ON,
+        "--set",
+        "metrics.auditPodMonitor.enabled=true",
+        "--set",
+        "metrics.auditPodMonitor.labels.release=kube-prometheus-stack",
+    )
+    pm = one(docs, "PodMonitor", f"{FULL}-audit")
+    assert pm["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    audit = one(docs, "Deployment", f"{FULL}-audit")
+    pod_labels = audit["spec"]["template"]["metadata"]["labels"]
+    assert pm["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    # only the audit pods: the webhook's pods lack the audit component label
+    webhook_labels = one(docs, "Deployment", FULL)["spec"]["template"]["metadata"]["labels"]
+    assert not pm["spec"]["selector"]["matchLabels"].items() <= webhook_labels.items()
+    assert pm["spec"]["namespaceSelector"] == {"matchNames": [NS]}
+    [endpoint] = pm["spec"]["podMetricsEndpoints"]
+    assert endpoint == {
+        "port": "metrics",
+        "scheme": "http",
+        "path": "/metrics",
+        "interval": "30s",
+        "scrapeTimeout": "10s",
+    }
+    [container] = audit["spec"]["template"]["spec"]["containers"]
+    assert {"name": "metrics", "containerPort": 9090, "protocol": "TCP"} in container["ports"]
+    proc = helm(
+        "template",
+        "pf",
+        str(CHART),
+        "--namespace",
+        NS,
+        "--set",
+        "metrics.auditPodMonitor.enabled=true",
+        "--set",
+        "audit.enabled=false",
+        check=False,
+    )
+    assert proc.returncode != 0 and "metrics.auditPodMonitor.enabled needs audit.enabled=true" in proc.stderr

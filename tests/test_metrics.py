@@ -45,3 +45,11 @@ def test_a_check_without_duration_is_not_observed() -> None:
     assert 'preflight_webhook_check_duration_seconds_count{check="Secrets",status="pass"} 1.0' in text
     assert 'preflight_webhook_check_duration_seconds_sum{check="Secrets",status="pass"} 0.002' in text
     assert 'check="Dry Run"' not in text
+
+
+def test_certificate_reload_results_exist_at_zero_before_the_first_reload() -> None:
+    # increase() over a counter that appears at 1 is 0: without these, the first failed reload
+    # would never raise PreflightWebhookCertificateReloadFailing (nor show on the dashboard)
+    body = Metrics().render()[0].decode()
+    assert 'preflight_webhook_certificate_reloads_total{result="ok"} 0.0' in body
+    assert 'preflight_webhook_certificate_reloads_total{result="error"} 0.0' in body

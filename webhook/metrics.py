@@ -140,6 +140,10 @@ class Metrics:
             ["result"],
             registry=self.registry,
         )
+        # both results exist from the start (at 0): increase() needs a sample before the first error,
+        # or the first failed reload never raises PreflightWebhookCertificateReloadFailing
+        for result in ("ok", "error"):
+            self.cert_reloads.labels(result)
 
         self.unverified = Gauge(
             "preflight_webhook_check_unverified",
