@@ -1,4 +1,4 @@
-"""Every relative link and anchor in README.md and docs/**/*.md resolves (issue 24).
+"""Every relative link and anchor in README.md, CHANGELOG.md and docs/**/*.md resolves (issue 24).
 
 Anchors follow GitHub's heading slugs: lower case, punctuation dropped (hyphens and
 underscores kept), spaces turned into hyphens, `-1`, `-2`… for repeated headings.
@@ -20,7 +20,7 @@ _HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*#*\s*$", re.M)
 
 
 def docs() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    return [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 
 def slug(heading: str) -> str:
