@@ -84,7 +84,7 @@ bench: install ## the load and in-process benchmarks (~15 min; QUICK=1: a smoke 
 	$(PY) bench/sweep.py $(BENCH_WRITE)
 	$(PY) bench/audit_reports.py $(BENCH_WRITE)
 
-bench-cluster: install build-cluster ## the cluster benchmarks on the local control plane (~10 min; NODE=1 adds the real node, root)
+bench-cluster: install build-cluster ## the cluster benchmarks on the local control plane (~20 min; NODE=1 adds the real node, root)
 	$(PY) bench/cluster_bench.py
 	$(PY) bench/inproc.py --cluster --write
 	$(PY) bench/apply_latency.py

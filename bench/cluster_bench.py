@@ -1,6 +1,6 @@
 """How does the webhook behave with live caches against a real control plane (latency, bursts, memory)?
 
-    .venv/bin/python bench/cluster_bench.py [--only validate,apiserver,burst,memory] [--no-write]
+    .venv/bin/python bench/cluster_bench.py [--only validate,burst,memory] [--no-write]
 
 One local control plane (e2e/harness/controlplane.py, binaries from e2e/build.sh) is started for the
 run; the sample objects (e2e/samples/: namespaces, ServiceAccounts, Secrets, the endpoint
@@ -11,11 +11,11 @@ benchmark runs and writes its own section of docs/benchmarks/cluster.md between
 
 validate   warm caches, every check but Dry Run (``checks: {Dry Run: off}``), /validate
            driven directly by bench/loadgen.py with the sample TrainJob and AIPerfJob reviews
-apiserver  ``kubectl apply --dry-run=server`` of the sample TrainJob, and a direct POST with
-           ``?dryRun=All`` (aiohttp, admin client certificate), with the webhook registered vs
-           not registered (Dry Run included), phases alternated; the added latency
 burst      200 concurrent real TrainJob creates through the apiserver (then deleted)
 memory     5,000 Secrets, 500 ResourceQuotas and 200 Nodes loaded, then a fresh webhook's RSS
+
+The latency the webhook adds to an apply is bench/apply_latency.py's question (it was
+`--only apiserver` here until commit 4fd6a1d).
 
 Everything listens on 127.0.0.1. The machine's load average is recorded with every figure:
 the two cores are shared with other work, and closed-loop latency moves with it.
@@ -33,7 +33,6 @@ import os
 import platform
 import shlex
 import ssl
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -419,29 +418,6 @@ def bench_validate(cp: ControlPlane, args: argparse.Namespace, command: str) -> 
 # ------------------------------------------------------------------------------- 2. apiserver
 
 
-def kubectl_applies(cp: ControlPlane, manifest: Path, clients: int, per_client: int) -> tuple[list[float], int]:
-    """`clients` threads, each running `per_client` sequential `kubectl apply --dry-run=server`."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    argv = [str(cp.kubectl_path), f"--kubeconfig={cp.kubeconfig}", "apply", "--dry-run=server", "-f", str(manifest)]
-
-    def client() -> tuple[list[float], int]:
-        times, errors = [], 0
-        for _ in range(per_client):
-            t0 = time.perf_counter()
-            p = subprocess.run(argv, capture_output=True, text=True, timeout=60)
-            if p.returncode == 0:
-                times.append((time.perf_counter() - t0) * 1000.0)
-            else:
-                errors += 1
-                print(f"kubectl failed: {p.stderr.strip()[:300]}", file=sys.stderr)
-        return times, errors
-
-    with ThreadPoolExecutor(clients) as pool:
-        results = list(pool.map(lambda _: client(), range(clients)))
-    return [t for ts, _ in results for t in ts], sum(e for _, e in results)
-
-
 def direct_dry_runs(
     cp: ControlPlane,
     job: dict[str, Any],
@@ -465,25 +441,6 @@ def direct_dry_runs(
     )
 
 
-def derived_dry_runs(job: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
-    """(label, collection path, body) of what the Dry Run check POSTs for ``job``: its JobSet and one Pod per group."""
-    from webhook.checks.dryrun_probe import jobset_for, pod_for
-    from webhook.config import Settings
-    from webhook.workloads import build_workload
-
-    runtime = sample("01-clustertrainingruntime")
-    wl = build_workload(copy.deepcopy(job), settings=Settings(), runtime_lookup=lambda kind, ns, name: runtime)
-    assert wl is not None
-    ns = wl.namespace
-    out = []
-    js = jobset_for(wl)
-    if js is not None:
-        out.append(("the derived JobSet", f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets", js))
-    for g in wl.pod_groups:
-        out.append((f"the derived Pod ({g.name})", f"/api/v1/namespaces/{ns}/pods", pod_for(wl, g)))
-    return out
-
-
 def set_registered(hook: RunningWebhook, on: bool) -> None:
     if on:
         hook.register()
@@ -499,127 +456,6 @@ API_MODES: list[tuple[str, dict[str, Any] | None]] = [
     ("webhook registered, every check", {}),
     ("webhook registered, Dry Run off", {"checks": {"Dry Run": "off"}}),
 ]
-
-
-def bench_apiserver(cp: ControlPlane, args: argparse.Namespace, command: str) -> str:
-    manifest = SAMPLES / "trainjob-good.yaml"
-    job = sample("trainjob-good")
-    clients = args.clients
-    labels = [label for label, _ in API_MODES]
-    kube: dict[str, list[float]] = {m: [] for m in labels}
-    direct: dict[str, list[float]] = {m: [] for m in labels}
-    errors: dict[tuple[str, str], int] = {(c, m): 0 for c in ("kubectl", "direct") for m in labels}
-    loads: list[str] = []
-    derived = derived_dry_runs(job)
-    derived_ms: dict[str, list[float]] = {}
-    derived_err: dict[str, int] = {}
-    with contextlib.ExitStack() as stack:
-        hooks: dict[str, RunningWebhook] = {}
-        for i, (label, config) in enumerate(API_MODES):
-            if config is not None:
-                hooks[label] = stack.enter_context(
-                    RunningWebhook(
-                        cp,
-                        config=config,
-                        vwc_name=f"preflight-bench-{i}",
-                        namespace_selector=SAMPLE_SELECTOR,
-                        probe_namespace="demo-bench",
-                        log_level="warning",
-                    )
-                )
-        requests0 = {m: h.requests_total() for m, h in hooks.items()}
-        for rnd in range(args.rounds):
-            for label in labels:
-                # exactly one VWC (or none) in place, confirmed by the webhooks' own counters
-                for other, h in hooks.items():
-                    if other != label:
-                        set_registered(h, False)
-                if label in hooks:
-                    set_registered(hooks[label], True)
-                loads.append(load())
-                times, errs = kubectl_applies(cp, manifest, clients, args.kubectl_per_client)
-                kube[label] += times
-                errors[("kubectl", label)] += errs
-                res = direct_dry_runs(cp, job, clients, args.direct_per_client)
-                direct[label] += res.latencies_ms
-                errors[("direct", label)] += res.errors
-                if label == labels[0]:  # what the Dry Run check's own POSTs cost, no webhook in the way
-                    for what, path, body in derived:
-                        r = direct_dry_runs(cp, body, clients, args.direct_per_client, path)
-                        derived_ms.setdefault(what, []).extend(r.latencies_ms)
-                        derived_err[what] = derived_err.get(what, 0) + r.errors
-                print(
-                    f"apiserver round {rnd} {label}: kubectl p50 {pct(times, 50):.0f} p99 {pct(times, 99):.0f}; "
-                    f"direct p50 {res.percentile(50):.1f} p99 {res.percentile(99):.1f} errors {errs}+{res.errors} "
-                    f"load {loads[-1]}",
-                    flush=True,
-                )
-        answered = {m: h.requests_total() - requests0[m] for m, h in hooks.items()}
-        per_check = check_times(hooks[labels[1]])
-
-    base = labels[0]
-
-    def rows(name: str, xs: dict[str, list[float]], kind: str) -> list[str]:
-        out = []
-        for m in labels:
-            x = xs[m]
-            out.append(
-                f"| {name}, {m} | {len(x)} | {pct(x, 50):.1f} | {pct(x, 95):.1f} | {pct(x, 99):.1f} | {errors[(kind, m)]} |"
-            )
-        for m in labels[1:]:
-            out.append(
-                f"| {name}, **added** ({m}) | | **{pct(xs[m], 50) - pct(xs[base], 50):.1f}** | "
-                f"{pct(xs[m], 95) - pct(xs[base], 95):.1f} | **{pct(xs[m], 99) - pct(xs[base], 99):.1f}** | |"
-            )
-        return out
-
-    full, nodry = labels[1], labels[2]
-    added = {
-        m: (pct(direct[m], 50) - pct(direct[base], 50), pct(direct[m], 99) - pct(direct[base], 99)) for m in labels[1:]
-    }
-    added_kubectl = pct(kube[full], 99) - pct(kube[base], 99)
-    ok = added[full][1] <= 100.0 and not any(errors.values())
-    lines = [
-        "## Cluster: added latency through the real apiserver (sample TrainJob, Dry Run included)",
-        "",
-        *header(command),
-        f"{clients} concurrent clients, each sending its requests one after another; {args.rounds} rounds, each "
-        f"measuring the modes below in turn. One webhook per mode runs throughout; before each phase only that mode's "
-        f"ValidatingWebhookConfiguration is in place (confirmed by the webhooks' own request counters). kubectl: "
-        f"`kubectl apply --dry-run=server -f e2e/samples/trainjob-good.yaml`, {args.kubectl_per_client} per client "
-        f"per round (its process start-up dominates). Direct: bench/loadgen.py as an apiserver client (admin client "
-        f"certificate, keep-alive TLS) POSTing the TrainJob to `{TRAINJOBS.format(ns='demo-train')}?dryRun=All`, "
-        f'{args.direct_per_client} per client per round: this isolates the webhook\'s share. "every check" is the '
-        f"default config, Dry Run included (it POSTs the JobSet and one Pod per group with dryRun=All, concurrently); "
-        f'"Dry Run off" shows how much of the added time is that round trip.',
-        "",
-        "| client | calls | p50 | p95 | p99 | errors |",
-        "|---|---:|---:|---:|---:|---:|",
-        *rows("kubectl", kube, "kubectl"),
-        *rows("direct POST", direct, "direct"),
-        *(
-            f"| direct POST of {w} (dryRun=All; not a kind the webhook judges) | {len(x)} | {pct(x, 50):.1f} | "
-            f"{pct(x, 95):.1f} | {pct(x, 99):.1f} | {derived_err[w]} |"
-            for w, x in derived_ms.items()
-        ),
-        "",
-        f"Load average at the start of each phase: {', '.join(loads)}. Reviews answered: "
-        + ", ".join(f"{m}: {n:.0f}" for m, n in answered.items())
-        + ".",
-        "",
-        f"Mean wall time per check in the webhook ({full}; checks that await I/O include time spent while the "
-        "event loop serves other requests): "
-        + ", ".join(f"{c} {ms:.2f}" for c, (n, ms) in sorted(per_check.items(), key=lambda kv: -kv[1][1]))
-        + " ms.",
-        "",
-        f"- Added by the webhook, direct POST, every check: p50 {added[full][0]:.1f} ms, p99 {added[full][1]:.1f} ms → "
-        f"{verdict(ok, TARGETS['apiserver'])}; with Dry Run off: p50 {added[nodry][0]:.1f} ms, p99 {added[nodry][1]:.1f} ms. "
-        f"Through kubectl (every check): added p99 {added_kubectl:.1f} ms.",
-    ]
-    return "\n".join(lines)
-
-
-# ------------------------------------------------------------------------------- 3. burst
 
 
 @dataclass
@@ -829,7 +665,6 @@ def bench_memory(cp: ControlPlane, args: argparse.Namespace, command: str) -> st
 
 BENCHES: dict[str, Callable[[ControlPlane, argparse.Namespace, str], str]] = {
     "validate": bench_validate,
-    "apiserver": bench_apiserver,
     "burst": bench_burst,
     "memory": bench_memory,  # last: it leaves thousands of objects behind
 }
@@ -842,10 +677,6 @@ def main() -> int:
     p.add_argument("--requests", type=int, default=4000, help="validate: measured requests per run")
     p.add_argument("--warmup", type=int, default=300)
     p.add_argument("--duration", type=float, default=40.0, help="validate: upper bound per run (s)")
-    p.add_argument("--clients", type=int, default=8)
-    p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--kubectl-per-client", type=int, default=4)
-    p.add_argument("--direct-per-client", type=int, default=40)
     p.add_argument("--burst", type=int, default=200)
     p.add_argument("--secrets", type=int, default=5000)
     p.add_argument("--quotas", type=int, default=500)
