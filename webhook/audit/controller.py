@@ -13,6 +13,10 @@
   reports (node capacity, a registry). Bursts are debounced (`audit.debounceSeconds`), at most
   one evaluation of a job runs at a time, `audit.workers` run at once, and every request is
   paced by `audit.qps`/`audit.burst`.
+- An AIPerfSweep is judged per child: each child AIPerfJob its sweep controller has not created
+  yet is evaluated as the webhook will evaluate it when the controller creates it
+  (webhook/audit/sweeps.py), and published as a child of the sweep (Events go on the sweep and
+  name the child; one report result per child x check). A child's creation re-checks its sweep.
 - Only the leader (webhook/audit/lease.py) judges and writes; the others keep their watches
   warm to take over at once.
 - The objects that trigger re-checks (Secrets, ConfigMaps, PVCs, ...) are watched as metadata
@@ -34,9 +38,12 @@ from typing import Any
 
 from webhook.audit.deps import RecordingView, ReverseIndex
 from webhook.audit.jobs import (
+    AIPERFJOB,
+    AIPERFSWEEP,
     JOB_KINDS,
     JUDGED,
     KIND_BY_RESOURCE,
+    RUNNING,
     TRAINJOB,
     aiperf_state,
     owned_by,
@@ -46,6 +53,7 @@ from webhook.audit.jobs import (
 )
 from webhook.audit.queue import Debouncer
 from webhook.audit.sink import FindingSink, JobRef, Judgement
+from webhook.audit.sweeps import RemainingChild, child_of_sweep, remaining_children
 from webhook.checks.base import Check
 from webhook.cluster.cache import CacheSpec, Key, Reflector, ResourceCache, key_of, resource_version
 from webhook.cluster.live import LiveClusterView
@@ -135,6 +143,11 @@ def _meta(obj: dict[str, Any]) -> dict[str, Any]:
     return m if isinstance(m, dict) else {}
 
 
+def _ref_key(ref: JobRef) -> str:
+    """A published job's key: its uid, or its sweep's uid and its name (it has no uid yet)."""
+    return ref.uid if ref.parent is None else f"{ref.parent.uid}/{ref.name}"
+
+
 class AuditController:
     """See the module docstring. `run()` until cancelled; `is_leader` gates judging and writing."""
 
@@ -160,6 +173,8 @@ class AuditController:
         self._locks: dict[JobKey, asyncio.Lock] = {}
         self._workers = asyncio.Semaphore(self.audit.workers)
         self.judged: dict[JobKey, JobRef] = {}
+        #: what was published for each judged job: the job itself, or a sweep's remaining children
+        self.published: dict[JobKey, dict[str, JobRef]] = {}
         self.reflectors: dict[str, Reflector] = {}
         self.is_leader = False
         self._lead_task: asyncio.Task[None] | None = None
@@ -205,6 +220,10 @@ class AuditController:
     def _on_job(self, resource: str, event_type: str, obj: dict[str, Any]) -> None:
         m = _meta(obj)
         key: JobKey = (resource, m.get("namespace") or "", m.get("name") or "")
+        sweep = child_of_sweep(obj) if resource == AIPERFJOB.resource else None
+        if sweep is not None and event_type in ("ADDED", "DELETED"):  # the sweep's remaining children changed
+            what = "created" if event_type == "ADDED" else "deleted"
+            self.enqueue((AIPERFSWEEP.resource, key[1], sweep), f'child AIPerfJob "{key[2]}" {what}')
         if event_type == "DELETED":
             self.debouncer.discard(key)
             self._spawn(self._forget(key, "deleted"))
@@ -299,51 +318,74 @@ class AuditController:
                 # the webhook's configuration does not judge these namespaces (excludedNamespaces, kube-system,
                 # its own): neither does the controller, and it never reads their Secrets
                 state = EXCLUDED
+            children: list[RemainingChild] | None = None
+            if state == JUDGED and key[0] == AIPERFSWEEP.resource:
+                jobs = self.reflectors.get(AIPERFJOB.resource)
+                created = [] if jobs is None else jobs.cache.objects(key[1])
+                children = remaining_children(obj, created, self.settings)
+                if children == []:
+                    state, why = RUNNING, "every child created"
             if state != JUDGED:
                 if key in self.judged:
                     await self._forget(key, state)
                 return state
-            recording = RecordingView(self.view)
-            ev = await evaluate(
-                copy.deepcopy(obj),
-                settings=self.settings,
-                deadline=Deadline(self.audit.budget_seconds),
-                view=recording,
-                checks=self.checks,
-            )
-            self.evaluations[reason.split(" ", 1)[0]] += 1
-            self.index.replace(key, recording.reads)
             m = _meta(obj)
             kind = KIND_BY_RESOURCE[key[0]]
             ref = JobRef(kind.api_version, kind.kind, key[1], key[2], uid_of(obj))
-            self.judged[key] = ref
             gen = m.get("generation")
-            judgement = Judgement(
-                job=ref,
-                evaluation=ev,
-                generation=str(gen if gen is not None else m.get("resourceVersion") or ""),
-                judged_at=dt.datetime.now(dt.UTC),
-                reason=f"{reason} ({why})",
-            )
-            for sink in self.sinks:
-                try:
-                    await sink.publish(judgement)
-                except Exception:
-                    log.exception("audit: sink %s failed to publish %s %s/%s", type(sink).__name__, *key)
+            generation = str(gen if gen is not None else m.get("resourceVersion") or "")
+            # (what is judged, its JobRef): the job, or each child its sweep controller creates later
+            targets = [(obj, ref)]
+            if children is not None:
+                targets = [
+                    (c.obj, JobRef(AIPERFJOB.api_version, AIPERFJOB.kind, key[1], c.name, "", parent=ref))
+                    for c in children
+                ]
+            recording = RecordingView(self.view)
+            self.judged[key] = ref
+            before = self.published.get(key, {})
+            now: dict[str, JobRef] = {}
+            for target, tref in targets:
+                ev = await evaluate(
+                    copy.deepcopy(target),
+                    settings=self.settings,
+                    deadline=Deadline(self.audit.budget_seconds),
+                    view=recording,
+                    checks=self.checks,
+                )
+                self.evaluations[reason.split(" ", 1)[0]] += 1
+                now[_ref_key(tref)] = tref
+                judgement = Judgement(tref, ev, generation, dt.datetime.now(dt.UTC), f"{reason} ({why})")
+                for sink in self.sinks:
+                    try:
+                        await sink.publish(judgement)
+                    except Exception:
+                        log.exception("audit: sink %s failed to publish %s %s/%s", type(sink).__name__, *key)
+            self.index.replace(key, recording.reads)
+            self.published[key] = now
+            for k, gone in before.items():  # a child created meanwhile (judged as an AIPerfJob now), or the sweep
+                if k not in now:
+                    await self._tell_forget(gone, "created" if gone.parent is not None else "judged per child")
             return state
 
     async def _forget(self, key: JobKey, why: str) -> None:
-        ref = self.judged.pop(key, None)
+        self.judged.pop(key, None)
+        published = self.published.pop(key, {})
         self.index.drop(key)
         if why == "deleted":
             self._locks.pop(key, None)
-        if ref is None or not self.is_leader:
+        if not self.is_leader:
             return
+        for ref in published.values():
+            await self._tell_forget(ref, why)
+
+    async def _tell_forget(self, ref: JobRef, why: str) -> None:
         for sink in self.sinks:
             try:
                 await sink.forget(ref, why)
             except Exception:
-                log.exception("audit: sink %s failed to forget %s %s/%s", type(sink).__name__, *key)
+                log.exception("audit: sink %s failed to forget %s %s/%s", type(sink).__name__, ref.kind,
+                              ref.namespace, ref.name)  # fmt: skip
 
     def job_keys(self) -> list[JobKey]:
         out: list[JobKey] = []
@@ -395,6 +437,7 @@ class AuditController:
         for t in list(self._tasks):
             t.cancel()
         self.judged.clear()
+        self.published.clear()
         self.index = ReverseIndex()
 
     async def _lead(self) -> None:

@@ -55,7 +55,8 @@ def failure_text(j: Judgement, settings: Settings) -> str | None:
     what a switch to enforce would refuse. A check whose action is warn, audit or off never makes a
     job fail here, as it never denies in enforce."""
     d = j.evaluation.decision
-    if not d.allowed:
+    job = j.job
+    if not d.allowed and job.parent is None:
         return d.message or None
     ev = j.evaluation
     if not any(r.status is Status.FAIL or r.timed_out for r in ev.results.checks):
@@ -64,12 +65,16 @@ def failure_text(j: Judgement, settings: Settings) -> str | None:
     if any(r.name == OBJECT_SIZE for r in ev.results.checks):
         local = settings.model_copy(update={"checks": {**settings.checks, OBJECT_SIZE: settings.object_limits.action}})
     wl = ev.workload
-    job = j.job
     subject = (
         f'{wl.kind} "{wl.name}" in namespace "{wl.namespace}"'
         if wl is not None
         else f'{job.kind} "{job.name}" in namespace "{job.namespace}"'
     )
+    if job.parent is not None:  # not created yet: the Event goes on its sweep and names it
+        subject = (
+            f'{job.kind} "{job.name}", which {job.parent.kind} "{job.parent.name}" creates later, '
+            f'in namespace "{job.namespace}"'
+        )
     enforce = decide(ev.results, settings=local, mode="enforce", subject=subject)
     return None if enforce.allowed else (enforce.message or None)
 
@@ -102,8 +107,14 @@ def _ts(e: dict[str, Any]) -> str:
     return str(e.get("lastTimestamp") or e.get("eventTime") or (e.get("metadata") or {}).get("creationTimestamp") or "")
 
 
+def job_key(job: JobRef) -> str:
+    """Whose Events are one sequence: a job's uid; a sweep's child: the sweep's uid and the child's name."""
+    return job.uid if job.parent is None else f"{job.parent.uid}/{job.name}"
+
+
 def latest_states(events: list[dict[str, Any]], component: str = COMPONENT) -> dict[str, tuple[str, str]]:
-    """Per involved object uid, the (reason, message) of this component's latest preflight Event."""
+    """Per job (`job_key`: the involved object's uid, and the `related` child's name for a sweep's
+    child), the (reason, message) of this component's latest preflight Event."""
     best: dict[str, tuple[str, tuple[str, str]]] = {}
     for e in events:
         if not isinstance(e, dict) or e.get("reason") not in (FAILED, PASSED):
@@ -113,6 +124,9 @@ def latest_states(events: list[dict[str, Any]], component: str = COMPONENT) -> d
         uid = (e.get("involvedObject") or {}).get("uid")
         if not isinstance(uid, str) or not uid:
             continue
+        child = (e.get("related") or {}).get("name")
+        if isinstance(child, str) and child:
+            uid = f"{uid}/{child}"
         ts = _ts(e)
         cur = best.get(uid)
         if cur is None or ts >= cur[0]:
@@ -158,35 +172,41 @@ class EventSink:
         log.info("events: read back the last preflight Event of %d jobs", len(self.last))
 
     async def publish(self, judgement: Judgement) -> None:
-        target = judgement.job.parent or judgement.job
+        job = judgement.job
         current = state_of(failure_text(judgement, self.settings))
-        write = event_to_write(self.last.get(target.uid), current)
+        write = event_to_write(self.last.get(job_key(job)), current)
         if write is None:  # unchanged, or a first judgement that passes
             return
-        if await self._write(target, *write):
-            self.last[target.uid] = write
+        if await self._write(job, *write):
+            self.last[job_key(job)] = write
 
     async def forget(self, job: JobRef, why: str) -> None:
         if why == "deleted":
-            self.last.pop(job.uid, None)
+            self.last.pop(job_key(job), None)
 
     async def scan_done(self, judged: int, not_judged: dict[str, int]) -> None:
         return None
 
     async def _write(self, job: JobRef, reason: str, message: str) -> bool:
+        """One Event on the job; a sweep's child: on its sweep, the child as `related` (core/v1
+        Event.related, "optional secondary object"), since the child does not exist yet."""
+        target = job.parent or job
         now = _now()
         ts = now.strftime("%Y-%m-%dT%H:%M:%SZ")
-        name = f"{job.name}.{int(now.timestamp() * 1e9):x}{secrets.token_hex(2)}"
+        name = f"{target.name}.{int(now.timestamp() * 1e9):x}{secrets.token_hex(2)}"
+        passed = f"{job.kind} {job.name} passes its preflight checks again"
+        if job.parent is not None:
+            passed = f"{job.kind} {job.name}, which {target.kind} {target.name} creates later, passes its preflight checks again"
         body = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"name": name[:253], "namespace": job.namespace},
+            "metadata": {"name": name[:253], "namespace": target.namespace},
             "involvedObject": {
-                "apiVersion": job.api_version, "kind": job.kind, "name": job.name,
-                "namespace": job.namespace, "uid": job.uid,
+                "apiVersion": target.api_version, "kind": target.kind, "name": target.name,
+                "namespace": target.namespace, "uid": target.uid,
             },
             "reason": reason,
-            "message": message or f"{job.kind} {job.name} passes its preflight checks again",
+            "message": message or passed,
             "type": "Warning" if reason == FAILED else "Normal",
             "source": {"component": self.component},
             "reportingComponent": self.component,
@@ -196,9 +216,12 @@ class EventSink:
             "lastTimestamp": ts,
             "count": 1,
         }  # fmt: skip
+        if job.parent is not None:
+            body["related"] = {"apiVersion": job.api_version, "kind": job.kind, "name": job.name,
+                               "namespace": job.namespace}  # fmt: skip
         try:
             await self.client.request(
-                "POST", f"/api/v1/namespaces/{quote(job.namespace, safe='')}/events",
+                "POST", f"/api/v1/namespaces/{quote(target.namespace, safe='')}/events",
                 body=body, timeout=10.0, kind="POST event",
             )  # fmt: skip
         except ApiError as exc:

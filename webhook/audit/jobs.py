@@ -6,9 +6,12 @@ would only repeat what its own status says. So, per kind, from the upstream stat
 - AIPerfJob (AIPerf 0.13.0 `aiperf/kubernetes/phase.py`, `Phase`): judged while `status.phase`
   is unset, `Pending` or `Queued` (JobSet suspended by Kueue); `Initializing`/`Running` run;
   `Completed`/`Failed`/`Cancelled` are finished.
-- AIPerfSweep: judged as a whole (the sweep's Workload holds every child, and its checks judge
-  each child) until its phase is terminal. The children the sweep controller already created
-  are AIPerfJobs and are judged on their own while they wait.
+- AIPerfSweep: judged until every child exists: each child its sweep controller has not created
+  yet is judged as the AIPerfJob it will be (webhook/audit/sweeps.py). Its phases (AIPerf 0.13.0
+  `operator/handlers/sweep/create.py` Pending, `sweep_controller/status_writer.py` Running, the
+  rollup's Aggregating, `child_rollup.py` TERMINAL_PHASES): `Aggregating` means every child ran;
+  Succeeded, Failed, Cancelled, PartiallyFailed (and Completed) are finished. The children the
+  sweep controller already created are AIPerfJobs and are judged on their own while they wait.
 - TrainJob (Trainer v2.3 `pkg/apis/trainer/v1alpha1/trainjob_types.go`): finished when the
   `Complete` or `Failed` condition is True; else judged when `spec.suspend` is true, when its
   Kueue Workload (owned by the TrainJob, `kueue.x-k8s.io` Workload) is not admitted (no
@@ -29,6 +32,8 @@ JUDGED, RUNNING, FINISHED = "judged", "running", "finished"
 AIPERF_WAITING = frozenset({"", "Pending", "Queued"})
 AIPERF_RUNNING = frozenset({"Initializing", "Running"})
 AIPERF_TERMINAL = frozenset({"Completed", "Failed", "Cancelled"})
+#: child_rollup.py TERMINAL_PHASES (PARENT_TERMINAL_PHASES and the rollup's Completed)
+SWEEP_TERMINAL = frozenset({"Succeeded", "Failed", "Cancelled", "PartiallyFailed", "Completed"})
 
 
 @dataclass(frozen=True)
@@ -91,8 +96,10 @@ def aiperf_state(obj: dict[str, Any]) -> tuple[str, str]:
 def sweep_state(obj: dict[str, Any]) -> tuple[str, str]:
     phase = _dict(obj.get("status")).get("phase") or ""
     phase = phase if isinstance(phase, str) else ""
-    if phase in AIPERF_TERMINAL:
+    if phase in SWEEP_TERMINAL:
         return FINISHED, f"phase {phase}"
+    if phase == "Aggregating":
+        return RUNNING, "phase Aggregating: every child ran"
     return JUDGED, "remaining children" if phase else "phase not set"
 
 

@@ -1,0 +1,272 @@
+"""The audit controller and what changes under a waiting job, against the real kube-apiserver + etcd.
+
+Controllers run in process (`webhook.audit.runner.AuditRun`, what `preflight-webhook audit` runs),
+with the openreports.io CRDs the chart installs. There is no kube-controller-manager here: each
+ResourceQuota's status (hard, used 0) is written by the test, as its quota controller would.
+
+- An AIPerfSweep is judged per child (webhook/audit/sweeps.py): a ResourceQuota lowered under the
+  waiting sweep makes its 700-connection child fail: a `PreflightFailed` Event on the sweep names
+  that child (core/v1 `related`), the quota and the fix; the Report holds a fail for that child
+  and a pass for the other. The quota is raised again: `PreflightPassed` for that child, the
+  Report passes. The sweep controller creates a child: it is no longer a remaining child of the
+  sweep, and is judged as the AIPerfJob it now is.
+- A ResourceQuota lowered under a suspended TrainJob: `PreflightFailed` on the TrainJob with the
+  quota and the fix, a fail in the Report; raised again: `PreflightPassed`, pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from e2e.harness.controlplane import ControlPlane
+from e2e.test_audit_live import until
+from webhook.audit.events import FAILED, PASSED
+from webhook.audit.runner import AuditRun
+from webhook.checks import all_checks
+from webhook.config import Settings
+
+REPO = Path(__file__).resolve().parents[1]
+CRD_DIR = REPO / "charts" / "preflight-webhook" / "files" / "openreports"
+SAMPLES = REPO / "tests" / "oracle" / "samples"
+NS = "audit-sweep-e2e"
+SWEEP = "conc"
+RUNTIME = "audit-quota-torch"
+
+SETTINGS = Settings.model_validate(
+    {"audit": {"leaseNamespace": NS, "debounceSeconds": 0.5, "leaseDurationSeconds": 4, "renewDeadlineSeconds": 3,
+               "retryPeriodSeconds": 0.5}}
+)  # fmt: skip
+
+
+def _sweep() -> dict[str, Any]:
+    """Two children: concurrency 100 (one worker pod) and 700 (seven)."""
+    return {
+        "apiVersion": "aiperf.nvidia.com/v1alpha1",
+        "kind": "AIPerfSweep",
+        "metadata": {"name": SWEEP, "namespace": NS},
+        "spec": {
+            "image": "nvcr.io/nvidia/aiperf:0.13.0",
+            "connectionsPerWorker": 100,
+            "benchmark": {
+                "models": ["m"],
+                "endpoint": {"urls": ["http://127.0.0.1:8000"]},
+                "datasets": [{"name": "main", "type": "synthetic", "entries": 10, "prompts": {"isl": 128, "osl": 64}}],
+                "phases": [{"name": "profiling", "type": "concurrency", "concurrency": 100, "requests": 100}],
+                "runtime": {"workersPerPod": 1},
+            },
+            "sweep": {"type": "grid", "parameters": {"concurrency": [100, 700]}},
+        },
+    }
+
+
+def _quota(cp: ControlPlane, name: str, cpu: str) -> None:
+    """Set the quota's hard requests.cpu, and its status as the quota controller would (used 0)."""
+    hard = {"requests.cpu": cpu}
+    cp.apply({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": name, "namespace": NS},
+              "spec": {"hard": hard}})  # fmt: skip
+    status = {"status": {"hard": hard, "used": {"requests.cpu": "0"}}}
+    cp.kubectl("patch", "resourcequota", name, "-n", NS, "--subresource=status", "--type=merge", "-p",
+               json.dumps(status))  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def cluster(control_plane: ControlPlane) -> ControlPlane:
+    cp = control_plane
+    args = ["apply", "--server-side", "--field-manager=preflight-e2e"]
+    for f in sorted(CRD_DIR.glob("*.yaml")):
+        args += ["-f", str(f)]
+    cp.kubectl(*args)
+    cp.wait_for_crds(["reports.openreports.io", "clusterreports.openreports.io"])
+    cp.ensure_namespace(NS)
+    return cp
+
+
+@pytest.fixture
+async def start_audit(cluster: ControlPlane) -> AsyncIterator[Callable[..., Any]]:
+    runs: list[AuditRun] = []
+
+    async def start(identity: str) -> AuditRun:
+        run = await AuditRun.start(SETTINGS, kubeconfig=str(cluster.kubeconfig), identity=identity, checks=all_checks())
+        runs.append(run)
+        return run
+
+    yield start
+    for r in runs:
+        await r.stop()
+
+
+def _events(cp: ControlPlane, name: str) -> list[dict[str, Any]]:
+    out = cp.kubectl("get", "events", "-n", NS, "-o", "json").stdout
+    got = [
+        e for e in json.loads(out)["items"]
+        if e.get("reason") in (FAILED, PASSED) and (e.get("involvedObject") or {}).get("name") == name
+    ]  # fmt: skip
+    return sorted(got, key=lambda e: e["metadata"]["creationTimestamp"] + e["metadata"]["name"])
+
+
+async def events(cp: ControlPlane, name: str, reason: str | None = None) -> list[dict[str, Any]] | None:
+    got = await asyncio.to_thread(_events, cp, name)
+    return got if reason is None or any(e["reason"] == reason for e in got) else None
+
+
+def _results(cp: ControlPlane, **match: str) -> dict[tuple[str, str], str]:
+    """(child or job name, check) -> result, of the namespace's Report."""
+    proc = cp.kubectl("get", "reports.openreports.io", "preflight-webhook", "-n", NS, "-o", "json", check=False)
+    if proc.returncode != 0:
+        return {}
+    out: dict[tuple[str, str], str] = {}
+    for r in json.loads(proc.stdout).get("results") or []:
+        subject = r["resources"][0]
+        if any(subject.get(k) != v for k, v in match.items()):
+            continue
+        out[((r.get("properties") or {}).get("child") or subject["name"], r["policy"])] = r["result"]
+    return out
+
+
+async def report_says(cp: ControlPlane, key: tuple[str, str], result: str, **match: str) -> bool:
+    return (await asyncio.to_thread(_results, cp, **match)).get(key) == result
+
+
+async def test_a_sweep_is_judged_per_child_and_a_lowered_quota_names_the_child_that_no_longer_fits(
+    cluster: ControlPlane, start_audit: Callable[..., Any]
+) -> None:
+    cp = cluster
+    _quota(cp, "sweep-quota", "100")
+    cp.apply(_sweep())  # no webhook here: stored as a pipeline would store it; no operator: it waits
+    uid = json.loads(cp.kubectl("get", "aiperfsweep", SWEEP, "-n", NS, "-o", "json").stdout)["metadata"]["uid"]
+    a = await start_audit("sweep-a")
+    await until("the controller leads and scanned once", lambda: a.controller.is_leader and a.controller.scans >= 1)
+    key = ("aiperfsweeps", NS, SWEEP)
+    assert set(a.controller.published[key]) == {f"{uid}/conc-v00", f"{uid}/conc-v01"}  # each remaining child
+    assert key in a.controller.index.jobs_for("resourcequotas", NS, "sweep-quota")
+    await until("the Report passes both children", lambda: report_says(cp, ("conc-v01", "Resource Quotas"), "pass"))
+    assert await events(cp, SWEEP) == []  # both fit: nothing to say
+
+    # the quota is lowered under the waiting sweep: its 700-connection child no longer fits
+    await asyncio.to_thread(_quota, cp, "sweep-quota", "6")
+    got = await until("a PreflightFailed Event on the sweep", lambda: events(cp, SWEEP, FAILED))
+    assert [e["reason"] for e in got] == [FAILED]
+    ev = got[0]
+    assert ev["type"] == "Warning"
+    assert ev["involvedObject"] == {
+        "apiVersion": "aiperf.nvidia.com/v1alpha1", "kind": "AIPerfSweep", "name": SWEEP, "namespace": NS, "uid": uid,
+    }  # fmt: skip
+    assert ev["related"]["kind"] == "AIPerfJob" and ev["related"]["name"] == "conc-v01"
+    assert ev["message"] == (
+        f'AIPerfJob "conc-v01", which AIPerfSweep "{SWEEP}" creates later, in namespace "{NS}" failed 1 preflight '
+        'check:\n[Resource Quotas] ResourceQuota "sweep-quota": requests.cpu would be 23900m (used 0 + job 23900m) '
+        f"but hard is 6. Fix: raise hard requests.cpu to at least 23900m (kubectl edit resourcequota sweep-quota -n "
+        f"{NS}), or reduce the job's pods or requests."
+    )
+    described = (await asyncio.to_thread(cp.kubectl, "describe", "aiperfsweep", SWEEP, "-n", NS)).stdout
+    assert "PreflightFailed" in described and "conc-v01" in described
+    await until("the Report holds the child's fail", lambda: report_says(cp, ("conc-v01", "Resource Quotas"), "fail"))
+    assert _results(cp, name=SWEEP)[("conc-v00", "Resource Quotas")] == "pass"
+
+    # the periodic re-check finds the same: no second Event
+    await a.controller.full_scan("period")
+    assert [e["reason"] for e in await events(cp, SWEEP) or []] == [FAILED]
+
+    # raised again: PreflightPassed for that child
+    await asyncio.to_thread(_quota, cp, "sweep-quota", "100")
+    got = await until("a PreflightPassed Event on the sweep", lambda: events(cp, SWEEP, PASSED))
+    passed = [e for e in got if e["reason"] == PASSED]
+    assert len(passed) == 1 and passed[0]["related"]["name"] == "conc-v01"
+    assert passed[0]["message"] == (
+        f"AIPerfJob conc-v01, which AIPerfSweep {SWEEP} creates later, passes its preflight checks again"
+    )
+    await until("the Report passes again", lambda: report_says(cp, ("conc-v01", "Resource Quotas"), "pass"))
+
+    # the sweep controller creates the first child: one child remains; the created one is an AIPerfJob now
+    child = a.controller.published[key][f"{uid}/conc-v00"]
+    assert child.parent is not None and child.parent.uid == uid
+    first = _sweep()
+    first["kind"] = "AIPerfJob"
+    first["metadata"] = {"name": "conc-v00", "namespace": NS, "labels": {
+        "aiperf.nvidia.com/sweep": SWEEP, "aiperf.nvidia.com/sweep-uid": uid}}  # fmt: skip
+    del first["spec"]["sweep"]
+    await asyncio.to_thread(cp.apply, first)
+    await until("only conc-v01 remains", lambda: set(a.controller.published.get(key, {})) == {f"{uid}/conc-v01"})
+    await until("the created child is judged", lambda: ("aiperfjobs", NS, "conc-v00") in a.controller.judged)
+    await until(
+        "the Report has the created child as an AIPerfJob",
+        lambda: report_says(cp, ("conc-v00", "Resource Quotas"), "pass", kind="AIPerfJob"),
+    )
+    assert ("conc-v00", "Resource Quotas") not in _results(cp, kind="AIPerfSweep")
+    await asyncio.to_thread(cp.kubectl, "delete", "aiperfjob", "conc-v00", "-n", NS)
+    await asyncio.to_thread(cp.kubectl, "delete", "aiperfsweep", SWEEP, "-n", NS)
+    await until("the sweep is forgotten", lambda: key not in a.controller.judged and key not in a.controller.published)
+
+
+def _runtime() -> dict[str, Any]:
+    rt = yaml.safe_load((SAMPLES / "clustertrainingruntime.yaml").read_text())
+    rt["metadata"]["name"] = RUNTIME
+    rt["spec"]["mlPolicy"]["torch"] = {}  # the sample's numProcPerNode is not in Trainer v2.3's CRD schema
+    return rt
+
+
+def _trainjob() -> dict[str, Any]:
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "quota-ft", "namespace": NS},
+        "spec": {
+            "suspend": True,
+            "runtimeRef": {"name": RUNTIME},
+            "trainer": {
+                "image": "registry.example/acme/ft:1.0",
+                "numNodes": 1,
+                "resourcesPerNode": {"requests": {"cpu": "2", "memory": "1Gi"}},
+            },
+        },
+    }
+
+
+async def test_a_quota_lowered_under_a_suspended_trainjob_fails_it_and_raised_again_passes_it(
+    cluster: ControlPlane, start_audit: Callable[..., Any]
+) -> None:
+    cp = cluster
+    cp.apply(_runtime())
+    cp.apply({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "initializer", "namespace": NS},
+              "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})  # fmt: skip
+    _quota(cp, "tj-quota", "100")
+    cp.apply(_trainjob())
+    a = await start_audit("quota-a")
+    await until("the controller leads and scanned once", lambda: a.controller.is_leader and a.controller.scans >= 1)
+    key = ("trainjobs", NS, "quota-ft")
+    assert key in a.controller.judged
+    assert key in a.controller.index.jobs_for("resourcequotas", NS, "tj-quota")
+    await until("the Report passes the TrainJob",
+                lambda: report_says(cp, ("quota-ft", "Resource Quotas"), "pass"))  # fmt: skip
+    assert await events(cp, "quota-ft") == []
+
+    await asyncio.to_thread(_quota, cp, "tj-quota", "1")
+    got = await until("a PreflightFailed Event on the TrainJob", lambda: events(cp, "quota-ft", FAILED))
+    assert [e["reason"] for e in got] == [FAILED]
+    # the quota check's arithmetic, and the apiserver's own quota admission on the dry run, say the same
+    quota = "exceeded quota: tj-quota, requested: requests.cpu=2, used: requests.cpu=0, limited: requests.cpu=1"
+    fix = f"Fix: see Resource Quotas (kubectl describe resourcequota -n {NS})."
+    assert got[0]["message"] == (
+        f'TrainJob "quota-ft" in namespace "{NS}" failed 2 preflight checks:\n'
+        '[Resource Quotas] ResourceQuota "tj-quota": requests.cpu would be 2 (used 0 + job 2 at its peak stage) but '
+        f"hard is 1. Fix: raise hard requests.cpu to at least 2 (kubectl edit resourcequota tj-quota -n {NS}), or "
+        "reduce the job's pods or requests.\n"
+        '[Dry Run] Pod for model-initializer rejected by the apiserver: pods "quota-ft-model-initializer-0-0-dryrn" '
+        f'is forbidden: {quota}. {fix} Pod for node rejected by the apiserver: pods "quota-ft-node-0-0-dryrn" is '
+        f"forbidden: {quota}. {fix}"
+    )
+    await until("the Report holds the fail", lambda: report_says(cp, ("quota-ft", "Resource Quotas"), "fail"))
+
+    await asyncio.to_thread(_quota, cp, "tj-quota", "100")
+    got = await until("a PreflightPassed Event on the TrainJob", lambda: events(cp, "quota-ft", PASSED))
+    assert [e["reason"] for e in got] == [FAILED, PASSED]
+    assert got[1]["message"] == "TrainJob quota-ft passes its preflight checks again"
+    await until("the Report passes again", lambda: report_says(cp, ("quota-ft", "Resource Quotas"), "pass"))
+    await asyncio.to_thread(cp.kubectl, "delete", "trainjob", "quota-ft", "-n", NS)
