@@ -75,7 +75,7 @@ demo-cluster-down: ## stop what `make demo-cluster` left running (by PID) and re
 # each bench script answers one question (its --help says which) and writes docs/benchmarks/<question>.md;
 # QUICK=1 runs them at toy sizes in seconds and writes nothing
 BENCH_WRITE = $(if $(QUICK),--quick,--write)
-bench: install ## the load and in-process benchmarks (~15 min; QUICK=1: a smoke run that writes nothing)
+bench: install ## the load and in-process benchmarks (~20 min; QUICK=1: a smoke run that writes nothing)
 	$(PY) bench/run.py $(if $(QUICK),--quick,)
 	$(PY) bench/inproc.py $(BENCH_WRITE)
 	$(PY) bench/large.py --stall $(BENCH_WRITE)
