@@ -194,6 +194,32 @@ async def test_unreachable_and_slow_registries_warn_within_the_deadline(
     assert took < 15  # the evaluation's own 15 s budget was never the bound: the check gave up first
 
 
+async def test_a_registry_whose_ca_is_not_given_warns_how_to_trust_it(
+    cluster: ControlPlane, reg: Registry, open_view: Any
+) -> None:
+    """The registry's CA is the harness's own (not the system's): without registryAccess.caFile the
+    handshake fails, which is "cannot verify" (a warning naming the fix), never a deny; with it, the
+    registry's own verdict."""
+    view = await open_view()
+    image = f"{reg.address}/team/app:1.0"
+    ev, r = await _judge(view, reg, image, ["regcred"], caFile=None)
+    assert (r.status, r.message) == (
+        Status.WARN,
+        f'Cannot verify image "{image}" (pod groups "controller", "workers"): the TLS certificate of '
+        f'"{reg.address}" is not trusted; add its CA (registryAccess.caFile; chart: registryCA).',
+    )
+    assert "Image Pull" not in ev.decision.denied_checks
+    missing = f"{reg.address}/team/app:7.7"
+    ev, r = await _judge(view, reg, missing, ["regcred"], caFile=None)
+    assert r.status == Status.WARN and "is not trusted" in r.message  # not even a missing tag denies
+    assert "Image Pull" not in ev.decision.denied_checks
+    # the same bundle the chart mounts (registryCA → /etc/preflight-webhook/registry-ca/ca.crt)
+    _, r = await _judge(view, reg, image, ["regcred"])
+    assert r.status == Status.PASS, r.message
+    _, r = await _judge(view, reg, missing, ["regcred"])
+    assert r.status == Status.FAIL and 'has no manifest for tag "7.7"' in r.message
+
+
 async def test_coalescing_cache_and_breaker_against_the_real_registry(reg: Registry) -> None:
     c = registry.RegistryClient(timeout=2, cache_seconds=30, breaker_failures=2, breaker_open_seconds=60,
                                 ssl_context=registry.make_ssl_context(str(reg.ca_file)))  # fmt: skip

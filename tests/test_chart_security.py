@@ -129,7 +129,8 @@ def test_egress_policy_follows_registry_access() -> None:
     """networkPolicy.egress: DNS and the apiserver always; registries only as config.registryAccess allows."""
     assert not [d for d in render() if d["kind"] == "NetworkPolicy" and d["metadata"]["name"] == f"{FULL}-egress"]
     base = [
-        {"ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]},
+        {"ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}],
+         "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}}}]},
         {"ports": [{"port": 443, "protocol": "TCP"}, {"port": 6443, "protocol": "TCP"}],
          "to": [{"ipBlock": {"cidr": "172.18.0.0/24"}}]},
     ]  # fmt: skip
@@ -147,3 +148,61 @@ def test_egress_policy_follows_registry_access() -> None:
         {"ports": ports, "to": [{"ipBlock": {"cidr": "10.9.0.0/16"}}]},
     ]
     assert _egress(*api, *cidrs, "--set", "config.registryAccess.mode=all") == [*base, {"ports": ports}]
+
+
+def test_egress_policy_refuses_an_empty_apiserver_rather_than_any_address() -> None:
+    """Least privilege: no rule of the egress policy opens the apiserver's ports to every address."""
+    proc = helm("template", "pf", str(CHART), "--set", "networkPolicy.egress.enabled=true", check=False)
+    assert proc.returncode != 0
+    assert (
+        "networkPolicy.egress.enabled needs networkPolicy.egress.apiserver: the apiserver's addresses as the pods "
+        "reach it (its endpoints: kubectl get endpointslice kubernetes -n default)" in proc.stderr
+    )
+    proc = helm(
+        "template", "pf", str(CHART), "--set", "networkPolicy.egress.enabled=true",
+        "--set", "networkPolicy.egress.apiserver[0].ipBlock.cidr=10.0.0.5/32", "--set", "networkPolicy.egress.dns=null",
+        check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0 and "networkPolicy.egress.enabled needs networkPolicy.egress.dns" in proc.stderr
+    # NodeLocal DNSCache: its address replaces the default peers; every rule names its peers
+    rules = _egress(
+        "--set", "networkPolicy.egress.apiserver[0].ipBlock.cidr=10.0.0.5/32",
+        "--set", "networkPolicy.egress.dns[0].ipBlock.cidr=169.254.20.10/32",
+    )  # fmt: skip
+    assert rules[0]["to"] == [{"ipBlock": {"cidr": "169.254.20.10/32"}}]
+    assert rules[1]["to"] == [{"ipBlock": {"cidr": "10.0.0.5/32"}}]
+    assert all(r.get("to") for r in rules)  # registryAccess off: no rule without peers
+
+
+def test_registry_ca_is_mounted_and_becomes_the_image_pull_checks_ca_file() -> None:
+    """registryCA: a Secret's (or ConfigMap's) key, mounted read-only into the webhook pods only, is
+    config.registryAccess.caFile; off by default (no volume, caFile unset)."""
+    docs = render()
+    assert config(docs).registry_access.ca_file is None
+    pod = one(docs, "Deployment", FULL)["spec"]["template"]["spec"]
+    assert "registry-ca" not in {v["name"] for v in pod["volumes"]}
+    path = "/etc/preflight-webhook/registry-ca/ca.crt"
+    for source, kind, ref in (("secretName", "secret", "secretName"), ("configMapName", "configMap", "name")):
+        docs = render("--set", f"registryCA.{source}=corp-ca", "--set", "registryCA.key=bundle.pem")
+        assert config(docs).registry_access.ca_file == path
+        pod = one(docs, "Deployment", FULL)["spec"]["template"]["spec"]
+        [vol] = [v for v in pod["volumes"] if v["name"] == "registry-ca"]
+        assert vol == {
+            "name": "registry-ca",
+            kind: {ref: "corp-ca", "items": [{"key": "bundle.pem", "path": "ca.crt"}]},
+        }
+        [mount] = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "registry-ca"]
+        assert mount == {"name": "registry-ca", "mountPath": path.rsplit("/", 1)[0], "readOnly": True}
+        # the audit controller runs the same checks: it gets the same bundle; the certificate pod does not
+        mounted = {
+            d["metadata"]["name"]
+            for d in docs
+            if d["kind"] == "Deployment" and vol in (d["spec"]["template"]["spec"].get("volumes") or [])
+        }
+        assert mounted == {FULL, f"{FULL}-audit"}
+    both = helm("template", "pf", str(CHART), "--set", "registryCA.secretName=a", "--set",
+                "registryCA.configMapName=b", check=False)  # fmt: skip
+    assert both.returncode != 0 and "registryCA: set secretName or configMapName, not both" in both.stderr
+    twice = helm("template", "pf", str(CHART), "--set", "registryCA.secretName=a", "--set",
+                 "config.registryAccess.caFile=/x.pem", check=False)  # fmt: skip
+    assert twice.returncode != 0 and "leave config.registryAccess.caFile empty" in twice.stderr

@@ -227,6 +227,12 @@ class ImagePull(Check):
         where = f'image "{need.image}" ({_groups(need)})'
         if any(a.outcome == registry.UNREACHABLE for _, a in answers):
             detail = next(a.detail for _, a in answers if a.outcome == registry.UNREACHABLE)
+            if detail == registry.UNTRUSTED_CERTIFICATE:
+                return _Verdict(
+                    Status.WARN,
+                    f'Cannot verify {where}: the TLS certificate of "{ref.registry}" is not trusted; '
+                    "add its CA (registryAccess.caFile; chart: registryCA).",
+                )
             return _Verdict(Status.WARN, f'Cannot verify {where}: registry "{ref.registry}" did not answer ({detail}).')
         unknown = [a for _, a in answers if a.outcome == registry.UNKNOWN]
         if unknown:

@@ -48,6 +48,8 @@ UNKNOWN = "manifest unknown"
 UNAUTHORIZED = "unauthorized"
 FORBIDDEN = "forbidden"
 UNREACHABLE = "unreachable"
+#: the detail of an UNREACHABLE answer whose TLS certificate no trusted CA signed (the caller names the fix)
+UNTRUSTED_CERTIFICATE = "its TLS certificate is not trusted"
 #: answers that say something about the image (cached); the rest only about the registry's health
 DEFINITE = frozenset({FOUND, UNKNOWN, UNAUTHORIZED, FORBIDDEN})
 #: the most tags read from a repository to name the nearby ones
@@ -185,7 +187,7 @@ class RegistryClient:
         except TimeoutError:
             return Answer(UNREACHABLE, detail=f"no answer within {self.timeout:.1f}s")
         except aiohttp.ClientConnectorCertificateError:
-            return Answer(UNREACHABLE, detail="its TLS certificate is not trusted")
+            return Answer(UNREACHABLE, detail=UNTRUSTED_CERTIFICATE)
         except aiohttp.ClientSSLError:
             return Answer(UNREACHABLE, detail="TLS handshake failed")
         except aiohttp.ClientConnectorError as exc:

@@ -76,6 +76,12 @@ app.kubernetes.io/component: webhook
 {{- else -}}
 {{- $_ := set $cfg "clientAuth" (dict "caFile" nil "allowedNames" (list)) -}}
 {{- end -}}
+{{- /* registryCA: the mounted bundle is the Image Pull check's registryAccess.caFile */ -}}
+{{- if or .Values.registryCA.secretName .Values.registryCA.configMapName -}}
+{{- $ra := deepCopy (get $cfg "registryAccess" | default dict) -}}
+{{- $_ := set $ra "caFile" "/etc/preflight-webhook/registry-ca/ca.crt" -}}
+{{- $_ := set $cfg "registryAccess" $ra -}}
+{{- end -}}
 {{- toYaml $cfg -}}
 {{- end -}}
 
@@ -93,6 +99,15 @@ app.kubernetes.io/component: webhook
 {{- end -}}
 {{- if ge (float64 .Values.config.budgetSeconds) (float64 .Values.webhook.timeoutSeconds) -}}
 {{- fail (printf "config.budgetSeconds (%v) must be below webhook.timeoutSeconds (%v): the answer has to reach the apiserver in time" .Values.config.budgetSeconds .Values.webhook.timeoutSeconds) -}}
+{{- end -}}
+{{- if and .Values.registryCA.secretName .Values.registryCA.configMapName -}}
+{{- fail "registryCA: set secretName or configMapName, not both" -}}
+{{- end -}}
+{{- if and (or .Values.registryCA.secretName .Values.registryCA.configMapName) (.Values.config.registryAccess | default dict).caFile -}}
+{{- fail "registryCA mounts the bundle and sets config.registryAccess.caFile itself: leave config.registryAccess.caFile empty" -}}
+{{- end -}}
+{{- if and (or .Values.registryCA.secretName .Values.registryCA.configMapName) (not .Values.registryCA.key) -}}
+{{- fail "registryCA.key: the key of the Secret or ConfigMap that holds the PEM bundle (e.g. ca.crt)" -}}
 {{- end -}}
 {{- if and .Values.clientAuth.enabled (not .Values.clientAuth.caBundle) -}}
 {{- fail "clientAuth.enabled needs clientAuth.caBundle (PEM of the CA that signs the apiserver's client certificate)" -}}
@@ -145,4 +160,32 @@ app.kubernetes.io/component: audit
 {{/* The namespace of the audit controller's leader-election Lease (config.audit.leaseNamespace, "" = the release's). */}}
 {{- define "pw.auditLeaseNamespace" -}}
 {{- default .Release.Namespace (dig "audit" "leaseNamespace" "" .Values.config) -}}
+{{- end -}}
+
+{{/* registryCA: a private registry's CA for the Image Pull check (config.registryAccess.caFile), in the
+webhook's and the audit controller's pods (both run the checks). Empty when registryCA is not set. */}}
+{{- define "pw.registryCAMount" -}}
+{{- if or .Values.registryCA.secretName .Values.registryCA.configMapName -}}
+- name: registry-ca
+  mountPath: /etc/preflight-webhook/registry-ca
+  readOnly: true
+{{- end -}}
+{{- end -}}
+
+{{- define "pw.registryCAVolume" -}}
+{{- with .Values.registryCA -}}
+{{- if .secretName -}}
+- name: registry-ca
+  secret:
+    secretName: {{ .secretName }}
+    items:
+      - {key: {{ .key | quote }}, path: ca.crt}
+{{- else if .configMapName -}}
+- name: registry-ca
+  configMap:
+    name: {{ .configMapName }}
+    items:
+      - {key: {{ .key | quote }}, path: ca.crt}
+{{- end -}}
+{{- end -}}
 {{- end -}}
