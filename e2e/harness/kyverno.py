@@ -24,6 +24,18 @@ required if out-of-cluster", ``cmd/kyverno/main.go``):
   with ``url: https://127.0.0.1:<port>/...`` and that CA: the ``kyverno-resource-validating-webhook-cfg``
   gets one webhook per failure policy, with the rules of the policies' kinds, as in a user's
   cluster (a ClusterPolicy's ``failurePolicy`` defaults to ``Fail``; ``sideEffects: NoneOnDryRun``);
+* start-up ends only once Kyverno's own webhook **answers** (:meth:`Kyverno._answers`), not once
+  its configurations exist: the webhook controller registers them as soon as the CA Secret is
+  there, while the server's ``GetCertificate`` (``pkg/webhooks/server.go``) reads the serving pair
+  from its Secret at each handshake ("TLS handshake error ... secret ... not found" until the
+  renewer wrote it), so a ClusterPolicy applied in between is refused by the apiserver (the policy
+  webhooks' ``failurePolicy: Fail``). The condition, polled with a deadline: the CA Secret holds a
+  certificate (``pkg/tls/reader.go`` ``ReadRootCASecret``: ``tls.crt``), the policy webhook
+  configurations carry that CA, ``GET /health/readiness`` over TLS verified with it answers 200
+  (``runtime.IsReady``: the certificates validate), and a server-side dry run of a ClusterPolicy
+  passes through both policy webhooks (``kyverno-policy-mutating-webhook-cfg`` and
+  ``kyverno-policy-validating-webhook-cfg``, ``failurePolicy: Fail``, ``sideEffects:
+  NoneOnDryRun``: a dry run is sent to them, and allowed only if they answered);
 * :meth:`Kyverno.wait_policies`: each ClusterPolicy ``Ready`` (the webhook controller sets it
   once the policy is in the registered webhooks, ``updatePolicyStatuses``).
 
@@ -42,8 +54,11 @@ chart's RBAC is not what these tests judge. Use::
 
 from __future__ import annotations
 
+import base64
+import http.client
 import json
 import os
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -65,6 +80,31 @@ SERVICE = "kyverno-svc"
 #: the webhook configuration Kyverno's webhook controller keeps for validate rules
 #: (pkg/config/config.go ValidatingWebhookConfigurationName)
 RESOURCE_VWC = "kyverno-resource-validating-webhook-cfg"
+#: the webhook configurations that judge a ClusterPolicy (pkg/config/config.go), both failurePolicy Fail
+POLICY_WEBHOOKS = (
+    ("mutatingwebhookconfiguration", "kyverno-policy-mutating-webhook-cfg"),
+    ("validatingwebhookconfiguration", "kyverno-policy-validating-webhook-cfg"),
+)
+#: the Secret with Kyverno's self-signed CA (--caSecretName)
+CA_SECRET = f"{SERVICE}.{NAMESPACE}.svc.kyverno-tls-ca"
+#: pkg/config/config.go ReadinessServicePath, served by the webhook server over TLS
+READINESS_PATH = "/health/readiness"
+#: the ClusterPolicy sent as a server-side dry run until Kyverno's policy webhooks judge it (stored: never)
+PROBE_POLICY: dict[str, Any] = {
+    "apiVersion": "kyverno.io/v1",
+    "kind": "ClusterPolicy",
+    "metadata": {"name": "preflight-kyverno-answers"},
+    "spec": {
+        "background": False,
+        "rules": [
+            {
+                "name": "answers",
+                "match": {"any": [{"resources": {"kinds": ["ConfigMap"], "names": ["preflight-kyverno-answers"]}}]},
+                "validate": {"failureAction": "Audit", "message": "probe", "pattern": {"metadata": {"name": "?*"}}},
+            }
+        ],
+    },
+}
 #: the chart's default config.resourceFilters that do not name the chart's own objects
 RESOURCE_FILTERS = [
     "[Event,*,*]",
@@ -180,7 +220,7 @@ class Kyverno:
             f"--serverIP=127.0.0.1:{self.port}",
             "--webhookServerHost=127.0.0.1",
             f"--webhookServerPort={self.port}",
-            f"--caSecretName={SERVICE}.{NAMESPACE}.svc.kyverno-tls-ca",
+            f"--caSecretName={CA_SECRET}",
             f"--tlsSecretName={SERVICE}.{NAMESPACE}.svc.kyverno-tls-pair",
             "--servicePort=443",
             # nothing else listens: no metrics, controller-runtime metrics or profiling server
@@ -215,6 +255,12 @@ class Kyverno:
             self.timeout,
             context=self.log_tail,
         )
+        poll_until(
+            f"Kyverno's webhook answering at https://127.0.0.1:{self.port} (TLS, readiness, a dry-run ClusterPolicy)",
+            self._answers,
+            self.timeout,
+            context=self.log_tail,
+        )
         self.timings["start"] = time.monotonic() - t1
         self._say(f"admission controller up (pid {self.proc.pid}, port {self.port}) in {self.timings['start']:.0f}s")
         return self
@@ -238,6 +284,53 @@ class Kyverno:
         if proc.returncode != 0:
             return proc.stderr.strip()[-200:]
         return True
+
+    def _ca(self) -> bytes | str:
+        """Kyverno's CA certificate (PEM) from its Secret, or why not yet."""
+        proc = self.cp.kubectl("get", "secret", CA_SECRET, "-n", NAMESPACE, "-o", "json", check=False)
+        if proc.returncode != 0:
+            return proc.stderr.strip()[-200:]
+        data = json.loads(proc.stdout).get("data") or {}
+        pem = data.get("tls.crt") or data.get("rootCA.crt")
+        return base64.b64decode(pem) if pem else f"no tls.crt in Secret {NAMESPACE}/{CA_SECRET} yet"
+
+    def _answers(self) -> bool | str:
+        """True once Kyverno's webhook answers the apiserver (see the module docstring), else why not."""
+        self._alive()
+        ca = self._ca()
+        if isinstance(ca, str):
+            return ca
+        for kind, name in POLICY_WEBHOOKS:
+            proc = self.cp.kubectl("get", kind, name, "-o", "json", check=False)
+            if proc.returncode != 0:
+                return proc.stderr.strip()[-200:]
+            bundles = {
+                base64.b64decode(w["clientConfig"].get("caBundle") or "") for w in json.loads(proc.stdout)["webhooks"]
+            }
+            if bundles != {ca}:
+                return f"{name} does not carry the CA of Secret {CA_SECRET} yet"
+        status = self._readiness(ca)
+        if status != 200:
+            return f"GET {READINESS_PATH}: {status}"
+        proc = self.cp.kubectl(
+            "create", "--dry-run=server", "-f", "-", input=json.dumps(PROBE_POLICY), check=False, timeout=60
+        )
+        if proc.returncode != 0:
+            return "a dry-run ClusterPolicy: " + proc.stderr.strip()[-300:]
+        return True
+
+    def _readiness(self, ca: bytes) -> int | str:
+        """The status of ``GET /health/readiness`` over TLS verified with Kyverno's CA (127.0.0.1 is an IP SAN)."""
+        assert self.port is not None
+        ctx = ssl.create_default_context(cadata=ca.decode())
+        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=ctx, timeout=5)
+        try:
+            conn.request("GET", READINESS_PATH)
+            return conn.getresponse().status
+        except (OSError, ssl.SSLError, http.client.HTTPException) as e:
+            return f"{type(e).__name__}: {e}"
+        finally:
+            conn.close()
 
     def wait_policies(self, names: Iterable[str]) -> None:
         """Each ClusterPolicy ``Ready``: in the webhook configuration Kyverno registered."""
