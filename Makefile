@@ -8,7 +8,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 
-.PHONY: help install lint build-control-plane build-cluster oracle test test-unit test-e2e demo demo-down demo-cluster demo-cluster-down bench bench-cluster clean
+.PHONY: help install lint build-control-plane build-cluster oracle test test-unit test-e2e demo demo-down demo-cluster demo-cluster-down bench bench-cluster release clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -89,6 +89,9 @@ bench-cluster: install build-cluster ## the cluster benchmarks on the local cont
 	$(PY) bench/inproc.py --cluster --write
 	$(PY) bench/apply_latency.py
 	$(if $(NODE),$(PY) bench/apply_latency.py --on node,)
+
+release: ## push the image (buildah) and the chart (helm push) to REGISTRY=host[:port][/path] as VERSION=x.y.z (scripts/release.sh)
+	REGISTRY="$(REGISTRY)" VERSION="$(VERSION)" bash scripts/release.sh
 
 clean: ## remove the virtualenv and caches in the work tree
 	rm -rf $(VENV) .pytest_cache .hypothesis build dist *.egg-info
