@@ -8,33 +8,17 @@ from __future__ import annotations
 
 import copy
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from e2e.harness.controlplane import ControlPlane
-from e2e.harness.runner import RULES, RunningWebhook
+from e2e.harness.runner import RULES, RunningWebhook, chart_jobset_hook
 
-CHART = Path(__file__).resolve().parents[1] / "charts" / "preflight-webhook"
 NS = "jobset-direct"
 LABEL = {"preflight-webhook/jobsets": "true"}
 HOOK = "preflight.webhook.io"
-
-
-def chart_jobset_hook(cp: ControlPlane) -> dict[str, Any]:
-    """The chart's JobSet webhook entry, as `helm template` renders it with the defaults."""
-    out = subprocess.run(
-        [str(cp.helm_path), "template", "t", str(CHART), "--namespace", "pw"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    ).stdout
-    [vwc] = [d for d in yaml.safe_load_all(out) if d and d.get("kind") == "ValidatingWebhookConfiguration"]
-    [hook] = [h for h in vwc["webhooks"] if h["name"] == "validate-jobsets.preflight.webhook.io"]
-    return dict(hook)
 
 
 def jobset(name: str, *, secret: str = "hf-token", owner: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -130,17 +114,21 @@ def test_a_broken_jobset_is_denied_with_the_fix(hook: RunningWebhook) -> None:
     assert hook.cp.kubectl("get", "jobset", "broken-ddp", "-n", NS, check=False).returncode != 0
 
 
-def test_a_jobset_a_trainjob_owns_never_reaches_the_webhook(hook: RunningWebhook) -> None:
-    """Its owner was judged at its own apply; judging it again would wedge Trainer's controller."""
+@pytest.mark.parametrize("controller", [True, False])
+def test_a_jobset_a_trainjob_owns_never_reaches_the_webhook(hook: RunningWebhook, controller: bool) -> None:
+    """Its owner was judged at its own apply; judging it again would wedge Trainer's controller. Without
+    the controller flag it is the Dry Run check's twin of a TrainJob's JobSet (dryrun_probe.twin_of):
+    judging it would nest a review of the job's JobSet inside the job's own."""
+    name = f"owned-ddp-{str(controller).lower()}"
     owner = {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
         "kind": "TrainJob",
-        "name": "owned-ddp",
+        "name": name,
         "uid": "8d1c4a8e-0000-4000-8000-000000000001",
-        "controller": True,
+        "controller": controller,
     }
     before = hook.requests_total()
-    proc = apply(hook.cp, jobset("owned-ddp", secret="no-such-token", owner=owner))
+    proc = apply(hook.cp, jobset(name, secret="no-such-token", owner=owner))
     assert proc.returncode == 0, proc.stderr
     assert hook.requests_total() == before  # the apiserver's CEL said: not sent
 

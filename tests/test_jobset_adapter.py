@@ -115,7 +115,9 @@ def test_user_values_are_kept() -> None:
         ("trainer.kubeflow.org/v1alpha1", "TrainJob", True, True),
         ("aiperf.nvidia.com/v1alpha1", "AIPerfJob", True, True),
         ("aiperf.nvidia.com/v1alpha1", "AIPerfSweep", True, True),
-        ("trainer.kubeflow.org/v1alpha1", "TrainJob", False, False),  # not its controller
+        # not its controller: Dry Run's twin of a TrainJob's JobSet (dryrun_probe.twin_of), judged in the job's review
+        ("trainer.kubeflow.org/v1alpha1", "TrainJob", False, True),
+        ("aiperf.nvidia.com/v1alpha1", "AIPerfJob", False, True),
         ("example.com/v1", "Launcher", True, False),  # an owner this webhook does not judge
     ],
 )

@@ -61,6 +61,26 @@ RULES: list[dict[str, Any]] = [
     },
 ]
 
+CHART = ROOT / "charts" / "preflight-webhook"
+#: the chart's webhook entry for JobSets applied directly (templates/validatingwebhookconfiguration.yaml)
+CHART_JOBSET_HOOK = "validate-jobsets.preflight.webhook.io"
+
+
+def chart_jobset_hook(cp: ControlPlane) -> dict[str, Any]:
+    """The chart's JobSet webhook entry, as `helm template` renders it with the defaults: its rules and
+    its matchCondition ``not-owned-by-a-judged-job`` (a JobSet a TrainJob or AIPerfJob owns is skipped)."""
+    out = subprocess.run(
+        [str(cp.helm_path), "template", "t", str(CHART), "--namespace", "pw"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    [vwc] = [d for d in yaml.safe_load_all(out) if d and d.get("kind") == "ValidatingWebhookConfiguration"]
+    [hook] = [h for h in vwc["webhooks"] if h["name"] == CHART_JOBSET_HOOK]
+    return dict(hook)
+
+
 #: the smallest AIPerfJob the adapter reads; used to prove the apiserver calls the webhook
 PROBE_JOB: dict[str, Any] = {
     "apiVersion": "aiperf.nvidia.com/v1alpha1",

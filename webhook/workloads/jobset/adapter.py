@@ -35,11 +35,19 @@ JUDGED_OWNERS = frozenset(
 
 
 def owned_by_a_judged_job(obj: dict[str, Any]) -> bool:
-    """A controller ownerReference to a kind this webhook judges (the apiserver's matchConditions say the same)."""
+    """An ownerReference to a kind this webhook judges, with or without the ``controller`` flag (the
+    apiserver's matchConditions say the same).
+
+    With it: the JobSet Trainer or the AIPerf operator makes. Without it: the Dry Run check's twin of
+    that JobSet (webhook/checks/dryrun_probe.py ``twin_of``, sent when Kueue's ``mjobset.kb.io``
+    refuses the probe for its absent owner), which would otherwise reach this webhook as a JobSet
+    applied directly and be judged inside the job's own review (the fidelity matrix found it: a
+    job whose pods a Kyverno policy refuses was denied and also warned "Cannot verify the JobSet",
+    the nested review's denial read as the twin's refusal)."""
     meta = obj.get("metadata")
     refs = meta.get("ownerReferences") if isinstance(meta, dict) else None
     for ref in refs if isinstance(refs, list) else []:
-        if not isinstance(ref, dict) or ref.get("controller") is not True:
+        if not isinstance(ref, dict):
             continue
         api_version, kind = ref.get("apiVersion"), ref.get("kind")
         if isinstance(api_version, str) and (api_version.split("/", 1)[0], kind) in JUDGED_OWNERS:
