@@ -586,8 +586,9 @@ main() {
             # promtool and prometheus: tests/test_promtool_rules.py and e2e/test_prometheus_scrape.py
             build_promtool
             build_prometheus
-            # not build_kyverno yet: no test runs Kyverno until its fidelity rows join the matrix
-            # (e2e/fidelity/scenarios.py BY_NAME_ONLY), and its cold build is long (docs/development.md)
+            # the fidelity matrix's policy engine (e2e/test_fidelity.py); its cold build is long
+            # (docs/development.md, "Kyverno on the node"); warm, a stamp check under its own lock
+            build_kyverno
             say "e2e build ready in $((SECONDS - t0))s: $BIN"
             ;;
         *) die "usage: $0 [all|control-plane|kube-apiserver|etcd|kubectl|helm|promtool|prometheus|crds|optional-crds|openreports|node|registry|stack|kyverno|kubelet|kube-controller-manager|kube-scheduler|kube-proxy|path]" ;;

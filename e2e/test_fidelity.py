@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from e2e.fidelity.run import Row, run_matrix
-from e2e.fidelity.scenarios import KNOWN_LIMITATIONS, SCENARIOS
+from e2e.fidelity.scenarios import JOBSET_SCENARIOS, KNOWN_LIMITATIONS, KYVERNO_SCENARIOS, SCENARIOS
 from e2e.harness.node import Node
 from e2e.harness.stack import Stack
 
@@ -44,8 +44,8 @@ def _show(rows: list[Row]) -> str:
     )
 
 
-def test_the_matrix_covers_at_least_30_scenarios_with_both_outcomes(rows: list[Row]) -> None:
-    assert len(rows) == len(SCENARIOS) >= 30
+def test_the_matrix_covers_at_least_60_scenarios_with_both_outcomes(rows: list[Row]) -> None:
+    assert len(rows) == len(SCENARIOS) >= 60
     assert any(r.would_run for r in rows) and any(not r.would_run for r in rows), _show(rows)
     assert any(not r.verdict.allowed for r in rows), _show(rows)
 
@@ -75,5 +75,19 @@ def test_no_job_carries_a_warning_that_is_not_about_it(rows: list[Row]) -> None:
 def test_good_jobs_of_every_kind_run_and_are_admitted(rows: list[Row]) -> None:
     good = [r for r in rows if r.scenario.startswith("good-")]
     assert len(good) >= 5
+    assert "good-jobset" in [r.scenario for r in good]
     for r in good:
         assert r.outcome.kind == "runs" and r.verdict.allowed, _show([r])
+
+
+def test_each_policy_engine_rule_refuses_its_job_and_admits_and_runs_its_twin(rows: list[Row]) -> None:
+    """The Kyverno rows and the JobSets applied directly: a violating job never runs and is refused
+    (by the webhook, or by the engine at apply); its compliant twin is admitted with no warning and runs."""
+    by_name = {r.scenario: r for r in rows}
+    names = [s.name for s in [*KYVERNO_SCENARIOS, *JOBSET_SCENARIOS]]
+    assert sum(n.endswith("-violating") for n in names) >= 7
+    for name in names:
+        if name.endswith("-violating"):
+            bad, good = by_name[name], by_name[name.removesuffix("-violating") + "-compliant"]
+            assert not bad.would_run and not bad.verdict.allowed, _show([bad])
+            assert good.would_run and good.verdict.allowed and good.verdict.warnings == [], _show([good])

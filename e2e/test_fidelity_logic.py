@@ -6,7 +6,18 @@ import pytest
 import yaml
 
 from e2e.fidelity.aiperf_scenarios import AIPERF_BOUND_SECONDS, AIPERF_SCENARIOS
-from e2e.fidelity.run import BOUND_SECONDS, Outcome, Verdict, bound_of, classify, crashed_after_start
+from e2e.fidelity.jobset_scenarios import JOBSET_SCENARIOS
+from e2e.fidelity.run import (
+    BOUND_SECONDS,
+    JOBSET_LABEL,
+    Outcome,
+    Verdict,
+    _jobset_outcome,
+    bound_of,
+    classify,
+    crashed_after_start,
+    select,
+)
 from e2e.fidelity.scenarios import KNOWN_LIMITATIONS, SCENARIOS, WORKLOAD_IMAGE
 from e2e.harness.aiperf_manifests import tokenizer_configmap
 
@@ -51,13 +62,19 @@ def test_only_a_benchmark_that_died_after_it_started_runs_twice(res: tuple[str, 
 
 def test_the_table() -> None:
     names = [s.name for s in SCENARIOS]
-    assert len(names) == len(set(names)) >= 30
+    assert len(names) == len(set(names)) >= 60
     for s in SCENARIOS:
         assert len(s.namespace) <= 63
         assert s.known is None or s.known in KNOWN_LIMITATIONS
         assert s.job_object()["metadata"]["namespace"] == s.namespace
         if s.kind == "TrainJob":
             assert s.job["spec"]["trainer"]["image"] == WORKLOAD_IMAGE
+        elif s.kind == "JobSet":
+            assert bound_of(s, BOUND_SECONDS) == BOUND_SECONDS, s.name
+            for rj in s.job["spec"]["replicatedJobs"]:
+                assert [c["image"] for c in rj["template"]["spec"]["template"]["spec"]["containers"]] == [
+                    WORKLOAD_IMAGE
+                ]
         else:
             assert s.kind == "AIPerfJob" and bound_of(s, BOUND_SECONDS) == AIPERF_BOUND_SECONDS, s.name
             assert s.prereqs[0] == tokenizer_configmap(), s.name  # the ConfigMap the job mounts
@@ -76,3 +93,69 @@ def test_the_aiperf_rows() -> None:
     assert 1 << 20 < size < 1_500_000, size  # the run_config ConfigMap passes 1 MiB; etcd takes the job
     long = next(s for s in AIPERF_SCENARIOS if s.name == "aiperf-name-too-long")
     assert len(long.job["metadata"]["name"]) == 40
+
+
+# --------------------------------------------------------------------------- a JobSet's outcome
+
+
+def _js(*conditions: tuple[str, str, str]) -> dict:  # type: ignore[type-arg]
+    return {
+        "metadata": {"name": "js"},
+        "status": {"conditions": [{"type": t, "status": st, "reason": "R", "message": m} for t, st, m in conditions]},
+    }
+
+
+def _pod(phase: str, waiting: str | None = None) -> dict:  # type: ignore[type-arg]
+    status: dict = {"phase": phase}  # type: ignore[type-arg]
+    if waiting:
+        status["containerStatuses"] = [
+            {"name": "worker", "state": {"waiting": {"reason": waiting, "message": "couldn't find key hf_token"}}}
+        ]
+    return {"metadata": {"labels": {JOBSET_LABEL: "js"}}, "status": status}
+
+
+def test_a_completed_jobset_runs_and_a_failed_one_fails_before_the_bound() -> None:
+    assert _jobset_outcome(_js(("Completed", "True", "jobset completed successfully")), [], False, []) == (
+        "runs",
+        "Completed: jobset completed successfully",
+    )
+    assert _jobset_outcome(_js(("Failed", "True", "jobset failed")), [], False, []) == (
+        "fails",
+        "Failed (R): jobset failed",
+    )
+    # a condition that is False says nothing yet
+    assert _jobset_outcome(_js(("Completed", "False", "")), [_pod("Running")], False, []) is None
+
+
+def test_a_jobset_at_the_bound_runs_if_its_pods_do_and_else_never_starts_with_what_holds_it() -> None:
+    assert _jobset_outcome(_js(), [_pod("Running"), _pod("Pending")], True, []) == (
+        "runs",
+        "1/2 pods Running or Succeeded, not Completed at the bound",
+    )
+    kind, detail = _jobset_outcome(_js(), [_pod("Pending", "CreateContainerConfigError")], True, []) or ("", "")
+    assert kind == "never-starts"
+    assert detail == "container worker CreateContainerConfigError: couldn't find key hf_token"
+    event = {
+        "type": "Warning",
+        "reason": "FailedCreate",
+        "message": "pods may not set the env var FORBIDDEN",
+        "involvedObject": {"kind": "Job"},
+    }
+    assert _jobset_outcome({}, [], True, [event]) == (
+        "never-starts",
+        "no pod created; event FailedCreate on Job: pods may not set the env var FORBIDDEN",
+    )
+
+
+def test_the_jobset_rows() -> None:
+    names = [s.name for s in JOBSET_SCENARIOS]
+    assert [s.name for s in select("jobset")] == [s.name for s in SCENARIOS if "jobset" in s.name]
+    assert set(names) <= {s.name for s in SCENARIOS}
+    assert {s.kind for s in JOBSET_SCENARIOS} == {"JobSet"}
+    assert "good-jobset" in names and "jobset-secret-key-missing" in names
+    # every rule row has its passing twin in a namespace with the same labels and policies
+    for bad in (n for n in names if n.endswith("-violating")):
+        twin = bad.removesuffix("-violating") + "-compliant"
+        assert twin in names, bad
+        b, g = (next(s for s in JOBSET_SCENARIOS if s.name == n) for n in (bad, twin))
+        assert b.namespace_labels == g.namespace_labels and b.cluster_prereqs == g.cluster_prereqs

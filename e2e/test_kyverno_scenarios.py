@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+from e2e.fidelity.jobset_scenarios import JOBSET_SCENARIOS
 from e2e.fidelity.kyverno_scenarios import (
     KYVERNO_SCENARIOS,
     PRIVILEGED_MESSAGE,
@@ -16,7 +17,7 @@ from e2e.fidelity.kyverno_scenarios import (
 )
 from e2e.fidelity.policy_scenarios import no_forbidden_env as vap_no_forbidden_env
 from e2e.fidelity.run import select
-from e2e.fidelity.scenarios import BY_NAME_ONLY, SCENARIOS
+from e2e.fidelity.scenarios import SCENARIOS
 from e2e.harness.kyverno import NAMESPACE, RESOURCE_FILTERS, config_map
 
 
@@ -40,14 +41,16 @@ def test_every_policy_has_a_violating_job_and_a_passing_twin() -> None:
     assert {s.kind for s in KYVERNO_SCENARIOS} == {"TrainJob", "AIPerfJob"}
 
 
-def test_the_rows_run_by_name_and_no_other_scenario_carries_their_labels() -> None:
-    names = [s.name for s in [*SCENARIOS, *BY_NAME_ONLY]]
+def test_the_rows_are_in_the_matrix_and_no_other_scenario_carries_their_labels() -> None:
+    names = [s.name for s in SCENARIOS]
     for s in KYVERNO_SCENARIOS:
         assert names.count(s.name) == 1
-    assert [s.name for s in select("kyverno")] == [s.name for s in KYVERNO_SCENARIOS]
+    jobset_rows = [s for s in JOBSET_SCENARIOS if needs_kyverno(s.cluster_prereqs)]
+    assert len(jobset_rows) == 4  # the JobSets applied directly: Kyverno on Pods and on JobSets
+    assert [s.name for s in select("kyverno")] == [s.name for s in [*KYVERNO_SCENARIOS, *jobset_rows]]
     assert select("") == SCENARIOS
-    labels = {k for s in KYVERNO_SCENARIOS for k in s.namespace_labels}
-    others = [s for s in SCENARIOS if s not in KYVERNO_SCENARIOS]
+    labels = {k for s in [*KYVERNO_SCENARIOS, *jobset_rows] for k in s.namespace_labels}
+    others = [s for s in SCENARIOS if s not in KYVERNO_SCENARIOS and s not in jobset_rows]
     assert not any(labels & set(s.namespace_labels) for s in others)
     assert not any(needs_kyverno(s.cluster_prereqs) for s in others)
 

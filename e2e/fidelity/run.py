@@ -2,17 +2,20 @@
 
     python -m e2e.fidelity.run                 # node + stack + webhook, every scenario, docs/fidelity.md
     python -m e2e.fidelity.run -k quota        # only scenarios whose name contains "quota" (no docs written)
+    python -m e2e.fidelity.run -k kyverno -k jobset   # those containing either
 
 What one run does (root; the real node, e2e/harness/node.py, with CoreDNS, and the stack,
 e2e/harness/stack.py: JobSet, Trainer, Kueue and, ``aiperf=True``, the AIPerf operator with its
-stand-in endpoint; the scenarios are TrainJobs and AIPerfJobs):
+stand-in endpoint; the scenarios are TrainJobs, JobSets applied directly and AIPerfJobs):
 
 1. when a scenario carries a Kyverno ClusterPolicy, Kyverno's admission controller starts first
    (e2e/harness/kyverno.py: its CRDs, then the process, out of cluster, its webhooks registered
    by itself) and every ClusterPolicy is Ready before step 2; then every scenario's namespace
    (labelled ``preflight-fidelity=true``) and prerequisites are created, then the webhook starts (``RunningWebhook`` on the host against the node's apiserver,
    ``mode: enforce``, the chart's defaults otherwise; its watch caches list the prerequisites at
-   start-up, so nothing waits on a watch event). ``RunningWebhook`` rather than the chart: the
+   start-up, so nothing waits on a watch event; it is sent TrainJobs, AIPerfJobs and, with the
+   chart's matchCondition rendered by ``helm template``, JobSets that no judged job owns: the
+   JobSets Trainer and the AIPerf operator make are not sent). ``RunningWebhook`` rather than the chart: the
    verdicts are the same code, and it saves the image build and ``helm install`` (about a minute
    warm, several after a source change); e2e/test_node_chart.py covers the chart;
 2. **verdict**: ``kubectl create --dry-run=server`` of each job, the webhook in ``enforce``
@@ -24,7 +27,8 @@ stand-in endpoint; the scenarios are TrainJobs and AIPerfJobs):
    the runner watches them (one list of each kind per poll for all scenarios) until each is done
    or its bound passes (then: "never starts", with what held it). A TrainJob: its conditions
    Complete or Failed, pods, Kueue Workloads and events; pods Running or Succeeded at the bound
-   count as "runs". An AIPerfJob: the operator's status, read as
+   count as "runs". A JobSet applied directly: its conditions Completed or Failed, then pods
+   as for a TrainJob. An AIPerfJob: the operator's status, read as
    :func:`e2e.harness.aiperf_stack.aiperf_outcome` reads it: phase ``Completed`` = runs,
    ``Failed``/``Cancelled`` = fails (the operator's validation or preflight refused it, or the
    benchmark failed), anything else at the bound = never starts, pods running or not; its bound
@@ -54,7 +58,6 @@ import yaml
 from e2e.fidelity.aiperf_scenarios import AIPERF_BOUND_SECONDS
 from e2e.fidelity.kyverno_scenarios import needs_kyverno, policy_names
 from e2e.fidelity.scenarios import (
-    BY_NAME_ONLY,
     KNOWN_LIMITATIONS,
     MATRIX_LABEL,
     NS_PREFIX,
@@ -67,7 +70,7 @@ from e2e.harness.aiperf_stack import TERMINAL_PHASES, aiperf_outcome, jobset_nam
 from e2e.harness.controlplane import ControlPlane
 from e2e.harness.kyverno import Kyverno
 from e2e.harness.node import Node
-from e2e.harness.runner import RunningWebhook, findings_of
+from e2e.harness.runner import RULES, RunningWebhook, chart_jobset_hook, findings_of
 from e2e.harness.stack import Stack, versions
 from webhook.config import PUBLIC_REGISTRIES
 
@@ -270,6 +273,29 @@ def _trainjob_outcome(
     return "never-starts", _stuck_detail(pods, workloads, events)
 
 
+def _jobset_outcome(
+    js: dict[str, Any],
+    pods: list[dict[str, Any]],
+    last: bool,
+    events: list[dict[str, Any]],
+) -> tuple[str, str] | None:
+    """(kind, detail) of a JobSet applied directly, from the conditions JobSet's controller sets
+    (sigs.k8s.io/jobset v0.12.0 api/jobset/v1alpha2: ``Completed``, ``Failed``); at the bound, its
+    pods Running or Succeeded count as "runs", as for a TrainJob."""
+    done = _cond(js, "Completed")
+    failed = _cond(js, "Failed")
+    if done:
+        return "runs", f"Completed: {done.get('message', '')}".strip()
+    if failed:
+        return "fails", f"Failed ({failed.get('reason')}): {failed.get('message', '')}"
+    if not last:
+        return None
+    running = [p for p in pods if (p.get("status") or {}).get("phase") in ("Running", "Succeeded")]
+    if running:
+        return "runs", f"{len(running)}/{len(pods)} pods Running or Succeeded, not Completed at the bound"
+    return "never-starts", _stuck_detail(pods, [], events)
+
+
 def _aiperfjob_outcome(
     job: dict[str, Any],
     pods: list[dict[str, Any]],
@@ -304,7 +330,8 @@ def observe(
     """Create every job at once and watch them until each finishes or its bound (:func:`bound_of`)
     passes. Each poll lists each kind once for all scenarios: TrainJobs, AIPerfJobs, pods (and
     JobSets while an AIPerfJob is pending); Kueue Workloads and events only when a job reaches its
-    bound, or an AIPerfJob is terminal (its Warning events go with the detail)."""
+    bound, or an AIPerfJob is terminal (its Warning events go with the detail). A JobSet applied
+    directly is read from the same list of JobSets and its pods (label ``JOBSET_LABEL``)."""
     outcomes: dict[str, Outcome] = {}
     t0 = time.monotonic()
     started: dict[str, float] = {}
@@ -329,6 +356,7 @@ def observe(
         jss: dict[str, list[dict[str, Any]]] = {}
         if "AIPerfJob" in kinds:
             ajs = _by_ns(kubectl_json(cp, "aiperfjobs.aiperf.nvidia.com", "-A").get("items", []))
+        if kinds & {"AIPerfJob", "JobSet"}:
             jss = _by_ns(kubectl_json(cp, "jobsets.jobset.x-k8s.io", "-A").get("items", []))
         pods = _by_ns(kubectl_json(cp, "pods", "-A").get("items", []))
         lasts = {s.name for s in pending if now >= deadlines[s.name]}
@@ -349,6 +377,11 @@ def observe(
                 js = next((j for j in jss.get(ns, []) if j["metadata"]["name"] == js_name), None)
                 ps = [p for p in pods.get(ns, []) if (p["metadata"].get("labels") or {}).get(JOBSET_LABEL) == js_name]
                 res = _aiperfjob_outcome(job, ps, js, last, evs.get(ns, []))
+            elif s.kind == "JobSet":
+                name = s.job["metadata"]["name"]
+                js = next((j for j in jss.get(ns, []) if j["metadata"]["name"] == name), {})
+                ps = [p for p in pods.get(ns, []) if (p["metadata"].get("labels") or {}).get(JOBSET_LABEL) == name]
+                res = _jobset_outcome(js, ps, last, evs.get(ns, []))
             else:
                 tj = next(iter(tjs.get(ns, [])), {})
                 res = _trainjob_outcome(tj, pods.get(ns, []), last, wls.get(ns, []), evs.get(ns, []))
@@ -417,12 +450,20 @@ def run_matrix(
 
 
 def _judge_and_observe(cp: ControlPlane, scenarios: Sequence[Scenario], bound: float, aiperf_bound: float) -> list[Row]:
+    # the chart's JobSet entry: its rules, and its matchCondition that skips a JobSet a judged job owns
+    # (one hook with both, as e2e/test_jobset_kind.py: no scenario's TrainJob or AIPerfJob has an owner)
+    hook = chart_jobset_hook(cp)
+    owned = [c for c in hook.get("matchConditions") or [] if c["name"] == "not-owned-by-a-judged-job"]
+    if not owned:
+        raise RuntimeError(f"the chart's {hook['name']} has no matchCondition not-owned-by-a-judged-job")
     with RunningWebhook(
         cp,
         vwc_name="preflight-fidelity",
         config=WEBHOOK_CONFIG,
         namespace_selector={"matchLabels": MATRIX_LABEL},
         probe_namespace=NS_PREFIX + "probe",
+        rules=[*RULES, *hook["rules"]],
+        match_conditions=owned,
     ):
         verdicts = {s.name: ask(cp, s) for s in scenarios}
         to_audit(cp, scenarios, verdicts)
@@ -458,14 +499,15 @@ def render(rows: Sequence[Row], timings: dict[str, float]) -> str:
         f"controllers, Kyverno {v['KYVERNO_VERSION']}'s admission controller (e2e/harness/kyverno.py) and the AIPerf {v['AIPERF_VERSION']} operator with a stand-in endpoint (fakellm "
         f"{v['FAKELLM_VERSION']}), Kubernetes {v['KUBERNETES_VERSION']}); do not edit by hand. The "
         "scenarios are `e2e/fidelity/scenarios.py` (TrainJobs), `e2e/fidelity/aiperf_scenarios.py` "
-        "(AIPerfJobs), `e2e/fidelity/policy_scenarios.py` (ValidatingAdmissionPolicies, LimitRanges) and "
-        "`e2e/fidelity/kyverno_scenarios.py` (Kyverno ClusterPolicies); how a run works is the docstring of `e2e/fidelity/run.py`; "
+        "(AIPerfJobs), `e2e/fidelity/policy_scenarios.py` (ValidatingAdmissionPolicies, LimitRanges), "
+        "`e2e/fidelity/kyverno_scenarios.py` (Kyverno ClusterPolicies) and `e2e/fidelity/jobset_scenarios.py` "
+        "(JobSets applied directly); how a run works is the docstring of `e2e/fidelity/run.py`; "
         "`e2e/test_fidelity.py` runs the same matrix in `make test` and fails on any miss or false deny.",
         "",
         "For each scenario the webhook (mode `enforce`) gives its verdict on a server-side dry run; "
         "then the job is created with the webhook in `audit` mode and the real controllers, scheduler "
         f"and kubelet run it, watched for at most {BOUND_SECONDS:.0f} s (a TrainJob: Complete or Failed; "
-        "pods running at the bound count as running) or "
+        "a JobSet: Completed or Failed; pods running at the bound count as running) or "
         f"{AIPERF_BOUND_SECONDS:.0f} s (an AIPerfJob: runs = the operator's phase Completed, fails = "
         "Failed or Cancelled, never starts = anything else at the bound, pods running or not). **miss**: "
         "admitted, and the job fails or never starts. **false deny**: denied, and the job runs. Every "
@@ -511,26 +553,26 @@ def render(rows: Sequence[Row], timings: dict[str, float]) -> str:
     return "\n".join(out)
 
 
-def select(k: str) -> list[Scenario]:
-    """The scenarios whose name contains ``k``: the whole matrix for "", and with a name also the
-    rows not yet in it (``BY_NAME_ONLY``: the Kyverno rows)."""
-    if not k:
+def select(*ks: str) -> list[Scenario]:
+    """The scenarios whose name contains one of ``ks`` (the whole matrix for none or "")."""
+    if not any(ks):
         return list(SCENARIOS)
-    return [s for s in [*SCENARIOS, *BY_NAME_ONLY] if k in s.name]
+    return [s for s in SCENARIOS if any(k and k in s.name for k in ks)]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m e2e.fidelity.run", description=__doc__.split("\n\n")[0])
     ap.add_argument(
         "-k",
-        default="",
-        help="only scenarios whose name contains this, the Kyverno rows included (docs/fidelity.md not written)",
+        action="append",
+        default=[],
+        help="only scenarios whose name contains this; repeat for more (docs/fidelity.md not written)",
     )
     ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
     ap.add_argument("--bound", type=float, default=BOUND_SECONDS, help="seconds a TrainJob is watched")
     ap.add_argument("--aiperf-bound", type=float, default=AIPERF_BOUND_SECONDS, help="seconds an AIPerfJob is watched")
     args = ap.parse_args(argv)
-    scenarios = select(args.k)
+    scenarios = select(*args.k)
     t0 = time.monotonic()
     timings: dict[str, float] = {}
     with Node() as node:

@@ -1,7 +1,9 @@
 """The fidelity matrix's scenarios: the ONE table (docs/fidelity.md is generated from it).
 
 ``SCENARIOS`` is the TrainJob scenarios here, then the admission-rule ones
-(e2e/fidelity/policy_scenarios.py), then the AIPerfJob ones (e2e/fidelity/aiperf_scenarios.py); :class:`Scenario` and the shared builders are in
+(e2e/fidelity/policy_scenarios.py), the Kyverno ones (e2e/fidelity/kyverno_scenarios.py), the
+JobSets applied directly (e2e/fidelity/jobset_scenarios.py), then the AIPerfJob ones
+(e2e/fidelity/aiperf_scenarios.py); :class:`Scenario` and the shared builders are in
 e2e/fidelity/scenarios_base.py (re-exported here).
 
 Each :class:`Scenario` is a namespace of its own (``fx-<name>``), the objects that must exist
@@ -21,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from e2e.fidelity.aiperf_scenarios import AIPERF_SCENARIOS
+from e2e.fidelity.jobset_scenarios import JOBSET_SCENARIOS
 from e2e.fidelity.kyverno_scenarios import KYVERNO_SCENARIOS
 from e2e.fidelity.policy_scenarios import POLICY_SCENARIOS
 from e2e.fidelity.scenarios_base import (
@@ -47,7 +50,7 @@ __all__ = [
     "AIPERF_SCENARIOS",
     "POLICY_SCENARIOS",
     "KYVERNO_SCENARIOS",
-    "BY_NAME_ONLY",
+    "JOBSET_SCENARIOS",
     "requests",
     "trainjob",
     "TRAINJOB_SCENARIOS",
@@ -479,13 +482,15 @@ TRAINJOB_SCENARIOS: list[Scenario] = [
     ),
 ]
 
-#: the whole matrix: the TrainJobs above, then the AIPerfJobs (e2e/fidelity/aiperf_scenarios.py)
-SCENARIOS: list[Scenario] = [*TRAINJOB_SCENARIOS, *POLICY_SCENARIOS, *AIPERF_SCENARIOS]
-
-#: rows not yet in the whole matrix, run by name only (`python -m e2e.fidelity.run -k kyverno`): the
-#: Kyverno rows join SCENARIOS (and `e2e/build.sh kyverno` joins `all`) once a run on the node has
-#: shown them with 0 misses and 0 false denies (docs/development.md, "Kyverno on the node")
-BY_NAME_ONLY: list[Scenario] = [*KYVERNO_SCENARIOS]
+#: the whole matrix: the TrainJobs above, the admission rules, Kyverno, the JobSets applied
+#: directly, then the AIPerfJobs (e2e/fidelity/aiperf_scenarios.py)
+SCENARIOS: list[Scenario] = [
+    *TRAINJOB_SCENARIOS,
+    *POLICY_SCENARIOS,
+    *KYVERNO_SCENARIOS,
+    *JOBSET_SCENARIOS,
+    *AIPERF_SCENARIOS,
+]
 
 #: known limitations: where the matrix's real outcome is not the outcome a user would see, or
 #: where the webhook is known to disagree with the outcome; each named in docs/fidelity.md

@@ -37,7 +37,7 @@ class Scenario:
 
     @property
     def kind(self) -> str:
-        """The job's kind: ``TrainJob`` or ``AIPerfJob`` (what the runner lists and how it reads it)."""
+        """The job's kind: ``TrainJob``, ``JobSet`` or ``AIPerfJob`` (what the runner lists and how it reads it)."""
         return str(self.job["kind"])
 
     @property
