@@ -27,10 +27,10 @@ lint: install ## ruff (lint + format check) and mypy --strict on webhook/, versi
 	$(VENV)/bin/ruff format --check webhook tests e2e bench
 	$(VENV)/bin/mypy
 
-build-control-plane: ## only what `make demo` runs: etcd, kube-apiserver, kubectl, helm and the CRDs
+build-control-plane: ## only what `make demo` runs: etcd, kube-apiserver, kubectl and the CRDs
 	bash e2e/build.sh control-plane
 
-build-cluster: ## build or reuse kube-apiserver, etcd, kubectl, helm and CRDs (cached in ~/.cache/preflight-webhook)
+build-cluster: ## build or reuse everything the tests and `make demo-cluster` run: the control plane, helm, the node, the registry, the JobSet/Trainer/Kueue stack (cached in ~/.cache/preflight-webhook)
 	bash e2e/build.sh
 
 test-unit: install lint ## lint, then unit and in-process server tests only (no cluster)

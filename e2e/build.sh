@@ -143,73 +143,53 @@ build_kube_oracle() {
     echo "$out"
 }
 
-build_kube_apiserver() {
-    local out="$BIN/kube-apiserver" stamp="$BIN/.kube-apiserver.version"
-    if [[ -x "$out" ]] && fresh "$stamp" "$KUBERNETES_VERSION"; then
-        say "kube-apiserver $KUBERNETES_VERSION: cached ($out)"
-        return
-    fi
+# build_kube_bins <name>...: kubectl, and kubelet, kube-controller-manager, kube-scheduler, kube-proxy for
+# the real node (e2e/harness/node.py), from the same k8s.io/kubernetes module setup as kube-apiserver.
+# The stale ones are built by ONE `go build -o <dir>/ <pkgs>`: the module graph is loaded once, the
+# packages they share compile once, and their links run side by side. Flags as upstream's
+# hack/lib/golang.sh: -trimpath, -ldflags "-s -w -X <version vars>", CGO_ENABLED=0; the shared Go build
+# cache (GOCACHE) keeps what kube-apiserver's build compiled. One stamp per binary, as before.
+build_kube_bins() {
+    local name todo=()
+    for name in "$@"; do
+        if [[ -x "$BIN/$name" ]] && fresh "$BIN/.$name.version" "$KUBERNETES_VERSION"; then
+            say "$name $KUBERNETES_VERSION: cached ($BIN/$name)"
+        else
+            todo+=("$name")
+        fi
+    done
+    [[ ${#todo[@]} -gt 0 ]] || return 0
     need go "Go 1.24 or newer"
-    say "building kube-apiserver $KUBERNETES_VERSION from the Go module k8s.io/kubernetes (first time: ~11 min on 2 idle cores, ~25 min on busy ones; cached afterwards)..."
+    say "building ${todo[*]} $KUBERNETES_VERSION from the Go module k8s.io/kubernetes (one go build)..."
     local t0=$SECONDS
     local ver="${KUBERNETES_VERSION#v}" major minor patch
     IFS=. read -r major minor patch <<<"${ver%%-*}"
-
-    local dir="$SRC/kube-apiserver-$KUBERNETES_VERSION"
+    local dir="$SRC/kube-cmds-$KUBERNETES_VERSION"
     rm -rf "$dir"
-    mkdir -p "$dir" "$BIN"
-    kube_gomod "$dir" preflight-webhook.local/e2e/kube-apiserver
+    mkdir -p "$dir/out" "$BIN"
+    kube_gomod "$dir" "preflight-webhook.local/e2e/kube-cmds"
     local kdate kcommit
     kdate="$(modfield k8s.io/kubernetes@"$KUBERNETES_VERSION" Time)"
     kcommit="$(modfield k8s.io/kubernetes@"$KUBERNETES_VERSION" Hash)"
     [[ -n "$kcommit" ]] || kcommit=0000000000000000000000000000000000000000
-
-    local pkg ldflags="-s -w"
+    local pkg ldflags="-s -w" pkgs=()
     for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
         ldflags+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
         ldflags+=" -X $pkg.gitCommit=$kcommit -X $pkg.gitTreeState=clean -X $pkg.buildDate=$kdate"
     done
-    say "  compiling (go build k8s.io/kubernetes/cmd/kube-apiserver)..."
-    (cd "$dir" && go build -trimpath -ldflags "$ldflags" -o "$out.tmp" k8s.io/kubernetes/cmd/kube-apiserver)
-    mv -f "$out.tmp" "$out"
-    "$out" --version >&2
-    echo "$KUBERNETES_VERSION" >"$stamp"
-    say "kube-apiserver $KUBERNETES_VERSION built in $((SECONDS - t0))s"
-}
-
-# build_kube_bin <name>: kubectl, and kubelet, kube-controller-manager, kube-scheduler, kube-proxy for
-# the real node (e2e/harness/node.py), built from the same k8s.io/kubernetes module setup as kube-apiserver, so the
-# Go build cache that build is warm for is reused (kubelet ~90 s, controller-manager ~50 s warm).
-build_kube_bin() {
-    local name="$1" out="$BIN/$1" stamp="$BIN/.$1.version"
-    if [[ -x "$out" ]] && fresh "$stamp" "$KUBERNETES_VERSION"; then
-        say "$name $KUBERNETES_VERSION: cached ($out)"
-        return
-    fi
-    need go "Go 1.24 or newer"
-    say "building $name $KUBERNETES_VERSION from the Go module k8s.io/kubernetes..."
-    local t0=$SECONDS
-    local ver="${KUBERNETES_VERSION#v}" major minor patch
-    IFS=. read -r major minor patch <<<"${ver%%-*}"
-    local dir="$SRC/$name-$KUBERNETES_VERSION"
+    for name in "${todo[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$name"); done
+    say "  compiling (go build ${pkgs[*]})..."
+    (cd "$dir" && go build -trimpath -ldflags "$ldflags" -o "$dir/out/" "${pkgs[@]}")
+    for name in "${todo[@]}"; do
+        mv -f "$dir/out/$name" "$BIN/$name"
+        if [[ "$name" == kubectl ]]; then "$BIN/$name" version --client >&2; else "$BIN/$name" --version >&2; fi
+        echo "$KUBERNETES_VERSION" >"$BIN/.$name.version"
+    done
     rm -rf "$dir"
-    mkdir -p "$dir" "$BIN"
-    kube_gomod "$dir" "preflight-webhook.local/e2e/$name"
-    local kdate kcommit
-    kdate="$(modfield k8s.io/kubernetes@"$KUBERNETES_VERSION" Time)"
-    kcommit="$(modfield k8s.io/kubernetes@"$KUBERNETES_VERSION" Hash)"
-    [[ -n "$kcommit" ]] || kcommit=0000000000000000000000000000000000000000
-    local pkg ldflags="-s -w"
-    for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-        ldflags+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
-        ldflags+=" -X $pkg.gitCommit=$kcommit -X $pkg.gitTreeState=clean -X $pkg.buildDate=$kdate"
-    done
-    (cd "$dir" && go build -trimpath -ldflags "$ldflags" -o "$out.tmp" "k8s.io/kubernetes/cmd/$name")
-    mv -f "$out.tmp" "$out"
-    if [[ "$name" == kubectl ]]; then "$out" version --client >&2; else "$out" --version >&2; fi
-    echo "$KUBERNETES_VERSION" >"$stamp"
-    say "$name $KUBERNETES_VERSION built in $((SECONDS - t0))s"
+    say "${todo[*]} $KUBERNETES_VERSION built in $((SECONDS - t0))s"
 }
+build_kube_bin() { build_kube_bins "$1"; }
+build_kube_apiserver() { build_kube_bins kube-apiserver; }
 
 # The Debian packages a real node needs (e2e/harness/node.py): container runtime, CNI plugins, packet
 # filter tools, and the image tools that build our Dockerfile and its base.
@@ -256,8 +236,7 @@ install_node_packages() {
 
 build_node() {
     install_node_packages "${1:-}"
-    local b
-    for b in kube-scheduler kube-proxy kube-controller-manager kubelet; do build_kube_bin "$b"; done
+    build_kube_bins kube-scheduler kube-proxy kube-controller-manager kubelet
 }
 
 build_etcd() {
@@ -324,7 +303,12 @@ build_promtool() {
     goline="$(sed -nE 's/^go ([0-9.]+).*/\1/p' "$pmod" | head -1)"
     printf 'module preflight-webhook.local/e2e/promtool\n\ngo %s\n\nrequire github.com/prometheus/prometheus %s\n' \
         "${goline:-1.24}" "$PROMETHEUS_VERSION" >"$dir/go.mod"
-    (cd "$dir" && go build -trimpath -ldflags "-s -w" -o "$out.tmp" github.com/prometheus/prometheus/cmd/promtool)
+    # -tags: build_prometheus's (upstream's plugins/ tags: `!remove_all_sd || enable_<x>_sd`), which leave
+    # out the cloud service discoveries (AWS, Azure, GCE, ... SDKs; promtool imports the kubernetes one
+    # itself): 1116 packages instead of 1363 (go list -deps), the same build-cache entries as prometheus.
+    # `check rules` and `test rules`, all the tests run, read no scrape config. The stamp is unchanged:
+    # a promtool built with every plugin answers these two commands the same.
+    (cd "$dir" && go build -trimpath -tags remove_all_sd,enable_kubernetes_sd -ldflags "-s -w" -o "$out.tmp" github.com/prometheus/prometheus/cmd/promtool)
     mv -f "$out.tmp" "$out"
     "$out" --version >&2
     echo "$PROMETHEUS_VERSION" >"$stamp"
@@ -532,16 +516,17 @@ build_kyverno() {
     say "kyverno $KYVERNO_VERSION built in $((SECONDS - t0))s ($(du -h "$dest/bin/kyverno" | cut -f1)), $(find "$dest/crds" -name '*.yaml' | wc -l) CRDs"
 }
 
-# what `make demo` runs (etcd + kube-apiserver + kubectl, the CRDs, helm): not the node (kubelet,
-# containerd, ...) nor the JobSet/Trainer/Kueue stack, which only the node tests use
+# what `make demo` runs: etcd, kube-apiserver, kubectl and the CRDs; not helm, the optional or
+# openreports CRDs (fetched by `all`), the node (kubelet, containerd, ...) nor the JobSet/Trainer/Kueue
+# stack, which only the node tests use. etcd (its own module) builds beside kube-apiserver + kubectl
+# (one go build): while one downloads modules or links (mostly one core), the other compiles.
 build_control_plane() {
-    fetch_helm
     fetch_crds
-    fetch_optional_crds
-    fetch_openreports
-    build_etcd
-    build_kube_apiserver
-    build_kube_bin kubectl
+    local etcd_pid
+    build_etcd &
+    etcd_pid=$!
+    build_kube_bins kube-apiserver kubectl
+    wait "$etcd_pid" || die "the etcd build failed (its output is above)"
 }
 
 main() {
@@ -562,7 +547,7 @@ main() {
         helm) fetch_helm ;;
         promtool) build_promtool ;;
         prometheus) build_prometheus ;;
-        kubectl) build_kube_bin kubectl; fetch_helm ;;
+        kubectl) build_kube_bins kubectl; fetch_helm ;;
         crds) fetch_crds ;;
         optional-crds) fetch_optional_crds ;;
         openreports) fetch_openreports ;;
@@ -578,17 +563,28 @@ main() {
         all)
             local t0=$SECONDS
             say "e2e binaries and CRDs in $CACHE"
+            # two lanes for two cores: the k8s.io/kubernetes lane (control plane, then the node's
+            # binaries, which reuse its compiled packages: never both at once) and the other modules'
+            # lane (registry, the stack, Prometheus, Kyverno). Each piece keeps its stamp; a warm run takes ~1 s.
+            local other_pid
+            (
+                fetch_helm
+                fetch_optional_crds
+                fetch_openreports
+                build_registry
+                bash "$HERE/stack.sh" binaries
+                bash "$HERE/stack.sh" manifests
+                # promtool and prometheus: tests/test_promtool_rules.py and e2e/test_prometheus_scrape.py
+                build_promtool
+                build_prometheus
+                # the fidelity matrix's policy engine (e2e/test_fidelity.py); its cold build is long
+                # (docs/development.md, "Kyverno on the node"); warm, a stamp check under its own lock
+                build_kyverno
+            ) &
+            other_pid=$!
             build_control_plane
             build_node warn
-            build_registry
-            bash "$HERE/stack.sh" binaries
-            bash "$HERE/stack.sh" manifests
-            # promtool and prometheus: tests/test_promtool_rules.py and e2e/test_prometheus_scrape.py
-            build_promtool
-            build_prometheus
-            # the fidelity matrix's policy engine (e2e/test_fidelity.py); its cold build is long
-            # (docs/development.md, "Kyverno on the node"); warm, a stamp check under its own lock
-            build_kyverno
+            wait "$other_pid" || die "the registry, stack, Prometheus or Kyverno build failed (its output is above)"
             say "e2e build ready in $((SECONDS - t0))s: $BIN"
             ;;
         *) die "usage: $0 [all|control-plane|kube-apiserver|etcd|kubectl|helm|promtool|prometheus|crds|optional-crds|openreports|node|registry|stack|kyverno|kubelet|kube-controller-manager|kube-scheduler|kube-proxy|path]" ;;

@@ -184,7 +184,7 @@ def cache_dir() -> Path:
 def ensure_built(quiet: bool = False, what: str = "all") -> Path:
     """Run e2e/build.sh `what` (seconds when warm; builds on a cold cache) and return the cache dir.
 
-    `what="control-plane"` builds only etcd, kube-apiserver, kubectl, helm and the CRDs (`make demo`).
+    `what="control-plane"` builds only etcd, kube-apiserver, kubectl and the CRDs (`make demo`).
 
     Raises ControlPlaneError when the build fails: a missing control plane is an error,
     never a reason to skip.

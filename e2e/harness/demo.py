@@ -97,7 +97,7 @@ def up() -> int:
     hook: RunningWebhook | None = None
     t0 = time.monotonic()
     try:
-        step(1, total, "Building or reusing kube-apiserver, etcd, kubectl, helm and the CRDs (e2e/build.sh)")
+        step(1, total, "Building or reusing kube-apiserver, etcd, kubectl and the CRDs (e2e/build.sh control-plane)")
         note(
             "a cold cache builds these from source (~15-20 min on 2 cores: kube-apiserver is most of it); a warm one takes seconds"
         )
