@@ -13,7 +13,7 @@ import yaml
 
 from tests.fakeview import FakeView
 from webhook.audit.client import TokenBucket, check_audit_write
-from webhook.audit.deps import ANY, Dep, RecordingView, ReverseIndex
+from webhook.audit.deps import _NOT_READS, _READS, ANY, Dep, RecordingView, ReverseIndex
 from webhook.audit.events import (
     FAILED,
     PASSED,
@@ -27,6 +27,7 @@ from webhook.audit.jobs import FINISHED, JUDGED, RUNNING, aiperf_state, sweep_st
 from webhook.audit.lease import Record, decide
 from webhook.audit.queue import Debouncer
 from webhook.audit.sink import JobRef, Judgement
+from webhook.cluster.view import ClusterView
 from webhook.config import ConfigError, Settings, load_settings
 from webhook.deadline import Deadline
 from webhook.preflight import evaluate
@@ -283,3 +284,44 @@ def test_notifying_cache_reports_each_change_also_across_a_relist() -> None:
     seen.clear()
     cache.replace([obj("c", "4")], "6")
     assert seen == [("DELETED", "b")]
+
+
+async def test_recording_view_records_each_read_and_passes_the_rest_through() -> None:
+    inner = FakeView({"limitranges": [], "namespaces": [{"metadata": {"name": "ns"}}]})
+    view = RecordingView(inner)
+    d = Deadline(5)
+    assert view.list_cached("limitranges", "ns") == []
+    assert view.get_cached("namespaces", None, "ns") == {"metadata": {"name": "ns"}}
+    assert await view.secret_keys("ns", "s1", d) is None
+    assert await view.pull_secret("ns", "pull", d) is None
+    await view.dry_run_create("batch/v1", "Job", "ns", {"metadata": {"name": "j"}}, d)
+    assert await view.get_object("v1", "configmaps", "ns", "cm", d, ttl=1.0) is None
+    assert await view.list_objects("discovery.k8s.io/v1", "endpointslices", "ns", "a=b", d) == []
+    assert view.reads == {
+        Dep("limitranges", "ns", ANY),
+        Dep("namespaces", "", "ns"),
+        Dep("secrets", "ns", "s1"),
+        Dep("secrets", "ns", "pull"),
+        Dep("resourcequotas", "ns", ANY),
+        Dep("configmaps", "ns", "cm"),
+        Dep("endpointslices", "ns", ANY),
+    }
+    # what the view served is what the checks asked for
+    assert inner.secret_reads == [("ns", "s1"), ("ns", "pull")] and inner.object_reads == [("configmaps", "ns", "cm")]
+    assert [r[:3] for r in inner.dry_runs] == [("batch/v1", "Job", "ns")]
+    # discovery, capabilities and readiness are no reads: passed through, nothing recorded
+    before = set(view.reads)
+    assert view.served("v1") == inner.served("v1")
+    assert view.ready == inner.ready and view.ready_reason == inner.ready_reason
+    assert view.reads == before
+    # close() leaves the controller's view open
+    await view.close()
+    assert view.get_cached("namespaces", None, "ns") is not None
+
+
+def test_recording_view_knows_every_member_of_the_cluster_view() -> None:
+    """A ClusterView member in neither table would pass unrecorded: RecordingView refuses it."""
+    members = {n for n in vars(ClusterView) if not n.startswith("_")} - {"close"}
+    assert members == set(_READS) | _NOT_READS
+    with pytest.raises(AttributeError, match=r"ClusterView\.reflectors: add it to _READS"):
+        RecordingView(FakeView({})).reflectors  # noqa: B018

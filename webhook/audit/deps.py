@@ -12,12 +12,11 @@ Dep and the lists that hold it.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+import functools
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any, NamedTuple
 
-from webhook.cluster.view import CheckNeeds, ClusterView
-from webhook.deadline import Deadline
-from webhook.registry.keyring import PullSecret
+from webhook.cluster.view import ClusterView
 
 ANY = "*"
 
@@ -36,93 +35,58 @@ def touched(resource: str, namespace: str, name: str) -> tuple[Dep, ...]:
     return tuple(out)
 
 
-class RecordingView:
-    """A ClusterView that answers from `inner` and writes down every read in `reads`.
+#: What each read of the ClusterView names: method -> (its arguments -> the (resource, namespace, name)
+#: it read). A dry run reads what the apiserver's admission reads in that namespace: its LimitRanges
+#: and ResourceQuotas and the namespace itself (Pod Security labels); those are recorded for it.
+_READS: dict[str, Callable[..., Iterable[tuple[str, str | None, str]]]] = {
+    "list_cached": lambda resource, namespace=None: [(resource, namespace, ANY)],
+    "get_cached": lambda resource, namespace, name: [(resource, namespace, name)],
+    "secret_keys": lambda namespace, name, deadline: [("secrets", namespace, name)],
+    "pull_secret": lambda namespace, name, deadline: [("secrets", namespace, name)],
+    "dry_run_create": lambda api_version, kind, namespace, body, deadline: [
+        ("namespaces", None, namespace),
+        ("limitranges", namespace, ANY),
+        ("resourcequotas", namespace, ANY),
+    ],
+    "get_object": lambda api_version, resource, namespace, name, deadline, *, ttl=0.0: [(resource, namespace, name)],
+    "list_objects": lambda api_version, resource, namespace, label_selector, deadline, ttl=0.0: [
+        (resource, namespace, ANY)
+    ],
+}
+#: The ClusterView's members that read no object (discovery, capabilities, life cycle): passed through.
+_NOT_READS = frozenset(
+    {"cache_age", "served", "server_version", "check_capability", "ready", "ready_reason", "capabilities"}
+)
 
-    A dry run reads what the apiserver's admission reads in that namespace: its LimitRanges and
-    ResourceQuotas and the namespace itself (Pod Security labels); those are recorded for it."""
+
+class RecordingView:
+    """A ClusterView that answers from `inner` and writes down every read in `reads` (what each
+    method reads: `_READS`); the members that read no object pass through (`_NOT_READS`). One
+    delegate for every method, so the ClusterView's signatures are stated once (webhook/cluster/view.py).
+    A member in neither table is an AttributeError: a new read cannot go unrecorded."""
 
     def __init__(self, inner: ClusterView) -> None:
         self.inner = inner
         self.reads: set[Dep] = set()
 
-    def _add(self, resource: str, namespace: str | None, name: str) -> None:
-        self.reads.add(Dep(resource, namespace or "", name))
+    def __getattr__(self, attr: str) -> Any:
+        if attr in _NOT_READS:
+            return getattr(self.inner, attr)
+        names = _READS.get(attr)
+        if names is None:
+            raise AttributeError(
+                f"RecordingView does not know ClusterView.{attr}: add it to _READS (what it reads) "
+                "or _NOT_READS (it reads no object) in webhook/audit/deps.py"
+            )
+        target = getattr(self.inner, attr)
 
-    # --- cached
-    def list_cached(self, resource: str, namespace: str | None = None) -> list[dict[str, Any]]:
-        self._add(resource, namespace, ANY)
-        return self.inner.list_cached(resource, namespace)
+        @functools.wraps(target)
+        def recorded(*args: Any, **kw: Any) -> Any:
+            for resource, namespace, name in names(*args, **kw):
+                self.reads.add(Dep(resource, namespace or "", name))
+            return target(*args, **kw)
 
-    def get_cached(self, resource: str, namespace: str | None, name: str) -> dict[str, Any] | None:
-        self._add(resource, namespace, name)
-        return self.inner.get_cached(resource, namespace, name)
-
-    def cache_age(self, resource: str) -> float | None:
-        return self.inner.cache_age(resource)
-
-    # --- live
-    async def secret_keys(self, namespace: str, name: str, deadline: Deadline) -> set[str] | None:
-        self._add("secrets", namespace, name)
-        return await self.inner.secret_keys(namespace, name, deadline)
-
-    async def pull_secret(self, namespace: str, name: str, deadline: Deadline) -> PullSecret | None:
-        self._add("secrets", namespace, name)
-        return await self.inner.pull_secret(namespace, name, deadline)
-
-    async def dry_run_create(
-        self, api_version: str, kind: str, namespace: str, body: dict[str, Any], deadline: Deadline
-    ) -> None:
-        self._add("namespaces", None, namespace)
-        self._add("limitranges", namespace, ANY)
-        self._add("resourcequotas", namespace, ANY)
-        await self.inner.dry_run_create(api_version, kind, namespace, body, deadline)
-
-    async def get_object(
-        self,
-        api_version: str,
-        resource: str,
-        namespace: str | None,
-        name: str,
-        deadline: Deadline,
-        *,
-        ttl: float = 0.0,
-    ) -> dict[str, Any] | None:
-        self._add(resource, namespace, name)
-        return await self.inner.get_object(api_version, resource, namespace, name, deadline, ttl=ttl)
-
-    async def list_objects(
-        self,
-        api_version: str,
-        resource: str,
-        namespace: str,
-        label_selector: str,
-        deadline: Deadline,
-        ttl: float = 0.0,
-    ) -> list[dict[str, Any]]:
-        self._add(resource, namespace, ANY)
-        return await self.inner.list_objects(api_version, resource, namespace, label_selector, deadline, ttl)
-
-    # --- discovery, capabilities, life cycle: not reads of objects
-    def served(self, group_version: str) -> bool:
-        return self.inner.served(group_version)
-
-    def server_version(self) -> tuple[int, int] | None:
-        return self.inner.server_version()
-
-    def check_capability(self, check: CheckNeeds) -> tuple[bool, str]:
-        return self.inner.check_capability(check)
-
-    @property
-    def ready(self) -> bool:
-        return self.inner.ready
-
-    @property
-    def ready_reason(self) -> str:
-        return self.inner.ready_reason
-
-    def capabilities(self) -> list[dict[str, str]]:
-        return self.inner.capabilities()
+        return recorded
 
     async def close(self) -> None:  # the wrapped view belongs to the controller
         return None
