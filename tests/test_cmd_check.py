@@ -184,7 +184,12 @@ def test_config_actions_apply(tmp_path, capsys):
 
 def test_bad_timeout_exits_2(capsys):
     code, out, err = main(capsys, "-f", str(AIPERF), "--offline", "--timeout", "0")
-    assert (code, out, err) == (2, "", "error: --timeout must be greater than 0\n")
+    assert (code, out, err) == (
+        2,
+        "",
+        "error: --timeout must be greater than 0 (got 0): it is each job's time budget in seconds. "
+        "Fix: give e.g. --timeout 10, or leave it out to use the config's budgetSeconds\n",
+    )
 
 
 def test_without_offline_a_cluster_error_suggests_offline(monkeypatch, capsys):

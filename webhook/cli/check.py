@@ -27,11 +27,12 @@ import sys
 from collections.abc import AsyncIterator
 from typing import Any, TextIO
 
-from webhook.checks import all_checks, check_names
+from webhook.checks import all_checks
 from webhook.cli.args import add_manifest_argument
 from webhook.cli.formats import FORMATS, ErrorEntry, JobEntry, Report, skipped_text
+from webhook.cli.session import live_view, settings_and_budget
 from webhook.cluster.view import ClusterView
-from webhook.config import ConfigError, Settings, load_settings
+from webhook.config import Settings
 from webhook.deadline import Deadline
 from webhook.manifests import Located
 from webhook.policy import AUDIT, DENY, WARN, Decision, Outcome
@@ -98,15 +99,10 @@ def run(args: argparse.Namespace) -> int:
 async def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from webhook.manifests import expand_paths, locate_file, split_runtimes
 
-    try:
-        settings = load_settings(args.config, known_checks=check_names())
-    except ConfigError as exc:
-        print(f"error: {exc}", file=err)
+    loaded = settings_and_budget(args, err)
+    if loaded is None:
         return EXIT_USAGE
-    timeout = args.timeout if args.timeout is not None else settings.budget_seconds
-    if timeout <= 0:
-        print("error: --timeout must be greater than 0", file=err)
-        return EXIT_USAGE
+    settings, timeout = loaded
     if args.filename.count("-") > 1:
         print("error: -f - (stdin) can be given once", file=err)
         return EXIT_USAGE
@@ -140,19 +136,8 @@ async def _cluster(args: argparse.Namespace, settings: Settings, err: TextIO) ->
     if args.offline:
         yield None
         return
-    from webhook.cluster.live import open_cluster_view
-
-    try:
-        view = await open_cluster_view(settings, kubeconfig=args.kubeconfig, checks=all_checks())
-    except Exception as exc:  # any failure to reach the cluster is an input problem for the CLI
-        text = str(exc) or type(exc).__name__
-        print(f"error: cannot connect to the cluster: {text}. Fix: check --kubeconfig, or run with --offline", file=err)
-        yield False
-        return
-    try:
-        yield view
-    finally:
-        await view.close()
+    async with live_view(settings, args.kubeconfig, err, fix="check --kubeconfig, or run with --offline") as view:
+        yield False if view is None else view
 
 
 def _lookup(file_lookup: RuntimeLookup, view: ClusterView | None) -> RuntimeLookup:

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from webhook.audit.jobs import JOB_KINDS, JUDGED, RUNNING
-from webhook.checks import check_names
-from webhook.config import ConfigError, Settings, load_settings
+from webhook.cli.session import live_view, settings_and_budget
+from webhook.config import Settings
 
 EXIT_OK, EXIT_DENIED, EXIT_USAGE = 0, 1, 2
 
@@ -115,15 +115,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    try:
-        settings = load_settings(args.config, known_checks=check_names())
-    except ConfigError as exc:
-        print(f"error: {exc}", file=err)
+    loaded = settings_and_budget(args, err)
+    if loaded is None:
         return EXIT_USAGE
-    timeout = args.timeout if args.timeout is not None else settings.budget_seconds
-    if timeout <= 0:
-        print("error: --timeout must be greater than 0", file=err)
-        return EXIT_USAGE
+    settings, timeout = loaded
     namespace = None if args.all_namespaces else (args.namespace or "default")
     from webhook.cluster.client import KubeClient, load_configuration
     from webhook.cluster.view import ApiError
@@ -220,27 +215,22 @@ async def compute_live(
     """Every job listed, judged now through webhook.preflight.evaluate with the live ClusterView."""
     from webhook.audit.findings import findings
     from webhook.audit.sweeps import remaining_children
-    from webhook.checks import all_checks
-    from webhook.cluster.live import open_cluster_view
     from webhook.deadline import Deadline
     from webhook.preflight import evaluate
 
-    try:
-        view = await open_cluster_view(settings, kubeconfig=args.kubeconfig, checks=all_checks())
-    except Exception as exc:  # any failure to reach the cluster is an input problem for the CLI
-        print(f"error: cannot connect to the cluster: {exc or type(exc).__name__}. Fix: check --kubeconfig", file=err)
-        return None
-    answer = Answer("live")
-    answer.notes.append(
-        "no Policy Report found"
-        + (f" in namespace {namespace}" if namespace else "")
-        + ": judging the jobs that have not started now, as the webhook would on kubectl apply"
-        if not args.live
-        else "judging the jobs that have not started now (--live)"
-    )
-    skipped: dict[str, int] = {}
-    aiperfjobs: list[dict[str, Any]] = []  # listed first (JOB_KINDS): a sweep's created children
-    try:
+    async with live_view(settings, args.kubeconfig, err) as view:
+        if view is None:
+            return None
+        answer = Answer("live")
+        answer.notes.append(
+            "no Policy Report found"
+            + (f" in namespace {namespace}" if namespace else "")
+            + ": judging the jobs that have not started now, as the webhook would on kubectl apply"
+            if not args.live
+            else "judging the jobs that have not started now (--live)"
+        )
+        skipped: dict[str, int] = {}
+        aiperfjobs: list[dict[str, Any]] = []  # listed first (JOB_KINDS): a sweep's created children
         for jk in JOB_KINDS:
             listed = await _list(view.client, jk.group, jk.version, jk.resource, namespace, answer)
             if jk.resource == "aiperfjobs":
@@ -279,8 +269,6 @@ async def compute_live(
                                 child=child,
                             )
                         )
-    finally:
-        await view.close()
     if skipped:
         answer.notes.append(
             "not judged (started jobs already met the cluster): "
