@@ -25,22 +25,14 @@ compare at v0.34.x (the gated relaxation) and v0.35+ (the unconditional one).
 from __future__ import annotations
 
 import json
-import os
 import random
-import subprocess
 from typing import Any
 
-import pytest
-
+from tests.oracle._common import GoOracle
 from webhook.checks import podsecurity_policy as P
 
-ORACLE = os.environ.get("PREFLIGHT_PODSECURITY_ORACLE")
-
-pytestmark = pytest.mark.skipif(
-    not ORACLE,
-    reason="PREFLIGHT_PODSECURITY_ORACLE is not set: build the Pod Security oracle with "
-    "`bash tests/oracle/podsecurity/build.sh` (make test does) and pass the path it prints",
-)
+ORACLE = GoOracle("podsecurity", "the Pod Security oracle")
+pytestmark = ORACLE.skip
 
 SEED = 20261201
 POD_CASES = 480
@@ -380,20 +372,13 @@ def _grid() -> list[dict[str, Any]]:
 
 def _oracle_library() -> int:
     """The minor of the k8s.io/pod-security-admission module the oracle was built against."""
-    assert ORACLE
-    proc = subprocess.run([ORACLE, "--version"], capture_output=True, text=True, timeout=30, check=True)
-    version = proc.stdout.strip()
+    version = ORACLE.call(None, "--version", timeout=30).strip()
     assert version.startswith("v0."), version
     return int(version.split(".")[1])
 
 
 def _run_oracle(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    assert ORACLE
-    proc = subprocess.run(
-        [ORACLE], input=json.dumps({"cases": cases}), capture_output=True, text=True, timeout=120, check=False
-    )
-    assert proc.returncode == 0, proc.stderr
-    results: list[dict[str, Any]] = json.loads(proc.stdout)["results"]
+    results: list[dict[str, Any]] = ORACLE.run({"cases": cases}, timeout=120)["results"]
     assert len(results) == len(cases)
     return results
 

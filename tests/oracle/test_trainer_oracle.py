@@ -20,24 +20,19 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests.oracle._common import GoOracle
 from webhook.config import Settings
 from webhook.workloads.podspec import all_containers, config_map_refs, pod_limits, pod_requests, secret_refs
 from webhook.workloads.trainjob import build
 
-ORACLE = os.environ.get("PREFLIGHT_TRAINER_ORACLE")
-
-pytestmark = pytest.mark.skipif(
-    not ORACLE,
-    reason="PREFLIGHT_TRAINER_ORACLE is not set (make test builds the oracle with tests/oracle/trainer/build.sh)",
-)
+ORACLE = GoOracle("trainer", "the Trainer oracle")
+pytestmark = ORACLE.skip
 
 # Trainer's own runtimes: manifests/base/runtimes/** and examples/flux (build.sh copies them next to the binary)
 UPSTREAM = {
@@ -318,7 +313,7 @@ def _variants(rt_id: str, runtime: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def _runtimes() -> dict[str, dict[str, Any]]:
     rts: dict[str, dict[str, Any]] = {}
-    rdir = Path(ORACLE or "").parent / "runtimes"
+    rdir = Path(ORACLE.path or "").parent / "runtimes"
     for rt_id, fname in UPSTREAM.items():
         rts[rt_id] = yaml.safe_load((rdir / fname).read_text())
     rts.update(copy.deepcopy(SYNTHETIC))
@@ -360,10 +355,7 @@ def oracle() -> dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]]
     cases = _cases()
     assert [c[0] for c in cases] == _case_ids()
     payload = {"cases": [{"name": cid, "trainJob": tj, "runtime": rt} for cid, tj, rt in cases]}
-    proc = subprocess.run(
-        [ORACLE or ""], input=json.dumps(payload), capture_output=True, text=True, check=True, timeout=600
-    )
-    answers = {c["name"]: c for c in json.loads(proc.stdout)["cases"]}
+    answers = {c["name"]: c for c in ORACLE.run(payload, timeout=600)["cases"]}
     return {cid: (tj, rt, answers[cid]) for cid, tj, rt in cases}
 
 

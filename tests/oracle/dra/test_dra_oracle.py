@@ -18,27 +18,18 @@ through the check here, and every answer is compared:
 
 from __future__ import annotations
 
-import json
-import os
 import random
-import subprocess
 from typing import Any
 
-import pytest
-
 from tests.fakeview import FakeView, container, meta, pod, run_check, workload
+from tests.oracle._common import GoOracle
 from webhook.checks.dra import DeviceAllocation
 from webhook.checks.dra.cel import device_matches
 from webhook.results import Status
 from webhook.workloads.base import PodGroup
 
-ORACLE = os.environ.get("PREFLIGHT_DRA_ORACLE")
-
-pytestmark = pytest.mark.skipif(
-    not ORACLE,
-    reason="PREFLIGHT_DRA_ORACLE is not set: build the DRA oracle with `bash tests/oracle/dra/build.sh` "
-    "(make test does) and pass the path it prints",
-)
+ORACLE = GoOracle("dra", "the DRA oracle")
+pytestmark = ORACLE.skip
 
 SEED = 20261201
 CASES = 300
@@ -86,9 +77,7 @@ def _attributes(rng: random.Random, i: int) -> dict[str, Any]:
 
 
 def _run(payload: dict[str, Any]) -> dict[str, Any]:
-    assert ORACLE
-    out = subprocess.run([ORACLE], input=json.dumps(payload), capture_output=True, text=True, timeout=300, check=True)
-    return dict(json.loads(out.stdout))
+    return dict(ORACLE.run(payload))
 
 
 def test_selectors_agree_with_the_apiserver_cel() -> None:

@@ -16,18 +16,17 @@ tests/oracle/kueue/build.sh and sets the variable; without it these tests skip.
 from __future__ import annotations
 
 import json
-import os
 import random
-import subprocess
 from decimal import Decimal
 from typing import Any
 
 import pytest
 
+from tests.oracle._common import GoOracle
 from webhook.checks.kueue import CohortTree
 
-ORACLE = os.environ.get("PREFLIGHT_KUEUE_ORACLE")
-pytestmark = pytest.mark.skipif(not ORACLE, reason="PREFLIGHT_KUEUE_ORACLE is not set")
+ORACLE = GoOracle("kueue", "the Kueue oracle")
+pytestmark = ORACLE.skip
 
 FLAVORS = ("red", "blue")
 RESOURCES = ("cpu", "nvidia.com/gpu")
@@ -102,11 +101,7 @@ def answers() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     oracle_in = [{k: v for k, v in c.items()} for c in cases]
     for c in oracle_in:  # Kueue's cache gets usage through the snapshot, not status
         c["clusterQueues"] = [{k: v for k, v in cq.items() if k != "status"} for cq in c["clusterQueues"]]
-    proc = subprocess.run(
-        [os.path.expanduser(ORACLE or "")], input=json.dumps(oracle_in), capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 0, proc.stderr
-    got = [json.loads(line) for line in proc.stdout.splitlines()]
+    got = [json.loads(line) for line in ORACLE.call(oracle_in).splitlines()]
     assert len(got) == len(cases)
     return cases, got
 

@@ -16,27 +16,18 @@ the whole job pod by pod, and the peak of status.used (with JobSet "Complete" st
 
 from __future__ import annotations
 
-import json
-import os
 import random
 import re
-import subprocess
 from decimal import Decimal
 from typing import Any
 
-import pytest
-
+from tests.oracle._common import GoOracle
 from webhook.checks import quotas as Q
 from webhook.quantity import parse_quantity
 from webhook.workloads.base import PodGroup, Workload
 
-ORACLE = os.environ.get("PREFLIGHT_QUOTA_ORACLE")
-
-pytestmark = pytest.mark.skipif(
-    not ORACLE,
-    reason="PREFLIGHT_QUOTA_ORACLE is not set: build the quota oracle with "
-    "`bash tests/oracle/quota/build.sh` (make test does) and pass the path it prints",
-)
+ORACLE = GoOracle("quota", "the quota oracle")
+pytestmark = ORACLE.skip
 
 SEED = 20260105
 SINGLE_CASES = 240
@@ -301,10 +292,7 @@ def _compare(case: dict[str, Any], oracle: dict[str, Any]) -> list[str]:
 def test_quota_arithmetic_matches_kubernetes() -> None:
     cases = _cases()
     doc = {"cases": cases}
-    proc = subprocess.run(
-        [ORACLE or ""], input=json.dumps(doc), capture_output=True, text=True, timeout=300, check=True
-    )
-    results = json.loads(proc.stdout)["results"]
+    results = ORACLE.run(doc)["results"]
     assert len(results) == len(cases) >= 100
     mismatches = [line for case, res in zip(cases, results) for line in _compare(case, res)]
     judged_rejections = sum(1 for r in results if r.get("rejected"))

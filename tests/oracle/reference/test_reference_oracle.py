@@ -18,23 +18,14 @@ fails the pull; we refuse it at once, with that reason.
 
 from __future__ import annotations
 
-import json
-import os
 import random
-import subprocess
 from typing import Any
 
-import pytest
-
+from tests.oracle._common import GoOracle
 from webhook.imageref import HOST_MAX, ImageRef, parse
 
-ORACLE = os.environ.get("PREFLIGHT_REFERENCE_ORACLE")
-
-pytestmark = pytest.mark.skipif(
-    not ORACLE,
-    reason="PREFLIGHT_REFERENCE_ORACLE is not set: build the reference oracle with "
-    "`bash tests/oracle/reference/build.sh` (make test does) and pass the path it prints",
-)
+ORACLE = GoOracle("reference", "the reference oracle")
+pytestmark = ORACLE.skip
 
 SEED = 20261201
 RANDOM_CASES = 30_000
@@ -78,9 +69,7 @@ def random_cases(rng: random.Random, n: int) -> list[str]:
 
 
 def ask(images: list[str]) -> list[dict[str, Any]]:
-    assert ORACLE
-    out = subprocess.run([ORACLE], input=json.dumps(images), capture_output=True, text=True, check=True).stdout
-    results: list[dict[str, Any]] = json.loads(out)["results"]
+    results: list[dict[str, Any]] = ORACLE.run(images)["results"]
     assert len(results) == len(images)
     return results
 

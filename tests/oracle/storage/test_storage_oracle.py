@@ -20,7 +20,6 @@ FindMatchingVolume skips it until then.
 from __future__ import annotations
 
 import json
-import os
 import random
 import subprocess
 from collections.abc import Iterator
@@ -28,15 +27,11 @@ from typing import Any
 
 import pytest
 
+from tests.oracle._common import GoOracle
 from webhook.checks.storage import Want, claim_class, default_class, mismatch, pick
 
-ORACLE = os.environ.get("PREFLIGHT_STORAGE_ORACLE")
-
-pytestmark = pytest.mark.skipif(
-    not ORACLE,
-    reason="PREFLIGHT_STORAGE_ORACLE is not set: build the storage oracle with "
-    "`bash tests/oracle/storage/build.sh` (make test does) and pass the path it prints",
-)
+ORACLE = GoOracle("storage", "the storage oracle")
+pytestmark = ORACLE.skip
 
 SEED = 20261201
 MATCH_CASES = 600
@@ -49,8 +44,7 @@ NODE = {"metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1", "z
 
 @pytest.fixture(scope="module")
 def oracle() -> Iterator[subprocess.Popen[str]]:
-    assert ORACLE
-    proc = subprocess.Popen([ORACLE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([ORACLE.binary], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     yield proc
     assert proc.stdin is not None
     proc.stdin.close()
