@@ -42,7 +42,7 @@ import json
 import re
 import weakref
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 from webhook.checks.base import Check, CheckContext
 from webhook.checks.dryrun_cache import TWIN_MEMO_SECONDS, DryRunCache, TwinMemo, content_key, twin_key
@@ -149,34 +149,33 @@ def fix_for(text: str, ns: str) -> str:
 
 #: one cache per cluster view (a view is one cluster; a test's fake view starts empty)
 _CACHES: weakref.WeakKeyDictionary[Any, DryRunCache] = weakref.WeakKeyDictionary()
+#: one twin memo per cluster view (webhook.checks.dryrun_cache.TwinMemo)
+_MEMOS: weakref.WeakKeyDictionary[Any, TwinMemo] = weakref.WeakKeyDictionary()
+
+_Kept = TypeVar("_Kept", DryRunCache, TwinMemo)
+
+
+def _per_view(table: weakref.WeakKeyDictionary[Any, _Kept], view: ClusterView, ttl: float, make: type[_Kept]) -> _Kept:
+    """The view's entry of ``table``, made anew when its ttl changed (a fresh, unshared one if the view
+    cannot be weakly referenced)."""
+    try:
+        kept = table.get(view)
+        if kept is None or kept.ttl != ttl:
+            kept = table[view] = make(ttl)
+        return kept
+    except TypeError:
+        return make(ttl)
 
 
 def cache_for(view: ClusterView, ttl: float) -> DryRunCache:
-    """The view's dry-run cache (a fresh, unshared one if the view cannot be weakly referenced)."""
-    try:
-        cache = _CACHES.get(view)
-        if cache is None or cache.ttl != ttl:
-            cache = _CACHES[view] = DryRunCache(ttl)
-        return cache
-    except TypeError:
-        return DryRunCache(ttl)
-
-
-#: one twin memo per cluster view (webhook.checks.dryrun_cache.TwinMemo)
-_MEMOS: weakref.WeakKeyDictionary[Any, TwinMemo] = weakref.WeakKeyDictionary()
+    """The view's dry-run cache."""
+    return _per_view(_CACHES, view, ttl, DryRunCache)
 
 
 def memo_for(view: ClusterView, cache_seconds: float) -> TwinMemo:
     """The view's twin memo: TWIN_MEMO_SECONDS, or nothing remembered when ``dryRunCacheSeconds``
     is 0 (every review then asks the apiserver everything anew)."""
-    ttl = TWIN_MEMO_SECONDS if cache_seconds > 0 else 0.0
-    try:
-        memo = _MEMOS.get(view)
-        if memo is None or memo.ttl != ttl:
-            memo = _MEMOS[view] = TwinMemo(ttl)
-        return memo
-    except TypeError:
-        return TwinMemo(ttl)
+    return _per_view(_MEMOS, view, TWIN_MEMO_SECONDS if cache_seconds > 0 else 0.0, TwinMemo)
 
 
 def _rv(obj: dict[str, Any] | None) -> str:
