@@ -131,6 +131,18 @@ def str_map(value: Any, path: str) -> dict[str, str]:
     return clean(value, MapOf("string"), path)
 
 
+def read_metadata(obj: dict[str, Any], namespace: str | None) -> tuple[str, str, dict[str, str], str | None]:
+    """(name, namespace, labels, uid) of a job's metadata, once its fields have Kubernetes' shapes (the
+    annotations too: the skip annotation is read from them); the namespace defaults to the request's,
+    then "default". Raises AdapterError naming the field."""
+    meta = mapping(obj.get("metadata"), "metadata")
+    name = string(meta.get("name"), "metadata.name") or ""
+    ns = string(meta.get("namespace"), "metadata.namespace") or namespace or "default"
+    labels = str_map(meta.get("labels"), "metadata.labels")
+    str_map(meta.get("annotations"), "metadata.annotations")
+    return name, ns, labels, string(meta.get("uid"), "metadata.uid")
+
+
 def one_of(value: Any, path: str, allowed: tuple[str, ...]) -> str | None:
     """A string from a fixed set."""
     if value is None:

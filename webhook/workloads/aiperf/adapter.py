@@ -7,6 +7,7 @@ from typing import Any
 from webhook.cluster.names import is_dns1123_label
 from webhook.config import Settings
 from webhook.kube import CONFIGMAP_MAX_BYTES, JOBSET_API_VERSION, QUEUE_LABEL
+from webhook.workloads import shape
 from webhook.workloads.aiperf.env import (
     _PORTS,
     API_VERSION,
@@ -23,11 +24,6 @@ from webhook.workloads.aiperf.run_config import run_config_data
 from webhook.workloads.aiperf.typed import check_shape, phase_errors
 from webhook.workloads.aiperf.workers import calculate_workers, worker_topology
 from webhook.workloads.base import KindFacts, PodGroup, RuntimeLookup, Workload
-from webhook.workloads.shape import (
-    mapping,
-    str_map,
-    string,
-)
 from webhook.workloads.walks import plain_json
 
 #: the operator renders a JobSet; pod-level fields are set in spec.podTemplate
@@ -113,13 +109,7 @@ def read_metadata(obj: dict[str, Any], namespace: str | None) -> tuple[str, str,
     """(name, namespace, labels, uid) of an AIPerf object (AIPerfJob, AIPerfSweep), once the object is
     plain JSON and its metadata has Kubernetes' shapes; the namespace defaults to the request's."""
     plain_json(obj)
-    meta = mapping(obj.get("metadata"), "metadata")
-    name = string(meta.get("name"), "metadata.name") or ""
-    ns = string(meta.get("namespace"), "metadata.namespace") or namespace or "default"
-    labels = str_map(meta.get("labels"), "metadata.labels")
-    str_map(meta.get("annotations"), "metadata.annotations")  # the skip annotation is read from here
-    uid = string(meta.get("uid"), "metadata.uid")
-    return name, ns, labels, uid
+    return shape.read_metadata(obj, namespace)
 
 
 def _refusals(spec: dict[str, Any], job_id: str) -> list[str]:

@@ -18,7 +18,7 @@ from webhook.config import Settings
 from webhook.kube import JOBSET_API_VERSION, MULTIKUEUE, QUEUE_LABEL
 from webhook.workloads.base import AdapterError, KindFacts, PodGroup, RuntimeLookup, Workload
 from webhook.workloads.podspec import clean_pod_spec
-from webhook.workloads.shape import at, copy_json, integer, listing, mapping, str_map, string
+from webhook.workloads.shape import at, copy_json, integer, listing, mapping, read_metadata, string
 from webhook.workloads.walks import plain_json
 
 KIND = "JobSet"
@@ -105,11 +105,7 @@ def build(
     plain_json(obj)
     if owned_by_a_judged_job(obj):
         return None
-    meta = mapping(obj.get("metadata"), "metadata")
-    name = string(meta.get("name"), "metadata.name") or ""
-    ns = string(meta.get("namespace"), "metadata.namespace") or namespace or "default"
-    labels = str_map(meta.get("labels"), "metadata.labels")
-    str_map(meta.get("annotations"), "metadata.annotations")  # the skip annotation is read from here
+    name, ns, labels, _ = read_metadata(obj, namespace)
     spec = mapping(obj.get("spec"), "spec")
     rjobs = listing(spec.get("replicatedJobs"), "spec.replicatedJobs")
     managed_by = string(spec.get("managedBy"), "spec.managedBy")

@@ -12,7 +12,7 @@ from typing import Any
 from webhook.config import Settings
 from webhook.kube import MULTIKUEUE, QUEUE_LABEL
 from webhook.workloads.base import KindFacts, RuntimeLookup, Workload
-from webhook.workloads.shape import clean, listing, mapping, str_map, string, wrong
+from webhook.workloads.shape import clean, listing, mapping, read_metadata, wrong
 from webhook.workloads.trainjob.jobset import config_map, render
 from webhook.workloads.trainjob.schema import (
     API_GROUP,
@@ -67,17 +67,14 @@ def build(
 ) -> Workload:
     """The Workload for one TrainJob. Raises AdapterError when it cannot be read as one."""
     plain_json(obj)
-    meta = mapping(obj.get("metadata"), "metadata")
+    mapping(obj.get("metadata"), "metadata")  # its shape is reported before the spec's
     raw_spec = obj.get("spec")
     if not isinstance(raw_spec, dict):  # the one field where null is not "absent": a job needs a spec
         raise wrong("spec", "a mapping", raw_spec)
     spec = clean(raw_spec, TRAINJOB_SPEC, "spec")
     # runtime patches are merged as given: a null in a patch means "delete", which clean() drops
     patches = listing(raw_spec.get("runtimePatches"), "spec.runtimePatches")
-    name = string(meta.get("name"), "metadata.name") or ""
-    ns = string(meta.get("namespace"), "metadata.namespace") or namespace or "default"
-    labels = str_map(meta.get("labels"), "metadata.labels")
-    str_map(meta.get("annotations"), "metadata.annotations")  # the skip annotation is read from here
+    name, ns, labels, _ = read_metadata(obj, namespace)
     wl = Workload(
         kind="TrainJob",
         api_version=str(obj.get("apiVersion") or f"{API_GROUP}/v1alpha1"),
