@@ -519,7 +519,8 @@ def test_schema_covers_every_value() -> None:
     values = yaml.safe_load((CHART / "values.yaml").read_text())
 
     def walk(v: Any, s: dict[str, Any], path: str) -> None:
-        assert s.get("additionalProperties") is False or "properties" not in s or True
+        # a mapping the schema spells out refuses keys it does not list (a typo in --set fails at install)
+        assert "properties" not in s or s.get("additionalProperties") is False, f"{path or '.'} allows unknown keys"
         if isinstance(v, dict) and "properties" in s:
             for k, sub in v.items():
                 assert k in s["properties"], f"{path}.{k} is not in values.schema.json"
