@@ -100,47 +100,139 @@ kube_gomod() {
     say "  replaced $(wc -w <<<"$staging") staging modules with $staging_version"
 }
 
+# build_go_module: build (once) one Go main package into a cached binary: the one recipe the Go-built
+# pieces here follow (etcd, the registry, promtool, prometheus, Kyverno, the kube oracles; the
+# k8s.io/kubernetes commands are build_kube_bins': several packages in one go build). Named arguments:
+#   --label TEXT    what the messages call it ("etcd v3.6.8")
+#   --out PATH      the binary                  --stamp PATH  its stamp file
+#   --want VALUE    what the stamp records: the piece is reused when PATH is executable and the
+#                   stamp holds exactly VALUE (the stamps' formats are the caches' contract: keep them)
+#   --src DIR       where the main module is made (emptied first)
+#   --gomod HOW     how: `require MODULE@VERSION` (a module of our own that requires it: --main names
+#                   it), `kube` (kube_gomod: k8s.io/kubernetes at KUBERNETES_VERSION, --main names it)
+#                   or `copy MODULE@VERSION` (a copy of that module: its own go.mod and replaces,
+#                   which a dependency's would lose)
+#   --main PATH     the main module's path (require, kube)
+#   --files "F..."  files copied into the main module first (an oracle's main.go)
+#   --pkg PKG       the package built (default .)
+#   --ldflags F     the linker flags (default -s -w); --ldflags-fn FN appends FN's output, called only
+#                   for a build (kube_ldflags asks the module proxy)
+#   --tags T        build tags
+#   --lock FILE     flock FILE first, then look at the stamp again (built while we waited); give it
+#                   twice for two locks (the second waits with a message when held)
+#   --then FN       called with the main module's directory after the build, before the stamp
+#   --check "ARGS"  the new binary is run with ARGS (its version) before the stamp is written
+#   --hint TEXT     how long a first build takes, for the message
+#   --print         print the binary's path on stdout (the oracles' build.sh)
+# The build's output goes to stderr; the main module is removed afterwards.
+build_go_module() {
+    local label="" out="" stamp="" want="" src="" gomod="" main="" files="" pkg="." ldflags="-s -w"
+    local ldflags_fn="" tags="" then_fn="" check="" hint="" print="" locks=()
+    while (($#)); do
+        case "$1" in
+            --label) label="$2" ;; --out) out="$2" ;; --stamp) stamp="$2" ;; --want) want="$2" ;;
+            --src) src="$2" ;; --gomod) gomod="$2" ;; --main) main="$2" ;; --files) files="$2" ;;
+            --pkg) pkg="$2" ;; --ldflags) ldflags="$2" ;; --ldflags-fn) ldflags_fn="$2" ;;
+            --tags) tags="$2" ;; --lock) locks+=("$2") ;; --then) then_fn="$2" ;;
+            --check) check="$2" ;; --hint) hint="$2" ;;
+            --print) print=1; shift; continue ;;
+            *) die "build_go_module: unknown argument '$1' (see its comment in e2e/build.sh)" ;;
+        esac
+        shift 2
+    done
+    [[ -n "$label" && -n "$out" && -n "$stamp" && -n "$want" && -n "$src" && -n "$gomod" ]] \
+        || die "build_go_module: --label, --out, --stamp, --want, --src and --gomod are required"
+    go_module_cached "$label" "$out" "$stamp" "$want" "$print" && return 0
+    need go "Go 1.24 or newer (or what the module's go.mod asks)"
+    local lock fd i=0
+    for lock in "${locks[@]}"; do
+        mkdir -p "$(dirname "$lock")"
+        exec {fd}>"$lock"
+        if command -v flock >/dev/null 2>&1 && ! flock -n "$fd"; then
+            ((i == 0)) || say "another build holds $lock (it builds from the same Go modules); waiting for it..."
+            flock "$fd"
+        fi
+        i=$((i + 1))
+    done
+    # built while we waited for the lock
+    ((${#locks[@]} == 0)) || ! go_module_cached "$label" "$out" "$stamp" "$want" "$print" || return 0
+    local mod="${gomod#* }" from what=""
+    from="${mod%@*}"
+    [[ "$gomod" != kube ]] || from="k8s.io/kubernetes@$KUBERNETES_VERSION"
+    [[ "$pkg" == . ]] || what="$pkg; "
+    say "building $label from the Go module $from (${what}${hint:+first time: $hint; }cached afterwards)..."
+    local t0=$SECONDS f
+    rm -rf "$src"
+    mkdir -p "$(dirname "$src")" "$(dirname "$out")"
+    case "$gomod" in
+        "copy "*)
+            cp -r "$(modfield "$mod" Dir)" "$src"
+            chmod -R u+w "$src"
+            ;;
+        "require "* | kube)
+            mkdir -p "$src"
+            [[ -n "$main" ]] || die "build_go_module: --gomod '$gomod' needs --main (the main module's path)"
+            if [[ "$gomod" == kube ]]; then
+                kube_gomod "$src" "$main"
+            else
+                local gomod_file goline
+                gomod_file="$(modfield "$mod" GoMod)"
+                goline="$(sed -nE 's/^go ([0-9.]+).*/\1/p' "$gomod_file" | head -1)"
+                printf 'module %s\n\ngo %s\n\nrequire %s %s\n' "$main" "${goline:-1.24}" "${mod%@*}" "${mod##*@}" >"$src/go.mod"
+            fi
+            ;;
+        *) die "build_go_module: --gomod must be 'require MODULE@VERSION', 'kube' or 'copy MODULE@VERSION', not '$gomod'" ;;
+    esac
+    for f in $files; do cp "$f" "$src/"; done
+    [[ -z "$ldflags_fn" ]] || ldflags+=" $("$ldflags_fn")"
+    (cd "$src" && go build -trimpath ${tags:+-tags "$tags"} -ldflags "$ldflags" -o "$out.tmp" "$pkg") >&2
+    mv -f "$out.tmp" "$out"
+    # shellcheck disable=SC2086  # ARGS are words
+    [[ -z "$check" ]] || "$out" $check >&2
+    [[ -z "$then_fn" ]] || "$then_fn" "$src"
+    rm -rf "$src"
+    echo "$want" >"$stamp"
+    say "$label built in $((SECONDS - t0))s ($(du -h "$out" | cut -f1)): $out"
+    [[ -z "$print" ]] || echo "$out"
+}
+
+# kube_ldflags: the version stamps k8s.io/kubernetes' own build (hack/lib/version.sh) links into
+# its binaries, for KUBERNETES_VERSION (--version prints them; kubectl's version skew reads them).
+kube_ldflags() {
+    local ver="${KUBERNETES_VERSION#v}" major minor patch
+    IFS=. read -r major minor patch <<<"${ver%%-*}"
+    local kdate kcommit pkg ldflags=""
+    kdate="$(modfield k8s.io/kubernetes@"$KUBERNETES_VERSION" Time)"
+    kcommit="$(modfield k8s.io/kubernetes@"$KUBERNETES_VERSION" Hash)"
+    [[ -n "$kcommit" ]] || kcommit=0000000000000000000000000000000000000000
+    for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+        ldflags+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+        ldflags+=" -X $pkg.gitCommit=$kcommit -X $pkg.gitTreeState=clean -X $pkg.buildDate=$kdate"
+    done
+    echo "${ldflags# }"
+}
+
+# go_module_cached <label> <out> <stamp> <want> <print>: true (and says so, or prints <out>) when
+# <out> is executable and its stamp records <want>.
+go_module_cached() {
+    [[ -x "$2" ]] && fresh "$3" "$4" || return 1
+    if [[ -n "$5" ]]; then echo "$2"; else say "$1: cached ($2)"; fi
+}
+
 # build_kube_oracle <name> <oracle dir>: build (once) <oracle dir>/main.go against k8s.io/kubernetes
 # at $KUBERNETES_VERSION with kube_gomod's go.mod into $CACHE_ROOT/<name>-oracle-<version>/ and print
 # the binary's path on stdout. A stamp records the version and main.go's hash (a warm run takes well
 # under a second); a lock per oracle, and e2e/build.sh's own lock (the same Go modules), keep two
-# builds from running at once. Used by tests/oracle/quota/build.sh and tests/oracle/storage/build.sh.
+# builds from running at once. Used by tests/oracle/{quota,storage,reference,dra}/build.sh.
 build_kube_oracle() {
     local name="$1" dir="$2"
     local out_dir="$CACHE_ROOT/$name-oracle-$KUBERNETES_VERSION"
-    local out="$out_dir/$name-oracle" stamp="$out_dir/.stamp" want
-    want="$KUBERNETES_VERSION $(sha256sum "$dir/main.go" | cut -c1-16)"
-    if [[ -x "$out" ]] && fresh "$stamp" "$want"; then
-        echo "$out"
-        return 0
-    fi
-    need go "Go 1.24 or newer"
-    mkdir -p "$out_dir"
-    exec 8>"$out_dir/.lock"
-    if command -v flock >/dev/null 2>&1; then flock 8; fi
-    if [[ -x "$out" ]] && fresh "$stamp" "$want"; then  # built while we waited for the lock
-        echo "$out"
-        return 0
-    fi
-    # the same Go modules as the kube-apiserver build: wait for a running e2e/build.sh (its lock)
-    # rather than download them twice at once
-    mkdir -p "$CACHE"
-    exec 9>"$CACHE/.build.lock"
-    if command -v flock >/dev/null 2>&1 && ! flock -n 9; then
-        say "e2e/build.sh is running (it downloads the same modules); waiting for it..."
-        flock 9
-    fi
-    say "building the $name oracle against k8s.io/kubernetes $KUBERNETES_VERSION (first time: a few minutes; cached afterwards)..."
-    local t0=$SECONDS src="$out_dir/src"
-    rm -rf "$src"
-    mkdir -p "$src"
-    cp "$dir/main.go" "$src/"
-    kube_gomod "$src" "preflight-webhook.local/tests/oracle/$name"
-    (cd "$src" && go build -trimpath -ldflags "-s -w" -o "$out.tmp" .) >&2
-    mv -f "$out.tmp" "$out"
-    echo "$want" >"$stamp"
-    say "$name oracle built in $((SECONDS - t0))s: $out"
-    echo "$out"
+    build_go_module --label "the $name oracle" --print \
+        --out "$out_dir/$name-oracle" --stamp "$out_dir/.stamp" \
+        --want "$KUBERNETES_VERSION $(sha256sum "$dir/main.go" | cut -c1-16)" \
+        --lock "$out_dir/.lock" --lock "$CACHE/.build.lock" \
+        --src "$out_dir/src" --gomod kube --main "preflight-webhook.local/tests/oracle/$name" \
+        --files "$dir/main.go" --hint "a few minutes"
 }
 
 # build_kube_bins <name>...: kubectl, and kubelet, kube-controller-manager, kube-scheduler, kube-proxy for
@@ -162,21 +254,11 @@ build_kube_bins() {
     need go "Go 1.24 or newer"
     say "building ${todo[*]} $KUBERNETES_VERSION from the Go module k8s.io/kubernetes (one go build)..."
     local t0=$SECONDS
-    local ver="${KUBERNETES_VERSION#v}" major minor patch
-    IFS=. read -r major minor patch <<<"${ver%%-*}"
-    local dir="$SRC/kube-cmds-$KUBERNETES_VERSION"
+    local dir="$SRC/kube-cmds-$KUBERNETES_VERSION" ldflags pkgs=()
     rm -rf "$dir"
     mkdir -p "$dir/out" "$BIN"
     kube_gomod "$dir" "preflight-webhook.local/e2e/kube-cmds"
-    local kdate kcommit
-    kdate="$(modfield k8s.io/kubernetes@"$KUBERNETES_VERSION" Time)"
-    kcommit="$(modfield k8s.io/kubernetes@"$KUBERNETES_VERSION" Hash)"
-    [[ -n "$kcommit" ]] || kcommit=0000000000000000000000000000000000000000
-    local pkg ldflags="-s -w" pkgs=()
-    for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-        ldflags+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
-        ldflags+=" -X $pkg.gitCommit=$kcommit -X $pkg.gitTreeState=clean -X $pkg.buildDate=$kdate"
-    done
+    ldflags="-s -w $(kube_ldflags)"
     for name in "${todo[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$name"); done
     say "  compiling (go build ${pkgs[*]})..."
     (cd "$dir" && go build -trimpath -ldflags "$ldflags" -o "$dir/out/" "${pkgs[@]}")
@@ -239,109 +321,40 @@ build_node() {
     build_kube_bins kube-scheduler kube-proxy kube-controller-manager kubelet
 }
 
-build_etcd() {
-    local out="$BIN/etcd" stamp="$BIN/.etcd.version"
-    if [[ -x "$out" ]] && fresh "$stamp" "$ETCD_VERSION"; then
-        say "etcd $ETCD_VERSION: cached ($out)"
-        return
-    fi
-    need go "Go 1.24 or newer"
-    say "building etcd $ETCD_VERSION from the Go module go.etcd.io/etcd/server/v3 (first time: ~4-7 min on 2 cores)..."
-    local t0=$SECONDS dir="$SRC/etcd-$ETCD_VERSION"
-    rm -rf "$dir"
-    mkdir -p "$dir" "$BIN"
-    local emod goline
-    emod="$(modfield go.etcd.io/etcd/server/v3@"$ETCD_VERSION" GoMod)"
-    goline="$(sed -nE 's/^go ([0-9.]+).*/\1/p' "$emod" | head -1)"
-    printf 'module preflight-webhook.local/e2e/etcd\n\ngo %s\n\nrequire go.etcd.io/etcd/server/v3 %s\n' \
-        "${goline:-1.24}" "$ETCD_VERSION" >"$dir/go.mod"
-    (cd "$dir" && go build -trimpath -ldflags "-s -w" -o "$out.tmp" go.etcd.io/etcd/server/v3)
-    mv -f "$out.tmp" "$out"
-    "$out" --version >&2
-    echo "$ETCD_VERSION" >"$stamp"
-    say "etcd $ETCD_VERSION built in $((SECONDS - t0))s"
+# require_build <name> <module> <version> <package> [hint] [tags] [stamp]: a binary built from a main
+# package of <module>@<version> (a module of our own that requires it) into bin/<name>, stamped with
+# <stamp> (default <version>): etcd (go.etcd.io/etcd/server/v3), the CNCF distribution registry the
+# image tests run (e2e/harness/registry.py; cmd/registry), promtool and the Prometheus server.
+require_build() {
+    local name="$1" module="$2" version="$3" pkg="$4" hint="${5:-}" tags="${6:-}" want="${7:-$3}"
+    build_go_module --label "$name $version" --out "$BIN/$name" --stamp "$BIN/.$name.version" \
+        --want "$want" --src "$SRC/$name-$version" \
+        --gomod "require $module@$version" --main "preflight-webhook.local/e2e/$name" --pkg "$pkg" \
+        --check --version ${hint:+--hint "$hint"} ${tags:+--tags "$tags"}
 }
-
-# The CNCF distribution registry (the image tests' real registry: e2e/harness/registry.py), built
-# from its Go module's main package cmd/registry, like etcd: a module of our own that requires it.
+build_etcd() { require_build etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION" go.etcd.io/etcd/server/v3 "~4-7 min on 2 cores"; }
 build_registry() {
-    local out="$BIN/registry" stamp="$BIN/.registry.version"
-    if [[ -x "$out" ]] && fresh "$stamp" "$DISTRIBUTION_VERSION"; then
-        say "distribution registry $DISTRIBUTION_VERSION: cached ($out)"
-        return
-    fi
-    need go "Go 1.24 or newer"
-    say "building the distribution registry $DISTRIBUTION_VERSION from the Go module github.com/distribution/distribution/v3 (first time: ~6 CPU-minutes, 16 min wall on a loaded 2-core machine)..."
-    local t0=$SECONDS dir="$SRC/registry-$DISTRIBUTION_VERSION"
-    rm -rf "$dir"
-    mkdir -p "$dir" "$BIN"
-    local rmod goline
-    rmod="$(modfield github.com/distribution/distribution/v3@"$DISTRIBUTION_VERSION" GoMod)"
-    goline="$(sed -nE 's/^go ([0-9.]+).*/\1/p' "$rmod" | head -1)"
-    printf 'module preflight-webhook.local/e2e/registry\n\ngo %s\n\nrequire github.com/distribution/distribution/v3 %s\n' \
-        "${goline:-1.24}" "$DISTRIBUTION_VERSION" >"$dir/go.mod"
-    (cd "$dir" && go build -trimpath -ldflags "-s -w" -o "$out.tmp" github.com/distribution/distribution/v3/cmd/registry)
-    mv -f "$out.tmp" "$out"
-    "$out" --version >&2
-    echo "$DISTRIBUTION_VERSION" >"$stamp"
-    say "distribution registry $DISTRIBUTION_VERSION built in $((SECONDS - t0))s"
+    require_build registry github.com/distribution/distribution/v3 "$DISTRIBUTION_VERSION" \
+        github.com/distribution/distribution/v3/cmd/registry "~6 CPU-minutes, 16 min wall on a loaded 2-core machine"
 }
 
+# The Prometheus server's tags, from upstream's README ("Building with build tags"):
+# remove_all_sd,enable_kubernetes_sd keeps only the service discoveries e2e/test_prometheus_scrape.py
+# uses (static, file, http, kubernetes); without builtinassets the web UI's assets are not embedded
+# (web/ui/ui.go serves them from disk), and the test only uses the HTTP API.
+PROMETHEUS_TAGS=remove_all_sd,enable_kubernetes_sd
+# promtool: the same tags (upstream's plugins/ tags: `!remove_all_sd || enable_<x>_sd`) leave out the
+# cloud service discoveries (promtool imports the kubernetes one itself): 1116 packages instead of 1363
+# (go list -deps), the same build-cache entries as prometheus. `check rules` and `test rules`, all the
+# tests run, read no scrape config. The stamp is unchanged: a promtool built with every plugin answers
+# these two commands the same.
 build_promtool() {
-    local out="$BIN/promtool" stamp="$BIN/.promtool.version"
-    if [[ -x "$out" ]] && fresh "$stamp" "$PROMETHEUS_VERSION"; then
-        say "promtool $PROMETHEUS_VERSION: cached ($out)"
-        return
-    fi
-    need go "Go 1.24 or newer"
-    say "building promtool $PROMETHEUS_VERSION from the Go module github.com/prometheus/prometheus (cmd/promtool)..."
-    local t0=$SECONDS dir="$SRC/promtool-$PROMETHEUS_VERSION"
-    rm -rf "$dir"
-    mkdir -p "$dir" "$BIN"
-    local pmod goline
-    pmod="$(modfield github.com/prometheus/prometheus@"$PROMETHEUS_VERSION" GoMod)"
-    goline="$(sed -nE 's/^go ([0-9.]+).*/\1/p' "$pmod" | head -1)"
-    printf 'module preflight-webhook.local/e2e/promtool\n\ngo %s\n\nrequire github.com/prometheus/prometheus %s\n' \
-        "${goline:-1.24}" "$PROMETHEUS_VERSION" >"$dir/go.mod"
-    # -tags: build_prometheus's (upstream's plugins/ tags: `!remove_all_sd || enable_<x>_sd`), which leave
-    # out the cloud service discoveries (AWS, Azure, GCE, ... SDKs; promtool imports the kubernetes one
-    # itself): 1116 packages instead of 1363 (go list -deps), the same build-cache entries as prometheus.
-    # `check rules` and `test rules`, all the tests run, read no scrape config. The stamp is unchanged:
-    # a promtool built with every plugin answers these two commands the same.
-    (cd "$dir" && go build -trimpath -tags remove_all_sd,enable_kubernetes_sd -ldflags "-s -w" -o "$out.tmp" github.com/prometheus/prometheus/cmd/promtool)
-    mv -f "$out.tmp" "$out"
-    "$out" --version >&2
-    echo "$PROMETHEUS_VERSION" >"$stamp"
-    say "promtool $PROMETHEUS_VERSION built in $((SECONDS - t0))s"
+    require_build promtool github.com/prometheus/prometheus "$PROMETHEUS_VERSION" \
+        github.com/prometheus/prometheus/cmd/promtool "" "$PROMETHEUS_TAGS"
 }
-
-# build_prometheus: the Prometheus server (cmd/prometheus) from the same Go module and version as
-# promtool, for e2e/test_prometheus_scrape.py. Tags from upstream's README ("Building with
-# build tags"): remove_all_sd,enable_kubernetes_sd keeps only the service discoveries the test
-# uses (static, file, http, kubernetes); without builtinassets the web UI's assets are not
-# embedded (web/ui/ui.go serves them from disk), and the test only uses the HTTP API.
 build_prometheus() {
-    local out="$BIN/prometheus" stamp="$BIN/.prometheus.version"
-    local tags="remove_all_sd,enable_kubernetes_sd"
-    if [[ -x "$out" ]] && fresh "$stamp" "$PROMETHEUS_VERSION $tags"; then
-        say "prometheus $PROMETHEUS_VERSION: cached ($out)"
-        return
-    fi
-    need go "Go 1.24 or newer"
-    say "building prometheus $PROMETHEUS_VERSION from the Go module github.com/prometheus/prometheus (cmd/prometheus, -tags $tags)..."
-    local t0=$SECONDS dir="$SRC/prometheus-$PROMETHEUS_VERSION"
-    rm -rf "$dir"
-    mkdir -p "$dir" "$BIN"
-    local pmod goline
-    pmod="$(modfield github.com/prometheus/prometheus@"$PROMETHEUS_VERSION" GoMod)"
-    goline="$(sed -nE 's/^go ([0-9.]+).*/\1/p' "$pmod" | head -1)"
-    printf 'module preflight-webhook.local/e2e/prometheus\n\ngo %s\n\nrequire github.com/prometheus/prometheus %s\n' \
-        "${goline:-1.24}" "$PROMETHEUS_VERSION" >"$dir/go.mod"
-    (cd "$dir" && go build -trimpath -tags "$tags" -ldflags "-s -w" -o "$out.tmp" github.com/prometheus/prometheus/cmd/prometheus)
-    mv -f "$out.tmp" "$out"
-    "$out" --version >&2
-    echo "$PROMETHEUS_VERSION $tags" >"$stamp"
-    say "prometheus $PROMETHEUS_VERSION built in $((SECONDS - t0))s"
+    require_build prometheus github.com/prometheus/prometheus "$PROMETHEUS_VERSION" \
+        github.com/prometheus/prometheus/cmd/prometheus "" "$PROMETHEUS_TAGS" "$PROMETHEUS_VERSION $PROMETHEUS_TAGS"
 }
 
 fetch_helm() {
@@ -433,21 +446,22 @@ fetch_crds() {
     say "  $(find "$CRDS" -maxdepth 1 -name '*.yaml' | wc -l) CRD files and $(find "$CRDS/runtimes" -name '*.yaml' | wc -l) runtimes in $CRDS"
 }
 
-# Karpenter's CRDs (NodePool, NodeClaim) in crds-optional/: not installed by default (a cluster
-# without Karpenter is what most tests judge); e2e/test_provisioning_live.py installs them.
-fetch_optional_crds() {
-    local dest="$CACHE/crds-optional" want="karpenter=$KARPENTER_VERSION"
+# fetch_module_files <dest> <label> <stamp value> <module@version> <file in the module>...: copy
+# files of a Go module (its CRDs) into <dest>/, stamped with <stamp value>; reused while it matches.
+fetch_module_files() {
+    local dest="$1" label="$2" want="$3" mod="$4"
+    shift 4
     if fresh "$dest/.version" "$want"; then
-        say "optional CRDs ($want): cached"
+        say "$label ($want): cached"
         return
     fi
     need go
-    say "fetching optional CRDs from the upstream Go modules ($want)..."
+    say "fetching $label from the upstream Go module ${mod%@*} ($want)..."
     rm -rf "$dest.tmp"
     mkdir -p "$dest.tmp"
-    local dir
-    dir="$(modfield sigs.k8s.io/karpenter@"$KARPENTER_VERSION" Dir)"
-    cp "$dir"/pkg/apis/crds/karpenter.sh_nodepools.yaml "$dir"/pkg/apis/crds/karpenter.sh_nodeclaims.yaml "$dest.tmp/"
+    local dir f
+    dir="$(modfield "$mod" Dir)"
+    for f in "$@"; do cp "$dir/$f" "$dest.tmp/"; done
     chmod -R u+w "$dest.tmp"
     echo "$want" >"$dest.tmp/.version"
     rm -rf "$dest"
@@ -455,26 +469,20 @@ fetch_optional_crds() {
     say "  $(find "$dest" -maxdepth 1 -name '*.yaml' | wc -l) CRD files in $dest"
 }
 
+# Karpenter's CRDs (NodePool, NodeClaim) in crds-optional/: not installed by default (a cluster
+# without Karpenter is what most tests judge); e2e/test_provisioning_live.py installs them.
+fetch_optional_crds() {
+    fetch_module_files "$CACHE/crds-optional" "optional CRDs" "karpenter=$KARPENTER_VERSION" \
+        sigs.k8s.io/karpenter@"$KARPENTER_VERSION" \
+        pkg/apis/crds/karpenter.sh_nodepools.yaml pkg/apis/crds/karpenter.sh_nodeclaims.yaml
+}
+
 # The openreports.io CRDs from reports-api's Go module, in crds-openreports/: the chart's copy
 # (charts/preflight-webhook/files/openreports) is compared with them (e2e/test_audit_reports_live.py).
 fetch_openreports() {
-    local dest="$CACHE/crds-openreports" want="openreports=$OPENREPORTS_VERSION"
-    if fresh "$dest/.version" "$want"; then
-        say "openreports CRDs ($want): cached"
-        return
-    fi
-    need go
-    say "fetching the openreports.io CRDs from the upstream Go module ($want)..."
-    rm -rf "$dest.tmp"
-    mkdir -p "$dest.tmp"
-    local dir
-    dir="$(modfield github.com/openreports/reports-api@"$OPENREPORTS_VERSION" Dir)"
-    cp "$dir"/config/crd/openreports.io_reports.yaml "$dir"/config/crd/openreports.io_clusterreports.yaml "$dest.tmp/"
-    chmod -R u+w "$dest.tmp"
-    echo "$want" >"$dest.tmp/.version"
-    rm -rf "$dest"
-    mv "$dest.tmp" "$dest"
-    say "  $(find "$dest" -maxdepth 1 -name '*.yaml' | wc -l) CRD files in $dest"
+    fetch_module_files "$CACHE/crds-openreports" "openreports CRDs" "openreports=$OPENREPORTS_VERSION" \
+        github.com/openreports/reports-api@"$OPENREPORTS_VERSION" \
+        config/crd/openreports.io_reports.yaml config/crd/openreports.io_clusterreports.yaml
 }
 
 # Kyverno's admission controller (cmd/kyverno) and its CRDs (config/crds/**), from the Go module
@@ -483,37 +491,25 @@ fetch_openreports() {
 # module (its go.mod replaces k8s.io/pod-security-admission: a dependency's replace is ignored), with
 # the upstream Makefile's LD_FLAGS (-s -w -X .../pkg/version.BuildVersion) plus -trimpath, in the
 # shared Go build cache. Cold: see docs/development.md's build table.
+KYVERNO_DEST="$CACHE_ROOT/kyverno-$KYVERNO_VERSION"
 build_kyverno() {
-    local dest="$CACHE_ROOT/kyverno-$KYVERNO_VERSION" want="github.com/kyverno/kyverno@$KYVERNO_VERSION recipe=1"
-    if [[ -x "$dest/bin/kyverno" ]] && fresh "$dest/.stamp" "$want"; then
-        say "kyverno $KYVERNO_VERSION: cached ($dest/bin/kyverno)"
-        return
-    fi
-    need go "Go 1.26.6 or newer (kyverno's go.mod)"
     # its own lock (its own directory, modules no other piece uses): a `kyverno` build need not
     # wait for another piece's build under the cache's lock
-    mkdir -p "$dest"
-    exec 7>"$dest/.lock"
-    if command -v flock >/dev/null 2>&1; then flock 7; fi
-    if [[ -x "$dest/bin/kyverno" ]] && fresh "$dest/.stamp" "$want"; then  # built while we waited
-        say "kyverno $KYVERNO_VERSION: cached ($dest/bin/kyverno)"
-        return
-    fi
-    say "building kyverno $KYVERNO_VERSION from the Go module github.com/kyverno/kyverno (cmd/kyverno; first time: see docs/development.md)..."
-    local t0=$SECONDS dir src="$dest/src"
-    dir="$(modfield github.com/kyverno/kyverno@"$KYVERNO_VERSION" Dir)"
-    rm -rf "$src" "$dest/crds.tmp"
-    mkdir -p "$dest/bin" "$dest/crds.tmp"
-    cp -r "$dir" "$src"
-    chmod -R u+w "$src"
-    (cd "$src" && go build -trimpath -ldflags "-s -w -X github.com/kyverno/kyverno/pkg/version.BuildVersion=$KYVERNO_VERSION" \
-        -o "$dest/bin/kyverno.tmp" ./cmd/kyverno) >&2
-    mv -f "$dest/bin/kyverno.tmp" "$dest/bin/kyverno"
-    find "$src/config/crds" -name '*.yaml' -exec cp {} "$dest/crds.tmp/" \;
-    rm -rf "$dest/crds" "$src"
-    mv "$dest/crds.tmp" "$dest/crds"
-    echo "$want" >"$dest/.stamp"
-    say "kyverno $KYVERNO_VERSION built in $((SECONDS - t0))s ($(du -h "$dest/bin/kyverno" | cut -f1)), $(find "$dest/crds" -name '*.yaml' | wc -l) CRDs"
+    build_go_module --label "kyverno $KYVERNO_VERSION" --out "$KYVERNO_DEST/bin/kyverno" \
+        --stamp "$KYVERNO_DEST/.stamp" --want "github.com/kyverno/kyverno@$KYVERNO_VERSION recipe=1" \
+        --lock "$KYVERNO_DEST/.lock" --src "$KYVERNO_DEST/src" \
+        --gomod "copy github.com/kyverno/kyverno@$KYVERNO_VERSION" --pkg ./cmd/kyverno \
+        --ldflags "-s -w -X github.com/kyverno/kyverno/pkg/version.BuildVersion=$KYVERNO_VERSION" \
+        --hint "see docs/development.md; Go 1.26.6 or newer, kyverno's go.mod" --then kyverno_crds
+}
+# kyverno_crds <module copy>: its CRDs (config/crds/**) into crds/, next to bin/kyverno
+kyverno_crds() {
+    rm -rf "$KYVERNO_DEST/crds.tmp"
+    mkdir -p "$KYVERNO_DEST/crds.tmp"
+    find "$1/config/crds" -name '*.yaml' -exec cp {} "$KYVERNO_DEST/crds.tmp/" \;
+    rm -rf "$KYVERNO_DEST/crds"
+    mv "$KYVERNO_DEST/crds.tmp" "$KYVERNO_DEST/crds"
+    say "  $(find "$KYVERNO_DEST/crds" -name '*.yaml' | wc -l) kyverno CRDs in $KYVERNO_DEST/crds"
 }
 
 # what `make demo` runs: etcd, kube-apiserver, kubectl and the CRDs; not helm, the optional or
