@@ -339,8 +339,8 @@ build_registry() {
 }
 
 # The Prometheus server's tags, from upstream's README ("Building with build tags"):
-# remove_all_sd,enable_kubernetes_sd keeps only the service discoveries e2e/test_prometheus_scrape.py
-# uses (static, file, http, kubernetes); without builtinassets the web UI's assets are not embedded
+# remove_all_sd,enable_kubernetes_sd keeps static, file, http and kubernetes service discovery
+# (e2e/test_prometheus_local.py scrapes a static target; kubernetes: the chart's monitors); without builtinassets the web UI's assets are not embedded
 # (web/ui/ui.go serves them from disk), and the test only uses the HTTP API.
 PROMETHEUS_TAGS=remove_all_sd,enable_kubernetes_sd
 # promtool: the same tags (upstream's plugins/ tags: `!remove_all_sd || enable_<x>_sd`) leave out the
@@ -570,7 +570,7 @@ main() {
                 build_registry
                 bash "$HERE/stack.sh" binaries
                 bash "$HERE/stack.sh" manifests
-                # promtool and prometheus: tests/test_promtool_rules.py and e2e/test_prometheus_scrape.py
+                # promtool and prometheus: tests/test_promtool_rules.py and e2e/test_prometheus_local.py
                 build_promtool
                 build_prometheus
                 # the fidelity matrix's policy engine (e2e/test_fidelity.py); its cold build is long
