@@ -204,8 +204,10 @@ async def test_a_restart_rebuilds_from_the_scan_without_writing_an_unchanged_rep
 async def test_a_forgotten_job_leaves_the_report_and_the_last_one_empties_it() -> None:
     store = Store()
     sink = ReportSink(store, AUDIT, debounce=0)
-    await sink.publish(await _judgement(_job(BAD_IMAGE), _ref()))
-    await sink.publish(await _judgement(_job(), _ref("other", uid="u-2")))
+    # both judged first: an evaluation between the two publishes lets the first one's write run alone
+    bad, good = await _judgement(_job(BAD_IMAGE), _ref()), await _judgement(_job(), _ref("other", uid="u-2"))
+    await sink.publish(bad)
+    await sink.publish(good)
     await sink.idle()
     await sink.forget(_ref(), "started")
     await sink.idle()

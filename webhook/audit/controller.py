@@ -209,6 +209,43 @@ class AuditController:
                 metadata=True,
             )  # fmt: skip
 
+    def watch_discovery(self) -> None:
+        """Follow the apiserver's discovery (webhook/cluster/discovery.py, refreshed every
+        `discovery_refresh_seconds`): a kind whose CRD is installed after start (AIPerf, Trainer,
+        Kueue, JobSet) is watched from then on, without a restart; one no longer served is dropped."""
+        discovery = getattr(self.view, "discovery", None)
+        if discovery is not None:
+            discovery.on_change(lambda _snap: self._on_discovery_change())
+
+    def _on_discovery_change(self) -> None:
+        specs = [
+            *TRIGGER_SPECS,
+            JOBSETS,
+            WORKLOADS,
+            *(CacheSpec(j.resource, j.group, j.version, True) for j in JOB_KINDS),
+        ]
+        for spec in specs:
+            r = self.reflectors.get(spec.resource)
+            if r is not None and not self.view.served(spec.group_version):
+                log.warning("audit: %s is no longer served: no longer watching %s", spec.group_version, spec.resource)
+                del self.reflectors[spec.resource]
+                self._spawn(r.stop())
+        before = set(self.reflectors)
+        self.start_watches()
+        for res in sorted(set(self.reflectors) - before):
+            log.info("audit: %s is served now: watching it", res)
+            if res in KIND_BY_RESOURCE:  # the jobs its first list finds are judged once it synced
+                self._spawn(self._judge_when_synced(res))
+
+    async def _judge_when_synced(self, resource: str) -> None:
+        r = self.reflectors.get(resource)
+        if r is None:
+            return
+        await r.synced_event.wait()
+        for obj in r.cache.objects():
+            m = _meta(obj)
+            self.enqueue((resource, m.get("namespace") or "", m.get("name") or ""), f"{resource} served now")
+
     async def wait_synced(self, timeout: float) -> bool:
         try:
             async with asyncio.timeout(timeout):

@@ -58,12 +58,14 @@ class AuditRun:
         checks: Sequence[Check],
         extra_sinks: Sequence[FindingSink] = (),
         sync_timeout: float = 60.0,
+        discovery_refresh_seconds: float = 60.0,
     ) -> AuditRun:
+        """`discovery_refresh_seconds`: how soon a kind whose CRD is installed later is watched."""
         a = settings.audit
         settings = fresh_reads(settings)
         cfg = await load_configuration(kubeconfig)
         client = AuditClient(cfg, settings.api_concurrency, qps=a.qps, burst=a.burst)
-        view = LiveClusterView(settings, client, checks=checks)
+        view = LiveClusterView(settings, client, checks=checks, discovery_refresh_seconds=discovery_refresh_seconds)
         await view.start(sync_timeout)
         await view.wait_synced(sync_timeout)
         events = EventSink(client, settings, instance=identity)
@@ -76,6 +78,7 @@ class AuditRun:
             sinks.append(report)
         controller = AuditController(settings, view, checks=checks, sinks=[*sinks, metrics, *extra_sinks])
         controller.start_watches()
+        controller.watch_discovery()
         if not await controller.wait_synced(sync_timeout):
             log.warning("audit: not every watch synced within %.0fs; judging what is known", sync_timeout)
         elector = LeaderElector(
