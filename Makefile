@@ -60,7 +60,7 @@ test: install lint build-cluster oracle ## the whole suite: lint, unit, server, 
 	PREFLIGHT_DRA_ORACLE="$$(bash tests/oracle/dra/build.sh)" \
 	$(PY) -m pytest tests e2e -q --durations=25
 
-demo: install build-control-plane ## start the local control plane with the webhook and show it accept, deny and warn
+demo: install build-control-plane ## start the local control plane with the webhook and show it accept, deny and warn; then the audit controller's Events
 	$(PY) -m e2e.harness.demo up
 
 demo-down: ## stop what `make demo` left running
@@ -88,6 +88,7 @@ bench-cluster: install build-cluster ## the cluster benchmarks on the local cont
 	$(PY) bench/cluster_bench.py
 	$(PY) bench/inproc.py --cluster --write
 	$(PY) bench/apply_latency.py
+	$(PY) bench/audit_scale.py $(if $(QUICK),--quick,--write)
 	$(if $(NODE),$(PY) bench/apply_latency.py --on node,)
 
 release: ## push the image (buildah) and the chart (helm push) to REGISTRY=host[:port][/path] as VERSION=x.y.z (scripts/release.sh)

@@ -21,6 +21,7 @@ STUDIES = {
     "large": "large-objects",
     "fuzz-parsers": "fuzz-parsers",
     "audit-reports": "audit-reports",
+    "audit-scale": "audit-scale",
 }
 
 

@@ -6,8 +6,11 @@
 `up` starts etcd + kube-apiserver (state in .demo/, git-ignored), installs the CRDs and
 the sample ClusterTrainingRuntime, starts `preflight-webhook serve` and registers it
 (e2e/harness/runner.py), then applies e2e/samples/: a good AIPerfJob and TrainJob (accepted),
-a broken one of each (denied), and a `--dry-run=server` of a job that only warns. Every
-kubectl line printed is kubectl's real output. The cluster stays up afterwards; Ctrl-C
+a broken one of each (denied), and a `--dry-run=server` of a job that only warns. Then it
+starts `preflight-webhook audit` beside the webhook, with the Policy Report CRDs, and shows it:
+a suspended TrainJob is admitted, its Secret is deleted, the `PreflightFailed` Event and the
+report appear, the Secret is put back, `PreflightPassed` follows. Every kubectl line printed is
+kubectl's real output. The cluster stays up afterwards; Ctrl-C
 while `up` runs stops everything it started.
 """
 
@@ -26,6 +29,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import yaml
+
 from e2e.harness import controlplane
 from e2e.harness.controlplane import STATE_FILE, ControlPlane, ControlPlaneError, _pid_runs, ensure_built, stop_pid
 from e2e.harness.runner import RunningWebhook, WebhookError
@@ -36,6 +41,8 @@ DEMO_DIR = ROOT / ".demo"
 CLUSTER_DIR = DEMO_DIR / "cluster"
 WEBHOOK_DIR = DEMO_DIR / "webhook"
 WEBHOOK_STATE = DEMO_DIR / "webhook.json"
+AUDIT_STATE = DEMO_DIR / "audit.json"
+OPENREPORTS = Path("charts") / "preflight-webhook" / "files" / "openreports"
 SAMPLES = Path("e2e") / "samples"  # relative: kubectl prints the path it was given
 
 BOLD, DIM, RESET = ("\033[1m", "\033[2m", "\033[0m") if sys.stdout.isatty() else ("", "", "")
@@ -92,7 +99,7 @@ def up() -> int:
     # shell started us with SIGINT ignored (a background job)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    total = 6
+    total = 7
     cp: ControlPlane | None = None
     hook: RunningWebhook | None = None
     t0 = time.monotonic()
@@ -163,12 +170,23 @@ def up() -> int:
         heading("What the cluster now holds")
         show_kubectl(cp, "get", "aiperfjobs,trainjobs", "-A")
 
-        step(6, total, f"Done in {time.monotonic() - t0:.0f}s. The cluster and the webhook keep running:")
+        step(6, total, "The audit controller: a waiting job whose Secret goes away")
+        audit_walkthrough(cp)
+
+        step(
+            7,
+            total,
+            f"Done in {time.monotonic() - t0:.0f}s. The cluster, the webhook and the audit controller keep running:",
+        )
         print(f"\n    export KUBECONFIG={cp.kubeconfig}")
         print(f"    export PATH={cp.bin_dir}:$PATH")
         print(f"    {'kubectl apply -f e2e/samples/aiperfjob-broken.yaml':<52} # try it yourself")
         print(f"    {'tail -f ' + str(hook.log_path.relative_to(ROOT)):<52} # the webhook's log")
-        print(f"\n    {'make demo-down':<52} # stops the webhook and the control plane\n", flush=True)
+        print(f"    {'tail -f .demo/audit.log':<52} # the audit controller's log")
+        print(
+            f"\n    {'make demo-down':<52} # stops the webhook, the audit controller and the control plane\n",
+            flush=True,
+        )
         return 0
     except KeyboardInterrupt:
         print("\n==> interrupted: stopping everything the demo started", file=sys.stderr, flush=True)
@@ -181,6 +199,65 @@ def up() -> int:
         print("==> stopping everything the demo started", file=sys.stderr, flush=True)
         _teardown(cp, hook)
         return 1
+
+
+def _wait_event(cp: ControlPlane, ns: str, name: str, reason: str, timeout: float = 90.0) -> bool:
+    """Until an Event `reason` on `name` exists (the audit controller's; bounded wait)."""
+    deadline = time.monotonic() + timeout
+    selector = f"involvedObject.name={name},reason={reason}"
+    while time.monotonic() < deadline:
+        out = cp.kubectl("get", "events", "-n", ns, "--field-selector", selector, "-o", "json", check=False).stdout
+        if out and json.loads(out).get("items"):
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def audit_walkthrough(cp: ControlPlane) -> None:
+    """Start `preflight-webhook audit` (recorded in .demo/audit.json for `down`), then: a suspended
+    TrainJob admitted, its Secret deleted, the Event and the report, the Secret put back."""
+    ns, job = "demo-train", "waiting-ft"
+    note("the Policy Report CRDs the chart installs (openreports.io, reports-api v0.2.1)")
+    cp.kubectl("apply", "--server-side", "--field-manager=demo", *[a for f in sorted((ROOT / OPENREPORTS).glob("*.yaml"))
+               for a in ("-f", str(f))])  # fmt: skip
+    cp.wait_for_crds(["reports.openreports.io", "clusterreports.openreports.io"])
+    cfg = DEMO_DIR / "audit.yaml"
+    cfg.write_text(json.dumps({"audit": {"leaseNamespace": "default", "debounceSeconds": 0.5}}))
+    log = DEMO_DIR / "audit.log"
+    argv = [sys.executable, "-m", "webhook", "audit", "--config", str(cfg), "--kubeconfig", str(cp.kubeconfig),
+            "--identity", "demo", "--metrics-port", "0"]  # fmt: skip
+    with log.open("w") as out:
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    AUDIT_STATE.write_text(json.dumps({"pid": proc.pid, "exe": sys.executable, "log": str(log)}, indent=2) + "\n")
+    note(
+        f"python -m webhook audit --config {cfg.relative_to(ROOT)} --kubeconfig ... (pid {proc.pid}; log {log.relative_to(ROOT)})"
+    )
+
+    heading("A suspended TrainJob (it waits, e.g. in a Kueue queue): admitted")
+    manifest = DEMO_DIR / f"{job}.yaml"
+    tj = next(d for d in yaml.safe_load_all((ROOT / SAMPLES / "trainjob-good.yaml").read_text()) if d)
+    tj["metadata"]["name"] = job
+    tj["spec"]["suspend"] = True
+    manifest.write_text(yaml.safe_dump(tj, sort_keys=False))
+    show_kubectl(cp, "apply", "-f", str(manifest.relative_to(ROOT)))
+
+    heading('While it waits, its Secret "hf-token" is deleted: the audit controller re-checks it')
+    show_kubectl(cp, "delete", "secret", "hf-token", "-n", ns)
+    if not _wait_event(cp, ns, job, "PreflightFailed"):
+        note(f"no PreflightFailed Event within 90 s; see {log.relative_to(ROOT)}")
+    show_kubectl(cp, "get", "events", "-n", ns, "--field-selector", f"involvedObject.name={job}")
+    show_kubectl(cp, "get", "reports.openreports.io", "-n", ns)
+    print(f"{DIM}$ preflight-webhook report -n {ns}{RESET}", flush=True)
+    rep = subprocess.run([sys.executable, "-m", "webhook", "report", "-n", ns, "--kubeconfig", str(cp.kubeconfig)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+    print(rep.stdout + rep.stderr, end="", flush=True)
+    print(f"{DIM}(exit code {rep.returncode}){RESET}", flush=True)
+
+    heading("The Secret is put back: PreflightPassed")
+    show_kubectl(cp, "apply", "-f", str(SAMPLES / "00-prerequisites.yaml"))
+    if not _wait_event(cp, ns, job, "PreflightPassed"):
+        note(f"no PreflightPassed Event within 90 s; see {log.relative_to(ROOT)}")
+    show_kubectl(cp, "get", "events", "-n", ns, "--field-selector", f"involvedObject.name={job}")
 
 
 def _teardown(cp: ControlPlane | None, hook: RunningWebhook | None) -> None:
@@ -208,6 +285,16 @@ def down(quiet: bool = False) -> int:
             say(f"preflight-webhook (pid {pid}) was not running")
         WEBHOOK_STATE.unlink()
     shutil.rmtree(WEBHOOK_DIR, ignore_errors=True)
+    if AUDIT_STATE.exists():
+        state = json.loads(AUDIT_STATE.read_text())
+        pid = int(state["pid"])
+        if _pid_runs(pid, state["exe"]):
+            stop_pid(pid)
+            say(f"stopped the audit controller (pid {pid})")
+        AUDIT_STATE.unlink()
+    for leftover in ("audit.yaml", "audit.log", "waiting-ft.yaml"):
+        with contextlib.suppress(OSError):
+            (DEMO_DIR / leftover).unlink()
     if (CLUSTER_DIR / STATE_FILE).exists() or CLUSTER_DIR.exists():
         with contextlib.redirect_stderr(open(os.devnull, "w") if quiet else sys.stderr):
             controlplane.main(["down", "--state-dir", str(CLUSTER_DIR)])

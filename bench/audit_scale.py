@@ -1,0 +1,219 @@
+"""How does the audit controller scale: full-scan time, memory, and apiserver requests in steady state?
+
+Issue 20's scale question: N jobs across M namespaces in the local control plane
+(e2e/harness/controlplane.py: etcd + kube-apiserver, binaries from e2e/build.sh). Each namespace
+holds one Secret, one PVC and N/M suspended TrainJobs that read the Secret (env secretKeyRef)
+and run on one ClusterTrainingRuntime. The audit controller (webhook.audit.runner.AuditRun, what
+`preflight-webhook audit` runs) runs in this process, with the chart's defaults (qps 20, burst 40,
+4 workers, every check on, Dry Run included). Measured:
+
+- full-scan time: from leading to the end of the first full scan (every job judged once);
+- RSS of this process (the controller; the control plane runs in other processes) after the scan;
+- the requests the controller sent, by kind (GET, dry-run POST, write), during the scan, then in a
+  quiet minute, then during a periodic re-scan that finds nothing new (writes: the target is none);
+- one Secret deleted: the jobs re-checked (only those that read it) and the writes that caused.
+
+    .venv/bin/python bench/audit_scale.py --jobs 10000 --namespaces 1000 --write   # the issue's size
+    .venv/bin/python bench/audit_scale.py --jobs 1000 --namespaces 100 --write     # a short run
+    .venv/bin/python bench/audit_scale.py --quick                                  # smoke, writes nothing
+
+Not a test: it takes minutes and its figures move with the machine's load (the shared 2 cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import os
+import re
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import write_section
+from e2e.harness.controlplane import ControlPlane, ensure_built
+from webhook.audit.client import AuditClient
+from webhook.audit.runner import AuditRun
+from webhook.checks import all_checks
+from webhook.config import Settings
+
+SAMPLES = Path(__file__).resolve().parents[1] / "tests" / "oracle" / "samples"
+RUNTIME = "scale-torch"
+CALLS: Counter[str] = Counter()
+
+
+def _count_requests() -> None:
+    """Count every request the audit controller's client sends: GET, dry run, write (by verb)."""
+    original = AuditClient.request
+
+    async def counted(self: AuditClient, method: str, path: str, *, timeout: float, **kw: Any) -> dict[str, Any]:
+        query = kw.get("query") or {}
+        kind = "GET" if method == "GET" else "dry run" if query.get("dryRun") else f"write {method}"
+        CALLS[kind] += 1
+        return await original(self, method, path, timeout=timeout, **kw)
+
+    AuditClient.request = counted  # type: ignore[method-assign]
+
+
+def _rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _objects(ns: str, per_ns: int) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+        # no controller-manager here: the ServiceAccount controller's "default", which the pods' dry runs need
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": ns}},
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf-token", "namespace": ns},
+         "stringData": {"token": "x"}},
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "initializer", "namespace": ns},
+         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}},
+    ]  # fmt: skip
+    for i in range(per_ns):
+        out.append({
+            "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "metadata": {"name": f"ft-{i}", "namespace": ns},
+            "spec": {"suspend": True, "runtimeRef": {"name": RUNTIME}, "trainer": {
+                "image": "registry.example/acme/ft:1.0", "numNodes": 1,
+                "resourcesPerNode": {"requests": {"cpu": "1", "memory": "1Gi"}},
+                "env": [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}]}},
+        })  # fmt: skip
+    return out
+
+
+def _populate(cp: ControlPlane, jobs: int, namespaces: int) -> float:
+    rt = yaml.safe_load((SAMPLES / "clustertrainingruntime.yaml").read_text())
+    rt["metadata"]["name"] = RUNTIME
+    rt["spec"]["mlPolicy"]["torch"] = {}
+    cp.apply(rt)
+    t0 = time.monotonic()
+    per_ns = jobs // namespaces
+    batch: list[dict[str, Any]] = []
+    for n in range(namespaces):
+        batch += _objects(f"scale-{n:04d}", per_ns)
+        if len(batch) >= 600 or n == namespaces - 1:
+            cp.kubectl("apply", "--server-side", "--field-manager=bench", "-f", "-",
+                       input=yaml.safe_dump_all(batch), timeout=600)  # fmt: skip
+            batch = []
+    return time.monotonic() - t0
+
+
+async def _until(cond: Any, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.05)
+    return True
+
+
+async def measure(cp: ControlPlane, jobs: int, namespaces: int, quiet: float) -> dict[str, Any]:
+    _count_requests()
+    settings = Settings.model_validate({"audit": {"leaseNamespace": "default"}})
+    rss0 = _rss_mib()
+    run = await AuditRun.start(settings, kubeconfig=str(cp.kubeconfig), identity="bench", checks=all_checks(),
+                               sync_timeout=300)  # fmt: skip
+    c = run.controller
+    try:
+        await _until(lambda: c.is_leader, 60)
+        t0 = time.monotonic()
+        CALLS.clear()
+        await _until(lambda: c.scans >= 1, 3600)
+        scan = time.monotonic() - t0
+        await asyncio.sleep(5)  # the Report/Event writes of the scan settle (debounce 2 s)
+        scan_calls = dict(CALLS)
+        failing = _failing_checks(run)
+        rss = _rss_mib()
+        CALLS.clear()
+        await asyncio.sleep(quiet)
+        quiet_calls = dict(CALLS)
+        CALLS.clear()
+        t1 = time.monotonic()
+        await c.full_scan("period")
+        rescan = time.monotonic() - t1
+        await asyncio.sleep(5)
+        rescan_calls = dict(CALLS)
+        refailing = _failing_checks(run)
+        CALLS.clear()
+        before = c.evaluations["secrets"]
+        await asyncio.to_thread(cp.kubectl, "delete", "secret", "hf-token", "-n", "scale-0000")
+        per_ns = jobs // namespaces
+        await _until(lambda: c.evaluations["secrets"] - before >= per_ns, 120)
+        await asyncio.sleep(5)
+        deleted = {"rechecked": c.evaluations["secrets"] - before, "calls": dict(CALLS)}
+        return {
+            "jobs": len(c.judged), "scan_s": scan, "rss_mib": rss, "rss0_mib": rss0, "scan_calls": scan_calls,
+            "quiet_calls": quiet_calls, "rescan_s": rescan, "rescan_calls": rescan_calls, "deleted": deleted,
+            "failing": failing, "refailing": refailing,
+        }  # fmt: skip
+    finally:
+        await run.stop()
+
+
+def _failing_checks(run: AuditRun) -> dict[str, int]:
+    """How many jobs' last Event is a PreflightFailed, by the checks it names."""
+    out: Counter[str] = Counter()
+    for reason, message in run.events.last.values():
+        if reason == "PreflightFailed":
+            out[", ".join(sorted(set(re.findall(r"^\[([^\]]+)\] ", message, flags=re.M))))] += 1
+    return dict(out)
+
+
+def _calls(d: dict[str, int]) -> str:
+    return ", ".join(f"{v} {k}" for k, v in sorted(d.items())) or "none"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--jobs", type=int, default=10_000, help="TrainJobs in all (default 10000)")
+    ap.add_argument("--namespaces", type=int, default=1_000, help="namespaces they spread over (default 1000)")
+    ap.add_argument("--quiet", type=float, default=60.0, help="seconds of steady state to count requests in")
+    ap.add_argument("--write", action="store_true", help="write the section of docs/benchmarks/audit-scale.md")
+    ap.add_argument("--quick", action="store_true", help="a smoke run at toy size (50 jobs); writes nothing")
+    args = ap.parse_args()
+    if args.quick:
+        args.jobs, args.namespaces, args.quiet, args.write = 50, 5, 5.0, False
+    ensure_built(quiet=True, what="control-plane")
+    with ControlPlane(build=False, verbose=False) as cp:
+        created = _populate(cp, args.jobs, args.namespaces)
+        r = asyncio.run(measure(cp, args.jobs, args.namespaces, args.quiet))
+    load = os.getloadavg()[0]
+    per_ns = args.jobs // args.namespaces
+    body = "\n".join([
+        f"`.venv/bin/python bench/audit_scale.py --jobs {args.jobs} --namespaces {args.namespaces} --write` "
+        f"(Python {sys.version.split()[0]}, {dt.date.today()}, load average {load:.1f} on the shared 2 cores). "
+        f"{args.jobs} suspended TrainJobs, {per_ns} in each of {args.namespaces} namespaces, created in "
+        f"{created:.0f} s; the audit controller in process with the chart's defaults (qps 20, every check, "
+        "Dry Run included).",
+        "",
+        "| what | figure |",
+        "|---|---|",
+        f"| jobs judged | {r['jobs']} |",
+        f"| full scan (leading → every job judged) | {r['scan_s']:.1f} s |",
+        f"| requests of the full scan | {_calls(r['scan_calls'])} |",
+        f"| RSS of the controller after the scan | {r['rss_mib']:.0f} MiB ({r['rss0_mib']:.0f} MiB before it started) |",
+        f"| requests in {args.quiet:.0f} s of steady state | {_calls(r['quiet_calls'])} |",
+        f"| periodic re-scan, nothing changed: time, requests | {r['rescan_s']:.1f} s; {_calls(r['rescan_calls'])} |",
+        f"| jobs failing after the scan, by the checks that fail | {_calls(r['failing'])} |",
+        f"| ... after the re-scan | {_calls(r['refailing'])} |",
+        f"| one Secret deleted: jobs re-checked (of {per_ns} that read it) | {r['deleted']['rechecked']} |",
+        f"| ... and its requests | {_calls(r['deleted']['calls'])} |",
+    ])  # fmt: skip
+    print(body)
+    if args.write:
+        write_section("audit-scale", body)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
