@@ -11,26 +11,37 @@ Marked ``node`` (``pytest e2e -m "not node"`` skips it; ``make test`` runs it).
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from e2e.fidelity.run import Row, run_matrix
+from e2e.fidelity.run import Row, render, run_on_node
 from e2e.fidelity.scenarios import JOBSET_SCENARIOS, KNOWN_LIMITATIONS, KYVERNO_SCENARIOS, SCENARIOS
 from e2e.harness.node import Node
-from e2e.harness.stack import Stack
 
 pytestmark = pytest.mark.node
 
 
+#: a path here makes the suite's matrix run also write the document (docs/fidelity.md), as
+#: ``python -m e2e.fidelity.run`` does: one run of the matrix serves both
+DOC_ENV = "PREFLIGHT_FIDELITY_DOC"
+
+
 @pytest.fixture(scope="module")
 def rows() -> Iterator[list[Row]]:
+    t0 = time.monotonic()
     node = Node(start_timeout=180)
     node.start()
     try:
-        Stack(node, aiperf=True).start()
-        assert node.cp is not None
-        yield run_matrix(node.cp, SCENARIOS)
+        timings = {"node start": time.monotonic() - t0}
+        rows, on_node = run_on_node(node, SCENARIOS)
+        timings.update(on_node, total=time.monotonic() - t0)
+        if os.environ.get(DOC_ENV):
+            Path(os.environ[DOC_ENV]).write_text(render(rows, timings))
+        yield rows
     finally:
         left = node.stop()
         assert left == [], left

@@ -560,6 +560,23 @@ def select(*ks: str) -> list[Scenario]:
     return [s for s in SCENARIOS if any(k and k in s.name for k in ks)]
 
 
+def run_on_node(
+    node: Node,
+    scenarios: Sequence[Scenario],
+    bound: float = BOUND_SECONDS,
+    aiperf_bound: float = AIPERF_BOUND_SECONDS,
+) -> tuple[list[Row], dict[str, float]]:
+    """On a started node: the stack (with the AIPerf operator), then the matrix; the rows and the
+    timings :func:`render` prints (the CLI and e2e/test_fidelity.py share it)."""
+    stack = Stack(node, aiperf=True).start()
+    timings = {f"stack {k}": v for k, v in stack.timings.items()}
+    t1 = time.monotonic()
+    assert node.cp is not None
+    rows = run_matrix(node.cp, scenarios, bound=bound, aiperf_bound=aiperf_bound)
+    timings["matrix (setup, verdicts, outcomes)"] = time.monotonic() - t1
+    return rows, timings
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m e2e.fidelity.run", description=__doc__.split("\n\n")[0])
     ap.add_argument(
@@ -577,12 +594,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     timings: dict[str, float] = {}
     with Node() as node:
         timings["node start"] = time.monotonic() - t0
-        stack = Stack(node, aiperf=True).start()
-        timings.update({f"stack {k}": v for k, v in stack.timings.items()})
-        t1 = time.monotonic()
-        assert node.cp is not None
-        rows = run_matrix(node.cp, scenarios, bound=args.bound, aiperf_bound=args.aiperf_bound)
-        timings["matrix (setup, verdicts, outcomes)"] = time.monotonic() - t1
+        rows, on_node = run_on_node(node, scenarios, bound=args.bound, aiperf_bound=args.aiperf_bound)
+        timings.update(on_node)
     timings["total"] = time.monotonic() - t0
     for r in rows:
         print(f"{r.result:12} {r.scenario:36} {r.outcome.kind:13} {'admitted' if r.verdict.allowed else 'denied'}")
