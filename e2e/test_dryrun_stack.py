@@ -27,7 +27,6 @@ from typing import Any
 import pytest
 
 from e2e.fidelity.scenarios import trainjob
-from e2e.harness.controlplane import ControlPlane
 from e2e.harness.live import live_evaluate, result_of
 from e2e.harness.stack import Stack, forbidden_env_policy, running_stack
 from webhook.checks import all_checks
@@ -47,22 +46,9 @@ VAP = forbidden_env_policy(POLICY, "preflight-e2e/no-forbidden-env")
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Stack]:
     with running_stack(dns=False) as st:
-        cp = _cp(st)
-        cp.apply(VAP)
-        cp.apply(
-            {
-                "apiVersion": "v1",
-                "kind": "Namespace",
-                "metadata": {"name": NS, "labels": {"preflight-e2e/no-forbidden-env": "true"}},
-            }
-        )
-        st.node.wait_default_serviceaccount(NS)
+        st.cp.apply(VAP)
+        st.namespace(NS, {"preflight-e2e/no-forbidden-env": "true"})
         yield st
-
-
-def _cp(stack: Stack) -> ControlPlane:
-    assert stack.node.cp is not None
-    return stack.node.cp
 
 
 def _job(name: str, **kw: Any) -> dict[str, Any]:
@@ -73,7 +59,7 @@ def _job(name: str, **kw: Any) -> dict[str, Any]:
 
 async def _evaluate(stack: Stack, job: dict[str, Any]) -> Any:
     view = await open_cluster_view(
-        Settings(), kubeconfig=str(_cp(stack).kubeconfig), checks=all_checks(), wait_seconds=60
+        Settings(), kubeconfig=str(stack.cp.kubeconfig), checks=all_checks(), wait_seconds=60
     )
     try:
         assert await view.wait_synced(60), view.ready_reason
@@ -126,6 +112,6 @@ async def test_a_policy_on_pods_behind_kueues_webhook_denies_with_its_words(stac
         "metadata": {"name": "direct", "namespace": NS},
         "spec": {"containers": [{"name": "c", "image": "x", "env": [{"name": "FORBIDDEN", "value": "1"}]}]},
     }
-    out = _cp(stack).kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(pod), check=False)
+    out = stack.cp.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(pod), check=False)
     assert out.returncode != 0
     assert "pods may not set the env var FORBIDDEN" in out.stderr, out.stderr

@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
+from e2e.fidelity import scenarios_base
+from e2e.fidelity.scenarios_base import secret_env
 from e2e.harness.controlplane import ControlPlane
 from e2e.harness.runner import RULES, RunningWebhook, chart_jobset_hook
 
@@ -22,41 +24,12 @@ HOOK = "preflight.webhook.io"
 
 
 def jobset(name: str, *, secret: str = "hf-token", owner: dict[str, Any] | None = None) -> dict[str, Any]:
-    obj: dict[str, Any] = {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "replicatedJobs": [
-                {
-                    "name": "workers",
-                    "replicas": 2,
-                    "template": {
-                        "spec": {
-                            "parallelism": 1,
-                            "completions": 1,
-                            "template": {
-                                "spec": {
-                                    "containers": [
-                                        {
-                                            "name": "trainer",
-                                            "image": "registry.example/trainer:v1",
-                                            "env": [
-                                                {
-                                                    "name": "HF_TOKEN",
-                                                    "valueFrom": {"secretKeyRef": {"name": secret, "key": "token"}},
-                                                }
-                                            ],
-                                        }
-                                    ]
-                                }
-                            },
-                        }
-                    },
-                }
-            ]
-        },
+    container = {
+        "name": "trainer",
+        "image": "registry.example/trainer:v1",
+        "env": [secret_env("HF_TOKEN", secret, "token")],
     }
+    obj = scenarios_base.jobset(name, NS, container)
     if owner is not None:
         obj["metadata"]["ownerReferences"] = [owner]
     return obj

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from e2e.fidelity import scenarios_base
 from e2e.harness.controlplane import ControlPlane
 from e2e.harness.live import live_evaluate
 from e2e.harness.stack import WORKLOAD_IMAGE, Stack, forbidden_env_policy, running_stack
@@ -44,54 +45,19 @@ def jobset(name: str, env: list[dict[str, Any]] | None = None) -> dict[str, Any]
     container: dict[str, Any] = {"name": "trainer", "image": WORKLOAD_IMAGE, "resources": {"requests": {"cpu": "10m"}}}
     if env:
         container["env"] = env
-    return {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "replicatedJobs": [
-                {
-                    "name": "workers",
-                    "replicas": 2,
-                    "template": {
-                        "spec": {
-                            "parallelism": 1,
-                            "completions": 1,
-                            "backoffLimit": 0,
-                            "template": {"spec": {"restartPolicy": "Never", "containers": [container]}},
-                        }
-                    },
-                }
-            ]
-        },
-    }
+    return scenarios_base.jobset(name, NS, container, run_once=True)
 
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Stack]:
     with running_stack(dns=False) as st:
-        cp = _cp(st)
-        cp.apply(VAP)
-        cp.apply(
-            {
-                "apiVersion": "v1",
-                "kind": "Namespace",
-                "metadata": {"name": NS, "labels": {"preflight-e2e/jobset-node": "true"}},
-            }
-        )
-        st.node.wait_default_serviceaccount(NS)
+        st.cp.apply(VAP)
+        st.namespace(NS, {"preflight-e2e/jobset-node": "true"})
         yield st
 
 
-def _cp(stack: Stack) -> ControlPlane:
-    assert stack.node.cp is not None
-    return stack.node.cp
-
-
 async def _evaluate(stack: Stack, obj: dict[str, Any]) -> Any:
-    view = await open_cluster_view(
-        SETTINGS, kubeconfig=str(_cp(stack).kubeconfig), checks=all_checks(), wait_seconds=60
-    )
+    view = await open_cluster_view(SETTINGS, kubeconfig=str(stack.cp.kubeconfig), checks=all_checks(), wait_seconds=60)
     try:
         assert await view.wait_synced(60), view.ready_reason
         return await live_evaluate(obj, view, SETTINGS)
@@ -127,7 +93,7 @@ async def test_a_good_jobset_is_admitted_and_completes(stack: Stack) -> None:
     ev = await _evaluate(stack, obj)
     assert ev.decision.allowed, ev.decision.message
     assert ev.decision.warnings == []
-    cp = _cp(stack)
+    cp = stack.cp
     cp.apply(copy.deepcopy(obj))
     _wait("JobSet good-js Completed", lambda: _condition(cp, "good-js", "Completed"))
 
@@ -137,7 +103,7 @@ async def test_a_missing_secret_is_denied_and_really_never_starts(stack: Stack) 
     ev = await _evaluate(stack, obj)
     assert not ev.decision.allowed
     assert f'Secret "absent" not found in namespace "{NS}"' in (ev.decision.message or "")
-    cp = _cp(stack)
+    cp = stack.cp
     cp.apply(copy.deepcopy(obj))
 
     def config_error() -> list[str]:
@@ -163,7 +129,7 @@ async def test_a_policy_on_its_pods_is_denied_by_dry_run_and_really_creates_no_p
     assert "pods may not set the env var FORBIDDEN" in dry[0].message
     # Dry Run did not send the JobSet itself: the apiserver admits it with this very request
     assert 'JobSet "forbidden-js"' not in dry[0].message
-    cp = _cp(stack)
+    cp = stack.cp
     cp.apply(copy.deepcopy(obj))
 
     def failed_create() -> list[str]:

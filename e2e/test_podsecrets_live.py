@@ -24,6 +24,7 @@ import yaml
 
 from e2e.harness.controlplane import ControlPlane
 from e2e.harness.live import live_evaluate, result_of
+from e2e.harness.vap import deny_policy
 from webhook.checks.dryrun_probe import pod_for
 from webhook.config import Settings
 from webhook.kube import placeholder_uid
@@ -85,16 +86,7 @@ def cluster(control_plane: ControlPlane) -> ControlPlane:
 
 def _policy(name: str, label: str, validation: dict[str, Any]) -> list[dict[str, Any]]:
     """A ValidatingAdmissionPolicy on pod CREATE and its Deny binding for namespaces labelled `label`=true."""
-    return [
-        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": name},
-         "spec": {"failurePolicy": "Fail",
-                  "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
-                                                          "operations": ["CREATE"], "resources": ["pods"]}]},
-                  "validations": [validation]}},
-        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": name},
-         "spec": {"policyName": name, "validationActions": ["Deny"],
-                  "matchResources": {"namespaceSelector": {"matchLabels": {label: "true"}}}}},
-    ]  # fmt: skip
+    return deny_policy(name, resource="pods", validation=validation, namespace_labels={label: "true"})
 
 
 NO_BARE_PODS = {

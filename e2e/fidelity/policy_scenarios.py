@@ -18,6 +18,7 @@ from typing import Any
 
 from e2e.fidelity.aiperf_scenarios import _scenario, aiperfjob
 from e2e.fidelity.scenarios_base import Scenario, requests, trainjob
+from e2e.harness.vap import deny_policy
 
 #: (resource, API group, version, the object's containers in CEL) of each policy target
 _TARGETS = {
@@ -42,38 +43,14 @@ def no_forbidden_env(resource: str) -> list[dict[str, Any]]:
             "has(c.env) && c.env.exists(e, e.name == 'FORBIDDEN')))"  # fmt: skip
     else:
         expression = _NO_FORBIDDEN.format(containers=containers)
-    name = f"fx-no-forbidden-env-{resource}"
-    return [
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicy",
-            "metadata": {"name": name},
-            "spec": {
-                "failurePolicy": "Fail",
-                "matchConstraints": {
-                    "resourceRules": [
-                        {
-                            "apiGroups": [group],
-                            "apiVersions": [version],
-                            "operations": ["CREATE"],
-                            "resources": [resource],
-                        }
-                    ]
-                },
-                "validations": [{"expression": expression, "message": f"{resource} may not set the env var FORBIDDEN"}],
-            },
-        },
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": {"name": name},
-            "spec": {
-                "policyName": name,
-                "validationActions": ["Deny"],
-                "matchResources": {"namespaceSelector": {"matchLabels": policy_label(resource)}},
-            },
-        },
-    ]
+    return deny_policy(
+        f"fx-no-forbidden-env-{resource}",
+        group=group,
+        version=version,
+        resource=resource,
+        validation={"expression": expression, "message": f"{resource} may not set the env var FORBIDDEN"},
+        namespace_labels=policy_label(resource),
+    )
 
 
 def limit_range(kind: str, bound: str, cpu: str) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from e2e.fidelity.scenarios_base import (
     secret_env,
     trainjob,
 )
+from e2e.harness.vap import deny_policy
 
 __all__ = [
     "MATRIX_LABEL",
@@ -130,37 +131,15 @@ RESTRICTED_CONTAINER = {
 
 #: a ValidatingAdmissionPolicy "no bare pods": a Pod must have an owner (a Job, ...), in the
 #: namespaces labelled preflight-fidelity/no-bare-pods
-NO_BARE_PODS = [
-    {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": "fx-no-bare-pods"},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "resourceRules": [
-                    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
-                ]
-            },
-            "validations": [
-                {
-                    "expression": "has(object.metadata.ownerReferences) && size(object.metadata.ownerReferences) > 0",
-                    "message": "bare pods are not allowed: a Pod must be owned by a controller",
-                }
-            ],
-        },
+NO_BARE_PODS = deny_policy(
+    "fx-no-bare-pods",
+    resource="pods",
+    validation={
+        "expression": "has(object.metadata.ownerReferences) && size(object.metadata.ownerReferences) > 0",
+        "message": "bare pods are not allowed: a Pod must be owned by a controller",
     },
-    {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": "fx-no-bare-pods"},
-        "spec": {
-            "policyName": "fx-no-bare-pods",
-            "validationActions": ["Deny"],
-            "matchResources": {"namespaceSelector": {"matchLabels": {"preflight-fidelity/no-bare-pods": "true"}}},
-        },
-    },
-]
+    namespace_labels={"preflight-fidelity/no-bare-pods": "true"},
+)
 
 
 # --------------------------------------------------------------------------- the table

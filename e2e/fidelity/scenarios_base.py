@@ -84,6 +84,24 @@ def quota(hard: dict[str, str], name: str = "quota", scopes: list[str] | None = 
     return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": name}, "spec": spec}
 
 
+def jobset(name: str, namespace: str, container: dict[str, Any], *, run_once: bool = False) -> dict[str, Any]:
+    """A JobSet (jobset.x-k8s.io/v1alpha2) of one replicatedJob ``workers``: 2 Jobs of one pod running
+    ``container``; ``run_once``: a pod is not restarted and a Job not retried (restartPolicy Never,
+    backoffLimit 0), so a run that fails stays failed."""
+    job: dict[str, Any] = {"parallelism": 1, "completions": 1}
+    pod: dict[str, Any] = {"containers": [container]}
+    if run_once:
+        job["backoffLimit"] = 0
+        pod = {"restartPolicy": "Never", **pod}
+    job["template"] = {"spec": pod}
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"replicatedJobs": [{"name": "workers", "replicas": 2, "template": {"spec": job}}]},
+    }
+
+
 def trainjob(
     name: str = "train",
     *,

@@ -59,7 +59,9 @@ from typing import Any
 import yaml
 
 from e2e.harness.aiperf_stack import AIPerfOperator
+from e2e.harness.controlplane import ControlPlane
 from e2e.harness.node import CLUSTER_DOMAIN, NODE_NAME, Node, NodeError, poll_until
+from e2e.harness.vap import deny_policy
 
 STACK_SCRIPT = Path(__file__).resolve().parents[1] / "stack.sh"
 VERSIONS_FILE = Path(__file__).resolve().parents[1] / "versions.env"
@@ -205,9 +207,23 @@ class Stack:
     def _say(self, msg: str) -> None:
         print(f"==> stack: {msg}", file=sys.stderr, flush=True)
 
+    @property
+    def cp(self) -> ControlPlane:
+        """The node's control plane (there from ``Node.start()`` to ``Node.stop()``)."""
+        assert self.node.cp is not None, "the Stack's node is not started: call Node.start() first"
+        return self.node.cp
+
     def kubectl(self, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
-        assert self.node.cp is not None
-        return self.node.cp.kubectl(*args, **kw)
+        return self.cp.kubectl(*args, **kw)
+
+    def namespace(self, name: str, labels: dict[str, str] | None = None) -> None:
+        """Create the namespace ``name`` (with ``labels``) and wait for its default ServiceAccount
+        (a pod created before it exists is refused)."""
+        meta: dict[str, Any] = {"name": name}
+        if labels:
+            meta["labels"] = labels
+        self.cp.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": meta})
+        self.node.wait_default_serviceaccount(name)
 
     def start(self) -> Stack:
         t0 = time.monotonic()
@@ -406,35 +422,12 @@ def forbidden_env_policy(name: str, label: str) -> list[dict[str, Any]]:
     """A ValidatingAdmissionPolicy (and its binding) refusing Pods that set the env var FORBIDDEN,
     in the namespaces labelled ``<label>=true``: a layer behind Kueue's pod webhook that only a
     dry run of the pods reaches."""
-    return [
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicy",
-            "metadata": {"name": name},
-            "spec": {
-                "failurePolicy": "Fail",
-                "matchConstraints": {
-                    "resourceRules": [
-                        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
-                    ]
-                },
-                "validations": [
-                    {
-                        "expression": "!object.spec.containers.exists(c, has(c.env) && "
-                        "c.env.exists(e, e.name == 'FORBIDDEN'))",
-                        "message": "pods may not set the env var FORBIDDEN",
-                    }
-                ],
-            },
+    return deny_policy(
+        name,
+        resource="pods",
+        validation={
+            "expression": "!object.spec.containers.exists(c, has(c.env) && c.env.exists(e, e.name == 'FORBIDDEN'))",
+            "message": "pods may not set the env var FORBIDDEN",
         },
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": {"name": name},
-            "spec": {
-                "policyName": name,
-                "validationActions": ["Deny"],
-                "matchResources": {"namespaceSelector": {"matchLabels": {label: "true"}}},
-            },
-        },
-    ]
+        namespace_labels={label: "true"},
+    )
