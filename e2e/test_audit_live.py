@@ -17,7 +17,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -26,6 +25,8 @@ from typing import Any
 import pytest
 import yaml
 
+from e2e.harness.audit import preflight_events
+from e2e.harness.audit import until as wait_until
 from e2e.harness.controlplane import ControlPlane, free_ports, stop_pid
 from webhook.audit.events import FAILED, PASSED
 from webhook.audit.runner import AuditRun
@@ -118,29 +119,11 @@ async def start_audit(cluster: ControlPlane) -> AsyncIterator[Callable[..., Any]
 
 
 async def until(what: str, cond: Callable[[], Any], timeout: float = WAIT) -> Any:
-    """Wait for `cond()` to be truthy (it may be a coroutine function); fail with `what` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = cond()
-        if asyncio.iscoroutine(got):
-            got = await got
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            pytest.fail(f"not within {timeout:.0f}s: {what}")
-        await asyncio.sleep(0.2)
-
-
-def _events(cp: ControlPlane) -> list[dict[str, Any]]:
-    out = cp.kubectl("get", "events", "-n", NS, "-o", "json").stdout
-    return [
-        e for e in json.loads(out)["items"]
-        if e.get("reason") in (FAILED, PASSED) and (e.get("involvedObject") or {}).get("name") == JOB
-    ]  # fmt: skip
+    return await wait_until(what, cond, timeout)
 
 
 async def events(cp: ControlPlane) -> list[dict[str, Any]]:
-    return await asyncio.to_thread(_events, cp)
+    return await preflight_events(cp, NS, JOB)
 
 
 async def test_secret_deleted_then_restored_restart_and_two_replicas(
@@ -243,16 +226,10 @@ async def test_the_cli_runs_the_controller_serves_metrics_and_releases_its_lease
     )  # fmt: skip
     try:
 
-        def failed() -> list[dict[str, Any]]:
-            doc = cluster.kubectl("get", "events", "-n", NS, "-o", "json").stdout
-            return [
-                e for e in json.loads(doc)["items"]
-                if e.get("reason") == FAILED and e["involvedObject"]["name"] == "cli-ft"
-            ]  # fmt: skip
+        async def failed() -> list[dict[str, Any]]:
+            return [e for e in await preflight_events(cluster, NS, "cli-ft") if e["reason"] == FAILED]
 
-        got = await until(
-            f"the CLI's PreflightFailed Event (log: {log})", lambda: asyncio.to_thread(failed), timeout=90
-        )
+        got = await until(f"the CLI's PreflightFailed Event (log: {log})", failed, timeout=90)
         assert got[0]["reportingInstance"] == "cli-a"
         assert '[Secrets] Secret "cli-token" not found in namespace "audit-e2e"' in got[0]["message"]
 

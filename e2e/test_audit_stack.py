@@ -15,17 +15,15 @@ admits nothing from it), which would hide the PreflightPassed this test is about
 from __future__ import annotations
 
 import asyncio
-import json
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from e2e.fidelity.scenarios_base import secret_env, trainjob
+from e2e.harness.audit import preflight_events, until
 from e2e.harness.controlplane import ControlPlane
-from e2e.harness.node import Node
-from e2e.harness.stack import Stack
+from e2e.harness.stack import Stack, running_stack
 from webhook.audit.events import FAILED, PASSED
 from webhook.audit.runner import AuditRun
 from webhook.checks import all_checks
@@ -42,14 +40,9 @@ BOUND = 15.0
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Stack]:
-    node = Node(start_timeout=180)
-    node.start()
-    try:
-        st = Stack(node, dns=False).start()
-        cp = _cp(st)
-        cp.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-        node.wait_default_serviceaccount(NS)
-        cp.apply(
+    with running_stack(dns=False) as st:
+        st.namespace(NS)
+        st.cp.apply(
             [
                 {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": "audit-flavor"}},
                 {
@@ -81,14 +74,6 @@ def stack() -> Iterator[Stack]:
             ]
         )  # fmt: skip
         yield st
-    finally:
-        left = node.stop()
-        assert left == [], left
-
-
-def _cp(stack: Stack) -> ControlPlane:
-    assert stack.node.cp is not None
-    return stack.node.cp
 
 
 def _secret() -> dict[str, Any]:
@@ -111,29 +96,12 @@ def _job() -> dict[str, Any]:
     return job
 
 
-async def until(what: str, cond: Callable[[], Any], timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = cond()
-        if asyncio.iscoroutine(got):
-            got = await got
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            pytest.fail(f"not within {timeout:.0f}s: {what}")
-        await asyncio.sleep(0.2)
-
-
-def _events(cp: ControlPlane) -> list[dict[str, Any]]:
-    out = cp.kubectl("get", "events", "-n", NS, "-o", "json").stdout
-    return [
-        e for e in json.loads(out)["items"]
-        if e.get("reason") in (FAILED, PASSED) and (e.get("involvedObject") or {}).get("name") == JOB
-    ]  # fmt: skip
+async def _events(cp: ControlPlane) -> list[dict[str, Any]]:
+    return await preflight_events(cp, NS, JOB)
 
 
 async def test_held_trainjob_secret_deleted_restored_then_released(stack: Stack) -> None:
-    cp = _cp(stack)
+    cp = stack.cp
     settings = Settings.model_validate(
         {"checks": dict.fromkeys(HELD, "warn"), "audit": {"leaseNamespace": NS, "debounceSeconds": 0.5}}
     )
@@ -150,11 +118,11 @@ async def test_held_trainjob_secret_deleted_restored_then_released(stack: Stack)
             timeout=60,
         )  # fmt: skip
         assert ctl.state_of("trainjobs", ctl.reflectors["trainjobs"].cache.get(NS, JOB) or {})[0] == "judged"
-        first = await asyncio.to_thread(_events, cp)
+        first = await _events(cp)
         assert first == [], [e["message"] for e in first]  # it passes: nothing written
 
         await asyncio.to_thread(cp.kubectl, "delete", "secret", "hf-token", "-n", NS)
-        got = await until("a PreflightFailed Event", lambda: asyncio.to_thread(_events, cp), timeout=BOUND)
+        got = await until("a PreflightFailed Event", lambda: _events(cp), timeout=BOUND)
         (ev,) = got
         assert ev["reason"] == FAILED and ev["type"] == "Warning"
         assert (
@@ -165,7 +133,7 @@ async def test_held_trainjob_secret_deleted_restored_then_released(stack: Stack)
         await asyncio.to_thread(cp.apply, _secret())
 
         async def passed() -> list[dict[str, Any]]:
-            return [e for e in await asyncio.to_thread(_events, cp) if e["reason"] == PASSED]
+            return [e for e in await _events(cp) if e["reason"] == PASSED]
 
         (ok,) = await until("a PreflightPassed Event", passed, timeout=BOUND)
         assert ok["type"] == "Normal"
@@ -176,6 +144,6 @@ async def test_held_trainjob_secret_deleted_restored_then_released(stack: Stack)
         )
         await until("the running job is forgotten", lambda: key not in ctl.judged, timeout=180)
         assert ctl.reflectors["jobsets"].cache.get(NS, JOB) is not None
-        assert [e["reason"] for e in await asyncio.to_thread(_events, cp)] == [FAILED, PASSED]
+        assert [e["reason"] for e in await _events(cp)] == [FAILED, PASSED]
     finally:
         await run.stop()
