@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
+from e2e.fidelity.scenarios_base import secret
 from e2e.harness.audit import preflight_events
 from e2e.harness.audit import until as wait_until
 from e2e.harness.controlplane import ControlPlane, free_ports, stop_pid
@@ -67,12 +68,9 @@ def _trainjob() -> dict[str, Any]:
 
 
 def _secret() -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": "hf-token", "namespace": NS},
-        "stringData": {"token": "value-that-must-not-leak"},
-    }
+    obj = secret("hf-token", token="value-that-must-not-leak")
+    obj["metadata"]["namespace"] = NS
+    return obj
 
 
 def _claim() -> dict[str, Any]:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from e2e.fidelity.scenarios_base import secret_env, trainjob
+from e2e.fidelity.scenarios_base import secret, secret_env, trainjob
 from e2e.harness.audit import preflight_events, until
 from e2e.harness.controlplane import ControlPlane
 from e2e.harness.stack import Stack, running_stack
@@ -77,12 +77,9 @@ def stack() -> Iterator[Stack]:
 
 
 def _secret() -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": "hf-token", "namespace": NS},
-        "stringData": {"token": "value-that-must-not-leak"},
-    }
+    obj = secret("hf-token", token="value-that-must-not-leak")
+    obj["metadata"]["namespace"] = NS
+    return obj
 
 
 def _job() -> dict[str, Any]:
