@@ -106,7 +106,8 @@ def up() -> int:
     try:
         step(1, total, "Building or reusing kube-apiserver, etcd, kubectl and the CRDs (e2e/build.sh control-plane)")
         note(
-            "a cold cache builds these from source (~15-20 min on 2 cores: kube-apiserver is most of it); a warm one takes seconds"
+            "a cold cache builds them from source: 24 min of CPU (kube-apiserver is most of it), so ~16 min"
+            " on 2 idle cores and longer on busy ones (measured: docs/development.md#timings); a warm one takes seconds"
         )
         ensure_built(what="control-plane")
 
