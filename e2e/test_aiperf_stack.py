@@ -15,9 +15,7 @@ import pytest
 import yaml
 
 from e2e.harness import aiperf_stack as A
-from e2e.harness.controlplane import ControlPlane
-from e2e.harness.node import Node
-from e2e.harness.stack import Stack
+from e2e.harness.stack import Stack, running_stack
 
 pytestmark = pytest.mark.node
 
@@ -26,27 +24,14 @@ NAMESPACE = "aiperf-e2e"
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Stack]:
-    node = Node(start_timeout=180)
-    node.start()
-    try:
-        st = Stack(node, components=("jobset",), runtimes=False, aiperf=True).start()
-        assert node.cp is not None
-        node.cp.kubectl("create", "namespace", NAMESPACE)
-        node.wait_default_serviceaccount(NAMESPACE)
-        A.ensure_tokenizer(node.cp, NAMESPACE)
+    with running_stack(components=("jobset",), runtimes=False, aiperf=True) as st:
+        st.namespace(NAMESPACE)
+        A.ensure_tokenizer(st.cp, NAMESPACE)
         yield st
-    finally:
-        left = node.stop()
-        assert left == [], left
-
-
-def _cp(stack: Stack) -> ControlPlane:
-    assert stack.node.cp is not None
-    return stack.node.cp
 
 
 def test_the_operator_runs_from_the_wheel(stack: Stack) -> None:
-    cp = _cp(stack)
+    cp = stack.cp
     dep = json.loads(cp.kubectl("get", "deploy", A.OPERATOR_NAME, "-n", A.OPERATOR_NAMESPACE, "-o", "json").stdout)
     assert dep["status"].get("readyReplicas") == 1, dep["status"]
     container = dep["spec"]["template"]["spec"]["containers"][0]
@@ -57,7 +42,7 @@ def test_the_operator_runs_from_the_wheel(stack: Stack) -> None:
 
 
 def test_a_good_aiperfjob_completes(stack: Stack) -> None:
-    cp = _cp(stack)
+    cp = stack.cp
     cp.kubectl("create", "-f", "-", input=yaml.safe_dump(A.good_aiperfjob("bench", NAMESPACE)))
     out = A.wait_aiperfjob(cp, NAMESPACE, "bench", timeout=600)
     print(f"AIPerfJob bench: {out.phase} after {out.seconds:.0f}s", file=sys.stderr)
@@ -74,7 +59,7 @@ def test_a_good_aiperfjob_completes(stack: Stack) -> None:
 
 
 def test_the_operator_refuses_a_job_whose_secret_is_missing(stack: Stack) -> None:
-    cp = _cp(stack)
+    cp = stack.cp
     env = [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}]
     cp.kubectl("create", "-f", "-", input=yaml.safe_dump(A.good_aiperfjob("no-secret", NAMESPACE, env=env)))
     out = A.wait_aiperfjob(cp, NAMESPACE, "no-secret", timeout=180)
