@@ -259,18 +259,7 @@ def _trainjob_outcome(
 ) -> tuple[str, str] | None:
     """(kind, detail) of a TrainJob from its conditions; at the bound, pods Running or Succeeded
     count as "runs" (the workload may simply be slower than the bound)."""
-    done = _cond(tj, "Complete")
-    failed = _cond(tj, "Failed")
-    if done:
-        return "runs", f"Complete: {done.get('message', '')}".strip()
-    if failed:
-        return "fails", f"Failed ({failed.get('reason')}): {failed.get('message', '')}"
-    if not last:
-        return None
-    running = [p for p in pods if (p.get("status") or {}).get("phase") in ("Running", "Succeeded")]
-    if running:
-        return "runs", f"{len(running)}/{len(pods)} pods Running or Succeeded, not Complete at the bound"
-    return "never-starts", _stuck_detail(pods, workloads, events)
+    return _conditions_outcome(tj, "Complete", pods, last, workloads, events)
 
 
 def _jobset_outcome(
@@ -282,18 +271,31 @@ def _jobset_outcome(
     """(kind, detail) of a JobSet applied directly, from the conditions JobSet's controller sets
     (sigs.k8s.io/jobset v0.12.0 api/jobset/v1alpha2: ``Completed``, ``Failed``); at the bound, its
     pods Running or Succeeded count as "runs", as for a TrainJob."""
-    done = _cond(js, "Completed")
-    failed = _cond(js, "Failed")
+    return _conditions_outcome(js, "Completed", pods, last, [], events)
+
+
+def _conditions_outcome(
+    obj: dict[str, Any],
+    done_type: str,
+    pods: list[dict[str, Any]],
+    last: bool,
+    workloads: list[dict[str, Any]],
+    events: list[dict[str, Any]],
+) -> tuple[str, str] | None:
+    """The reading a TrainJob and a JobSet share: ``done_type`` or ``Failed`` true ends it; at the
+    bound, pods Running or Succeeded are "runs", none "never-starts" with what held them."""
+    done = _cond(obj, done_type)
+    failed = _cond(obj, "Failed")
     if done:
-        return "runs", f"Completed: {done.get('message', '')}".strip()
+        return "runs", f"{done_type}: {done.get('message', '')}".strip()
     if failed:
         return "fails", f"Failed ({failed.get('reason')}): {failed.get('message', '')}"
     if not last:
         return None
     running = [p for p in pods if (p.get("status") or {}).get("phase") in ("Running", "Succeeded")]
     if running:
-        return "runs", f"{len(running)}/{len(pods)} pods Running or Succeeded, not Completed at the bound"
-    return "never-starts", _stuck_detail(pods, [], events)
+        return "runs", f"{len(running)}/{len(pods)} pods Running or Succeeded, not {done_type} at the bound"
+    return "never-starts", _stuck_detail(pods, workloads, events)
 
 
 def _aiperfjob_outcome(
