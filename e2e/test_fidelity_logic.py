@@ -50,6 +50,15 @@ def test_classify(verdict: Verdict, outcome: str, known: str | None, want: str) 
         # the operator's words after a controller died mid-benchmark (the pods ran): run it again
         (("fails", "phase Failed: Controller container terminated before final export; recovered 1 file"), True),
         (("fails", "phase Failed: Controller container terminated before results were recoverable: Error"), True),
+        # the benchmark finished; the operator's fetch of its results lost the race with shutdown
+        (
+            (
+                "fails",
+                "phase Failed: Failed to fetch results; PreflightHasWarnings (NoWarnings): No preflight warnings; "
+                "ResultsAvailable (ResultsFetchFailed): Failed to fetch results; Complete (JobFailed): Job failed",
+            ),
+            True,
+        ),
         # the operator refused the spec, or nothing started: the first outcome stands
         (("fails", "phase Failed: spec.benchmark.endpoint is required"), False),
         (("never-starts", "phase Pending at the bound"), False),

@@ -412,12 +412,16 @@ def observe(
 #: (aiperf 0.13.0 operator/handlers/monitor.py, _salvage_terminated_controller_results): the pods
 #: were admitted, scheduled and started; the run itself died
 CONTROLLER_TERMINATED = "Controller container terminated before"
+#: the operator's condition when its HTTP fetch of a finished benchmark's results lost the race with
+#: the controller's shutdown and its retry budget ran out (aiperf 0.13.0 operator/handlers/
+#: _completion_retry.py and _completion_fetch.py, "Failed to fetch results"): the benchmark ran
+RESULTS_FETCH_FAILED = "(ResultsFetchFailed)"
 
 
 def crashed_after_start(res: tuple[str, str]) -> bool:
     """An AIPerfJob outcome that failed after its pods started: the one case the runner runs again
     (a job at fault fails the second run too; admission and scheduling are what the matrix judges)."""
-    return res[0] == "fails" and CONTROLLER_TERMINATED in res[1]
+    return res[0] == "fails" and (CONTROLLER_TERMINATED in res[1] or RESULTS_FETCH_FAILED in res[1])
 
 
 def recreate_aiperfjob(cp: ControlPlane, s: Scenario) -> None:
