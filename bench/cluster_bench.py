@@ -663,16 +663,30 @@ def bench_memory(cp: ControlPlane, args: argparse.Namespace, command: str) -> st
 
 # ------------------------------------------------------------------------------- main
 
+
+def bench_scale(cp: ControlPlane, args: argparse.Namespace, command: str) -> str:
+    """bench/scale.py: Kubernetes' scalability thresholds at 1 / 10 / 100 % (not in the default run)."""
+    from bench import scale
+
+    return scale.bench_scale(cp, args, command)
+
+
 BENCHES: dict[str, Callable[[ControlPlane, argparse.Namespace, str], str]] = {
     "validate": bench_validate,
     "burst": bench_burst,
-    "memory": bench_memory,  # last: it leaves thousands of objects behind
+    "memory": bench_memory,  # it leaves thousands of objects behind
+    "scale": bench_scale,  # tens of thousands: only when asked for (--only scale)
 }
+#: what runs without --only
+DEFAULT = ("validate", "burst", "memory")
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--only", default=",".join(BENCHES), help="comma-separated subset of: " + ", ".join(BENCHES))
+    p.add_argument(
+        "--only", default=",".join(DEFAULT), help="comma-separated subset of: " + ", ".join(BENCHES) + " (default: "
+        + ",".join(DEFAULT) + "; scale is bench/scale.py, run alone)",
+    )  # fmt: skip
     p.add_argument("--connections", type=int, default=32)
     p.add_argument("--requests", type=int, default=4000, help="validate: measured requests per run")
     p.add_argument("--warmup", type=int, default=300)
@@ -684,6 +698,9 @@ def main() -> int:
     p.add_argument("--namespaces", type=int, default=100)
     p.add_argument("--memory-requests", type=int, default=400)
     p.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks/ alone")
+    from bench import scale
+
+    scale.add_arguments(p)
     args = p.parse_args()
     selected = [b.strip() for b in args.only.split(",") if b.strip()]
     unknown = [b for b in selected if b not in BENCHES]

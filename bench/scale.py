@@ -1,0 +1,567 @@
+"""Does the webhook survive a cluster at Kubernetes' published scalability thresholds?
+
+    .venv/bin/python bench/cluster_bench.py --only scale --scale 1,10      # what fits a session
+    .venv/bin/python bench/cluster_bench.py --only scale --scale 1,10,100  # the issue's full run
+
+The thresholds are sig-scalability's (kubernetes/community sig-scalability/configs-and-limits/
+thresholds.md: 5,000 nodes, 150,000 pods, 10,000 namespaces, 10,000 Services), with the objects
+issue 22 adds: 30,000 ServiceAccounts, 5,000 ResourceQuotas and LimitRanges, 2,000 PVs, 200
+StorageClasses, 500 LocalQueues, 50 ClusterQueues with flavors. They are objects in the local
+control plane, not kubelets: Nodes carry what real ones do (labels, taints, allocatable and
+the kubelet's 50-image list, k8s.io/kubernetes pkg/kubelet/nodestatus/setters.go `Images`).
+
+Each level adds objects to reach its share of every threshold, then starts a fresh webhook
+(`serve`, default config) and a fresh audit controller (`preflight-webhook audit`), and measures:
+
+- time to ready (`/readyz`, every cache listed) and RSS after it;
+- a relist after 410 Gone: etcd is compacted and the apiserver restarted, so every watch's
+  resourceVersion is gone; the time until every cache is synced again, and the relists counted;
+- review latency: /validate in process (4 connections) and a dry-run create through the
+  apiserver (4 clients), p50 and p99;
+- steady state over 60 s: the apiserver's non-watch requests (minus the same minute measured
+  before the webhook started) and the webhook's CPU;
+- the Pod LIST and WATCH requests during the start: the target is none (Pods are never read).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench.cluster_bench import (
+    SAMPLE_SELECTOR,
+    Admin,
+    apiserver_count,
+    create_quotas,
+    header,
+    hook_ssl,
+    load,
+    node,
+    rss_mib,
+    sample,
+    verdict,
+)
+from bench.common import review
+from bench.loadgen import run_load
+from bench.run import cpu_seconds
+from e2e.harness.controlplane import ControlPlane, free_ports
+from e2e.harness.runner import RunningWebhook, parse_metrics, wait_until
+from webhook.quantity import parse_quantity
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: 100 % of every threshold
+THRESHOLDS = {
+    "nodes": 5000,
+    "namespaces": 10000,
+    "serviceaccounts": 30000,
+    "services": 10000,
+    "resourcequotas": 5000,
+    "limitranges": 5000,
+    "persistentvolumes": 2000,
+    "storageclasses": 200,
+    "localqueues": 500,
+    "clusterqueues": 50,
+    "pods": 150000,
+}
+FLAVORS = 10
+KUEUE = "kueue.x-k8s.io/v1beta2"
+
+
+def chart_limit_mib(section: str | None = None) -> float:
+    """The chart's default memory limit (charts/preflight-webhook/values.yaml resources.limits.memory,
+    or audit.resources...), in MiB."""
+    values = yaml.safe_load((ROOT / "charts" / "preflight-webhook" / "values.yaml").read_text())
+    res = (values[section] if section else values)["resources"]["limits"]["memory"]
+    return float(parse_quantity(str(res))) / 2**20
+
+
+WAIT = 900.0
+
+
+def _ns(i: int) -> str:
+    return f"scale-{i:05d}"
+
+
+def real_node(i: int) -> dict[str, Any]:
+    """A Node as a GPU cluster's kubelet reports it: zone, instance type, GPU labels, a taint on
+    every fourth, and the 50 images kubelet keeps in status (nodeStatusMaxImages)."""
+    n = node(f"scale-node-{i:05d}", cpu="96", memory="1Ti")
+    gpu = i % 4 == 0
+    n["metadata"]["labels"].update(
+        {
+            "topology.kubernetes.io/region": "region-1",
+            "topology.kubernetes.io/zone": f"zone-{i % 3}",
+            "node.kubernetes.io/instance-type": "gpu-8x" if gpu else "cpu-96",
+            "kubernetes.io/arch": "amd64",
+            "nvidia.com/gpu.present": "true" if gpu else "false",
+            "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3" if gpu else "none",
+            "pool": f"pool-{i % 20}",
+        }
+    )
+    if gpu:
+        n["spec"]["taints"] = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+        for k in ("capacity", "allocatable"):
+            n["status"][k] = {**n["status"][k], "nvidia.com/gpu": "8"}
+    n["status"]["images"] = [
+        {
+            "names": [f"registry.example/team-{j}/image@sha256:{j:064x}", f"registry.example/team-{j}/image:v{j}"],
+            "sizeBytes": 1_000_000_000 + j,
+        }
+        for j in range(50)
+    ]
+    return n
+
+
+def _objects(kind: str, lo: int, hi: int, ns_count: int) -> list[tuple[str, dict[str, Any]]]:
+    """POSTs for objects lo..hi-1 of one kind, in the `ns_count` namespaces that exist. Quotas and
+    LimitRanges go to even namespaces, Pods to odd ones (quota admission would count every Pod
+    against a quota otherwise)."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    for i in range(lo, hi):
+        if kind == "namespaces":
+            out.append(("/api/v1/namespaces", {"metadata": {"name": _ns(i), "labels": {"bench": "scale"}}}))
+        elif kind == "serviceaccounts":
+            name = ("default", "trainer", "runner")[i % 3]
+            out.append((f"/api/v1/namespaces/{_ns(i // 3)}/serviceaccounts", {"metadata": {"name": name}}))
+        elif kind == "services":
+            ns = _ns(i)
+            out.append(
+                (
+                    f"/api/v1/namespaces/{ns}/services",
+                    {
+                        "metadata": {"name": "llm"},
+                        "spec": {"selector": {"app": "llm"}, "ports": [{"port": 8000, "name": "http"}]},
+                    },
+                )
+            )
+            out.append(
+                (
+                    f"/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices",
+                    {
+                        "metadata": {"name": "llm-1", "labels": {"kubernetes.io/service-name": "llm"}},
+                        "addressType": "IPv4",
+                        "ports": [{"port": 8000, "name": "http"}],
+                        "endpoints": [{"addresses": [f"10.{i // 65536 % 256}.{i // 256 % 256}.{i % 256}"]}],
+                    },
+                )
+            )
+        elif kind == "limitranges":
+            out.append(
+                (
+                    f"/api/v1/namespaces/{_ns(2 * i % ns_count)}/limitranges",
+                    {
+                        "metadata": {"name": "defaults"},
+                        "spec": {
+                            "limits": [{"type": "Container", "defaultRequest": {"cpu": "100m", "memory": "128Mi"}}]
+                        },
+                    },
+                )
+            )
+        elif kind == "persistentvolumes":
+            out.append(
+                (
+                    "/api/v1/persistentvolumes",
+                    {
+                        "metadata": {"name": f"scale-pv-{i:05d}"},
+                        "spec": {
+                            "capacity": {"storage": "100Gi"},
+                            "accessModes": ["ReadWriteOnce"],
+                            "storageClassName": f"scale-sc-{i % THRESHOLDS['storageclasses']:03d}",
+                            "hostPath": {"path": f"/data/{i}"},
+                        },
+                    },
+                )
+            )
+        elif kind == "storageclasses":
+            out.append(
+                (
+                    "/apis/storage.k8s.io/v1/storageclasses",
+                    {"metadata": {"name": f"scale-sc-{i:03d}"}, "provisioner": f"csi.example/{i % 5}"},
+                )
+            )
+        elif kind == "clusterqueues":
+            flavors = [
+                {"name": f"flavor-{f}", "resources": [{"name": "cpu", "nominalQuota": "1000"}]}
+                for f in range(i % FLAVORS, i % FLAVORS + 2)
+            ]
+            out.append(
+                (
+                    "/apis/kueue.x-k8s.io/v1beta2/clusterqueues",
+                    {
+                        "apiVersion": KUEUE,
+                        "kind": "ClusterQueue",
+                        "metadata": {"name": f"scale-cq-{i:03d}"},
+                        "spec": {
+                            "namespaceSelector": {},
+                            "resourceGroups": [{"coveredResources": ["cpu"], "flavors": flavors}],
+                        },
+                    },
+                )
+            )
+        elif kind == "localqueues":
+            out.append(
+                (
+                    f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{_ns(i)}/localqueues",
+                    {
+                        "apiVersion": KUEUE,
+                        "kind": "LocalQueue",
+                        "metadata": {"name": "default"},
+                        "spec": {"clusterQueue": f"scale-cq-{i % THRESHOLDS['clusterqueues']:03d}"},
+                    },
+                )
+            )
+        elif kind == "pods":
+            ns = _ns((2 * (i % (ns_count // 2)) + 1) % ns_count)
+            out.append(
+                (
+                    f"/api/v1/namespaces/{ns}/pods",
+                    {
+                        "metadata": {"name": f"p-{i:06d}", "labels": {"app": "worker"}},
+                        "spec": {
+                            "nodeName": f"scale-node-{i % THRESHOLDS['nodes']:05d}",
+                            "containers": [
+                                {
+                                    "name": "main",
+                                    "image": "registry.example/team/trainer:v1",
+                                    "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+                                }
+                            ],
+                        },
+                    },
+                )
+            )
+        else:
+            raise ValueError(kind)
+    return out
+
+
+#: creation order: what others need first (namespaces and their ServiceAccounts before Pods)
+ORDER = (
+    "namespaces",
+    "serviceaccounts",
+    "nodes",
+    "services",
+    "resourcequotas",
+    "limitranges",
+    "storageclasses",
+    "persistentvolumes",
+    "clusterqueues",
+    "localqueues",
+    "pods",
+)
+
+
+async def create_real_nodes(admin: Admin, indexes: range) -> None:
+    """The Nodes of :func:`real_node`. The apiserver's TaintNodesByCondition adds
+    node.kubernetes.io/not-ready on create, which the node lifecycle controller (absent here)
+    lifts once the kubelet reports Ready: lift it, keep the GPU taint, and restore the status
+    (conditions, images) where create did not keep it."""
+    await admin.bulk([("/api/v1/nodes", real_node(i)) for i in indexes], 48)
+    sem = asyncio.Semaphore(48)
+
+    async def settle(i: int) -> None:
+        want = real_node(i)
+        name = want["metadata"]["name"]
+        async with sem:
+            code, doc, _ = await admin.call(
+                "PATCH", f"/api/v1/nodes/{name}", {"spec": {"taints": want["spec"].get("taints")}},
+                "application/merge-patch+json",
+            )  # fmt: skip
+            if code != 200:
+                raise RuntimeError(f"untaint node {name}: {code} {str(doc)[:200]}")
+            if not ((doc or {}).get("status") or {}).get("images"):
+                await admin.call(
+                    "PATCH", f"/api/v1/nodes/{name}/status", {"status": want["status"]}, "application/merge-patch+json"
+                )
+
+    await asyncio.gather(*(settle(i) for i in indexes))
+
+
+def target(kind: str, percent: float) -> int:
+    n = THRESHOLDS[kind] * percent / 100.0
+    return max(1, int(round(n)))
+
+
+async def grow(cp: ControlPlane, have: dict[str, int], percent: float) -> dict[str, float]:
+    """Create what is missing to reach `percent` of every threshold; seconds per kind."""
+    took: dict[str, float] = {}
+    async with Admin(cp, connections=48) as admin:
+        if not have.get("flavors"):
+            await admin.bulk(
+                [
+                    (
+                        "/apis/kueue.x-k8s.io/v1beta2/resourceflavors",
+                        {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": f"flavor-{f}"}},
+                    )
+                    for f in range(FLAVORS + 2)
+                ]
+            )
+            have["flavors"] = FLAVORS + 2
+        for kind in ORDER:
+            lo, hi = have.get(kind, 0), target(kind, percent)
+            if kind == "namespaces":
+                hi = max(hi, target("serviceaccounts", percent) // 3 + 1, target("services", percent))
+            if hi <= lo:
+                continue
+            t0 = time.perf_counter()
+            ns_count = have.get("namespaces", 0)
+            if kind == "nodes":
+                await create_real_nodes(admin, range(lo, hi))
+            elif kind == "resourcequotas":
+                await create_quotas(admin, [(_ns(2 * i % ns_count), "compute") for i in range(lo, hi)], 48)
+            else:
+                await admin.bulk(_objects(kind, lo, hi, ns_count), 48)
+            took[kind] = time.perf_counter() - t0
+            have[kind] = hi
+            print(f"scale: {kind} {lo}->{hi} in {took[kind]:.0f}s", file=sys.stderr, flush=True)
+    return took
+
+
+def requests_total(cp: ControlPlane) -> float:
+    """apiserver_request_total of every verb but WATCH (a watch is one long request)."""
+    status, body = cp.get_raw("/metrics", timeout=60)
+    if status != 200:
+        return float("nan")
+    return sum(
+        v
+        for (n, ls), v in parse_metrics(body).items()
+        if n == "apiserver_request_total" and ("verb", "WATCH") not in ls
+    )
+
+
+def compact_etcd(cp: ControlPlane) -> int:
+    """Compact etcd to its current revision (etcd's v3 JSON gateway): every older version is gone."""
+    assert cp.etcd_url is not None
+
+    def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
+        req = urllib.request.Request(cp.etcd_url + path, data=json.dumps(body).encode(), method="POST")
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return json.loads(r.read())
+
+    rev = int(post("/v3/kv/range", {"key": base64.b64encode(b"/registry/").decode()})["header"]["revision"])
+    post("/v3/kv/compaction", {"revision": str(rev), "physical": True})
+    return rev
+
+
+RELISTING = "(410 Gone): relisting"
+
+
+def cache_ages(hook: RunningWebhook) -> dict[str, float]:
+    """preflight_webhook_cache_age_seconds by resource: seconds since each cache was last in sync."""
+    return {
+        dict(ls)["resource"]: v for (n, ls), v in hook.metrics().items() if n == "preflight_webhook_cache_age_seconds"
+    }
+
+
+def relist_after_410(cp: ControlPlane, hook: RunningWebhook) -> tuple[float, int]:
+    """(seconds from the apiserver's return until every cache is in sync again, caches relisted).
+
+    In sync: the cache's age (webhook/cluster/cache.py, reset when a list completes or a watch
+    opens) is younger than the apiserver's return. Relisted: the reflector's 410 line in the log."""
+    before = hook.log_text().count(RELISTING)
+    compact_etcd(cp)
+    cp.restart_apiserver()
+    t0 = time.perf_counter()
+    cp.kubectl("create", "configmap", f"scale-tick-{int(time.time())}", "-n", "default")  # the revision moves on
+
+    def settled() -> bool:
+        ages = cache_ages(hook)
+        return bool(ages) and max(ages.values()) < time.perf_counter() - t0
+
+    wait_until("every cache in sync again", settled, timeout=WAIT, every=0.2)
+    return time.perf_counter() - t0, hook.log_text().count(RELISTING) - before
+
+
+def through_apiserver(cp: ControlPlane, job: dict[str, Any], requests: int) -> tuple[float, float, int]:
+    """p50, p99 (ms) and errors of dry-run creates of `job` through the apiserver (4 clients)."""
+    ns = job["metadata"]["namespace"]
+    url = f"{cp.server_url}/apis/trainer.kubeflow.org/v1alpha1/namespaces/{ns}/trainjobs?dryRun=All"
+    res = asyncio.run(
+        run_load(
+            url,
+            json.dumps(job).encode(),
+            ssl_context=cp._admin_ssl(),
+            connections=4,
+            requests=requests,
+            duration=120,
+            warmup=8,
+            ok_statuses=(201,),
+        )
+    )
+    return res.percentile(50), res.percentile(99), res.errors
+
+
+def audit_controller(cp: ControlPlane) -> tuple[float, float]:
+    """(seconds until the audit controller's first full scan ended, its RSS MiB then)."""
+    assert cp.kubeconfig is not None
+    (port,) = free_ports(1)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "webhook",
+            "audit",
+            "--kubeconfig",
+            str(cp.kubeconfig),
+            "--metrics-port",
+            str(port),
+            "--metrics-host",
+            "127.0.0.1",
+            "--log-level",
+            "warning",
+        ],  # fmt: skip
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+
+        def scanned() -> bool:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+                    m = parse_metrics(r.read().decode())
+            except OSError:
+                return False
+            return any(n == "preflight_audit_last_full_scan_timestamp_seconds" and v > 0 for (n, _), v in m.items())
+
+        wait_until("the audit controller's first full scan", scanned, timeout=WAIT, every=0.5)
+        return time.perf_counter() - t0, rss_mib(proc.pid)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def measure(cp: ControlPlane, percent: float, args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {"percent": percent, "load": load()}
+    quiet0 = requests_total(cp)
+    time.sleep(args.steady)  # the apiserver's own traffic alone (its leases): the baseline
+    out["baseline"] = requests_total(cp) - quiet0
+    pods0 = apiserver_count(cp, "pods", "LIST") + apiserver_count(cp, "pods", "WATCH")
+    t0 = time.perf_counter()
+    with RunningWebhook(
+        cp, config={}, namespace_selector=SAMPLE_SELECTOR, probe_namespace="demo-bench", log_level="info"
+    ) as hook:  # info: the reflectors' relist lines
+        out["ready_s"] = time.perf_counter() - t0
+        pid = hook.pid
+        assert pid is not None
+        out["rss_ready"] = rss_mib(pid)
+        out["pod_reads"] = apiserver_count(cp, "pods", "LIST") + apiserver_count(cp, "pods", "WATCH") - pods0
+        job = sample("trainjob-good")
+        res = asyncio.run(
+            run_load(
+                f"{hook.url}/validate?timeout=10s",
+                review(job),
+                ssl_context=hook_ssl(hook),
+                connections=4,
+                requests=args.reviews,
+                duration=120,
+                warmup=16,
+            )
+        )
+        out["inproc"] = (res.percentile(50), res.percentile(99), res.errors)
+        out["apiserver"] = through_apiserver(cp, job, args.reviews)
+        r0, c0 = requests_total(cp), cpu_seconds(pid)
+        time.sleep(args.steady)
+        out["steady_requests"] = (requests_total(cp) - r0 - out["baseline"]) * 60.0 / args.steady
+        out["idle_cpu"] = (cpu_seconds(pid) - c0) / args.steady
+        out["relist_s"], out["relists"] = relist_after_410(cp, hook)
+        out["rss_after"], out["rss_peak"] = rss_mib(pid), rss_mib(pid, "VmHWM")
+    out["audit_s"], out["audit_rss"] = audit_controller(cp)
+    return out
+
+
+def bench_scale(cp: ControlPlane, args: argparse.Namespace, command: str) -> str:
+    levels = [float(x) for x in args.scale.split(",") if x.strip()]
+    have: dict[str, int] = {}
+    rows: list[dict[str, Any]] = []
+    grew: list[str] = []
+    for p in levels:
+        took = asyncio.run(grow(cp, have, p))
+        grew.append(f"{p:g} %: " + ", ".join(f"{k} {v:.0f} s" for k, v in took.items()))
+        m = measure(cp, p, args)
+        print(f"scale: {m}", file=sys.stderr, flush=True)
+        rows.append(m)
+    return render(rows, grew, command)
+
+
+def render(rows: list[dict[str, Any]], grew: list[str], command: str) -> str:
+    def f(x: float, nd: int = 0) -> str:
+        return f"{x:.{nd}f}"
+
+    head = "| | " + " | ".join(f"{r['percent']:g} %" for r in rows) + " |"
+    sep = "|---|" + "---:|" * len(rows)
+    counts = [", ".join(f"{k} {target(k, r['percent']):,}" for k in ("nodes", "namespaces", "pods")) for r in rows]
+
+    def line(name: str, vals: list[str]) -> str:
+        return f"| {name} | " + " | ".join(vals) + " |"
+
+    first, last = rows[0], rows[-1]
+    lines = [
+        "## Scale: the webhook and the audit controller at 1 / 10 / 100 % of Kubernetes' thresholds",
+        "",
+        *header(command),
+        "Objects created per level (concurrent POSTs, 48 in flight): " + "; ".join(grew) + ".",
+        "",
+        head,
+        sep,
+        line("nodes, namespaces, pods", counts),
+        line("webhook: time to ready (s)", [f(r["ready_s"], 1) for r in rows]),
+        line("webhook: RSS when ready (MiB)", [f(r["rss_ready"]) for r in rows]),
+        line("webhook: peak RSS, VmHWM (MiB)", [f(r["rss_peak"]) for r in rows]),
+        line("relist after 410 Gone (s; caches relisted)", [f"{r['relist_s']:.1f} ({r['relists']})" for r in rows]),
+        line("/validate p50 / p99 (ms), 4 connections", [f"{r['inproc'][0]:.1f} / {r['inproc'][1]:.1f}" for r in rows]),
+        line(
+            "dry-run create via apiserver p50 / p99 (ms)",
+            [f"{r['apiserver'][0]:.0f} / {r['apiserver'][1]:.0f}" for r in rows],
+        ),
+        line("apiserver requests/min, steady state", [f(r["steady_requests"], 1) for r in rows]),
+        line("webhook CPU while idle (% of a core)", [f(100 * r["idle_cpu"], 2) for r in rows]),
+        line("Pod LIST/WATCH requests at start", [f(r["pod_reads"]) for r in rows]),
+        line("audit controller: start to first full scan (s)", [f(r["audit_s"], 1) for r in rows]),
+        line("audit controller: RSS then (MiB)", [f(r["audit_rss"]) for r in rows]),
+        line("load average at the start", [r["load"] for r in rows]),
+        "",
+    ]
+    full = last["percent"] >= 100
+    at = f"at {last['percent']:g} %"
+    limit, audit_limit = chart_limit_mib(), chart_limit_mib("audit")
+
+    def judged(ok: bool, what: str) -> str:
+        return verdict(ok, what) if full else f"not judged: the target is at 100 %, the largest level run is {at}"
+
+    p99_ratio = last["inproc"][1] / first["inproc"][1] if first["inproc"][1] else float("nan")
+    lines += [
+        f"- Webhook RSS {at}: {last['rss_peak']:.0f} MiB; the chart's limit is {limit:.0f} MiB, "
+        f"{limit / 1.3:.0f} MiB with 30 % headroom → " + judged(last["rss_peak"] <= limit / 1.3, "RSS with headroom"),
+        f"- Audit controller RSS {at}: {last['audit_rss']:.0f} MiB; its limit {audit_limit:.0f} MiB → "
+        + judged(last["audit_rss"] <= audit_limit / 1.3, "RSS with headroom"),
+        f"- Ready in {last['ready_s']:.1f} s {at} → " + judged(last["ready_s"] <= 60, "≤ 60 s"),
+        f"- /validate p99 {at} is {p99_ratio:.2f}× the p99 at {first['percent']:g} % → "
+        + judged(p99_ratio <= 1.2, "≤ 1.2×"),
+        f"- Pod LIST/WATCH requests at start: {', '.join(f(r['pod_reads']) for r in rows)} → "
+        + verdict(all(r["pod_reads"] == 0 for r in rows), "no list or watch grows with the Pod count"),
+    ]
+    return "\n".join(lines)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scale", default="1,10", help="scale: percents of the thresholds, in order (default 1,10)")
+    p.add_argument("--reviews", type=int, default=200, help="scale: measured reviews per latency figure")
+    p.add_argument("--steady", type=float, default=60.0, help="scale: seconds of steady state measured")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print("run it through bench/cluster_bench.py --only scale", file=sys.stderr)
+    raise SystemExit(2)
