@@ -220,22 +220,28 @@ async def _judged(
 # --- checks -------------------------------------------------------------------------------
 
 
-class NodeSelectorMatch(Check):
-    name = "Node Selector Match"
-    # denies only when no node matches and nothing could add one (provisioning.py)
+class _ProvisionableNodeCheck(Check):
+    """A check on the nodes a pod could land on, that denies only when nothing could add a node
+    (provisioning.py): it reads the node cache and, optionally, what could provision one."""
+
     default_action = "deny"
     needs_cluster = True
     local_capacity = True
     permissions = NODE_PERMISSIONS
     optional_permissions = provisioning.PERMISSIONS
     apis = ("v1",)
+
+    def named_permissions(self, settings: Settings) -> tuple[Permission, ...]:
+        return provisioning.autoscaler_permissions(settings)
+
+
+class NodeSelectorMatch(_ProvisionableNodeCheck):
+    name = "Node Selector Match"
+    # denies only when no node matches and nothing could add one (provisioning.py)
     summary = (
         "Some Ready, schedulable (not cordoned) node matches each pod's nodeSelector and required node affinity, "
         "or a Karpenter NodePool, cluster-autoscaler or Kueue ResourceFlavor could add one."
     )
-
-    def named_permissions(self, settings: Settings) -> tuple[Permission, ...]:
-        return provisioning.autoscaler_permissions(settings)
 
     async def run(self, ctx: CheckContext) -> CheckResult | list[CheckResult]:
         assert ctx.view is not None
@@ -292,22 +298,13 @@ class NodeSelectorMatch(Check):
         return _results(self.name, fails, warns, passes, "; ".join(passes), ctx)
 
 
-class PerNodeSchedulability(Check):
+class PerNodeSchedulability(_ProvisionableNodeCheck):
     name = "Per-Node Schedulability"
     # denies only when nothing could add a node that fits (provisioning.py)
-    default_action = "deny"
-    needs_cluster = True
-    local_capacity = True
-    permissions = NODE_PERMISSIONS
-    optional_permissions = provisioning.PERMISSIONS
-    apis = ("v1",)
     summary = (
         "Each pod fits the allocatable of one Ready, schedulable node that it selects and whose taints it tolerates, "
         "or a Karpenter NodePool, cluster-autoscaler or Kueue ResourceFlavor could add one."
     )
-
-    def named_permissions(self, settings: Settings) -> tuple[Permission, ...]:
-        return provisioning.autoscaler_permissions(settings)
 
     async def run(self, ctx: CheckContext) -> CheckResult | list[CheckResult]:
         assert ctx.view is not None

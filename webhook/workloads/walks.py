@@ -148,31 +148,21 @@ def _is_plain_json(obj: Any) -> bool:
             return False
         deeper = depth + 1
         if isinstance(value, dict):
-            for key, v in value.items():
+            for key in value:
                 if not isinstance(key, str):
                     return False
-                t = type(v)
-                if t is str or t is int or t is bool or v is None:
-                    continue
-                if t is dict or t is list or isinstance(v, (dict, list)):
-                    stack.append((v, deeper))
-                elif t is float:
-                    if not finite(v):
-                        return False
-                elif not _plain_scalar(v):
+            value = value.values()
+        for v in value:  # an object's values or an array's items, judged alike
+            t = type(v)
+            if t is str or t is int or t is bool or v is None:
+                continue
+            if t is dict or t is list or isinstance(v, (dict, list)):
+                stack.append((v, deeper))
+            elif t is float:
+                if not finite(v):
                     return False
-        else:
-            for v in value:
-                t = type(v)
-                if t is str or t is int or t is bool or v is None:
-                    continue
-                if t is dict or t is list or isinstance(v, (dict, list)):
-                    stack.append((v, deeper))
-                elif t is float:
-                    if not finite(v):
-                        return False
-                elif not _plain_scalar(v):
-                    return False
+            elif not _plain_scalar(v):
+                return False
     return True
 
 
