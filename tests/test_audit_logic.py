@@ -115,6 +115,25 @@ def test_reverse_index() -> None:
     assert len(idx) == 1
 
 
+async def test_a_read_is_indexed_when_it_is_made_not_when_the_evaluation_ends() -> None:
+    """Issue 20's quarantined node test: a Secret deleted after the Secrets check read it, while the
+    job's first judgement still ran, touched no indexed job and was lost. The controller hands
+    `on_read` the index: each read is in it at once; `replace` at the end settles the job's reads."""
+    idx = ReverseIndex()
+    job = ("trainjobs", "ns", "ft")
+    idx.replace(job, [Dep("configmaps", "ns", "old")])  # the last judgement's reads
+    view = RecordingView(FakeView({"namespaces": []}), on_read=lambda dep: idx.add(job, dep))
+    assert await view.secret_keys("ns", "hf-token", Deadline(5)) is None
+    # the evaluation is still running: the Secret it read already re-checks the job, and so do the old reads
+    assert idx.jobs_for("secrets", "ns", "hf-token") == {job}
+    assert idx.jobs_for("configmaps", "ns", "old") == {job}
+    assert await view.secret_keys("ns", "hf-token", Deadline(5)) is None  # read twice, indexed once
+    assert idx.deps_of(job) == {Dep("configmaps", "ns", "old"), Dep("secrets", "ns", "hf-token")}
+    idx.replace(job, view.reads)  # the judgement ended: exactly what it read
+    assert idx.deps_of(job) == {Dep("secrets", "ns", "hf-token")}
+    assert idx.jobs_for("configmaps", "ns", "old") == set()
+
+
 # --- debounce ------------------------------------------------------------------------------------
 
 

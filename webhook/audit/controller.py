@@ -378,7 +378,10 @@ class AuditController:
                     (c.obj, JobRef(AIPERFJOB.api_version, AIPERFJOB.kind, key[1], c.name, "", parent=ref))
                     for c in children
                 ]
-            recording = RecordingView(self.view)
+            # each read is indexed as it is made, not when the judgement ends: a change of what this
+            # evaluation already read (while it still runs, or while the sinks publish) re-checks the job
+            index = self.index
+            recording = RecordingView(self.view, on_read=lambda dep: index.add(key, dep))
             self.judged[key] = ref
             before = self.published.get(key, {})
             now: dict[str, JobRef] = {}
@@ -398,7 +401,7 @@ class AuditController:
                         await sink.publish(judgement)
                     except Exception:
                         log.exception("audit: sink %s failed to publish %s %s/%s", type(sink).__name__, *key)
-            self.index.replace(key, recording.reads)
+            index.replace(key, recording.reads)
             self.published[key] = now
             for k, gone in before.items():  # a child created meanwhile (judged as an AIPerfJob now), or the sweep
                 if k not in now:

@@ -63,11 +63,16 @@ class RecordingView:
     """A ClusterView that answers from `inner` and writes down every read in `reads` (what each
     method reads: `_READS`); the members that read no object pass through (`_NOT_READS`). One
     delegate for every method, so the ClusterView's signatures are stated once (webhook/cluster/view.py).
-    A member in neither table is an AttributeError: a new read cannot go unrecorded."""
+    A member in neither table is an AttributeError: a new read cannot go unrecorded.
 
-    def __init__(self, inner: ClusterView) -> None:
+    `on_read` is told of each new Dep at the moment of the read, before the evaluation ends: the
+    controller indexes it at once, so a change of that object while the evaluation still runs (a
+    Secret deleted after the Secrets check read it) re-checks the job instead of being lost."""
+
+    def __init__(self, inner: ClusterView, on_read: Callable[[Dep], None] | None = None) -> None:
         self.inner = inner
         self.reads: set[Dep] = set()
+        self.on_read = on_read
 
     def __getattr__(self, attr: str) -> Any:
         if attr in _NOT_READS:
@@ -83,7 +88,11 @@ class RecordingView:
         @functools.wraps(target)
         def recorded(*args: Any, **kw: Any) -> Any:
             for resource, namespace, name in names(*args, **kw):
-                self.reads.add(Dep(resource, namespace or "", name))
+                dep = Dep(resource, namespace or "", name)
+                if dep not in self.reads:
+                    self.reads.add(dep)
+                    if self.on_read is not None:
+                        self.on_read(dep)
             return target(*args, **kw)
 
         return recorded
@@ -111,6 +120,13 @@ class ReverseIndex:
         for d in new - old:
             self._jobs.setdefault(d, set()).add(job)
         self._deps[job] = new
+
+    def add(self, job: Hashable, dep: Dep) -> None:
+        """The job reads `dep` too (a read of its evaluation in flight; `replace` settles it at the end)."""
+        deps = self._deps.get(job, frozenset())
+        if dep not in deps:
+            self._deps[job] = deps | {dep}
+            self._jobs.setdefault(dep, set()).add(job)
 
     def drop(self, job: Hashable) -> None:
         for d in self._deps.pop(job, frozenset()):
