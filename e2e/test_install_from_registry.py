@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import trustme
 
-from e2e.harness.node import CHART_NAMESPACE, CHART_RELEASE, SAMPLES_DIR, WEBHOOK_IMAGE_REPOSITORY, Node, build_images
+from e2e.harness.node import CHART_NAMESPACE, CHART_RELEASE, SAMPLES_DIR, Node, images_dir, webhook_image
 from e2e.harness.registry import OCI_MANIFEST, Registry, containerd_hosts
 
 pytestmark = pytest.mark.node
@@ -34,7 +34,8 @@ NS, RELEASE = CHART_NAMESPACE, CHART_RELEASE
 
 
 def test_helm_install_from_the_oci_registry_with_the_image_pulled_from_it(tmp_path: Path) -> None:
-    store = build_images("webhook") / "storage"  # the Dockerfile's image, in buildah's e2e store (cached)
+    local = webhook_image().ref  # the Dockerfile's image of this source, in buildah's e2e store (cached)
+    store = images_dir() / "storage"
     with Node(start_timeout=180) as node, Registry(tmp_path / "registry", trustme.CA(), {USER: PASSWORD}) as reg:
         assert node.cp is not None
         cp = node.cp
@@ -43,7 +44,7 @@ def test_helm_install_from_the_oci_registry_with_the_image_pulled_from_it(tmp_pa
             **os.environ,
             "REGISTRY": path,
             "VERSION": VERSION,
-            "IMAGE": f"{WEBHOOK_IMAGE_REPOSITORY}:e2e",
+            "IMAGE": local,
             "BUILDAH": f"buildah --root {store}/root --runroot {store}/run --storage-driver vfs",
             "HELM": str(cp.helm_path),
             "CA_FILE": str(reg.ca_file),

@@ -13,7 +13,7 @@
 # Settings (environment or make variables):
 #   REGISTRY     required: host[:port][/path] the image and the chart go under
 #   VERSION      required: a SemVer 2 version (the chart's version and appVersion, the image's tag)
-#   IMAGE        a local buildah image to push instead of building one (e.g. localhost/preflight/preflight-webhook:e2e)
+#   IMAGE        a local buildah image to push instead of building one (e.g. e2e/images.sh webhook's ref=...)
 #   IMAGE_DIGEST the image is already at $REGISTRY/preflight-webhook with this digest (e.g. a multi-arch index
 #                pushed by .github/workflows/release.yml): only the chart is packaged and pushed
 #   BASE_IMAGE   --build-arg BASE_IMAGE for the build (default: the Dockerfile's)

@@ -62,6 +62,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -704,9 +705,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         self.ctr("images", "import", "--all-platforms", str(archive))
 
     def load_webhook_image(self) -> str:
-        """Build (or reuse) the image from our Dockerfile and load it; returns ``repository:tag``."""
-        self.load_image(build_images("webhook") / "webhook.tar")
-        return f"{WEBHOOK_IMAGE_REPOSITORY}:{WEBHOOK_IMAGE_TAG}"
+        """Build (or reuse) the image from our Dockerfile and load it; returns ``repository:tag``
+        (the tag derived from the source: :func:`webhook_image`)."""
+        image = webhook_image()
+        self.load_image(image.archive)
+        return image.ref
 
     def helm(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
         """The cached helm against this node (admin); raises NodeError with its output and the release's state."""
@@ -1155,12 +1158,47 @@ def _split_rule(rule: str) -> list[str]:
 
 IMAGES_SCRIPT = Path(__file__).resolve().parents[1] / "images.sh"
 PAUSE_IMAGE = "localhost/preflight/pause:local"
-WEBHOOK_IMAGE_REPOSITORY = "localhost/preflight/preflight-webhook"
-WEBHOOK_IMAGE_TAG = "e2e"
+
+
+@dataclass(frozen=True)
+class WebhookImage:
+    """Our Dockerfile's image as e2e/images.sh built it: ``ref`` is ``repository:src-<hash>``, the tag
+    derived from the files the image is built from, so worktrees never share (or overwrite) a tag;
+    ``archive`` is its docker archive (``ctr images import``). The same reference names the image
+    in buildah's e2e store (``images_dir() / "storage"``)."""
+
+    ref: str
+    archive: Path
+
+    @property
+    def repository(self) -> str:
+        return self.ref.rsplit(":", 1)[0]
+
+    @property
+    def tag(self) -> str:
+        return self.ref.rsplit(":", 1)[1]
+
+
+def webhook_image(build: bool = True) -> WebhookImage:
+    """The webhook image of this checkout's source, built first unless it exists (``build=False``:
+    only name it). The one place the e2e harness and tests take its reference from."""
+    proc = _images_sh("webhook" if build else "webhook-ref")
+    fields = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
+    return WebhookImage(ref=fields["ref"], archive=Path(fields["archive"]))
 
 
 def build_images(what: str = "all") -> Path:
     """Run e2e/images.sh (seconds when warm) and return the directory holding the archives."""
+    _images_sh(what)
+    return images_dir()
+
+
+def images_dir() -> Path:
+    """e2e/images.sh's directory: the archives, and buildah's store in ``storage/``."""
+    return Path(_images_sh("path").stdout.strip())
+
+
+def _images_sh(what: str) -> subprocess.CompletedProcess[str]:
     t0 = time.monotonic()
     proc = subprocess.run(["bash", str(IMAGES_SCRIPT), what], capture_output=True, text=True, timeout=1800)
     if proc.returncode != 0:
@@ -1168,12 +1206,9 @@ def build_images(what: str = "all") -> Path:
     for line in proc.stderr.splitlines():
         if "built in" in line:
             print(line, file=sys.stderr, flush=True)
-    out = subprocess.run(
-        ["bash", str(IMAGES_SCRIPT), "path"], capture_output=True, text=True, check=True
-    ).stdout.strip()
     if time.monotonic() - t0 > 5:
         print(f"==> node: images ({what}) ready in {time.monotonic() - t0:.0f}s", file=sys.stderr, flush=True)
-    return Path(out)
+    return proc
 
 
 # --------------------------------------------------------------------------- CLI
