@@ -8,7 +8,9 @@ child AIPerfJob once (its trials share that render: they differ only in name and
 the heaviest child for the peak pod groups, then every check, including Sweep Children
 (names, ConfigMap) over all 200 and Sweep Child Quotas (children with the same pod requests
 share one evaluation). Figures are CPU milliseconds (process time), best of several rounds:
-the machine is shared. `--write` puts them into docs/benchmarks/sweep.md (section bench:sweep).
+the machine is shared. The handler and evaluate() rows render every time (``renderCacheEntries: 0``);
+the render cache (webhook/workloads/render_cache.py) is measured on its own: the same review again
+(a hit), and its hit rate over a dry run, the apply, a retry of the apply's review and an audit pass. `--write` puts them into docs/benchmarks/sweep.md (section bench:sweep).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from webhook.deadline import Deadline  # noqa: E402
 from webhook.preflight import evaluate, too_large  # noqa: E402
 from webhook.server import WebhookApp  # noqa: E402
 from webhook.workloads.aiperf_sweep import build  # noqa: E402
+from webhook.workloads.render_cache import CACHE, stats  # noqa: E402
 
 
 def sweep(trials: int = 10) -> dict[str, Any]:
@@ -88,7 +91,7 @@ async def best_ms_async(fn: Callable[[], Awaitable[Any]], rounds: int) -> float:
 
 
 async def run(rounds: int) -> dict[str, Any]:
-    settings = Settings()
+    settings = Settings.model_validate({"renderCacheEntries": 0})  # every review renders
     obj = sweep()
     wl = build(obj, settings=settings)
     assert not wl.render_errors and len(wl.children) == 200, wl.render_errors
@@ -128,7 +131,37 @@ async def run(rounds: int) -> dict[str, Any]:
     durations = {r.name: r.duration_ms or 0.0 for r in ev.results.checks}
     out["checks_ms"] = {k: round(v, 1) for k, v in sorted(durations.items(), key=lambda kv: -kv[1])[:5]}
     out["budget_s"] = settings.budget_seconds
+    out.update(await render_cache(obj, rounds))
     return out
+
+
+async def render_cache(obj: dict[str, Any], rounds: int) -> dict[str, Any]:
+    """The render cache on (the default): the same review again, and a dry run, the apply, a retried
+    review of the apply and an audit pass, each a review of the sweep (the apiserver gives the dry run
+    and the apply their own uid and creationTimestamp; the retry and the audit see the stored object)."""
+    settings = Settings()
+    CACHE.clear()
+    app = WebhookApp(settings)
+
+    async def handler() -> Any:
+        return await app.validate(FakeRequest(review(obj)))  # type: ignore[arg-type]
+
+    h0, m0 = stats()
+    cold = await best_ms_async(handler, 1)
+    warm = await best_ms_async(handler, rounds)
+    h1, m1 = stats()
+    CACHE.clear()
+    stored = {**obj, "metadata": {**obj["metadata"], "uid": "apply-uid", "creationTimestamp": "2026-01-01T00:00:01Z"}}
+    dry = {**obj, "metadata": {**obj["metadata"], "uid": "dry-run-uid", "creationTimestamp": "2026-01-01T00:00:00Z"}}
+    for what in (dry, stored, stored, stored):  # dry run, apply, the apply's review retried, an audit pass
+        await app.validate(FakeRequest(review(what)))  # type: ignore[arg-type]
+    h2, m2 = stats()
+    return {
+        "cache_cold_ms": cold,
+        "cache_warm_ms": warm,
+        "cache_same_review": (h1 - h0, m1 - m0),
+        "cache_sequence": (h2 - h1, m2 - m1),
+    }
 
 
 def markdown(r: dict[str, Any]) -> str:
@@ -146,6 +179,14 @@ A 10 x 20 grid (200 variations, the cap) x 10 trials = {r["runs"]} child runs; t
 | whole /validate handler, offline (envelope, adapter, checks, answer) | {r["handler_offline_ms"]:.0f} |
 | `evaluate()` with an in-memory cluster (quota, LimitRange, Secrets, dry run answered in memory) | {r["cluster_ms"]:.0f} |
 | adapter, hostile: a 900 KB variable copied into all 200 children's run_config.json ({r["hostile_bytes"]:,}-byte object, inside objectLimits) | {r["hostile_adapter_ms"]:.0f} |
+
+Render cache (on by default, `renderCacheEntries`): the whole handler for this review is {r["cache_cold_ms"]:.0f} ms
+the first time and {r["cache_warm_ms"]:.0f} ms for the same review again ({r["cache_same_review"][0]} hits,
+{r["cache_same_review"][1]} miss over {r["cache_same_review"][0] + r["cache_same_review"][1]} reviews). Over a dry run, the apply, a retry of
+the apply's review and an audit pass: {r["cache_sequence"][0]} hits, {r["cache_sequence"][1]} misses
+({r["cache_sequence"][0] / max(1, sum(r["cache_sequence"])):.0%}): the dry run and the apply each get a new uid
+and creationTimestamp from the apiserver, which an AIPerfSweep's render reads (its children's labels and
+owner references, the run epoch), so only the reviews of the stored object hit.
 
 Peak RSS of the whole benchmark process: {r["peak_rss_mib"]:.0f} MiB (only the heaviest child keeps its
 run-config text; the others keep its size, so the hostile case does not hold 200 x 900 KB).

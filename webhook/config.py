@@ -329,6 +329,8 @@ class Settings(_Model):
     #: how long a Dry Run outcome is reused for the same content and the same versions of the
     #: objects its admission reads (0: never)
     dry_run_cache_seconds: float = Field(10.0, ge=0, le=300, alias="dryRunCacheSeconds")
+    #: at most this many renders (Workloads) kept by object content (webhook/workloads/render_cache.py; 0: off)
+    render_cache_entries: int = Field(256, ge=0, le=4096, alias="renderCacheEntries")
     #: namespaces whose Secrets are never read (the chart lists those its namespaceSelector excludes);
     #: kube-system and the webhook's own namespace are always added
     excluded_namespaces: list[str] = Field(default_factory=list, alias="excludedNamespaces")

@@ -17,12 +17,13 @@ from typing import Any, cast
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client import metrics as prometheus_metrics
-from prometheus_client.metrics_core import GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from webhook.policy import Outcome
 from webhook.results import CheckResult
+from webhook.workloads import render_cache
 
 #: 1 ms .. 30 s: the apiserver's own timeout range ends at 30 s
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -155,6 +156,8 @@ class Metrics:
         for check, what in unverified:
             self.unverified.labels(check, what).set(1)
 
+        self.registry.register(_RenderCacheCollector())
+
         # labelled children, looked up once: prometheus-client's labels() costs more than the increment
         self._request_children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
 
@@ -218,3 +221,22 @@ class _CacheCollector(Collector):
                 age.add_metric([resource], seconds)
         yield synced
         yield age
+
+
+class _RenderCacheCollector(Collector):
+    """preflight_webhook_render_cache_total{result="hit"|"miss"}: renders served from the process's render
+    cache (webhook/workloads/render_cache.py) and renders made, read at scrape time."""
+
+    def describe(self) -> Iterable[Metric]:
+        return self.collect()
+
+    def collect(self) -> Iterable[Metric]:
+        hits, misses = render_cache.stats()
+        family = CounterMetricFamily(
+            "preflight_webhook_render_cache",
+            "Job renders (adapter runs) by result: hit (the same content and inputs were rendered before) or miss.",
+            labels=["result"],
+        )
+        family.add_metric(["hit"], float(hits))
+        family.add_metric(["miss"], float(misses))
+        yield family

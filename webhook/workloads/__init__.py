@@ -12,6 +12,7 @@ from typing import Any
 
 from webhook.config import Settings
 from webhook.workloads.base import AdapterError, RuntimeLookup, Workload
+from webhook.workloads.render_cache import CACHE
 
 #: builds the Workload; None for an object of its kind that is not judged (a JobSet a judged job owns)
 Adapter = Callable[..., Workload | None]
@@ -65,7 +66,14 @@ def build_workload(
     adapter = adapter_for(api_version, kind)
     if adapter is None:
         return None
-    return adapter(obj, settings=settings, runtime_lookup=runtime_lookup, namespace=namespace)
+
+    def build(lookup: RuntimeLookup | None) -> Workload | None:
+        return adapter(obj, settings=settings, runtime_lookup=lookup, namespace=namespace)
+
+    # the same content renders once (a retry, the audit controller's next pass): render_cache.py
+    return CACHE.render(
+        obj, (_group(api_version), kind), build, settings=settings, runtime_lookup=runtime_lookup, namespace=namespace
+    )
 
 
 __all__ = [

@@ -57,6 +57,11 @@ def verified_plain(obj: Any) -> Iterator[None]:
         _VERIFIED_PLAIN.reset(token)
 
 
+def is_plain(obj: Any) -> bool:
+    """plain_json's answer as a boolean (trusting a verified_plain walk of `obj` the same way)."""
+    return _VERIFIED_PLAIN.get() is obj or _is_plain_json(obj)
+
+
 def bounded_plain(obj: Any, *, max_bytes: int) -> tuple[int | None, bool]:
     """(the object's size as JSON when it is over `max_bytes`, else None; whether plain_json(obj) passes),
     in one walk over the object.
