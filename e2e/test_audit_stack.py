@@ -101,12 +101,6 @@ async def _events(cp: ControlPlane) -> list[dict[str, Any]]:
     return await preflight_events(cp, NS, JOB)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="quarantined 2026-12-02 (issue 20): on the node no PreflightFailed Event followed the Secret's deletion "
-    "within 120 s in two runs after the audit commits of that day (late-CRD discovery, sweeps, the RecordingView "
-    "delegate); passed on the node before them. To bisect next session.",
-)
 async def test_held_trainjob_secret_deleted_restored_then_released(stack: Stack) -> None:
     cp = stack.cp
     settings = Settings.model_validate(
