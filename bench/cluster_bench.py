@@ -708,7 +708,8 @@ def main() -> int:
         p.error(f"unknown benchmark(s): {', '.join(unknown)}")
     command = " ".join([".venv/bin/python bench/cluster_bench.py", *(shlex.quote(a) for a in sys.argv[1:])])
 
-    with ControlPlane() as cp:
+    # 10,000 Services need a Service range wider than the harness's /24; nothing routes to it (no node)
+    with ControlPlane(**({"service_cidr": scale.SERVICE_CIDR} if "scale" in selected else {})) as cp:
         setup_samples(cp)
         for name in BENCHES:
             if name not in selected:

@@ -75,6 +75,8 @@ THRESHOLDS = {
     "pods": 150000,
 }
 FLAVORS = 10
+#: room for 10,000 ClusterIPs (the harness's /24 holds 254); objects only, no traffic goes there
+SERVICE_CIDR = "10.0.0.0/16"
 KUEUE = "kueue.x-k8s.io/v1beta2"
 
 
