@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build (once) and cache the e2e control plane's binaries and CRDs.
 #
-#   e2e/build.sh [all|kube-apiserver|etcd|kubectl|helm|promtool|prometheus|crds|optional-crds|openreports|node|registry|stack|kyverno|path]
+#   e2e/build.sh [all|kube-apiserver|etcd|kubectl|helm|promtool|prometheus|crds|optional-crds|openreports|node|dra-plugin|registry|stack|kyverno|path]
 #
 # Everything lands in $PREFLIGHT_E2E_CACHE (default ~/.cache/preflight-webhook/<k8s version>/),
 # never inside the repository:
@@ -516,6 +516,19 @@ kyverno_crds() {
 # openreports CRDs (fetched by `all`), the node (kubelet, containerd, ...) nor the JobSet/Trainer/Kueue
 # stack, which only the node tests use. etcd (its own module) builds beside kube-apiserver + kubectl
 # (one go build): while one downloads modules or links (mostly one core), the other compiles.
+# build_dra_plugin: the minimal DRA kubelet plugin of e2e/draplugin/main.go (driver gpu.example.com,
+# preparing nothing; e2e/harness/dra_plugin.py runs it beside the node's kubelet) against
+# k8s.io/kubernetes at KUBERNETES_VERSION (its k8s.io/dynamic-resource-allocation kubeletplugin
+# helper), into $BIN/preflight-dra-plugin. The stamp records the version and main.go's hash. The
+# upstream dra-example-driver is not served by the module proxy, hence a plugin of our own.
+build_dra_plugin() {
+    build_go_module --label "the DRA kubelet plugin" \
+        --out "$BIN/preflight-dra-plugin" --stamp "$BIN/.preflight-dra-plugin.version" \
+        --want "$KUBERNETES_VERSION $(sha256sum "$HERE/draplugin/main.go" | cut -c1-16)" \
+        --src "$CACHE/src/dra-plugin" --gomod kube --main "preflight-webhook.local/e2e/draplugin" \
+        --files "$HERE/draplugin/main.go" --hint "a few minutes"
+}
+
 build_control_plane() {
     fetch_crds
     local etcd_pid
@@ -548,6 +561,7 @@ main() {
         optional-crds) fetch_optional_crds ;;
         openreports) fetch_openreports ;;
         node) build_node ;;
+        dra-plugin) build_dra_plugin ;;
         registry) build_registry ;;
         stack) bash "$HERE/stack.sh" binaries; bash "$HERE/stack.sh" manifests ;;
         kubelet|kube-controller-manager|kube-scheduler|kube-proxy) build_kube_bin "$what" ;;
@@ -580,6 +594,8 @@ main() {
             other_pid=$!
             build_control_plane
             build_node warn
+            # the DRA rows of the fidelity matrix and e2e/test_dra_node.py
+            build_dra_plugin
             wait "$other_pid" || die "the registry, stack, Prometheus or Kyverno build failed (its output is above)"
             say "e2e build ready in $((SECONDS - t0))s: $BIN"
             ;;

@@ -1,14 +1,16 @@
-"""Device Allocation (DRA) against the real outcome: the real kube-scheduler on the real node.
+"""Device Allocation (DRA) against the real outcome: the real kube-scheduler and kubelet on the real node.
 
-A hand-made DeviceClass `gpu.example.com` and one ResourceSlice publishing two H100 devices of driver
-`gpu.example.com` on the node (no driver runs: the scheduler needs none to decide). Four pods, each
-with one claim from a ResourceClaimTemplate (the resourceclaim controller of the real
-kube-controller-manager makes the claims):
+A DeviceClass `gpu.example.com` and the node's DRA kubelet plugin (e2e/harness/dra_plugin.py,
+e2e/draplugin/main.go: driver `gpu.example.com`, registered with the kubelet, publishing one
+ResourceSlice of two H100 devices and preparing what is allocated from it). Four pods, each with one
+claim from a ResourceClaimTemplate (the resourceclaim controller of the real kube-controller-manager
+makes the claims):
 
 - a claim on DeviceClass `nosuch.example.com` → Pending: `device class nosuch.example.com does not exist`;
 - 4 devices where the node has 2 → Pending: `cannot allocate all claims`;
 - a CEL selector for model B200 → Pending: `cannot allocate all claims`;
-- 2 devices → scheduled (the kubelet then waits for a DRA driver that never registers).
+- 2 devices → scheduled, its claim allocated from the plugin's pool, prepared by the plugin, and the
+  pod Running (without a driver the kubelet refuses it: "DRA driver gpu.example.com is not registered").
 
 The check, in process on a live cluster view of the same cluster, denies the first three with the
 texts of tests/test_check_dra.py and admits the fourth.
@@ -23,6 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
+from e2e.harness.dra_plugin import DraPlugin, device_class
 from e2e.harness.node import NODE_NAME, Node, poll_until
 from webhook.checks import all_checks
 from webhook.checks.base import CheckContext
@@ -55,23 +58,7 @@ CASES: list[tuple[str, dict[str, Any], str, Status]] = [
 def _objects() -> list[dict[str, Any]]:
     objs: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": DRIVER},
-            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
-        },
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceSlice",
-            "metadata": {"name": f"{NODE_NAME}-gpus"},
-            "spec": {
-                "driver": DRIVER,
-                "nodeName": NODE_NAME,
-                "pool": {"name": NODE_NAME, "generation": 1, "resourceSliceCount": 1},
-                "devices": [{"name": f"gpu-{i}", "attributes": {"model": {"string": "H100"}}} for i in range(2)],
-            },
-        },
+        device_class(DRIVER),
     ]
     for name, exactly, _, _ in CASES:
         objs.append(
@@ -85,12 +72,12 @@ def _objects() -> list[dict[str, Any]]:
     return objs
 
 
-def _pod_spec(template: str) -> dict[str, Any]:
+def _pod_spec(template: str, image: str = "registry.example/none:1") -> dict[str, Any]:
     return {
         "containers": [
             {
                 "name": "main",
-                "image": "registry.example/none:1",
+                "image": image,
                 "resources": {"claims": [{"name": "gpus"}]},
             }
         ],
@@ -106,7 +93,8 @@ def node() -> Iterator[Node]:
         node.wait_node_ready()
         assert node.cp is not None
         node.cp.apply(_objects())
-        yield node
+        with DraPlugin(node, driver=DRIVER, devices=2, model="H100"):
+            yield node
     finally:
         left = node.stop()
         assert left == [], left
@@ -146,7 +134,9 @@ async def test_scheduler_and_check_agree(node: Node) -> None:
     verdicts = await _verdicts(node)
     assert node.cp is not None
     for name, *_ in CASES:
-        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS}, "spec": _pod_spec(name)}
+        # the pod that can run runs the node's pause image (loaded, nothing to pull)
+        spec = _pod_spec(name, node.pause_image)
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS}, "spec": spec}
         node.cp.kubectl("apply", "-f", "-", input=yaml.safe_dump(pod))
     for name, _, scheduler_says, ours in CASES:
 
@@ -168,7 +158,28 @@ async def test_scheduler_and_check_agree(node: Node) -> None:
             assert scheduler_says in cond["message"], cond
         else:
             assert pod["spec"]["nodeName"] == NODE_NAME
+            _wait_running(node, name)
         results = verdicts[name]
         assert [r.status for r in results] == [ours], [(r.status, r.message) for r in results]
         if ours is Status.FAIL:
             assert results[0].message.endswith(".") and "Fix:" in results[0].message
+
+
+def _wait_running(node: Node, name: str) -> None:
+    """The scheduled pod starts: its claim allocated from the plugin's pool on the node, then Running."""
+
+    def running() -> bool | str:
+        pod = _pod(node, name)
+        st = pod.get("status") or {}
+        return st.get("phase") == "Running" or f"phase {st.get('phase')}: {st.get('containerStatuses')}"
+
+    poll_until(f"pod {name} Running (its claim prepared by the DRA plugin)", running, timeout=120)
+    claim = (_pod(node, name)["status"].get("resourceClaimStatuses") or [{}])[0].get("resourceClaimName")
+    assert claim, _pod(node, name)["status"]
+    assert node.cp is not None
+    got = json.loads(node.cp.kubectl("get", "resourceclaim", "-n", NS, claim, "-o", "json").stdout)
+    results = got["status"]["allocation"]["devices"]["results"]
+    assert sorted((r["driver"], r["pool"], r["device"]) for r in results) == [
+        (DRIVER, NODE_NAME, "gpu-0"),
+        (DRIVER, NODE_NAME, "gpu-1"),
+    ]
