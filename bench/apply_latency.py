@@ -240,16 +240,26 @@ def render(
 
 
 def publish(
-    section: str | None,
+    args: argparse.Namespace,
     title: str,
     command: str,
     modes: list[str],
     levels: list[int],
     measured: tuple[dict[tuple[str, str, int], list[float]], dict[tuple[str, str, int], int], list[str]],
     answered: dict[str, float],
-    clients_line: str,
+    through: str,
+    setup: str,
 ) -> None:
-    """Render the section, print it, and write it into docs/benchmarks/apply-latency.md unless `section` is None."""
+    """Render the section, print it, and write it into docs/benchmarks/apply-latency.md (args.section)
+    unless --no-write. The clients line says how the requests reach the webhooks (`through`, after
+    "the real kube-apiserver") and how the modes are set up (`setup`)."""
+    clients_line = (
+        f"Clients: bench/loadgen.py POSTing the sample to its collection with `?dryRun=All` through the real "
+        f"kube-apiserver{through}, {args.per_client} requests per client per round, {args.rounds} rounds (mode order "
+        f"reversed every other round). {setup} Added = the mode's percentile minus the no-webhook percentile; "
+        "ratio = added / the no-op's added."
+    )
+    section = None if args.no_write else args.section
     times, errors, loads = measured
     text = render(title, command, modes, levels, times, errors, loads, answered, clients_line)
     print(text, flush=True)
@@ -419,21 +429,16 @@ def run_node(args: argparse.Namespace, levels: list[int], command: str) -> int:
         measured = measure_rounds(modes, args.rounds, levels, switch_to, measure)
         answered = {m: r.requests_total() - answered0[m] for m, r in releases.items()}
     publish(
-        None if args.no_write else args.section,
+        args,
         "## Real node: added apply latency through the Service, against a no-op webhook",
         command,
         modes,
         levels,
         measured,
         answered,
-        clients_line=(
-            f"Clients: bench/loadgen.py POSTing the sample to its collection with `?dryRun=All` through the real "
-            f"kube-apiserver of the node, which calls each webhook through its Service (kube-proxy, two pods), "
-            f"{args.per_client} requests per client per round, {args.rounds} rounds (mode order reversed every other "
-            f"round). Each mode is a `helm install` of the chart in warn mode; the no-op is that release's own "
-            f"Deployment serving bench/noop_server.py --echo-uid. One VWC in place at a time. Added = the mode's "
-            f"percentile minus the no-webhook percentile; ratio = added / the no-op's added."
-        ),
+        through=" of the node, which calls each webhook through its Service (kube-proxy, two pods)",
+        setup="Each mode is a `helm install` of the chart in warn mode; the no-op is that release's own Deployment "
+        "serving bench/noop_server.py --echo-uid. One VWC in place at a time.",
     )
     return 0
 
@@ -505,21 +510,16 @@ def run_local(args: argparse.Namespace, levels: list[int], command: str) -> int:
             answered = {m: h.requests_total() - answered0[m] for m, h in hooks.items()}
 
     publish(
-        None if args.no_write else args.section,
+        args,
         "## Cluster: added apply latency against a no-op webhook",
         command,
         modes,
         levels,
         measured,
         answered,
-        clients_line=(
-            f"Clients: bench/loadgen.py POSTing the sample to its collection with `?dryRun=All` through the real "
-            f"kube-apiserver (admin client certificate, keep-alive TLS), {args.per_client} requests per client per "
-            f"round, {args.rounds} rounds (mode order reversed every other round). The no-op webhook "
-            f"(bench/noop_server.py --echo-uid) is registered exactly like the webhook (same certificates, "
-            f"failurePolicy Fail, timeoutSeconds 10, rules, namespaceSelector); one VWC in place at a time. "
-            f"Added = the mode's percentile minus the no-webhook percentile; ratio = added / the no-op's added."
-        ),
+        through=" (admin client certificate, keep-alive TLS)",
+        setup="The no-op webhook (bench/noop_server.py --echo-uid) is registered exactly like the webhook (same "
+        "certificates, failurePolicy Fail, timeoutSeconds 10, rules, namespaceSelector); one VWC in place at a time.",
     )
     return 0
 

@@ -1,5 +1,5 @@
-"""What every benchmark shares: the AdmissionReview the apiserver sends, and writing a section
-of its raw-runs file under docs/benchmarks/ between its markers (the rest of the file is left alone)."""
+"""What every benchmark shares: the AdmissionReview the apiserver sends, the request the in-process
+benchmarks hand the handler, and writing a section of its raw-runs file under docs/benchmarks/ between its markers (the rest of the file is left alone)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,21 @@ def doc_for(name: str) -> Path:
     """The file a section is written into: the study its name starts with, else docs/benchmarks/NAME.md."""
     prefix = max((p for p in STUDIES if name.startswith(p)), key=len, default=None)
     return DOCS / f"{STUDIES[prefix] if prefix else name}.md"
+
+
+class FakeRequest:
+    """What WebhookApp.validate reads from aiohttp's request."""
+
+    content_type = "application/json"
+    query: dict[str, str] = {}
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        self.content_length = len(body)
+        self.headers = {"Content-Type": "application/json"}
+
+    async def read(self) -> bytes:
+        return self.body
 
 
 PLURALS = {"AIPerfJob": "aiperfjobs", "AIPerfSweep": "aiperfsweeps", "TrainJob": "trainjobs"}

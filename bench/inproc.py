@@ -62,7 +62,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CODE = Path(os.environ.get("PREFLIGHT_BENCH_CODE") or ROOT)
 sys.path.insert(0, str(ROOT))
 
-from bench.common import review, write_section  # noqa: E402  (this checkout's: it writes our docs/benchmarks/)
+from bench.common import FakeRequest, review, write_section  # noqa: E402  (this checkout's: it writes our docs/benchmarks/)
 
 if CODE != ROOT:
     sys.path.insert(0, str(CODE))  # the webhook package below comes from there
@@ -75,21 +75,6 @@ from webhook.preflight import evaluate  # noqa: E402
 from webhook.server import WebhookApp  # noqa: E402
 
 SAMPLES = ROOT / "tests" / "oracle" / "samples"
-
-
-class FakeRequest:
-    """What WebhookApp.validate reads from aiohttp's request."""
-
-    content_type = "application/json"
-    query: dict[str, str] = {}
-
-    def __init__(self, body: bytes) -> None:
-        self.body = body
-        self.content_length = len(body)
-        self.headers = {"Content-Type": "application/json"}
-
-    async def read(self) -> bytes:
-        return self.body
 
 
 CLUSTER_KINDS = ("aiperf-cluster", "trainjob-cluster", "aiperf-cluster-dryrun", "trainjob-cluster-dryrun")

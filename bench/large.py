@@ -45,7 +45,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import review, write_section  # noqa: E402
+from bench.common import FakeRequest, review, write_section  # noqa: E402
 from webhook import engine, server  # noqa: E402
 from webhook.admission import parse_review_bytes, response_from_decision  # noqa: E402
 from webhook.config import Settings  # noqa: E402
@@ -163,21 +163,6 @@ SHAPES: dict[str, Callable[[float], dict[str, Any]]] = {
     "sweep-max": sweep_max,
     "trainjob-env": trainjob_env,
 }
-
-
-class FakeRequest:
-    """What WebhookApp.validate reads from aiohttp's request."""
-
-    content_type = "application/json"
-    query: dict[str, str] = {}
-
-    def __init__(self, body: bytes) -> None:
-        self.body = body
-        self.content_length = len(body)
-        self.headers = {"Content-Type": "application/json"}
-
-    async def read(self) -> bytes:
-        return self.body
 
 
 def _caller(obj: dict[str, Any], settings: Settings) -> Callable[[], Any]:

@@ -28,8 +28,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import review, write_section  # noqa: E402
-from bench.inproc import FakeRequest  # noqa: E402
+from bench.common import FakeRequest, review, write_section  # noqa: E402
 from tests.fakeview import FakeView, meta  # noqa: E402  (an in-memory cluster: the checks' own CPU)
 from webhook.config import Settings  # noqa: E402
 from webhook.deadline import Deadline  # noqa: E402

@@ -26,45 +26,29 @@ import pytest
 import yaml
 
 from e2e.fidelity.scenarios_base import secret
-from e2e.harness.audit import preflight_events
+from e2e.harness.audit import (
+    audit_runs,
+    initializer_claim,
+    preflight_events,
+    quick_settings,
+    sample_runtime,
+    suspended_trainjob,
+)
 from e2e.harness.audit import until as wait_until
 from e2e.harness.controlplane import ControlPlane, free_ports, stop_pid
 from webhook.audit.events import FAILED, PASSED
-from webhook.audit.runner import AuditRun
-from webhook.checks import all_checks
-from webhook.config import Settings
 
-SAMPLES = Path(__file__).resolve().parents[1] / "tests" / "oracle" / "samples"
 NS = "audit-e2e"
 RUNTIME = "audit-torch"
 JOB = "waiting-ft"
 #: what the Events must show within (the issue's bound on the real node)
 WAIT = 30.0
-
-
-def _runtime() -> dict[str, Any]:
-    rt = yaml.safe_load((SAMPLES / "clustertrainingruntime.yaml").read_text())
-    rt["metadata"]["name"] = RUNTIME
-    rt["spec"]["mlPolicy"]["torch"] = {}  # the sample's numProcPerNode is not in Trainer v2.3's CRD schema
-    return rt
+SETTINGS = quick_settings(NS)
 
 
 def _trainjob() -> dict[str, Any]:
-    return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": JOB, "namespace": NS},
-        "spec": {
-            "suspend": True,
-            "runtimeRef": {"name": RUNTIME},
-            "trainer": {
-                "image": "registry.example/acme/ft:1.0",
-                "numNodes": 1,
-                "resourcesPerNode": {"requests": {"cpu": "1", "memory": "1Gi"}},
-                "env": [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}],
-            },
-        },
-    }
+    env = [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}]
+    return suspended_trainjob(JOB, NS, RUNTIME, "1", env=env)
 
 
 def _secret() -> dict[str, Any]:
@@ -73,28 +57,12 @@ def _secret() -> dict[str, Any]:
     return obj
 
 
-def _claim() -> dict[str, Any]:
-    """The PersistentVolumeClaim the sample runtime's initializer mounts (Volume Claims reads it)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {"name": "initializer", "namespace": NS},
-        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
-    }
-
-
-SETTINGS = Settings.model_validate(
-    {"audit": {"leaseNamespace": NS, "debounceSeconds": 0.5, "leaseDurationSeconds": 4, "renewDeadlineSeconds": 3,
-               "retryPeriodSeconds": 0.5}}
-)  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def cluster(control_plane: ControlPlane) -> ControlPlane:
     cp = control_plane
-    cp.apply(_runtime())
+    cp.apply(sample_runtime(RUNTIME))
     cp.ensure_namespace(NS)
-    cp.apply([_secret(), _claim(), _trainjob()])
+    cp.apply([_secret(), initializer_claim(NS), _trainjob()])
     excluded = _trainjob()
     excluded["metadata"]["namespace"] = "kube-system"  # never judged, as the webhook never judges it
     cp.apply(excluded)
@@ -104,16 +72,8 @@ def cluster(control_plane: ControlPlane) -> ControlPlane:
 @pytest.fixture
 async def start_audit(cluster: ControlPlane) -> AsyncIterator[Callable[..., Any]]:
     """Factory: `run = await start_audit("a")`, an in-process audit controller; stopped at teardown."""
-    runs: list[AuditRun] = []
-
-    async def start(identity: str) -> AuditRun:
-        run = await AuditRun.start(SETTINGS, kubeconfig=str(cluster.kubeconfig), identity=identity, checks=all_checks())
-        runs.append(run)
-        return run
-
-    yield start
-    for r in runs:
-        await r.stop()
+    async with audit_runs(SETTINGS, cluster) as start:
+        yield start
 
 
 async def until(what: str, cond: Callable[[], Any], timeout: float = WAIT) -> Any:

@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from e2e.conftest import SAMPLES_DIR
+from e2e.harness.audit import install_openreports
 from e2e.harness.controlplane import ControlPlane
 from e2e.harness.live import live_evaluate
 from e2e.harness.runner import RunningWebhook
@@ -34,20 +35,14 @@ from webhook.cluster.client import load_configuration
 from webhook.config import Settings
 
 REPO = Path(__file__).resolve().parents[1]
-CRD_DIR = REPO / "charts" / "preflight-webhook" / "files" / "openreports"
 HOOK = "preflight.webhook.io"
 NS = "e2e-audit-reports"
 
 
 @pytest.fixture(scope="module")
 def reports_cluster(samples_cluster: ControlPlane) -> ControlPlane:
-    cp = samples_cluster
-    args = ["apply", "--server-side", "--field-manager=preflight-e2e"]
-    for f in sorted(CRD_DIR.glob("*.yaml")):
-        args += ["-f", str(f)]
-    cp.kubectl(*args)
-    cp.wait_for_crds(["reports.openreports.io", "clusterreports.openreports.io"])
-    return cp
+    install_openreports(samples_cluster)
+    return samples_cluster
 
 
 @pytest.fixture

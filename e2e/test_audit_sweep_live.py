@@ -19,30 +19,27 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
+from e2e.harness.audit import (
+    audit_runs,
+    initializer_claim,
+    install_openreports,
+    preflight_events,
+    quick_settings,
+    sample_runtime,
+    suspended_trainjob,
+)
 from e2e.harness.controlplane import ControlPlane
 from e2e.test_audit_live import until
 from webhook.audit.events import FAILED, PASSED
-from webhook.audit.runner import AuditRun
-from webhook.checks import all_checks
-from webhook.config import Settings
 
-REPO = Path(__file__).resolve().parents[1]
-CRD_DIR = REPO / "charts" / "preflight-webhook" / "files" / "openreports"
-SAMPLES = REPO / "tests" / "oracle" / "samples"
 NS = "audit-sweep-e2e"
 SWEEP = "conc"
 RUNTIME = "audit-quota-torch"
-
-SETTINGS = Settings.model_validate(
-    {"audit": {"leaseNamespace": NS, "debounceSeconds": 0.5, "leaseDurationSeconds": 4, "renewDeadlineSeconds": 3,
-               "retryPeriodSeconds": 0.5}}
-)  # fmt: skip
+SETTINGS = quick_settings(NS)
 
 
 def _sweep() -> dict[str, Any]:
@@ -79,40 +76,23 @@ def _quota(cp: ControlPlane, name: str, cpu: str) -> None:
 @pytest.fixture(scope="module")
 def cluster(control_plane: ControlPlane) -> ControlPlane:
     cp = control_plane
-    args = ["apply", "--server-side", "--field-manager=preflight-e2e"]
-    for f in sorted(CRD_DIR.glob("*.yaml")):
-        args += ["-f", str(f)]
-    cp.kubectl(*args)
-    cp.wait_for_crds(["reports.openreports.io", "clusterreports.openreports.io"])
+    install_openreports(cp)
     cp.ensure_namespace(NS)
     return cp
 
 
 @pytest.fixture
 async def start_audit(cluster: ControlPlane) -> AsyncIterator[Callable[..., Any]]:
-    runs: list[AuditRun] = []
-
-    async def start(identity: str) -> AuditRun:
-        run = await AuditRun.start(SETTINGS, kubeconfig=str(cluster.kubeconfig), identity=identity, checks=all_checks())
-        runs.append(run)
-        return run
-
-    yield start
-    for r in runs:
-        await r.stop()
-
-
-def _events(cp: ControlPlane, name: str) -> list[dict[str, Any]]:
-    out = cp.kubectl("get", "events", "-n", NS, "-o", "json").stdout
-    got = [
-        e for e in json.loads(out)["items"]
-        if e.get("reason") in (FAILED, PASSED) and (e.get("involvedObject") or {}).get("name") == name
-    ]  # fmt: skip
-    return sorted(got, key=lambda e: e["metadata"]["creationTimestamp"] + e["metadata"]["name"])
+    async with audit_runs(SETTINGS, cluster) as start:
+        yield start
 
 
 async def events(cp: ControlPlane, name: str, reason: str | None = None) -> list[dict[str, Any]] | None:
-    got = await asyncio.to_thread(_events, cp, name)
+    """The Preflight Events on ``name``, oldest first; with ``reason``, None until one has it."""
+    got = sorted(
+        await preflight_events(cp, NS, name),
+        key=lambda e: e["metadata"]["creationTimestamp"] + e["metadata"]["name"],
+    )
     return got if reason is None or any(e["reason"] == reason for e in got) else None
 
 
@@ -205,39 +185,14 @@ async def test_a_sweep_is_judged_per_child_and_a_lowered_quota_names_the_child_t
     await until("the sweep is forgotten", lambda: key not in a.controller.judged and key not in a.controller.published)
 
 
-def _runtime() -> dict[str, Any]:
-    rt = yaml.safe_load((SAMPLES / "clustertrainingruntime.yaml").read_text())
-    rt["metadata"]["name"] = RUNTIME
-    rt["spec"]["mlPolicy"]["torch"] = {}  # the sample's numProcPerNode is not in Trainer v2.3's CRD schema
-    return rt
-
-
-def _trainjob() -> dict[str, Any]:
-    return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": "quota-ft", "namespace": NS},
-        "spec": {
-            "suspend": True,
-            "runtimeRef": {"name": RUNTIME},
-            "trainer": {
-                "image": "registry.example/acme/ft:1.0",
-                "numNodes": 1,
-                "resourcesPerNode": {"requests": {"cpu": "2", "memory": "1Gi"}},
-            },
-        },
-    }
-
-
 async def test_a_quota_lowered_under_a_suspended_trainjob_fails_it_and_raised_again_passes_it(
     cluster: ControlPlane, start_audit: Callable[..., Any]
 ) -> None:
     cp = cluster
-    cp.apply(_runtime())
-    cp.apply({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "initializer", "namespace": NS},
-              "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})  # fmt: skip
+    cp.apply(sample_runtime(RUNTIME))
+    cp.apply(initializer_claim(NS))
     _quota(cp, "tj-quota", "100")
-    cp.apply(_trainjob())
+    cp.apply(suspended_trainjob("quota-ft", NS, RUNTIME, "2"))
     a = await start_audit("quota-a")
     await until("the controller leads and scanned once", lambda: a.controller.is_leader and a.controller.scans >= 1)
     key = ("trainjobs", NS, "quota-ft")

@@ -27,7 +27,7 @@ from typing import Any
 from e2e.fidelity.kyverno_scenarios import kyverno_label
 from e2e.fidelity.kyverno_scenarios import no_forbidden_env as kyverno_no_forbidden_env
 from e2e.fidelity.policy_scenarios import ALLOWED_ENV, FORBIDDEN_ENV, no_forbidden_env, policy_label
-from e2e.fidelity.scenarios_base import WORKLOAD_IMAGE, Scenario, secret, secret_env
+from e2e.fidelity.scenarios_base import WORKLOAD_IMAGE, Scenario, secret, secret_env, twins
 
 JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
 
@@ -83,46 +83,38 @@ def _scenarios() -> list[Scenario]:
         ("vap-pods", "a ValidatingAdmissionPolicy on pods", vap, policy_label("pods")),
         ("kyverno-pods", "a Kyverno ClusterPolicy on Pods (Enforce)", [ky_pods], _kyverno_labels(ky_pods)),
     ):
-        covers = f"JobSet (applied directly): {what}"
-        out += [
-            Scenario(
-                f"jobset-{slug}-violating",
+        out += twins(
+            Scenario,
+            f"jobset-{slug}",
+            (
                 f"a JobSet applied directly; {what} refuses the env var FORBIDDEN, which it sets: "
                 "the Job controller's pods are refused",
                 jobset(env=FORBIDDEN_ENV),
-                cluster_prereqs=policy,
-                namespace_labels=labels,
-                covers=covers,
             ),
-            Scenario(
-                f"jobset-{slug}-compliant",
+            (
                 f"a JobSet applied directly; the same {what.split(' ', 1)[1]}; it sets another env var",
                 jobset(env=ALLOWED_ENV),
-                cluster_prereqs=policy,
-                namespace_labels=labels,
-                covers=covers,
             ),
-        ]
-    covers = "JobSet (applied directly): a Kyverno ClusterPolicy on JobSets (Enforce)"
-    out += [
-        Scenario(
-            "jobset-kyverno-jobsets-violating",
+            cluster_prereqs=policy,
+            namespace_labels=labels,
+            covers=f"JobSet (applied directly): {what}",
+        )
+    out += twins(
+        Scenario,
+        "jobset-kyverno-jobsets",
+        (
             "a JobSet applied directly; a Kyverno ClusterPolicy on JobSets refuses the env var FORBIDDEN, "
             "which it sets: Kyverno refuses the JobSet itself at apply",
             jobset(env=FORBIDDEN_ENV),
-            cluster_prereqs=[ky_jobsets],
-            namespace_labels=_kyverno_labels(ky_jobsets),
-            covers=covers,
         ),
-        Scenario(
-            "jobset-kyverno-jobsets-compliant",
+        (
             "a JobSet applied directly; the same Kyverno ClusterPolicy on JobSets; it sets another env var",
             jobset(env=ALLOWED_ENV),
-            cluster_prereqs=[ky_jobsets],
-            namespace_labels=_kyverno_labels(ky_jobsets),
-            covers=covers,
         ),
-    ]
+        cluster_prereqs=[ky_jobsets],
+        namespace_labels=_kyverno_labels(ky_jobsets),
+        covers="JobSet (applied directly): a Kyverno ClusterPolicy on JobSets (Enforce)",
+    )
     return out
 
 

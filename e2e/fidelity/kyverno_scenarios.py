@@ -24,7 +24,7 @@ from typing import Any
 
 from e2e.fidelity.aiperf_scenarios import _scenario, aiperfjob
 from e2e.fidelity.policy_scenarios import ALLOWED_ENV, FORBIDDEN_ENV
-from e2e.fidelity.scenarios_base import Scenario, trainjob
+from e2e.fidelity.scenarios_base import Scenario, trainjob, twins
 
 KYVERNO_GROUP = "kyverno.io"
 
@@ -116,28 +116,35 @@ def _pair(
     covers = f"Kyverno ClusterPolicy (Enforce) on {what}"
     make = _scenario if bad["kind"] == "AIPerfJob" else Scenario
     prefix = "aiperf-" if bad["kind"] == "AIPerfJob" else ""
-    return [
-        make(
-            f"{prefix}kyverno-{slug}-violating",
-            bad_note,
-            bad,
-            cluster_prereqs=[policy],
-            namespace_labels=kyverno_label(policy["spec"]["rules"][0]["name"]),
-            covers=covers,
-        ),
-        make(
-            f"{prefix}kyverno-{slug}-compliant",
-            good_note,
-            good,
-            cluster_prereqs=[policy],
-            namespace_labels=kyverno_label(policy["spec"]["rules"][0]["name"]),
-            covers=covers,
-        ),
-    ]
+    return twins(
+        make,
+        f"{prefix}kyverno-{slug}",
+        (bad_note, bad),
+        (good_note, good),
+        cluster_prereqs=[policy],
+        namespace_labels=kyverno_label(policy["spec"]["rules"][0]["name"]),
+        covers=covers,
+    )
+
+
+_ENV_RULE = "a Kyverno ClusterPolicy on {k} (Enforce) refuses the env var FORBIDDEN"
+
+
+def _trainjob_env_pair(kinds: str, match: str, refused: str) -> list[Scenario]:
+    """A ClusterPolicy on ``kinds`` (the policy's ``match``) refusing the env var FORBIDDEN, and a
+    TrainJob that sets it (``refused``: what of the job's objects the policy refuses) or another one."""
+    return _pair(
+        f"{kinds.lower()}-env",
+        kinds,
+        no_forbidden_env(match),
+        trainjob(env=FORBIDDEN_ENV),
+        trainjob(env=ALLOWED_ENV),
+        _ENV_RULE.format(k=kinds) + f"; the job sets it, so {refused}",
+        f"the same ClusterPolicy on {kinds}; the job sets another env var",
+    )
 
 
 def _scenarios() -> list[Scenario]:
-    env_rule = "a Kyverno ClusterPolicy on {k} (Enforce) refuses the env var FORBIDDEN"
     return [
         *_pair(
             "pods-privileged",
@@ -148,31 +155,15 @@ def _scenarios() -> list[Scenario]:
             "Kyverno's disallow-privileged-containers on Pods (Enforce); the trainer container is privileged",
             "the same ClusterPolicy; the trainer container sets no securityContext",
         ),
-        *_pair(
-            "jobs-env",
-            "Jobs",
-            no_forbidden_env("Job"),
-            trainjob(env=FORBIDDEN_ENV),
-            trainjob(env=ALLOWED_ENV),
-            env_rule.format(k="Jobs") + "; the job sets it, so JobSet's Jobs are refused",
-            "the same ClusterPolicy on Jobs; the job sets another env var",
-        ),
-        *_pair(
-            "jobsets-env",
-            "JobSets",
-            no_forbidden_env("jobset.x-k8s.io/v1alpha2/JobSet"),
-            trainjob(env=FORBIDDEN_ENV),
-            trainjob(env=ALLOWED_ENV),
-            env_rule.format(k="JobSets") + "; the job sets it, so Trainer's JobSet is refused",
-            "the same ClusterPolicy on JobSets; the job sets another env var",
-        ),
+        *_trainjob_env_pair("Jobs", "Job", "JobSet's Jobs are refused"),
+        *_trainjob_env_pair("JobSets", "jobset.x-k8s.io/v1alpha2/JobSet", "Trainer's JobSet is refused"),
         *_pair(
             "pods-env",
             "Pods (AIPerfJob)",
             no_forbidden_env("Pod"),
             aiperfjob(env=FORBIDDEN_ENV),
             aiperfjob(env=ALLOWED_ENV),
-            "AIPerfJob: " + env_rule.format(k="Pods") + ", which its podTemplate sets",
+            "AIPerfJob: " + _ENV_RULE.format(k="Pods") + ", which its podTemplate sets",
             "AIPerfJob: the same ClusterPolicy on Pods; its podTemplate sets another env var",
         ),
     ]

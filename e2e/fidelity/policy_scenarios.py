@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from e2e.fidelity.aiperf_scenarios import _scenario, aiperfjob
-from e2e.fidelity.scenarios_base import Scenario, requests, trainjob
+from e2e.fidelity.scenarios_base import Scenario, requests, trainjob, twins
 from e2e.harness.vap import deny_policy
 
 #: (resource, API group, version, the object's containers in CEL) of each policy target
@@ -70,27 +70,21 @@ def _vap_scenarios() -> list[Scenario]:
         ("jobs", "JobSet's Jobs"),
         ("jobsets", "Trainer's JobSet"),
     ):
-        policy = no_forbidden_env(resource)
-        out.append(
-            Scenario(
-                f"vap-{resource}-violating",
+        out += twins(
+            Scenario,
+            f"vap-{resource}",
+            (
                 f"a ValidatingAdmissionPolicy on {resource} refuses the env var FORBIDDEN; the job sets it, so "
                 f"{who} are refused",
                 trainjob(env=FORBIDDEN_ENV),
-                cluster_prereqs=policy,
-                namespace_labels=policy_label(resource),
-                covers=f"ValidatingAdmissionPolicy on {resource}",
-            )
-        )
-        out.append(
-            Scenario(
-                f"vap-{resource}-compliant",
+            ),
+            (
                 f"the same ValidatingAdmissionPolicy on {resource}; the job sets another env var",
                 trainjob(env=ALLOWED_ENV),
-                cluster_prereqs=policy,
-                namespace_labels=policy_label(resource),
-                covers=f"ValidatingAdmissionPolicy on {resource}",
-            )
+            ),
+            cluster_prereqs=no_forbidden_env(resource),
+            namespace_labels=policy_label(resource),
+            covers=f"ValidatingAdmissionPolicy on {resource}",
         )
     return out
 
@@ -100,48 +94,33 @@ def _limit_range_scenarios() -> list[Scenario]:
     for kind in ("Container", "Pod"):
         for bound, bad, good in (("max", "200m", "50m"), ("min", "50m", "150m")):
             what = f"LimitRange {bound} cpu 100m per {kind}"
-            slug = f"limitrange-{kind.lower()}-{bound}"
-            out.append(
-                Scenario(
-                    f"{slug}-violating",
-                    f"{what}; the pod asks {bad}",
-                    trainjob(resources=requests(cpu=bad, memory="64Mi")),
-                    prereqs=[limit_range(kind, bound, "100m")],
-                    covers=f"LimitRange {bound} per {kind}",
-                )
-            )
-            out.append(
-                Scenario(
-                    f"{slug}-compliant",
-                    f"{what}; the pod asks {good}",
-                    trainjob(resources=requests(cpu=good, memory="64Mi")),
-                    prereqs=[limit_range(kind, bound, "100m")],
-                    covers=f"LimitRange {bound} per {kind}",
-                )
+            out += twins(
+                Scenario,
+                f"limitrange-{kind.lower()}-{bound}",
+                (f"{what}; the pod asks {bad}", trainjob(resources=requests(cpu=bad, memory="64Mi"))),
+                (f"{what}; the pod asks {good}", trainjob(resources=requests(cpu=good, memory="64Mi"))),
+                prereqs=[limit_range(kind, bound, "100m")],
+                covers=f"LimitRange {bound} per {kind}",
             )
     return out
 
 
 def _aiperf_scenarios() -> list[Scenario]:
-    policy = no_forbidden_env("pods")
-    return [
-        _scenario(
-            "aiperf-vap-pods-violating",
+    return twins(
+        _scenario,
+        "aiperf-vap-pods",
+        (
             "AIPerfJob: a ValidatingAdmissionPolicy on pods refuses the env var FORBIDDEN, which its podTemplate sets",
             aiperfjob(env=FORBIDDEN_ENV),
-            cluster_prereqs=policy,
-            namespace_labels=policy_label("pods"),
-            covers="ValidatingAdmissionPolicy on pods (AIPerfJob)",
         ),
-        _scenario(
-            "aiperf-vap-pods-compliant",
+        (
             "AIPerfJob: the same ValidatingAdmissionPolicy on pods; its podTemplate sets another env var",
             aiperfjob(env=ALLOWED_ENV),
-            cluster_prereqs=policy,
-            namespace_labels=policy_label("pods"),
-            covers="ValidatingAdmissionPolicy on pods (AIPerfJob)",
         ),
-    ]
+        cluster_prereqs=no_forbidden_env("pods"),
+        namespace_labels=policy_label("pods"),
+        covers="ValidatingAdmissionPolicy on pods (AIPerfJob)",
+    )
 
 
 POLICY_SCENARIOS: list[Scenario] = [*_vap_scenarios(), *_limit_range_scenarios(), *_aiperf_scenarios()]

@@ -36,6 +36,7 @@ from e2e.fidelity.scenarios_base import (
     secret,
     secret_env,
     trainjob,
+    twins,
 )
 from e2e.harness.vap import deny_policy
 
@@ -432,17 +433,14 @@ TRAINJOB_SCENARIOS: list[Scenario] = [
         namespace_labels={"preflight-fidelity/no-bare-pods": "true"},
         covers="no bare pods policy",
     ),
-    Scenario(
-        "pod-security-restricted-violating",
-        "namespace enforces Pod Security restricted; the runtime's pod sets no securityContext",
-        trainjob(),
-        namespace_labels={"pod-security.kubernetes.io/enforce": "restricted"},
-        covers="Pod Security restricted",
-    ),
-    Scenario(
-        "pod-security-restricted-compliant",
-        "namespace enforces Pod Security restricted; the pod is non-root, seccomp RuntimeDefault, no capabilities",
-        trainjob(pod=RESTRICTED_POD, container=RESTRICTED_CONTAINER),
+    *twins(
+        Scenario,
+        "pod-security-restricted",
+        ("namespace enforces Pod Security restricted; the runtime's pod sets no securityContext", trainjob()),
+        (
+            "namespace enforces Pod Security restricted; the pod is non-root, seccomp RuntimeDefault, no capabilities",
+            trainjob(pod=RESTRICTED_POD, container=RESTRICTED_CONTAINER),
+        ),
         namespace_labels={"pod-security.kubernetes.io/enforce": "restricted"},
         covers="Pod Security restricted",
     ),

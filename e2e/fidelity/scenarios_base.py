@@ -9,6 +9,7 @@ re-exports them and joins the two tables into ``SCENARIOS``.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +62,22 @@ class Scenario:
         obj = copy.deepcopy(self.job)
         obj["metadata"]["namespace"] = self.namespace
         return obj
+
+
+def twins(
+    make: Callable[..., Scenario],
+    slug: str,
+    violating: tuple[str, dict[str, Any]],
+    compliant: tuple[str, dict[str, Any]],
+    **shared: Any,
+) -> list[Scenario]:
+    """A job that breaks a rule (``{slug}-violating``) and its twin that keeps it (``{slug}-compliant``):
+    each a (note, job); the rule and what it covers (``shared``: prereqs, labels, covers) alike.
+    ``make`` is Scenario or a kind's own maker (aiperf_scenarios._scenario)."""
+    return [
+        make(f"{slug}-{outcome}", note, job, **copy.deepcopy(shared))
+        for outcome, (note, job) in (("violating", violating), ("compliant", compliant))
+    ]
 
 
 # --------------------------------------------------------------------------- shared builders
