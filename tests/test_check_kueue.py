@@ -41,6 +41,25 @@ def _lq(name: str = "team-a-queue", cq: str = "gpu-cq", status: dict | None = AC
     return o
 
 
+def _h100_groups(gpu: dict) -> list:
+    """One resourceGroup, flavor h100: cpu 256, memory 2Ti, and nvidia.com/gpu with the quota fields `gpu`."""
+    return [
+        {
+            "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+            "flavors": [
+                {
+                    "name": "h100",
+                    "resources": [
+                        {"name": "cpu", "nominalQuota": "256"},
+                        {"name": "memory", "nominalQuota": "2Ti"},
+                        {"name": "nvidia.com/gpu", **gpu},
+                    ],
+                }
+            ],
+        }
+    ]
+
+
 def _cq(
     name: str = "gpu-cq",
     *,
@@ -49,25 +68,7 @@ def _cq(
     groups: list | None = None,
     **spec,
 ) -> dict:
-    s: dict = {
-        "resourceGroups": groups
-        if groups is not None
-        else [
-            {
-                "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
-                "flavors": [
-                    {
-                        "name": "h100",
-                        "resources": [
-                            {"name": "cpu", "nominalQuota": "256"},
-                            {"name": "memory", "nominalQuota": "2Ti"},
-                            {"name": "nvidia.com/gpu", "nominalQuota": "32"},
-                        ],
-                    }
-                ],
-            }
-        ]
-    }
+    s: dict = {"resourceGroups": groups if groups is not None else _h100_groups({"nominalQuota": "32"})}
     if selector is not None:
         s["namespaceSelector"] = selector
     s.update(spec)
@@ -413,21 +414,7 @@ async def test_capacity_fits_now() -> None:
 
 
 async def test_capacity_borrowing_from_cohort_without_limit() -> None:
-    small = [
-        {
-            "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
-            "flavors": [
-                {
-                    "name": "h100",
-                    "resources": [
-                        {"name": "cpu", "nominalQuota": "256"},
-                        {"name": "memory", "nominalQuota": "2Ti"},
-                        {"name": "nvidia.com/gpu", "nominalQuota": "16"},
-                    ],
-                }
-            ],
-        }
-    ]
+    small = _h100_groups({"nominalQuota": "16"})
     other = _cq(
         "other-cq",
         groups=[
@@ -632,21 +619,7 @@ async def test_capacity_nested_cohorts_and_a_parents_borrowing_limit() -> None:
 
 async def test_capacity_borrowing_limit_without_lenders_is_not_capacity() -> None:
     """potentialAvailable: a borrowingLimit only caps what the cohort holds; alone in its cohort, nothing to borrow."""
-    groups = [
-        {
-            "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
-            "flavors": [
-                {
-                    "name": "h100",
-                    "resources": [
-                        {"name": "cpu", "nominalQuota": "256"},
-                        {"name": "memory", "nominalQuota": "2Ti"},
-                        {"name": "nvidia.com/gpu", "nominalQuota": "8", "borrowingLimit": "8"},
-                    ],
-                }
-            ],
-        }
-    ]
+    groups = _h100_groups({"nominalQuota": "8", "borrowingLimit": "8"})
     r = await run_check(
         KueueCapacity(), _tj(), _view(("localqueues", _lq()), ("clusterqueues", _cq(groups=groups, cohortName="org")))
     )

@@ -114,12 +114,27 @@ def head_arrived(monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
 # --------------------------------------------------------------------------- slow clients
 
 
-async def test_a_first_request_head_that_never_completes_is_closed_at_the_short_timeout(
-    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext
+@pytest.mark.parametrize(
+    ("settings", "sent"),
+    [
+        pytest.param(
+            Settings(firstHeadTimeoutSeconds=0.2, headerTimeoutSeconds=60),
+            lambda: b"POST /validate HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ",
+            id="first-head-at-the-short-timeout",
+        ),
+        pytest.param(
+            Settings(bodyTimeoutSeconds=0.2),
+            lambda: head(len(review_bytes())) + review_bytes()[:10],
+            id="body",
+        ),
+    ],
+)
+async def test_a_request_that_never_completes_is_closed(
+    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext, settings: Settings, sent: Any
 ) -> None:
-    server = await start_webhook(Settings(firstHeadTimeoutSeconds=0.2, headerTimeoutSeconds=60), checks=[Pass()])
+    server = await start_webhook(settings, checks=[Pass()])
     reader, writer = await connect(server, client_ssl)
-    writer.write(b"POST /validate HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")  # and never more
+    writer.write(sent())  # and never more
     await writer.drain()
     assert await closed_by_server(reader)
     assert server.timed_out_connections == 1
@@ -147,19 +162,6 @@ async def test_a_connection_that_never_starts_tls_is_closed(start_webhook: Any, 
     server = await start_webhook(Settings(firstHeadTimeoutSeconds=0.2), checks=[Pass()])
     reader, writer = await connect(server, None)  # plain TCP: no ClientHello ever
     assert await closed_by_server(reader)
-    writer.close()
-
-
-async def test_a_body_that_never_completes_is_closed(
-    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext
-) -> None:
-    server = await start_webhook(Settings(bodyTimeoutSeconds=0.2), checks=[Pass()])
-    body = review_bytes()
-    reader, writer = await connect(server, client_ssl)
-    writer.write(head(len(body)) + body[:10])
-    await writer.drain()
-    assert await closed_by_server(reader)
-    assert server.timed_out_connections == 1
     writer.close()
 
 
@@ -198,11 +200,31 @@ class Gate(Check):
         return CheckResult(self.name, Status.PASS, "released")
 
 
+@pytest.mark.parametrize(
+    ("settings", "why"),
+    [
+        pytest.param(
+            Settings(maxConnections=2, budgetSeconds=30), "2 connections are open (maxConnections)", id="pool"
+        ),
+        pytest.param(
+            Settings(maxConnectionsPerPeer=2, budgetSeconds=30),
+            "127.0.0.1 has 2 connections open (maxConnectionsPerPeer)",
+            id="peer",
+        ),
+    ],
+)
 async def test_a_new_connection_is_refused_only_when_every_slot_is_working(
-    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext, caplog: pytest.LogCaptureFixture
+    start_webhook: Any,
+    widget_adapter: str,
+    client_ssl: ssl.SSLContext,
+    caplog: pytest.LogCaptureFixture,
+    settings: Settings,
+    why: str,
 ) -> None:
+    """The pool (maxConnections) or one peer's share of it (maxConnectionsPerPeer) is full of
+    connections working on a request: the newcomer is refused, none is closed for it."""
     gate = Gate(expected=2)
-    server = await start_webhook(Settings(maxConnections=2, budgetSeconds=30), checks=[gate])
+    server = await start_webhook(settings, checks=[gate])
     working = []
     for i in range(2):
         reader, writer = await connect(server, client_ssl)
@@ -215,8 +237,8 @@ async def test_a_new_connection_is_refused_only_when_every_slot_is_working(
     assert await closed_by_server(reader)
     assert server.rejected_connections == 1 and server.evicted_connections == 0
     assert log_lines(caplog) == [
-        ("webhook.server", "WARNING", "connection from 127.0.0.1 refused: 2 connections are open (maxConnections), "
-         "every one working on a request; 1 refused so far"),
+        ("webhook.server", "WARNING", f"connection from 127.0.0.1 refused: {why}, every one working on a request; "
+         "1 refused so far"),
     ]  # fmt: skip
     gate.release.set()
     for i, (r, w) in enumerate(working):
@@ -461,61 +483,68 @@ def tracebacks(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.exc_info or r.exc_text or r.stack_info]
 
 
-async def test_a_body_that_is_not_the_gzip_it_claims_ends_the_connection_saying_so(
-    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext, caplog: pytest.LogCaptureFixture
+def _gzip_claimed(body: bytes) -> bytes:
+    return head(len(body), extra="Content-Encoding: gzip\r\n") + body
+
+
+@pytest.mark.parametrize(
+    ("settings", "sent", "status", "message", "timed_out"),
+    [
+        pytest.param(
+            Settings(),
+            lambda: _gzip_claimed(review_bytes()),
+            400,
+            "the request body is not valid gzip, as its Content-Encoding says it is",
+            0,
+            id="not-the-gzip-it-claims",
+        ),
+        pytest.param(
+            Settings(),
+            lambda: _gzip_claimed(gzip.compress(review_bytes()) + gzip.compress(b" ") * 5000),
+            400,
+            "the request body has more gzip members than the 1024 the server decodes; compress it as one",
+            0,
+            id="5000-gzip-members",
+        ),
+        pytest.param(
+            Settings(bodyTimeoutSeconds=0.2),
+            lambda: head(len(review_bytes())) + review_bytes()[:10],
+            408,
+            "the request body did not arrive within 0.2s (bodyTimeoutSeconds)",
+            1,
+            id="stalled-body",
+        ),
+        pytest.param(
+            Settings(),
+            lambda: b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nBad Header\r\n\r\n",
+            400,
+            "malformed HTTP request: Invalid header token",
+            0,
+            id="malformed-head",
+        ),
+    ],
+)
+async def test_a_bad_request_is_answered_saying_why_closed_and_logged_once_without_a_traceback(
+    start_webhook: Any,
+    widget_adapter: str,
+    client_ssl: ssl.SSLContext,
+    caplog: pytest.LogCaptureFixture,
+    settings: Settings,
+    sent: Any,
+    status: int,
+    message: str,
+    timed_out: int,
 ) -> None:
-    server = await start_webhook(checks=[Pass()])
+    server = await start_webhook(settings, checks=[Pass()])
     caplog.clear()
     caplog.set_level(logging.DEBUG)
-    body = review_bytes()
     reader, writer = await connect(server, client_ssl)
-    writer.write(head(len(body), extra="Content-Encoding: gzip\r\n") + body)
-    status, headers, answer = await read_response(reader)
-    assert status == 400
-    assert headers["connection"] == "close"
-    assert answer == {"error": "the request body is not valid gzip, as its Content-Encoding says it is"}
+    writer.write(sent())
+    got, headers, answer = await read_response(reader)
+    assert (got, headers["connection"], answer) == (status, "close", {"error": message})
     assert await closed_by_server(reader)
-    assert log_lines(caplog) == [
-        ("webhook.server", "INFO", "rejected request: HTTP 400: the request body is not valid gzip, as its "
-         "Content-Encoding says it is"),
-    ]  # fmt: skip
-    assert tracebacks(caplog) == []
-    writer.close()
-
-
-async def test_a_body_of_5000_gzip_members_is_400_and_logged_once(
-    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext, caplog: pytest.LogCaptureFixture
-) -> None:
-    server = await start_webhook(checks=[Pass()])
-    caplog.clear()
-    caplog.set_level(logging.DEBUG)
-    body = gzip.compress(review_bytes()) + gzip.compress(b" ") * 5000
-    reader, writer = await connect(server, client_ssl)
-    writer.write(head(len(body), extra="Content-Encoding: gzip\r\n") + body)
-    status, headers, answer = await read_response(reader)
-    message = "the request body has more gzip members than the 1024 the server decodes; compress it as one"
-    assert (status, headers["connection"], answer) == (400, "close", {"error": message})
-    assert await closed_by_server(reader)
-    assert log_lines(caplog) == [("webhook.server", "INFO", f"rejected request: HTTP 400: {message}")]
-    assert tracebacks(caplog) == []
-    writer.close()
-
-
-async def test_a_stalled_body_is_answered_408_and_logged_once(
-    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext, caplog: pytest.LogCaptureFixture
-) -> None:
-    server = await start_webhook(Settings(bodyTimeoutSeconds=0.2), checks=[Pass()])
-    caplog.clear()
-    caplog.set_level(logging.DEBUG)
-    body = review_bytes()
-    reader, writer = await connect(server, client_ssl)
-    writer.write(head(len(body)) + body[:10])
-    status, headers, answer = await read_response(reader)
-    message = "the request body did not arrive within 0.2s (bodyTimeoutSeconds)"
-    assert (status, headers["connection"], answer) == (408, "close", {"error": message})
-    assert await closed_by_server(reader)
-    assert server.timed_out_connections == 1
-    assert log_lines(caplog) == [("webhook.server", "INFO", f"rejected request: HTTP 408: {message}")]
+    assert server.timed_out_connections == timed_out
+    assert log_lines(caplog) == [("webhook.server", "INFO", f"rejected request: HTTP {status}: {message}")]
     assert tracebacks(caplog) == []
     writer.close()
 
@@ -551,25 +580,6 @@ async def test_an_object_too_large_to_parse_leaves_one_decision_line(
         "warnings": 0,
         "failedChecks": answer["response"]["auditAnnotations"]["failed-checks"],
     }
-    assert tracebacks(caplog) == []
-    writer.close()
-
-
-async def test_a_malformed_request_head_is_400_logged_once_without_a_traceback(
-    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext, caplog: pytest.LogCaptureFixture
-) -> None:
-    server = await start_webhook(checks=[Pass()])
-    caplog.clear()
-    caplog.set_level(logging.DEBUG)
-    reader, writer = await connect(server, client_ssl)
-    writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nBad Header\r\n\r\n")
-    status, headers, answer = await read_response(reader)
-    assert (status, headers["connection"]) == (400, "close")
-    assert answer == {"error": "malformed HTTP request: Invalid header token"}
-    assert await closed_by_server(reader)
-    assert log_lines(caplog) == [
-        ("webhook.server", "INFO", "rejected request: HTTP 400: malformed HTTP request: Invalid header token")
-    ]
     assert tracebacks(caplog) == []
     writer.close()
 
@@ -734,34 +744,6 @@ async def test_300_half_open_connections_from_one_address_hold_at_most_max_conne
          "127.0.0.2 has 64 connections open (maxConnectionsPerPeer), and it was waiting for its first request head; "
          "1 closed so far"),
     ]  # fmt: skip
-
-
-async def test_a_peer_at_its_cap_with_every_connection_working_is_refused(
-    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext, caplog: pytest.LogCaptureFixture
-) -> None:
-    gate = Gate(expected=2)
-    server = await start_webhook(Settings(maxConnectionsPerPeer=2, budgetSeconds=30), checks=[gate])
-    working = []
-    for i in range(2):
-        reader, writer = await connect(server, client_ssl)
-        body = review_bytes(f"working-{i}")
-        writer.write(head(len(body)) + body)
-        working.append((reader, writer))
-    await asyncio.wait_for(gate.all_in.wait(), CAP)
-    caplog.clear()
-    reader, writer = await connect(server, client_ssl)
-    assert await closed_by_server(reader)
-    assert server.rejected_connections == 1
-    assert log_lines(caplog) == [
-        ("webhook.server", "WARNING", "connection from 127.0.0.1 refused: 127.0.0.1 has 2 connections open "
-         "(maxConnectionsPerPeer), every one working on a request; 1 refused so far"),
-    ]  # fmt: skip
-    gate.release.set()
-    for r, w in working:
-        status, _, _ = await read_response(r)
-        assert status == 200
-        w.close()
-    writer.close()
 
 
 async def test_trusted_networks_are_exempt_from_the_peer_cap_and_made_room_for_last(
