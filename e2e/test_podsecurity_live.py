@@ -14,7 +14,7 @@
 
 The Dry Run check is off for this webhook: on the bare control plane its dry-run Pod meets
 Pod Security too and would deny as well; on a cluster with JobSet's and Kueue's webhooks it is
-blinded (docs/checks.md, Pod Security), which is why this check exists.
+blinded (docs/checks/admission.md, Pod Security), which is why this check exists.
 """
 
 from __future__ import annotations
