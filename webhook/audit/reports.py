@@ -15,8 +15,8 @@ the chart installs its CRDs). Field usage follows Kyverno v1.19.1's writer
                 mode), status (the check's own), child (a sweep's child)
     summary     counts by result (CalculateSummary)
 
-Why only openreports.io, not also wgpolicyk8s.io/v1alpha2 PolicyReport: docs/operations.md
-("Policy Reports") gives the evidence. In short: Policy Reporter reads openreports.io since v3.2.0
+Why only openreports.io, not also wgpolicyk8s.io/v1alpha2 PolicyReport: docs/audit.md
+("Why only openreports.io") gives the evidence. In short: Policy Reporter reads openreports.io since v3.2.0
 (its go.mod requires github.com/openreports/reports-api; pkg/config/resolver.go starts an
 openreports client whenever discovery serves the group), Kyverno names wgpolicyk8s.io the group it
 will deprecate, and writing both would double every write.

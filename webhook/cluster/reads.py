@@ -1,7 +1,7 @@
 """What the live view may read: the namespaces whose Secrets it never reads, and the declared reads.
 
 Both are client-side rules under RBAC: they keep a request the settings and the checks do not
-call for from ever being sent (docs/cluster.md, docs/operations.md).
+call for from ever being sent (docs/cluster.md, docs/security.md).
 """
 
 from __future__ import annotations
