@@ -2,7 +2,8 @@
 
 The measurer strips what is not prose (fenced code, tables, headings, HTML comments, URLs,
 link targets), treats each paragraph and each list item as ending a sentence, and splits the
-rest after `.`, `!` or `?` followed by a space. Inline code counts as one word. Raw
+rest after `.`, `!` or `?` followed by a space. Inline code counts as one word. The check
+pages (docs/checks/*.md) are guides too. Raw
 measurement logs (docs/benchmarks/), the changelog and the generated docs/fidelity.md are
 not guides and are not measured.
 """
@@ -32,7 +33,7 @@ _WORD = re.compile(r"[A-Za-z0-9]")
 
 def guides() -> list[Path]:
     docs = sorted(p for p in (ROOT / "docs").glob("*.md") if p.name not in NOT_GUIDES)
-    return [ROOT / "README.md", *docs]
+    return [ROOT / "README.md", *docs, *sorted((ROOT / "docs" / "checks").glob("*.md"))]
 
 
 def sentences(markdown: str) -> list[list[str]]:
