@@ -8,7 +8,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 
-.PHONY: help install lint build-control-plane build-cluster oracle test test-unit test-e2e demo demo-down demo-cluster demo-cluster-down bench bench-cluster release clean
+.PHONY: help install lint build-control-plane build-cluster oracle test test-unit test-e2e demo demo-down demo-cluster demo-cluster-down bench bench-cluster bench-scale release clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -90,6 +90,9 @@ bench-cluster: install build-cluster ## the cluster benchmarks on the local cont
 	$(PY) bench/apply_latency.py
 	$(PY) bench/audit_scale.py $(if $(QUICK),--quick,--write)
 	$(if $(NODE),$(PY) bench/apply_latency.py --on node,)
+
+bench-scale: install build-control-plane ## the webhook and audit controller at 1 and 10 % of Kubernetes' scalability thresholds (~25 min; SCALE=1,10,100 for the full run)
+	$(PY) bench/scale.py $(if $(SCALE),--scale $(SCALE),)
 
 release: ## push the image (buildah) and the chart (helm push) to REGISTRY=host[:port][/path] as VERSION=x.y.z (scripts/release.sh)
 	REGISTRY="$(REGISTRY)" VERSION="$(VERSION)" bash scripts/release.sh

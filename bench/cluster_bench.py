@@ -664,29 +664,16 @@ def bench_memory(cp: ControlPlane, args: argparse.Namespace, command: str) -> st
 # ------------------------------------------------------------------------------- main
 
 
-def bench_scale(cp: ControlPlane, args: argparse.Namespace, command: str) -> str:
-    """bench/scale.py: Kubernetes' scalability thresholds at 1 / 10 / 100 % (not in the default run)."""
-    from bench import scale
-
-    return scale.bench_scale(cp, args, command)
-
-
 BENCHES: dict[str, Callable[[ControlPlane, argparse.Namespace, str], str]] = {
     "validate": bench_validate,
     "burst": bench_burst,
-    "memory": bench_memory,  # it leaves thousands of objects behind
-    "scale": bench_scale,  # tens of thousands: only when asked for (--only scale)
+    "memory": bench_memory,  # last: it leaves thousands of objects behind
 }
-#: what runs without --only
-DEFAULT = ("validate", "burst", "memory")
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument(
-        "--only", default=",".join(DEFAULT), help="comma-separated subset of: " + ", ".join(BENCHES) + " (default: "
-        + ",".join(DEFAULT) + "; scale is bench/scale.py, run alone)",
-    )  # fmt: skip
+    p.add_argument("--only", default=",".join(BENCHES), help="comma-separated subset of: " + ", ".join(BENCHES))
     p.add_argument("--connections", type=int, default=32)
     p.add_argument("--requests", type=int, default=4000, help="validate: measured requests per run")
     p.add_argument("--warmup", type=int, default=300)
@@ -698,9 +685,6 @@ def main() -> int:
     p.add_argument("--namespaces", type=int, default=100)
     p.add_argument("--memory-requests", type=int, default=400)
     p.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks/ alone")
-    from bench import scale
-
-    scale.add_arguments(p)
     args = p.parse_args()
     selected = [b.strip() for b in args.only.split(",") if b.strip()]
     unknown = [b for b in selected if b not in BENCHES]
@@ -708,8 +692,7 @@ def main() -> int:
         p.error(f"unknown benchmark(s): {', '.join(unknown)}")
     command = " ".join([".venv/bin/python bench/cluster_bench.py", *(shlex.quote(a) for a in sys.argv[1:])])
 
-    # 10,000 Services need a Service range wider than the harness's /24; nothing routes to it (no node)
-    with ControlPlane(**({"service_cidr": scale.SERVICE_CIDR} if "scale" in selected else {})) as cp:
+    with ControlPlane() as cp:
         setup_samples(cp)
         for name in BENCHES:
             if name not in selected:
