@@ -6,6 +6,8 @@ import pytest
 import yaml
 
 from e2e.fidelity.aiperf_scenarios import AIPERF_BOUND_SECONDS, AIPERF_SCENARIOS
+from e2e.fidelity.dra_scenarios import DEVICES as DRA_DEVICES
+from e2e.fidelity.dra_scenarios import DRA_SCENARIOS, needs_dra
 from e2e.fidelity.jobset_scenarios import JOBSET_SCENARIOS
 from e2e.fidelity.run import (
     BOUND_SECONDS,
@@ -168,3 +170,22 @@ def test_the_jobset_rows() -> None:
         assert twin in names, bad
         b, g = (next(s for s in JOBSET_SCENARIOS if s.name == n) for n in (bad, twin))
         assert b.namespace_labels == g.namespace_labels and b.cluster_prereqs == g.cluster_prereqs
+
+
+# --------------------------------------------------------------------------- the DRA rows
+
+
+def test_the_dra_rows_need_the_plugin_and_only_they_do() -> None:
+    names = [s.name for s in DRA_SCENARIOS]
+    assert {"good-dra-trainjob", "good-dra-aiperf"} <= set(names) and len(names) >= 5
+    assert all("dra" in n for n in names)  # `python -m e2e.fidelity.run -k dra` selects them all
+    assert needs_dra(DRA_SCENARIOS) and all(needs_dra([s]) for s in DRA_SCENARIOS)
+    assert not needs_dra([s for s in SCENARIOS if s not in DRA_SCENARIOS])
+    # the runnable rows fit the plugin's devices all at once (a TrainJob pod, the AIPerfJob's 2 pods);
+    # the "too many" row asks more than the node has
+    assert 1 + 2 <= DRA_DEVICES
+    many = next(s for s in DRA_SCENARIOS if s.name == "dra-trainjob-too-many")
+    assert many.prereqs[0]["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] > DRA_DEVICES
+    for s in DRA_SCENARIOS:
+        tmpl = next(o for o in s.prereqs if o["kind"] == "ResourceClaimTemplate")
+        assert tmpl["metadata"]["name"] == "gpu", s.name

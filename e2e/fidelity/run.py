@@ -8,6 +8,9 @@ What one run does (root; the real node, e2e/harness/node.py, with CoreDNS, and t
 e2e/harness/stack.py: JobSet, Trainer, Kueue and, ``aiperf=True``, the AIPerf operator with its
 stand-in endpoint; the scenarios are TrainJobs, JobSets applied directly and AIPerfJobs):
 
+0. when a scenario claims DRA devices (e2e/fidelity/dra_scenarios.py), the node's DRA kubelet plugin
+   starts first (e2e/harness/dra_plugin.py: registered with the kubelet, its ResourceSlice published)
+   and runs until the outcomes are in;
 1. when a scenario carries a Kyverno ClusterPolicy, Kyverno's admission controller starts first
    (e2e/harness/kyverno.py: its CRDs, then the process, out of cluster, its webhooks registered
    by itself) and every ClusterPolicy is Ready before step 2; then every scenario's namespace
@@ -56,6 +59,7 @@ from typing import Any
 import yaml
 
 from e2e.fidelity.aiperf_scenarios import AIPERF_BOUND_SECONDS
+from e2e.fidelity.dra_scenarios import DEVICES, needs_dra
 from e2e.fidelity.kyverno_scenarios import needs_kyverno, policy_names
 from e2e.fidelity.scenarios import (
     KNOWN_LIMITATIONS,
@@ -68,6 +72,7 @@ from e2e.fidelity.scenarios import (
 )
 from e2e.harness.aiperf_stack import TERMINAL_PHASES, aiperf_outcome, jobset_name
 from e2e.harness.controlplane import ControlPlane
+from e2e.harness.dra_plugin import DraPlugin
 from e2e.harness.kyverno import Kyverno
 from e2e.harness.node import Node
 from e2e.harness.runner import RULES, RunningWebhook, chart_jobset_hook, findings_of
@@ -506,8 +511,9 @@ def render(rows: Sequence[Row], timings: dict[str, float]) -> str:
         f"{v['FAKELLM_VERSION']}), Kubernetes {v['KUBERNETES_VERSION']}); do not edit by hand. The "
         "scenarios are `e2e/fidelity/scenarios.py` (TrainJobs), `e2e/fidelity/aiperf_scenarios.py` "
         "(AIPerfJobs), `e2e/fidelity/policy_scenarios.py` (ValidatingAdmissionPolicies, LimitRanges), "
-        "`e2e/fidelity/kyverno_scenarios.py` (Kyverno ClusterPolicies) and `e2e/fidelity/jobset_scenarios.py` "
-        "(JobSets applied directly); how a run works is the docstring of `e2e/fidelity/run.py`; "
+        "`e2e/fidelity/kyverno_scenarios.py` (Kyverno ClusterPolicies), `e2e/fidelity/jobset_scenarios.py` "
+        "(JobSets applied directly) and `e2e/fidelity/dra_scenarios.py` (DRA device claims, allocated from the "
+        "devices of the node's DRA kubelet plugin, e2e/harness/dra_plugin.py); how a run works is the docstring of `e2e/fidelity/run.py`; "
         "`e2e/test_fidelity.py` runs the same matrix in `make test` and fails on any miss or false deny.",
         "",
         "For each scenario the webhook (mode `enforce`) gives its verdict on a server-side dry run; "
@@ -578,7 +584,11 @@ def run_on_node(
     timings = {f"stack {k}": v for k, v in stack.timings.items()}
     t1 = time.monotonic()
     assert node.cp is not None
-    rows = run_matrix(node.cp, scenarios, bound=bound, aiperf_bound=aiperf_bound)
+    with contextlib.ExitStack() as plugins:
+        # the DRA rows' devices: the node's DRA kubelet plugin, when a selected scenario claims them
+        if needs_dra(scenarios):
+            plugins.enter_context(DraPlugin(node, devices=DEVICES))
+        rows = run_matrix(node.cp, scenarios, bound=bound, aiperf_bound=aiperf_bound)
     timings["matrix (setup, verdicts, outcomes)"] = time.monotonic() - t1
     return rows, timings
 
