@@ -535,7 +535,7 @@ def render(rows: list[dict[str, Any]], grew: list[str], command: str) -> str:
             "dry-run create via apiserver p50 / p99 (ms)",
             [f"{r['apiserver'][0]:.0f} / {r['apiserver'][1]:.0f}" for r in rows],
         ),
-        line("apiserver requests/min, steady state", [f(r["steady_requests"], 1) for r in rows]),
+        line("apiserver requests/min, steady state", [f(max(0.0, r["steady_requests"]), 1) for r in rows]),
         line("webhook CPU while idle (% of a core)", [f(100 * r["idle_cpu"], 2) for r in rows]),
         line("Pod LIST/WATCH requests at start", [f(r["pod_reads"]) for r in rows]),
         line("audit controller: start to first full scan (s)", [f(r["audit_s"], 1) for r in rows]),
