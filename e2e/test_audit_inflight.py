@@ -18,9 +18,9 @@ import asyncio
 import copy
 from typing import Any
 
-from e2e.harness.audit import preflight_events, until
+from e2e.harness.audit import initializer_claim, preflight_events, sample_runtime, until
 from e2e.harness.controlplane import ControlPlane
-from e2e.test_audit_live import _claim, _runtime, _secret, _trainjob
+from e2e.test_audit_live import RUNTIME, _secret, _trainjob
 from webhook.audit.events import FAILED
 from webhook.audit.runner import AuditRun
 from webhook.audit.sink import JobRef, Judgement
@@ -62,9 +62,9 @@ class HoldFirstJudgement:
 
 async def test_a_secret_deleted_while_the_first_judgement_runs_is_not_lost(control_plane: ControlPlane) -> None:
     cp = control_plane
-    cp.apply(_runtime())
+    cp.apply(sample_runtime(RUNTIME))
     cp.ensure_namespace(NS)
-    cp.apply([_here(_secret()), _here(_claim()), _here(_trainjob())])
+    cp.apply([_here(_secret()), initializer_claim(NS), _here(_trainjob())])
     gate = HoldFirstJudgement()
     run = await AuditRun.start(
         SETTINGS, kubeconfig=str(cp.kubeconfig), identity="inflight-a", checks=all_checks(), extra_sinks=[gate]
