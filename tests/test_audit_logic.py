@@ -344,3 +344,34 @@ def test_recording_view_knows_every_member_of_the_cluster_view() -> None:
     assert members == set(_READS) | _NOT_READS
     with pytest.raises(AttributeError, match=r"ClusterView\.reflectors: add it to _READS"):
         RecordingView(FakeView({})).reflectors  # noqa: B018
+
+
+def test_view_has_seen_a_change_once_its_cache_holds_it() -> None:
+    from webhook.audit.controller import view_has_seen
+    from webhook.cluster.cache import ResourceCache
+
+    def obj(name: str, rv: str) -> dict[str, Any]:
+        return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv}}
+
+    view = ResourceCache("resourcequotas")
+    assert not view_has_seen(view, "MODIFIED", obj("q", "5"))  # never synced: holds nothing yet
+    view.replace([obj("q", "4")], "4")
+    assert not view_has_seen(view, "MODIFIED", obj("q", "5"))  # the view lags: it holds the old quota
+    assert not view_has_seen(view, "ADDED", obj("new", "5"))
+    assert not view_has_seen(view, "DELETED", obj("q", "5"))  # the view still holds the deleted quota
+    view.apply("BOOKMARK", {"metadata": {"resourceVersion": "4"}})
+    assert not view_has_seen(view, "MODIFIED", obj("q", "5"))
+    view.apply("MODIFIED", obj("q", "5"))
+    assert view_has_seen(view, "MODIFIED", obj("q", "5"))
+    assert view_has_seen(view, "MODIFIED", obj("q", "3"))  # an older change: the view is past it
+    view.apply("MODIFIED", obj("q", "7"))
+    assert view_has_seen(view, "MODIFIED", obj("q", "6"))  # changed again since: it holds a later state
+    assert view_has_seen(view, "ADDED", obj("other", "6"))  # created and deleted again before the view's watch
+    view.apply("DELETED", obj("q", "8"))
+    assert view_has_seen(view, "DELETED", obj("q", "8"))
+    # opaque (non-integer) versions: only the object's own version counts
+    opaque = ResourceCache("resourcequotas")
+    opaque.replace([obj("q", "b")], "b")
+    assert view_has_seen(opaque, "MODIFIED", obj("q", "b"))
+    assert not view_has_seen(opaque, "MODIFIED", obj("q", "c"))
+    assert view_has_seen(opaque, "DELETED", obj("gone", "c"))

@@ -9,7 +9,8 @@
   ClusterView (webhook/cluster/live.py) that `serve` uses.
 - Re-check triggers: a full scan when this replica starts leading; a change of the job; a
   change of an object the job's last evaluation read (the reverse index, from the reads the
-  view served: webhook/audit/deps.py); the period (`audit.periodSeconds`), for what no watch
+  view served: webhook/audit/deps.py), once the view's cache holds that change (`view_has_seen`);
+  the period (`audit.periodSeconds`), for what no watch
   reports (node capacity, a registry). Bursts are debounced (`audit.debounceSeconds`), at most
   one evaluation of a job runs at a time, `audit.workers` run at once, and every request is
   paced by `audit.qps`/`audit.burst`.
@@ -148,6 +149,41 @@ def _ref_key(ref: JobRef) -> str:
     return ref.uid if ref.parent is None else f"{ref.parent.uid}/{ref.name}"
 
 
+def _rv_int(rv: str | None) -> int | None:
+    return int(rv) if rv is not None and rv.isdigit() else None
+
+
+def view_has_seen(cache: ResourceCache, event_type: str, obj: dict[str, Any]) -> bool:
+    """Whether the view's cache of a resource holds a change this controller's own watch reported.
+
+    The controller's watches (metadata only) and the view's caches (what the checks read) are
+    separate Reflectors, each on its own watch: a re-check judged before the view's cache applied
+    the change judges the old state, and the change is lost until the period. Seen: the view
+    holds the object at that resourceVersion (DELETED: no longer holds it), or its watch has
+    passed that resourceVersion. resourceVersions are opaque (API conventions); the ordering
+    is used only when both are integers, as etcd3's are (k8s.io/apiserver
+    pkg/storage/etcd3 APIObjectVersioner.ParseResourceVersion, what the watch cache compares);
+    otherwise only equality counts, and the wait is bounded by the caller."""
+    if not cache.synced:
+        return False
+    want = resource_version(obj)
+    key = key_of(obj)
+    have = None if key is None else cache.get(*key)
+    have_rv = None if have is None else resource_version(have)
+    if event_type == "DELETED":
+        if have is None:
+            return True
+    elif have is not None and want is not None and have_rv == want:
+        return True
+    w, c = _rv_int(want), _rv_int(cache.resource_version)
+    if w is None:
+        return want is None  # nothing to wait for
+    if c is not None and c >= w:
+        return True
+    h = _rv_int(have_rv)
+    return h is not None and h > w
+
+
 class AuditController:
     """See the module docstring. `run()` until cancelled; `is_leader` gates judging and writing."""
 
@@ -183,6 +219,8 @@ class AuditController:
         self.evaluations: Counter[str] = Counter()
         self.last_scan: dt.datetime | None = None
         self.scans = 0
+        #: dependency changes waiting for the view's cache to hold them before their re-check
+        self.view_waits = 0
 
     # ------------------------------------------------------------------ watches
 
@@ -291,8 +329,36 @@ class AuditController:
         what = {"ADDED": "created", "DELETED": "deleted"}.get(event_type, "changed")
         where = f"{ns}/{name}" if ns else name
         reason = f'{resource} "{where}" {what}'
-        for key in jobs:
-            self.enqueue(key, reason)  # type: ignore[arg-type]
+        keys: list[JobKey] = list(jobs)  # type: ignore[arg-type]
+        r: Reflector | None = getattr(self.view, "reflectors", {}).get(resource)
+        if r is None or r.denied or view_has_seen(r.cache, event_type, obj):
+            for key in keys:
+                self.enqueue(key, reason)
+            return
+        # the checks read the view's cache, not this watch: re-check once it holds the change too
+        self._spawn(self._enqueue_when_seen(r.cache, event_type, obj, keys, reason))
+
+    async def _enqueue_when_seen(
+        self, cache: ResourceCache, event_type: str, obj: dict[str, Any], keys: list[JobKey], reason: str
+    ) -> None:
+        """Enqueue `keys` once the view's cache holds the change (`view_has_seen`), at most
+        `audit.budgetSeconds` later (then anyway, said in the log: the period catches what is missed)."""
+        seen = asyncio.Event()
+        self.view_waits += 1
+        cache.listeners.append(seen.set)
+        try:
+            async with asyncio.timeout(self.audit.budget_seconds):
+                while not view_has_seen(cache, event_type, obj):
+                    seen.clear()
+                    await seen.wait()
+        except TimeoutError:
+            log.warning("audit: the view's %s cache has not caught up with %s in %.0fs; re-checking anyway",
+                        cache.resource, reason, self.audit.budget_seconds)  # fmt: skip
+        finally:
+            cache.listeners.remove(seen.set)
+            self.view_waits -= 1
+        for key in keys:
+            self.enqueue(key, reason)
 
     # ------------------------------------------------------------------ queue
 
