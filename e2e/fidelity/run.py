@@ -36,9 +36,10 @@ stand-in endpoint; the scenarios are TrainJobs, JobSets applied directly and AIP
    ``Failed``/``Cancelled`` = fails (the operator's validation or preflight refused it, or the
    benchmark failed), anything else at the bound = never starts, pods running or not; its bound
    is longer (``AIPERF_BOUND_SECONDS``, 420 s: a benchmark is ~30 s alone and shares the node).
-   A benchmark whose controller container died after it started (the operator's "Controller
-   container terminated before ...") is created once more and the second run is its outcome
-   (the detail keeps the first): the whole matrix shares one 2-core node;
+   A benchmark that failed after it started (the operator's "Controller container terminated
+   before ...", or its results fetch lost the race with the controller's shutdown) is created
+   again, up to ``AIPERF_RERUNS`` more times, and the last run is its outcome (the detail keeps
+   the earlier ones): the whole matrix shares one 2-core node;
 4. each scenario is classified: denied and the job would have run = **false deny**; admitted
    and the job fails or never starts = **miss**; a scenario carrying a known limitation is
    listed under its name and not counted.
@@ -350,7 +351,7 @@ def observe(
     pending = [s for s in scenarios if s.name not in outcomes]
     t_created = time.monotonic()
     deadlines = {s.name: t_created + bound_of(s, bound, aiperf_bound) for s in pending}
-    rerun: dict[str, str] = {}  # scenario -> the first run's failure, for an AIPerfJob run twice
+    rerun: dict[str, list[str]] = {}  # scenario -> the earlier runs' failures, for an AIPerfJob run again
     while pending:
         now = time.monotonic()
         kinds = {s.kind for s in pending}
@@ -394,17 +395,18 @@ def observe(
                 res = _trainjob_outcome(tj, pods.get(ns, []), last, wls.get(ns, []), evs.get(ns, []))
             if res is None:
                 still.append(s)
-            elif s.kind == "AIPerfJob" and s.name not in rerun and crashed_after_start(res):
+            elif s.kind == "AIPerfJob" and len(rerun.get(s.name, ())) < AIPERF_RERUNS and crashed_after_start(res):
                 # the benchmark started and its controller died mid-run (the node is shared by
                 # the whole matrix): one more run says whether the job itself is at fault
-                rerun[s.name] = res[1]
+                rerun.setdefault(s.name, []).append(res[1])
                 recreate_aiperfjob(cp, s)
                 deadlines[s.name] = time.monotonic() + bound_of(s, bound, aiperf_bound)
                 still.append(s)
             else:
                 detail = res[1]
                 if s.name in rerun:
-                    detail += f" (second run; the first: {rerun[s.name]})"
+                    earlier = "; ".join(f"run {i + 1}: {d}" for i, d in enumerate(rerun[s.name]))
+                    detail += f" (run {len(rerun[s.name]) + 1}; {earlier})"
                 outcomes[s.name] = Outcome(res[0], detail, time.monotonic() - started[s.name])
         pending = still
         if pending:
@@ -423,9 +425,15 @@ CONTROLLER_TERMINATED = "Controller container terminated before"
 RESULTS_FETCH_FAILED = "(ResultsFetchFailed)"
 
 
+#: how many more runs an AIPerfJob gets after a failure past its start (:func:`crashed_after_start`):
+#: beside ~90 scenarios on the 2-CPU node a controller twice failed its startup probe and ran alone
+#: (e2e/fidelity/dra_scenarios.py good-dra-aiperf); a job at fault fails every run
+AIPERF_RERUNS = 2
+
+
 def crashed_after_start(res: tuple[str, str]) -> bool:
     """An AIPerfJob outcome that failed after its pods started: the one case the runner runs again
-    (a job at fault fails the second run too; admission and scheduling are what the matrix judges)."""
+    (a job at fault fails every run; admission and scheduling are what the matrix judges)."""
     return res[0] == "fails" and (CONTROLLER_TERMINATED in res[1] or RESULTS_FETCH_FAILED in res[1])
 
 
