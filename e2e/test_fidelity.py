@@ -12,6 +12,7 @@ Marked ``node`` (``pytest e2e -m "not node"`` skips it; ``make test`` runs it).
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -102,3 +103,24 @@ def test_each_policy_engine_rule_refuses_its_job_and_admits_and_runs_its_twin(ro
             bad, good = by_name[name], by_name[name.removesuffix("-violating") + "-compliant"]
             assert not bad.would_run and not bad.verdict.allowed, _show([bad])
             assert good.would_run and good.verdict.allowed and good.verdict.warnings == [], _show([good])
+
+
+#: the Image Pull row's denial (webhook/checks/imagepull.py, ImagePull._unknown), the registry's
+#: address (the node's bridge and a free port) in \1
+IMAGE_MISSING_DENIAL = re.compile(
+    r'\[Image Pull\] Image "([0-9.]+:[0-9]+)/fidelity/workload:9\.9" not found: registry "\1" has no manifest '
+    r'for tag "9\.9" of repository "fidelity/workload" \(pod group "node"\); tags: 1\.0\. '
+    r'Fix: use a tag that exists, e\.g\. "1\.0"\.'
+)
+
+
+def test_an_image_missing_from_the_registry_is_denied_and_its_twin_is_pulled_and_runs(rows: list[Row]) -> None:
+    """The Image Pull rows (e2e/fidelity/imagepull_scenarios.py), against the registry on the node's bridge:
+    the tag it lacks never starts (the kubelet's ErrImagePull / ImagePullBackOff) and is denied with the
+    registry's tags; the tag it has is admitted with no warning, pulled by containerd and runs."""
+    by_name = {r.scenario: r for r in rows}
+    missing, present = by_name["image-pull-tag-missing"], by_name["image-pull-tag-present"]
+    assert missing.outcome.kind == "never-starts", _show([missing])
+    assert "ErrImagePull" in missing.outcome.detail or "ImagePullBackOff" in missing.outcome.detail, _show([missing])
+    assert not missing.verdict.allowed and IMAGE_MISSING_DENIAL.search(missing.verdict.message), _show([missing])
+    assert present.would_run and present.verdict.allowed and present.verdict.warnings == [], _show([present])

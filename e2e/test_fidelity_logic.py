@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 
 from e2e.fidelity.aiperf_scenarios import AIPERF_BOUND_SECONDS, AIPERF_SCENARIOS
 from e2e.fidelity.dra_scenarios import DEVICES as DRA_DEVICES
 from e2e.fidelity.dra_scenarios import DRA_SCENARIOS, needs_dra
+from e2e.fidelity.imagepull_scenarios import REGISTRY_PLACEHOLDER, needs_registry
 from e2e.fidelity.jobset_scenarios import JOBSET_SCENARIOS
 from e2e.fidelity.run import (
     BOUND_SECONDS,
@@ -19,6 +22,7 @@ from e2e.fidelity.run import (
     classify,
     crashed_after_start,
     select,
+    with_registry,
 )
 from e2e.fidelity.scenarios import KNOWN_LIMITATIONS, SCENARIOS, WORKLOAD_IMAGE
 from e2e.harness.aiperf_manifests import tokenizer_configmap
@@ -79,7 +83,9 @@ def test_the_table() -> None:
         assert s.known is None or s.known in KNOWN_LIMITATIONS
         assert s.job_object()["metadata"]["namespace"] == s.namespace
         if s.kind == "TrainJob":
-            assert s.job["spec"]["trainer"]["image"] == WORKLOAD_IMAGE
+            # the workload image, loaded into containerd; the Image Pull rows pull it from the registry
+            image = s.job["spec"]["trainer"]["image"]
+            assert image == WORKLOAD_IMAGE or image.startswith(f"{REGISTRY_PLACEHOLDER}/fidelity/workload:"), s.name
         elif s.kind == "JobSet":
             assert bound_of(s, BOUND_SECONDS) == BOUND_SECONDS, s.name
             for rj in s.job["spec"]["replicatedJobs"]:
@@ -189,3 +195,17 @@ def test_the_dra_rows_need_the_plugin_and_only_they_do() -> None:
     for s in DRA_SCENARIOS:
         tmpl = next(o for o in s.prereqs if o["kind"] == "ResourceClaimTemplate")
         assert tmpl["metadata"]["name"] == "gpu", s.name
+
+
+def test_the_image_pull_rows_get_the_registry_address_in_their_job_and_pull_secret() -> None:
+    """The runner writes the registry's address where the Image Pull rows name the placeholder (the
+    image and the pull Secret's auths), and starts the registry only for a selection holding them."""
+    rows = select("image-pull")
+    assert [s.name for s in rows] == ["image-pull-tag-missing", "image-pull-tag-present"]
+    assert needs_registry(rows) and not needs_registry(select("quota"))
+    s = with_registry(rows[0], "10.244.0.1:5443")
+    assert s.job["spec"]["trainer"]["image"] == "10.244.0.1:5443/fidelity/workload:9.9"
+    (sec,) = s.prereqs
+    auths = json.loads(sec["stringData"][".dockerconfigjson"])["auths"]
+    assert list(auths) == ["10.244.0.1:5443"] and sec["type"] == "kubernetes.io/dockerconfigjson"
+    assert REGISTRY_PLACEHOLDER in json.dumps(rows[0].job)  # the table itself is left as it is

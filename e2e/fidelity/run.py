@@ -49,18 +49,28 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import trustme
 import yaml
 
 from e2e.fidelity.aiperf_scenarios import AIPERF_BOUND_SECONDS
 from e2e.fidelity.dra_scenarios import DEVICES, needs_dra
+from e2e.fidelity.imagepull_scenarios import (
+    PULL_PASSWORD,
+    PULL_USER,
+    REGISTRY_PLACEHOLDER,
+    REGISTRY_REPOSITORY,
+    REGISTRY_TAG,
+    needs_registry,
+)
 from e2e.fidelity.kyverno_scenarios import needs_kyverno, policy_names
 from e2e.fidelity.scenarios import (
     KNOWN_LIMITATIONS,
@@ -76,6 +86,7 @@ from e2e.harness.controlplane import ControlPlane
 from e2e.harness.dra_plugin import DraPlugin
 from e2e.harness.kyverno import Kyverno
 from e2e.harness.node import Node
+from e2e.harness.registry import Registry, containerd_hosts, push_docker_archive
 from e2e.harness.runner import RULES, RunningWebhook, chart_jobset_hook, findings_of
 from e2e.harness.stack import Stack, versions
 from webhook.config import PUBLIC_REGISTRIES
@@ -451,11 +462,43 @@ def _aiperf_terminal(jobs: list[dict[str, Any]]) -> bool:
     return any(((j.get("status") or {}).get("phase") or "") in TERMINAL_PHASES for j in jobs)
 
 
+@contextlib.contextmanager
+def image_registry(
+    node: Node, scenarios: Sequence[Scenario], workload_archive: Path
+) -> Iterator[tuple[list[Scenario], dict[str, Any]]]:
+    """The Image Pull rows' registry (e2e/fidelity/imagepull_scenarios.py), when a scenario names it:
+    the CNCF distribution registry on the node's bridge (TLS from its own CA, htpasswd), the workload
+    image pushed to it, containerd given its CA (hosts.toml); yields the scenarios with its address
+    in place of the placeholder and the webhook's configuration asking only it (registryAccess
+    allowlist, its CA as caFile). Without such a scenario: the scenarios and WEBHOOK_CONFIG as they are."""
+    if not needs_registry(list(scenarios)):
+        yield list(scenarios), WEBHOOK_CONFIG
+        return
+    assert node.state_dir is not None
+    users = {PULL_USER: PULL_PASSWORD}
+    with Registry(node.state_dir / "fidelity-registry", trustme.CA(), users, host=node.bridge_ip) as reg:
+        push_docker_archive(reg, REGISTRY_REPOSITORY, REGISTRY_TAG, workload_archive)
+        containerd_hosts(reg, node.registry_hosts_dir)
+        access = {"mode": "allowlist", "allowlist": [reg.address], "caFile": str(reg.ca_file)}
+        print(f"==> fidelity: registry on {reg.address}, {REGISTRY_REPOSITORY}:{REGISTRY_TAG} pushed", file=sys.stderr)
+        yield [with_registry(s, reg.address) for s in scenarios], {**WEBHOOK_CONFIG, "registryAccess": access}
+
+
+def with_registry(s: Scenario, address: str) -> Scenario:
+    """``s`` with the registry's host:port wherever its job and prerequisites name the placeholder."""
+
+    def sub(obj: Any) -> Any:
+        return json.loads(json.dumps(obj).replace(REGISTRY_PLACEHOLDER, address))
+
+    return dataclasses.replace(s, job=sub(s.job), prereqs=sub(s.prereqs))
+
+
 def run_matrix(
     cp: ControlPlane,
     scenarios: Sequence[Scenario],
     bound: float = BOUND_SECONDS,
     aiperf_bound: float = AIPERF_BOUND_SECONDS,
+    config: dict[str, Any] | None = None,
 ) -> list[Row]:
     cluster_objects = [o for s in scenarios for o in s.cluster_prereqs]
     with contextlib.ExitStack() as engines:
@@ -465,10 +508,12 @@ def run_matrix(
         setup(cp, scenarios)
         if kyverno is not None:
             kyverno.wait_policies(dict.fromkeys(policy_names(cluster_objects)))
-        return _judge_and_observe(cp, scenarios, bound, aiperf_bound)
+        return _judge_and_observe(cp, scenarios, bound, aiperf_bound, config or WEBHOOK_CONFIG)
 
 
-def _judge_and_observe(cp: ControlPlane, scenarios: Sequence[Scenario], bound: float, aiperf_bound: float) -> list[Row]:
+def _judge_and_observe(
+    cp: ControlPlane, scenarios: Sequence[Scenario], bound: float, aiperf_bound: float, config: dict[str, Any]
+) -> list[Row]:
     # the chart's JobSet entry: its rules, and its matchCondition that skips a JobSet a judged job owns
     # (one hook with both, as e2e/test_jobset_kind.py: no scenario's TrainJob or AIPerfJob has an owner)
     hook = chart_jobset_hook(cp)
@@ -478,7 +523,7 @@ def _judge_and_observe(cp: ControlPlane, scenarios: Sequence[Scenario], bound: f
     with RunningWebhook(
         cp,
         vwc_name="preflight-fidelity",
-        config=WEBHOOK_CONFIG,
+        config=config,
         namespace_selector={"matchLabels": MATRIX_LABEL},
         probe_namespace=NS_PREFIX + "probe",
         rules=[*RULES, *hook["rules"]],
@@ -520,8 +565,10 @@ def render(rows: Sequence[Row], timings: dict[str, float]) -> str:
         "scenarios are `e2e/fidelity/scenarios.py` (TrainJobs), `e2e/fidelity/aiperf_scenarios.py` "
         "(AIPerfJobs), `e2e/fidelity/policy_scenarios.py` (ValidatingAdmissionPolicies, LimitRanges), "
         "`e2e/fidelity/kyverno_scenarios.py` (Kyverno ClusterPolicies), `e2e/fidelity/jobset_scenarios.py` "
-        "(JobSets applied directly) and `e2e/fidelity/dra_scenarios.py` (DRA device claims, allocated from the "
-        "devices of the node's DRA kubelet plugin, e2e/harness/dra_plugin.py); how a run works is the docstring of `e2e/fidelity/run.py`; "
+        "(JobSets applied directly), `e2e/fidelity/dra_scenarios.py` (DRA device claims, allocated from the "
+        "devices of the node's DRA kubelet plugin, e2e/harness/dra_plugin.py) and "
+        "`e2e/fidelity/imagepull_scenarios.py` (images from a registry on the node's bridge); how a run works "
+        "is the docstring of `e2e/fidelity/run.py`; "
         "`e2e/test_fidelity.py` runs the same matrix in `make test` and fails on any miss or false deny.",
         "",
         "For each scenario the webhook (mode `enforce`) gives its verdict on a server-side dry run; "
@@ -591,12 +638,15 @@ def run_on_node(
     stack = Stack(node, aiperf=True).start()
     timings = {f"stack {k}": v for k, v in stack.timings.items()}
     t1 = time.monotonic()
-    assert node.cp is not None
+    assert node.cp is not None and stack.cache is not None
     with contextlib.ExitStack() as plugins:
         # the DRA rows' devices: the node's DRA kubelet plugin, when a selected scenario claims them
         if needs_dra(scenarios):
             plugins.enter_context(DraPlugin(node, devices=DEVICES))
-        rows = run_matrix(node.cp, scenarios, bound=bound, aiperf_bound=aiperf_bound)
+        # the Image Pull rows' registry on the node's bridge, when a selected scenario names it
+        workload = stack.cache / "images" / "workload.tar"
+        scenarios, config = plugins.enter_context(image_registry(node, scenarios, workload))
+        rows = run_matrix(node.cp, scenarios, bound=bound, aiperf_bound=aiperf_bound, config=config)
     timings["matrix (setup, verdicts, outcomes)"] = time.monotonic() - t1
     return rows, timings
 

@@ -3,7 +3,8 @@
 ``SCENARIOS`` is the TrainJob scenarios here, then the admission-rule ones
 (e2e/fidelity/policy_scenarios.py), the Kyverno ones (e2e/fidelity/kyverno_scenarios.py), the
 JobSets applied directly (e2e/fidelity/jobset_scenarios.py), the DRA ones
-(e2e/fidelity/dra_scenarios.py), then the AIPerfJob ones
+(e2e/fidelity/dra_scenarios.py), the images from a real registry
+(e2e/fidelity/imagepull_scenarios.py), then the AIPerfJob ones
 (e2e/fidelity/aiperf_scenarios.py); :class:`Scenario` and the shared builders are in
 e2e/fidelity/scenarios_base.py (re-exported here).
 
@@ -25,6 +26,7 @@ from typing import Any
 
 from e2e.fidelity.aiperf_scenarios import AIPERF_SCENARIOS
 from e2e.fidelity.dra_scenarios import DRA_SCENARIOS
+from e2e.fidelity.imagepull_scenarios import IMAGEPULL_SCENARIOS
 from e2e.fidelity.jobset_scenarios import JOBSET_SCENARIOS
 from e2e.fidelity.kyverno_scenarios import KYVERNO_SCENARIOS
 from e2e.fidelity.policy_scenarios import POLICY_SCENARIOS
@@ -56,6 +58,7 @@ __all__ = [
     "KYVERNO_SCENARIOS",
     "JOBSET_SCENARIOS",
     "DRA_SCENARIOS",
+    "IMAGEPULL_SCENARIOS",
     "requests",
     "trainjob",
     "TRAINJOB_SCENARIOS",
@@ -463,13 +466,15 @@ TRAINJOB_SCENARIOS: list[Scenario] = [
 ]
 
 #: the whole matrix: the TrainJobs above, the admission rules, Kyverno, the JobSets applied
-#: directly, the DRA rows (e2e/fidelity/dra_scenarios.py), then the AIPerfJobs (e2e/fidelity/aiperf_scenarios.py)
+#: directly, the DRA rows (e2e/fidelity/dra_scenarios.py), the images from a real registry
+#: (e2e/fidelity/imagepull_scenarios.py), then the AIPerfJobs (e2e/fidelity/aiperf_scenarios.py)
 SCENARIOS: list[Scenario] = [
     *TRAINJOB_SCENARIOS,
     *POLICY_SCENARIOS,
     *KYVERNO_SCENARIOS,
     *JOBSET_SCENARIOS,
     *DRA_SCENARIOS,
+    *IMAGEPULL_SCENARIOS,
     *AIPERF_SCENARIOS,
 ]
 
