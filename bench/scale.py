@@ -565,13 +565,71 @@ def render(rows: list[dict[str, Any]], grew: list[str], command: str) -> str:
     return "\n".join(lines)
 
 
+def review_in_process(node_counts: list[int], reviews: int = 20) -> str:
+    """CPU per review of the sample TrainJob (its runtime, Dry Run off) against a cluster view that
+    holds N of :func:`real_node`'s Nodes, in this process: what a review costs as the Nodes grow,
+    without a control plane. The view returns its cached objects as the live one does (no copy)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from fakeview import FakeView
+
+    from webhook.checks import all_checks
+    from webhook.config import Settings
+    from webhook.deadline import Deadline
+    from webhook.preflight import evaluate
+
+    class CachedView(FakeView):  # type: ignore[misc]
+        def list_cached(self, resource: str, namespace: str | None = None) -> list[dict[str, Any]]:
+            return [
+                o
+                for o in self.objects.get(resource, [])
+                if namespace is None or (o.get("metadata") or {}).get("namespace") == namespace
+            ]
+
+    job = sample("trainjob-good")
+    runtime = yaml.safe_load((ROOT / "e2e" / "samples" / "01-clustertrainingruntime.yaml").read_text())
+    prereqs = [d for d in yaml.safe_load_all((ROOT / "e2e" / "samples" / "00-prerequisites.yaml").read_text()) if d]
+    settings = Settings.model_validate({"checks": {"Dry Run": "off"}})
+    checks = all_checks()
+    rows = ["| Nodes | CPU ms per review |", "|---:|---:|"]
+    for count in node_counts:
+        nodes = []
+        for i in range(count):
+            n = real_node(i)
+            n["metadata"]["resourceVersion"] = "1"
+            n["status"].pop("images", None)  # the cache slims them away (webhook/cluster/cache.py)
+            nodes.append(n)
+        objects: dict[str, list[dict[str, Any]]] = {"nodes": nodes, "clustertrainingruntimes": [runtime]}
+        for d in prereqs:
+            objects.setdefault(d["kind"].lower() + "s", []).append(d)
+        view = CachedView(objects, secrets={("demo-train", "hf-token"): {"token"}})
+
+        async def run(view: CachedView = view) -> float:
+            async def once() -> Any:
+                return await evaluate(job, settings=settings, deadline=Deadline(30), view=view, checks=checks)
+
+            await once()
+            t0 = time.process_time()
+            for _ in range(reviews):
+                await once()
+            return (time.process_time() - t0) / reviews * 1000
+
+        rows.append(f"| {count:,} | {asyncio.run(run()):.1f} |")
+    return "\n".join(rows)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scale", default="1,10", help="percents of the thresholds, in order (default 1,10)")
     p.add_argument("--reviews", type=int, default=200, help="measured reviews per latency figure (default 200)")
     p.add_argument("--steady", type=float, default=60.0, help="seconds of steady state measured (default 60)")
     p.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks/ alone")
+    p.add_argument(
+        "--in-process", metavar="N,N", help="only the CPU per review against N Nodes in process (no control plane)"
+    )
     args = p.parse_args()
+    if args.in_process:
+        print(review_in_process([int(x) for x in args.in_process.split(",")]))
+        return 0
     command = " ".join([".venv/bin/python bench/scale.py", *(shlex.quote(a) for a in sys.argv[1:])])
     with ControlPlane(service_cidr=SERVICE_CIDR) as cp:
         setup_samples(cp)

@@ -1,0 +1,123 @@
+"""Per-Node Schedulability judges nodes alike in what it reads once (webhook/checks/nodes.py `_walk`):
+the memoized walk must give exactly the lists the node-by-node reading gives, in the same order."""
+
+from __future__ import annotations
+
+import copy
+import random
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from webhook.checks import nodes as N
+
+KEYS = ["pool", "zone", "gpu", "kubernetes.io/hostname"]
+
+
+def _node(rng: random.Random, i: int, with_rv: bool) -> dict[str, Any]:
+    labels = {k: rng.choice(["a", "b", "1", "7"]) for k in KEYS[:3] if rng.random() < 0.8}
+    labels["kubernetes.io/hostname"] = f"n{i}"
+    taints = [
+        {"key": rng.choice(["gpu", "spot"]), "value": rng.choice(["x", ""]), "effect": rng.choice(["NoSchedule", "NoExecute", "PreferNoSchedule"])}
+        for _ in range(rng.choice([0, 0, 1, 2]))
+    ]  # fmt: skip
+    alloc = {"cpu": rng.choice(["4", "8", "500m"]), "memory": rng.choice(["8Gi", "64Gi"])}
+    if rng.random() < 0.3:
+        alloc["nvidia.com/gpu"] = rng.choice(["0", "8"])
+    meta: dict[str, Any] = {"name": f"n{i}", "labels": labels}
+    if with_rv:
+        meta["resourceVersion"] = str(rng.randrange(1, 5))
+    return {
+        "metadata": meta,
+        "spec": {"taints": taints, "unschedulable": rng.random() < 0.1},
+        "status": {
+            "allocatable": alloc,
+            "conditions": [{"type": "Ready", "status": rng.choice(["True", "True", "True", "False"])}],
+        },
+    }
+
+
+def _pod_spec(rng: random.Random) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    if rng.random() < 0.5:
+        spec["nodeSelector"] = {rng.choice(KEYS[:3]): rng.choice(["a", "b"])}
+    if rng.random() < 0.5:
+        expr = {"key": rng.choice(KEYS), "operator": rng.choice(["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"])}
+        expr["values"] = [rng.choice(["a", "1", "5", "n3"])]
+        term: dict[str, Any] = {"matchExpressions": [expr]}
+        if rng.random() < 0.2:
+            term["matchFields"] = [{"key": "metadata.name", "operator": "In", "values": ["n1", "n4"]}]
+        spec["affinity"] = {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+        }
+    if rng.random() < 0.5:
+        spec["tolerations"] = [{"key": rng.choice(["gpu", "spot"]), "operator": "Exists"}]
+    return spec
+
+
+def _naive(
+    nodes: list[dict[str, Any]], pod_spec: dict[str, Any], need: dict[str, Decimal]
+) -> tuple[list[str], list[str], list[str]]:
+    selected = [n for n in nodes if N._usable(n) and N.selects(pod_spec, n)]
+    eligible = [n for n in selected if not N.blocking_taints(pod_spec, n)]
+    fits = [n for n in eligible if N._fits(need, n)]
+    return tuple([N.node_name(n) for n in xs] for xs in (selected, eligible, fits))  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("seed", range(400))
+def test_the_memoized_walk_gives_the_node_by_node_lists(seed: int) -> None:
+    rng = random.Random(seed)
+    N._STATIC.clear()
+    # a few pools: many nodes alike but for their name and hostname, as in a real cluster
+    pools = [_node(rng, i, with_rv=seed % 3 != 0) for i in range(rng.randrange(1, 4))]
+    nodes = []
+    for i in range(rng.randrange(1, 40)):
+        n = copy.deepcopy(rng.choice(pools))
+        n["metadata"]["name"] = n["metadata"]["labels"]["kubernetes.io/hostname"] = f"n{i}"
+        nodes.append(n)
+    if seed % 2:  # or every node drawn on its own
+        nodes = [_node(rng, i, with_rv=seed % 3 != 0) for i in range(len(nodes))]
+    spec = _pod_spec(rng)
+    need = {"cpu": Decimal(rng.choice(["1", "6"])), "memory": Decimal(2**30 * rng.choice([4, 32]))}
+    if rng.random() < 0.3:
+        need["nvidia.com/gpu"] = Decimal(8)
+    for _ in range(2):  # the second walk reads the kept static shapes
+        got = tuple([N.node_name(n) for n in xs] for xs in N._walk(nodes, spec, need))
+        assert got == _naive(nodes, spec, need)
+
+
+def test_a_changed_node_is_read_again_under_its_new_resource_version() -> None:
+    N._STATIC.clear()
+    node = {
+        "metadata": {"name": "n1", "resourceVersion": "1", "labels": {}},
+        "spec": {},
+        "status": {"allocatable": {"cpu": "4"}, "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    need = {"cpu": Decimal(8)}
+    assert N._walk([node], {}, need)[2] == []
+    bigger = {**node, "metadata": {**node["metadata"], "resourceVersion": "2"}, "status": {**node["status"], "allocatable": {"cpu": "16"}}}  # fmt: skip
+    assert N._walk([bigger], {}, need)[2] == [bigger]
+
+
+def test_nodes_alike_but_for_their_hostname_are_judged_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    N._STATIC.clear()
+    calls = []
+    real = N.selects
+
+    def counting(pod_spec: dict[str, Any], node: dict[str, Any]) -> bool:
+        calls.append(N.node_name(node))
+        return real(pod_spec, node)
+
+    monkeypatch.setattr(N, "selects", counting)
+    pool = [
+        {
+            "metadata": {"name": f"n{i}", "resourceVersion": "1", "labels": {"pool": "gpu", "kubernetes.io/hostname": f"n{i}"}},
+            "spec": {},
+            "status": {"allocatable": {"cpu": "8"}, "conditions": [{"type": "Ready", "status": "True"}]},
+        }
+        for i in range(500)
+    ]  # fmt: skip
+    selected, eligible, fits = N._walk(pool, {"nodeSelector": {"pool": "gpu"}}, {"cpu": Decimal(4)})
+    assert len(selected) == len(eligible) == len(fits) == 500
+    assert calls == ["n0"]
