@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from e2e.harness.controlplane import _die_with_parent, stop_pid
+from e2e.harness.managed import Managed
 from e2e.harness.node import NODE_NAME, Node, NodeError, poll_until
 
 BUILD_SCRIPT = Path(__file__).resolve().parents[1] / "build.sh"
@@ -61,7 +62,7 @@ def device_class(driver: str = DRIVER) -> dict[str, Any]:
     }
 
 
-class DraPlugin:
+class DraPlugin(Managed):
     """The plugin for ``node``'s kubelet; see the module docstring."""
 
     def __init__(
@@ -83,16 +84,6 @@ class DraPlugin:
         self.proc: subprocess.Popen[bytes] | None = None
         self._out: Path | None = None
         self._log: Path | None = None
-
-    def __enter__(self) -> DraPlugin:
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def log_tail(self, lines: int = 30) -> str:
         if self._log is None or not self._log.exists():

@@ -70,6 +70,7 @@ from typing import Any
 import yaml
 
 from e2e.harness.controlplane import ControlPlane, _die_with_parent, free_ports, stop_pid
+from e2e.harness.managed import Managed
 from e2e.harness.node import NodeError, poll_until
 
 BUILD_SCRIPT = Path(__file__).resolve().parents[1] / "build.sh"
@@ -172,7 +173,7 @@ def config_map() -> dict[str, Any]:
     }
 
 
-class Kyverno:
+class Kyverno(Managed):
     """Kyverno's admission controller against ``cp``; see the module docstring."""
 
     def __init__(self, cp: ControlPlane, *, timeout: float = 300.0, workdir: Path | None = None) -> None:
@@ -184,16 +185,6 @@ class Kyverno:
         self.log_path: Path | None = None
         self.timings: dict[str, float] = {}
         self._log: Any = None
-
-    def __enter__(self) -> Kyverno:
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def _say(self, msg: str) -> None:
         print(f"==> kyverno: {msg}", file=sys.stderr, flush=True)
