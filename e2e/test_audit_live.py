@@ -195,8 +195,11 @@ async def test_the_cli_runs_the_controller_serves_metrics_and_releases_its_lease
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
                 return str(r.read().decode())
 
-        text = await asyncio.to_thread(scrape)
-        assert 'preflight_audit_jobs_watched{state="judged"} 1.0' in text
+        # the sinks publish one after another: the Event can be written before the metrics sink counts the job
+        async def counted() -> bool:
+            return 'preflight_audit_jobs_watched{state="judged"} 1.0' in await asyncio.to_thread(scrape)
+
+        await until("the judged job counted in /metrics", counted, timeout=30)
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.to_thread(proc.wait, 60) == 0
         lease = json.loads(cluster.kubectl("get", "lease", "cli-audit", "-n", NS, "-o", "json").stdout)
