@@ -39,6 +39,7 @@ from typing import Any
 import yaml
 
 from e2e.harness.controlplane import ControlPlane, _tail, free_ports, stop_pid
+from e2e.harness.managed import Managed
 from webhook.tls import ca_bundle, generate_ca, generate_serving_cert, write_cert_files
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -170,7 +171,7 @@ def wait_until(what: str, cond: Any, timeout: float = 60.0, every: float = 0.1) 
     raise WebhookError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
 
 
-class RunningWebhook:
+class RunningWebhook(Managed):
     """``serve`` + its ValidatingWebhookConfiguration; a context manager.
 
     ``namespace_selector`` scopes the VWC (keep a fail-closed test webhook away from other
@@ -229,17 +230,6 @@ class RunningWebhook:
         self._registered = False
 
     # ----------------------------------------------------------------- lifecycle
-
-    def __enter__(self) -> RunningWebhook:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     @property
     def url(self) -> str:
