@@ -98,6 +98,30 @@ def _selector_keep(matchlabels: dict[str, str], kind: str) -> list[dict[str, Any
     ]
 
 
+def _job(
+    kind: str, role: str, monitor: dict[str, Any], ep: dict[str, Any], kubeconfig: Path, relabel: list[Any]
+) -> dict[str, Any]:
+    """One scrape job as promcfg.go writes it for a monitor's single endpoint: kubernetes SD with
+    ``role`` in the monitor's namespaces, through ``kubeconfig``."""
+    meta = monitor["metadata"]
+    return {
+        "job_name": f"{kind}/{meta['namespace']}/{meta['name']}/0",
+        "honor_labels": False,
+        "scrape_interval": ep["interval"],
+        "scrape_timeout": ep["scrapeTimeout"],
+        "metrics_path": ep["path"],
+        "scheme": ep["scheme"],
+        "kubernetes_sd_configs": [
+            {
+                "role": role,
+                "kubeconfig_file": str(kubeconfig),
+                "namespaces": {"names": monitor["spec"]["namespaceSelector"]["matchNames"]},
+            }
+        ],
+        "relabel_configs": relabel,
+    }
+
+
 def pod_scrape_config(pm: dict[str, Any], kubeconfig: Path) -> dict[str, Any]:
     """The scrape config prometheus-operator generates for PodMonitor ``pm`` (one endpoint): role pod,
     keep the pods carrying the selector's labels and their named container port; ``job`` is
@@ -115,28 +139,13 @@ def pod_scrape_config(pm: dict[str, Any], kubeconfig: Path) -> dict[str, Any]:
         {"target_label": "job", "replacement": f"{meta['namespace']}/{meta['name']}"},
         {"target_label": "endpoint", "replacement": ep["port"]},
     ]
-    return {
-        "job_name": f"podMonitor/{meta['namespace']}/{meta['name']}/0",
-        "honor_labels": False,
-        "scrape_interval": ep["interval"],
-        "scrape_timeout": ep["scrapeTimeout"],
-        "metrics_path": ep["path"],
-        "scheme": ep["scheme"],
-        "kubernetes_sd_configs": [
-            {
-                "role": "pod",
-                "kubeconfig_file": str(kubeconfig),
-                "namespaces": {"names": spec["namespaceSelector"]["matchNames"]},
-            }
-        ],
-        "relabel_configs": relabel,
-    }
+    return _job("podMonitor", "pod", pm, ep, kubeconfig, relabel)
 
 
 def scrape_config(sm: dict[str, Any], kubeconfig: Path) -> dict[str, Any]:
     """The scrape config prometheus-operator generates for ServiceMonitor ``sm`` (one endpoint),
     kubernetes SD through ``kubeconfig``. Follows pkg/prometheus/promcfg.go generateServiceMonitorConfig."""
-    meta, spec = sm["metadata"], sm["spec"]
+    spec = sm["spec"]
     [ep] = spec["endpoints"]
     relabel = _selector_keep(spec["selector"]["matchLabels"], "service")
     assert "matchExpressions" not in spec["selector"], "not translated: extend scrape_config"
@@ -149,22 +158,7 @@ def scrape_config(sm: dict[str, Any], kubeconfig: Path) -> dict[str, Any]:
         {"source_labels": ["__meta_kubernetes_service_name"], "target_label": "job", "replacement": "${1}"},
         {"target_label": "endpoint", "replacement": ep["port"]},
     ]
-    return {
-        "job_name": f"serviceMonitor/{meta['namespace']}/{meta['name']}/0",
-        "honor_labels": False,
-        "scrape_interval": ep["interval"],
-        "scrape_timeout": ep["scrapeTimeout"],
-        "metrics_path": ep["path"],
-        "scheme": ep["scheme"],
-        "kubernetes_sd_configs": [
-            {
-                "role": "endpointslice",
-                "kubeconfig_file": str(kubeconfig),
-                "namespaces": {"names": spec["namespaceSelector"]["matchNames"]},
-            }
-        ],
-        "relabel_configs": relabel,
-    }
+    return _job("serviceMonitor", "endpointslice", sm, ep, kubeconfig, relabel)
 
 
 class Setup:
