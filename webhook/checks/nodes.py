@@ -247,12 +247,9 @@ def selection_keys(pod_spec: dict[str, Any]) -> tuple[tuple[str, ...], bool] | N
 
 
 def node_shape(node: dict[str, Any], keys: tuple[str, ...], by_name: bool) -> tuple[Any, ...]:
-    meta = node.get("metadata") or {}
-    rv = meta.get("resourceVersion")
-    static = _STATIC.get((meta.get("name", "?"), rv)) if rv else None
-    labels = meta.get("labels") or {}
+    labels = (node.get("metadata") or {}).get("labels") or {}
     values = tuple(labels.get(k) for k in keys) if isinstance(labels, dict) else (repr(labels),)
-    return (static or _static_shape(node), values, node_name(node) if by_name else None)
+    return (_static_shape(node), values, node_name(node) if by_name else None)
 
 
 def _selecting_groups(wl: Workload) -> list[PodGroup]:
