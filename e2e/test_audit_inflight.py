@@ -89,3 +89,5 @@ async def test_a_secret_deleted_while_the_first_judgement_runs_is_not_lost(contr
     finally:
         gate.release.set()
         await run.stop()
+        # the control plane is the session's: a job left waiting would be judged by every later audit test
+        await asyncio.to_thread(cp.kubectl, "delete", "trainjob", JOB, "-n", NS, "--ignore-not-found")

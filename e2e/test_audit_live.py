@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from e2e.fidelity.scenarios_base import secret
 from e2e.harness.audit import (
@@ -159,6 +160,15 @@ async def _has(got: Any, reason: str) -> list[dict[str, Any]] | None:
     return items if any(e["reason"] == reason for e in items) else None
 
 
+def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """The exposition's samples by (name, sorted labels), read with prometheus_client's own parser."""
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
 def _cli_trainjob() -> dict[str, Any]:
     tj = _trainjob()
     tj["metadata"]["name"] = "cli-ft"
@@ -195,11 +205,21 @@ async def test_the_cli_runs_the_controller_serves_metrics_and_releases_its_lease
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
                 return str(r.read().decode())
 
-        # the sinks publish one after another: the Event can be written before the metrics sink counts the job
+        # the sinks publish one after another: the Event can be written before the metrics sink counts
+        # the job. The controller is cluster-wide and the control plane is shared by the session, so
+        # other tests' waiting jobs count too: ask for this job's own finding, and at least one judged.
         async def counted() -> bool:
-            return 'preflight_audit_jobs_watched{state="judged"} 1.0' in await asyncio.to_thread(scrape)
+            samples = _samples(await asyncio.to_thread(scrape))
+            mine = (
+                "preflight_audit_findings",
+                (("check", "Secrets"), ("kind", "TrainJob"), ("namespace", NS), ("result", "fail")),
+            )
+            return (
+                samples.get(mine, 0.0) >= 1
+                and samples.get(("preflight_audit_jobs_watched", (("state", "judged"),)), 0.0) >= 1
+            )
 
-        await until("the judged job counted in /metrics", counted, timeout=30)
+        await until("the judged job and its Secrets fail counted in /metrics", counted, timeout=30)
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.to_thread(proc.wait, 60) == 0
         lease = json.loads(cluster.kubectl("get", "lease", "cli-audit", "-n", NS, "-o", "json").stdout)
