@@ -82,6 +82,10 @@ class FakeView:
     def cache_age(self, resource: str) -> float | None:
         return self.cache_ages.get(resource, 1.0)
 
+    def cache_version(self, resource: str) -> tuple[int, int] | None:
+        """None: this view copies on every read and keeps no counter (checks compare the lists)."""
+        return None
+
     # --- live ---
     async def secret_keys(self, namespace: str, name: str, deadline: Deadline) -> set[str] | None:
         self.secret_reads.append((namespace, name))

@@ -316,7 +316,9 @@ async def test_recording_view_records_each_read_and_passes_the_rest_through() ->
     await view.dry_run_create("batch/v1", "Job", "ns", {"metadata": {"name": "j"}}, d)
     assert await view.get_object("v1", "configmaps", "ns", "cm", d, ttl=1.0) is None
     assert await view.list_objects("discovery.k8s.io/v1", "endpointslices", "ns", "a=b", d) == []
+    assert view.cache_version("nodes") is None  # a kept listing stands for the whole list
     assert view.reads == {
+        Dep("nodes", "", ANY),
         Dep("limitranges", "ns", ANY),
         Dep("namespaces", "", "ns"),
         Dep("secrets", "ns", "s1"),

@@ -121,3 +121,85 @@ def test_nodes_alike_but_for_their_hostname_are_judged_once(monkeypatch: pytest.
     selected, eligible, fits = N._walk(pool, {"nodeSelector": {"pool": "gpu"}}, {"cpu": Decimal(4)})
     assert len(selected) == len(eligible) == len(fits) == 500
     assert calls == ["n0"]
+
+
+class _CacheView:
+    """The live view's two reads of the Node cache: its objects (not copied) and its version."""
+
+    def __init__(self) -> None:
+        from webhook.cluster.cache import ResourceCache
+
+        self.cache = ResourceCache("nodes")
+
+    def list_cached(self, resource: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        return self.cache.objects()
+
+    def cache_version(self, resource: str) -> tuple[int, int]:
+        return (self.cache.generation, self.cache.changes)
+
+
+def _ready(name: str, cpu: str, rv: str = "1", **labels: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "resourceVersion": rv, "labels": labels},
+        "spec": {},
+        "status": {"allocatable": {"cpu": cpu}, "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def test_the_grouping_is_kept_across_reviews_and_a_node_added_changed_or_removed_is_read_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    N._STATIC.clear()
+    N._KEPT.clear()
+    calls: list[str] = []
+    real = N.selects
+
+    def counting(pod_spec: dict[str, Any], node: dict[str, Any]) -> bool:
+        calls.append(N.node_name(node))
+        return real(pod_spec, node)
+
+    monkeypatch.setattr(N, "selects", counting)
+    view = _CacheView()
+    view.cache.replace([_ready(f"n{i}", "8", pool="gpu") for i in range(300)], "1")
+    spec, need = {"nodeSelector": {"pool": "gpu"}}, {"cpu": Decimal(16)}
+
+    def review() -> tuple[list[str], list[str], list[str]]:
+        lists = N._walk(N._listing(view), spec, need)  # type: ignore[arg-type]
+        mark = len(calls)
+        want = _naive(view.cache.objects(), spec, need)
+        del calls[mark:]  # count the walk's readings only
+        got = tuple([N.node_name(n) for n in xs] for xs in lists)
+        assert got == want
+        return got  # type: ignore[return-value]
+
+    assert review()[2] == []
+    assert review()[2] == []
+    assert calls == ["n0", "n0"]  # one shape, judged once per review; the grouping was kept
+    assert N._listing(view) is N._KEPT[0].nodes  # the same version: no new listing
+
+    view.cache.apply("ADDED", _ready("big", "32", pool="gpu"))
+    assert review()[2] == ["big"]
+    view.cache.apply("MODIFIED", _ready("n7", "64", rv="2", pool="gpu"))
+    assert review()[2] == ["n7", "big"]
+    view.cache.apply("MODIFIED", _ready("n7", "64", rv="3", pool="cpu"))  # no longer selected
+    assert review()[2] == ["big"]
+    view.cache.apply("DELETED", _ready("big", "32", pool="gpu"))
+    assert review()[2] == []
+    assert len(review()[0]) == 299
+    view.cache.replace([_ready("r1", "32", pool="gpu")], "9")  # a relist
+    assert review()[2] == ["r1"]
+
+
+def test_a_view_that_copies_keeps_the_shapes_and_hands_out_its_own_nodes() -> None:
+    N._STATIC.clear()
+    N._KEPT.clear()
+    nodes = [_ready(f"n{i}", "8") for i in range(20)]
+    first = N._walk(copy.deepcopy(nodes), {}, {"cpu": Decimal(4)})
+    again = copy.deepcopy(nodes)
+    second = N._walk(again, {}, {"cpu": Decimal(4)})
+    assert [N.node_name(n) for n in first[2]] == [N.node_name(n) for n in second[2]]
+    assert all(a is b for a, b in zip(second[2], again, strict=True))
+    changed = copy.deepcopy(nodes)  # the next copy, with one Node changed (no resourceVersion moved)
+    changed[3]["status"]["allocatable"]["cpu"] = "1"
+    N._STATIC.clear()
+    assert "n3" not in [N.node_name(n) for n in N._walk(changed, {}, {"cpu": Decimal(4)})[2]]

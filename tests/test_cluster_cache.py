@@ -14,6 +14,7 @@ from webhook.cluster.cache import (
     ResourceCache,
     backoff_delay,
     event_action,
+    freeze_heap,
     slim,
 )
 from webhook.cluster.view import ApiError
@@ -281,3 +282,42 @@ def test_slim_keeps_what_persistent_volume_matching_reads() -> None:
         },
         "status": {"phase": "Available"},
     }
+
+
+async def test_the_heap_is_frozen_after_each_complete_list_with_the_listed_objects_in_it() -> None:
+    """serve and the audit controller pass freeze_heap: after the first list and after a relist
+    (410), the cached objects are in the collector's permanent generation (cache.freeze_heap)."""
+    import gc
+
+    spec = SPECS_BY_RESOURCE["resourcequotas"]
+    client = FakeClient(
+        lists=[
+            {"metadata": {"resourceVersion": "10"}, "items": [obj("q1", "a", spec={"hard": {"pods": "1"}})]},
+            {"metadata": {"resourceVersion": "50"}, "items": [obj("q9", "a", spec={"hard": {"pods": "2"}})]},
+        ],
+        watches=[[{"type": "ERROR", "object": {"code": 410, "reason": "Expired"}}]],
+    )
+    seen: list[tuple[bool, list[str], bool]] = []
+
+    def after_list() -> None:
+        freeze_heap()
+        q = r.cache.objects()
+        tracked = {id(o) for o in gc.get_objects()}  # the permanent generation is not listed
+        seen.append((r.cache.synced, [o["metadata"]["name"] for o in q], any(id(o) in tracked for o in q)))
+
+    r = Reflector(spec, client, rand=lambda: 0.0, after_list=after_list)
+    try:
+        await run_until_idle(r, client)
+    finally:
+        gc.unfreeze()
+    assert seen == [(True, ["q1"], False), (True, ["q9"], False)]
+
+
+def test_the_live_view_freezes_after_lists_only_when_asked() -> None:
+    from webhook.cluster.live import LiveClusterView
+    from webhook.config import Settings
+
+    frozen = LiveClusterView(Settings(), client=None, checks=[], freeze_after_lists=True)  # type: ignore[arg-type]
+    plain = LiveClusterView(Settings(), client=None, checks=[])  # type: ignore[arg-type]
+    assert frozen._after_list is freeze_heap
+    assert plain._after_list is None

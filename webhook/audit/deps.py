@@ -41,6 +41,8 @@ def touched(resource: str, namespace: str, name: str) -> tuple[Dep, ...]:
 _READS: dict[str, Callable[..., Iterable[tuple[str, str | None, str]]]] = {
     "list_cached": lambda resource, namespace=None: [(resource, namespace, ANY)],
     "get_cached": lambda resource, namespace, name: [(resource, namespace, name)],
+    # a check that asks a cache's version reads its whole list (it answers from a kept listing)
+    "cache_version": lambda resource: [(resource, None, ANY)],
     "secret_keys": lambda namespace, name, deadline: [("secrets", namespace, name)],
     "pull_secret": lambda namespace, name, deadline: [("secrets", namespace, name)],
     "dry_run_create": lambda api_version, kind, namespace, body, deadline: [

@@ -65,7 +65,13 @@ class AuditRun:
         settings = fresh_reads(settings)
         cfg = await load_configuration(kubeconfig)
         client = AuditClient(cfg, settings.api_concurrency, qps=a.qps, burst=a.burst)
-        view = LiveClusterView(settings, client, checks=checks, discovery_refresh_seconds=discovery_refresh_seconds)
+        view = LiveClusterView(
+            settings,
+            client,
+            checks=checks,
+            discovery_refresh_seconds=discovery_refresh_seconds,
+            freeze_after_lists=True,  # the shared cluster view's caches, as serve's (cache.freeze_heap)
+        )
         await view.start(sync_timeout)
         await view.wait_synced(sync_timeout)
         events = EventSink(client, settings, instance=identity)

@@ -170,7 +170,9 @@ async def _serve(args: argparse.Namespace, settings: Settings, ctx: ssl.SSLConte
         from webhook.cluster.live import open_cluster_view
 
         try:
-            view = await open_cluster_view(settings, kubeconfig=args.kubeconfig, checks=all_checks())
+            view = await open_cluster_view(
+                settings, kubeconfig=args.kubeconfig, checks=all_checks(), freeze_after_lists=True
+            )
         except Exception as exc:
             log.error("cannot connect to the cluster: %s: %s", type(exc).__name__, exc)
             print("error: cannot connect to the cluster; check --kubeconfig, or pass --offline", file=sys.stderr)

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
-from webhook.cluster.cache import CACHE_SPECS, SPECS_BY_RESOURCE, CacheSpec, Reflector, backoff_delay
+from webhook.cluster.cache import CACHE_SPECS, SPECS_BY_RESOURCE, CacheSpec, Reflector, backoff_delay, freeze_heap
 from webhook.cluster.capabilities import (
     NO,
     Capability,
@@ -67,8 +67,11 @@ class LiveClusterView:
         discovery_refresh_seconds: float = 60.0,
         clock: Any = time.monotonic,
         own_ns: str | None = None,
+        freeze_after_lists: bool = False,
     ) -> None:
         self.settings = settings
+        #: a long-lived process (serve, audit) freezes the heap after each cache's list (cache.freeze_heap)
+        self._after_list = freeze_heap if freeze_after_lists else None
         self.client = client
         self.checks = checks
         self.discovery = Discovery(client, refresh_seconds=discovery_refresh_seconds)
@@ -167,7 +170,7 @@ class LiveClusterView:
             self.cache_reasons[spec.resource] = reason
             return
         self.cache_reasons.pop(spec.resource, None)
-        r = Reflector(spec, self.client)
+        r = Reflector(spec, self.client, after_list=self._after_list)
         self.reflectors[spec.resource] = r
         r.start()
 
@@ -221,6 +224,10 @@ class LiveClusterView:
     def cache_age(self, resource: str) -> float | None:
         r = self.reflectors.get(resource)
         return None if r is None else r.cache.age()
+
+    def cache_version(self, resource: str) -> tuple[int, int] | None:
+        r = self.reflectors.get(resource)
+        return None if r is None else (r.cache.generation, r.cache.changes)
 
     async def wait_for(self, resource: str, predicate: Any, timeout: float) -> bool:
         """Wait until `predicate(view)` holds, re-checking after each change of `resource`'s cache."""
@@ -547,14 +554,21 @@ class LiveClusterView:
 
 
 async def open_cluster_view(
-    settings: Settings, kubeconfig: str | None = None, *, checks: Sequence[CheckNeeds], wait_seconds: float = 20.0
+    settings: Settings,
+    kubeconfig: str | None = None,
+    *,
+    checks: Sequence[CheckNeeds],
+    wait_seconds: float = 20.0,
+    freeze_after_lists: bool = False,
 ) -> LiveClusterView:
     """Connect (in-cluster config when no kubeconfig is given inside a pod, else the
     kubeconfig or the default one) and begin start-up. Returns once the caches have
     synced, or the apiserver could not be read, or after `wait_seconds`; start-up then
     goes on in the background (`ready`, `ready_reason`, `wait_synced`)."""
     cfg = await load_configuration(kubeconfig)
-    view = LiveClusterView(settings, KubeClient(cfg, settings.api_concurrency), checks=checks)
+    view = LiveClusterView(
+        settings, KubeClient(cfg, settings.api_concurrency), checks=checks, freeze_after_lists=freeze_after_lists
+    )
     await view.start(wait_seconds)
     return view
 

@@ -56,6 +56,11 @@ class ClusterView(Protocol):
         """Seconds since the cache of `resource` was last known in sync (None: never synced)."""
         ...
 
+    def cache_version(self, resource: str) -> tuple[int, int] | None:
+        """A value that changes whenever the cache of `resource` changes (a list, or an added, changed
+        or deleted object); None when the view cannot tell (then compare what list_cached returns)."""
+        ...
+
     # --- live reads and dry runs, bounded by the deadline ---
     async def secret_keys(self, namespace: str, name: str, deadline: Deadline) -> set[str] | None:
         """Key names of a Secret (data and stringData); None when it does not exist.
