@@ -35,6 +35,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +129,179 @@ def real_node(i: int) -> dict[str, Any]:
         for j in range(50)
     ]
     return n
+
+
+# ----------------------------------------------------------------------------- DRA (issue 26)
+#
+# What NVIDIA's DRA driver publishes (NVIDIA/k8s-dra-driver-gpu cmd/gpu-kubelet-plugin/deviceinfo.go
+# GpuInfo.GetDevice, driver.go: one ResourceSlice per node, pool = the node's name, devices gpu-0..7)
+# and the DeviceClasses its chart and a cluster admin install (the chart's gpu.nvidia.com and
+# mig.nvidia.com classes select on `type`; the admin's pick a product).
+
+DRA_DRIVER = "gpu.nvidia.com"
+GPUS_PER_NODE = 8
+#: (productName, architecture, compute capability, memory MiB): the tainted GPU nodes of
+#: :func:`real_node` carry H100s, the others L40S exposed through DRA only
+GPU_MODELS = (
+    ("NVIDIA H100 80GB HBM3", "Hopper", "9.0.0", 81559),
+    ("NVIDIA L40S", "Ada Lovelace", "8.9.0", 46068),
+)
+H100 = GPU_MODELS[0][0]
+
+
+def _class(name: str, expression: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": expression}}]},
+    }
+
+
+#: the DeviceClasses, in creation order (the DRA TrainJob's first: it exists at every level)
+DEVICE_CLASSES = (
+    _class(DRA_DRIVER, f"device.driver == '{DRA_DRIVER}' && device.attributes['{DRA_DRIVER}'].type == 'gpu'"),
+    _class("mig.nvidia.com", f"device.driver == '{DRA_DRIVER}' && device.attributes['{DRA_DRIVER}'].type == 'mig'"),
+    _class(
+        "h100.example.com",
+        f"device.driver == '{DRA_DRIVER}' && device.attributes['{DRA_DRIVER}'].productName == '{H100}'",
+    ),
+    _class(
+        "l40s.example.com",
+        f"device.driver == '{DRA_DRIVER}' && device.attributes['{DRA_DRIVER}'].productName == '{GPU_MODELS[1][0]}'",
+    ),
+    _class("hopper.example.com", f"device.attributes['{DRA_DRIVER}'].architecture == 'Hopper'"),
+)
+THRESHOLDS["resourceslices"] = 5000
+THRESHOLDS["deviceclasses"] = len(DEVICE_CLASSES)
+
+
+def resource_slice(i: int) -> dict[str, Any]:
+    """The ResourceSlice NVIDIA's kubelet plugin publishes for node `i` of :func:`real_node`: 8 GPUs with
+    their attributes (strings, versions, the PCIe root) and memory capacity."""
+    node_name = f"scale-node-{i:05d}"
+    product, arch, cc, mib = GPU_MODELS[0 if i % 4 == 0 else 1]
+    devices = []
+    for g in range(GPUS_PER_NODE):
+        bus = 0x18 + 0x10 * g
+        devices.append(
+            {
+                "name": f"gpu-{g}",
+                "attributes": {
+                    "type": {"string": "gpu"},
+                    "uuid": {"string": f"GPU-{uuid.UUID(int=i * GPUS_PER_NODE + g)}"},
+                    "productName": {"string": product},
+                    "brand": {"string": "Nvidia"},
+                    "architecture": {"string": arch},
+                    "cudaComputeCapability": {"version": cc},
+                    "driverVersion": {"version": "580.95.5"},
+                    "cudaDriverVersion": {"version": "13.0.0"},
+                    "pcieBusID": {"string": f"0000:{bus:02x}:00.0"},
+                    "resource.kubernetes.io/pcieRoot": {"string": f"pci0000:{bus & 0xF0:02x}"},
+                },
+                "capacity": {"memory": {"value": f"{mib}Mi"}},
+            }
+        )
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node_name}-{DRA_DRIVER}-{i % 100000:05x}"},
+        "spec": {
+            "driver": DRA_DRIVER,
+            "nodeName": node_name,
+            "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        },
+    }
+
+
+DRA_NS = "demo-train"
+DRA_RUNTIME = "dra-torch"
+DRA_TEMPLATE = "h100x8"
+
+
+def dra_prereqs() -> list[tuple[str, dict[str, Any]]]:
+    """The DRA TrainJob's namespaced prerequisites: a ResourceClaimTemplate for 8 H100s of class
+    gpu.nvidia.com (the request's CEL selector picks the product), and a TrainingRuntime whose `node`
+    pods claim from it and tolerate the GPU taint (Trainer's runtimePatches cannot add resourceClaims:
+    the claim comes from the runtime, as in e2e/fidelity/dra_scenarios.py)."""
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": DRA_TEMPLATE, "namespace": DRA_NS},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "gpus",
+                            "exactly": {
+                                "deviceClassName": DRA_DRIVER,
+                                "count": GPUS_PER_NODE,
+                                "selectors": [
+                                    {
+                                        "cel": {
+                                            "expression": f"device.attributes['{DRA_DRIVER}'].productName == '{H100}'"
+                                        }
+                                    }
+                                ],
+                            },
+                        }
+                    ],
+                }
+            }
+        },
+    }
+    pod = {
+        "restartPolicy": "Never",
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": DRA_TEMPLATE}],
+        "containers": [
+            {
+                "name": "node",
+                "image": "registry.example/team/trainer:v1",
+                "resources": {"requests": {"cpu": "8", "memory": "64Gi"}, "claims": [{"name": "gpus"}]},
+            }
+        ],
+    }
+    runtime = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainingRuntime",
+        "metadata": {"name": DRA_RUNTIME, "namespace": DRA_NS},
+        "spec": {
+            "mlPolicy": {"numNodes": 4},
+            "template": {
+                "spec": {
+                    "replicatedJobs": [
+                        {
+                            "name": "node",
+                            "template": {
+                                "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                                "spec": {"template": {"spec": pod}},
+                            },
+                        }
+                    ]
+                }
+            },
+        },
+    }
+    return [
+        (f"/apis/resource.k8s.io/v1/namespaces/{DRA_NS}/resourceclaimtemplates", template),
+        (f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{DRA_NS}/trainingruntimes", runtime),
+    ]
+
+
+def dra_trainjob() -> dict[str, Any]:
+    """A TrainJob of 4 nodes, each pod claiming 8 H100s through the runtime's ResourceClaimTemplate."""
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "llm-dra", "namespace": DRA_NS},
+        "spec": {
+            "runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": "TrainingRuntime", "name": DRA_RUNTIME},
+            "trainer": {"image": "registry.example/team/trainer:v1", "numNodes": 4},
+        },
+    }
 
 
 def _objects(kind: str, lo: int, hi: int, ns_count: int) -> list[tuple[str, dict[str, Any]]]:
@@ -228,6 +402,10 @@ def _objects(kind: str, lo: int, hi: int, ns_count: int) -> list[tuple[str, dict
                     },
                 )
             )
+        elif kind == "resourceslices":
+            out.append(("/apis/resource.k8s.io/v1/resourceslices", resource_slice(i)))
+        elif kind == "deviceclasses":
+            out.append(("/apis/resource.k8s.io/v1/deviceclasses", DEVICE_CLASSES[i]))
         elif kind == "pods":
             ns = _ns((2 * (i % (ns_count // 2)) + 1) % ns_count)
             out.append(
@@ -258,6 +436,8 @@ ORDER = (
     "namespaces",
     "serviceaccounts",
     "nodes",
+    "deviceclasses",
+    "resourceslices",
     "services",
     "resourcequotas",
     "limitranges",
@@ -315,6 +495,9 @@ async def grow(cp: ControlPlane, have: dict[str, int], percent: float) -> dict[s
                 ]
             )
             have["flavors"] = FLAVORS + 2
+        if not have.get("dra"):
+            await admin.bulk(dra_prereqs())
+            have["dra"] = 1
         for kind in ORDER:
             lo, hi = have.get(kind, 0), target(kind, percent)
             if kind == "namespaces":
@@ -565,10 +748,60 @@ def render(rows: list[dict[str, Any]], grew: list[str], command: str) -> str:
     return "\n".join(lines)
 
 
+def _cached_slices(count: int) -> list[dict[str, Any]]:
+    """:func:`resource_slice` for `count` nodes as the cache holds them: decoded from JSON (as the
+    reflector receives them), with the metadata the apiserver adds, slimmed (webhook/cluster/cache.py)."""
+    from webhook.cluster.cache import slim
+
+    out = []
+    for i in range(count):
+        s = resource_slice(i)
+        s["metadata"].update(
+            {
+                "resourceVersion": str(1000 + i),
+                "uid": str(uuid.UUID(int=2**64 + i)),
+                "creationTimestamp": "2026-12-01T00:00:00Z",
+                "generation": 1,
+                "ownerReferences": [
+                    {"apiVersion": "v1", "kind": "Node", "name": s["spec"]["nodeName"], "uid": str(uuid.UUID(int=i))}
+                ],
+                "managedFields": [
+                    {"manager": "gpu-kubelet-plugin", "operation": "Update", "apiVersion": "resource.k8s.io/v1",
+                     "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:devices": {}, "f:driver": {}}}}
+                ],
+            }
+        )  # fmt: skip
+        out.append(slim("resourceslices", json.loads(json.dumps(s))))
+    return out
+
+
+def slice_cache_bytes(count: int) -> float:
+    """Bytes the ResourceSlice cache holds for `count` of :func:`resource_slice` (tracemalloc: what the
+    decoded, slimmed objects and the cache's indexes allocate and keep)."""
+    import gc
+    import tracemalloc
+
+    from webhook.cluster.cache import ResourceCache
+
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    cache = ResourceCache("resourceslices")
+    cache.replace(_cached_slices(count), "1")
+    gc.collect()
+    held = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert len(cache) == count
+    return float(held)
+
+
 def review_in_process(node_counts: list[int], reviews: int = 20) -> str:
-    """CPU per review of the sample TrainJob (its runtime, Dry Run off) against a cluster view that
-    holds N of :func:`real_node`'s Nodes, in this process: what a review costs as the Nodes grow,
-    without a control plane. The view returns its cached objects as the live one does (no copy)."""
+    """CPU per review of the sample TrainJob (its runtime, Dry Run off) and of :func:`dra_trainjob`
+    (4 pods, 8 H100s each by DRA) against a cluster view that holds N of :func:`real_node`'s Nodes and,
+    for the DRA job, N of :func:`resource_slice`'s ResourceSlices and the :data:`DEVICE_CLASSES`, in
+    this process: what a review costs as the cluster grows, without a control plane. The view returns
+    its cached objects as the live one does (no copy). Also the Device Allocation check alone, and the
+    bytes the ResourceSlice cache holds."""
     sys.path.insert(0, str(ROOT / "tests"))
     from fakeview import FakeView
 
@@ -585,12 +818,18 @@ def review_in_process(node_counts: list[int], reviews: int = 20) -> str:
                 if namespace is None or (o.get("metadata") or {}).get("namespace") == namespace
             ]
 
-    job = sample("trainjob-good")
+    job, dra_job = sample("trainjob-good"), dra_trainjob()
     runtime = yaml.safe_load((ROOT / "e2e" / "samples" / "01-clustertrainingruntime.yaml").read_text())
     prereqs = [d for d in yaml.safe_load_all((ROOT / "e2e" / "samples" / "00-prerequisites.yaml").read_text()) if d]
+    prereqs += [body for _, body in dra_prereqs()]
     settings = Settings.model_validate({"checks": {"Dry Run": "off"}})
     checks = all_checks()
-    rows = ["| Nodes | CPU ms per review |", "|---:|---:|"]
+    dra_check = [c for c in checks if c.name == "Device Allocation"]
+    rows = [
+        "| Nodes (ResourceSlices) | TrainJob, CPU ms per review | DRA TrainJob, CPU ms per review "
+        "| of which Device Allocation | its verdict | ResourceSlice cache |",
+        "|---:|---:|---:|---:|---|---:|",
+    ]
     for count in node_counts:
         nodes = []
         for i in range(count):
@@ -598,22 +837,41 @@ def review_in_process(node_counts: list[int], reviews: int = 20) -> str:
             n["metadata"]["resourceVersion"] = "1"
             n["status"].pop("images", None)  # the cache slims them away (webhook/cluster/cache.py)
             nodes.append(n)
-        objects: dict[str, list[dict[str, Any]]] = {"nodes": nodes, "clustertrainingruntimes": [runtime]}
+        objects: dict[str, list[dict[str, Any]]] = {
+            "nodes": nodes,
+            "clustertrainingruntimes": [runtime],
+            "resourceslices": _cached_slices(count),
+            "deviceclasses": [json.loads(json.dumps(c)) for c in DEVICE_CLASSES],
+        }
         for d in prereqs:
             objects.setdefault(d["kind"].lower() + "s", []).append(d)
-        view = CachedView(objects, secrets={("demo-train", "hf-token"): {"token"}})
+        view = CachedView(
+            objects,
+            secrets={("demo-train", "hf-token"): {"token"}},
+            served={"v1", "jobset.x-k8s.io/v1alpha2", "trainer.kubeflow.org/v1alpha1", "resource.k8s.io/v1"},
+        )
 
-        async def run(view: CachedView = view) -> float:
+        async def cpu(body: dict[str, Any], only: list[Any], view: CachedView = view) -> tuple[float, Any]:
             async def once() -> Any:
-                return await evaluate(job, settings=settings, deadline=Deadline(30), view=view, checks=checks)
+                return await evaluate(body, settings=settings, deadline=Deadline(30), view=view, checks=only)
 
-            await once()
+            first = await once()
             t0 = time.process_time()
             for _ in range(reviews):
                 await once()
-            return (time.process_time() - t0) / reviews * 1000
+            return (time.process_time() - t0) / reviews * 1000, first
 
-        rows.append(f"| {count:,} | {asyncio.run(run()):.1f} |")
+        plain, _ = asyncio.run(cpu(job, checks))
+        dra, _ = asyncio.run(cpu(dra_job, checks))
+        alone, res = asyncio.run(cpu(dra_job, dra_check))
+        got = [r for r in res.results.checks if r.name == "Device Allocation"]
+        what = f"{got[0].status.value}: {got[0].message[:70]}" if got else "(not run)"
+        held = slice_cache_bytes(count)
+        rows.append(
+            f"| {count:,} | {plain:.1f} | {dra:.1f} | {alone:.1f} | {what} "
+            f"| {held / 2**20:.1f} MiB ({held / count / 1024:.1f} KiB a slice) |"
+        )
+        print(rows[-1], file=sys.stderr, flush=True)
     return "\n".join(rows)
 
 
@@ -628,7 +886,7 @@ def main() -> int:
     )
     args = p.parse_args()
     if args.in_process:
-        print(review_in_process([int(x) for x in args.in_process.split(",")]))
+        print(review_in_process([int(x) for x in args.in_process.split(",")], reviews=min(args.reviews, 20)))
         return 0
     command = " ".join([".venv/bin/python bench/scale.py", *(shlex.quote(a) for a in sys.argv[1:])])
     with ControlPlane(service_cidr=SERVICE_CIDR) as cp:

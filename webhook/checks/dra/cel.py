@@ -32,7 +32,7 @@ from typing import Any
 
 import cel
 
-__all__ = ["SUBSET_FUNCTIONS", "outside_subset", "device_matches", "device_vars"]
+__all__ = ["SUBSET_FUNCTIONS", "outside_subset", "device_matches", "device_vars", "reads", "matches_grouped"]
 
 #: the functions (as the `cel` package names them) the subset allows
 SUBSET_FUNCTIONS = frozenset(
@@ -109,3 +109,66 @@ def device_matches(expression: str, driver: str, attributes: dict[str, Any]) -> 
     except Exception:  # a runtime error: the allocator aborts the attempt, never a verdict here
         return None
     return result if isinstance(result, bool) else None
+
+
+# ----------------------------------------------------------------------------- devices alike, judged once
+#
+# A cluster's 40,000 devices come in few kinds: a selector reads two or three attributes (type,
+# productName), and the devices that agree on those get the same answer. `matches_grouped` keys the
+# answer by (expression, driver, the attributes the expression names), so a review evaluates CEL
+# once per kind of device instead of once per device (bench/scale.py --in-process; the tests compare
+# it with `device_matches` on generated devices and selectors).
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DEVICE = re.compile(r"\bdevice\b")
+#: `device.driver`, or `device.attributes[<literal>]` followed by `.name` or `[`: one named attribute
+_NAMED_USE = re.compile(r"""device\s*\.\s*(?:driver\b|attributes\s*\[\s*(?:"[^"\\]*"|'[^'\\]*')\s*\]\s*(?:\.|\[))""")
+#: `<literal> in device.attributes[<literal>]`: whether one named attribute is there
+_IN_USE = re.compile(r"""(?:"[^"\\]*"|'[^'\\]*')\s+in\s+$""")
+_GROUPED: dict[tuple[str, str, tuple[Any, ...]], bool | None] = {}
+#: answers kept at most (a review of the scale benchmark's cluster needs a few dozen)
+GROUPED_MAX = 8192
+
+
+@lru_cache(maxsize=512)
+def reads(expression: str) -> frozenset[str] | None:
+    """The words (identifiers and string literals) of an expression that reads device attributes only
+    by name; None when it may read a whole domain map (`size(device.attributes[d])`, a map compared,
+    a computed key) or spells a name with an escape, so that every attribute counts."""
+    if "\\" in expression:
+        return None
+    for m in _DEVICE.finditer(expression):
+        if _NAMED_USE.match(expression, m.start()):
+            continue
+        rest = re.match(r"""device\s*\.\s*attributes\s*\[\s*(?:"[^"\\]*"|'[^'\\]*')\s*\]""", expression[m.start() :])
+        if rest and _IN_USE.search(expression[: m.start()]):
+            continue
+        return None
+    return frozenset(_WORD.findall(expression)) | _literals(expression)
+
+
+def _key(attributes: dict[str, Any], named: frozenset[str] | None) -> tuple[Any, ...] | None:
+    out: list[Any] = []
+    for name, attr in attributes.items():
+        if named is not None and name.rpartition("/")[2] not in named and name not in named:
+            continue
+        if not isinstance(attr, dict):
+            out.append((name, repr(attr)))
+            continue
+        out.append((name, tuple((k, v if isinstance(v, (str, int, bool)) else repr(v)) for k, v in attr.items())))
+    return tuple(out)
+
+
+def matches_grouped(expression: str, driver: str, attributes: dict[str, Any]) -> bool | None:
+    """:func:`device_matches`, answered once for all devices of `driver` whose attributes named by the
+    expression are the same (the expression cannot tell them apart)."""
+    key = (expression, driver, _key(attributes, reads(expression)) or ())
+    try:
+        return _GROUPED[key]
+    except KeyError:
+        pass
+    m = device_matches(expression, driver, attributes)
+    if len(_GROUPED) >= GROUPED_MAX:
+        _GROUPED.clear()
+    _GROUPED[key] = m
+    return m

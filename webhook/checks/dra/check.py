@@ -18,7 +18,7 @@ from typing import Any
 from webhook.checks import provisioning
 from webhook.checks.base import Check, CheckContext
 from webhook.checks.common import cached, plural, with_stale
-from webhook.checks.dra.allocate import Claim, Device, DeviceID, Request, fit, node_devices
+from webhook.checks.dra.allocate import Claim, Device, DeviceID, Request, SliceIndex, fit
 from webhook.checks.dra.cel import outside_subset
 from webhook.checks.nodes import blocking_taints, is_cordoned, is_ready, node_name, selects, term_matches
 from webhook.results import CheckResult, Status
@@ -239,7 +239,7 @@ class DeviceAllocation(Check):
             return self._result(fails, warns, passes, ctx)
         view = ctx.view
         nodes = view.list_cached("nodes")
-        slices = view.list_cached("resourceslices")
+        slices = SliceIndex(view.list_cached("resourceslices"))
         in_use = _in_use(view.list_cached("resourceclaims"))
         devices_of: dict[str, tuple[list[Device], list[str]]] = {}
         taken: set[DeviceID] = set()  # what the groups before took (greedy, pessimistic)
@@ -268,7 +268,7 @@ class DeviceAllocation(Check):
             for n in eligible:
                 nn = node_name(n)
                 if nn not in devices_of:
-                    devices_of[nn] = node_devices(slices, n, term_matches)
+                    devices_of[nn] = slices.devices(n, term_matches)
                 devs, pool_notes = devices_of[nn]
                 incomplete.extend(pool_notes)
                 any_device = any_device or bool(devs)
