@@ -44,6 +44,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.cluster_bench import (
+    QUOTA_HARD,
     SAMPLE_SELECTOR,
     Admin,
     apiserver_count,
@@ -795,6 +796,42 @@ def slice_cache_bytes(count: int) -> float:
     return float(held)
 
 
+def _cluster_objects(percent: float) -> dict[str, list[dict[str, Any]]]:
+    """What :func:`grow` creates at `percent`, as the apiserver would list it (namespace and a
+    resourceVersion set; Pods left out: the webhook never reads them), by cached resource."""
+    from webhook.cluster.cache import SPECS_BY_RESOURCE
+
+    out: dict[str, list[dict[str, Any]]] = {}
+
+    def put(resource: str, obj: dict[str, Any], ns: str | None = None) -> None:
+        if ns:
+            obj["metadata"]["namespace"] = ns
+        obj["metadata"]["resourceVersion"] = "1"
+        out.setdefault(resource, []).append(obj)
+
+    ns_count = max(target("namespaces", percent), target("serviceaccounts", percent) // 3 + 1)
+    ns_count = max(ns_count, target("services", percent))
+    used = {k: "0" for k in QUOTA_HARD}
+    for kind in ORDER:
+        hi = ns_count if kind == "namespaces" else target(kind, percent)
+        if kind == "pods":
+            continue
+        if kind == "nodes":
+            for i in range(hi):
+                put("nodes", real_node(i))
+        elif kind == "resourcequotas":
+            for i in range(hi):
+                quota = {"metadata": {"name": "compute"}, "spec": {"hard": QUOTA_HARD}}
+                put("resourcequotas", {**quota, "status": {"hard": QUOTA_HARD, "used": used}}, _ns(2 * i % ns_count))
+        else:
+            for path, body in _objects(kind, 0, hi, ns_count):
+                resource = path.rsplit("/", 1)[1]
+                if resource in SPECS_BY_RESOURCE:  # EndpointSlices are not cached
+                    ns = path.split("/namespaces/")[1].split("/")[0] if "/namespaces/" in path else None
+                    put(resource, body, ns)
+    return out
+
+
 def review_in_process(node_counts: list[int], reviews: int = 20) -> str:
     """CPU per review of the sample TrainJob (its runtime, Dry Run off) and of :func:`dra_trainjob`
     (4 pods, 8 H100s each by DRA) against a cluster view that holds N of :func:`real_node`'s Nodes and,
@@ -875,6 +912,94 @@ def review_in_process(node_counts: list[int], reviews: int = 20) -> str:
     return "\n".join(rows)
 
 
+def review_whole_in_process(percents: list[float], reviews: int = 200) -> str:
+    """CPU per review of the sample TrainJob (its runtime, Dry Run off) in this process, against a
+    view that holds every object the scale run creates at each percent (:func:`_cluster_objects`)
+    in the webhook's own caches (webhook/cluster/cache.py ResourceCache: slimmed, indexed by
+    namespace, returned without a copy, versioned as the live view's); and the time of one full
+    collection of the cyclic garbage collector over that heap, as it is and frozen
+    (cache.freeze_heap)."""
+    import gc
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from fakeview import FakeView
+
+    from webhook.checks import all_checks
+    from webhook.cluster.cache import SPECS_BY_RESOURCE, ResourceCache, freeze_heap
+    from webhook.config import Settings
+    from webhook.deadline import Deadline
+    from webhook.preflight import evaluate
+
+    class CachedView(FakeView):  # type: ignore[misc]
+        def __init__(self, caches: dict[str, ResourceCache], **kw: Any) -> None:
+            super().__init__({}, **kw)
+            self.caches = caches
+
+        def _cache(self, resource: str, namespace: str | None) -> tuple[ResourceCache | None, str | None]:
+            spec = SPECS_BY_RESOURCE.get(resource)
+            return self.caches.get(resource), namespace if spec is not None and spec.namespaced else None
+
+        def list_cached(self, resource: str, namespace: str | None = None) -> list[dict[str, Any]]:
+            cache, ns = self._cache(resource, namespace)
+            return [] if cache is None else cache.objects(ns)
+
+        def get_cached(self, resource: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+            cache, ns = self._cache(resource, namespace)
+            return None if cache is None else cache.get(ns, name)
+
+        def cache_version(self, resource: str) -> tuple[int, int] | None:
+            cache = self.caches.get(resource)
+            return None if cache is None else (cache.generation, cache.changes)
+
+    job = sample("trainjob-good")
+    runtime = yaml.safe_load((ROOT / "e2e" / "samples" / "01-clustertrainingruntime.yaml").read_text())
+    prereqs = [d for d in yaml.safe_load_all((ROOT / "e2e" / "samples" / "00-prerequisites.yaml").read_text()) if d]
+    settings = Settings.model_validate({"checks": {"Dry Run": "off"}})
+    checks = all_checks()
+    rows = [
+        "| objects | cached objects | CPU ms per review | full GC collection (ms): as is / frozen |",
+        "|---:|---:|---:|---:|",
+    ]
+    for count in percents:
+        objects = _cluster_objects(count)
+        objects["clustertrainingruntimes"] = [runtime]
+        for d in prereqs:
+            if d["kind"].lower() + "s" in SPECS_BY_RESOURCE:
+                objects.setdefault(d["kind"].lower() + "s", []).append(d)
+        caches = {}
+        for resource, objs in objects.items():
+            caches[resource] = ResourceCache(resource)
+            caches[resource].replace(objs, "1")
+        served = {"v1", "jobset.x-k8s.io/v1alpha2", "trainer.kubeflow.org/v1alpha1", "kueue.x-k8s.io/v1beta2"}
+        served.add("resource.k8s.io/v1")
+        view = CachedView(caches, secrets={("demo-train", "hf-token"): {"token"}}, served=served)
+
+        async def run(view: CachedView = view) -> float:
+            async def once() -> Any:
+                return await evaluate(job, settings=settings, deadline=Deadline(30), view=view, checks=checks)
+
+            await once()
+            t0 = time.process_time()
+            for _ in range(reviews):
+                await once()
+            return (time.process_time() - t0) / reviews * 1000
+
+        cpu = asyncio.run(run())
+        t0 = time.perf_counter()
+        gc.collect()
+        as_is = (time.perf_counter() - t0) * 1000
+        freeze_heap()
+        t0 = time.perf_counter()
+        gc.collect()
+        frozen = (time.perf_counter() - t0) * 1000
+        gc.unfreeze()
+        held = sum(len(c) for c in caches.values())
+        rows.append(f"| {count:g} % | {held:,} | {cpu:.2f} | {as_is:.0f} / {frozen:.1f} |")
+        del view, caches, objects
+        gc.collect()
+    return "\n".join(rows)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scale", default="1,10", help="percents of the thresholds, in order (default 1,10)")
@@ -884,7 +1009,16 @@ def main() -> int:
     p.add_argument(
         "--in-process", metavar="N,N", help="only the CPU per review against N Nodes in process (no control plane)"
     )
+    p.add_argument(
+        "--in-process-objects",
+        metavar="P,P",
+        help="only the CPU per review in process against every object the run creates at P %% (no control plane), "
+        "and a full garbage collection over that heap, as is and frozen",
+    )
     args = p.parse_args()
+    if args.in_process_objects:
+        print(review_whole_in_process([float(x) for x in args.in_process_objects.split(",")]))
+        return 0
     if args.in_process:
         print(review_in_process([int(x) for x in args.in_process.split(",")], reviews=min(args.reviews, 20)))
         return 0

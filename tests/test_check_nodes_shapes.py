@@ -85,6 +85,13 @@ def test_the_memoized_walk_gives_the_node_by_node_lists(seed: int) -> None:
     for _ in range(2):  # the second walk reads the kept static shapes
         got = tuple([N.node_name(n) for n in xs] for xs in N._walk(nodes, spec, need))
         assert got == _naive(nodes, spec, need)
+        # Node Selector Match's two lists, and Tolerations' taints, from the same grouping
+        matching = [n for n in nodes if N.selects(spec, n)]
+        want_ns = ([N.node_name(n) for n in matching], [N.node_name(n) for n in matching if N._usable(n)])
+        got_ns = N._by_shape(nodes, spec, N._selected_and_usable(spec), 2)
+        assert ([N.node_name(n) for n in got_ns[0]], [N.node_name(n) for n in got_ns[1]]) == want_ns
+        every = [t for n in nodes for t in N.taints(n)]
+        assert sorted(map(repr, N._distinct_taints(nodes))) == sorted({repr(t) for t in every})
 
 
 def test_a_changed_node_is_read_again_under_its_new_resource_version() -> None:

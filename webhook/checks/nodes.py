@@ -22,6 +22,7 @@ are a warning: they may come back.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
 from itertools import compress
 from operator import is_
@@ -318,7 +319,7 @@ class NodeSelectorMatch(_ProvisionableNodeCheck):
         groups = _selecting_groups(wl)
         if not groups:
             return CheckResult(self.name, Status.SKIP, "No nodeSelector or required node affinity set")
-        nodes = ctx.view.list_cached("nodes")
+        nodes = _listing(ctx.view)
         if not nodes:
             return with_stale(
                 CheckResult(
@@ -332,8 +333,7 @@ class NodeSelectorMatch(_ProvisionableNodeCheck):
         passes: list[str] = []
         for g in groups:
             what = selection_text(g.pod_spec)
-            matching = [n for n in nodes if selects(g.pod_spec, n)]
-            usable = [n for n in matching if _usable(n)]
+            matching, usable = _by_shape(nodes, g.pod_spec, _selected_and_usable(g.pod_spec), 2)
             if usable:
                 passes.append(f"{what} of the {g.name} pods matches {plural(len(usable), 'Ready, schedulable node')}")
                 continue
@@ -463,24 +463,58 @@ def _walk(
     (:func:`node_shape`) are judged once, and the grouping into shapes is kept while the Node
     listing is the same (:func:`_grouping`): a review asks its questions of the shapes, not of
     every Node. The lists may be kept ones: read them, never change them."""
+    lists = _by_shape(nodes, pod_spec, lambda n: _answer(pod_spec, need, n), 3)
+    return lists[0], lists[1], lists[2]
+
+
+def _by_shape(
+    nodes: list[dict[str, Any]],
+    pod_spec: dict[str, Any],
+    judge: Callable[[dict[str, Any]], tuple[bool, ...]],
+    width: int,
+) -> list[list[dict[str, Any]]]:
+    """For each of the `width` answers of `judge` (a function of a node's shape for this pod
+    spec), the nodes in listing order that answer True; one node per shape is judged. The lists
+    may be kept ones: read them, never change them."""
     plan = selection_keys(pod_spec)
     if plan is None:  # judged node by node
-        answers = [_answer(pod_spec, need, n) for n in nodes]
-        lists = [[n for n, a in zip(nodes, answers, strict=True) if a[k]] for k in range(3)]
-        return lists[0], lists[1], lists[2]
+        answers = [judge(n) for n in nodes]
+        return [[n for n, a in zip(nodes, answers, strict=True) if a[k]] for k in range(width)]
     kept = _grouping(nodes, plan)
     of_node, reps = kept.plans[plan]
-    answers = [_answer(pod_spec, need, rep) for rep in reps]
+    per_shape = [judge(rep) for rep in reps]
     out: list[list[dict[str, Any]]] = []
-    for k in range(3):
-        flags = tuple(a[k] for a in answers)
+    for k in range(width):
+        flags = tuple(a[k] for a in per_shape)
         got = kept.lists.get((plan, flags))
         if got is None:
             if len(kept.lists) >= _Grouping.MAX_LISTS:
                 kept.lists.clear()
             got = kept.lists[(plan, flags)] = list(compress(kept.nodes, map(flags.__getitem__, of_node)))
         out.append(got)
-    return out[0], out[1], out[2]
+    return out
+
+
+def _selected_and_usable(pod_spec: dict[str, Any]) -> Callable[[dict[str, Any]], tuple[bool, bool]]:
+    """Node Selector Match's two questions of a node: does the pod select it; is it also usable."""
+
+    def judge(node: dict[str, Any]) -> tuple[bool, bool]:
+        matches = selects(pod_spec, node)
+        return matches, matches and _usable(node)
+
+    return judge
+
+
+def _distinct_taints(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every taint of the listing, each distinct one once (kept with the listing's grouping)."""
+    kept = _grouping(nodes, None)
+    if kept.taints is None:
+        seen: dict[str, dict[str, Any]] = {}
+        for n in kept.nodes:
+            for t in taints(n):
+                seen.setdefault(repr(sorted(t.items())) if isinstance(t, dict) else repr(t), t)
+        kept.taints = list(seen.values())
+    return kept.taints
 
 
 def _answer(pod_spec: dict[str, Any], need: dict[str, Decimal], node: dict[str, Any]) -> tuple[bool, bool, bool]:
@@ -521,6 +555,8 @@ class _Grouping:
         self.plans: dict[tuple[tuple[str, ...], bool], tuple[list[int], list[dict[str, Any]]]] = {}
         #: (plan, one answer per shape) -> the nodes, in listing order, whose shape answers True
         self.lists: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+        #: every distinct taint of the listing (Tolerations)
+        self.taints: list[dict[str, Any]] | None = None
 
 
 #: the grouping of the last Node listing a review read (one: there is one Node cache)
@@ -541,6 +577,7 @@ def _grouping(nodes: list[dict[str, Any]], plan: tuple[tuple[str, ...], bool] | 
     if kept is not None and not same and kept.nodes == nodes:
         kept.nodes = list(nodes)  # equal content, other objects: keep the shapes, hand out these
         kept.lists.clear()
+        kept.taints = None
         kept.version = None
     elif not same:
         if len(_STATIC) > 2 * len(nodes) + 64:  # Nodes gone or changed since: start again
@@ -614,10 +651,10 @@ class Tolerations(Check):
             return CheckResult(
                 self.name, Status.PASS, "The tolerations match any taint (key-less Exists) or node condition taints"
             )
-        nodes = ctx.view.list_cached("nodes")
+        nodes = _listing(ctx.view)
         if not nodes:
             return with_stale(CheckResult(self.name, Status.SKIP, "No nodes are visible"), ctx, "nodes")
-        all_taints = [t for n in nodes for t in taints(n)]
+        all_taints = _distinct_taints(nodes)
         unmatched = {
             text: groups for text, (tol, groups) in users.items() if not any(tolerates(tol, t) for t in all_taints)
         }
