@@ -12,6 +12,7 @@ Marked ``node`` (``pytest e2e -m "not node"`` skips it; ``make test`` runs it).
 from __future__ import annotations
 
 import os
+import platform
 import re
 import time
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from e2e.fidelity.imagepull_scenarios import foreign_arch
 from e2e.fidelity.run import Row, render, run_on_node
 from e2e.fidelity.scenarios import JOBSET_SCENARIOS, KNOWN_LIMITATIONS, KYVERNO_SCENARIOS, SCENARIOS
 from e2e.harness.node import Node
@@ -109,7 +111,7 @@ def test_each_policy_engine_rule_refuses_its_job_and_admits_and_runs_its_twin(ro
 #: address (the node's bridge and a free port) in \1
 IMAGE_MISSING_DENIAL = re.compile(
     r'\[Image Pull\] Image "([0-9.]+:[0-9]+)/fidelity/workload:9\.9" not found: registry "\1" has no manifest '
-    r'for tag "9\.9" of repository "fidelity/workload" \(pod group "node"\); tags: 1\.0\. '
+    r'for tag "9\.9" of repository "fidelity/workload" \(pod group "node"\); tags: 1\.0, 1\.0-anonymous, 1\.0-foreign\. '
     r'Fix: use a tag that exists, e\.g\. "1\.0"\.'
 )
 
@@ -124,3 +126,58 @@ def test_an_image_missing_from_the_registry_is_denied_and_its_twin_is_pulled_and
     assert "ErrImagePull" in missing.outcome.detail or "ImagePullBackOff" in missing.outcome.detail, _show([missing])
     assert not missing.verdict.allowed and IMAGE_MISSING_DENIAL.search(missing.verdict.message), _show([missing])
     assert present.would_run and present.verdict.allowed and present.verdict.warnings == [], _show([present])
+
+
+#: the node's architecture as the kubelet labels it (kubernetes.io/arch: Go's GOARCH)
+NODE_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+#: the credential rows' denials (ImagePull._judge), the registry's address in \1
+NO_CREDENTIALS_DENIAL = re.compile(
+    r'\[Image Pull\] Registry "([0-9.]+:[0-9]+)" refused anonymous access to image '
+    r'"\1/fidelity/workload:1\.0-anonymous" \(pod group "node"\) \(HTTP 401\), and the pods have no '
+    r'imagePullSecrets \(nor has ServiceAccount "default"\); the kubelet would pull without credentials and fail\. '
+    r"Fix: kubectl create secret docker-registry NAME -n fx-image-pull-no-credentials --docker-server=\1 \.\.\. "
+    r"and list it in the pods' imagePullSecrets\."
+)
+WRONG_CREDENTIALS_DENIAL = re.compile(
+    r'\[Image Pull\] Registry "([0-9.]+:[0-9]+)" refused image "\1/fidelity/workload:1\.0-stale" '
+    r'\(pod group "node"\) \(HTTP 401\) with the credentials of Secret "stalecred" \(from imagePullSecrets\); '
+    r'the kubelet would fail the pull\. Fix: update Secret "stalecred" in namespace '
+    r'"fx-image-pull-wrong-credentials" with credentials that can pull "\1/fidelity/workload" '
+    r"\(kubectl create secret docker-registry NAME --docker-server=\1 \.\.\.\)\."
+)
+
+
+def test_a_private_image_without_credentials_or_with_wrong_ones_is_denied_and_never_pulled(rows: list[Row]) -> None:
+    """The credential rows: containerd pulls without credentials, or with the wrong password, the
+    registry answers 401 and the pod never starts (ErrImagePull / ImagePullBackOff); the webhook denies,
+    naming the Secret it tried (image-pull-tag-present is the row with the right credentials: it runs)."""
+    by_name = {r.scenario: r for r in rows}
+    for name, denial in (
+        ("image-pull-no-credentials", NO_CREDENTIALS_DENIAL),
+        ("image-pull-wrong-credentials", WRONG_CREDENTIALS_DENIAL),
+    ):
+        r = by_name[name]
+        assert r.outcome.kind == "never-starts", _show([r])
+        assert "ErrImagePull" in r.outcome.detail or "ImagePullBackOff" in r.outcome.detail, _show([r])
+        assert "401 Unauthorized" in r.outcome.detail, _show([r])
+        assert not r.verdict.allowed and denial.search(r.verdict.message), _show([r])
+
+
+def test_an_index_without_the_nodes_platform_is_denied_and_its_twin_with_it_runs(rows: list[Row]) -> None:
+    """The multi-arch rows: containerd's platform matcher finds no manifest for the node in an index
+    offering only another architecture (the pull fails, the job never starts) and the webhook denies,
+    naming both platforms; the index that offers the node's platform too is admitted and runs."""
+    by_name = {r.scenario: r for r in rows}
+    foreign, native = by_name["image-pull-index-foreign-platform"], by_name["image-pull-index-node-platform"]
+    other = foreign_arch(NODE_ARCH)
+    assert foreign.outcome.kind == "never-starts", _show([foreign])
+    assert "no match for platform in manifest" in foreign.outcome.detail, _show([foreign])
+    denial = (
+        f'[Image Pull] Image "{{}}/fidelity/workload:1.0-foreign" has no manifest for the platform of the nodes '
+        f'pod group "node" can run on (linux/{NODE_ARCH}); its index offers linux/{other}. Fix: push the image for '
+        f"linux/{NODE_ARCH}, or select nodes of a platform the index offers (nodeSelector kubernetes.io/arch)."
+    )
+    registry = re.search(r'Image "([0-9.]+:[0-9]+)/', foreign.verdict.message)
+    assert not foreign.verdict.allowed and registry, _show([foreign])
+    assert denial.format(registry.group(1)) in foreign.verdict.message, _show([foreign])
+    assert native.would_run and native.verdict.allowed and native.verdict.warnings == [], _show([native])

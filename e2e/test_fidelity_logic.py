@@ -10,7 +10,13 @@ import yaml
 from e2e.fidelity.aiperf_scenarios import AIPERF_BOUND_SECONDS, AIPERF_SCENARIOS
 from e2e.fidelity.dra_scenarios import DEVICES as DRA_DEVICES
 from e2e.fidelity.dra_scenarios import DRA_SCENARIOS, needs_dra
-from e2e.fidelity.imagepull_scenarios import REGISTRY_PLACEHOLDER, needs_registry
+from e2e.fidelity.imagepull_scenarios import (
+    PULL_PASSWORD,
+    PULL_USER,
+    REGISTRY_PLACEHOLDER,
+    foreign_arch,
+    needs_registry,
+)
 from e2e.fidelity.jobset_scenarios import JOBSET_SCENARIOS
 from e2e.fidelity.run import (
     BOUND_SECONDS,
@@ -20,6 +26,7 @@ from e2e.fidelity.run import (
     _jobset_outcome,
     bound_of,
     classify,
+    clip,
     crashed_after_start,
     select,
     with_registry,
@@ -201,7 +208,14 @@ def test_the_image_pull_rows_get_the_registry_address_in_their_job_and_pull_secr
     """The runner writes the registry's address where the Image Pull rows name the placeholder (the
     image and the pull Secret's auths), and starts the registry only for a selection holding them."""
     rows = select("image-pull")
-    assert [s.name for s in rows] == ["image-pull-tag-missing", "image-pull-tag-present"]
+    assert [s.name for s in rows] == [
+        "image-pull-tag-missing",
+        "image-pull-tag-present",
+        "image-pull-no-credentials",
+        "image-pull-wrong-credentials",
+        "image-pull-index-foreign-platform",
+        "image-pull-index-node-platform",
+    ]
     assert needs_registry(rows) and not needs_registry(select("quota"))
     s = with_registry(rows[0], "10.244.0.1:5443")
     assert s.job["spec"]["trainer"]["image"] == "10.244.0.1:5443/fidelity/workload:9.9"
@@ -209,3 +223,26 @@ def test_the_image_pull_rows_get_the_registry_address_in_their_job_and_pull_secr
     auths = json.loads(sec["stringData"][".dockerconfigjson"])["auths"]
     assert list(auths) == ["10.244.0.1:5443"] and sec["type"] == "kubernetes.io/dockerconfigjson"
     assert REGISTRY_PLACEHOLDER in json.dumps(rows[0].job)  # the table itself is left as it is
+
+
+def test_the_credential_rows_pull_tags_no_other_row_pulls_and_the_wrong_secret_has_a_wrong_password() -> None:
+    """A tag pulled by one row is on the node for the next (imagePullPolicy IfNotPresent): the rows
+    without the right credentials name tags of their own."""
+    rows = {s.name: s for s in select("image-pull")}
+    images = [s.job["spec"]["trainer"]["image"] for s in rows.values()]
+    assert len(set(images)) == len(images)
+    assert (
+        "imagePullSecrets" not in json.dumps(rows["image-pull-no-credentials"].job)
+        and not rows["image-pull-no-credentials"].prereqs
+    )
+    (sec,) = rows["image-pull-wrong-credentials"].prereqs
+    (entry,) = json.loads(sec["stringData"][".dockerconfigjson"])["auths"].values()
+    assert entry["username"] == PULL_USER and entry["password"] not in ("", PULL_PASSWORD)
+    assert foreign_arch("amd64") == "s390x" and foreign_arch("s390x") == "ppc64le"
+
+
+def test_clip_keeps_the_start_and_the_cause_at_the_end() -> None:
+    err = 'failed to pull and unpack image "x": ' + "failed to resolve reference: " * 20 + "401 Unauthorized"
+    out = clip(err)
+    assert len(out) == 240 and out.startswith("failed to pull and unpack image") and out.endswith("401 Unauthorized")
+    assert " … " in out and clip("short") == "short"

@@ -16,6 +16,24 @@ registry's name: containerd must pull it, with the pods' pull Secret, as the kub
   manifest for tag "9.9" of repository "fidelity/workload" (pod group "node"); tags: 1.0. Fix: use a
   tag that exists, e.g. "1.0".``
 - its twin, the tag that is there: admitted with no warning, pulled by containerd, and it runs.
+- the image with no pull Secret (none on the pods, none on the namespace's ``default``
+  ServiceAccount): containerd pulls anonymously and the registry answers 401 (ErrImagePull); the
+  webhook denies, the registry having refused anonymous access;
+- the image with a pull Secret whose password is wrong: the kubelet pulls with it and gets 401; the
+  webhook denies, naming the Secret it tried;
+- a multi-arch image whose OCI index offers only a platform the node cannot run (the workload's own
+  platform swapped for another architecture, a hand-made manifest with a config blob): containerd's
+  platform matcher finds nothing ("no match for platform in manifest"); the webhook denies, naming the
+  node's platform and the index's;
+- its twin, an index over the workload's own manifest and that foreign one: containerd picks the
+  node's platform and it runs; admitted with no warning.
+
+The credential rows each pull the image under a tag of their own (:data:`NO_CREDENTIALS_TAG`,
+:data:`WRONG_CREDENTIALS_TAG`: the same manifest as :data:`REGISTRY_TAG`): an image already on the
+node under the tag a pod names is not pulled again (imagePullPolicy IfNotPresent, the default for
+a tag other than ``latest``), so a tag that ``image-pull-tag-present`` pulled with the right
+credentials would let a pod without them start, whatever the registry says; with a tag no pod pulled,
+every row's outcome is the registry's answer to its own credentials.
 """
 
 from __future__ import annotations
@@ -34,13 +52,28 @@ REGISTRY_REPOSITORY = "fidelity/workload"
 REGISTRY_TAG = "1.0"
 PULL_USER, PULL_PASSWORD = "fidelity", "fidelity-pull-3b9e71"
 PULL_SECRET = "regcred"
+#: a pull Secret for the registry with the right user and a wrong password
+WRONG_SECRET = "stalecred"
+WRONG_PASSWORD = "fidelity-pull-expired"
+#: tags the runner gives the workload's manifest for the credential rows (one each, pulled by no other row)
+NO_CREDENTIALS_TAG = "1.0-anonymous"
+WRONG_CREDENTIALS_TAG = "1.0-stale"
+#: multi-arch tags the runner pushes: an OCI index offering only :func:`foreign_arch`, and one offering
+#: the workload's own platform too
+FOREIGN_INDEX_TAG = "1.0-foreign"
+MULTIARCH_INDEX_TAG = "1.0-multiarch"
 
 
-def pull_secret(name: str = PULL_SECRET) -> dict[str, Any]:
+def foreign_arch(arch: str) -> str:
+    """An architecture other than ``arch`` (the node's): s390x, or ppc64le on an s390x node."""
+    return "ppc64le" if arch == "s390x" else "s390x"
+
+
+def pull_secret(name: str = PULL_SECRET, password: str = PULL_PASSWORD) -> dict[str, Any]:
     """A kubernetes.io/dockerconfigjson Secret for the registry, as ``kubectl create secret
     docker-registry`` makes it (username, password and their base64 ``auth``)."""
-    auth = base64.b64encode(f"{PULL_USER}:{PULL_PASSWORD}".encode()).decode()
-    config = {"auths": {REGISTRY_PLACEHOLDER: {"username": PULL_USER, "password": PULL_PASSWORD, "auth": auth}}}
+    auth = base64.b64encode(f"{PULL_USER}:{password}".encode()).decode()
+    config = {"auths": {REGISTRY_PLACEHOLDER: {"username": PULL_USER, "password": password, "auth": auth}}}
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -66,6 +99,35 @@ IMAGEPULL_SCENARIOS: list[Scenario] = [
         "image-pull-tag-present",
         "twin of image-pull-tag-missing: the tag the registry has; containerd pulls it with the pull Secret",
         trainjob(image=_image(REGISTRY_TAG), pod={"imagePullSecrets": [{"name": PULL_SECRET}]}),
+        prereqs=[pull_secret()],
+        covers="Image Pull",
+    ),
+    Scenario(
+        "image-pull-no-credentials",
+        "the private registry's image with no pull Secret (none on the pods, none on the ServiceAccount)",
+        trainjob(image=_image(NO_CREDENTIALS_TAG)),
+        covers="Image Pull",
+        # Image Reference: a registry not in publicRegistries with no imagePullSecrets "may need a login"
+        warns=("Image Reference",),
+    ),
+    Scenario(
+        "image-pull-wrong-credentials",
+        "the private registry's image with a pull Secret whose password is wrong",
+        trainjob(image=_image(WRONG_CREDENTIALS_TAG), pod={"imagePullSecrets": [{"name": WRONG_SECRET}]}),
+        prereqs=[pull_secret(WRONG_SECRET, WRONG_PASSWORD)],
+        covers="Image Pull",
+    ),
+    Scenario(
+        "image-pull-index-foreign-platform",
+        "a multi-arch image (OCI index) offering only an architecture the node cannot run; right pull Secret",
+        trainjob(image=_image(FOREIGN_INDEX_TAG), pod={"imagePullSecrets": [{"name": PULL_SECRET}]}),
+        prereqs=[pull_secret()],
+        covers="Image Pull",
+    ),
+    Scenario(
+        "image-pull-index-node-platform",
+        "twin of image-pull-index-foreign-platform: the index offers the node's platform too",
+        trainjob(image=_image(MULTIARCH_INDEX_TAG), pod={"imagePullSecrets": [{"name": PULL_SECRET}]}),
         prereqs=[pull_secret()],
         covers="Image Pull",
     ),

@@ -64,11 +64,16 @@ import yaml
 from e2e.fidelity.aiperf_scenarios import AIPERF_BOUND_SECONDS
 from e2e.fidelity.dra_scenarios import DEVICES, needs_dra
 from e2e.fidelity.imagepull_scenarios import (
+    FOREIGN_INDEX_TAG,
+    MULTIARCH_INDEX_TAG,
+    NO_CREDENTIALS_TAG,
     PULL_PASSWORD,
     PULL_USER,
     REGISTRY_PLACEHOLDER,
     REGISTRY_REPOSITORY,
     REGISTRY_TAG,
+    WRONG_CREDENTIALS_TAG,
+    foreign_arch,
     needs_registry,
 )
 from e2e.fidelity.kyverno_scenarios import needs_kyverno, policy_names
@@ -86,7 +91,14 @@ from e2e.harness.controlplane import ControlPlane
 from e2e.harness.dra_plugin import DraPlugin
 from e2e.harness.kyverno import Kyverno
 from e2e.harness.node import Node
-from e2e.harness.registry import Registry, containerd_hosts, push_docker_archive
+from e2e.harness.registry import (
+    Registry,
+    containerd_hosts,
+    manifest_entry,
+    push_docker_archive,
+    push_index,
+    retag,
+)
 from e2e.harness.runner import RULES, RunningWebhook, chart_jobset_hook, findings_of
 from e2e.harness.stack import Stack, versions
 from webhook.config import PUBLIC_REGISTRIES
@@ -255,7 +267,17 @@ def _stuck_detail(pods: list[dict[str, Any]], workloads: list[dict[str, Any]], e
             obj = e.get("involvedObject") or {}
             parts.append(f"event {e.get('reason')} on {obj.get('kind')}: {e['message']}")
     uniq = list(dict.fromkeys(p.strip() for p in parts))
-    return "; ".join(x[:240] for x in uniq[:4]) or "nothing reported"
+    return "; ".join(clip(x) for x in uniq[:4]) or "nothing reported"
+
+
+def clip(text: str, limit: int = 240) -> str:
+    """``text`` in at most ``limit`` characters: its start and its end around an ellipsis. A pull
+    error wraps its cause last (containerd: 'failed to pull and unpack image ...: failed to resolve
+    reference ...: ...: 401 Unauthorized'), so the end is kept as well as the start."""
+    if len(text) <= limit:
+        return text
+    half = (limit - 3) // 2
+    return f"{text[:half]} … {text[len(text) - (limit - 3 - half) :]}"
 
 
 def bound_of(s: Scenario, bound: float, aiperf_bound: float = AIPERF_BOUND_SECONDS) -> float:
@@ -477,11 +499,25 @@ def image_registry(
     assert node.state_dir is not None
     users = {PULL_USER: PULL_PASSWORD}
     with Registry(node.state_dir / "fidelity-registry", trustme.CA(), users, host=node.bridge_ip) as reg:
-        push_docker_archive(reg, REGISTRY_REPOSITORY, REGISTRY_TAG, workload_archive)
+        push_images(reg, workload_archive)
         containerd_hosts(reg, node.registry_hosts_dir)
         access = {"mode": "allowlist", "allowlist": [reg.address], "caFile": str(reg.ca_file)}
         print(f"==> fidelity: registry on {reg.address}, {REGISTRY_REPOSITORY}:{REGISTRY_TAG} pushed", file=sys.stderr)
         yield [with_registry(s, reg.address) for s in scenarios], {**WEBHOOK_CONFIG, "registryAccess": access}
+
+
+def push_images(reg: Registry, workload_archive: Path) -> None:
+    """What the Image Pull rows pull: the workload image as ``REGISTRY_TAG``, its manifest again under
+    each credential row's own tag, and two OCI indexes: one over a hand-made manifest for an
+    architecture other than the workload's (the node's) only, one over the workload's manifest and that."""
+    repo = REGISTRY_REPOSITORY
+    push_docker_archive(reg, repo, REGISTRY_TAG, workload_archive)
+    for tag in (NO_CREDENTIALS_TAG, WRONG_CREDENTIALS_TAG):
+        retag(reg, repo, REGISTRY_TAG, tag)
+    own = manifest_entry(reg, repo, REGISTRY_TAG)
+    foreign = [(own["platform"]["os"], foreign_arch(own["platform"]["architecture"]))]
+    push_index(reg, repo, FOREIGN_INDEX_TAG, foreign)
+    push_index(reg, repo, MULTIARCH_INDEX_TAG, foreign, entries=[own])
 
 
 def with_registry(s: Scenario, address: str) -> Scenario:

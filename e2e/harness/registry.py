@@ -406,9 +406,12 @@ def push_image(reg: Registry, repo: str, tag: str, *, os_: str = "linux", arch: 
     return push_manifest(reg, repo, tag, manifest, OCI_MANIFEST)
 
 
-def push_index(reg: Registry, repo: str, tag: str, platforms: list[tuple[str, str]]) -> str:
-    """A multi-arch image `repo:tag`: one manifest per (os, arch), pushed by digest, and an OCI index."""
-    entries = []
+def push_index(
+    reg: Registry, repo: str, tag: str, platforms: list[tuple[str, str]], *, entries: list[dict[str, Any]] | None = None
+) -> str:
+    """A multi-arch image `repo:tag`: one manifest per (os, arch), pushed by digest, and an OCI index
+    over `entries` (manifests already in `repo`, e.g. :func:`manifest_entry`'s) and those."""
+    entries = list(entries or [])
     for os_, arch in platforms:
         manifest, data = _image_manifest(reg, repo, os_, arch, f"{repo}:{tag} {os_}/{arch}\n".encode())
         digest = push_manifest(reg, repo, _digest(data), manifest, OCI_MANIFEST)
@@ -422,6 +425,40 @@ def push_index(reg: Registry, repo: str, tag: str, platforms: list[tuple[str, st
         )
     index = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": entries}
     return push_manifest(reg, repo, tag, index, OCI_INDEX)
+
+
+def _get_manifest(reg: Registry, repo: str, reference: str) -> bytes:
+    status, _, body = reg.request(
+        "GET",
+        f"/v2/{repo}/manifests/{reference}",
+        headers={"Accept": OCI_MANIFEST},
+        scope=f"repository:{repo}:pull",
+    )
+    if status != 200:
+        raise RegistryError(f"manifest GET {repo}:{reference}: HTTP {status} {body[:300]!r}")
+    return body
+
+
+def retag(reg: Registry, repo: str, source: str, tag: str) -> str:
+    """Put the image manifest `repo:source` under `tag` too (the same bytes, so the same digest)."""
+    return push_manifest(reg, repo, tag, _get_manifest(reg, repo, source), OCI_MANIFEST)
+
+
+def manifest_entry(reg: Registry, repo: str, reference: str) -> dict[str, Any]:
+    """The index entry (image-spec image-index.md) of the image manifest `repo:reference`: its digest,
+    size, and the platform its config names (``os``, ``architecture``)."""
+    body = _get_manifest(reg, repo, reference)
+    config_digest = json.loads(body)["config"]["digest"]
+    status, _, config = reg.request("GET", f"/v2/{repo}/blobs/{config_digest}", scope=f"repository:{repo}:pull")
+    if status != 200:
+        raise RegistryError(f"config blob GET {repo}@{config_digest}: HTTP {status}")
+    cfg = json.loads(config)
+    return {
+        "mediaType": OCI_MANIFEST,
+        "digest": _digest(body),
+        "size": len(body),
+        "platform": {"os": cfg["os"], "architecture": cfg["architecture"]},
+    }
 
 
 @contextmanager
