@@ -210,3 +210,39 @@ def test_a_view_that_copies_keeps_the_shapes_and_hands_out_its_own_nodes() -> No
     changed[3]["status"]["allocatable"]["cpu"] = "1"
     N._STATIC.clear()
     assert "n3" not in [N.node_name(n) for n in N._walk(changed, {}, {"cpu": Decimal(4)})[2]]
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_a_cache_that_keeps_changing_is_judged_as_node_by_node_after_every_change(seed: int) -> None:
+    """Nodes added, changed (a new resourceVersion, as the apiserver gives) and deleted one at a
+    time, and relists: after each, the walk over the kept grouping, which carries the shapes of
+    the unchanged Nodes over, gives the node-by-node lists."""
+    rng = random.Random(seed)
+    N._STATIC.clear()
+    N._KEPT.clear()
+    view = _CacheView()
+    rv = iter(range(10, 10**6))
+
+    def fresh(i: int) -> dict[str, Any]:
+        n = _node(rng, i, with_rv=True)
+        n["metadata"]["resourceVersion"] = str(next(rv))
+        return n
+
+    view.cache.replace([fresh(i) for i in range(rng.randrange(1, 30))], "1")
+    specs = [_pod_spec(rng) for _ in range(3)]
+    need = {"cpu": Decimal(rng.choice(["1", "6"])), "memory": Decimal(2**30 * 4)}
+    for step in range(40):
+        names = [N.node_name(n) for n in view.cache.objects()]
+        op = rng.random()
+        if op < 0.5 and names:
+            view.cache.apply("MODIFIED", {**fresh(0), "metadata": {**fresh(0)["metadata"], "name": rng.choice(names)}})
+        elif op < 0.7:
+            view.cache.apply("ADDED", fresh(1000 + step))
+        elif op < 0.9 and len(names) > 1:
+            view.cache.apply("DELETED", view.cache.get(None, rng.choice(names)) or {})
+        else:
+            view.cache.replace([fresh(i) for i in range(rng.randrange(1, 30))], str(step))
+        for spec in specs:
+            nodes = N._listing(view)  # type: ignore[arg-type]
+            got = tuple([N.node_name(n) for n in xs] for xs in N._walk(nodes, spec, need))
+            assert got == _naive(view.cache.objects(), spec, need), (seed, step)

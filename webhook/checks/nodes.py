@@ -481,8 +481,8 @@ def _by_shape(
         answers = [judge(n) for n in nodes]
         return [[n for n, a in zip(nodes, answers, strict=True) if a[k]] for k in range(width)]
     kept = _grouping(nodes, plan)
-    of_node, reps = kept.plans[plan]
-    per_shape = [judge(rep) for rep in reps]
+    shapes = kept.plans[plan]
+    per_shape = [judge(rep) for rep in shapes.reps]
     out: list[list[dict[str, Any]]] = []
     for k in range(width):
         flags = tuple(a[k] for a in per_shape)
@@ -490,7 +490,7 @@ def _by_shape(
         if got is None:
             if len(kept.lists) >= _Grouping.MAX_LISTS:
                 kept.lists.clear()
-            got = kept.lists[(plan, flags)] = list(compress(kept.nodes, map(flags.__getitem__, of_node)))
+            got = kept.lists[(plan, flags)] = shapes.select(kept.nodes, flags)
         out.append(got)
     return out
 
@@ -537,22 +537,103 @@ def _listing(view: ClusterView) -> list[dict[str, Any]]:
     return kept.nodes
 
 
+class _Shapes:
+    """One listing's Nodes grouped by shape under one plan."""
+
+    def __init__(self) -> None:
+        self.of_node: list[int] = []  # each node's shape index, in listing order
+        self.reps: list[dict[str, Any]] = []  # one node per shape
+        self.index: dict[tuple[Any, ...], int] = {}  # shape -> its index
+        self._packed: bytes | None = None  # of_node as bytes, while there are fewer than 256 shapes
+
+    def select(self, nodes: list[dict[str, Any]], flags: tuple[bool, ...]) -> list[dict[str, Any]]:
+        """The nodes whose shape's flag is True, in listing order (C loops only: the shape indexes
+        as bytes, translated to 0/1, when there are fewer than 256 shapes)."""
+        if all(flags):
+            return list(nodes)
+        if not any(flags):
+            return []
+        if len(flags) < 256:
+            if self._packed is None:
+                self._packed = bytes(self.of_node)
+            mask = self._packed.translate(bytes(flags) + bytes(256 - len(flags)))
+            return list(compress(nodes, mask))
+        return list(compress(nodes, map(flags.__getitem__, self.of_node)))
+
+    def place(self, node: dict[str, Any], plan: tuple[tuple[str, ...], bool]) -> int:
+        """The shape index of `node`, a new shape when none is alike."""
+        key = node_shape(node, *plan)
+        try:
+            i = self.index.get(key)
+            if i is None:
+                i = self.index[key] = len(self.reps)
+                self.reps.append(node)
+        except TypeError:  # a label value that is not a string (only a hand-made object has one)
+            i = len(self.reps)
+            self.reps.append(node)
+        return i
+
+    @classmethod
+    def of(
+        cls,
+        nodes: list[dict[str, Any]],
+        plan: tuple[tuple[str, ...], bool],
+        before: tuple[list[dict[str, Any]], _Shapes] | None = None,
+    ) -> _Shapes:
+        """`nodes` grouped by `plan`. With `before` (the previous listing, whose nodes are still
+        alive so that an id names one object, and its shapes under the same plan), a node that was
+        in it keeps its shape and only the added or changed nodes are shaped: a kubelet's status
+        update costs one node, not 5,000. The lookups are C loops: by position when the listing
+        kept its length (the cache keeps a changed Node in its place), else by id."""
+        out = cls()
+        old_nodes, old = before if before is not None else ([], None)
+        if old is None or len(old.reps) > 2 * len(nodes) + 64:
+            out.of_node = [out.place(n, plan) for n in nodes]
+            return out
+        out.reps, out.index = list(old.reps), dict(old.index)
+        found: list[int | None]
+        if len(old_nodes) == len(nodes):
+            found = list(old.of_node)
+            kept = list(map(is_, old_nodes, nodes))
+            i = 0
+            while True:
+                try:
+                    i = kept.index(False, i)
+                except ValueError:
+                    break
+                found[i] = None
+                i += 1
+        else:
+            by_id = dict(zip(map(id, old_nodes), old.of_node, strict=True))
+            found = list(map(by_id.get, map(id, nodes)))
+        i = 0
+        while True:
+            try:
+                i = found.index(None, i)
+            except ValueError:
+                break
+            found[i] = out.place(nodes[i], plan)
+        out.of_node = found  # type: ignore[assignment]  # no None is left
+        return out
+
+
 class _Grouping:
     """One Node listing grouped by shape, per selection plan, and the node lists made from it.
 
     `nodes` is kept so that the next listing can be compared with it: the cache replaces a Node's
     dict on every change and no check mutates one, so while every Node is the same object the
-    grouping holds."""
+    grouping holds. `before`: the previous listing's grouping, read once per plan to carry its
+    shapes over, then dropped."""
 
     MAX_PLANS = 64
     MAX_LISTS = 256
 
-    def __init__(self, nodes: list[dict[str, Any]]) -> None:
+    def __init__(self, nodes: list[dict[str, Any]], before: _Grouping | None = None) -> None:
         self.nodes = nodes
+        self.before = before
         #: the Node cache's version this listing was read at (ClusterView.cache_version), if known
         self.version: tuple[int, int] | None = None
-        #: plan -> (each node's shape index, one node per shape)
-        self.plans: dict[tuple[tuple[str, ...], bool], tuple[list[int], list[dict[str, Any]]]] = {}
+        self.plans: dict[tuple[tuple[str, ...], bool], _Shapes] = {}
         #: (plan, one answer per shape) -> the nodes, in listing order, whose shape answers True
         self.lists: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
         #: every distinct taint of the listing (Tolerations)
@@ -567,7 +648,8 @@ def _grouping(nodes: list[dict[str, Any]], plan: tuple[tuple[str, ...], bool] | 
     """The kept grouping of this listing, with `plan`'s shapes in it; a new one for a new listing.
 
     The listing is the kept one when it holds the same objects in the same order (a C loop,
-    ~30 µs at 5,000 Nodes), so a Node added, removed, changed or moved is a new grouping. A
+    ~30 µs at 5,000 Nodes), so a Node added, removed, changed or moved is a new grouping, which
+    carries the shapes of the Nodes it shares with the last one over (:meth:`_Shapes.of`). A
     listing equal in content but made of other objects (a view that copies) keeps the shapes it
     equals and becomes the kept listing."""
     kept = _KEPT[0] if _KEPT else None
@@ -575,35 +657,23 @@ def _grouping(nodes: list[dict[str, Any]], plan: tuple[tuple[str, ...], bool] | 
         kept.nodes is nodes or (len(kept.nodes) == len(nodes) and all(map(is_, kept.nodes, nodes)))
     )
     if kept is not None and not same and kept.nodes == nodes:
-        kept.nodes = list(nodes)  # equal content, other objects: keep the shapes, hand out these
-        kept.lists.clear()
-        kept.taints = None
-        kept.version = None
+        kept = _Grouping(list(nodes))  # equal content, other objects: shaped anew, handing out these
+        _KEPT[:] = [kept]
     elif not same:
         if len(_STATIC) > 2 * len(nodes) + 64:  # Nodes gone or changed since: start again
             _STATIC.clear()
-        kept = _Grouping(list(nodes))
+        if kept is not None:
+            kept.before = None  # one listing back at most
+        kept = _Grouping(list(nodes), kept)
         _KEPT[:] = [kept]
     assert kept is not None
     if plan is not None and plan not in kept.plans:
         if len(kept.plans) >= _Grouping.MAX_PLANS:
             kept.plans.clear()
             kept.lists.clear()
-        index: dict[tuple[Any, ...], int] = {}
-        of_node: list[int] = []
-        reps: list[dict[str, Any]] = []
-        for n in kept.nodes:
-            key = node_shape(n, *plan)
-            try:
-                i = index.get(key)
-                if i is None:
-                    i = index[key] = len(reps)
-                    reps.append(n)
-            except TypeError:  # a label value that is not a string (only a hand-made object has one)
-                i = len(reps)
-                reps.append(n)
-            of_node.append(i)
-        kept.plans[plan] = (of_node, reps)
+        prev = kept.before
+        old = prev.plans.get(plan) if prev is not None else None
+        kept.plans[plan] = _Shapes.of(kept.nodes, plan, None if prev is None or old is None else (prev.nodes, old))
     return kept
 
 
