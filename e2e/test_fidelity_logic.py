@@ -72,6 +72,17 @@ def test_classify(verdict: Verdict, outcome: str, known: str | None, want: str) 
             ),
             True,
         ),
+        # the operator found the job's own endpoint unreachable before the run (aiperf-endpoint-no-ready,
+        # CI's words): the job is at fault, every run dies the same way; the first outcome stands
+        (
+            (
+                "fails",
+                "phase Failed: Controller container terminated before final export; recovered 1 partial "
+                "checkpoint file(s); EndpointReachable (EndpointUnreachable): Endpoint "
+                "http://llm.fx-aiperf-endpoint-no-ready.svc.cluster.local:8000 unreachable: Unexpected error: ",
+            ),
+            False,
+        ),
         # the operator refused the spec, or nothing started: the first outcome stands
         (("fails", "phase Failed: spec.benchmark.endpoint is required"), False),
         (("never-starts", "phase Pending at the bound"), False),

@@ -456,6 +456,11 @@ CONTROLLER_TERMINATED = "Controller container terminated before"
 #: the controller's shutdown and its retry budget ran out (aiperf 0.13.0 operator/handlers/
 #: _completion_retry.py and _completion_fetch.py, "Failed to fetch results"): the benchmark ran
 RESULTS_FETCH_FAILED = "(ResultsFetchFailed)"
+#: the operator's condition when its health check of the job's endpoint failed at create (aiperf 0.13.0
+#: operator/handlers/create.py: EndpointReachable False, reason EndpointUnreachable; it runs the
+#: benchmark anyway): a run that then dies failed on the job's own endpoint, not on the shared node,
+#: and fails every run (aiperf-endpoint-no-ready: ~300 s a run, up to 936 s with its reruns in CI)
+ENDPOINT_UNREACHABLE = "(EndpointUnreachable)"
 
 
 #: how many more runs an AIPerfJob gets after a failure past its start (:func:`crashed_after_start`):
@@ -466,8 +471,13 @@ AIPERF_RERUNS = 2
 
 def crashed_after_start(res: tuple[str, str]) -> bool:
     """An AIPerfJob outcome that failed after its pods started: the one case the runner runs again
-    (a job at fault fails every run; admission and scheduling are what the matrix judges)."""
-    return res[0] == "fails" and (CONTROLLER_TERMINATED in res[1] or RESULTS_FETCH_FAILED in res[1])
+    (a job at fault fails every run; admission and scheduling are what the matrix judges). Not when
+    the operator found the job's endpoint unreachable before the run: that job is at fault."""
+    return (
+        res[0] == "fails"
+        and (CONTROLLER_TERMINATED in res[1] or RESULTS_FETCH_FAILED in res[1])
+        and ENDPOINT_UNREACHABLE not in res[1]
+    )
 
 
 def recreate_aiperfjob(cp: ControlPlane, s: Scenario) -> None:
