@@ -406,7 +406,7 @@ def _objects(kind: str, lo: int, hi: int, ns_count: int) -> list[tuple[str, dict
         elif kind == "resourceslices":
             out.append(("/apis/resource.k8s.io/v1/resourceslices", resource_slice(i)))
         elif kind == "deviceclasses":
-            out.append(("/apis/resource.k8s.io/v1/deviceclasses", DEVICE_CLASSES[i]))
+            out.append(("/apis/resource.k8s.io/v1/deviceclasses", json.loads(json.dumps(DEVICE_CLASSES[i]))))
         elif kind == "pods":
             ns = _ns((2 * (i % (ns_count // 2)) + 1) % ns_count)
             out.append(
@@ -664,6 +664,18 @@ def measure(cp: ControlPlane, percent: float, args: argparse.Namespace) -> dict[
             )
         )
         out["inproc"] = (res.percentile(50), res.percentile(99), res.errors)
+        res = asyncio.run(
+            run_load(
+                f"{hook.url}/validate?timeout=10s",
+                review(dra_trainjob()),
+                ssl_context=hook_ssl(hook),
+                connections=4,
+                requests=args.reviews,
+                duration=120,
+                warmup=16,
+            )
+        )
+        out["inproc_dra"] = (res.percentile(50), res.percentile(99), res.errors)
         out["apiserver"] = through_apiserver(cp, job, args.reviews)
         r0, c0 = requests_total(cp), cpu_seconds(pid)
         time.sleep(args.steady)
@@ -695,7 +707,10 @@ def render(rows: list[dict[str, Any]], grew: list[str], command: str) -> str:
 
     head = "| | " + " | ".join(f"{r['percent']:g} %" for r in rows) + " |"
     sep = "|---|" + "---:|" * len(rows)
-    counts = [", ".join(f"{k} {target(k, r['percent']):,}" for k in ("nodes", "namespaces", "pods")) for r in rows]
+    counts = [
+        ", ".join(f"{k} {target(k, r['percent']):,}" for k in ("nodes", "namespaces", "pods", "resourceslices"))
+        for r in rows
+    ]
 
     def line(name: str, vals: list[str]) -> str:
         return f"| {name} | " + " | ".join(vals) + " |"
@@ -709,12 +724,16 @@ def render(rows: list[dict[str, Any]], grew: list[str], command: str) -> str:
         "",
         head,
         sep,
-        line("nodes, namespaces, pods", counts),
+        line("nodes, namespaces, pods, ResourceSlices", counts),
         line("webhook: time to ready (s)", [f(r["ready_s"], 1) for r in rows]),
         line("webhook: RSS when ready (MiB)", [f(r["rss_ready"]) for r in rows]),
         line("webhook: peak RSS, VmHWM (MiB)", [f(r["rss_peak"]) for r in rows]),
         line("relist after 410 Gone (s; caches relisted)", [f"{r['relist_s']:.1f} ({r['relists']})" for r in rows]),
         line("/validate p50 / p99 (ms), 4 connections", [f"{r['inproc'][0]:.1f} / {r['inproc'][1]:.1f}" for r in rows]),
+        line(
+            "/validate of the DRA TrainJob p50 / p99 (ms)",
+            [f"{r['inproc_dra'][0]:.1f} / {r['inproc_dra'][1]:.1f}" for r in rows],
+        ),
         line(
             "dry-run create via apiserver p50 / p99 (ms)",
             [f"{r['apiserver'][0]:.0f} / {r['apiserver'][1]:.0f}" for r in rows],
@@ -776,24 +795,41 @@ def _cached_slices(count: int) -> list[dict[str, Any]]:
     return out
 
 
-def slice_cache_bytes(count: int) -> float:
-    """Bytes the ResourceSlice cache holds for `count` of :func:`resource_slice` (tracemalloc: what the
-    decoded, slimmed objects and the cache's indexes allocate and keep)."""
+def slice_cache_bytes(count: int) -> tuple[float, float]:
+    """(bytes the ResourceSlice cache holds for `count` of :func:`resource_slice`, bytes Device
+    Allocation keeps beside it: its index of the slices by node and their devices, kept per slice
+    version). tracemalloc: what the decoded, slimmed objects and the indexes allocate and keep."""
     import gc
     import tracemalloc
 
-    from webhook.cluster.cache import ResourceCache
+    from webhook.checks.dra import allocate
+    from webhook.checks.nodes import term_matches
+    from webhook.cluster import cache as cache_module
 
+    nodes = [{"metadata": {"name": f"scale-node-{i:05d}"}} for i in range(count)]
+    cache_module._VALUES.clear()  # the values shared with what was read before count too
+    allocate._PREPARED.clear()  # and the devices the reviews before read
+    selectors = [
+        DEVICE_CLASSES[0]["spec"]["selectors"][0]["cel"]["expression"],
+        f"device.attributes['{DRA_DRIVER}'].productName == '{H100}'",
+    ]
     gc.collect()
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
-    cache = ResourceCache("resourceslices")
+    cache = cache_module.ResourceCache("resourceslices")
     cache.replace(_cached_slices(count), "1")
     gc.collect()
     held = tracemalloc.get_traced_memory()[0] - before
+    index = allocate.SliceIndex(cache.objects())
+    for n in nodes:
+        for d in index.devices(n, term_matches)[0]:
+            for e in selectors:  # the answers a review keeps on each device
+                d.matches(e)
+    gc.collect()
+    kept = tracemalloc.get_traced_memory()[0] - before - held
     tracemalloc.stop()
     assert len(cache) == count
-    return float(held)
+    return float(held), float(kept)
 
 
 def _cluster_objects(percent: float) -> dict[str, list[dict[str, Any]]]:
@@ -855,6 +891,9 @@ def review_in_process(node_counts: list[int], reviews: int = 20) -> str:
                 if namespace is None or (o.get("metadata") or {}).get("namespace") == namespace
             ]
 
+        def cache_version(self, resource: str) -> tuple[int, int] | None:
+            return (-count, 0)  # as the live view's, one per view: nothing changes between the reviews
+
     job, dra_job = sample("trainjob-good"), dra_trainjob()
     runtime = yaml.safe_load((ROOT / "e2e" / "samples" / "01-clustertrainingruntime.yaml").read_text())
     prereqs = [d for d in yaml.safe_load_all((ROOT / "e2e" / "samples" / "00-prerequisites.yaml").read_text()) if d]
@@ -864,8 +903,8 @@ def review_in_process(node_counts: list[int], reviews: int = 20) -> str:
     dra_check = [c for c in checks if c.name == "Device Allocation"]
     rows = [
         "| Nodes (ResourceSlices) | TrainJob, CPU ms per review | DRA TrainJob, CPU ms per review "
-        "| of which Device Allocation | its verdict | ResourceSlice cache |",
-        "|---:|---:|---:|---:|---|---:|",
+        "| of which Device Allocation | its verdict | ResourceSlice cache | the check's slice index |",
+        "|---:|---:|---:|---:|---|---:|---:|",
     ]
     for count in node_counts:
         nodes = []
@@ -903,10 +942,11 @@ def review_in_process(node_counts: list[int], reviews: int = 20) -> str:
         alone, res = asyncio.run(cpu(dra_job, dra_check))
         got = [r for r in res.results.checks if r.name == "Device Allocation"]
         what = f"{got[0].status.value}: {got[0].message[:70]}" if got else "(not run)"
-        held = slice_cache_bytes(count)
+        held, kept = slice_cache_bytes(count)
         rows.append(
             f"| {count:,} | {plain:.1f} | {dra:.1f} | {alone:.1f} | {what} "
-            f"| {held / 2**20:.1f} MiB ({held / count / 1024:.1f} KiB a slice) |"
+            f"| {held / 2**20:.1f} MiB ({held / count / 1024:.1f} KiB a slice) "
+            f"| {kept / 2**20:.1f} MiB ({kept / count / 1024:.1f} KiB a slice) |"
         )
         print(rows[-1], file=sys.stderr, flush=True)
     return "\n".join(rows)
@@ -1019,10 +1059,26 @@ def main() -> int:
     if args.in_process_objects:
         print(review_whole_in_process([float(x) for x in args.in_process_objects.split(",")]))
         return 0
-    if args.in_process:
-        print(review_in_process([int(x) for x in args.in_process.split(",")], reviews=min(args.reviews, 20)))
-        return 0
     command = " ".join([".venv/bin/python bench/scale.py", *(shlex.quote(a) for a in sys.argv[1:])])
+    if args.in_process:
+        at_start = load()
+        table = review_in_process([int(x) for x in args.in_process.split(",")], reviews=min(args.reviews, 20))
+        text = "\n".join(
+            [
+                "## DRA at scale, in process: a review and the ResourceSlice cache as the cluster grows",
+                "",
+                *header(command),
+                f"Load average at the start: {at_start}. CPU per review over {min(args.reviews, 20)} reviews after one "
+                "(the first reads the slices and evaluates the selectors); memory by tracemalloc.",
+                "",
+                table,
+                "",
+            ]
+        )
+        print(text, flush=True)
+        if not args.no_write:
+            write_section("cluster-dra-scale", text)
+        return 0
     with ControlPlane(service_cidr=SERVICE_CIDR) as cp:
         setup_samples(cp)
         text = bench_scale(cp, args, command)

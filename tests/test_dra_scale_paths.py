@@ -16,11 +16,15 @@ from typing import Any
 
 import pytest
 
-from webhook.checks.dra import allocate
+from tests.fakeview import FakeView, container, meta, pod, run_check_all, workload
+from webhook.checks.dra import DeviceAllocation, allocate
+from webhook.checks.dra import check as check_module
 from webhook.checks.dra.allocate import SliceIndex, node_devices
 from webhook.checks.dra.cel import device_matches, matches_grouped, reads
 from webhook.checks.nodes import term_matches
 from webhook.cluster.cache import slim
+from webhook.results import Status
+from webhook.workloads.base import PodGroup
 
 DRIVER = "gpu.example.com"
 MODELS = ["H100", "B200", "A100"]
@@ -213,3 +217,127 @@ def test_the_cache_projection_keeps_what_the_check_reads() -> None:
     a, b = got["spec"]["devices"][0]["attributes"], cached[2]["spec"]["devices"][5]["attributes"]
     assert a["productName"] is b["productName"] and a["type"] is b["type"]
     assert a["uuid"] == {"string": "GPU-1-0"} and b["uuid"] == {"string": "GPU-2-5"}
+
+
+# ----------------------------------------------------------------------------- the check's verdicts
+
+
+def _ready(i: int) -> dict[str, Any]:
+    n = _node(i)
+    n["status"] = {"conditions": [{"type": "Ready", "status": "True"}], "allocatable": {"cpu": "64", "pods": "110"}}
+    return n
+
+
+def _exactly(rng: random.Random) -> dict[str, Any]:
+    e: dict[str, Any] = {"deviceClassName": "gpu"}
+    if rng.random() < 0.1:
+        e["allocationMode"] = "All"
+    else:
+        e["count"] = rng.randint(1, 3)
+    if rng.random() < 0.5:
+        e["selectors"] = [{"cel": {"expression": _selector(rng)}}]
+    return e
+
+
+def _cluster(rng: random.Random, seed: int) -> tuple[Any, FakeView]:
+    nodes = [_ready(i) for i in range(rng.randint(1, 10))]
+    slices = [_slice(rng, k + 1000 * seed, len(nodes)) for k in range(rng.randint(1, 20))]
+    # most clusters are pools alike: copies of a node's slice on the other nodes
+    for k, n in enumerate(nodes):
+        if rng.random() < 0.6 and slices:
+            s = copy.deepcopy(rng.choice(slices))
+            s["metadata"] = {"name": f"copy-{seed}-{k}"}
+            s["spec"].update(nodeName=n["metadata"]["name"])
+            s["spec"]["pool"]["name"] = f"copy-{k}"
+            for flag in ("allNodes", "nodeSelector", "perDeviceNodeSelection"):
+                s["spec"].pop(flag, None)
+            slices.append(s)
+    templates, groups = [], []
+    for gi in range(rng.randint(1, 3)):
+        requests: list[dict[str, Any]] = []
+        for r in range(rng.randint(1, 2)):
+            if rng.random() < 0.2:
+                requests.append(
+                    {"name": f"r{r}", "firstAvailable": [{"name": f"s{k}", **_exactly(rng)} for k in range(2)]}
+                )
+            else:
+                requests.append({"name": f"r{r}", "exactly": _exactly(rng)})
+        devices: dict[str, Any] = {"requests": requests}
+        if rng.random() < 0.2:
+            devices["constraints"] = [{"matchAttribute": f"{DRIVER}/model"}]
+        templates.append({"metadata": meta(f"t{gi}", "team-a"), "spec": {"spec": {"devices": devices}}})
+        c = container("main", {"cpu": "1"})
+        c["resources"]["claims"] = [{"name": "c"}]
+        p = pod(c)
+        p["resourceClaims"] = [{"name": "c", "resourceClaimTemplateName": f"t{gi}"}]
+        groups.append(PodGroup(f"g{gi}", rng.randint(1, 4), p))
+    allocated = [
+        {"request": "x", "driver": s["spec"]["driver"], "pool": s["spec"]["pool"]["name"], "device": d["name"]}
+        for s in slices
+        for d in s["spec"]["devices"]
+        if rng.random() < 0.1
+    ]
+    view = FakeView(
+        {
+            "nodes": nodes,
+            "resourceslices": slices,
+            "deviceclasses": [{"metadata": meta("gpu"), "spec": {"selectors": [{"cel": {"expression": 'device.driver == "gpu.example.com"'}}]}}],
+            "resourceclaimtemplates": templates,
+            "resourceclaims": [{"metadata": meta("other", "team-b"), "spec": {}, "status": {"allocation": {"devices": {"results": allocated}}}}],
+        },
+        served={"v1", "resource.k8s.io/v1"},
+    )  # fmt: skip
+    return workload(groups, kind="TrainJob", namespace="team-a"), view
+
+
+def _said(results: list[Any]) -> list[tuple[Any, ...]]:
+    return [(r.status, r.message, tuple(r.details)) for r in results]
+
+
+async def test_nodes_alike_judged_once_give_the_node_by_node_verdicts(monkeypatch: pytest.MonkeyPatch) -> None:
+    statuses = set()
+    for seed in range(150):
+        rng = random.Random(seed)
+        wl, view = _cluster(rng, seed)
+        fast = await run_check_all(DeviceAllocation(), wl, view)
+        monkeypatch.setattr(check_module, "SHAPES", False)
+        slow = await run_check_all(DeviceAllocation(), wl, view)
+        monkeypatch.setattr(check_module, "SHAPES", True)
+        assert _said(fast) == _said(slow), seed
+        statuses.update(r.status for r in fast)
+    assert statuses == {Status.PASS, Status.FAIL, Status.WARN}  # the generated clusters reach every verdict
+
+
+class _Versioned(FakeView):
+    """A view that names its cache versions, as the live one does."""
+
+    version = (10**9, 0)
+
+    def cache_version(self, resource: str) -> tuple[int, int] | None:
+        return self.version
+
+
+def test_the_slice_index_is_kept_while_the_slice_cache_version_holds() -> None:
+    s = _nvidia_slice(1)
+    view = _Versioned({"resourceslices": [s]})
+    first = check_module._slice_index(view)
+    assert check_module._slice_index(view) is first
+    view.version = (10**9, 1)  # a slice added, changed or removed
+    second = check_module._slice_index(view)
+    assert second is not first
+    assert check_module._slice_index(FakeView({"resourceslices": [s]})) is not check_module._slice_index(
+        FakeView({"resourceslices": [s]})
+    )  # no version: a new index every review
+
+
+def test_a_kept_index_reads_a_changed_node_again() -> None:
+    s = _nvidia_slice(1)
+    s["spec"].pop("nodeName")
+    s["spec"]["nodeSelector"] = {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "gpu", "operator": "In", "values": ["yes"]}]}]
+    }
+    index = SliceIndex([s])
+    node = {"metadata": {"name": "node-1", "labels": {"gpu": "yes"}}}
+    assert len(index.devices(node, term_matches)[0]) == 8
+    changed = {"metadata": {"name": "node-1", "labels": {"gpu": "no"}}}  # the cache's new object for the node
+    assert index.devices(changed, term_matches)[0] == []

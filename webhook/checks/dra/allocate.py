@@ -44,6 +44,8 @@ class Device:
     unmodelled: str = ""
     #: selector -> answer, kept as long as the device (SliceIndex keeps it per slice version)
     memo: dict[str, bool | None] = field(default_factory=dict, compare=False, repr=False)
+    #: what a group's requests read of the device (check.py _Shapes), by the requests' key
+    shapes: dict[str, tuple[Any, ...]] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def driver(self) -> str:
@@ -145,7 +147,8 @@ def _slice_devices(s: dict[str, Any], pid: tuple[str, str]) -> list[Device]:
             why = "binding conditions"
         elif d.get("allowMultipleAllocations"):
             why = "multiple allocations"
-        out.append(Device((pid[0], pid[1], str(d.get("name", ""))), dict(d.get("attributes") or {}), why))
+        attrs = d.get("attributes")  # the cached object's own dict: read, never changed
+        out.append(Device((pid[0], pid[1], str(d.get("name", ""))), attrs if isinstance(attrs, dict) else {}, why))
     return out
 
 
@@ -222,6 +225,9 @@ class SliceIndex:
             else:
                 self.other.append((pid, i, s))
         self._devices: dict[int, list[Device]] = {}
+        #: node name -> (the node object read, its devices and notes): a kept index answers a node again
+        #: while the node is the same object (the cache replaces a node's dict on every change)
+        self._answers: dict[str, tuple[dict[str, Any], tuple[list[Device], list[str]]]] = {}
         live = {k for k in (self._version(s) for s in slices) if k is not None}
         if len(_PREPARED) > 2 * len(live) + 64:  # versions gone from the cache
             for k in [k for k in _PREPARED if k not in live]:
@@ -249,7 +255,19 @@ class SliceIndex:
         return got
 
     def devices(self, node: dict[str, Any], term_matches: Callable[..., bool]) -> tuple[list[Device], list[str]]:
+        """The devices of complete pools on `node`, and notes on the incomplete ones. Read them, never change them."""
         name = (node.get("metadata") or {}).get("name")
+        kept = self._answers.get(name) if isinstance(name, str) else None
+        if kept is not None and kept[0] is node:
+            return kept[1]
+        answer = self._read(node, name, term_matches)
+        if isinstance(name, str):
+            self._answers[name] = (node, answer)
+        return answer
+
+    def _read(
+        self, node: dict[str, Any], name: Any, term_matches: Callable[..., bool]
+    ) -> tuple[list[Device], list[str]]:
         chosen = [t for t in self.other if _targets(t[2], node, name, term_matches)]
         if isinstance(name, str) and name in self.by_node:
             chosen = sorted(chosen + self.by_node[name], key=lambda t: t[1]) if chosen else self.by_node[name]
