@@ -50,6 +50,7 @@ SELECTORS = [
     'device.attributes["gpu.example.com"] == {{"model": "{m}"}}',  # a map compared
     'device.attributes[device.driver].model == "{m}"',  # a computed domain
     'device.attributes["gpu.example.com"].mo\\u0064el == "{m}"',  # an escape (does not parse)
+    '"H1" + "00" in device.attributes["gpu.example.com"]',  # a computed key
     "device.attributes['gpu.example.com'].model == \"{m}\" && device.attributes['resource.kubernetes.io'].pcieRoot == 'pci0'",
 ]
 
@@ -83,6 +84,8 @@ def test_reads_names_only_what_a_selector_can_read() -> None:
     assert reads('size(device.attributes["d"]) == 2') is None
     assert reads('device.attributes[device.driver].model == "x"') is None
     assert reads("device == 1") is None
+    assert reads('device.attributes["d"].model + "a" in device.attributes["d"]') is None  # a computed key
+    assert reads('x == 1 || "uuid" in device.attributes["d"]') is not None
     assert reads('device.attributes["d"].m\\u0064 == "x"') is None
 
 

@@ -124,7 +124,8 @@ _DEVICE = re.compile(r"\bdevice\b")
 #: `device.driver`, or `device.attributes[<literal>]` followed by `.name` or `[`: one named attribute
 _NAMED_USE = re.compile(r"""device\s*\.\s*(?:driver\b|attributes\s*\[\s*(?:"[^"\\]*"|'[^'\\]*')\s*\]\s*(?:\.|\[))""")
 #: `<literal> in device.attributes[<literal>]`: whether one named attribute is there
-_IN_USE = re.compile(r"""(?:"[^"\\]*"|'[^'\\]*')\s+in\s+$""")
+#: (the literal begins an operand: `x + "a" in m` tests a computed key)
+_IN_USE = re.compile(r"""(?:^|[(&|!?:,])\s*(?:"[^"\\]*"|'[^'\\]*')\s+in\s+$""")
 _GROUPED: dict[tuple[str, str, tuple[Any, ...]], bool | None] = {}
 #: answers kept at most (a review of the scale benchmark's cluster needs a few dozen)
 GROUPED_MAX = 8192
