@@ -13,9 +13,11 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from e2e.fidelity.scenarios_base import secret_env, trainjob
 from e2e.harness.legacychart import legacy_chart
 from e2e.harness.node import CHART_DIR, CHART_NAMESPACE, CHART_RELEASE, Node
 from webhook.quantity import format_cpu, parse_quantity
@@ -316,6 +318,130 @@ def test_certificate_rotation_causes_no_tls_error(installed: Installed) -> None:
     )
     assert stream.failures == []
     assert stream.ok > 0
+
+
+AUDIT = f"{NAME}-audit"
+AUDIT_SEL = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component=audit"
+AUDIT_NS = "audit-node"
+AUDIT_JOB = "waiting-ft"
+REPORT = "preflight-webhook"
+
+
+def _audit_pods(inst: Installed) -> list[str]:
+    """The running audit pods' names (a pod being deleted is not one of them)."""
+    items = json.loads(inst.kubectl("get", "pods", "-n", NS, "-l", AUDIT_SEL, "-o", "json").stdout)["items"]
+    return sorted(
+        p["metadata"]["name"]
+        for p in items
+        if not p["metadata"].get("deletionTimestamp")
+        and any(c.get("ready") for c in p.get("status", {}).get("containerStatuses") or [])
+    )
+
+
+def _audit_leader(inst: Installed) -> str:
+    """The holder of the audit controller's Lease ("" when none): the one Lease an audit pod holds."""
+    items = json.loads(inst.kubectl("get", "leases", "-n", NS, "-o", "json").stdout)["items"]
+    pods = set(_audit_pods(inst))
+    held = [(lease.get("spec") or {}).get("holderIdentity") or "" for lease in items]
+    return next((h for h in held if h in pods), "")
+
+
+def _audit_metrics(inst: Installed, pod: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """One audit pod's /metrics, through the apiserver's pod proxy, by (name, sorted labels)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = inst.kubectl("get", "--raw", f"/api/v1/namespaces/{NS}/pods/{pod}:9090/proxy/metrics").stdout
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def _scanned(inst: Installed, pod: str) -> bool:
+    return _audit_metrics(inst, pod).get(("preflight_audit_last_full_scan_timestamp_seconds", ()), 0.0) > 0
+
+
+def _job_events(inst: Installed) -> list[dict[str, Any]]:
+    items = json.loads(inst.kubectl("get", "events", "-n", AUDIT_NS, "-o", "json").stdout)["items"]
+    return [
+        e for e in items
+        if e.get("reason") in ("PreflightFailed", "PreflightPassed")
+        and (e.get("involvedObject") or {}).get("name") == AUDIT_JOB
+    ]  # fmt: skip
+
+
+def _secrets_fail_in_report(inst: Installed) -> bool | str:
+    proc = inst.kubectl("get", "reports.openreports.io", REPORT, "-n", AUDIT_NS, "-o", "json", check=False)
+    if proc.returncode != 0:
+        return f"no Report: {proc.stderr.strip()}"
+    results = json.loads(proc.stdout).get("results") or []
+    mine = [
+        r for r in results
+        if r.get("policy") == "Secrets" and any(x.get("name") == AUDIT_JOB for x in r.get("resources") or [])
+    ]  # fmt: skip
+    return True if [r.get("result") for r in mine] == ["fail"] else f"the job's Secrets results: {mine}"
+
+
+def test_the_audit_pods_elect_one_writer_and_a_new_leader_repeats_no_event(installed: Installed) -> None:
+    """Issue 20 on the real node, with the chart's own audit Deployment at two replicas: the Lease holder
+    alone judges and writes (the standby's /metrics count no job and no Report write); its
+    PreflightFailed Event names the deleted Secret. The leader pod is deleted: the standby takes the
+    Lease, scans, and writes no second Event. Both pods are replaced after the Report is deleted: the
+    new leader rebuilds the Report from its scan, and still writes no second Event."""
+    inst = installed
+    wait = inst.node._wait
+    inst.helm("upgrade", RELEASE, str(CHART), "--namespace", NS, "--reuse-values", "--set", "audit.replicaCount=2")
+    try:
+        inst.kubectl("rollout", "status", f"deployment/{AUDIT}", "-n", NS, "--timeout=300s")
+        # ready: the readinessProbe's /healthz answers, so each serves its /metrics
+        wait("two ready audit pods", ["kubelet"], lambda: len(_audit_pods(inst)) == 2 or _audit_pods(inst), 300)
+        inst.cp.ensure_namespace(AUDIT_NS)  # type: ignore[union-attr]
+        inst.cp.default_service_accounts([AUDIT_NS])  # type: ignore[union-attr]
+        inst.kubectl("create", "secret", "generic", "audit-token", "-n", AUDIT_NS, "--from-literal=token=not-logged")
+        job = trainjob(
+            AUDIT_JOB,
+            resources={"requests": {"cpu": "100m", "memory": "64Mi"}},
+            env=[secret_env("TOKEN", "audit-token", "token")],
+        )
+        job["metadata"]["namespace"] = AUDIT_NS
+        job["spec"]["suspend"] = True  # waits: the audit controller judges it
+        inst.kubectl("apply", "-f", "-", input=json.dumps(job))
+        wait("an audit pod holds the Lease", ["kubelet"], lambda: _audit_leader(inst) != "" or "no holder", 120)
+        leader = _audit_leader(inst)
+        (standby,) = set(_audit_pods(inst)) - {leader}
+        wait(f"the leader {leader} finished its first scan", ["kubelet"], lambda: _scanned(inst, leader), 120)
+
+        inst.kubectl("delete", "secret", "audit-token", "-n", AUDIT_NS)
+        wait("a PreflightFailed Event on the job", ["kubelet"], lambda: len(_job_events(inst)) > 0, 120)
+        (ev,) = _job_events(inst)
+        assert ev["reason"] == "PreflightFailed" and ev["reportingInstance"] == leader
+        assert f'[Secrets] Secret "audit-token" not found in namespace "{AUDIT_NS}"' in ev["message"]
+        assert "not-logged" not in ev["message"]
+        wait("the Report's Secrets fail for the job", ["kubelet"], lambda: _secrets_fail_in_report(inst), 120)
+        idle = _audit_metrics(inst, standby)
+        assert idle[("preflight_audit_jobs_watched", (("state", "judged"),))] == 0
+        assert sum(v for (n, _), v in idle.items() if n == "preflight_audit_report_writes_total") == 0
+        busy = _audit_metrics(inst, leader)
+        assert sum(v for (n, _), v in busy.items() if n == "preflight_audit_report_writes_total") >= 1
+
+        # failover: the leader's pod goes, the standby takes the Lease and judges everything again
+        inst.kubectl("delete", "pod", leader, "-n", NS, "--wait=true", "--timeout=120s")
+        wait("the standby leads", ["kubelet"], lambda: _audit_leader(inst) == standby or _audit_leader(inst), 120)
+        wait(f"the new leader {standby} finished its scan", ["kubelet"], lambda: _scanned(inst, standby), 120)
+        assert _job_events(inst) == [ev], "a new leader wrote the same finding again"
+
+        # a restart of every audit pod, with the Report gone: the new leader rebuilds it
+        inst.kubectl("delete", "reports.openreports.io", REPORT, "-n", AUDIT_NS)
+        inst.kubectl("rollout", "restart", f"deployment/{AUDIT}", "-n", NS)
+        inst.kubectl("rollout", "status", f"deployment/{AUDIT}", "-n", NS, "--timeout=300s")
+        wait("a new pod leads", ["kubelet"], lambda: _audit_leader(inst) not in ("", leader, standby), 180)
+        wait("the rebuilt Report's Secrets fail", ["kubelet"], lambda: _secrets_fail_in_report(inst), 120)
+        assert _job_events(inst) == [ev], "a restarted controller wrote the same finding again"
+        assert (ev.get("count") or 1) == 1
+    finally:
+        inst.kubectl("delete", "namespace", AUDIT_NS, "--ignore-not-found", "--wait=false")
+        inst.helm("upgrade", RELEASE, str(CHART), "--namespace", NS, "--reuse-values", "--set", "audit.replicaCount=1")
 
 
 def test_helm_upgrade_to_warn_mode_answers_in_the_new_mode(installed: Installed) -> None:

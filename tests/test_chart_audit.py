@@ -27,7 +27,8 @@ def test_the_audit_cluster_role_is_exactly_the_generated_permissions() -> None:
     assert not (wanted - granted), f"the chart lacks: {sorted(wanted - granted)}"
     assert not any("*" in x for rule in granted for x in rule), "no wildcards"
     # its writes beyond the checks' dry runs: Events and reports, with these verbs only
-    assert sorted(v for v, g, r in granted if (g, r) == ("", "events")) == ["create", "patch"]
+    # list: the read-back of the last Events when it starts leading (without it a failover repeats every Event)
+    assert sorted(v for v, g, r in granted if (g, r) == ("", "events")) == ["create", "list", "patch"]
     assert sorted(v for v, g, r in granted if g == "openreports.io") == ["create", "get", "list", "patch", "update"]
     assert not any(v == "delete" or v == "deletecollection" for v, _, _ in granted)
     assert {(v, r) for v, g, r in granted if g == "aiperf.nvidia.com"} == {
@@ -75,6 +76,9 @@ def test_the_audit_deployment_runs_the_audit_command_with_the_webhook_config() -
     assert pod["volumes"][0]["configMap"]["name"] == f"{FULL}-config"
     assert c["securityContext"]["readOnlyRootFilesystem"] is True
     assert "--metrics-port=9090" in c["args"] and c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    # the initial lists may take the whole 60 s sync timeout: liveness waits for the startup probe (150 s)
+    assert c["startupProbe"]["httpGet"]["path"] == c["readinessProbe"]["httpGet"]["path"] == "/healthz"
+    assert c["startupProbe"]["periodSeconds"] * c["startupProbe"]["failureThreshold"] > 60
     assert dep["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == "audit"
 
 

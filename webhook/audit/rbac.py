@@ -7,7 +7,9 @@ way the webhook's is: what the checks declare, plus what only the controller doe
     what jobs read, as metadata       list, watch: audit/controller.py TRIGGER_SPECS (Secrets, ConfigMaps,
                                       ServiceAccounts, PVCs, quotas, LimitRanges, Services, Namespaces,
                                       NetworkPolicies, Kueue queues, training runtimes)
-    Events on the jobs                create, patch (core/v1 events)
+    Events on the jobs                create, patch (core/v1 events); list: a new leader reads back the
+                                      last Event of every job (events.py EventSink.resync), so a
+                                      failover or a restart repeats none
     the Policy Reports                get, list, create, update, patch: openreports.io reports
                                       (webhook/audit/reports.py never deletes)
     leader election                   get, create, update: coordination.k8s.io leases, in a Role
@@ -26,7 +28,7 @@ from webhook.cluster.capabilities import required_permissions
 from webhook.cluster.view import CheckNeeds
 from webhook.kube import Permission
 
-EVENT_VERBS = ("create", "patch")
+EVENT_VERBS = ("create", "list", "patch")
 REPORT_VERBS = ("get", "list", "create", "update", "patch")
 LEASE_VERBS = ("get", "create", "update")
 

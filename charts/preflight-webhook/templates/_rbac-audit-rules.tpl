@@ -7,7 +7,7 @@
   verbs: [list, watch]
 - apiGroups: ['']
   resources: [events]
-  verbs: [create, patch]
+  verbs: [create, list, patch]
 - apiGroups: ['']
   resources: [limitranges]
   verbs: [list, watch]
