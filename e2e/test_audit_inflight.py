@@ -40,7 +40,9 @@ def _here(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 class HoldFirstJudgement:
-    """A FindingSink that holds the first judgement of JOB in `publish` until `release` is set."""
+    """A FindingSink that holds the first complete judgement of JOB in `publish` until `release` is set
+    (the full scan's cheap pass judges it first without the Secrets check, which sends a request:
+    webhook/audit/passes.py; the complete judgement is the one that read the Secret)."""
 
     def __init__(self) -> None:
         self.holding = asyncio.Event()
@@ -48,7 +50,7 @@ class HoldFirstJudgement:
         self.held: Judgement | None = None
 
     async def publish(self, judgement: Judgement) -> None:
-        if judgement.job.name == JOB and self.held is None:
+        if judgement.job.name == JOB and judgement.complete and self.held is None:
             self.held = judgement
             self.holding.set()
             await self.release.wait()

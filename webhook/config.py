@@ -205,6 +205,10 @@ class AuditSettings(_Model):
     burst: int = Field(40, ge=1, le=100_000)
     #: jobs judged at the same time
     workers: int = Field(4, ge=1, le=256)
+    #: how long the result of a check that sends requests (Dry Run, Secrets, Image Pull, ...) is reused
+    #: while nothing it read changed (its reads' resourceVersions): the periodic scan re-sends its
+    #: requests only after this; 0: every scan re-sends them
+    request_checks_reuse_seconds: float = Field(3600.0, ge=0, le=86_400, alias="requestChecksReuseSeconds")
     #: the time one evaluation may take (the webhook's is the apiserver's timeout)
     budget_seconds: float = Field(15.0, gt=0, le=300, alias="budgetSeconds")
     #: the coordination.k8s.io Lease of the leader election

@@ -18,6 +18,11 @@
   yet is evaluated as the webhook will evaluate it when the controller creates it
   (webhook/audit/sweeps.py), and published as a child of the sweep (Events go on the sweep and
   name the child; one report result per child x check). A child's creation re-checks its sweep.
+- A full scan runs in two passes (webhook/audit/passes.py): every job by the checks that send no
+  request first (partial judgements: reports and metrics, never an Event), then, job by job and
+  paced by `audit.qps`, the jobs still partial with every check (complete judgements). A
+  request-sending check's results are kept with the versions of what it read, and reused while
+  those are unchanged (`audit.requestChecksReuseSeconds` at most).
 - Only the leader (webhook/audit/lease.py) judges and writes; the others keep their watches
   warm to take over at once.
 - The objects that trigger re-checks (Secrets, ConfigMaps, PVCs, ...) are watched as metadata
@@ -31,13 +36,14 @@ import asyncio
 import contextlib
 import copy
 import datetime as dt
+import hashlib
 import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from webhook.audit.deps import RecordingView, ReverseIndex
+from webhook.audit.deps import ANY, Dep, RecordingView, ReverseIndex
 from webhook.audit.jobs import (
     AIPERFJOB,
     AIPERFSWEEP,
@@ -52,6 +58,7 @@ from webhook.audit.jobs import (
     trainjob_state,
     uid_of,
 )
+from webhook.audit.passes import Kept, Remembered, checks_for
 from webhook.audit.queue import Debouncer
 from webhook.audit.sink import FindingSink, JobRef, Judgement
 from webhook.audit.sweeps import RemainingChild, child_of_sweep, remaining_children
@@ -61,6 +68,7 @@ from webhook.cluster.live import LiveClusterView
 from webhook.config import Settings
 from webhook.deadline import Deadline
 from webhook.preflight import evaluate
+from webhook.results import CheckResult
 
 log = logging.getLogger(__name__)
 
@@ -211,6 +219,12 @@ class AuditController:
         self.judged: dict[JobKey, JobRef] = {}
         #: what was published for each judged job: the job itself, or a sweep's remaining children
         self.published: dict[JobKey, dict[str, JobRef]] = {}
+        #: per published job (`_ref_key`): each request-sending check's kept results (webhook/audit/passes.py)
+        self.kept: dict[str, dict[str, Kept]] = {}
+        #: the published jobs (`_ref_key`) whose last published judgement is complete: a partial one never replaces it
+        self.complete: set[str] = set()
+        #: the jobs whose last judgement was partial: the request pass of the scan judges them again
+        self.partial: set[JobKey] = set()
         self.reflectors: dict[str, Reflector] = {}
         self.is_leader = False
         self._lead_task: asyncio.Task[None] | None = None
@@ -218,7 +232,10 @@ class AuditController:
         #: evaluations made (for tests and the benchmark), by reason's first word
         self.evaluations: Counter[str] = Counter()
         self.last_scan: dt.datetime | None = None
+        #: full scans ended (both passes), and cheap passes ended, with the last one's duration
         self.scans = 0
+        self.cheap_passes = 0
+        self.last_cheap_pass_seconds: float | None = None
         #: dependency changes waiting for the view's cache to hold them before their re-check
         self.view_waits = 0
 
@@ -406,8 +423,28 @@ class AuditController:
         workloads = [] if wls is None else [w for w in wls.cache.objects(ns) if owned_by(w, uid)]
         return trainjob_state(obj, jobset=jobset, workloads=workloads)
 
-    async def judge(self, key: JobKey, reason: str) -> str:
-        """Judge one job now (unless it started); the state it was found in."""
+    def version_of(self, dep: Dep) -> str | None:
+        """The resourceVersion of what `dep` names as a cache holds it now: the view's (what the checks
+        read), else this controller's watch; "" absent; a list: a digest of its members' names and
+        versions; None when no synced cache holds that kind (a result read from it is never reused)."""
+        vr = getattr(self.view, "reflectors", {}).get(dep.resource)
+        r = vr if vr is not None and vr.cache.synced else self.reflectors.get(dep.resource)
+        if r is None or not r.cache.synced:
+            return None
+        if dep.name == ANY:
+            members = sorted(
+                f"{m.get('namespace') or ''}/{m.get('name') or ''}@{m.get('resourceVersion') or ''}"
+                for m in (_meta(o) for o in r.cache.objects(dep.namespace or None))
+            )
+            return hashlib.sha256("\n".join(members).encode()).hexdigest()
+        obj = r.cache.get(dep.namespace or None, dep.name)
+        return "" if obj is None else (resource_version(obj) or "")
+
+    async def judge(self, key: JobKey, reason: str, *, cheap: bool = False) -> str:
+        """Judge one job now (unless it started); the state it was found in.
+
+        `cheap`: the first pass of a full scan: the checks that send requests are not run (their kept
+        results stand for them while they hold), and a judgement that lacks one is partial."""
         async with self._lock(key), self._workers:
             if not self.is_leader:
                 return "not leader"
@@ -444,39 +481,78 @@ class AuditController:
                     (c.obj, JobRef(AIPERFJOB.api_version, AIPERFJOB.kind, key[1], c.name, "", parent=ref))
                     for c in children
                 ]
+            version = str(m.get("resourceVersion") or "")
             # each read is indexed as it is made, not when the judgement ends: a change of what this
             # evaluation already read (while it still runs, or while the sinks publish) re-checks the job
             index = self.index
-            recording = RecordingView(self.view, on_read=lambda dep: index.add(key, dep))
+            reads: set[Dep] = set()
             self.judged[key] = ref
             before = self.published.get(key, {})
             now: dict[str, JobRef] = {}
+            partial = False
             for target, tref in targets:
+                tk = _ref_key(tref)
+                recording = RecordingView(self.view, on_read=lambda dep: index.add(key, dep), stamp=self.version_of)
+                pending: set[str] = set()
+                ran: dict[str, list[CheckResult]] = {}
+                kept = self.kept.get(tk, {})
+                checks = checks_for(
+                    self.checks, kept, cheap=cheap, pending=pending, ran=ran, job_version=version,
+                    version_of=self.version_of, now=self._clock(), max_age=self.audit.request_checks_reuse_seconds,
+                )  # fmt: skip
+                for c in checks:  # a kept result stands for its reads: a change of one of them re-checks the job
+                    if isinstance(c, Remembered):
+                        for dep in kept[c.name].reads:
+                            reads.add(dep)
+                            index.add(key, dep)
                 ev = await evaluate(
                     copy.deepcopy(target),
                     settings=self.settings,
                     deadline=Deadline(self.audit.budget_seconds),
                     view=recording,
-                    checks=self.checks,
+                    checks=checks,
                 )
                 self.evaluations[reason.split(" ", 1)[0]] += 1
-                now[_ref_key(tref)] = tref
-                judgement = Judgement(tref, ev, generation, dt.datetime.now(dt.UTC), f"{reason} ({why})")
+                reads |= recording.reads
+                if ran:
+                    at = self._clock()
+                    fresh = {n: Kept(version, dict(recording.by_reader.get(n, {})), at, r) for n, r in ran.items()}
+                    self.kept[tk] = {**kept, **fresh}
+                now[tk] = tref
+                complete = not pending
+                partial = partial or not complete
+                if not complete and tk in self.complete:
+                    continue  # the last complete judgement stands until the request pass gives the next one
+                if complete:
+                    self.complete.add(tk)
+                judgement = Judgement(
+                    tref, ev, generation, dt.datetime.now(dt.UTC), f"{reason} ({why})", complete=complete
+                )
                 for sink in self.sinks:
                     try:
                         await sink.publish(judgement)
                     except Exception:
                         log.exception("audit: sink %s failed to publish %s %s/%s", type(sink).__name__, *key)
-            index.replace(key, recording.reads)
+            index.replace(key, reads)
             self.published[key] = now
+            if partial:
+                self.partial.add(key)
+            else:
+                self.partial.discard(key)
             for k, gone in before.items():  # a child created meanwhile (judged as an AIPerfJob now), or the sweep
                 if k not in now:
+                    self.kept.pop(k, None)
+                    self.complete.discard(k)
                     await self._tell_forget(gone, "created" if gone.parent is not None else "judged per child")
             return state
 
     async def _forget(self, key: JobKey, why: str) -> None:
         self.judged.pop(key, None)
         published = self.published.pop(key, {})
+        self.partial.discard(key)
+        for k in published:
+            self.kept.pop(k, None)
+            self.complete.discard(k)
         self.index.drop(key)
         if why == "deleted":
             self._locks.pop(key, None)
@@ -505,15 +581,24 @@ class AuditController:
         return out
 
     async def full_scan(self, reason: str = "scan") -> dict[str, int]:
-        """Judge every job once (those that started are counted, not judged); tell the sinks."""
+        """Judge every job once (those that started are counted, not judged); tell the sinks.
+
+        Two passes (webhook/audit/passes.py): every job by the checks that send no request, then the
+        jobs whose judgement is still partial with every check, in the same order (namespace, name)."""
         start = self._clock()
         for sink in self.sinks:
             started = getattr(sink, "scan_started", None)
             if started is not None:
                 started()
-        keys = self.job_keys()
-        states = await asyncio.gather(*(self.judge(k, reason) for k in keys))
-        counts = Counter(states)
+        keys = sorted(self.job_keys(), key=lambda k: (k[1], k[2], k[0]))
+        states = dict(zip(keys, await asyncio.gather(*(self.judge(k, reason, cheap=True) for k in keys)), strict=True))
+        self.cheap_passes += 1
+        self.last_cheap_pass_seconds = self._clock() - start
+        rest = [k for k in keys if states[k] == JUDGED and k in self.partial]
+        log.info("audit: %s, cheap pass: %d jobs in %.1fs; %d wait for the checks that send requests", reason,
+                 len(keys), self.last_cheap_pass_seconds, len(rest))  # fmt: skip
+        states.update(zip(rest, await asyncio.gather(*(self.judge(k, reason) for k in rest)), strict=True))
+        counts = Counter(states.values())
         judged = counts.pop(JUDGED, 0)
         not_judged = {k: v for k, v in counts.items() if k not in ("not leader", "deleted")}
         self.last_scan = dt.datetime.now(dt.UTC)
@@ -544,6 +629,9 @@ class AuditController:
             t.cancel()
         self.judged.clear()
         self.published.clear()
+        self.kept.clear()
+        self.complete.clear()
+        self.partial.clear()
         self.index = ReverseIndex()
 
     async def _lead(self) -> None:

@@ -12,6 +12,7 @@ Dep and the lists that hold it.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, NamedTuple
@@ -19,6 +20,9 @@ from typing import Any, NamedTuple
 from webhook.cluster.view import ClusterView
 
 ANY = "*"
+#: the check whose run is making a read now (set by the audit controller around a check's run; None: not set),
+#: so that `RecordingView.by_reader` can tell which check read what (its verdict is kept on those reads)
+READER: contextvars.ContextVar[str | None] = contextvars.ContextVar("preflight_audit_reader", default=None)
 
 
 class Dep(NamedTuple):
@@ -71,10 +75,19 @@ class RecordingView:
     controller indexes it at once, so a change of that object while the evaluation still runs (a
     Secret deleted after the Secrets check read it) re-checks the job instead of being lost."""
 
-    def __init__(self, inner: ClusterView, on_read: Callable[[Dep], None] | None = None) -> None:
+    def __init__(
+        self,
+        inner: ClusterView,
+        on_read: Callable[[Dep], None] | None = None,
+        stamp: Callable[[Dep], str | None] | None = None,
+    ) -> None:
         self.inner = inner
         self.reads: set[Dep] = set()
+        #: the reads by who made them (`READER`: a check's name, or None), each with `stamp(dep)` at its
+        #: first read by that reader (the object's resourceVersion then: what the reader saw at most)
+        self.by_reader: dict[str | None, dict[Dep, str | None]] = {}
         self.on_read = on_read
+        self.stamp = stamp
 
     def __getattr__(self, attr: str) -> Any:
         if attr in _NOT_READS:
@@ -89,8 +102,11 @@ class RecordingView:
 
         @functools.wraps(target)
         def recorded(*args: Any, **kw: Any) -> Any:
+            reader = self.by_reader.setdefault(READER.get(), {})
             for resource, namespace, name in names(*args, **kw):
                 dep = Dep(resource, namespace or "", name)
+                if dep not in reader:
+                    reader[dep] = None if self.stamp is None else self.stamp(dep)
                 if dep not in self.reads:
                     self.reads.add(dep)
                     if self.on_read is not None:

@@ -14,7 +14,9 @@ read without conversion, so that is the shape written here.
   also while the job's mode is warn or audit (then it says what a switch to enforce refuses).
 - `PreflightPassed` (Normal): a job this controller reported as failed passes again.
 - Nothing else: a job that passes at its first judgement, and a result that did not change
-  (the periodic re-check), write nothing.
+  (the periodic re-check), write nothing; nor does a partial judgement (the cheap pass of a full
+  scan, before the checks that send requests ran: `Judgement.complete` is False), so an Event
+  never flips on half the facts.
 
 No duplicates after a restart or a change of leader: the previous state of every job is read
 back from the cluster when this controller starts leading, i.e. the latest Event of this
@@ -172,6 +174,8 @@ class EventSink:
         log.info("events: read back the last preflight Event of %d jobs", len(self.last))
 
     async def publish(self, judgement: Judgement) -> None:
+        if not judgement.complete:  # an Event is written only from a complete judgement
+            return
         job = judgement.job
         current = state_of(failure_text(judgement, self.settings))
         write = event_to_write(self.last.get(job_key(job)), current)

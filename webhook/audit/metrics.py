@@ -2,7 +2,8 @@
 
     preflight_audit_findings{namespace,kind,check,result}   findings now (result as in the reports:
                                                             pass | fail | warn | skip, what enforce does)
-    preflight_audit_jobs_watched{state}                     jobs judged now, and the ones the last full
+    preflight_audit_jobs_watched{state}                     jobs judged now (partial: request checks not run
+                                                            yet), and the ones the last full
                                                             scan did not judge, by reason (running, ...)
     preflight_audit_scan_duration_seconds                   full scans (histogram)
     preflight_audit_last_full_scan_timestamp_seconds        when the last full scan ended (unix time)
@@ -58,15 +59,18 @@ class AuditMetrics:
         #: job key -> (namespace, kind, [(check, result)])
         self._jobs: dict[str, tuple[str, str, list[tuple[str, str]]]] = {}
         self._not_judged: dict[str, int] = {}
+        #: the jobs whose last judgement is partial (the checks that send requests have not run yet)
+        self._partial: set[str] = set()
         self._scan_start: float | None = time.monotonic()
         self.registry.register(_Findings(self._counts))
         self.jobs_watched = Gauge(
             "preflight_audit_jobs_watched",
-            "Jobs judged now (state=judged) and the ones the last full scan did not judge, by reason",
+            "Jobs judged now (state=judged; state=partial: of those, the ones the checks that send requests have not judged yet) and the ones the last full scan did not judge, by reason",
             ["state"],
             registry=self.registry,
         )
         self.jobs_watched.labels("judged").set_function(lambda: float(len(self._jobs)))
+        self.jobs_watched.labels("partial").set_function(lambda: float(len(self._partial)))
         self.scan_duration = Histogram(
             "preflight_audit_scan_duration_seconds",
             "Duration of a full scan of the jobs that have not started",
@@ -107,9 +111,14 @@ class AuditMetrics:
         kind = (job.parent or job).kind
         found = [(f.check, f.result) for f in findings(judgement.evaluation, self.settings)]
         self._jobs[_key(job)] = (job.namespace, kind, found)
+        if judgement.complete:
+            self._partial.discard(_key(job))
+        else:
+            self._partial.add(_key(job))
 
     async def forget(self, job: JobRef, why: str) -> None:
         self._jobs.pop(_key(job), None)
+        self._partial.discard(_key(job))
 
     async def scan_done(self, judged: int, not_judged: dict[str, int]) -> None:
         if self._scan_start is not None:

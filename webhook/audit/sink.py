@@ -36,6 +36,9 @@ class Judgement:
     judged_at: dt.datetime
     #: why this re-check ran: "scan", "job changed", 'Secret "team-a/hf-token" deleted', "period", ...
     reason: str
+    #: False: the cheap pass of a full scan judged the job without the checks that send requests
+    #: (their results say "not judged yet"); the reports and metrics show it, no Event is written from it
+    complete: bool = True
 
 
 class FindingSink(Protocol):

@@ -1,0 +1,251 @@
+"""The audit controller's two-pass full scan (webhook/audit/passes.py): the cheap pass sends no request
+and comes first for every job, a partial judgement never writes an Event, and a request-sending check's
+results are reused while nothing it read changed.
+
+The controller runs on tests/fakeview.py's FakeView (pure logic; e2e/test_audit_*.py run it on the real
+apiserver), with every real check on a TrainJob like bench/audit_scale.py's."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.fakeview import FakeView
+from webhook.audit.controller import AuditController
+from webhook.audit.events import FAILED, EventSink
+from webhook.audit.metrics import AuditMetrics
+from webhook.audit.passes import PENDING_TEXT, Kept, request_free
+from webhook.audit.sink import JobRef, Judgement
+from webhook.checks import all_checks
+from webhook.cluster.cache import ResourceCache
+from webhook.config import Settings
+
+SAMPLES = Path(__file__).resolve().parent / "oracle" / "samples"
+NS = "team-a"
+
+
+def _runtime() -> dict[str, Any]:
+    rt = yaml.safe_load((SAMPLES / "clustertrainingruntime.yaml").read_text())
+    rt["metadata"]["name"] = "torch"
+    rt["spec"]["mlPolicy"]["torch"] = {}
+    return rt
+
+
+def _job(name: str, uid: str, *, secret: str = "hf-token") -> dict[str, Any]:
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+        "metadata": {"name": name, "namespace": NS, "uid": uid, "resourceVersion": "10", "generation": 1},
+        "spec": {"suspend": True, "runtimeRef": {"name": "torch"}, "trainer": {
+            "image": "registry.example/acme/ft:1.0", "numNodes": 1,
+            "resourcesPerNode": {"requests": {"cpu": "1", "memory": "1Gi"}},
+            "env": [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": secret, "key": "token"}}}]}},
+    }  # fmt: skip
+
+
+def _pvc() -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "initializer", "namespace": NS, "resourceVersion": "7"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+        "status": {"phase": "Bound"},
+    }  # fmt: skip
+
+
+class _Reflector:
+    """What the controller reads of a Reflector: its cache."""
+
+    def __init__(self, resource: str, objects: list[dict[str, Any]]) -> None:
+        self.cache = ResourceCache(resource)
+        self.cache.replace(objects, "1")
+        self.denied = ""
+
+
+class _Recorder:
+    """A sink that writes down every judgement, with the dry runs and Secret reads sent before it."""
+
+    def __init__(self, view: FakeView) -> None:
+        self.view = view
+        self.log: list[tuple[str, bool, int, int]] = []
+        self.last: dict[str, Judgement] = {}
+
+    async def publish(self, j: Judgement) -> None:
+        self.log.append((j.job.name, j.complete, len(self.view.dry_runs), len(self.view.secret_reads)))
+        self.last[j.job.name] = j
+
+    async def forget(self, job: JobRef, why: str) -> None:
+        return None
+
+    async def scan_done(self, judged: int, not_judged: dict[str, int]) -> None:
+        return None
+
+
+class _Client:
+    """The Events' client: each POST is written down."""
+
+    def __init__(self) -> None:
+        self.posts: list[dict[str, Any]] = []
+
+    async def request(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        assert method == "POST", (method, path)
+        self.posts.append(kw["body"])
+        return kw["body"]
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _controller(
+    jobs: list[dict[str, Any]],
+    *,
+    secrets: dict[tuple[str, str], set[str]] | None = None,
+    settings: Settings | None = None,
+) -> tuple[AuditController, FakeView, _Recorder, EventSink, _Client, AuditMetrics, _Clock]:
+    settings = settings or Settings()
+    view = FakeView(
+        {"clustertrainingruntimes": [_runtime()], "namespaces": [{"metadata": {"name": NS, "resourceVersion": "3"}}]},
+        secrets=secrets if secrets is not None else {(NS, "hf-token"): {"token"}},
+        served={"v1", "batch/v1", "jobset.x-k8s.io/v1alpha2", "trainer.kubeflow.org/v1alpha1"},
+        live={("persistentvolumeclaims", NS, "initializer"): _pvc()},
+    )
+    view.client = None  # type: ignore[attr-defined]
+    view.never_read = set()  # type: ignore[attr-defined]
+    rec = _Recorder(view)
+    client = _Client()
+    events = EventSink(client, settings, instance="test")
+    metrics = AuditMetrics(settings)
+    clock = _Clock()
+    c = AuditController(settings, view, checks=all_checks(), sinks=[rec, events, metrics], clock=clock)  # type: ignore[arg-type]
+    c.reflectors["trainjobs"] = _Reflector("trainjobs", jobs)  # type: ignore[assignment]
+    secret_meta = [{"metadata": {"name": n, "namespace": ns, "resourceVersion": "5"}} for ns, n in (secrets or {})]
+    if secrets is None:
+        secret_meta = [{"metadata": {"name": "hf-token", "namespace": NS, "resourceVersion": "5"}}]
+    for resource, objs in (
+        ("secrets", secret_meta),
+        ("namespaces", view.objects["namespaces"]),
+        ("resourcequotas", []),
+        ("limitranges", []),
+        ("serviceaccounts", []),
+        ("persistentvolumeclaims", [_pvc()]),
+    ):
+        c.reflectors[resource] = _Reflector(resource, objs)  # type: ignore[assignment]
+    c.is_leader = True
+    return c, view, rec, events, client, metrics, clock
+
+
+def test_request_free_is_the_synchronous_contract() -> None:
+    """The cheap pass runs exactly the checks whose run() never awaits; Dry Run and Secrets send requests."""
+    by_name = {c.name: request_free(c) for c in all_checks()}
+    assert by_name["Dry Run"] is False and by_name["Secrets"] is False and by_name["Image Pull"] is False
+    assert by_name["Resource Quotas"] is True and by_name["Job Render"] is True
+    assert all(request_free(c) == c.synchronous for c in all_checks())
+
+
+async def test_the_cheap_pass_judges_every_job_before_any_request() -> None:
+    jobs = [_job(f"ft-{i}", f"uid-{i}") for i in range(3)]
+    c, view, rec, events, client, metrics, _ = _controller(jobs)
+    out = await c.full_scan("scan")
+    assert out == {"judged": 3}
+    names = [name for name, *_ in rec.log]
+    # first every job's partial judgement, in (namespace, name) order, before one request was sent
+    assert rec.log[:3] == [("ft-0", False, 0, 0), ("ft-1", False, 0, 0), ("ft-2", False, 0, 0)]
+    # then every job's complete one, in the same order, each after its own requests
+    assert names[3:] == ["ft-0", "ft-1", "ft-2"] and all(complete for _, complete, *_ in rec.log[3:])
+    assert [r for _, _, r, _ in rec.log[3:]] == sorted(r for _, _, r, _ in rec.log[3:]) and rec.log[3][2] > 0
+    assert len(view.secret_reads) == 3
+    assert c.cheap_passes == 1 and c.scans == 1 and c.partial == set()
+    # a partial judgement says which checks have not run yet
+    assert c.last_cheap_pass_seconds is not None
+    partial = [r for r in rec.log if not r[1]]
+    assert len(partial) == 3
+    assert metrics._partial == set()  # every job complete now
+
+
+async def test_a_partial_judgement_shows_in_reports_and_metrics_but_writes_no_event() -> None:
+    """The Secret is missing (the Secrets check, which sends a request, fails) and the name is too long
+    for the pods (Name Length, request-free, fails): the cheap pass already knows enforce denies the job,
+    the metrics show it at once, but the one PreflightFailed waits for the complete judgement and names both."""
+    long = "a-very-long-trainjob-name-that-makes-every-derived-pod-name-too-long"
+    c, view, rec, events, client, metrics, _ = _controller([_job(long, "uid-long", secret="gone")], secrets={})
+    await c.judge(("trainjobs", NS, long), "scan", cheap=True)
+    j = rec.last[long]
+    assert not j.complete
+    results = {r.name: r for r in j.evaluation.results.checks}
+    assert results["Name Length"].status.value == "fail"
+    assert results["Dry Run"].message == PENDING_TEXT and results["Secrets"].message == PENDING_TEXT
+    assert client.posts == []  # no Event from half the facts
+    assert ("Name Length", "fail") in metrics._jobs["uid-long"][2]
+    assert metrics._partial == {"uid-long"}
+    await c.judge(("trainjobs", NS, long), "scan")
+    assert rec.last[long].complete
+    assert len(client.posts) == 1 and client.posts[0]["reason"] == FAILED
+    message = client.posts[0]["message"]
+    assert "[Name Length]" in message and "[Secrets]" in message and 'Secret "gone"' in message
+    assert metrics._partial == set()
+
+
+async def test_a_restart_writes_no_event_from_the_cheap_pass() -> None:
+    """A new leader read back the job's PreflightFailed (both checks); its cheap pass lacks the Secrets
+    failure: a PreflightFailed written from it would differ and be followed by a second one. None is written."""
+    c, view, rec, events, client, metrics, _ = _controller([_job("ft", "uid-ft", secret="gone")], secrets={})
+    await c.full_scan("scan")
+    assert [p["reason"] for p in client.posts] == [FAILED]
+    last = dict(events.last)
+    c2, view2, rec2, events2, client2, _, _ = _controller([_job("ft", "uid-ft", secret="gone")], secrets={})
+    events2.last = last  # what EventSink.resync reads back
+    await c2.full_scan("scan")
+    assert rec2.last["ft"].complete and [complete for _, complete, *_ in rec2.log] == [False, True]
+    assert client2.posts == []
+
+
+async def test_a_periodic_scan_reuses_what_did_not_change_and_rechecks_what_did() -> None:
+    jobs = [_job("ft-0", "uid-0"), _job("ft-1", "uid-1")]
+    c, view, rec, events, client, metrics, clock = _controller(jobs)
+    await c.full_scan("scan")
+    dry, reads = len(view.dry_runs), len(view.secret_reads)
+    assert dry > 0 and reads == 2
+    rec.log.clear()
+    clock.now += 600
+    await c.full_scan("period")
+    # nothing changed: no request, and every judgement of the period is complete from the cheap pass
+    assert (len(view.dry_runs), len(view.secret_reads)) == (dry, reads)
+    assert [(n, complete) for n, complete, *_ in rec.log] == [("ft-0", True), ("ft-1", True)]
+    # the kept results' reads stay in the reverse index: deleting the Secret still re-checks both jobs
+    assert c.index.jobs_for("secrets", NS, "hf-token") == {("trainjobs", NS, "ft-0"), ("trainjobs", NS, "ft-1")}
+    assert c.index.jobs_for("namespaces", "", NS) == {("trainjobs", NS, "ft-0"), ("trainjobs", NS, "ft-1")}
+    kept: Kept = c.kept["uid-0"]["Dry Run"]
+    assert ("namespaces", "", NS) in kept.reads and kept.reads[("namespaces", "", NS)] == "3"
+    # the namespace's ResourceQuotas changed (what a dry run's admission reads): both are dry-run again
+    c.reflectors["resourcequotas"].cache.apply(
+        "ADDED", {"metadata": {"name": "q", "namespace": NS, "resourceVersion": "20"}}
+    )
+    rec.log.clear()
+    await c.full_scan("period")
+    assert len(view.dry_runs) == 2 * dry and len(view.secret_reads) == reads  # the Secret did not change
+    assert [(n, complete) for n, complete, *_ in rec.log] == [("ft-0", True), ("ft-1", True)]  # no partial
+    # one job changed: only its requests are sent again
+    changed = copy.deepcopy(jobs[1])
+    changed["metadata"]["resourceVersion"] = "11"
+    c.reflectors["trainjobs"].cache.apply("MODIFIED", changed)
+    await c.full_scan("period")
+    assert len(view.dry_runs) == 2 * dry + dry // 2 and len(view.secret_reads) == reads + 1
+    # older than audit.requestChecksReuseSeconds: sent again, whatever changed
+    clock.now += Settings().audit.request_checks_reuse_seconds
+    await c.full_scan("period")
+    assert len(view.dry_runs) == 3 * dry + dry // 2 and len(view.secret_reads) == reads + 3
+
+
+async def test_reuse_zero_sends_every_request_on_every_scan() -> None:
+    settings = Settings.model_validate({"audit": {"requestChecksReuseSeconds": 0}})
+    c, view, *_ = _controller([_job("ft", "uid-ft")], settings=settings)
+    await c.full_scan("scan")
+    dry = len(view.dry_runs)
+    await c.full_scan("period")
+    assert len(view.dry_runs) == 2 * dry and len(view.secret_reads) == 2

@@ -1,0 +1,171 @@
+"""The two passes of a full scan, and the results kept between them: which checks send requests.
+
+A full scan of 10,000 waiting jobs cannot wait for the checks that send requests: the Dry Run
+check alone sends about five dry-run creates per TrainJob, and the controller paces every
+request by `audit.qps` (20 by default, client-go's rest.Config default is 5), so 10,000 jobs
+cost ~50,000 requests, ~40 min (docs/benchmarks/audit-scale.md). The scan is therefore made in
+two passes:
+
+1. **the cheap pass**: every job is judged by the checks that read only the Workload and the
+   watch caches (`request_free`: a check's `synchronous` contract, webhook/checks/base.py: its
+   run() never awaits), in milliseconds, with no request. A check that sends requests is stood
+   for by what it found the last time on the same inputs (`Remembered`), or by a skip that says
+   it has not run yet (`Pending`); a judgement with a `Pending` in it is **partial**.
+2. **the request pass**: every job whose cheap judgement is partial is judged again with every
+   check, job by job, paced by `audit.qps`: a complete judgement.
+
+What a partial judgement may publish (webhook/audit/sink.py `Judgement.complete`):
+- the reports and the metrics show it (a job whose cheap checks fail shows `fail` at once, since
+  no other check can make enforce admit it); the checks not judged yet say so, as `skip`;
+- never an Event: `PreflightFailed`/`PreflightPassed` are written from complete judgements only,
+  so an Event never flips on half the facts (a partial judgement's text would lack the Dry Run
+  failure, and the complete one would then be a second, different `PreflightFailed`);
+- a job that already has a complete judgement published keeps it: a partial one does not replace it.
+
+`Kept` is the verdict cache: a request-sending check's results, with the job's resourceVersion
+and the resourceVersion of every object that check read (its reads are told apart by `READER`,
+webhook/audit/deps.py). They stand for the check while all of these are unchanged and they are
+younger than `audit.requestChecksReuseSeconds`; what no watch reports (a registry, another
+admission webhook) is bounded by that age alone, as the webhook's own `dryRunCacheSeconds` is.
+Only results the check returned are kept: not a timeout, a transient error (the engine turns
+those into results outside `run`), nor "not run" after a blocking check failed.
+"""
+
+from __future__ import annotations
+
+import copy
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.audit.deps import READER, Dep
+from webhook.checks.base import Check, CheckContext
+from webhook.config import Settings
+from webhook.kube import Permission
+from webhook.results import CheckResult, Status
+
+#: what a check the cheap pass did not run says in a partial judgement (reports, `report`)
+PENDING_TEXT = "not judged yet: this check sends requests (paced by audit.qps) and runs after every job's cheap checks"
+
+
+def request_free(check: Check) -> bool:
+    """The check reads only the Workload and the watch caches and sends no request: its
+    `synchronous` contract (webhook/checks/base.py: run() never awaits)."""
+    return check.synchronous
+
+
+#: the attributes Check declares (name, kinds, needs, permissions, ...): what a stand-in copies
+_DECLARED = tuple(k for k, v in vars(Check).items() if not k.startswith("_") and not callable(v))
+_ATTRIBUTES: weakref.WeakKeyDictionary[Check, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def _attributes(check: Check) -> dict[str, Any]:
+    """The check's declared attributes, read once per check (a scan makes a stand-in per job and check)."""
+    got = _ATTRIBUTES.get(check)
+    if got is None:
+        got = _ATTRIBUTES[check] = {k: getattr(check, k) for k in _DECLARED}
+    return got
+
+
+class _StandIn(Check):
+    """Stands for `inner` in one evaluation with the same name, kinds, needs and permissions, so the
+    engine's applicability and preconditions (webhook/engine.py) are exactly those of `inner`."""
+
+    def __init__(self, inner: Check) -> None:
+        self.__dict__.update(_attributes(inner))
+        self.inner = inner
+
+    def named_permissions(self, settings: Settings) -> tuple[Permission, ...]:
+        return self.inner.named_permissions(settings)
+
+
+class Tracked(_StandIn):
+    """Runs `inner`; its reads are attributed to it (`READER`) and what its run returned lands in `ran`."""
+
+    def __init__(self, inner: Check, ran: dict[str, list[CheckResult]]) -> None:
+        super().__init__(inner)
+        self.ran = ran
+
+    async def run(self, ctx: CheckContext) -> CheckResult | list[CheckResult]:
+        token = READER.set(self.name)
+        try:
+            out = await self.inner.run(ctx)
+        finally:
+            READER.reset(token)
+        self.ran[self.name] = copy.deepcopy(out if isinstance(out, list) else [out])
+        return out
+
+
+class Remembered(_StandIn):
+    """Answers, without a request, what `inner` found the last time on the same inputs."""
+
+    def __init__(self, inner: Check, results: list[CheckResult]) -> None:
+        super().__init__(inner)
+        self.__dict__["synchronous"] = True
+        self.results = results
+
+    async def run(self, ctx: CheckContext) -> CheckResult | list[CheckResult]:
+        return copy.deepcopy(self.results)
+
+
+class Pending(_StandIn):
+    """Not run in the cheap pass: a skip that says so. When the engine asks it (the check applies, its
+    preconditions hold, no blocking check failed), its name lands in `pending`: the judgement is partial."""
+
+    def __init__(self, inner: Check, pending: set[str]) -> None:
+        super().__init__(inner)
+        self.__dict__["synchronous"] = True
+        self.pending = pending
+
+    async def run(self, ctx: CheckContext) -> CheckResult | list[CheckResult]:
+        self.pending.add(self.name)
+        return CheckResult(self.name, Status.SKIP, PENDING_TEXT, duration_ms=0.0)
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A request-sending check's results on one job, and the inputs they were found on."""
+
+    #: the resourceVersion of the job (a sweep's child: of its sweep) judged
+    job_version: str
+    #: each object the check read -> its resourceVersion when it read it ("" absent; a list: a digest of its
+    #: members; None: not known, the results never hold)
+    reads: Mapping[Dep, str | None]
+    #: when (the controller's clock)
+    at: float
+    results: list[CheckResult]
+
+    def holds(self, job_version: str, version_of: Callable[[Dep], str | None], now: float, max_age: float) -> bool:
+        """Whether these results still stand: same job, every read at the same version, young enough.
+        A read whose version cannot be told (`version_of` gives None: a kind no watch follows) never holds."""
+        if job_version != self.job_version or now - self.at >= max_age:
+            return False
+        return all(was is not None and version_of(dep) == was for dep, was in self.reads.items())
+
+
+def checks_for(
+    checks: list[Check],
+    kept: Mapping[str, Kept],
+    *,
+    cheap: bool,
+    pending: set[str],
+    ran: dict[str, list[CheckResult]],
+    job_version: str,
+    version_of: Callable[[Dep], str | None],
+    now: float,
+    max_age: float,
+) -> list[Check]:
+    """The checks of one judgement, in the registry's order: the request-free ones as they are; each
+    other one `Remembered` when its kept results hold, else `Pending` in the cheap pass and `Tracked`
+    (run, its reads and results kept) in a complete judgement."""
+    out: list[Check] = []
+    for c in checks:
+        k = None if request_free(c) else kept.get(c.name)
+        if request_free(c):
+            out.append(c)
+        elif k is not None and k.holds(job_version, version_of, now, max_age):
+            out.append(Remembered(c, k.results))
+        else:
+            out.append(Pending(c, pending) if cheap else Tracked(c, ran))
+    return out
