@@ -673,7 +673,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
   [plugins."io.containerd.grpc.v1.cri".registry]
-    # per-registry hosts.toml (a test registry's CA: e2e/harness/registry.py containerd_hosts), read at each pull
+    # per-registry host dirs (a test registry's CA as <host:port>/ca.crt: e2e/harness/registry.py containerd_hosts), read at each pull
     config_path = "{self.registry_hosts_dir}"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{CNI_BIN_DIR}"
@@ -690,7 +690,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
     @property
     def registry_hosts_dir(self) -> Path:
-        """containerd's registry config_path: one ``<host:port>/hosts.toml`` per registry."""
+        """containerd's registry config_path: one ``<host:port>/`` directory per registry (its ``ca.crt``)."""
         assert self.state_dir is not None
         return self.state_dir / "containerd" / "certs.d"
 

@@ -470,16 +470,22 @@ def running_registry(workdir: Path, users: dict[str, str], *, auth: str = "htpas
 
 
 def containerd_hosts(reg: Registry, config_path: Path) -> Path:
-    """containerd's hosts.toml for `reg` under its registry `config_path` (containerd docs/hosts.md):
-    the registry's own address, trusted through the harness CA, for pull and resolve."""
+    """Make containerd trust `reg` under its registry `config_path` (containerd docs/hosts.md): the
+    registry's CA as ``<host:port>/ca.crt``, the Docker certificate layout containerd reads when a
+    host directory has no hosts.toml (remotes/docker/config/hosts.go, loadCertFiles): one host,
+    the registry itself over https, trusting that CA. Returns the CA's path there.
+
+    Not a hosts.toml: with a ``[host."https://…"]`` table holding the CA, containerd also tries the
+    top-level ``server`` last, and its resolver moves on to the next host when one answers 404, so
+    every "manifest unknown" came back as "x509: certificate signed by unknown authority" from that
+    second try; and a top-level ``ca`` beside ``server`` alone was not applied by the node's
+    containerd (Debian's 1.6.20: every pull failed with x509), so dropping the table is no fix either."""
     d = config_path / reg.address
     d.mkdir(parents=True, exist_ok=True)
-    (d / "hosts.toml").write_text(
-        f'server = "https://{reg.address}"\n\n[host."https://{reg.address}"]\n'
-        f'  capabilities = ["pull", "resolve"]\n  ca = "{reg.ca_file}"\n',
-        encoding="utf-8",
-    )
-    return d / "hosts.toml"
+    (d / "hosts.toml").unlink(missing_ok=True)
+    ca = d / "ca.crt"
+    ca.write_bytes(reg.ca_file.read_bytes())
+    return ca
 
 
 def push_docker_archive(reg: Registry, repo: str, tag: str, archive: Path) -> str:
