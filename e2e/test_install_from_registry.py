@@ -18,8 +18,6 @@ Marked ``node``.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -28,13 +26,12 @@ import pytest
 import trustme
 import yaml
 
-from e2e.harness.node import CHART_NAMESPACE, CHART_RELEASE, SAMPLES_DIR, Node, images_dir, webhook_image
-from e2e.harness.registry import OCI_MANIFEST, Registry, containerd_hosts
+from e2e.harness.node import CHART_NAMESPACE, CHART_RELEASE, SAMPLES_DIR, Node
+from e2e.harness.oci_install import helm_registry_flags, install, publish
+from e2e.harness.registry import OCI_MANIFEST, Registry
 
 pytestmark = pytest.mark.node
 
-ROOT = Path(__file__).resolve().parents[1]
-RELEASE_SCRIPT = ROOT / "scripts" / "release.sh"
 USER, PASSWORD = "releaser", "release-e2e-7c41d2"
 VERSION = "0.0.0-e2e.1"
 NS, RELEASE = CHART_NAMESPACE, CHART_RELEASE
@@ -43,40 +40,25 @@ NS, RELEASE = CHART_NAMESPACE, CHART_RELEASE
 def test_helm_install_from_the_oci_registry_with_the_image_pulled_from_it(tmp_path: Path) -> None:
     """Then the installed webhook's Image Pull check asks that registry (registryAccess.mode=all): without
     its CA a warning naming the fix; with registryCA (a Secret mounted by the chart) the registry's verdict."""
-    local = webhook_image().ref  # the Dockerfile's image of this source, in buildah's e2e store (cached)
-    store = images_dir() / "storage"
     with Node(start_timeout=180) as node:
         assert node.cp is not None
         # on the node's bridge: containerd (on the host) and the webhook's pods both reach it there
         with Registry(tmp_path / "registry", trustme.CA(), {USER: PASSWORD}, host=node.bridge_ip) as reg:
-            _install_and_ask(node, reg, local, store)
+            _install_and_ask(node, reg)
 
 
-def _install_and_ask(node: Node, reg: Registry, local: str, store: Path) -> None:
+def _install_and_ask(node: Node, reg: Registry) -> None:
     assert node.cp is not None
     cp = node.cp
     path = f"{reg.address}/preflight"
-    env = {
-        **os.environ,
-        "REGISTRY": path,
-        "VERSION": VERSION,
-        "IMAGE": local,
-        "BUILDAH": f"buildah --root {store}/root --runroot {store}/run --storage-driver vfs",
-        "HELM": str(cp.helm_path),
-        "CA_FILE": str(reg.ca_file),
-        "REGISTRY_USER": USER,
-        "REGISTRY_PASSWORD": PASSWORD,
-    }
     t0 = time.monotonic()
-    proc = subprocess.run(["bash", str(RELEASE_SCRIPT)], env=env, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    published = publish(node, reg, USER, PASSWORD, VERSION)
     print(f"==> scripts/release.sh (image + chart pushed): {time.monotonic() - t0:.0f}s")
-    assert PASSWORD not in proc.stdout + proc.stderr
-    out = dict(line.split(": ", 1) for line in proc.stdout.splitlines())
-    image = out["image"]
-    repo, digest = image.split("@")
+    assert PASSWORD not in published.stdout + published.stderr
+    image, repo, digest = published.image, published.repository, published.digest
     assert repo == f"{path}/preflight-webhook"
-    assert out["chart"] == f"oci://{path}/charts/preflight-webhook --version {VERSION}"
+    assert f"chart: oci://{path}/charts/preflight-webhook --version {VERSION}" in published.stdout.splitlines()
+    assert published.chart == f"oci://{path}/charts/preflight-webhook"
     # the registry serves the image's manifest under the version's tag, with the digest the chart names
     status, headers, _ = reg.request(
         "HEAD", f"/v2/preflight/preflight-webhook/manifests/{VERSION}", headers={"Accept": OCI_MANIFEST}
@@ -86,17 +68,9 @@ def _install_and_ask(node: Node, reg: Registry, local: str, store: Path) -> None
     assert reg.request("HEAD", f"/v2/preflight/preflight-webhook/manifests/{VERSION}", auth=False)[0] == 401
     assert digest not in node.ctr("images", "ls").stdout  # nothing loaded: containerd must pull it
 
-    containerd_hosts(reg, node.registry_hosts_dir)
-    cp.ensure_namespace(NS)
-    cp.kubectl("create", "secret", "docker-registry", "regcred", "-n", NS, f"--docker-server={reg.address}",
-               f"--docker-username={USER}", f"--docker-password={PASSWORD}")  # fmt: skip
     cp.apply_samples_prerequisites(SAMPLES_DIR)
     t0 = time.monotonic()
-    node.helm(
-        "install", RELEASE, f"oci://{path}/charts/preflight-webhook", "--version", VERSION,
-        "--ca-file", str(reg.ca_file), "--username", USER, "--password", PASSWORD,
-        "--namespace", NS, "--set", "imagePullSecrets[0].name=regcred", "--wait", "--timeout", "5m",
-    )  # fmt: skip
+    install(node, reg, published, USER, PASSWORD)
     print(f"==> helm install oci://...: {time.monotonic() - t0:.0f}s")
     listed = json.loads(node.helm("list", "-n", NS, "-o", "json").stdout)
     assert [(r["name"], r["chart"], r["app_version"]) for r in listed] == [
@@ -129,8 +103,8 @@ def _install_and_ask(node: Node, reg: Registry, local: str, store: Path) -> None
     assert broken.returncode != 0 and "hf_token" in broken.stderr
 
     # --- the Image Pull check from the installed pods, against the same registry (its CA is not the system's)
-    chart = [f"oci://{path}/charts/preflight-webhook", "--version", VERSION, "--ca-file", str(reg.ca_file),
-             "--username", USER, "--password", PASSWORD, "--namespace", NS, "--reuse-values"]  # fmt: skip
+    chart = [published.chart, "--version", VERSION, *helm_registry_flags(node, reg, USER, PASSWORD),
+             "--namespace", NS, "--reuse-values"]  # fmt: skip
     job = yaml.safe_load((SAMPLES_DIR / "aiperfjob-good.yaml").read_text())
     job_ns = job["metadata"]["namespace"]
     cp.kubectl("create", "secret", "docker-registry", "regcred", "-n", job_ns, f"--docker-server={reg.address}",
