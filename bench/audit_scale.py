@@ -181,6 +181,105 @@ async def measure(cp: ControlPlane, jobs: int, namespaces: int, quiet: float, wa
         await run.stop()
 
 
+class _IndexedView:
+    """tests/fakeview.py's FakeView with indexed caches and counted (not kept) requests: the in-process
+    run measures the controller's own CPU and memory, not the fake's."""
+
+    def __init__(self, fake: Any, objects: dict[str, list[dict[str, Any]]]) -> None:
+        self.fake = fake
+        self.index: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.by_ns: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for resource, objs in objects.items():
+            for o in objs:
+                m = o["metadata"]
+                self.index[(resource, m.get("namespace") or "", m["name"])] = o
+                self.by_ns.setdefault((resource, m.get("namespace") or ""), []).append(o)
+        self.requests: Counter[str] = Counter()
+        self.seen: set[tuple[str, str, str]] = set()
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self.fake, attr)
+
+    def list_cached(self, resource: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        if namespace is None:
+            return [o for (r, _), objs in self.by_ns.items() if r == resource for o in objs]
+        return list(self.by_ns.get((resource, namespace), [])) + list(self.by_ns.get((resource, ""), []))
+
+    def get_cached(self, resource: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        return self.index.get((resource, namespace or "", name)) or self.index.get((resource, "", name))
+
+    async def secret_keys(self, namespace: str, name: str, deadline: Any) -> set[str] | None:
+        self.requests["GET"] += 1
+        return {"token"}
+
+    async def dry_run_create(self, api_version: str, kind: str, namespace: str, body: Any, deadline: Any) -> None:
+        self.requests["dry run"] += 1
+
+    async def get_object(self, api_version: str, resource: str, namespace: str | None, name: str, deadline: Any,
+                         *, ttl: float = 0.0) -> dict[str, Any] | None:  # fmt: skip
+        key = (resource, namespace or "", name)
+        if not (ttl > 0 and key in self.seen):  # the view keeps a read with a ttl that long (Controllers)
+            self.requests["GET"] += 1
+            self.seen.add(key)
+        return self.index.get(key)
+
+
+async def in_process(jobs: int, namespaces: int) -> dict[str, Any]:
+    """The controller on a fake view (no apiserver): the cheap pass's CPU and memory at `jobs`, and the
+    requests the request pass sends per job (its time at audit.qps follows from them)."""
+    from tests.fakeview import FakeView
+    from webhook.audit.controller import AuditController
+    from webhook.audit.metrics import AuditMetrics
+    from webhook.cluster.cache import ResourceCache
+
+    rss0 = _rss_mib()
+    rt = yaml.safe_load((SAMPLES / "clustertrainingruntime.yaml").read_text())
+    rt["metadata"]["name"] = RUNTIME
+    rt["spec"]["mlPolicy"]["torch"] = {}
+    per_ns = jobs // namespaces
+    objs: dict[str, list[dict[str, Any]]] = {"clustertrainingruntimes": [rt]}
+    n = 0
+    for i in range(namespaces):
+        for o in _objects(f"scale-{i:04d}", per_ns):
+            o = {**o, "metadata": {**o["metadata"], "uid": f"uid-{n}", "resourceVersion": str(100 + n)}}
+            n += 1
+            res = {"Namespace": "namespaces", "ServiceAccount": "serviceaccounts", "Secret": "secrets",
+                   "PersistentVolumeClaim": "persistentvolumeclaims", "TrainJob": "trainjobs"}[o["kind"]]  # fmt: skip
+            if res == "persistentvolumeclaims":
+                o["status"] = {"phase": "Bound"}
+            objs.setdefault(res, []).append(o)
+    served = {"v1", "batch/v1", "jobset.x-k8s.io/v1alpha2", "trainer.kubeflow.org/v1alpha1"}
+    view = _IndexedView(FakeView({}, served=served), {k: v for k, v in objs.items() if k != "trainjobs"})
+    view.fake.client, view.fake.never_read = None, set()
+    settings = Settings()
+    c = AuditController(settings, view, checks=all_checks(), sinks=[AuditMetrics(settings)])  # type: ignore[arg-type]
+
+    class _R:
+        def __init__(self, resource: str, items: list[dict[str, Any]]) -> None:
+            self.cache = ResourceCache(resource)
+            self.cache.replace(items, "1")
+            self.denied = ""
+
+    # the caches the controller (or, on a cluster, the view) holds: what a kept result's reads are compared with
+    for res in ("trainjobs", "secrets", "namespaces", "serviceaccounts", "persistentvolumeclaims",
+                "resourcequotas", "limitranges", "nodes", "storageclasses", "persistentvolumes"):  # fmt: skip
+        c.reflectors[res] = _R(res, objs.get(res, []))  # type: ignore[assignment]
+    c.is_leader = True
+    t0 = time.process_time()
+    w0 = time.monotonic()
+    await c.full_scan("scan")
+    wall = time.monotonic() - w0
+    first = dict(view.requests)
+    view.requests.clear()
+    w1 = time.monotonic()
+    await c.full_scan("period")
+    return {
+        "jobs": len(c.judged), "cheap_s": c.last_cheap_pass_seconds, "scan_wall_s": wall,
+        "cpu_s": time.process_time() - t0, "rss_mib": _rss_mib(), "rss0_mib": rss0, "requests": first,
+        "period_s": time.monotonic() - w1, "period_requests": dict(view.requests),
+    }  # fmt: skip
+
+
 def _failing_checks(run: AuditRun) -> dict[str, int]:
     """How many jobs' last Event is a PreflightFailed, by the checks it names."""
     out: Counter[str] = Counter()
@@ -208,7 +307,15 @@ def main() -> int:
         help="do not wait for the request pass: watch it this "
         "many seconds after the cheap pass and extrapolate (a run too long for the shared machine)",
     )
+    ap.add_argument(
+        "--in-process",
+        action="store_true",
+        help="the controller on a fake view (no apiserver): "
+        "the cheap pass's time and memory, and the requests per job of the request pass",
+    )
     args = ap.parse_args()
+    if args.in_process:
+        return _main_in_process(args)
     if args.quick:
         args.jobs, args.namespaces, args.quiet, args.write = 50, 5, 5.0, False
     ensure_built(quiet=True, what="control-plane")
@@ -254,6 +361,33 @@ def main() -> int:
     print(body)
     if args.write:
         write_section(f"audit-scale-{args.jobs}{'' if args.watch is None else '-watch'}", body)
+    return 0
+
+
+def _main_in_process(args: argparse.Namespace) -> int:
+    r = asyncio.run(in_process(args.jobs, args.namespaces))
+    load = os.getloadavg()[0]
+    total = sum(r["requests"].values())
+    qps = Settings().audit.qps
+    body = "\n".join([
+        f"`flock /work/pfw-helpers/bench.lock .venv/bin/python bench/audit_scale.py --in-process --jobs {args.jobs} "
+        f"--namespaces {args.namespaces} --write` (Python {sys.version.split()[0]}, {dt.date.today()}, `uptime` load "
+        f"average {load:.1f} on the shared 2 cores). The audit controller on tests/fakeview.py's view (no apiserver, "
+        "requests answered at once and counted): the same jobs as on the control plane.",
+        "",
+        "| what | figure |",
+        "|---|---|",
+        f"| jobs judged | {r['jobs']} |",
+        f"| cheap pass (every job judged by the checks that send no request) | {r['cheap_s']:.1f} s |",
+        f"| both passes, requests unpaced; CPU of both | {r['scan_wall_s']:.1f} s; {r['cpu_s']:.1f} s |",
+        f"| requests of the request pass | {_calls(r['requests'])} ({total / max(1, r['jobs']):.1f} a job) |",
+        f"| the request pass at qps {qps:.0f} (requests / qps) | {total / qps:.0f} s |",
+        f"| RSS after the scans | {r['rss_mib']:.0f} MiB ({r['rss0_mib']:.0f} MiB before the jobs were made) |",
+        f"| periodic re-scan, nothing changed: time, requests | {r['period_s']:.1f} s; {_calls(r['period_requests'])} |",
+    ])  # fmt: skip
+    print(body)
+    if args.write:
+        write_section(f"audit-scale-{args.jobs}-in-process", body)
     return 0
 
 
