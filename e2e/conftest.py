@@ -17,6 +17,7 @@ import pytest
 
 from e2e.harness.controlplane import ControlPlane, ensure_built
 from e2e.harness.runner import RunningWebhook
+from e2e.harness.stack import SharedStack
 from e2e.harness.standins import sample_endpoints
 from webhook.checks import all_checks
 from webhook.cluster.live import LiveClusterView, open_cluster_view
@@ -24,10 +25,46 @@ from webhook.config import Settings
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test under e2e/ carries the ``e2e`` marker (``-m "not e2e"`` deselects them)."""
+    """Every test under e2e/ carries the ``e2e`` marker (``-m "not e2e"`` deselects them). The
+    modules on the shared node (:func:`shared_stack`) run one after the other, where the first of them
+    was: one node and stack start for all of them (each module keeps its own order)."""
     for item in items:
         if "/e2e/" in str(item.fspath).replace("\\", "/"):
             item.add_marker(pytest.mark.e2e)
+    shared = [i for i in items if SHARED_STACK in getattr(i, "fixturenames", ())]
+    if shared:
+        first = items.index(shared[0])
+        rest = [i for i in items if SHARED_STACK not in getattr(i, "fixturenames", ())]
+        items[:] = rest[:first] + shared + rest[first:]
+
+
+#: the session fixture the node modules share (e2e/test_audit_stack.py, test_dryrun_stack.py, test_jobset_node.py)
+SHARED_STACK = "shared_stack"
+
+
+@pytest.fixture(scope="session")
+def shared_stack() -> Iterator[SharedStack]:
+    """One node with ``Stack(node, dns=False)`` for the modules that ask for it: started by the first,
+    each module cleans what it made; stopped after the last of them (:func:`pytest_runtest_teardown`),
+    so the machine's one node is free for the next module that starts its own."""
+    shared = SharedStack(dns=False)
+    _shared.append(shared)
+    try:
+        yield shared
+    finally:
+        shared.stop()
+
+
+_shared: list[SharedStack] = []  # the session's shared_stack, once made: the hook below stops it
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """After the last test on the shared node (its module's fixtures torn down first): stop the node."""
+    yield
+    if SHARED_STACK in getattr(item, "fixturenames", ()) and SHARED_STACK not in getattr(nextitem, "fixturenames", ()):
+        for shared in _shared:
+            shared.stop()
 
 
 @pytest.fixture(scope="session")

@@ -24,7 +24,7 @@ import pytest
 from e2e.fidelity.scenarios_base import secret, secret_env, trainjob
 from e2e.harness.audit import preflight_events, until
 from e2e.harness.controlplane import ControlPlane
-from e2e.harness.stack import Stack, running_stack
+from e2e.harness.stack import SharedStack, Stack
 from webhook.audit.events import FAILED, PASSED
 from webhook.audit.runner import AuditRun
 from webhook.checks import all_checks
@@ -42,9 +42,17 @@ BOUND = 15.0
 WAIT = 120.0
 
 
+#: the cluster-scoped objects the module makes (its namespace holds the rest), deleted afterwards
+CLUSTER_OBJECTS = [
+    {"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": "audit-cq"}},
+    {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": "audit-flavor"}},
+]
+
+
 @pytest.fixture(scope="module")
-def stack() -> Iterator[Stack]:
-    with running_stack(dns=False) as st:
+def stack(shared_stack: SharedStack) -> Iterator[Stack]:
+    """The shared node (e2e/conftest.py), with this module's queues and namespace, deleted afterwards."""
+    with shared_stack.borrowed(namespaces=[NS], objects=CLUSTER_OBJECTS) as st:
         st.namespace(NS)
         st.cp.apply(
             [

@@ -28,7 +28,7 @@ import pytest
 
 from e2e.fidelity.scenarios import trainjob
 from e2e.harness.live import live_evaluate, result_of
-from e2e.harness.stack import Stack, forbidden_env_policy, running_stack
+from e2e.harness.stack import SharedStack, Stack, forbidden_env_policy
 from webhook.checks import all_checks
 from webhook.checks.dryrun import DryRun
 from webhook.cluster.live import open_cluster_view
@@ -44,8 +44,9 @@ VAP = forbidden_env_policy(POLICY, "preflight-e2e/no-forbidden-env")
 
 
 @pytest.fixture(scope="module")
-def stack() -> Iterator[Stack]:
-    with running_stack(dns=False) as st:
+def stack(shared_stack: SharedStack) -> Iterator[Stack]:
+    """The shared node (e2e/conftest.py), with this module's policy and namespace, deleted afterwards."""
+    with shared_stack.borrowed(namespaces=[NS], objects=VAP) as st:
         st.cp.apply(VAP)
         st.namespace(NS, {"preflight-e2e/no-forbidden-env": "true"})
         yield st

@@ -28,7 +28,7 @@ import pytest
 from e2e.fidelity import scenarios_base
 from e2e.harness.controlplane import ControlPlane
 from e2e.harness.live import live_evaluate
-from e2e.harness.stack import WORKLOAD_IMAGE, Stack, forbidden_env_policy, running_stack
+from e2e.harness.stack import WORKLOAD_IMAGE, SharedStack, Stack, forbidden_env_policy
 from webhook.checks import all_checks
 from webhook.cluster.live import open_cluster_view
 from webhook.config import Settings
@@ -49,8 +49,9 @@ def jobset(name: str, env: list[dict[str, Any]] | None = None) -> dict[str, Any]
 
 
 @pytest.fixture(scope="module")
-def stack() -> Iterator[Stack]:
-    with running_stack(dns=False) as st:
+def stack(shared_stack: SharedStack) -> Iterator[Stack]:
+    """The shared node (e2e/conftest.py), with this module's policy and namespace, deleted afterwards."""
+    with shared_stack.borrowed(namespaces=[NS], objects=VAP) as st:
         st.cp.apply(VAP)
         st.namespace(NS, {"preflight-e2e/jobset-node": "true"})
         yield st

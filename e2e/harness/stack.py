@@ -418,6 +418,53 @@ def running_stack(*, start_timeout: float = 180, **stack_kw: Any) -> Iterator[St
         assert left == [], left
 
 
+class SharedStack:
+    """A node with ``Stack(node, **stack_kw)`` that several test modules use one after the other
+    (e2e/conftest.py's ``shared_stack``): started on the first :meth:`get`, stopped by :meth:`stop`
+    (nothing of the node may be left behind, as :func:`running_stack`). A start that failed fails
+    every later :meth:`get` the same way, without a second try."""
+
+    def __init__(self, **stack_kw: Any) -> None:
+        self._kw = stack_kw
+        self._cm: contextlib.AbstractContextManager[Stack] | None = None
+        self._stack: Stack | None = None
+        self._failed: BaseException | None = None
+
+    def get(self) -> Stack:
+        if self._failed is not None:
+            raise NodeError(f"the shared node did not start: {self._failed}") from self._failed
+        if self._stack is None:
+            cm = running_stack(**self._kw)
+            try:
+                self._stack = cm.__enter__()
+            except BaseException as e:
+                self._failed = e
+                raise
+            self._cm = cm
+        return self._stack
+
+    @contextlib.contextmanager
+    def borrowed(self, *, namespaces: Sequence[str] = (), objects: Sequence[dict[str, Any]] = ()) -> Iterator[Stack]:
+        """The stack for one module; afterwards its ``namespaces`` and cluster ``objects`` are deleted
+        (not waited for: the next module uses its own names), so the next module finds none of them."""
+        st = self.get()
+        try:
+            yield st
+        finally:
+            if objects:
+                st.cp.kubectl(
+                    "delete", "--ignore-not-found", "--wait=false", "-f", "-",
+                    input=yaml.safe_dump_all(objects), check=False,
+                )  # fmt: skip
+            if namespaces:
+                st.cp.kubectl("delete", "namespace", "--ignore-not-found", "--wait=false", *namespaces, check=False)
+
+    def stop(self) -> None:
+        cm, self._cm, self._stack = self._cm, None, None
+        if cm is not None:
+            cm.__exit__(None, None, None)
+
+
 def forbidden_env_policy(name: str, label: str) -> list[dict[str, Any]]:
     """A ValidatingAdmissionPolicy (and its binding) refusing Pods that set the env var FORBIDDEN,
     in the namespaces labelled ``<label>=true``: a layer behind Kueue's pod webhook that only a
