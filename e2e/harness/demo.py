@@ -106,8 +106,9 @@ def up() -> int:
     try:
         step(1, total, "Building or reusing kube-apiserver, etcd, kubectl and the CRDs (e2e/build.sh control-plane)")
         note(
-            "a cold cache builds them from source: 24 min of CPU (kube-apiserver is most of it), so ~16 min"
-            " on 2 idle cores and longer on busy ones (measured: docs/development.md#timings); a warm one takes seconds"
+            "a cold cache builds them from source in one go build: 13 min of CPU (kube-apiserver is most of it),"
+            " so ~9-11 min on 2 idle cores and longer on busy ones (measured: docs/development.md#timings);"
+            " a warm one takes seconds"
         )
         ensure_built(what="control-plane")
 
