@@ -66,7 +66,7 @@ demo: install build-control-plane ## start the local control plane with the webh
 demo-down: ## stop what `make demo` left running
 	$(PY) -m e2e.harness.demo down
 
-demo-cluster: install build-cluster ## (root) a real single node, our image, `helm install` of the chart, the samples applied
+demo-cluster: install build-cluster ## (root) a real single node, our image and chart pushed to a registry on it, `helm install oci://…`, the samples applied
 	$(PY) -m e2e.harness.demo_cluster up
 
 demo-cluster-down: ## stop what `make demo-cluster` left running (by PID) and remove it

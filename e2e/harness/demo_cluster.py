@@ -4,29 +4,42 @@
     python -m e2e.harness.demo_cluster down    # stop everything `up` started (by PID) and remove it
 
 `up` starts the real node (e2e/harness/node.py: etcd, kube-apiserver, controller-manager, scheduler,
-containerd, kube-proxy, kubelet; state in .demo/node/, git-ignored), builds the image from the
-repository's Dockerfile (e2e/images.sh, cached), `helm install`s charts/preflight-webhook with
-its default values (only the image repository, tag and pull policy set), waits until the
-apiserver calls the webhook pods through their Service, then applies e2e/samples/ through
-kubectl. The chart judges every namespace but kube-system, kube-public, kube-node-lease and
+containerd, kube-proxy, kubelet; state in .demo/node/, git-ignored), then installs as users do
+(e2e/harness/oci_install.py): a private registry on the node's bridge (the CNCF distribution
+registry, e2e/harness/registry.py: TLS from a CA of its own, htpasswd; state in .demo/registry/),
+the image built from the repository's Dockerfile (e2e/images.sh, cached) and the `helm package`d
+chart pushed to it by scripts/release.sh, `helm install oci://…` with its default values (only the
+pull Secret set), containerd pulling the image from the registry; it waits until the apiserver
+calls the webhook pods through their Service, then applies e2e/samples/ through kubectl. The chart judges every namespace but kube-system, kube-public, kube-node-lease and
 its own, so your own namespaces are judged too. Needs root (containerd, kubelet, iptables).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import secrets
+import shutil
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import trustme
+
 from e2e.harness.controlplane import ControlPlaneError
 from e2e.harness.demo import SAMPLES, heading, note, show_kubectl, step
-from e2e.harness.node import CHART_NAMESPACE, CHART_RELEASE, Node
+from e2e.harness.node import CHART_NAMESPACE, CHART_RELEASE, SAMPLES_DIR, Node, _stop_recorded_pid, poll_until
 from e2e.harness.node import main as node_main
+from e2e.harness.oci_install import install, publish
+from e2e.harness.registry import Registry, RegistryError
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE_DIR = ROOT / ".demo" / "node"
+REGISTRY_DIR = ROOT / ".demo" / "registry"
+REGISTRY_USER = "demo"
+#: the chart's version and the image's tag in the demo's registry
+DEMO_VERSION = "0.0.0-demo"
 
 
 def up() -> int:
@@ -51,18 +64,8 @@ def up() -> int:
         # then waits until the controller-manager has made each namespace's default ServiceAccount
         cp.apply_samples_prerequisites(SAMPLES, show=show_kubectl)
         show_kubectl(cp, "get", "serviceaccounts,secrets", "-n", "demo-train")
-        step(
-            3,
-            total,
-            "Building the image from the Dockerfile and `helm install` of charts/preflight-webhook (default values)",
-        )
-        note("image: e2e/images.sh (buildah, a local Debian bookworm + Python 3.11 base); loaded into containerd")
-        t = time.monotonic()
-        image = node.install_webhook_chart()
-        note(
-            f"helm install {CHART_RELEASE} charts/preflight-webhook -n {CHART_NAMESPACE} --set image.repository=… "
-            f"--set image.tag=… --set image.pullPolicy=Never  ({image}; answering after {time.monotonic() - t:.0f}s)"
-        )
+        step(3, total, "Installing as users do: image and chart pushed to a private registry, `helm install oci://…`")
+        install_from_registry(node)
         show_kubectl(cp, "get", "pods", "-n", CHART_NAMESPACE, "-o", "wide")
         step(4, total, "Applying the samples through kubectl")
         heading("A good TrainJob: accepted")
@@ -86,11 +89,64 @@ def up() -> int:
         print(f"    kubectl -n {CHART_NAMESPACE} logs deploy/{CHART_RELEASE}      # the webhook's log")
         print("\n    make demo-cluster-down      # stops everything the demo started\n", flush=True)
         return 0
-    except (ControlPlaneError, OSError, KeyboardInterrupt) as exc:
+    except (ControlPlaneError, RegistryError, OSError, KeyboardInterrupt) as exc:
         print(f"\nerror: {exc}", file=sys.stderr)
         print("==> stopping everything the demo started", file=sys.stderr, flush=True)
+        stop_registry()
         node.stop()
         return 1
+
+
+def install_from_registry(node: Node) -> None:
+    """The registry on the node's bridge (left running: its PID in .demo/registry/registry.json, stopped by
+    `down`), scripts/release.sh pushing our image and the chart to it, `helm install oci://…` from it."""
+    assert node.cp is not None and node.bridge_ip is not None
+    password = secrets.token_hex(12)  # a throw-away login, never printed; in .demo/registry/htpasswd, bcrypt
+    reg = Registry(REGISTRY_DIR, trustme.CA(), {REGISTRY_USER: password}, host=node.bridge_ip).start()
+    (REGISTRY_DIR / "registry.json").write_text(json.dumps({"pid": reg.proc.pid if reg.proc else None}))
+    note(f"registry: https://{reg.address} (CNCF distribution, htpasswd user {REGISTRY_USER!r}; CA {rel(reg.ca_file)})")
+    t = time.monotonic()
+    published = publish(node, reg, REGISTRY_USER, password, DEMO_VERSION)
+    note(
+        f"scripts/release.sh pushed ({time.monotonic() - t:.0f}s with e2e/images.sh's build of the image, cached if unchanged):"
+    )
+    note(f"  image  {published.image}")
+    note(f"  chart  {published.chart} --version {published.version}")
+    t = time.monotonic()
+    install(node, reg, published, REGISTRY_USER, password)
+    cp = node.cp
+    note(
+        f"helm install {CHART_RELEASE} {published.chart} --version {published.version} -n {CHART_NAMESPACE} "
+        f"--ca-file {rel(reg.ca_file)} --set imagePullSecrets[0].name=regcred  ({time.monotonic() - t:.0f}s)"
+    )
+    # the first pod's pull (the kubelet's "Successfully pulled image …"); later pods find it present
+    pulled = [
+        e["message"]
+        for e in json.loads(cp.kubectl("get", "events", "-n", CHART_NAMESPACE, "-o", "json").stdout)["items"]
+        if e.get("reason") == "Pulled" and str(e.get("message", "")).startswith("Successfully pulled")
+    ]
+    note(f"the kubelet: {pulled[0] if pulled else '(no Successfully pulled event yet)'}")
+
+    def answers() -> bool | str:
+        proc = cp.kubectl("apply", "--dry-run=server", "-f", str(SAMPLES_DIR / "trainjob-good.yaml"), check=False)
+        return True if proc.returncode == 0 else proc.stderr.strip()[-300:]
+
+    poll_until("the apiserver calling the webhook through its Service", answers, 180)
+
+
+def rel(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def stop_registry() -> None:
+    """Stop the registry `up` left running (its recorded PID, if that is still the registry binary) and
+    remove its directory (its data, htpasswd and TLS key)."""
+    state = REGISTRY_DIR / "registry.json"
+    if state.exists():
+        pid = json.loads(state.read_text()).get("pid")
+        if pid:
+            _stop_recorded_pid(int(pid), "registry")
+    shutil.rmtree(REGISTRY_DIR, ignore_errors=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -99,6 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.cmd == "up":
         return up()
+    stop_registry()
     if not NODE_DIR.exists():
         print(f"==> no cluster demo in {NODE_DIR}")
         return 0
