@@ -1,7 +1,7 @@
 """Image Pull against the real outcome: the node's containerd pulls from the distribution registry.
 
 On the real node (kubelet + containerd, e2e/harness/node.py) pods pull the node's pause image, pushed
-to the registry (TLS from the harness CA, given to containerd by a hosts.toml; htpasswd auth), with a
+to the registry on the node's bridge (TLS from the harness CA, given to containerd as <address>/ca.crt; htpasswd auth), with a
 pull Secret of their own. What the kubelet does (Running, or ErrImagePull / ImagePullBackOff) is the
 judge; the Image Pull check, run on an AIPerfJob with the same image and Secret against the same
 cluster, must agree: pass where the pod runs, fail where it cannot pull.
@@ -61,37 +61,44 @@ def _outcome(node: Node, name: str, timeout: float = 120) -> str:
 @pytest.mark.node
 async def test_the_check_agrees_with_containerd(tmp_path: Path) -> None:
     archive = build_images("pause") / "pause.tar"
-    with Node(start_timeout=150) as node, Registry(tmp_path / "registry", trustme.CA(), {USER: PASSWORD}) as reg:
-        assert node.cp is not None
-        push_docker_archive(reg, "team/pause", "1.0", archive)
-        containerd_hosts(reg, node.registry_hosts_dir)
-        cp = node.cp
-        cp.ensure_namespace(NS)
-        node.wait_default_serviceaccount(NS)
-        for name, password in (("regcred", PASSWORD), ("badcred", "wrong-" + PASSWORD)):
-            cp.kubectl("create", "secret", "docker-registry", name, "-n", NS, f"--docker-server={reg.address}",
-                       f"--docker-username={USER}", f"--docker-password={password}")  # fmt: skip
-        rows = [
-            ("right-credentials", f"{reg.address}/team/pause:1.0", "regcred", "Running", Status.PASS),
-            ("wrong-credentials", f"{reg.address}/team/pause:1.0", "badcred", "ErrImagePull", Status.FAIL),
-            ("no-credentials", f"{reg.address}/team/pause:1.0", None, "ErrImagePull", Status.FAIL),
-            ("missing-tag", f"{reg.address}/team/pause:9.9", "regcred", "ErrImagePull", Status.FAIL),
-        ]
-        for name, image, secret, _, _ in rows:
-            cp.kubectl("apply", "-f", "-", input=json.dumps(_pod(name, image, secret)))
-        settings = Settings(registryAccess={"mode": "all", "caFile": str(reg.ca_file)})
-        view = await open_cluster_view(settings, kubeconfig=str(cp.kubeconfig), checks=all_checks(), wait_seconds=60)
-        try:
-            assert await view.wait_synced(60), view.ready_reason
-            seen = []
-            for name, image, secret, want_pod, want_check in rows:
-                job = yaml.safe_load((ROOT / "e2e" / "samples" / "aiperfjob-good.yaml").read_text())
-                job["metadata"].update(name=name, namespace=NS)
-                job["spec"]["image"] = image
-                if secret:
-                    job["spec"]["podTemplate"] = {"imagePullSecrets": [{"name": secret}]}
-                r = result_of(await live_evaluate(job, view, settings), "Image Pull")
-                seen.append((name, _outcome(node, name), r.status))
-                assert (name, want_pod, want_check) == seen[-1], r.message
-        finally:
-            await view.close()
+    with Node(start_timeout=150) as node:
+        assert node.cp is not None and node.bridge_ip is not None
+        # on the node's bridge: containerd trusts it through <address>/ca.crt (containerd_hosts)
+        with Registry(tmp_path / "registry", trustme.CA(), {USER: PASSWORD}, host=node.bridge_ip) as reg:
+            await _agree(node, reg, archive)
+
+
+async def _agree(node: Node, reg: Registry, archive: Path) -> None:
+    assert node.cp is not None
+    push_docker_archive(reg, "team/pause", "1.0", archive)
+    containerd_hosts(reg, node.registry_hosts_dir)
+    cp = node.cp
+    cp.ensure_namespace(NS)
+    node.wait_default_serviceaccount(NS)
+    for name, password in (("regcred", PASSWORD), ("badcred", "wrong-" + PASSWORD)):
+        cp.kubectl("create", "secret", "docker-registry", name, "-n", NS, f"--docker-server={reg.address}",
+                   f"--docker-username={USER}", f"--docker-password={password}")  # fmt: skip
+    rows = [
+        ("right-credentials", f"{reg.address}/team/pause:1.0", "regcred", "Running", Status.PASS),
+        ("wrong-credentials", f"{reg.address}/team/pause:1.0", "badcred", "ErrImagePull", Status.FAIL),
+        ("no-credentials", f"{reg.address}/team/pause:1.0", None, "ErrImagePull", Status.FAIL),
+        ("missing-tag", f"{reg.address}/team/pause:9.9", "regcred", "ErrImagePull", Status.FAIL),
+    ]
+    for name, image, secret, _, _ in rows:
+        cp.kubectl("apply", "-f", "-", input=json.dumps(_pod(name, image, secret)))
+    settings = Settings(registryAccess={"mode": "all", "caFile": str(reg.ca_file)})
+    view = await open_cluster_view(settings, kubeconfig=str(cp.kubeconfig), checks=all_checks(), wait_seconds=60)
+    try:
+        assert await view.wait_synced(60), view.ready_reason
+        seen = []
+        for name, image, secret, want_pod, want_check in rows:
+            job = yaml.safe_load((ROOT / "e2e" / "samples" / "aiperfjob-good.yaml").read_text())
+            job["metadata"].update(name=name, namespace=NS)
+            job["spec"]["image"] = image
+            if secret:
+                job["spec"]["podTemplate"] = {"imagePullSecrets": [{"name": secret}]}
+            r = result_of(await live_evaluate(job, view, settings), "Image Pull")
+            seen.append((name, _outcome(node, name), r.status))
+            assert (name, want_pod, want_check) == seen[-1], r.message
+    finally:
+        await view.close()

@@ -480,6 +480,9 @@ def containerd_hosts(reg: Registry, config_path: Path) -> Path:
     every "manifest unknown" came back as "x509: certificate signed by unknown authority" from that
     second try; and a top-level ``ca`` beside ``server`` alone was not applied by the node's
     containerd (Debian's 1.6.20: every pull failed with x509), so dropping the table is no fix either."""
+    if reg.host in ("127.0.0.1", "localhost", "::1"):
+        # without a hosts.toml, containerd 1.6 pulls from a loopback registry over plain http (400 from TLS)
+        raise RegistryError(f"containerd_hosts: start the registry on the node's bridge, not {reg.host}")
     d = config_path / reg.address
     d.mkdir(parents=True, exist_ok=True)
     (d / "hosts.toml").unlink(missing_ok=True)
