@@ -5,7 +5,7 @@ The registry is the CNCF distribution registry on the node's bridge, where both 
 host) and the webhook's pods reach it (e2e/harness/registry.py: TLS from a trustme CA that is not the
 system's, htpasswd auth). The image is the one e2e/images.sh built from
 our Dockerfile (buildah's e2e store), pushed by buildah; the chart names it by digest. On the real
-node (e2e/harness/node.py), containerd trusts the registry's CA through a hosts.toml, and the pods
+node (e2e/harness/node.py), containerd trusts the registry's CA (``<address>/ca.crt``), and the pods
 pull with the release's imagePullSecret: nothing is loaded into containerd beforehand. Then the
 installed webhook's Image Pull check (registryAccess.mode=all) asks the same registry for an
 AIPerfJob's image: without the registry's CA, a warning naming registryAccess.caFile and the chart's

@@ -3,7 +3,7 @@
 The runner (e2e/fidelity/run.py, :func:`e2e.fidelity.run.image_registry`) starts the CNCF
 distribution registry (e2e/harness/registry.py: TLS from a CA of its own, htpasswd auth) on the
 node's bridge when a scenario names :data:`REGISTRY_PLACEHOLDER`, pushes the matrix's workload image
-into it as ``fidelity/workload:1.0``, gives the node's containerd its CA (a hosts.toml), writes the
+into it as ``fidelity/workload:1.0``, gives the node's containerd its CA (``<address>/ca.crt``), writes the
 registry's address where the placeholder is, and sets the webhook's ``registryAccess`` to ask only
 that registry (``allowlist``, its CA as ``caFile``): every other scenario's ``localhost/`` image is
 not asked, so they carry no Image Pull finding. Nothing of the workload image is loaded under the

@@ -500,7 +500,7 @@ def image_registry(
 ) -> Iterator[tuple[list[Scenario], dict[str, Any]]]:
     """The Image Pull rows' registry (e2e/fidelity/imagepull_scenarios.py), when a scenario names it:
     the CNCF distribution registry on the node's bridge (TLS from its own CA, htpasswd), the workload
-    image pushed to it, containerd given its CA (hosts.toml); yields the scenarios with its address
+    image pushed to it, containerd given its CA (``<address>/ca.crt``); yields the scenarios with its address
     in place of the placeholder and the webhook's configuration asking only it (registryAccess
     allowlist, its CA as caFile). Without such a scenario: the scenarios and WEBHOOK_CONFIG as they are."""
     if not needs_registry(list(scenarios)):

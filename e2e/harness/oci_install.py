@@ -4,7 +4,7 @@
 :func:`publish` runs the release path itself (scripts/release.sh, what `make release` runs) with the
 image e2e/images.sh built from our Dockerfile (buildah's e2e store): buildah pushes the image, helm
 packages the chart (its values naming the image by digest) and pushes it. :func:`install` gives the
-node's containerd the registry's CA (a hosts.toml), creates the pull Secret in the chart's namespace
+node's containerd the registry's CA (``<address>/ca.crt``), creates the pull Secret in the chart's namespace
 and runs `helm install oci://<registry>/<path>/charts/preflight-webhook --version X`; nothing is
 loaded into containerd beforehand. e2e/test_install_from_registry.py and `make demo-cluster`
 (e2e/harness/demo_cluster.py) share both.
@@ -88,7 +88,7 @@ def install(
     namespace: str = CHART_NAMESPACE,
     release: str = CHART_RELEASE,
 ) -> None:
-    """containerd trusts ``reg`` (hosts.toml), a docker-registry Secret ``pull_secret`` for it in
+    """containerd trusts ``reg`` (its CA as ``<address>/ca.crt``), a docker-registry Secret ``pull_secret`` for it in
     ``namespace``, then ``helm install`` of the published chart from the registry, its pods pulling
     the image with that Secret (the chart's ``imagePullSecrets``); waits for the rollout (--wait)."""
     assert node.cp is not None
