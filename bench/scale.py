@@ -652,30 +652,19 @@ def measure(cp: ControlPlane, percent: float, args: argparse.Namespace) -> dict[
         out["rss_ready"] = rss_mib(pid)
         out["pod_reads"] = apiserver_count(cp, "pods", "LIST") + apiserver_count(cp, "pods", "WATCH") - pods0
         job = sample("trainjob-good")
-        res = asyncio.run(
-            run_load(
-                f"{hook.url}/validate?timeout=10s",
-                review(job),
-                ssl_context=hook_ssl(hook),
-                connections=4,
-                requests=args.reviews,
-                duration=120,
-                warmup=16,
+        for key, reviewed in (("inproc", job), ("inproc_dra", dra_trainjob())):
+            res = asyncio.run(
+                run_load(
+                    f"{hook.url}/validate?timeout=10s",
+                    review(reviewed),
+                    ssl_context=hook_ssl(hook),
+                    connections=4,
+                    requests=args.reviews,
+                    duration=120,
+                    warmup=16,
+                )
             )
-        )
-        out["inproc"] = (res.percentile(50), res.percentile(99), res.errors)
-        res = asyncio.run(
-            run_load(
-                f"{hook.url}/validate?timeout=10s",
-                review(dra_trainjob()),
-                ssl_context=hook_ssl(hook),
-                connections=4,
-                requests=args.reviews,
-                duration=120,
-                warmup=16,
-            )
-        )
-        out["inproc_dra"] = (res.percentile(50), res.percentile(99), res.errors)
+            out[key] = (res.percentile(50), res.percentile(99), res.errors)
         out["apiserver"] = through_apiserver(cp, job, args.reviews)
         r0, c0 = requests_total(cp), cpu_seconds(pid)
         time.sleep(args.steady)
