@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 import yaml
@@ -23,6 +24,7 @@ from e2e.fidelity.run import (
     JOBSET_LABEL,
     Outcome,
     Verdict,
+    _aiperfjob_outcome,
     _jobset_outcome,
     bound_of,
     classify,
@@ -83,14 +85,42 @@ def test_classify(verdict: Verdict, outcome: str, known: str | None, want: str) 
             ),
             False,
         ),
+        # every pod started, the benchmark was not done at the bound (CI: startup probes failing on the
+        # loaded node): run it again, the last run is the outcome
+        (
+            (
+                "never-starts",
+                "pods started, benchmark not done: phase Running at the bound; pods {'c-0': 'Running', "
+                "'w-0': 'Running'}; JobSet -; event Unhealthy on Pod: Startup probe failed",
+            ),
+            True,
+        ),
         # the operator refused the spec, or nothing started: the first outcome stands
         (("fails", "phase Failed: spec.benchmark.endpoint is required"), False),
         (("never-starts", "phase Pending at the bound"), False),
+        (("never-starts", "phase Running at the bound; pods {'c-0': 'Pending'}; JobSet -"), False),
         (("runs", "phase Completed"), False),
     ],
 )
 def test_only_a_benchmark_that_died_after_it_started_runs_twice(res: tuple[str, str], want: bool) -> None:
     assert crashed_after_start(res) is want
+
+
+def _phased_pod(name: str, phase: str) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "status": {"phase": phase}}
+
+
+def test_an_aiperfjob_whose_pods_all_started_but_not_done_at_the_bound_runs_again() -> None:
+    job = {"metadata": {"name": "b", "namespace": "n"}, "status": {"phase": "Running"}}
+    running = [_phased_pod("c-0", "Running"), _phased_pod("w-0", "Running")]
+    assert _aiperfjob_outcome(job, running, None, last=False, events=[]) is None  # not yet at the bound
+    res = _aiperfjob_outcome(job, running, None, last=True, events=[])
+    assert res is not None and res[0] == "never-starts" and crashed_after_start(res)
+    held = _aiperfjob_outcome(
+        job, [_phased_pod("c-0", "Running"), _phased_pod("w-0", "Pending")], None, last=True, events=[]
+    )
+    assert held is not None and held[0] == "never-starts" and not crashed_after_start(held)
+    assert not crashed_after_start(_aiperfjob_outcome(job, [], None, last=True, events=[]) or ("", ""))
 
 
 def test_the_table() -> None:
