@@ -95,6 +95,16 @@ def test_classify(verdict: Verdict, outcome: str, known: str | None, want: str) 
             ),
             True,
         ),
+        # the JobSet failed from a Job failure after its pods started (CI, three matrix runs in a row:
+        # the controller killed by its startup probe on the loaded node): run it again
+        (
+            (
+                "fails",
+                "pods started, then failed: phase Failed: jobset failed due to one or more job failures "
+                "(first failed job: aiperf-bench-controller-0); Complete (JobFailed): Job failed",
+            ),
+            True,
+        ),
         # the operator refused the spec, or nothing started: the first outcome stands
         (("fails", "phase Failed: spec.benchmark.endpoint is required"), False),
         (("never-starts", "phase Pending at the bound"), False),
@@ -287,3 +297,59 @@ def test_clip_keeps_the_start_and_the_cause_at_the_end() -> None:
     out = clip(err)
     assert len(out) == 240 and out.startswith("failed to pull and unpack image") and out.endswith("401 Unauthorized")
     assert " … " in out and clip("short") == "short"
+
+
+def _failed_job() -> dict[str, Any]:
+    msg = "jobset failed due to one or more job failures (first failed job: aiperf-b-controller-0)"
+    return {
+        "metadata": {"name": "b", "namespace": "n"},
+        "status": {
+            "phase": "Failed",
+            "error": msg,
+            "conditions": [{"type": "Complete", "status": "False", "reason": "JobFailed", "message": "Job failed"}],
+        },
+    }
+
+
+def _pod_with(name: str, phase: str, **container: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "status": {"phase": phase, "containerStatuses": [{"name": "c", **container}]}}
+
+
+def test_an_aiperfjob_whose_jobset_failed_after_its_pods_started_runs_again_and_says_how_they_ended() -> None:
+    killed = _pod_with(
+        "c-0",
+        "Failed",
+        state={"terminated": {"reason": "Error", "exitCode": 137, "startedAt": "2026-12-02T10:00:00Z"}},
+    )
+    probe = {
+        "type": "Warning",
+        "reason": "Unhealthy",
+        "message": "Startup probe failed: dial tcp 10.0.0.5:9090: connect: connection refused",
+        "involvedObject": {"kind": "Pod", "name": "c-0"},
+    }
+    res = _aiperfjob_outcome(_failed_job(), [killed], None, last=False, events=[probe])
+    assert res == (
+        "fails",
+        "pods started, then failed: phase Failed: jobset failed due to one or more job failures "
+        "(first failed job: aiperf-b-controller-0); Complete (JobFailed): Job failed; "
+        "containers: c-0/c Error exit 137; event Unhealthy on Pod: Startup probe failed: "
+        "dial tcp 10.0.0.5:9090: connect: connection refused",
+    )
+    assert crashed_after_start(res)
+    # a failed Job's pods may be gone by the time the runner looks: the Job failure is the evidence
+    gone = _aiperfjob_outcome(_failed_job(), [], None, last=False, events=[])
+    assert gone is not None and gone[1].startswith("pods started, then failed: ") and crashed_after_start(gone)
+
+
+@pytest.mark.parametrize(
+    "container",
+    [
+        {"state": {"waiting": {"reason": "ImagePullBackOff", "message": "pull access denied"}}},
+        {"state": {"waiting": {"reason": "CreateContainerConfigError", "message": "key x not found"}}},
+        {"state": {"terminated": {"reason": "StartError", "exitCode": 128}}},
+    ],
+)
+def test_an_aiperfjob_with_a_container_that_never_ran_is_not_run_again(container: dict[str, Any]) -> None:
+    """A pod that never ran a container fails the same way every run: the first outcome stands."""
+    res = _aiperfjob_outcome(_failed_job(), [_pod_with("w-0", "Pending", **container)], None, last=False, events=[])
+    assert res is not None and res[0] == "fails" and not crashed_after_start(res)

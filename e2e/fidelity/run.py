@@ -37,7 +37,8 @@ stand-in endpoint; the scenarios are TrainJobs, JobSets applied directly and AIP
    benchmark failed), anything else at the bound = never starts, pods running or not; its bound
    is longer (``AIPERF_BOUND_SECONDS``, 420 s: a benchmark is ~30 s alone and shares the node).
    A benchmark that failed after it started (the operator's "Controller container terminated
-   before ...", or its results fetch lost the race with the controller's shutdown), or whose pods
+   before ...", its results fetch lost the race with the controller's shutdown, or its JobSet failed
+   from a Job failure with no container that never ran), or whose pods
    all started but were not done at the bound (startup probes failing on the loaded node), is created
    again, up to ``AIPERF_RERUNS`` more times, and the last run is its outcome (the detail keeps
    the earlier ones): the whole matrix shares one 2-core node;
@@ -358,6 +359,12 @@ def _aiperfjob_outcome(
         detail = f"phase {o.phase}: {o.message}" if o.message else f"phase {o.phase}"
         if o.kind != "runs" and bad:
             detail += "; " + "; ".join(bad)
+        if o.kind == "fails" and JOB_FAILURES in f"{o.message} {o.jobset}" and not _never_started(pods):
+            ran = _terminations(pods)
+            stuck = _stuck_detail(pods, [], events) if events else ""
+            detail = f"{STARTED_THEN_FAILED}: {detail}" + "".join(
+                f"; {x}" for x in (ran, stuck) if x and x != "nothing reported"
+            )
         return o.kind, detail
     if not last:
         return None
@@ -473,6 +480,49 @@ ENDPOINT_UNREACHABLE = "(EndpointUnreachable)"
 STARTED_AT_BOUND = "pods started, benchmark not done"
 
 
+#: JobSet's condition message when a child Job failed (jobset v0.12 pkg/constants/constants.go
+#: FailedJobsMessage, with " (first failed job: <name>)" appended): a Job fails only once one of its
+#: pods ran and failed (or hit its deadline), after admission, scheduling and the image pull
+JOB_FAILURES = "jobset failed due to one or more job failures"
+
+#: the runner's words for an AIPerfJob whose JobSet failed from a Job failure while none of its pods
+#: waited on a container that never started: on the loaded node a controller container killed by its
+#: failing startup probe (CI, aiperf-kyverno-pods-env-compliant, three runs of the matrix in a row,
+#: "first failed job: aiperf-bench-controller-0" after 319 s); run again like one that died mid-run
+STARTED_THEN_FAILED = "pods started, then failed"
+
+
+def _never_started(pods: list[dict[str, Any]]) -> bool:
+    """Whether a pod has a container that never ran: still waiting on anything but its turn (an
+    image pull, a missing Secret key), or ended in a start error (kubelet ``StartError``,
+    ``ContainerCannotRun``). A failed Job's pods may be gone already: none is not "never"."""
+    for p in pods:
+        for cs in (p.get("status") or {}).get("containerStatuses") or []:
+            state = cs.get("state") or {}
+            w = state.get("waiting")
+            if w and w.get("reason") not in (None, "ContainerCreating", "PodInitializing") and not cs.get("lastState"):
+                return True
+            term = state.get("terminated") or (cs.get("lastState") or {}).get("terminated") or {}
+            if term.get("reason") in ("StartError", "ContainerCannotRun"):
+                return True
+    return False
+
+
+def _terminations(pods: list[dict[str, Any]]) -> str:
+    """How the job's containers ended (``pod/container reason exit N``), restarts included: why a
+    run that started then failed, in the row's detail."""
+    out: list[str] = []
+    for p in pods:
+        for cs in (p.get("status") or {}).get("containerStatuses") or []:
+            term = (cs.get("state") or {}).get("terminated") or (cs.get("lastState") or {}).get("terminated")
+            if term:
+                restarts = f", {cs['restartCount']} restarts" if cs.get("restartCount") else ""
+                out.append(
+                    f"{p['metadata']['name']}/{cs['name']} {term.get('reason')} exit {term.get('exitCode')}{restarts}"
+                )
+    return clip("containers: " + ", ".join(out)) if out else ""
+
+
 #: how many more runs an AIPerfJob gets after a failure past its start (:func:`crashed_after_start`):
 #: beside ~90 scenarios on the 2-CPU node a controller twice failed its startup probe and ran alone
 #: (e2e/fidelity/dra_scenarios.py good-dra-aiperf); a job at fault fails every run
@@ -488,7 +538,9 @@ def crashed_after_start(res: tuple[str, str]) -> bool:
         return False
     if res[0] == "never-starts":
         return res[1].startswith(STARTED_AT_BOUND)
-    return res[0] == "fails" and (CONTROLLER_TERMINATED in res[1] or RESULTS_FETCH_FAILED in res[1])
+    return res[0] == "fails" and (
+        res[1].startswith(STARTED_THEN_FAILED) or CONTROLLER_TERMINATED in res[1] or RESULTS_FETCH_FAILED in res[1]
+    )
 
 
 def recreate_aiperfjob(cp: ControlPlane, s: Scenario) -> None:
