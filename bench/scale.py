@@ -63,6 +63,7 @@ from bench.loadgen import run_load
 from bench.run import cpu_seconds
 from e2e.harness.controlplane import ControlPlane, free_ports
 from e2e.harness.runner import RunningWebhook, parse_metrics, wait_until
+from e2e.harness.trainer_manifests import training_runtime
 from webhook.quantity import parse_quantity
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -265,27 +266,7 @@ def dra_prereqs() -> list[tuple[str, dict[str, Any]]]:
             }
         ],
     }
-    runtime = {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainingRuntime",
-        "metadata": {"name": DRA_RUNTIME, "namespace": DRA_NS},
-        "spec": {
-            "mlPolicy": {"numNodes": 4},
-            "template": {
-                "spec": {
-                    "replicatedJobs": [
-                        {
-                            "name": "node",
-                            "template": {
-                                "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
-                                "spec": {"template": {"spec": pod}},
-                            },
-                        }
-                    ]
-                }
-            },
-        },
-    }
+    runtime = training_runtime(DRA_RUNTIME, pod, namespace=DRA_NS, num_nodes=4)
     return [
         (f"/apis/resource.k8s.io/v1/namespaces/{DRA_NS}/resourceclaimtemplates", template),
         (f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{DRA_NS}/trainingruntimes", runtime),

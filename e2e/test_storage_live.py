@@ -31,6 +31,7 @@ import yaml
 from e2e.harness.controlplane import ControlPlane, read_versions
 from e2e.harness.live import live_evaluate, result_of
 from e2e.harness.runner import RunningWebhook, findings_of, stored
+from e2e.harness.trainer_manifests import training_runtime
 from webhook.config import Settings
 from webhook.results import Status
 
@@ -62,19 +63,13 @@ def _claim_runtime() -> dict[str, Any]:
         ],
         "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
     }
-    job = {
-        "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
-        "spec": {"template": {"spec": pod}},
-    }
-    return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "ClusterTrainingRuntime",
-        "metadata": {"name": CLAIM_RUNTIME, "labels": {"trainer.kubeflow.org/framework": "torch"}},
-        "spec": {
-            "mlPolicy": {"numNodes": 1, "torch": {}},
-            "template": {"spec": {"replicatedJobs": [{"name": "node", "template": job}]}},
-        },
-    }
+    return training_runtime(
+        CLAIM_RUNTIME,
+        pod,
+        kind="ClusterTrainingRuntime",
+        labels={"trainer.kubeflow.org/framework": "torch"},
+        ml_policy={"torch": {}},
+    )
 
 
 @pytest.fixture(scope="module")

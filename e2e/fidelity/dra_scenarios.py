@@ -31,6 +31,7 @@ from typing import Any
 
 from e2e.fidelity.aiperf_scenarios import aiperfjob
 from e2e.fidelity.scenarios_base import WORKLOAD_IMAGE, Scenario
+from e2e.harness import trainer_manifests
 from e2e.harness.aiperf_manifests import tokenizer_configmap
 from e2e.harness.dra_plugin import DRIVER, device_class
 
@@ -71,27 +72,7 @@ def training_runtime(name: str = "dra-runtime") -> dict[str, Any]:
             }
         ],
     }
-    return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainingRuntime",
-        "metadata": {"name": name},
-        "spec": {
-            "mlPolicy": {"numNodes": 1},
-            "template": {
-                "spec": {
-                    "replicatedJobs": [
-                        {
-                            "name": "node",
-                            "template": {
-                                "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
-                                "spec": {"backoffLimit": 0, "template": {"spec": pod}},
-                            },
-                        }
-                    ]
-                }
-            },
-        },
-    }
+    return trainer_manifests.training_runtime(name, pod, job_spec={"backoffLimit": 0})
 
 
 def dra_trainjob(runtime: str = "dra-runtime") -> dict[str, Any]:

@@ -61,6 +61,7 @@ import yaml
 from e2e.harness.aiperf_stack import AIPerfOperator
 from e2e.harness.controlplane import ControlPlane
 from e2e.harness.node import CLUSTER_DOMAIN, NODE_NAME, Node, NodeError, poll_until
+from e2e.harness.trainer_manifests import training_runtime
 from e2e.harness.vap import deny_policy
 
 STACK_SCRIPT = Path(__file__).resolve().parents[1] / "stack.sh"
@@ -369,33 +370,9 @@ _WEBHOOK_PROBES: dict[str, dict[str, Any]] = {
             ]
         },
     },
-    "trainer": {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainingRuntime",
-        "metadata": {"name": "stack-probe", "namespace": "default"},
-        "spec": {
-            "mlPolicy": {"numNodes": 1},
-            "template": {
-                "spec": {
-                    "replicatedJobs": [
-                        {
-                            "name": "node",
-                            "template": {
-                                "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
-                                "spec": {
-                                    "template": {
-                                        "spec": {
-                                            "containers": [{"name": "node", "image": WORKLOAD_IMAGE}],
-                                        }
-                                    }
-                                },
-                            },
-                        }
-                    ]
-                }
-            },
-        },
-    },
+    "trainer": training_runtime(
+        "stack-probe", {"containers": [{"name": "node", "image": WORKLOAD_IMAGE}]}, namespace="default"
+    ),
     "kueue": {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "ResourceFlavor",
