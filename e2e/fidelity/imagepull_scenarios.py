@@ -87,20 +87,27 @@ def _image(tag: str) -> str:
     return f"{REGISTRY_PLACEHOLDER}/{REGISTRY_REPOSITORY}:{tag}"
 
 
+def _pulled(name: str, note: str, tag: str, secret: str = PULL_SECRET, password: str = PULL_PASSWORD) -> Scenario:
+    """A TrainJob on the registry's image ``tag`` whose pods pull with the Secret ``secret`` (made with ``password``)."""
+    return Scenario(
+        name,
+        note,
+        trainjob(image=_image(tag), pod={"imagePullSecrets": [{"name": secret}]}),
+        prereqs=[pull_secret(secret, password)],
+        covers="Image Pull",
+    )
+
+
 IMAGEPULL_SCENARIOS: list[Scenario] = [
-    Scenario(
+    _pulled(
         "image-pull-tag-missing",
         "the image's tag is not in the (private, TLS) registry; the pods' pull Secret is right",
-        trainjob(image=_image("9.9"), pod={"imagePullSecrets": [{"name": PULL_SECRET}]}),
-        prereqs=[pull_secret()],
-        covers="Image Pull",
+        "9.9",
     ),
-    Scenario(
+    _pulled(
         "image-pull-tag-present",
         "twin of image-pull-tag-missing: the tag the registry has; containerd pulls it with the pull Secret",
-        trainjob(image=_image(REGISTRY_TAG), pod={"imagePullSecrets": [{"name": PULL_SECRET}]}),
-        prereqs=[pull_secret()],
-        covers="Image Pull",
+        REGISTRY_TAG,
     ),
     Scenario(
         "image-pull-no-credentials",
@@ -110,26 +117,22 @@ IMAGEPULL_SCENARIOS: list[Scenario] = [
         # Image Reference: a registry not in publicRegistries with no imagePullSecrets "may need a login"
         warns=("Image Reference",),
     ),
-    Scenario(
+    _pulled(
         "image-pull-wrong-credentials",
         "the private registry's image with a pull Secret whose password is wrong",
-        trainjob(image=_image(WRONG_CREDENTIALS_TAG), pod={"imagePullSecrets": [{"name": WRONG_SECRET}]}),
-        prereqs=[pull_secret(WRONG_SECRET, WRONG_PASSWORD)],
-        covers="Image Pull",
+        WRONG_CREDENTIALS_TAG,
+        WRONG_SECRET,
+        WRONG_PASSWORD,
     ),
-    Scenario(
+    _pulled(
         "image-pull-index-foreign-platform",
         "a multi-arch image (OCI index) offering only an architecture the node cannot run; right pull Secret",
-        trainjob(image=_image(FOREIGN_INDEX_TAG), pod={"imagePullSecrets": [{"name": PULL_SECRET}]}),
-        prereqs=[pull_secret()],
-        covers="Image Pull",
+        FOREIGN_INDEX_TAG,
     ),
-    Scenario(
+    _pulled(
         "image-pull-index-node-platform",
         "twin of image-pull-index-foreign-platform: the index offers the node's platform too",
-        trainjob(image=_image(MULTIARCH_INDEX_TAG), pod={"imagePullSecrets": [{"name": PULL_SECRET}]}),
-        prereqs=[pull_secret()],
-        covers="Image Pull",
+        MULTIARCH_INDEX_TAG,
     ),
 ]
 
