@@ -28,20 +28,24 @@ from __future__ import annotations
 import asyncio
 import difflib
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from webhook.checks.base import Check, CheckContext, Permission
 from webhook.checks.common import before_deadline
-from webhook.checks.nodes import selects
+from webhook.checks.nodes import node_listing, per_shape, selects
 from webhook.config import RegistryAccessSettings
 from webhook.deadline import REPORT_MARGIN
 from webhook.imageref import ImageRef, parse
 from webhook.kube import ApiError
 from webhook.registry import client as registry
 from webhook.registry.keyring import Credential, Keyring, PullSecret
-from webhook.registry.platform import node_platform, text
+from webhook.registry.platform import ARCH_LABEL, OS_LABEL, node_platform, text
 from webhook.results import CheckResult, Status
 from webhook.workloads.podspec import service_account
+
+#: what a node's platform is read from (registry/platform.py node_platform)
+PLATFORM_LABELS = (OS_LABEL, ARCH_LABEL)
 
 NAME = "Image Pull"
 #: nearby tags named in a "manifest unknown" message
@@ -290,11 +294,11 @@ class ImagePull(Check):
         if answer.platforms is None:
             return None
         assert ctx.view is not None
-        nodes = ctx.view.list_cached("nodes")
+        nodes = node_listing(ctx.view)
         offered = set(answer.platforms)
         offered_text = ", ".join(text(p) for p in answer.platforms) or "none"
         for group, pod_spec in zip(need.groups, need.pod_specs, strict=True):
-            eligible = {p for n in nodes if selects(pod_spec, n) and (p := node_platform(n)) is not None}
+            eligible = eligible_platforms(nodes, pod_spec)
             if not eligible:
                 continue  # no node to judge by (Node Selector Match says why)
             runnable = eligible & offered
@@ -313,6 +317,19 @@ class ImagePull(Check):
                 f'Pods of "{group}" may land on {missing} nodes; image "{need.image}" offers only {offered_text}.',
             )
         return None
+
+
+def eligible_platforms(nodes: list[dict[str, Any]], pod_spec: dict[str, Any]) -> set[tuple[str, str]]:
+    """The (os, arch) of the nodes `pod_spec`'s node selection selects (nodes without the
+    well-known labels are left out), judged once per kind of node (nodes.per_shape: the
+    selection's labels and the platform labels), not once per Node."""
+    return {
+        p for p in per_shape(nodes, pod_spec, partial(_selected_platform, pod_spec), PLATFORM_LABELS) if p is not None
+    }
+
+
+def _selected_platform(pod_spec: dict[str, Any], node: dict[str, Any]) -> tuple[str, str] | None:
+    return node_platform(node) if selects(pod_spec, node) else None
 
 
 async def registry_manifest(

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from itertools import compress
 from operator import is_
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from webhook.checks import provisioning
 from webhook.checks.base import Check, CheckContext, Permission
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from webhook.cluster.view import ClusterView
 
 NODE_PERMISSIONS = cached("nodes")
+_T = TypeVar("_T")
 #: condition taints the node lifecycle controller adds and removes by itself
 _CONDITION_TAINT_PREFIX = "node.kubernetes.io/"
 
@@ -537,6 +538,44 @@ def _listing(view: ClusterView) -> list[dict[str, Any]]:
     return kept.nodes
 
 
+def node_listing(view: ClusterView) -> list[dict[str, Any]]:
+    """The cached Nodes as the placement checks read them, kept per Node-cache version
+    (ClusterView.cache_version): for the other checks that read Nodes. Read it, never change it."""
+    return _listing(view)
+
+
+def per_shape(
+    nodes: list[dict[str, Any]],
+    pod_spec: dict[str, Any] | None,
+    judge: Callable[[dict[str, Any]], _T],
+    labels: tuple[str, ...] = (),
+) -> list[_T]:
+    """`judge` of one node of each shape present in `nodes`, in no set order; node by node when
+    `pod_spec`'s node selection is too odd to group by. Nodes are of one shape when they agree on
+    readiness, cordon, taints, allocatable, the values of the labels `pod_spec`'s node selection
+    names (none when `pod_spec` is None) and of `labels`, and on their name when a term matches on
+    metadata.name, so `judge` must read no more of a node than that. The grouping is the one the
+    placement checks keep per Node listing (:func:`_grouping`): a review judges the shapes, not
+    5,000 Nodes, and a changed Node re-shapes only itself."""
+    plan = ((), False) if pod_spec is None else selection_keys(pod_spec)
+    if plan is None:
+        return [judge(n) for n in nodes]
+    plan = (tuple(dict.fromkeys((*plan[0], *labels))), plan[1])
+    shapes = _grouping(nodes, plan).plans[plan]
+    return [judge(shapes.reps[i]) for i in shapes.present()]
+
+
+def label_values(nodes: list[dict[str, Any]], keys: tuple[str, ...]) -> set[tuple[Any, ...]]:
+    """The distinct values `nodes` hold for `keys` (None where a node lacks a label), one tuple
+    per kind of node: e.g. whether some node carries every nodeLabel of a Kueue ResourceFlavor."""
+
+    def values(node: dict[str, Any]) -> tuple[Any, ...]:
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        return tuple(labels.get(k) for k in keys) if isinstance(labels, dict) else (None,) * len(keys)
+
+    return set(per_shape(nodes, None, values, keys))
+
+
 class _Shapes:
     """One listing's Nodes grouped by shape under one plan."""
 
@@ -545,6 +584,14 @@ class _Shapes:
         self.reps: list[dict[str, Any]] = []  # one node per shape
         self.index: dict[tuple[Any, ...], int] = {}  # shape -> its index
         self._packed: bytes | None = None  # of_node as bytes, while there are fewer than 256 shapes
+        self._present: list[int] | None = None  # the shape indexes some node of the listing has
+
+    def present(self) -> list[int]:
+        """The indexes of the shapes the listing's nodes have (`reps` also holds shapes carried
+        over from the previous listing that no node has any more)."""
+        if self._present is None:
+            self._present = sorted(set(self.of_node))
+        return self._present
 
     def select(self, nodes: list[dict[str, Any]], flags: tuple[bool, ...]) -> list[dict[str, Any]]:
         """The nodes whose shape's flag is True, in listing order (C loops only: the shape indexes

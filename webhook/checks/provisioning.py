@@ -39,6 +39,7 @@ instead of denying: unknown is never a deny.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -342,12 +343,12 @@ def flavors_for(
     """
     options = pod_requirement_options(pod_spec)
     base_tols = [t for t in pod_spec.get("tolerations") or [] if isinstance(t, dict)]
-    node_labels = [((n.get("metadata") or {}).get("labels") or {}) for n in nodes or []]
+    carried = _carried(nodes or [], flavors)
     out = []
     for rf in flavors:
         spec = rf.get("spec") or {}
         labels = dict(spec.get("nodeLabels") or {})
-        if not labels or any(all(nl.get(k) == v for k, v in labels.items()) for nl in node_labels):
+        if not labels or carried(labels):
             continue
         offered = from_labels(labels)
         tols = base_tols + [t for t in spec.get("tolerations") or [] if isinstance(t, dict)]
@@ -361,6 +362,35 @@ def flavors_for(
         if any(not incompatibility(offered, want) for want in options):
             out.append(str((rf.get("metadata") or {}).get("name", "?")))
     return out
+
+
+def _carried(nodes: list[dict[str, Any]], flavors: list[dict[str, Any]]) -> Callable[[dict[str, Any]], bool]:
+    """Whether some node carries every label of a flavor's `nodeLabels`. The nodes are read once
+    per kind of node for the label keys the flavors name (nodes.label_values, kept per Node
+    listing), not once per Node and flavor; none are read when no flavor names a label."""
+    from webhook.checks.nodes import label_values  # here: nodes.py imports this module
+
+    keys = tuple(
+        sorted(
+            {
+                k
+                for rf in flavors
+                if isinstance(labels := (rf.get("spec") or {}).get("nodeLabels"), dict)
+                for k in labels
+                if isinstance(k, str)
+            }
+        )
+    )
+    present = label_values(nodes, keys) if keys and nodes else set()
+    at = {k: i for i, k in enumerate(keys)}
+
+    def carried(labels: dict[str, Any]) -> bool:
+        where = [(at.get(k), v) for k, v in labels.items()]
+        if any(i is None for i, _ in where):
+            return False
+        return any(all(values[i] == v for i, v in where if i is not None) for values in present)
+
+    return carried
 
 
 async def provisioning_for(ctx: CheckContext, pod_spec: dict[str, Any]) -> Provisioning:
@@ -405,7 +435,9 @@ async def provisioning_for(ctx: CheckContext, pod_spec: dict[str, Any]) -> Provi
         p.unreadable.append("Kueue ResourceFlavors unreadable: no list/watch permission, or not synced")
     else:
         flavors = view.list_cached("resourceflavors")
-        names = flavors_for(pod_spec, flavors, view.list_cached("nodes"))
+        from webhook.checks.nodes import node_listing  # here: nodes.py imports this module
+
+        names = flavors_for(pod_spec, flavors, node_listing(view))
         if names:
             p.could_add.append("Kueue ResourceFlavor " + ", ".join(f'"{n}"' for n in names[:3]))
         else:
