@@ -286,3 +286,74 @@ def test_the_same_maps_in_another_order_miss_never_a_false_hit() -> None:
     wl = build_workload(copy.deepcopy(reordered), settings=settings)
     assert delta(before) == (0, 1)
     assert wl is not None and wl.name == "llama-bench"
+
+
+# --- two objects never share a key wrongly (issue 22): another namespace, a delete and re-create
+
+
+def _created(obj: dict[str, Any], uid: str, at: str, namespace: str | None = None) -> dict[str, Any]:
+    """`obj` as the apiserver stores one create of it: its own uid and creationTimestamp."""
+    out = copy.deepcopy(obj)
+    out["metadata"].update(uid=uid, creationTimestamp=at, resourceVersion="5", generation=1)
+    if namespace is not None:
+        out["metadata"]["namespace"] = namespace
+    return out
+
+
+def _env(wl: Any) -> list[dict[str, Any]]:
+    return [e for g in wl.pod_groups for c in g.containers() for e in c.get("env") or []]
+
+
+def test_the_same_aiperfjob_in_another_namespace_renders_for_its_own_namespace() -> None:
+    settings = Settings()
+    a = build_workload(_created(sample("aiperfjob-good"), "u-1", "2026-01-01T00:00:00Z", "team-a"), settings=settings)
+    before = counted()
+    # the same name, spec and even uid in another namespace: another object, another render
+    b = build_workload(_created(sample("aiperfjob-good"), "u-1", "2026-01-01T00:00:00Z", "team-b"), settings=settings)
+    assert delta(before) == (0, 1)
+    assert a is not None and b is not None and (a.namespace, b.namespace) == ("team-a", "team-b")
+    assert b.derived != a.derived
+
+
+def test_an_aiperfjob_deleted_and_created_again_renders_with_its_new_uid_and_epoch() -> None:
+    from webhook.workloads.aiperf import run_epoch
+
+    settings = Settings()
+    first = _created(sample("aiperfjob-good"), "aaaa-1", "2026-01-01T00:00:00Z")
+    build_workload(first, settings=settings)
+    again = _created(sample("aiperfjob-good"), "bbbb-2", "2026-01-01T00:05:00Z")
+    before = counted()
+    wl = build_workload(again, settings=settings)
+    assert delta(before) == (0, 1)
+    assert wl is not None and {"name": "AIPERF_JOB_UID", "value": "bbbb-2"} in _env(wl)
+    assert run_epoch(again) != run_epoch(first)
+    assert run_epoch(again) in repr(wl.derived) and run_epoch(first) not in repr(wl.derived)
+
+
+def test_a_trainjob_created_again_in_another_namespace_renders_for_that_namespace() -> None:
+    settings, lookup = Settings(), Lookup(runtime())
+    obj = sample("trainjob-good")
+    del obj["metadata"]["namespace"]
+    a = build_workload(
+        _created(obj, "u-1", "2026-01-01T00:00:00Z"), settings=settings, runtime_lookup=lookup, namespace="team-a"
+    )
+    before = counted()
+    b = build_workload(
+        _created(obj, "u-2", "2026-01-01T00:00:01Z"), settings=settings, runtime_lookup=lookup, namespace="team-b"
+    )
+    assert delta(before) == (0, 1)
+    assert a is not None and b is not None and (a.namespace, b.namespace) == ("team-a", "team-b")
+    assert b.derived["jobSet"]["metadata"]["namespace"] == "team-b"
+
+
+def test_a_trainjob_whose_uid_is_not_a_string_is_refused_even_after_the_same_content_rendered() -> None:
+    """The TrainJob key leaves a (string) uid out; a uid of the wrong shape stays in it, so the
+    adapter sees it and refuses it instead of the cache answering with the good render."""
+    settings, lookup = Settings(), Lookup(runtime())
+    build_workload(
+        _created(sample("trainjob-good"), "u-1", "2026-01-01T00:00:00Z"), settings=settings, runtime_lookup=lookup
+    )
+    bad = _created(sample("trainjob-good"), "u-1", "2026-01-01T00:00:00Z")
+    bad["metadata"]["uid"] = 5
+    with pytest.raises(AdapterError, match="metadata.uid"):
+        build_workload(bad, settings=settings, runtime_lookup=lookup)

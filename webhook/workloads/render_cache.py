@@ -9,7 +9,8 @@ a bounded LRU of renders, keyed by what the render reads:
 * the object (its values, types and order: :func:`canonical`), hashed (SHA-256), without the metadata no adapter
   reads: ``resourceVersion``, ``generation`` and ``managedFields`` for every kind, and ``uid`` and
   ``creationTimestamp`` for the kinds whose adapter never reads them (:data:`UNREAD_METADATA`: a
-  TrainJob's or a JobSet's render is the same for every create of the same content). An AIPerfJob's
+  TrainJob's or a JobSet's render is the same for every create of the same content; such a field
+  that is not a string stays in the key, as its render refuses it). An AIPerfJob's
   and an AIPerfSweep's render reads both (``AIPERF_JOB_UID``, the run epoch key, the sweep's labels and
   owner references), so each create of those kinds, which gets a new uid from the apiserver, is a
   miss, and only a review of the same stored object hits;
@@ -183,11 +184,19 @@ def canonical(obj: dict[str, Any], unread: frozenset[str], namespace: str | None
     meta = obj.get("metadata")
     drop = NEVER_READ | unread
     if isinstance(meta, dict) and not drop.isdisjoint(meta):
-        obj = {**obj, "metadata": {k: v for k, v in meta.items() if k not in drop}}
+        obj = {**obj, "metadata": {k: v for k, v in meta.items() if k not in drop or _kept(k, v, unread)}}
     try:
         return b"m" + marshal.dumps([namespace, obj], 2)
     except ValueError:
         return b"j" + json.dumps([namespace, obj], sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _kept(key: str, value: Any, unread: frozenset[str]) -> bool:
+    """An unread field stays in the key when it is not a string: the adapter checks its shape
+    (shape.read_metadata refuses a uid that is not a string), so a TrainJob with `uid: 5` must render,
+    and be refused, on its own, never be answered with the render of the same content with a real
+    uid. The fields of NEVER_READ go whatever their shape."""
+    return key in unread and not isinstance(value, str)
 
 
 def _recording(lookup: RuntimeLookup, into: list[_Lookup]) -> RuntimeLookup:
