@@ -8,6 +8,7 @@ apiserver), with every real check on a TrainJob like bench/audit_scale.py's."""
 from __future__ import annotations
 
 import copy
+import datetime as dt
 from pathlib import Path
 from typing import Any
 
@@ -134,18 +135,28 @@ def _controller(
         ("limitranges", []),
         ("serviceaccounts", []),
         ("persistentvolumeclaims", [_pvc()]),
+        # what the view watches on a cluster (Per-Node Schedulability, Volume Claims read their lists)
+        ("nodes", []),
+        ("storageclasses", []),
+        ("persistentvolumes", []),
     ):
         c.reflectors[resource] = _Reflector(resource, objs)  # type: ignore[assignment]
     c.is_leader = True
     return c, view, rec, events, client, metrics, clock
 
 
-def test_request_free_is_the_synchronous_contract() -> None:
-    """The cheap pass runs exactly the checks whose run() never awaits; Dry Run and Secrets send requests."""
-    by_name = {c.name: request_free(c) for c in all_checks()}
+def test_request_free_is_the_synchronous_contract_or_reads_every_job_shares() -> None:
+    """The cheap pass runs the checks whose run() never awaits, and Controllers, whose few Lease and
+    Deployment reads every job shares (reused for controllers.ttlSeconds); Dry Run and Secrets send requests
+    per job. Controllers reads per job when nothing is reused (ttlSeconds 0): then it waits for the request pass."""
+    settings = Settings()
+    by_name = {c.name: request_free(c, settings) for c in all_checks()}
     assert by_name["Dry Run"] is False and by_name["Secrets"] is False and by_name["Image Pull"] is False
     assert by_name["Resource Quotas"] is True and by_name["Job Render"] is True
-    assert all(request_free(c) == c.synchronous for c in all_checks())
+    assert by_name["Controllers"] is True
+    assert all(request_free(c, settings) == c.synchronous for c in all_checks() if c.name != "Controllers")
+    no_reuse = Settings.model_validate({"controllers": {"ttlSeconds": 0}})
+    assert [c.name for c in all_checks() if request_free(c, no_reuse) != c.synchronous] == []
 
 
 async def test_the_cheap_pass_judges_every_job_before_any_request() -> None:
@@ -249,3 +260,48 @@ async def test_reuse_zero_sends_every_request_on_every_scan() -> None:
     dry = len(view.dry_runs)
     await c.full_scan("period")
     assert len(view.dry_runs) == 2 * dry and len(view.secret_reads) == 2
+
+
+def _lease(holder: str) -> dict[str, Any]:
+    """A leader-election Lease renewed now (an hour long: fresh for the whole test), `holder` "" released."""
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return {"metadata": {"name": "lease", "resourceVersion": "1"},
+            "spec": {"holderIdentity": holder, "renewTime": now, "leaseDurationSeconds": 3600}}  # fmt: skip
+
+
+async def test_a_periodic_scan_judges_each_job_once_and_the_controllers_again() -> None:
+    """Controllers reads Leases no watch versions: its result is never kept, so it used to leave every job
+    partial after the cheap pass and every periodic scan judged every job twice. It runs in the cheap pass
+    now: one judgement per job and scan, complete, with the controllers' state read at that scan."""
+    jobs = [_job("ft-0", "uid-0"), _job("ft-1", "uid-1")]
+    c, view, rec, events, client, metrics, clock = _controller(jobs)
+    cfg = c.settings.controllers
+    for ref in (cfg.jobset, cfg.trainer):
+        view.live[("leases", ref.namespace, ref.lease)] = _lease("leader-1")
+    await c.full_scan("scan")
+    assert c.evaluations == {"scan": 4}  # the cheap pass, then the Dry Run and Secrets in the request pass
+    assert rec.last["ft-0"].complete
+    ctl = {r.name: r for r in rec.last["ft-0"].evaluation.results.checks}["Controllers"]
+    assert ctl.status.value == "pass" and f"Lease {cfg.jobset.namespace}/{cfg.jobset.lease} renewed" in ctl.message
+    # nothing changed: each job judged once, complete from the cheap pass, the Leases read again
+    c.evaluations.clear()
+    rec.log.clear()
+    reads = len(view.object_reads)
+    clock.now += 600
+    await c.full_scan("period")
+    assert c.evaluations == {"period": 2}
+    assert [(n, complete) for n, complete, *_ in rec.log] == [("ft-0", True), ("ft-1", True)]
+    assert c.partial == set()
+    leases = [r for r in view.object_reads[reads:] if r[0] == "leases"]
+    assert sorted(set(leases)) == sorted({("leases", cfg.jobset.namespace, cfg.jobset.lease),
+                                          ("leases", cfg.trainer.namespace, cfg.trainer.lease)})  # fmt: skip
+    # JobSet's leader released its Lease (what no watch of the controller reports): the next period says so
+    view.live[("leases", cfg.jobset.namespace, cfg.jobset.lease)] = _lease("")
+    c.evaluations.clear()
+    await c.full_scan("period")
+    assert c.evaluations == {"period": 2}
+    ctl = {r.name: r for r in rec.last["ft-1"].evaluation.results.checks}["Controllers"]
+    assert ctl.status.value == "warn"
+    assert ctl.message.startswith(
+        f"JobSet controller looks down (Lease {cfg.jobset.namespace}/{cfg.jobset.lease} has no holder (released)"
+    )

@@ -499,6 +499,7 @@ class AuditController:
                 checks = checks_for(
                     self.checks, kept, cheap=cheap, pending=pending, ran=ran, job_version=version,
                     version_of=self.version_of, now=self._clock(), max_age=self.audit.request_checks_reuse_seconds,
+                    settings=self.settings,
                 )  # fmt: skip
                 for c in checks:  # a kept result stands for its reads: a change of one of them re-checks the job
                     if isinstance(c, Remembered):

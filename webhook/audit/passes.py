@@ -6,11 +6,15 @@ request by `audit.qps` (20 by default, client-go's rest.Config default is 5), so
 cost ~50,000 requests, ~40 min (docs/benchmarks/audit-scale.md). The scan is therefore made in
 two passes:
 
-1. **the cheap pass**: every job is judged by the checks that read only the Workload and the
-   watch caches (`request_free`: a check's `synchronous` contract, webhook/checks/base.py: its
-   run() never awaits), in milliseconds, with no request. A check that sends requests is stood
-   for by what it found the last time on the same inputs (`Remembered`), or by a skip that says
-   it has not run yet (`Pending`); a judgement with a `Pending` in it is **partial**.
+1. **the cheap pass**: every job is judged by the checks that send no request of its own
+   (`request_free`): those that read only the Workload and the watch caches (a check's `synchronous`
+   contract, webhook/checks/base.py: its run() never awaits), in milliseconds, and those whose few
+   reads every job shares, reused by the view for a ttl (`Check.shares_reads`: Controllers, a few
+   Leases and Deployments per ttl window for every job at once). Their results depend on time (a
+   Lease renewed or not), so they are judged again on every scan, never kept. A check that sends
+   requests per job is stood for by what it found the last time on the same inputs
+   (`Remembered`), or by a skip that says it has not run yet (`Pending`); a judgement with a
+   `Pending` in it is **partial**.
 2. **the request pass**: every job whose cheap judgement is partial is judged again with every
    check, job by job, paced by `audit.qps`: a complete judgement.
 
@@ -49,10 +53,13 @@ from webhook.results import CheckResult, Status
 PENDING_TEXT = "not judged yet: this check sends requests (paced by audit.qps) and runs after every job's cheap checks"
 
 
-def request_free(check: Check) -> bool:
-    """The check reads only the Workload and the watch caches and sends no request: its
-    `synchronous` contract (webhook/checks/base.py: run() never awaits)."""
-    return check.synchronous
+def request_free(check: Check, settings: Settings) -> bool:
+    """The check sends no request for one job: it reads only the Workload and the watch caches (its
+    `synchronous` contract, webhook/checks/base.py: run() never awaits), or only a fixed few objects every
+    job shares, each answer reused for a ttl (`Check.shares_reads`). Controllers is one: a Lease read live
+    has no watch to version it (and a renewed Lease changes every few seconds), so a kept result would
+    never hold and every periodic scan would judge every job a second time in the request pass."""
+    return check.synchronous or check.shares_reads(settings)
 
 
 #: the attributes Check declares (name, kinds, needs, permissions, ...): what a stand-in copies
@@ -155,14 +162,16 @@ def checks_for(
     version_of: Callable[[Dep], str | None],
     now: float,
     max_age: float,
+    settings: Settings,
 ) -> list[Check]:
     """The checks of one judgement, in the registry's order: the request-free ones as they are; each
     other one `Remembered` when its kept results hold, else `Pending` in the cheap pass and `Tracked`
     (run, its reads and results kept) in a complete judgement."""
     out: list[Check] = []
     for c in checks:
-        k = None if request_free(c) else kept.get(c.name)
-        if request_free(c):
+        free = request_free(c, settings)
+        k = None if free else kept.get(c.name)
+        if free:
             out.append(c)
         elif k is not None and k.holds(job_version, version_of, now, max_age):
             out.append(Remembered(c, k.results))

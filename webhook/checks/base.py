@@ -71,6 +71,13 @@ class Check:
     #: preflight_webhook_check_unverified{check,what} and in docs/operations.md
     unverified: ClassVar[tuple[tuple[str, str], ...]] = ()
 
+    def shares_reads(self, settings: Settings) -> bool:
+        """True: every request run() sends reads one of a fixed few objects named by `settings`, the same
+        for every job, and the view reuses each answer for a ttl: judging N jobs costs those few requests
+        per ttl window, not N times as many. The audit controller's cheap pass runs such a check on every
+        job (webhook/audit/passes.py `request_free`); a check that reads per job leaves this False."""
+        return False
+
     def named_permissions(self, settings: Settings) -> tuple[Permission, ...]:
         """The single objects, by namespace and name, that `settings` make this check read (a
         Permission with `namespace` and `name` each): granted by a Role with `resourceNames` in

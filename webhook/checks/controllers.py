@@ -172,6 +172,11 @@ class Controllers(Check):
     def named_permissions(self, settings: Settings) -> tuple[Permission, ...]:
         return controller_permissions(settings)
 
+    def shares_reads(self, settings: Settings) -> bool:
+        """Every job reads the same few Leases and Deployments (settings.controllers), each answer reused
+        for controllers.ttlSeconds: N jobs cost at most two GETs per controller per ttl window."""
+        return settings.controllers.ttl_seconds > 0
+
     async def run(self, ctx: CheckContext) -> CheckResult:
         assert ctx.view is not None
         view = ctx.view
