@@ -83,6 +83,7 @@ bench: install ## the load and in-process benchmarks (~20 min; QUICK=1: a smoke 
 	$(PY) bench/fuzz_parsers.py $(BENCH_WRITE)
 	$(PY) bench/sweep.py $(BENCH_WRITE)
 	$(PY) bench/audit_reports.py $(BENCH_WRITE)
+	$(PY) bench/node_readers.py $(if $(QUICK),--quick,)
 
 bench-cluster: install build-cluster ## the cluster benchmarks on the local control plane (~20 min; NODE=1 adds the real node, root)
 	$(PY) bench/cluster_bench.py

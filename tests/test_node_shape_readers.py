@@ -155,3 +155,15 @@ def _ready_on(name: str, os_: str, arch: str, rv: str = "1", **labels: str) -> d
         "spec": {},
         "status": {"allocatable": {"cpu": "8"}, "conditions": [{"type": "Ready", "status": "True"}]},
     }
+
+
+def test_label_values_that_are_not_strings_neither_crash_nor_match() -> None:
+    """Only a hand-made Node or flavor has them (the apiserver stores strings)."""
+    N._STATIC.clear()
+    N._KEPT.clear()
+    odd = _ready_on("odd", "linux", "amd64")
+    odd["metadata"]["labels"]["pool"] = ["gpu"]
+    nodes = [odd, _ready_on("n", "linux", "amd64", pool="cpu")]
+    assert N.label_values(nodes, ("pool",)) == {("['gpu']",), ("cpu",)}
+    flavors = [_flavor("listed", {"pool": ["gpu"]}), _flavor("gpu", {"pool": "gpu"}), _flavor("cpu", {"pool": "cpu"})]  # type: ignore[dict-item]
+    assert flavors_for({}, flavors, nodes) == ["listed", "gpu"]

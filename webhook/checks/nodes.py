@@ -571,7 +571,10 @@ def label_values(nodes: list[dict[str, Any]], keys: tuple[str, ...]) -> set[tupl
 
     def values(node: dict[str, Any]) -> tuple[Any, ...]:
         labels = (node.get("metadata") or {}).get("labels") or {}
-        return tuple(labels.get(k) for k in keys) if isinstance(labels, dict) else (None,) * len(keys)
+        if not isinstance(labels, dict):
+            return (None,) * len(keys)
+        # label values are strings; anything else (only a hand-made Node has it) as its repr, hashable
+        return tuple(v if v is None or isinstance(v, str) else repr(v) for v in map(labels.get, keys))
 
     return set(per_shape(nodes, None, values, keys))
 

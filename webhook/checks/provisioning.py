@@ -383,12 +383,21 @@ def _carried(nodes: list[dict[str, Any]], flavors: list[dict[str, Any]]) -> Call
     )
     present = label_values(nodes, keys) if keys and nodes else set()
     at = {k: i for i, k in enumerate(keys)}
+    #: the label positions a flavor names -> the values the nodes hold there
+    projected: dict[tuple[int, ...], set[tuple[Any, ...]]] = {}
 
     def carried(labels: dict[str, Any]) -> bool:
-        where = [(at.get(k), v) for k, v in labels.items()]
-        if any(i is None for i, _ in where):
+        positions = [at.get(k) for k in labels]
+        where = tuple(i for i in positions if i is not None)
+        if len(where) < len(positions):  # a label no flavor key list holds: not a string key
             return False
-        return any(all(values[i] == v for i, v in where if i is not None) for values in present)
+        seen = projected.get(where)
+        if seen is None:
+            seen = projected[where] = {tuple(values[i] for i in where) for values in present}
+        try:
+            return tuple(labels.values()) in seen
+        except TypeError:  # a value that is not a string (only a hand-made flavor has one) is on no node
+            return False
 
     return carried
 
