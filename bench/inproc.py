@@ -37,6 +37,10 @@ outcomes cached (what a repeated apply costs: the probe objects and their keys, 
 trip). `--profile` works the same. Instructions are not counted for these (valgrind would have to
 sync the caches 50x slower).
 
+`--creates` makes every request a new create of the same object: its own metadata.uid and
+creationTimestamp, as the apiserver gives every create (a dry run too). Without it every request
+sends the same uid, which is the case of a retried review or the audit controller's next pass.
+
 `--write` measures both for every kind and writes the `inproc` section of
 docs/benchmarks/inproc.md; `--code DIR` measures the webhook package of another checkout (e.g. a
 `git worktree` of an older commit) with this script and these samples.
@@ -99,6 +103,31 @@ CLUSTER_SETTINGS = Settings.model_validate({"checks": {"Dry Run": "off"}})
 DRYRUN_SETTINGS = Settings.model_validate({"dryRunCacheSeconds": 300})
 
 
+#: --creates: every request a new create (its own uid and creationTimestamp)
+CREATES = False
+
+
+def _creates(obj: dict[str, Any]) -> Any:
+    """Review bodies of new creates of ``obj``, one per call (made ahead: the loop measures the webhook)."""
+    import uuid
+    from datetime import UTC, datetime, timedelta
+
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    bodies = []
+    for i in range(4000):
+        meta = {**obj["metadata"], "uid": str(uuid.UUID(int=i + 1, version=4))}
+        meta["creationTimestamp"] = (start + timedelta(seconds=i)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        bodies.append(review({**obj, "metadata": meta}))
+    i = 0
+
+    def next_body() -> bytes:
+        nonlocal i
+        i += 1
+        return bodies[i % len(bodies)]
+
+    return next_body
+
+
 def make_call(kind: str) -> tuple[Any, bytes]:
     settings = Settings()
     if kind in CLUSTER_KINDS:
@@ -108,19 +137,22 @@ def make_call(kind: str) -> tuple[Any, bytes]:
             ROOT / "e2e" / "samples" / ("aiperfjob-good.yaml" if kind.startswith("aiperf") else "trainjob-good.yaml")
         )
         capp = WebhookApp(DRYRUN_SETTINGS if kind.endswith("-dryrun") else CLUSTER_SETTINGS, view=VIEW)
-        cbody = review(yaml.safe_load(sample.read_text()))
+        cobj = yaml.safe_load(sample.read_text())
+        cbody = review(cobj)
+        cnext = _creates(cobj) if CREATES else lambda: cbody
 
         async def call_cluster() -> Any:
-            return await capp.validate(FakeRequest(cbody))  # type: ignore[arg-type]
+            return await capp.validate(FakeRequest(cnext()))  # type: ignore[arg-type]
 
         return call_cluster, cbody
     if kind in ("aiperf", "trainjob"):
         obj = yaml.safe_load((SAMPLES / ("aiperfjob.yaml" if kind == "aiperf" else "trainjob.yaml")).read_text())
         app = WebhookApp(settings)
         body = review(obj)
+        next_body = _creates(obj) if CREATES else lambda: body
 
         async def call() -> Any:
-            return await app.validate(FakeRequest(body))  # type: ignore[arg-type]
+            return await app.validate(FakeRequest(next_body()))  # type: ignore[arg-type]
 
         return call, body
     docs = [yaml.safe_load((SAMPLES / f).read_text()) for f in ("trainjob.yaml", "clustertrainingruntime.yaml")]
@@ -160,7 +192,7 @@ def instructions(kind: str, n: int) -> dict[str, Any]:
     totals = []
     for k in (0, n):
         argv = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
-                __file__, "--kind", kind, "--count-run", str(k)]  # fmt: skip
+                __file__, "--kind", kind, "--count-run", str(k), *(["--creates"] if CREATES else [])]  # fmt: skip
         env = {**os.environ, "PYTHONHASHSEED": "0"}
         done = subprocess.run(argv, env=env, capture_output=True, text=True, check=True)
         m = re.search(r"Collected : (\d+)", done.stderr)
@@ -297,15 +329,21 @@ def run_cluster(args: argparse.Namespace) -> int:
 
 
 async def measure(kind: str, n: int, profile: str | None, as_json: bool = False) -> None:
+    from webhook.workloads import render_cache
+
     call, body = make_call(kind)
+    hits0, misses0 = render_cache.stats()
     best, answer, _ = await cpu_ms(kind, n)
+    hits, misses = (a - b for a, b in zip(render_cache.stats(), (hits0, misses0), strict=True))
     if as_json:
         line = {"kind": kind, "ms": round(best, 4), "n": n, "blocks": 7, "body_bytes": len(body)}
+        line |= {"render_hits": hits, "render_misses": misses, "creates": CREATES}
         print(json.dumps({**line, "allowed": answer["allowed"], "warnings": len(answer.get("warnings") or [])}))
     else:
         print(
             f"{kind}: {best:.3f} ms CPU/request (best of 7 x {n}); body {len(body)} bytes; "
-            f"allowed={answer['allowed']} warnings={len(answer.get('warnings') or [])}",
+            f"allowed={answer['allowed']} warnings={len(answer.get('warnings') or [])}; "
+            f"render cache {hits} hits, {misses} misses{' (every request a new create)' if CREATES else ''}",
             flush=True,
         )
     if profile == "pyinstrument":
@@ -349,7 +387,12 @@ def main() -> int:
     )
     p.add_argument("--code", help="measure the webhook package of this checkout instead of this one")
     p.add_argument("--quick", action="store_true", help="a smoke run in seconds at toy sizes; writes nothing")
+    p.add_argument(
+        "--creates", action="store_true", help="every request a new create: its own uid and creationTimestamp"
+    )
     args = p.parse_args()
+    global CREATES
+    CREATES = args.creates
     if args.quick:
         args.n, args.write, args.instructions, args.profile = 20, False, False, None
     if args.code and Path(args.code).resolve() != CODE.resolve():

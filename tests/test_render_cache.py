@@ -4,6 +4,8 @@ a changed spec, object, runtime, setting or environment renders again."""
 from __future__ import annotations
 
 import copy
+import dataclasses
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,8 +15,10 @@ import yaml
 
 from webhook.config import Settings
 from webhook.metrics import Metrics
-from webhook.workloads import AdapterError, build_workload
-from webhook.workloads.render_cache import CACHE, MAX_BYTES, RenderCache, stats
+from webhook.workloads import AdapterError, aiperf, build_workload
+from webhook.workloads.aiperf import run_epoch
+from webhook.workloads.base import JsonText
+from webhook.workloads.render_cache import CACHE, MAX_BYTES, UID_MARK, RenderCache, stats
 
 SAMPLES = Path(__file__).resolve().parent.parent / "e2e" / "samples"
 
@@ -115,7 +119,7 @@ def test_a_new_create_of_a_trainjob_hits_its_uid_and_timestamps_are_not_read() -
     assert wl is not None and wl.obj["metadata"]["uid"] == "2222"
 
 
-def test_an_aiperfjob_with_another_uid_misses_its_render_holds_the_uid() -> None:
+def test_an_aiperfjob_with_another_uid_hits_and_its_render_holds_its_own_uid() -> None:
     settings = Settings()
     a = sample("aiperfjob-good")
     a["metadata"]["uid"] = "aaaa-1"
@@ -124,14 +128,11 @@ def test_an_aiperfjob_with_another_uid_misses_its_render_holds_the_uid() -> None
     b["metadata"]["uid"] = "bbbb-2"
     before = counted()
     wl = build_workload(b, settings=settings)
-    assert delta(before) == (0, 1)
+    assert delta(before) == (1, 0)
     assert wl is not None
     env = [e for c in wl.pod_groups[0].containers() for e in c.get("env") or []]
     assert {"name": "AIPERF_JOB_UID", "value": "bbbb-2"} in env
-    # the same AIPerfJob again (the audit controller's next pass, a retried review) hits
-    before = counted()
-    build_workload(copy.deepcopy(b), settings=settings)
-    assert delta(before) == (1, 0)
+    assert "aaaa-1" not in repr(wl.derived) and "aaaa-1" not in repr(wl.pod_groups)
 
 
 def test_a_runtime_with_a_new_resource_version_misses_and_the_same_version_hits() -> None:
@@ -242,7 +243,7 @@ def test_least_recently_used_is_dropped_at_the_entry_bound() -> None:
         obj = sample("aiperfjob-good")
         obj["metadata"]["name"] = name
 
-        def build(lookup: Any) -> Any:
+        def build(lookup: Any, **per_create: Any) -> Any:
             builds.append(name)
             return build_workload(obj, settings=Settings.model_validate({"renderCacheEntries": 0}))
 
@@ -315,19 +316,113 @@ def test_the_same_aiperfjob_in_another_namespace_renders_for_its_own_namespace()
     assert b.derived != a.derived
 
 
-def test_an_aiperfjob_deleted_and_created_again_renders_with_its_new_uid_and_epoch() -> None:
-    from webhook.workloads.aiperf import run_epoch
+def _rendered(wl: Any) -> str:
+    """Everything a render holds, as text to compare byte for byte (a run_config.json left
+    unwritten as its document and size)."""
 
+    def enc(o: Any) -> Any:
+        if isinstance(o, JsonText):
+            return {"doc": o.doc, "nbytes": o.nbytes}
+        raise TypeError(type(o))
+
+    groups = [dataclasses.asdict(g) for g in wl.pod_groups]
+    return json.dumps([wl.derived, groups, wl.render_errors, wl.incomplete_reason, wl.queue_name], default=enc)
+
+
+def _uncached(obj: dict[str, Any], settings: Settings, namespace: str | None = None) -> Any:
+    return aiperf.build(copy.deepcopy(obj), settings=settings, namespace=namespace)
+
+
+def test_an_aiperfjob_deleted_and_created_again_renders_with_its_new_uid_and_epoch() -> None:
+    """A second create of the same spec (a dry run, then the apply; a delete and create again) gets a
+    new uid and creationTimestamp: it hits the render of the first, and gets the body an uncached
+    render of it gives, its own uid in AIPERF_JOB_UID and its own run epoch in run_config.json."""
     settings = Settings()
-    first = _created(sample("aiperfjob-good"), "aaaa-1", "2026-01-01T00:00:00Z")
-    build_workload(first, settings=settings)
-    again = _created(sample("aiperfjob-good"), "bbbb-2", "2026-01-01T00:05:00Z")
+    first = _created(sample("aiperfjob-good"), "aaaa-1111-2222", "2026-01-01T00:00:00Z")
+    one = build_workload(first, settings=settings)
+    again = _created(sample("aiperfjob-good"), "bbbb-3333-4444", "2026-01-01T00:05:00Z")
     before = counted()
     wl = build_workload(again, settings=settings)
-    assert delta(before) == (0, 1)
-    assert wl is not None and {"name": "AIPERF_JOB_UID", "value": "bbbb-2"} in _env(wl)
+    assert delta(before) == (1, 0)
+    assert wl is not None and one is not None
+    assert {"name": "AIPERF_JOB_UID", "value": "bbbb-3333-4444"} in _env(wl)
     assert run_epoch(again) != run_epoch(first)
-    assert run_epoch(again) in repr(wl.derived) and run_epoch(first) not in repr(wl.derived)
+    assert f'"epoch": "{run_epoch(again)}"' in wl.derived["configMap"]["data"]["run_config.json"]
+    assert _rendered(wl) == _rendered(_uncached(again, settings))
+    assert _rendered(one) == _rendered(_uncached(first, settings))  # the first review's body is untouched
+    assert wl.obj is again
+
+
+def test_creates_with_and_without_a_uid_never_share_a_render() -> None:
+    """Without a uid no container gets AIPERF_JOB_UID: the key says whether there is one (a
+    creationTimestamp with microseconds gives an epoch key of the same length either way)."""
+    settings = Settings()
+    with_uid = _created(sample("aiperfjob-good"), "aaaa-1111-2222", "2026-01-01T00:00:00.250000Z")
+    without = copy.deepcopy(with_uid)
+    del without["metadata"]["uid"]
+    assert len(run_epoch(with_uid)) == len(run_epoch(without))
+    build_workload(with_uid, settings=settings)
+    before = counted()
+    wl = build_workload(without, settings=settings)
+    assert delta(before) == (0, 1)
+    assert wl is not None and not any(e["name"] == "AIPERF_JOB_UID" for e in _env(wl))
+    assert _rendered(wl) == _rendered(_uncached(without, settings))
+
+
+def test_an_epoch_key_of_another_length_misses() -> None:
+    """The ConfigMap's size is judged in the render: an epoch key of another length renders again."""
+    settings = Settings()
+    build_workload(_created(sample("aiperfjob-good"), "u-1", "2026-01-01T00:00:00Z"), settings=settings)
+    early = _created(sample("aiperfjob-good"), "u-2", "1990-01-01T00:00:00Z")  # 9 digits of seconds, not 10
+    before = counted()
+    wl = build_workload(early, settings=settings)
+    assert delta(before) == (0, 1)
+    assert wl is not None and _rendered(wl) == _rendered(_uncached(early, settings))
+
+
+def test_an_aiperfjob_holding_a_placeholder_renders_with_its_own_values() -> None:
+    """An object that holds the placeholder itself (anywhere) is rendered with its uid and epoch:
+    filling in never touches the object's own strings."""
+    settings = Settings()
+    obj = _created(sample("aiperfjob-good"), "aaaa-1111-2222", "2026-01-01T00:00:00Z")
+    obj["metadata"].setdefault("labels", {})["note"] = UID_MARK
+    obj["spec"]["podTemplate"] = {"env": [{"name": "MINE", "value": UID_MARK}]}
+    for _ in range(2):
+        wl = build_workload(copy.deepcopy(obj), settings=settings)
+        assert wl is not None and {"name": "MINE", "value": UID_MARK} in _env(wl)
+        assert _rendered(wl) == _rendered(_uncached(obj, settings))
+
+
+def test_a_run_config_over_the_configmap_limit_is_filled_in_its_document() -> None:
+    """Over 1 MiB run_config.json is kept as its document and size (JsonText): a second create
+    fills its epoch into the document, and the size is the same."""
+    settings = Settings()
+    big = sample("aiperfjob-good")
+    big["spec"]["benchmark"]["datasets"] = [
+        {"name": "main", "type": "file", "records": [{"text": f"{i:07d} " + "x" * 200} for i in range(5500)]}
+    ]
+    first = _created(big, "aaaa-1111-2222", "2026-01-01T00:00:00Z")
+    again = _created(big, "bbbb-3333-4444", "2026-01-01T00:05:00Z")
+    one = build_workload(first, settings=settings)
+    assert one is not None and isinstance(one.derived["configMap"]["data"]["run_config.json"], JsonText)
+    before = counted()
+    wl = build_workload(again, settings=settings)
+    assert delta(before) == (1, 0)
+    assert wl is not None and _rendered(wl) == _rendered(_uncached(again, settings))
+    text = str(wl.derived["configMap"]["data"]["run_config.json"])
+    assert f'"epoch": "{run_epoch(again)}"' in text
+
+
+def test_an_aiperfjob_the_operator_refuses_hits_with_the_same_refusal() -> None:
+    settings = Settings()
+    bad = sample("aiperfjob-good")
+    bad["spec"]["sweep"] = {"type": "grid", "variables": {}}
+    build_workload(_created(bad, "u-1", "2026-01-01T00:00:00Z"), settings=settings)
+    again = _created(bad, "u-2", "2026-01-01T00:00:01Z")
+    before = counted()
+    wl = build_workload(again, settings=settings)
+    assert delta(before) == (1, 0)
+    assert wl is not None and wl.render_errors and _rendered(wl) == _rendered(_uncached(again, settings))
 
 
 def test_a_trainjob_created_again_in_another_namespace_renders_for_that_namespace() -> None:

@@ -190,3 +190,39 @@ def test_registry_dispatches_to_the_adapter():
     spec, _ = _load("sample")
     wl = build_workload(spec, settings=Settings())
     assert wl is not None and wl.kind == "AIPerfJob" and wl.ref == "AIPerfJob bench/llama-sweep"
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_cached_render_of_another_create_matches_the_oracle(case):
+    """The render cache renders an AIPerfJob once per content, its uid and run epoch as placeholders
+    (webhook/workloads/render_cache.py): the golden's object, reviewed after a create of the same
+    spec with another uid and creationTimestamp, hits that render and still gets exactly the JobSet
+    and run_config.json AIPerf 0.13.0's operator renders for it (its own AIPERF_JOB_UID and epoch)."""
+    from webhook.workloads.render_cache import CACHE, stats
+
+    spec, golden = _load(case)
+    settings = Settings(aiperfEnv=golden["aiperfEnv"])
+    other = json.loads(json.dumps(spec))
+    other["metadata"]["uid"] = "0a0a0a0a-other-create"
+    # another time of the same form (an epoch key of the same length: its length is in the key)
+    other["metadata"]["creationTimestamp"] = spec["metadata"]["creationTimestamp"].replace(
+        "2026-01-15T10", "2026-02-01T08"
+    )
+    assert other["metadata"]["creationTimestamp"] != spec["metadata"]["creationTimestamp"]
+    if "uid" not in spec["metadata"]:
+        del other["metadata"]["uid"]  # without a uid: only the epoch differs
+    CACHE.clear()
+    build_workload(other, settings=settings)
+    hits = stats()[0]
+    wl = build_workload(spec, settings=settings)
+    assert stats()[0] == hits + 1
+    if "error" in golden:
+        assert wl.derived == {} and len(wl.render_errors) == 1
+        assert golden["error"].split(". ")[0] in wl.render_errors[0]
+        return
+    assert wl.derived["jobSet"] == golden["jobSet"]
+    assert json.dumps(wl.derived["jobSet"]) == json.dumps(golden["jobSet"])
+    assert wl.derived["configMap"]["data"]["run_config.json"] == golden["configMap"]["data"]["run_config.json"]
+    assert [g.pod_spec for g in wl.pod_groups] == [
+        rj["template"]["spec"]["template"]["spec"] for rj in golden["jobSet"]["spec"]["replicatedJobs"]
+    ]

@@ -67,8 +67,9 @@ def build_workload(
     if adapter is None:
         return None
 
-    def build(lookup: RuntimeLookup | None) -> Workload | None:
-        return adapter(obj, settings=settings, runtime_lookup=lookup, namespace=namespace)
+    def build(lookup: RuntimeLookup | None, obj: dict[str, Any] = obj, **per_create: Any) -> Workload | None:
+        # per_create: the render cache's placeholders (an AIPerfJob's epoch=) for the object it gives
+        return adapter(obj, settings=settings, runtime_lookup=lookup, namespace=namespace, **per_create)
 
     # the same content renders once (a retry, the audit controller's next pass): render_cache.py
     return CACHE.render(

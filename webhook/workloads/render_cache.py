@@ -10,10 +10,18 @@ a bounded LRU of renders, keyed by what the render reads:
   reads: ``resourceVersion``, ``generation`` and ``managedFields`` for every kind, and ``uid`` and
   ``creationTimestamp`` for the kinds whose adapter never reads them (:data:`UNREAD_METADATA`: a
   TrainJob's or a JobSet's render is the same for every create of the same content; such a field
-  that is not a string stays in the key, as its render refuses it). An AIPerfJob's
-  and an AIPerfSweep's render reads both (``AIPERF_JOB_UID``, the run epoch key, the sweep's labels and
-  owner references), so each create of those kinds, which gets a new uid from the apiserver, is a
-  miss, and only a review of the same stored object hits;
+  that is not a string stays in the key, as its render refuses it). An AIPerfJob's render reads both,
+  but only to copy them: the uid into ``AIPERF_JOB_UID`` of every container, the run epoch key
+  (results_layout.epoch_key_from_body, from the creationTimestamp and the uid) into run_config.json's
+  ``run_meta.epoch``. So it is rendered once per content with placeholders for both
+  (:data:`PER_CREATE`, :class:`_Fill`), and each review gets that render with its own uid and epoch
+  filled in: a dry run and the apply that follows, or two creates of the same spec, share one
+  render, and each gets the body AIPerf's operator renders for it (tests/test_workload_aiperf.py
+  compares both with the operator's goldens). The key then holds, instead of the two fields, the
+  epoch's length (the ConfigMap's size is judged against its limit in the render) and whether
+  there is a uid (without one no container gets ``AIPERF_JOB_UID``). An AIPerfSweep's render
+  reads them in more ways (the children's labels and owner references), so each of its creates is
+  a miss, and only a review of the same stored object hits;
 * the request's namespace (the default for an object without one);
 * the Settings (the same object, or an equal one) and the process environment (AIPerf's settings
   read ``AIPERF_*`` variables from it);
@@ -38,9 +46,11 @@ from __future__ import annotations
 import copy
 import dataclasses
 import hashlib
+import importlib
 import json
 import marshal
 import os
+import secrets
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -61,6 +71,18 @@ UNREAD_METADATA: dict[tuple[str, str], frozenset[str]] = {
 }
 #: at most this many bytes of the cached objects' serialized keys (the renders are a small multiple)
 MAX_BYTES = 32 * 2**20
+#: (group, kind) → the function giving the per-create value its render copies besides the uid: an
+#: AIPerfJob's run epoch key (its adapter takes it as ``epoch=``). Rendered with placeholders for both.
+PER_CREATE: dict[tuple[str, str], str] = {
+    ("aiperf.nvidia.com", "AIPerfJob"): "webhook.workloads.aiperf.run_config:run_epoch",
+}
+#: the placeholders, drawn per process from two disjoint alphabets (neither contains the other's
+#: characters): the uid's 32 upper-case hex digits, the epoch's lower-case letters g-z (an epoch key
+#: is digits and '-'; the placeholder has its length, so every size the render measures is the same)
+UID_MARK = secrets.token_hex(16).upper()
+EPOCH_MARKS = "".join(secrets.choice("ghijklmnopqrstuvwxyz") for _ in range(24))
+#: an epoch key shorter than this is rendered with the object (a short placeholder could match elsewhere)
+MIN_EPOCH = 8
 
 
 def _version(found: dict[str, Any] | None) -> str | None:
@@ -89,6 +111,136 @@ class _Entry:
     lookups: list[_Lookup]
     workload: Workload
     nbytes: int
+    #: where the placeholders are, for a render made with them
+    fill: _Fill | None = None
+
+
+@dataclass
+class _Create:
+    """One review's per-create values, and the object its render is made from (placeholders for them)."""
+
+    uid: str | None
+    epoch: str
+    marked: dict[str, Any]
+    unread: frozenset[str]
+
+    @property
+    def epoch_mark(self) -> str:
+        return EPOCH_MARKS[: len(self.epoch)]
+
+
+def _per_create(obj: dict[str, Any], group_kind: tuple[str, str]) -> _Create | None:
+    """The per-create values of ``obj`` when its render is made with placeholders, else None: the
+    kind copies them (PER_CREATE), the uid is a non-empty string or absent (another uid stays in
+    the key and the render), the epoch key is at least MIN_EPOCH long and fits EPOCH_MARKS."""
+    target = PER_CREATE.get(group_kind)
+    meta = obj.get("metadata")
+    if target is None or not isinstance(meta, dict):
+        return None
+    uid = meta.get("uid")
+    if uid is not None and (not isinstance(uid, str) or not uid):
+        return None
+    epoch = _function(target)(obj)
+    if not isinstance(epoch, str) or not MIN_EPOCH <= len(epoch) <= len(EPOCH_MARKS):
+        return None
+    marked_meta = {k: v for k, v in meta.items() if k != "creationTimestamp"}
+    if uid is not None:
+        marked_meta["uid"] = UID_MARK
+    unread = frozenset({"creationTimestamp", "uid"} if uid is not None else {"creationTimestamp"})
+    return _Create(uid, epoch, {**obj, "metadata": marked_meta}, unread)
+
+
+_FUNCTIONS: dict[str, Callable[[dict[str, Any]], Any]] = {}
+
+
+def _function(target: str) -> Callable[[dict[str, Any]], Any]:
+    """The function "module:name" (imported when first needed: the CLI loads only what it judges)."""
+    fn = _FUNCTIONS.get(target)
+    if fn is None:
+        mod, name = target.split(":")
+        fn = _FUNCTIONS[target] = getattr(importlib.import_module(mod), name)
+    return fn
+
+
+class _Fill:
+    """Where a render made with placeholders holds them: for each container (dict, list, dataclass)
+    on the way to one, the keys (indices, field names) that lead to one. Filling in copies only
+    those containers and shares everything else with the cached render.
+
+    Made only when the placeholders are where a copy puts them (:meth:`of` returns None
+    otherwise): the uid's as whole string values, the epoch's exactly once in all the string
+    values at most (inside run_config.json's text, or its document left unwritten; none when the render
+    stopped before it), neither in a key nor in
+    a tuple or set."""
+
+    def __init__(self, epoch_mark: str) -> None:
+        self.paths: dict[int, list[Any]] = {}
+        self.epochs = 0
+        self.ok = True
+        self._mark = epoch_mark
+
+    @classmethod
+    def of(cls, wl: Workload, epoch_mark: str) -> _Fill | None:
+        f = cls(epoch_mark)
+        seen: dict[int, bool] = {}
+        for fld in dataclasses.fields(wl):
+            if fld.name not in _OBJECTS and fld.init:
+                f._walk(getattr(wl, fld.name), seen)
+        return f if f.ok and f.epochs <= 1 else None
+
+    def _has(self, text: str) -> bool:
+        if UID_MARK in text:
+            self.ok = self.ok and text == UID_MARK
+            return True
+        n = text.count(self._mark)
+        self.epochs += n
+        return n > 0
+
+    def _walk(self, x: Any, seen: dict[int, bool]) -> bool:
+        if isinstance(x, str):
+            return self._has(x)
+        i = id(x)
+        if i in seen:
+            return seen[i]
+        seen[i] = False
+        keys: list[Any] = []
+        if isinstance(x, dict):
+            for k, v in x.items():
+                if isinstance(k, str) and (UID_MARK in k or self._mark in k):
+                    self.ok = False
+                if self._walk(v, seen):
+                    keys.append(k)
+        elif isinstance(x, list):
+            keys = [j for j, v in enumerate(x) if self._walk(v, seen)]
+        elif dataclasses.is_dataclass(x) and not isinstance(x, type):
+            keys = [fld.name for fld in dataclasses.fields(x) if self._walk(getattr(x, fld.name), seen)]
+        elif isinstance(x, tuple | set | frozenset):
+            self.ok = self.ok and not any(self._walk(v, seen) for v in x)
+        if keys:
+            self.paths[i] = keys
+            seen[i] = True
+        return bool(keys)
+
+    def apply(self, x: Any, uid: str | None, epoch_mark: str, epoch: str, memo: dict[int, Any]) -> Any:
+        """``x`` with the placeholders replaced by ``uid`` and ``epoch`` (``memo``: what is already
+        filled in, so an object reached twice, a pod group's spec and its JobSet's, stays one)."""
+        if isinstance(x, str):
+            return uid if x == UID_MARK else x.replace(epoch_mark, epoch)
+        keys = self.paths.get(id(x))
+        if keys is None:
+            return x
+        done = memo.get(id(x))
+        if done is not None:
+            return done
+        if isinstance(x, dict | list):
+            out: Any = x.copy()
+            memo[id(x)] = out
+            for k in keys:
+                out[k] = self.apply(x[k], uid, epoch_mark, epoch, memo)
+            return out
+        out = dataclasses.replace(x, **{k: self.apply(getattr(x, k), uid, epoch_mark, epoch, memo) for k in keys})
+        memo[id(x)] = out
+        return out
 
 
 def _environ() -> Hashable:
@@ -122,7 +274,7 @@ class RenderCache:
         self,
         obj: dict[str, Any],
         group_kind: tuple[str, str],
-        build: Callable[[RuntimeLookup | None], Workload | None],
+        build: Callable[..., Workload | None],
         *,
         settings: Settings,
         runtime_lookup: RuntimeLookup | None,
@@ -132,7 +284,14 @@ class RenderCache:
         limit = settings.render_cache_entries
         if limit <= 0 or not is_plain(obj):
             return build(runtime_lookup)
-        text = canonical(obj, UNREAD_METADATA.get(group_kind, frozenset()), namespace)
+        create = _per_create(obj, group_kind)
+        if create is not None:
+            # the epoch's length and whether there is a uid: what the render reads of the two
+            text = b"p%d:%d:" % (len(create.epoch), create.uid is not None) + canonical(obj, create.unread, namespace)
+            if UID_MARK.encode() in text or create.epoch_mark.encode() in text:
+                create = None  # the object holds a placeholder: rendered with its own values
+        if create is None:
+            text = canonical(obj, UNREAD_METADATA.get(group_kind, frozenset()), namespace)
         key = hashlib.sha256(text).digest()
         environ = _environ()
         with self._lock:
@@ -142,10 +301,23 @@ class RenderCache:
         if entry is not None and self._valid(entry, settings, environ, runtime_lookup):
             with self._lock:
                 self.hits += 1
-            return _fresh(entry.workload, obj)
+            return _fresh(entry.workload, obj, entry.fill, create)
         recorded: list[_Lookup] = []
         lookup = None if runtime_lookup is None else _recording(runtime_lookup, recorded)
-        wl = build(lookup)
+        fill = None
+        if create is not None:
+            try:
+                wl = build(lookup, obj=create.marked, epoch=create.epoch_mark)
+                fill = None if wl is None else _Fill.of(wl, create.epoch_mark)
+                usable = wl is None or fill is not None
+            except Exception:  # the render of the object itself raises what the review sees
+                usable = False
+            if not usable:  # an error, or the placeholders not only where a copy puts them: not cached
+                with self._lock:
+                    self.misses += 1
+                return build(runtime_lookup)
+        else:
+            wl = build(lookup)
         with self._lock:
             self.misses += 1
             if wl is None:
@@ -154,12 +326,12 @@ class RenderCache:
             if old is not None:
                 self._bytes -= old.nbytes
             if len(text) <= MAX_BYTES:
-                self._entries[key] = _Entry(settings, environ, recorded, wl, len(text))
+                self._entries[key] = _Entry(settings, environ, recorded, wl, len(text), fill)
                 self._bytes += len(text)
             while self._entries and (len(self._entries) > limit or self._bytes > MAX_BYTES):
                 _, dropped = self._entries.popitem(last=False)
                 self._bytes -= dropped.nbytes
-        return _fresh(wl, obj)
+        return _fresh(wl, obj, fill, create)
 
     @staticmethod
     def _valid(entry: _Entry, settings: Settings, environ: Hashable, runtime_lookup: RuntimeLookup | None) -> bool:
@@ -212,15 +384,19 @@ def _recording(lookup: RuntimeLookup, into: list[_Lookup]) -> RuntimeLookup:
 _OBJECTS = frozenset({"obj", "runtime"})
 
 
-def _fresh(wl: Workload, obj: dict[str, Any]) -> Workload:
+def _fresh(wl: Workload, obj: dict[str, Any], fill: _Fill | None = None, create: _Create | None = None) -> Workload:
     """A Workload of its own around a shared render: the review's object, its own top-level lists,
-    dicts and sets (a shallow copy of every other field that holds one)."""
+    dicts and sets (a shallow copy of every other field that holds one), and, for a render made
+    with placeholders, this review's uid and epoch filled in (new containers on their way only)."""
     changes: dict[str, Any] = {"obj": obj}
+    memo: dict[int, Any] = {}
     for f in dataclasses.fields(wl):
         if f.name in _OBJECTS or not f.init:
             continue
         value = getattr(wl, f.name)
-        if isinstance(value, list | dict | set):
+        if fill is not None and create is not None and id(value) in fill.paths:
+            changes[f.name] = fill.apply(value, create.uid, create.epoch_mark, create.epoch, memo)
+        elif isinstance(value, list | dict | set):
             changes[f.name] = copy.copy(value)
     return dataclasses.replace(wl, **changes)
 

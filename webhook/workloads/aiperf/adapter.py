@@ -40,8 +40,13 @@ def build(
     settings: Settings,
     runtime_lookup: RuntimeLookup | None = None,
     namespace: str | None = None,
+    epoch: str | None = None,
 ) -> Workload:
     """The Workload for one AIPerfJob. Raises AdapterError when it cannot be read as one.
+
+    ``epoch``: the run epoch key to write into run_config.json instead of the one ``obj``'s
+    creationTimestamp and uid give (the render cache renders once per content with placeholders for
+    both and fills them in per review: webhook/workloads/render_cache.py).
 
     Steps: read the object (metadata, spec shape), collect what the operator refuses before
     rendering, lay out the workers, render the JobSet and the ConfigMap, list the pod groups."""
@@ -74,7 +79,7 @@ def build(
     try:
         # the text when it fits the 1 MiB ConfigMap, else its document and size (ConfigMap Size reports it)
         run_config = run_config_data(
-            spec, obj, name, ns, pods, per_pod, rp_per_pod, key=CONFIGMAP_KEY, limit=CONFIGMAP_MAX_BYTES
+            spec, obj, name, ns, pods, per_pod, rp_per_pod, key=CONFIGMAP_KEY, limit=CONFIGMAP_MAX_BYTES, epoch=epoch
         )
     except RenderError as exc:
         wl.render_errors.append(f"The AIPerf operator would refuse to render this job: {exc}")

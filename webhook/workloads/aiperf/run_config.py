@@ -213,14 +213,17 @@ def run_config_data(
     *,
     key: str,
     limit: int,
+    epoch: str | None = None,
 ) -> str | JsonText:
     """run_config.json as the ConfigMap's value under `key`: its text, or, when the ConfigMap would be
     over `limit` bytes (len(key) + the text's), a JsonText of the document and that exact size.
     Raises RenderError when the document nests deeper than the operator's orjson can write.
 
     The text is written only when it fits: over the limit the check reports the size and the
-    largest parts, and a deeply nested document's indented text is depth × its size."""
-    run = run_config_doc(spec, obj, job_id, namespace, pods, per_pod, rp)
+    largest parts, and a deeply nested document's indented text is depth × its size.
+    ``epoch``: the run epoch key to write instead of :func:`run_epoch` of ``obj`` (the render cache's
+    placeholder, webhook/workloads/render_cache.py)."""
+    run = run_config_doc(spec, obj, job_id, namespace, pods, per_pod, rp, epoch=epoch)
     measured = _indent2_measure(run)  # (size, nesting) in one walk when the document is plain JSON
     deepest = measured[1] if measured is not None else nesting(run)
     if deepest > ORJSON_MAX_NESTING:
@@ -236,9 +239,17 @@ def run_config_data(
 
 
 def run_config_doc(
-    spec: dict[str, Any], obj: dict[str, Any], job_id: str, namespace: str, pods: int, per_pod: int, rp: int
+    spec: dict[str, Any],
+    obj: dict[str, Any],
+    job_id: str,
+    namespace: str,
+    pods: int,
+    per_pod: int,
+    rp: int,
+    *,
+    epoch: str | None = None,
 ) -> dict[str, Any]:
-    """The document run_config.json is the text of."""
+    """The document run_config.json is the text of (``epoch``: as in :func:`run_config_data`)."""
     run: dict[str, Any] = {
         "benchmark_id": job_id,
         "cfg": run_config_cfg(spec.get("benchmark") or {}, job_id, namespace, pods, per_pod, rp),
@@ -253,7 +264,7 @@ def run_config_doc(
     if spec.get("plot") is not None:
         run["plot"] = spec["plot"]
     run["run_meta"] = {
-        "epoch": run_epoch(obj),
+        "epoch": run_epoch(obj) if epoch is None else epoch,
         "job_name": (obj.get("metadata") or {}).get("name", job_id),
         "namespace": namespace,
     }
