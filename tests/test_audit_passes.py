@@ -16,9 +16,10 @@ import yaml
 
 from tests.fakeview import FakeView
 from webhook.audit.controller import AuditController
+from webhook.audit.deps import Dep, ReverseIndex
 from webhook.audit.events import FAILED, EventSink
 from webhook.audit.metrics import AuditMetrics
-from webhook.audit.passes import PENDING_TEXT, Kept, request_free
+from webhook.audit.passes import PENDING_TEXT, Kept, Remembered, request_free
 from webhook.audit.sink import JobRef, Judgement
 from webhook.checks import all_checks
 from webhook.cluster.cache import ResourceCache
@@ -305,3 +306,49 @@ async def test_a_periodic_scan_judges_each_job_once_and_the_controllers_again() 
     assert ctl.message.startswith(
         f"JobSet controller looks down (Lease {cfg.jobset.namespace}/{cfg.jobset.lease} has no holder (released)"
     )
+
+
+async def test_equal_kept_results_and_reads_are_one_object_and_a_remembered_answer_is_a_copy() -> None:
+    """Memory: 10,000 waiting jobs keep 7 request-sending checks' results each. Equal results (word for word)
+    and equal reads are held once for every job; what a job's judgement gets is its own copy."""
+    jobs = [_job("ft-0", "uid-0"), _job("ft-1", "uid-1")]
+    c, view, rec, *_ = _controller(jobs)
+    await c.full_scan("scan")
+    a, b = c.kept["uid-0"], c.kept["uid-1"]
+    assert set(a) == set(b) and "Secrets" in a
+    for name in a:  # the same namespace: the same reads at the same versions
+        assert a[name].reads is b[name].reads, name
+        assert (a[name].results is b[name].results) == (a[name].results == b[name].results), name
+    assert a["Secrets"].results is b["Secrets"].results
+    assert a["Dry Run"].results is not b["Dry Run"].results  # its message names the job's JobSet
+    assert 'JobSet "ft-1"' in b["Dry Run"].results[0].message
+    secrets = a["Secrets"]
+    assert [r.status.value for r in secrets.results] == ["pass"]
+    # a remembered answer is a copy: changing it changes no job's kept result
+    remembered = Remembered(next(ch for ch in c.checks if ch.name == "Secrets"), secrets.results)
+    got = await remembered.run(None)  # type: ignore[arg-type]
+    assert isinstance(got, list)
+    got[0].message = "changed"
+    got[0].details.append("changed")
+    assert secrets.results[0].message.startswith("1 Secret exists") and secrets.results[0].details == []
+    # the job's metrics findings are one tuple for both jobs
+    metrics = c.sinks[2]
+    assert isinstance(metrics, AuditMetrics)
+    assert metrics._jobs["uid-0"][2] is metrics._jobs["uid-1"][2]
+    # the reverse index holds one Dep object per object read, whichever job read it
+    d0 = {d: d for d in c.index.deps_of(("trainjobs", NS, "ft-0"))}
+    assert all(d0[d] is d for d in c.index.deps_of(("trainjobs", NS, "ft-1")) if d in d0)
+
+
+def test_the_reverse_index_shares_one_dep_and_forgets_it_with_its_last_job() -> None:
+    index = ReverseIndex()
+    first = Dep("secrets", NS, "hf-token")
+    index.add("job-a", first)
+    again = Dep("secrets", NS, "hf-token")
+    assert index.canonical(again) is first
+    index.replace("job-b", [index.canonical(again)])
+    index.drop("job-a")
+    assert index.canonical(again) is first  # job-b still reads it
+    index.drop("job-b")
+    assert index.canonical(again) is again and index.jobs_for("secrets", NS, "hf-token") == set()
+    assert index._canon == {}

@@ -38,6 +38,7 @@ import copy
 import datetime as dt
 import hashlib
 import logging
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -58,7 +59,7 @@ from webhook.audit.jobs import (
     trainjob_state,
     uid_of,
 )
-from webhook.audit.passes import Kept, Remembered, checks_for
+from webhook.audit.passes import Kept, Remembered, checks_for, shared_reads, shared_results
 from webhook.audit.queue import Debouncer
 from webhook.audit.sink import FindingSink, JobRef, Judgement
 from webhook.audit.sweeps import RemainingChild, child_of_sweep, remaining_children
@@ -436,7 +437,8 @@ class AuditController:
                 f"{m.get('namespace') or ''}/{m.get('name') or ''}@{m.get('resourceVersion') or ''}"
                 for m in (_meta(o) for o in r.cache.objects(dep.namespace or None))
             )
-            return hashlib.sha256("\n".join(members).encode()).hexdigest()
+            # interned: the jobs of a namespace (and every job, for a cluster-wide list) keep one string
+            return sys.intern(hashlib.sha256("\n".join(members).encode()).hexdigest())
         obj = r.cache.get(dep.namespace or None, dep.name)
         return "" if obj is None else (resource_version(obj) or "")
 
@@ -492,7 +494,9 @@ class AuditController:
             partial = False
             for target, tref in targets:
                 tk = _ref_key(tref)
-                recording = RecordingView(self.view, on_read=lambda dep: index.add(key, dep), stamp=self.version_of)
+                recording = RecordingView(
+                    self.view, on_read=lambda dep: index.add(key, dep), stamp=self.version_of, canonical=index.canonical
+                )
                 pending: set[str] = set()
                 ran: dict[str, list[CheckResult]] = {}
                 kept = self.kept.get(tk, {})
@@ -517,7 +521,10 @@ class AuditController:
                 reads |= recording.reads
                 if ran:
                     at = self._clock()
-                    fresh = {n: Kept(version, dict(recording.by_reader.get(n, {})), at, r) for n, r in ran.items()}
+                    fresh = {
+                        n: Kept(version, shared_reads(recording.by_reader.get(n, {})), at, shared_results(r))
+                        for n, r in ran.items()
+                    }
                     self.kept[tk] = {**kept, **fresh}
                 now[tk] = tref
                 complete = not pending

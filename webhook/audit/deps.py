@@ -80,8 +80,11 @@ class RecordingView:
         inner: ClusterView,
         on_read: Callable[[Dep], None] | None = None,
         stamp: Callable[[Dep], str | None] | None = None,
+        canonical: Callable[[Dep], Dep] | None = None,
     ) -> None:
         self.inner = inner
+        #: the one Dep object every job's record shares for a read (ReverseIndex.canonical), or None
+        self.canonical = canonical
         self.reads: set[Dep] = set()
         #: the reads by who made them (`READER`: a check's name, or None), each with `stamp(dep)` at its
         #: first read by that reader (the object's resourceVersion then: what the reader saw at most)
@@ -105,6 +108,8 @@ class RecordingView:
             reader = self.by_reader.setdefault(READER.get(), {})
             for resource, namespace, name in names(*args, **kw):
                 dep = Dep(resource, namespace or "", name)
+                if self.canonical is not None:
+                    dep = self.canonical(dep)
                 if dep not in reader:
                     reader[dep] = None if self.stamp is None else self.stamp(dep)
                 if dep not in self.reads:
@@ -125,9 +130,16 @@ class ReverseIndex:
     def __init__(self) -> None:
         self._jobs: dict[Dep, set[Hashable]] = {}
         self._deps: dict[Hashable, frozenset[Dep]] = {}
+        #: each Dep of `_jobs` -> itself: the object `canonical` answers
+        self._canon: dict[Dep, Dep] = {}
 
     def __len__(self) -> int:
         return len(self._deps)
+
+    def canonical(self, dep: Dep) -> Dep:
+        """The Dep object the index already holds equal to `dep` (every job that reads it then shares one
+        tuple, not one per job and read), else `dep`."""
+        return self._canon.get(dep, dep)
 
     def replace(self, job: Hashable, deps: Iterable[Dep]) -> None:
         """The job's reads are now exactly `deps` (its last evaluation's)."""
@@ -136,7 +148,7 @@ class ReverseIndex:
         for d in old - new:
             self._drop(d, job)
         for d in new - old:
-            self._jobs.setdefault(d, set()).add(job)
+            self._link(d, job)
         self._deps[job] = new
 
     def add(self, job: Hashable, dep: Dep) -> None:
@@ -144,7 +156,14 @@ class ReverseIndex:
         deps = self._deps.get(job, frozenset())
         if dep not in deps:
             self._deps[job] = deps | {dep}
-            self._jobs.setdefault(dep, set()).add(job)
+            self._link(dep, job)
+
+    def _link(self, d: Dep, job: Hashable) -> None:
+        jobs = self._jobs.get(d)
+        if jobs is None:
+            jobs = self._jobs[d] = set()
+            self._canon[d] = d
+        jobs.add(job)
 
     def drop(self, job: Hashable) -> None:
         for d in self._deps.pop(job, frozenset()):
@@ -156,6 +175,7 @@ class ReverseIndex:
             jobs.discard(job)
             if not jobs:
                 del self._jobs[d]
+                self._canon.pop(d, None)
 
     def deps_of(self, job: Hashable) -> frozenset[Dep]:
         return self._deps.get(job, frozenset())

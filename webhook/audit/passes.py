@@ -130,7 +130,45 @@ class Pending(_StandIn):
         return CheckResult(self.name, Status.SKIP, PENDING_TEXT, duration_ms=0.0)
 
 
-@dataclass(frozen=True)
+class _SharedResults(list[CheckResult]):
+    """A kept results list that every job with equal results holds (a list subclass: weakly referable)."""
+
+
+class _SharedReads(dict[Dep, str | None]):
+    """A kept reads mapping that every job with equal reads holds."""
+
+
+#: equal kept results and reads are one object for every job that has them (most jobs' Image Pull, Kueue
+#: and Node Selector skips are word for word the same; the jobs of one namespace read the same objects):
+#: a kept result costs a pointer per job instead of a copy. Nothing changes a kept list or mapping
+#: (`Remembered` answers a deep copy); an entry goes with the last Kept that holds it.
+_RESULTS: weakref.WeakValueDictionary[tuple[Any, ...], _SharedResults] = weakref.WeakValueDictionary()
+_READS: weakref.WeakValueDictionary[tuple[Any, ...], _SharedReads] = weakref.WeakValueDictionary()
+
+
+def _result_key(r: CheckResult) -> tuple[Any, ...]:
+    return (r.name, r.status, r.message, tuple(r.details), tuple(r.hints), r.duration_ms, tuple(r.caveats), r.timed_out)
+
+
+def shared_results(results: list[CheckResult]) -> list[CheckResult]:
+    """`results`, or the equal list another kept result already holds (webhook/results.py CheckResult's fields)."""
+    key = tuple(_result_key(r) for r in results)
+    got = _RESULTS.get(key)
+    if got is None:
+        got = _RESULTS[key] = _SharedResults(results)
+    return got
+
+
+def shared_reads(reads: Mapping[Dep, str | None]) -> Mapping[Dep, str | None]:
+    """`reads`, or the equal mapping (same reads, same versions, same order) another kept result holds."""
+    key = tuple(reads.items())
+    got = _READS.get(key)
+    if got is None:
+        got = _READS[key] = _SharedReads(reads)
+    return got
+
+
+@dataclass(frozen=True, slots=True)
 class Kept:
     """A request-sending check's results on one job, and the inputs they were found on."""
 
