@@ -14,7 +14,7 @@ import pytest
 
 from tests.fakeview import FakeView, container, meta, pod, run_check, workload
 from webhook.checks.dryrun import DryRun
-from webhook.checks.dryrun_cache import DryRunCache, content_key
+from webhook.checks.dryrun_cache import DigestMemo, DryRunCache, body_digest, content_key, keyed
 from webhook.cluster.view import ApiError
 from webhook.config import Settings
 from webhook.results import Status
@@ -329,3 +329,84 @@ def test_twin_memo_is_bounded() -> None:
     assert len(memo) == MAX_ENTRIES
     assert memo.get(("ns-0", "Pod", "batch/v1", "Job")) is None  # the oldest went first
     assert memo.get((f"ns-{MAX_ENTRIES + 4}", "Pod", "batch/v1", "Job")) is refusal
+
+
+# --- the probes' digests, memoized by render (DigestMemo, issue 22) ------------------------------
+
+
+def test_digest_memo_answers_a_seen_probe_and_hashes_the_others() -> None:
+    memo = DigestMemo()
+    body = {"spec": {"containers": [{"image": "a"}]}}
+    first = memo.digest((1, "ns", "Pod", "p", None, False), "Pod", "ns", body, None)
+    assert first == body_digest("Pod", "ns", body, None)
+    # the same render's probe: the memo answers, whatever the body (it is the same by construction)
+    assert memo.digest((1, "ns", "Pod", "p", None, False), "Pod", "ns", {"other": 1}, None) == first
+    assert memo.hits == 1
+    # another render, no render, a uid body_digest would not stand for "this job": hashed
+    other = {"spec": {"containers": [{"image": "b"}]}}
+    assert memo.digest((2, "ns", "Pod", "p", None, False), "Pod", "ns", other, None) == body_digest("Pod", "ns", other)
+    assert memo.digest(None, "Pod", "ns", other, None) == body_digest("Pod", "ns", other)
+    memo.digest((3, "ns", "Pod", "p", None, False), "Pod", "ns", body, "short")
+    assert memo.digest((3, "ns", "Pod", "p", None, False), "Pod", "ns", other, "short") == body_digest(
+        "Pod", "ns", other, "short"
+    )
+    assert memo.hits == 1
+
+
+def test_the_key_is_the_digest_with_the_versions() -> None:
+    body, versions = {"x": 1}, [("namespaces", "ns", "1")]
+    assert content_key("Pod", "ns", body, versions) == keyed(body_digest("Pod", "ns", body), versions)
+    assert keyed(body_digest("Pod", "ns", body), versions) != keyed(body_digest("Pod", "ns", body), [])
+
+
+def _create(uid: str, at: str, image: str | None = None) -> Any:
+    import copy
+    from pathlib import Path
+
+    import yaml
+
+    from webhook.workloads import build_workload
+
+    obj = yaml.safe_load((Path(__file__).parent.parent / "e2e" / "samples" / "aiperfjob-good.yaml").read_text())
+    obj["metadata"].update(uid=uid, creationTimestamp=at)
+    if image is not None:
+        obj["spec"]["image"] = image
+    return build_workload(copy.deepcopy(obj), settings=Settings())
+
+
+async def test_a_second_create_reads_its_probes_digests_from_the_memo_and_they_are_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two creates of the same AIPerfJob spec share a render (with their own uids filled in): the
+    second review's probe digests come from the memo, and each equals the digest of the body the
+    second review built (its own uid in it), so its dry-run outcomes are the first's."""
+    from webhook.checks import dryrun
+
+    memo = DigestMemo()
+    seen: list[tuple[bytes, bytes]] = []
+    plain = memo.digest
+
+    def recording(memo_key: Any, kind: str, ns: str, body: dict[str, Any], own_uid: str | None) -> bytes:
+        got = plain(memo_key, kind, ns, body, own_uid)
+        seen.append((got, body_digest(kind, ns, body, own_uid)))
+        return got
+
+    monkeypatch.setattr(memo, "digest", recording)
+    monkeypatch.setattr(dryrun, "DIGESTS", memo)
+    view = FakeView()
+    view.add("namespaces", {"metadata": meta("demo-bench", resourceVersion="10")})
+    first = _create("aaaa-1111-2222-3333", "2026-01-01T00:00:00Z")
+    second = _create("bbbb-4444-5555-6666", "2026-01-01T00:05:00Z")
+    assert first.render_id is not None and second.render_id == first.render_id
+    assert (await run_check(DryRun(), first, view)).status is Status.PASS
+    sent, hits = len(view.dry_runs), memo.hits
+    assert sent > 0 and hits == 0
+    assert (await run_check(DryRun(), second, view)).status is Status.PASS
+    assert len(view.dry_runs) == sent  # every outcome kept
+    assert memo.hits == sent  # every digest from the memo
+    assert all(got == own for got, own in seen)
+    # another spec: another render, its probes hashed and dry-run anew
+    third = _create("cccc-7777-8888-9999", "2026-01-01T00:06:00Z", image="registry.example/aiperf:other")
+    assert third.render_id != first.render_id
+    await run_check(DryRun(), third, view)
+    assert memo.hits == sent and len(view.dry_runs) > sent

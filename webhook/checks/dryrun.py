@@ -45,7 +45,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
 from webhook.checks.base import Check, CheckContext
-from webhook.checks.dryrun_cache import TWIN_MEMO_SECONDS, DryRunCache, TwinMemo, content_key, twin_key
+from webhook.checks.dryrun_cache import TWIN_MEMO_SECONDS, DigestMemo, DryRunCache, TwinMemo, keyed, twin_key
 from webhook.checks.dryrun_probe import job_for, jobset_for, pod_for, twin_of
 from webhook.cluster.view import ClusterView
 from webhook.deadline import REPORT_MARGIN, wait_until
@@ -267,6 +267,10 @@ def same_template(
     return [members for _, _, members in sets]
 
 
+#: the probes' body digests by render (DigestMemo), for every view: a digest does not depend on the cluster
+DIGESTS = DigestMemo()
+
+
 def _uid(job: Workload) -> str | None:
     """The job's metadata.uid: the apiserver's for the judged job, the stand-in of a sweep child
     (AIPerfSweep children are rendered with `placeholder_uid`); the key treats it as "this job"."""
@@ -342,7 +346,17 @@ class DryRun(Check):
         keys = [twin_key(ns, kind, body) for _, kind, _, _, body, _ in bodies]
         remembered = {i: r for i, k in enumerate(keys) if (r := memo.get(k)) is not None}
         twins: dict[int, dict[str, Any]] = {i: twin_of(bodies[i][4]) for i in remembered}
-        sent = [(av, kind, twins.get(i, body), own_uid) for i, (av, kind, _, _, body, own_uid) in enumerate(bodies)]
+        # the probes of a cached render of the job itself are the same for every review of it: their
+        # digests are memoized by (render, probe) (DigestMemo); a sweep child's are hashed each time
+        rid = wl.render_id if all(o is wl for o in owners) else None
+        memo_keys = [
+            None if rid is None else (rid, ns, kind, name, None if groups is None else tuple(groups))
+            for _, kind, name, groups, _, _ in bodies
+        ]
+        sent = [
+            (av, kind, twins.get(i, body), own_uid, _twin_memo(memo_keys[i], i in twins))
+            for i, (av, kind, _, _, body, own_uid) in enumerate(bodies)
+        ]
         outcomes = await _dry_run_all(view, cache, ns, sent, ctx)
         twin_outcomes: dict[int, BaseException | None] = {i: outcomes.pop(i) for i in remembered if i in outcomes}
         outcomes.update(remembered)
@@ -370,7 +384,11 @@ class DryRun(Check):
         order = [i for i in twins if i not in remembered]
         if order:
             got = await _dry_run_all(
-                view, cache, ns, [(bodies[i][0], bodies[i][1], twins[i], bodies[i][5]) for i in order], ctx
+                view,
+                cache,
+                ns,
+                [(bodies[i][0], bodies[i][1], twins[i], bodies[i][5], _twin_memo(memo_keys[i], True)) for i in order],
+                ctx,
             )
             twin_outcomes.update((order[j], exc) for j, exc in got.items())
 
@@ -450,6 +468,11 @@ class DryRun(Check):
         return CheckResult(self.name, Status.PASS, f"The apiserver accepts (dryRun=All) {said}", details=twinned)
 
 
+def _twin_memo(memo_key: tuple[Any, ...] | None, twin: bool) -> tuple[Any, ...] | None:
+    """The digest memo key of a probe sent as itself or as its twin."""
+    return None if memo_key is None else (*memo_key, twin)
+
+
 def _names_of(body: dict[str, Any]) -> list[str]:
     """The object's name and namespace and its owners' names: what a rejection may name unquoted."""
     meta = body.get("metadata") or {}
@@ -467,21 +490,22 @@ async def _dry_run_all(
     view: ClusterView,
     cache: DryRunCache,
     ns: str,
-    sent: list[tuple[str, str, dict[str, Any], str | None]],
+    sent: list[tuple[str, str, dict[str, Any], str | None, tuple[Any, ...] | None]],
     ctx: CheckContext,
 ) -> dict[int, BaseException | None]:
-    """The outcome of each (apiVersion, kind, body, owner uid) by index: None = accepted; an index
-    missing = timed out. Kept outcomes are read at once; the others are asked concurrently."""
+    """The outcome of each (apiVersion, kind, body, owner uid, digest memo key) by index: None =
+    accepted; an index missing = timed out. Kept outcomes are read at once; the others are asked
+    concurrently."""
 
     def dry_run(av: str, kind: str, body: dict[str, Any], key: str) -> Any:
         return cache.run(key, lambda: view.dry_run_create(av, kind, ns, body, ctx.deadline))
 
     outcomes: dict[int, BaseException | None] = {}
     tasks: dict[asyncio.Future[Any], int] = {}
-    for i, (av, kind, body, own_uid) in enumerate(sent):
+    for i, (av, kind, body, own_uid, memo_key) in enumerate(sent):
         # what this object's admission reads, not the others': the same child's objects from
         # its sweep's review and from its own have the same key
-        key = content_key(kind, ns, body, read_versions(view, ns, [body]), own_uid)
+        key = keyed(DIGESTS.digest(memo_key, kind, ns, body, own_uid), read_versions(view, ns, [body]))
         kept = cache.settled(key)
         if kept is not None:
             outcomes[i] = kept[0]

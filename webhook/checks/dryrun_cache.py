@@ -39,7 +39,22 @@ MAX_ENTRIES = 4096
 def content_key(
     kind: str, namespace: str, body: dict[str, Any], versions: Iterable[tuple[str, ...]], own_uid: str | None = None
 ) -> str:
-    """sha256 of the object's content and of the versions of what its admission reads.
+    """sha256 of the object's content (:func:`body_digest`) and of the versions of what its admission reads."""
+    return keyed(body_digest(kind, namespace, body, own_uid), versions)
+
+
+def keyed(digest: bytes, versions: Iterable[tuple[str, ...]]) -> str:
+    """The key of a body whose :func:`body_digest` is ``digest``, with the versions of what its admission reads."""
+    parts = sorted(versions)
+    try:
+        raw = marshal.dumps(parts, 2)
+    except ValueError:
+        raw = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str).encode()
+    return hashlib.sha256(digest + raw).hexdigest()
+
+
+def body_digest(kind: str, namespace: str, body: dict[str, Any], own_uid: str | None = None) -> bytes:
+    """sha256 of the object's content: its kind, namespace and body.
 
     ``own_uid``: the judged job's metadata.uid, which the apiserver draws anew for every
     request (a dry-run apply and the real apply carry different ones) and which the AIPerf
@@ -54,14 +69,50 @@ def content_key(
     of an AIPerfSweep's child take their maps from the sweep as the apiserver sent it, as the
     child's own review does (e2e/test_dryrun_cache.py). Anything marshal cannot write falls
     back to sorted JSON."""
-    parts = [kind, namespace, body, sorted(versions)]
+    parts = [kind, namespace, body]
     try:
         raw = marshal.dumps(parts, 2)
     except ValueError:
         raw = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str).encode()
     if own_uid and len(own_uid) >= 8:
         raw = raw.replace(own_uid.encode(), b"<own-uid>")
-    return hashlib.sha256(raw).hexdigest()
+    return hashlib.sha256(raw).digest()
+
+
+class DigestMemo:
+    """The :func:`body_digest` of each probe of a render, so a review of a render seen before does not
+    serialize and hash its probe bodies (~25 KB a pod) again (issue 22: 6-8 % of the webhook's CPU).
+
+    Keyed by the render's id (webhook/workloads/render_cache.py: one per cached render, never
+    reused: the same id is the same render of the same object content, settings and environment)
+    and the probe (kind, name, the pod groups it stands for, twin or not), which the probe builders
+    (webhook.checks.dryrun_probe) make from the render alone. Reviews of one render differ only in
+    the job's own uid (an AIPerfJob's AIPERF_JOB_UID; its run epoch is in no probe), which
+    :func:`body_digest` reads as "this job" anyway; a uid it would not replace (under 8 characters)
+    is never memoized. At most MAX_ENTRIES, the oldest dropped first."""
+
+    def __init__(self) -> None:
+        self._digests: dict[tuple[Any, ...], bytes] = {}
+        self.hits = 0
+
+    def __len__(self) -> int:
+        return len(self._digests)
+
+    def digest(
+        self, memo_key: tuple[Any, ...] | None, kind: str, namespace: str, body: dict[str, Any], own_uid: str | None
+    ) -> bytes:
+        """:func:`body_digest` of the body, from the memo when ``memo_key`` (None: not memoized) was seen."""
+        if memo_key is None or (own_uid is not None and len(own_uid) < 8):
+            return body_digest(kind, namespace, body, own_uid)
+        got = self._digests.get(memo_key)
+        if got is not None:
+            self.hits += 1
+            return got
+        got = body_digest(kind, namespace, body, own_uid)
+        if len(self._digests) >= MAX_ENTRIES:
+            self._digests.pop(next(iter(self._digests)))
+        self._digests[memo_key] = got
+        return got
 
 
 def cacheable(exc: BaseException | None) -> bool:

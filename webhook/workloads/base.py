@@ -117,6 +117,9 @@ class Workload:
     extra_secret_refs: list[tuple[str, str | None, bool, str]] = field(default_factory=list)
     # what differs between kinds (who acts on the job, where fixes go): set by the adapter
     facts: KindFacts = field(default_factory=KindFacts)
+    # the render cache's id of this render (webhook/workloads/render_cache.py: one per render it made,
+    # never reused), None when not rendered through it; the Dry Run check memoizes its probes' digests by it
+    render_id: int | None = None
 
     @property
     def ref(self) -> str:

@@ -47,6 +47,7 @@ import copy
 import dataclasses
 import hashlib
 import importlib
+import itertools
 import json
 import marshal
 import os
@@ -251,6 +252,10 @@ def _environ() -> Hashable:
     return tuple(sorted(os.environ.items()))
 
 
+#: the ids of the renders made (Workload.render_id): the same id is the same render
+_RENDER_IDS = itertools.count(1)
+
+
 class RenderCache:
     """A bounded LRU of renders by content (see the module docstring). Thread-safe: the server renders
     a large object in a worker thread."""
@@ -322,6 +327,7 @@ class RenderCache:
             self.misses += 1
             if wl is None:
                 return None
+            wl.render_id = next(_RENDER_IDS)
             old = self._entries.pop(key, None)
             if old is not None:
                 self._bytes -= old.nbytes
