@@ -31,8 +31,10 @@ import asyncio
 import base64
 import json
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 import uuid
@@ -624,35 +626,48 @@ def measure(cp: ControlPlane, percent: float, args: argparse.Namespace) -> dict[
     out["baseline"] = requests_total(cp) - quiet0
     pods0 = apiserver_count(cp, "pods", "LIST") + apiserver_count(cp, "pods", "WATCH")
     t0 = time.perf_counter()
-    with RunningWebhook(
-        cp, config={}, namespace_selector=SAMPLE_SELECTOR, probe_namespace="demo-bench", log_level="info"
-    ) as hook:  # info: the reflectors' relist lines
-        out["ready_s"] = time.perf_counter() - t0
-        pid = hook.pid
-        assert pid is not None
-        out["rss_ready"] = rss_mib(pid)
-        out["pod_reads"] = apiserver_count(cp, "pods", "LIST") + apiserver_count(cp, "pods", "WATCH") - pods0
-        job = sample("trainjob-good")
-        for key, reviewed in (("inproc", job), ("inproc_dra", dra_trainjob())):
-            res = asyncio.run(
-                run_load(
-                    f"{hook.url}/validate?timeout=10s",
-                    review(reviewed),
-                    ssl_context=hook_ssl(hook),
-                    connections=4,
-                    requests=args.reviews,
-                    duration=120,
-                    warmup=16,
+    # the webhook's log outlives a failed run (a run at 100 % takes ~35 min to grow): its path is printed
+    kept = Path(tempfile.mkdtemp(prefix="pfw-scale-webhook-"))
+    try:
+        with RunningWebhook(
+            cp,
+            config={},
+            namespace_selector=SAMPLE_SELECTOR,
+            probe_namespace="demo-bench",
+            log_level="info",
+            workdir=kept,
+        ) as hook:  # info: the reflectors' relist lines
+            out["ready_s"] = time.perf_counter() - t0
+            pid = hook.pid
+            assert pid is not None
+            out["rss_ready"] = rss_mib(pid)
+            out["pod_reads"] = apiserver_count(cp, "pods", "LIST") + apiserver_count(cp, "pods", "WATCH") - pods0
+            job = sample("trainjob-good")
+            for key, reviewed in (("inproc", job), ("inproc_dra", dra_trainjob())):
+                res = asyncio.run(
+                    run_load(
+                        f"{hook.url}/validate?timeout=10s",
+                        review(reviewed),
+                        ssl_context=hook_ssl(hook),
+                        connections=4,
+                        requests=args.reviews,
+                        duration=120,
+                        warmup=16,
+                    )
                 )
-            )
-            out[key] = (res.percentile(50), res.percentile(99), res.errors)
-        out["apiserver"] = through_apiserver(cp, job, args.reviews)
-        r0, c0 = requests_total(cp), cpu_seconds(pid)
-        time.sleep(args.steady)
-        out["steady_requests"] = (requests_total(cp) - r0 - out["baseline"]) * 60.0 / args.steady
-        out["idle_cpu"] = (cpu_seconds(pid) - c0) / args.steady
-        out["relist_s"], out["relists"] = relist_after_410(cp, hook)
-        out["rss_after"], out["rss_peak"] = rss_mib(pid), rss_mib(pid, "VmHWM")
+                out[key] = (res.percentile(50), res.percentile(99), res.errors)
+            out["apiserver"] = through_apiserver(cp, job, args.reviews)
+            r0, c0 = requests_total(cp), cpu_seconds(pid)
+            time.sleep(args.steady)
+            out["steady_requests"] = (requests_total(cp) - r0 - out["baseline"]) * 60.0 / args.steady
+            out["idle_cpu"] = (cpu_seconds(pid) - c0) / args.steady
+            out["relist_s"], out["relists"] = relist_after_410(cp, hook)
+            out["rss_after"], out["rss_peak"] = rss_mib(pid), rss_mib(pid, "VmHWM")
+    except BaseException:
+        shutil.rmtree(kept / "certs", ignore_errors=True)  # no key outlives the run
+        print(f"scale: the webhook's log is kept in {kept / 'webhook.log'}", file=sys.stderr, flush=True)
+        raise
+    shutil.rmtree(kept, ignore_errors=True)
     out["audit_s"], out["audit_rss"] = audit_controller(cp)
     return out
 
