@@ -269,14 +269,16 @@ async def in_process(jobs: int, namespaces: int) -> dict[str, Any]:
     w0 = time.monotonic()
     await c.full_scan("scan")
     wall = time.monotonic() - w0
+    cpu = time.process_time() - t0
     first = dict(view.requests)
     view.requests.clear()
-    w1 = time.monotonic()
+    w1, t1 = time.monotonic(), time.process_time()
     await c.full_scan("period")
     return {
         "jobs": len(c.judged), "cheap_s": c.last_cheap_pass_seconds, "scan_wall_s": wall,
-        "cpu_s": time.process_time() - t0, "rss_mib": _rss_mib(), "rss0_mib": rss0, "requests": first,
-        "period_s": time.monotonic() - w1, "period_requests": dict(view.requests),
+        "cpu_s": cpu, "rss_mib": _rss_mib(), "rss0_mib": rss0, "requests": first,
+        "period_s": time.monotonic() - w1, "period_cpu_s": time.process_time() - t1,
+        "period_evaluations": c.evaluations["period"], "period_requests": dict(view.requests),
     }  # fmt: skip
 
 
@@ -384,6 +386,8 @@ def _main_in_process(args: argparse.Namespace) -> int:
         f"| the request pass at qps {qps:.0f} (requests / qps) | {total / qps:.0f} s |",
         f"| RSS after the scans | {r['rss_mib']:.0f} MiB ({r['rss0_mib']:.0f} MiB before the jobs were made) |",
         f"| periodic re-scan, nothing changed: time, requests | {r['period_s']:.1f} s; {_calls(r['period_requests'])} |",
+        f"| ... its CPU, and the jobs' evaluations (one a job: none left for the request pass) | "
+        f"{r['period_cpu_s']:.1f} s; {r['period_evaluations']} |",
     ])  # fmt: skip
     print(body)
     if args.write:
