@@ -353,3 +353,22 @@ def test_an_aiperfjob_with_a_container_that_never_ran_is_not_run_again(container
     """A pod that never ran a container fails the same way every run: the first outcome stands."""
     res = _aiperfjob_outcome(_failed_job(), [_pod_with("w-0", "Pending", **container)], None, last=False, events=[])
     assert res is not None and res[0] == "fails" and not crashed_after_start(res)
+
+
+def test_an_aiperfjob_with_a_pod_never_created_is_not_started_at_the_bound() -> None:
+    """CI, aiperf-pods-quota: a pods quota of 1 refused the controller pod, the worker ran; the
+    JobSet's replicatedJobs ask for 2 pods at once, so the job did not start and runs no more."""
+    jobset = {
+        "spec": {
+            "replicatedJobs": [
+                {"name": "controller", "replicas": 1, "template": {"spec": {"parallelism": 1}}},
+                {"name": "workers", "template": {"spec": {}}},
+            ]
+        }
+    }
+    job = {"metadata": {"name": "b", "namespace": "n"}, "status": {"phase": "Initializing"}}
+    one = _aiperfjob_outcome(job, [_phased_pod("w-0", "Running")], jobset, last=True, events=[])
+    assert one is not None and one[0] == "never-starts" and not crashed_after_start(one)
+    both = [_phased_pod("c-0", "Running"), _phased_pod("w-0", "Running")]
+    res = _aiperfjob_outcome(job, both, jobset, last=True, events=[])
+    assert res is not None and res[1].startswith("pods started, benchmark not done") and crashed_after_start(res)

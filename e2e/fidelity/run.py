@@ -369,7 +369,11 @@ def _aiperfjob_outcome(
     if not last:
         return None
     held = f"phase {o.phase or '-'} at the bound; pods {o.pods or '-'}; JobSet {o.jobset or '-'}"
-    if pods and all((p.get("status") or {}).get("phase") in ("Running", "Succeeded") for p in pods):
+    if (
+        pods
+        and len(pods) >= _expected_pods(jobset)
+        and all((p.get("status") or {}).get("phase") in ("Running", "Succeeded") for p in pods)
+    ):
         held = f"{STARTED_AT_BOUND}: {held}"
     stuck = _stuck_detail(pods, [], events) if pods or events else ""
     return "never-starts", held + ("; " + stuck if stuck and stuck != "nothing reported" else "")
@@ -527,6 +531,21 @@ def _terminations(pods: list[dict[str, Any]]) -> str:
 #: beside ~90 scenarios on the 2-CPU node a controller twice failed its startup probe and ran alone
 #: (e2e/fidelity/dra_scenarios.py good-dra-aiperf); a job at fault fails every run
 AIPERF_RERUNS = 2
+
+
+def _expected_pods(jobset: dict[str, Any] | None) -> int:
+    """How many pods the JobSet's Jobs run at once: the sum over its replicatedJobs of replicas ×
+    parallelism (jobset v0.12 api: replicas defaults to 1; batch/v1 Job: parallelism to 1); 0 when
+    the JobSet is not known. Pods that all run but are fewer than that did not all start: one was
+    never created (CI, aiperf-pods-quota: the controller pod refused by a pods quota of 1, the worker
+    running; run twice more for nothing, 1,236 s)."""
+    total = 0
+    for rj in ((jobset or {}).get("spec") or {}).get("replicatedJobs") or []:
+        spec = ((rj.get("template") or {}).get("spec")) or {}
+        replicas, parallelism = rj.get("replicas", 1), spec.get("parallelism", 1)
+        if isinstance(replicas, int) and isinstance(parallelism, int):
+            total += replicas * parallelism
+    return total
 
 
 def crashed_after_start(res: tuple[str, str]) -> bool:
