@@ -241,7 +241,7 @@ def test_upgrade_of_a_0_1_0_release_is_refused_with_the_commands_that_move_it(
             "app.kubernetes.io/name=preflight-webhook,!app.kubernetes.io/component' app.kubernetes.io/component=webhook\n"
             f"  kubectl -n {NS} delete deployment {full} --cascade=orphan\n"
             "(the new Deployment adopts the labelled ReplicaSet and replaces its pods one by one; "
-            'docs/operations.md, "Upgrading from chart 0.1.0")'
+            'docs/install.md, "Upgrading from chart 0.1.0")'
         ) in refused.stderr, refused.stderr
         assert "field is immutable" not in refused.stderr
         after = json.loads(cp.kubectl("get", "deployment", full, "-n", NS, "-o", "json").stdout)

@@ -480,7 +480,7 @@ def test_upgrade_from_chart_0_1_0_moves_the_selector_without_a_failed_apply(
 ) -> None:
     """A release of the 0.1.0 chart (selectors without the component: they matched the
     certificate pod too) upgraded to this chart: helm refuses with the two commands, which,
-    run as printed, move it over while applies keep flowing (docs/operations.md)."""
+    run as printed, move it over while applies keep flowing (docs/install.md)."""
     installed.node.install_webhook_chart(RELEASE, NS, chart=legacy_chart(tmp_path))
     _wait_rollout(installed)
     legacy = {"app.kubernetes.io/instance": RELEASE, "app.kubernetes.io/name": NAME}

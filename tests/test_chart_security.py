@@ -1,5 +1,5 @@
 """The chart's part of the security model: who may reach the webhook port, who may call
-/validate, and which namespaces' Secrets the webhook may read (docs/operations.md, docs/security.md)."""
+/validate, and which namespaces' Secrets the webhook may read (docs/security.md)."""
 
 from __future__ import annotations
 

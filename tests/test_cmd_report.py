@@ -59,6 +59,7 @@ def test_help_explains_the_sources_the_results_and_the_exit_codes(capsys: pytest
         "Exit 0 nothing would be denied, 1 something would, 2 usage or cluster errors",
         "fail     enforce would DENY the job for this check",
         "computed live from the kubeconfig when there are none",
+        "The rollout this answers, step by step (audit, read the reports, warn, enforce): docs/rollout.md",
     ):
         assert text in " ".join(out.split()) or text in out, text
 

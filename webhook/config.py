@@ -237,7 +237,7 @@ class RegistryAccessSettings(_Model):
     """Whether and how the Image Pull check asks registries (checks/imagepull.py, docs/configuration.md).
 
     Off by default: asking a registry is egress from the webhook to hosts the users name, and it
-    reads pull-Secret values; a cluster opts in (docs/operations.md, "Registry access")."""
+    reads pull-Secret values; a cluster opts in (docs/security.md, "Registry access")."""
 
     #: off: never ask (the check is skipped); allowlist: ask only the registries in `allowlist`; all: any
     mode: Literal["off", "allowlist", "all"] = "off"
@@ -307,7 +307,7 @@ class Settings(_Model):
     #: CIDRs the apiserver calls from (its addresses, or the konnectivity agents' that carry its
     #: calls): exempt from maxConnectionsPerPeer, and closed to make room only after every other
     trusted_networks: list[str] = Field(default_factory=list, alias="trustedNetworks")
-    #: verify the caller's client certificate on /validate (docs/operations.md, Security model)
+    #: verify the caller's client certificate on /validate (docs/security.md, "Who can call the webhook")
     client_auth: ClientAuthSettings = Field(default_factory=ClientAuthSettings, alias="clientAuth")
     #: registries that need no imagePullSecrets
     public_registries: list[str] = Field(default_factory=lambda: list(PUBLIC_REGISTRIES), alias="publicRegistries")

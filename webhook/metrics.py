@@ -149,7 +149,7 @@ class Metrics:
         self.unverified = Gauge(
             "preflight_webhook_check_unverified",
             "1 for each thing a check cannot verify on any cluster, by design (check, what: ids of ours; "
-            "the words are at /capabilities and in docs/operations.md).",
+            "the words are at /capabilities and in docs/checks.md).",
             ["check", "what"],
             registry=self.registry,
         )

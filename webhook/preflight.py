@@ -224,7 +224,7 @@ async def evaluate(
     `off_loop` (the server sets it for a large body): the walk and the adapter, pure CPU in
     proportion to the object, run in a worker thread, so the event loop keeps answering /healthz
     and the other reviews meanwhile (the interpreter hands it the GIL every few milliseconds), and
-    the server's deadline can cut the wait (docs/operations.md, "Large objects").
+    the server's deadline can cut the wait (docs/sizing.md, "Large objects").
     `within_limit` (the server): the object's JSON, as the apiserver wrote it, was measured within
     objectLimits.maxBytes before parsing, so it is not serialized again to be measured (one C call
     that held the interpreter lock 127 ms at 750 KiB, in a worker thread too).

@@ -546,7 +546,7 @@ class ControlPlane:
 
     def _write_admission_config(self, pki: Path) -> None:
         """An AdmissionConfiguration whose kubeConfigFile gives the apiserver a client certificate
-        for the webhook host 127.0.0.1:<webhook_client_port> (docs/operations.md, Security model)."""
+        for the webhook host 127.0.0.1:<webhook_client_port> (docs/security.md, "Turning on caller authentication")."""
         assert self.state_dir is not None
         client_ca = generate_ca("preflight-e2e-webhook-client-ca", days=30)
         client = issue_cert(client_ca, WEBHOOK_CLIENT_NAME, server=False, client=True, days=30)

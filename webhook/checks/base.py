@@ -68,7 +68,7 @@ class Check:
     synchronous: ClassVar[bool] = False
     #: what the check cannot verify on any cluster, by design: (id, what and why). Said once, not
     #: on every apply: logged at start-up, at /capabilities, in the metric
-    #: preflight_webhook_check_unverified{check,what} and in docs/operations.md
+    #: preflight_webhook_check_unverified{check,what} and in docs/checks.md
     unverified: ClassVar[tuple[tuple[str, str], ...]] = ()
 
     def shares_reads(self, settings: Settings) -> bool:

@@ -39,7 +39,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "and PreflightPassed (Normal, when a failing job is good again), only when the result\n"
             "changes. Replicas elect a leader through a coordination.k8s.io Lease (audit.leaseName);\n"
             "only the leader judges and writes. Settings: the `audit` section of --config\n"
-            '(docs/configuration.md); behaviour: docs/operations.md, "The audit controller".\n'
+            "(docs/configuration.md); behaviour: docs/audit.md; the rollout: docs/rollout.md.\n"
             "SIGTERM: the Lease is released and the process exits."
         ),
     )

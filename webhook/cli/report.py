@@ -46,6 +46,8 @@ Examples:
   preflight-webhook report -A                 every namespace; exit 1 if enforce would deny a job
   preflight-webhook report -n team-a -o json  one namespace, as JSON
   preflight-webhook report -A --all           also the passing and skipped checks
+
+The rollout this answers, step by step (audit, read the reports, warn, enforce): docs/rollout.md
 """
 
 

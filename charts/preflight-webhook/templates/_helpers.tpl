@@ -128,7 +128,7 @@ app.kubernetes.io/component: webhook
 {{/* Charts before 0.2.0 selected the serving pods by name and instance alone, which also matched
      the certificate Deployment's pod. A Deployment's selector is immutable, so `helm upgrade`
      from such a release would fail with the apiserver's "field is immutable"; this says what to
-     run instead (docs/operations.md, "Upgrading from chart 0.1.0"). `lookup` sees the cluster
+     run instead (docs/install.md, "Upgrading from chart 0.1.0"). `lookup` sees the cluster
      only in install/upgrade (and --dry-run=server), never in `helm template`. */}}
 {{- define "pw.validateUpgrade" -}}
 {{- $old := lookup "apps/v1" "Deployment" .Release.Namespace (include "pw.fullname" .) -}}
@@ -138,7 +138,7 @@ app.kubernetes.io/component: webhook
 {{- $ns := .Release.Namespace -}}
 {{- $name := include "pw.fullname" . -}}
 {{- $legacy := printf "app.kubernetes.io/instance=%s,app.kubernetes.io/name=%s,!app.kubernetes.io/component" .Release.Name (include "pw.name" .) -}}
-{{- fail (printf "Deployment %s/%s was installed by a chart before 0.2.0: its selector lacks app.kubernetes.io/component=webhook, and a Deployment's selector is immutable. Move it over without a failed request, then run this helm upgrade again:\n  kubectl -n %s label replicasets,pods -l '%s' app.kubernetes.io/component=webhook\n  kubectl -n %s delete deployment %s --cascade=orphan\n(the new Deployment adopts the labelled ReplicaSet and replaces its pods one by one; docs/operations.md, \"Upgrading from chart 0.1.0\")" $ns $name $ns $legacy $ns $name) -}}
+{{- fail (printf "Deployment %s/%s was installed by a chart before 0.2.0: its selector lacks app.kubernetes.io/component=webhook, and a Deployment's selector is immutable. Move it over without a failed request, then run this helm upgrade again:\n  kubectl -n %s label replicasets,pods -l '%s' app.kubernetes.io/component=webhook\n  kubectl -n %s delete deployment %s --cascade=orphan\n(the new Deployment adopts the labelled ReplicaSet and replaces its pods one by one; docs/install.md, \"Upgrading from chart 0.1.0\")" $ns $name $ns $legacy $ns $name) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
