@@ -148,16 +148,23 @@ def _controller(
 
 def test_request_free_is_the_synchronous_contract_or_reads_every_job_shares() -> None:
     """The cheap pass runs the checks whose run() never awaits, and Controllers, whose few Lease and
-    Deployment reads every job shares (reused for controllers.ttlSeconds); Dry Run and Secrets send requests
-    per job. Controllers reads per job when nothing is reused (ttlSeconds 0): then it waits for the request pass."""
+    Deployment reads every job shares (reused for controllers.ttlSeconds), and Kueue Admission Checks (its only
+    live read, kueue.admissionLease, reused for kueue.leaseTtlSeconds); Dry Run and Secrets send requests per
+    job. Either reads per job when nothing is reused (ttl 0): then it waits for the request pass."""
     settings = Settings()
     by_name = {c.name: request_free(c, settings) for c in all_checks()}
     assert by_name["Dry Run"] is False and by_name["Secrets"] is False and by_name["Image Pull"] is False
     assert by_name["Resource Quotas"] is True and by_name["Job Render"] is True
-    assert by_name["Controllers"] is True
-    assert all(request_free(c, settings) == c.synchronous for c in all_checks() if c.name != "Controllers")
-    no_reuse = Settings.model_validate({"controllers": {"ttlSeconds": 0}})
+    assert by_name["Controllers"] is True and by_name["Kueue Admission Checks"] is True
+    shared = ("Controllers", "Kueue Admission Checks")
+    assert all(request_free(c, settings) == c.synchronous for c in all_checks() if c.name not in shared)
+    no_reuse = Settings.model_validate(
+        {"controllers": {"ttlSeconds": 0}, "kueue": {"admissionLease": "ns/gate", "leaseTtlSeconds": 0}}
+    )
     assert [c.name for c in all_checks() if request_free(c, no_reuse) != c.synchronous] == []
+    # the admission Lease reused for a window: Kueue Admission Checks runs in the cheap pass
+    gate = Settings.model_validate({"kueue": {"admissionLease": "ns/gate"}})
+    assert request_free({c.name: c for c in all_checks()}["Kueue Admission Checks"], gate) is True
 
 
 async def test_the_cheap_pass_judges_every_job_before_any_request() -> None:

@@ -391,15 +391,84 @@ async def test_readmission_gate_controller_mismatch_and_onflavors() -> None:
         ),
     ],
 )
-async def test_readmission_gate_lease(monkeypatch: pytest.MonkeyPatch, lease, status: Status, message: str) -> None:
+@pytest.mark.parametrize("ttl", [0, 5])
+async def test_readmission_gate_lease(
+    monkeypatch: pytest.MonkeyPatch, lease, status: Status, message: str, ttl: float
+) -> None:
+    """Every status and its exact wording, with the Lease read reused (kueue.leaseTtlSeconds 5, the default)
+    or read for every job (0): the same answers away from the bound."""
     from datetime import datetime
 
     monkeypatch.setattr(kueue, "now", lambda: datetime(2026, 1, 1, 0, 5, tzinfo=UTC).timestamp())
     cq = _cq(admissionChecksStrategy=_strategy("gate"))
     live = {("leases", "dispatch", "admission"): lease} if lease is not None else {}
     view = _view(("localqueues", _lq()), ("clusterqueues", cq), ("admissionchecks", _ac("gate")), live=live)
-    r = await run_check(KueueAdmissionChecks(), _tj(), view, GATE)
+    settings = GATE.model_copy(update={"kueue": GATE.kueue.model_copy(update={"lease_ttl_seconds": ttl})})
+    r = await run_check(KueueAdmissionChecks(), _tj(), view, settings)
     assert (r.status, r.message) == (status, message)
+
+
+def _renewed(seconds_ago: float) -> dict:
+    from datetime import datetime, timedelta
+
+    at = datetime(2026, 1, 1, 0, 5, tzinfo=UTC) - timedelta(seconds=seconds_ago)
+    return {"spec": {"holderIdentity": "pod-1", "renewTime": at.strftime("%Y-%m-%dT%H:%M:%S.%fZ")}}
+
+
+PASS_GATE = '1 AdmissionCheck(s) of ClusterQueue "gpu-cq" exist and are Active: gate'
+
+
+def _stale(age: str) -> str:
+    return (
+        f"the readmission gate is not proven: the admission controller's Lease was last renewed {age} ago, beyond "
+        "60s: the controller is down or stalled. Fix: restart it."
+    )
+
+
+@pytest.mark.parametrize(
+    "ttl,age,status,message",
+    [
+        (0, 60, Status.PASS, PASS_GATE),  # at leaseMaxAgeSeconds: still fresh
+        (0, 61, Status.FAIL, _stale("61s")),  # read for every job: the bound is leaseMaxAgeSeconds alone
+        (5, 61, Status.PASS, PASS_GATE),  # a read reused up to 5 s may be 5 s older than the Lease is
+        (5, 65, Status.PASS, PASS_GATE),  # 60 + 5: at the widened bound
+        (5, 66, Status.FAIL, _stale("66s")),  # past it: the wording names leaseMaxAgeSeconds, as without reuse
+        (300, 359, Status.PASS, PASS_GATE),
+        (300, 361, Status.FAIL, _stale("6m")),
+    ],
+)
+async def test_a_reused_lease_read_is_stale_only_past_max_age_plus_the_reuse_window(
+    monkeypatch: pytest.MonkeyPatch, ttl: float, age: float, status: Status, message: str
+) -> None:
+    from datetime import datetime
+
+    monkeypatch.setattr(kueue, "now", lambda: datetime(2026, 1, 1, 0, 5, tzinfo=UTC).timestamp())
+    cq = _cq(admissionChecksStrategy=_strategy("gate"))
+    live = {("leases", "dispatch", "admission"): _renewed(age)}
+    view = _view(("localqueues", _lq()), ("clusterqueues", cq), ("admissionchecks", _ac("gate")), live=live)
+    asked: list[float] = []
+    inner = view.get_object
+
+    async def get_object(*args, ttl: float = 0.0):  # type: ignore[no-untyped-def]
+        asked.append(ttl)
+        return await inner(*args, ttl=ttl)
+
+    view.get_object = get_object  # type: ignore[method-assign]
+    settings = Settings(kueue={**GATE.kueue.model_dump(by_alias=True), "leaseTtlSeconds": ttl})
+    r = await run_check(KueueAdmissionChecks(), _tj(), view, settings)
+    assert (r.status, r.message) == (status, message)
+    assert asked == [ttl]  # the view is asked to reuse the read for exactly that window
+
+
+def test_admission_checks_share_their_reads_unless_the_lease_is_read_for_every_job() -> None:
+    """No Lease configured: no live read at all. A Lease reused for a window: one GET per window for every
+    job. leaseTtlSeconds 0: one GET per job, so the check is not one the audit's cheap pass may run."""
+    check = KueueAdmissionChecks()
+    assert check.shares_reads(Settings()) is True
+    assert check.shares_reads(GATE) is True
+    no_reuse = Settings(kueue={**GATE.kueue.model_dump(by_alias=True), "leaseTtlSeconds": 0})
+    assert check.shares_reads(no_reuse) is False
+    assert check.shares_reads(Settings(kueue={"leaseTtlSeconds": 0})) is True  # no Lease to read
 
 
 # --- Kueue Capacity ---

@@ -47,6 +47,9 @@ class KueueSettings(_Model):
     admission_lease: str | None = Field(None, alias="admissionLease")
     #: the Lease must have been renewed within this many seconds
     lease_max_age_seconds: float = Field(60.0, gt=0, alias="leaseMaxAgeSeconds")
+    #: a read of admissionLease is reused this long (0: read for every job); the staleness bound
+    #: widens by as much, so a reused read never looks stale by itself (checks/kueue.py)
+    lease_ttl_seconds: float = Field(5.0, ge=0, le=300, alias="leaseTtlSeconds")
     #: LocalQueue name used when a job names none (AIPERF_K8S_JOBSET_KUEUE_DEFAULT_QUEUE_NAME)
     default_queue_name: str | None = Field(None, alias="defaultQueueName")
 

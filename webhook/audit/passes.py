@@ -10,7 +10,8 @@ two passes:
    (`request_free`): those that read only the Workload and the watch caches (a check's `synchronous`
    contract, webhook/checks/base.py: its run() never awaits), in milliseconds, and those whose few
    reads every job shares, reused by the view for a ttl (`Check.shares_reads`: Controllers, a few
-   Leases and Deployments per ttl window for every job at once). Their results depend on time (a
+   Leases and Deployments per ttl window for every job at once; Kueue Admission Checks, the one
+   kueue.admissionLease per kueue.leaseTtlSeconds). Their results depend on time (a
    Lease renewed or not), so they are judged again on every scan, never kept. A check that sends
    requests per job is stood for by what it found the last time on the same inputs
    (`Remembered`), or by a skip that says it has not run yet (`Pending`); a judgement with a

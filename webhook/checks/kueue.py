@@ -9,7 +9,8 @@ checks, each a separate verdict so policy can tune them:
 * Kueue Admission Checks: every AdmissionCheck of the ClusterQueue's
   admissionChecksStrategy exists and is Active; optionally (settings.kueue) one of them
   belongs to the configured controller and that controller's Lease is fresh (a controller that
-  stopped renewing its Lease readmits nothing: the job would wait forever).
+  stopped renewing its Lease readmits nothing: the job would wait forever). The Lease read is
+  reused for kueue.leaseTtlSeconds, so the audit controller judges this check in its cheap pass.
 * Kueue Capacity (kueue_capacity.py): the job's total requests (all pods at once: Kueue charges the whole
   gang, initializers included) fit what the ClusterQueue could ever get in some flavor —
   Kueue v0.17.0's potentialAvailable over the whole cohort tree (pkg/cache/scheduler/
@@ -250,6 +251,12 @@ class KueueAdmissionChecks(Check):
         "(kueue.admissionCheckController) whose Lease (kueue.admissionLease) was renewed recently."
     )
 
+    def shares_reads(self, settings: Settings) -> bool:
+        """Its only live read is the admission controller's Lease (kueue.admissionLease), the same for every
+        job and reused for kueue.leaseTtlSeconds: N jobs cost at most one GET per window. Without a Lease to
+        read it sends no request at all. As the Controllers check (checks/controllers.py)."""
+        return not settings.kueue.admission_lease or settings.kueue.lease_ttl_seconds > 0
+
     def named_permissions(self, settings: Settings) -> tuple[Permission, ...]:
         """`get` of the admission controller's Lease (kueue.admissionLease), when configured."""
         ref = admission_lease_ref(settings)
@@ -324,12 +331,17 @@ class KueueAdmissionChecks(Check):
 
     @staticmethod
     async def _lease(ctx: CheckContext, gate: str, fails: list[str], warns: list[str]) -> None:
-        """The admission controller's Lease: exists, has a holder, renewed within leaseMaxAgeSeconds."""
+        """The admission controller's Lease: exists, has a holder, renewed within leaseMaxAgeSeconds.
+
+        The read is reused for kueue.leaseTtlSeconds (found or not found; the view never reuses an error),
+        so the Lease is stale only past leaseMaxAgeSeconds plus that: a reused read never looks stale by
+        itself (the rule of checks/controllers.py `judge(..., reused_for=...)`)."""
         assert ctx.view is not None
         kcfg = ctx.settings.kueue
+        ttl = kcfg.lease_ttl_seconds
         lns, lname = admission_lease_ref(ctx.settings) or ("kube-system", "")
         try:
-            lease = await ctx.view.get_object("coordination.k8s.io/v1", "leases", lns, lname, ctx.deadline)
+            lease = await ctx.view.get_object("coordination.k8s.io/v1", "leases", lns, lname, ctx.deadline, ttl=ttl)
         except ApiError as exc:
             if exc.forbidden:
                 warns.append(
@@ -354,7 +366,7 @@ class KueueAdmissionChecks(Check):
             )
             return
         age = now() - renewed
-        if age > kcfg.lease_max_age_seconds:
+        if age > kcfg.lease_max_age_seconds + ttl:
             fails.append(
                 f"{gate}the admission controller's Lease was last renewed {_age(age)} ago, beyond "
                 f"{_age(kcfg.lease_max_age_seconds)}: the controller is down or stalled. Fix: restart it."
