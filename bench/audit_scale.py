@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
+import logging
 import os
 import re
 import sys
@@ -38,6 +39,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import write_section
+from e2e.harness.audit import install_openreports
 from e2e.harness.controlplane import ControlPlane, ensure_built
 from webhook.audit.client import AuditClient
 from webhook.audit.runner import AuditRun
@@ -53,19 +55,46 @@ CHEAP: Counter[str] = Counter()
 CONTROLLER: list[Any] = []
 
 
+class _Troubles(logging.Handler):
+    """Counts what went wrong while measured: Leases lost, Report writes that failed (and were retried)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.counts: Counter[str] = Counter()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        msg = record.getMessage()
+        for what in ("lost the Lease", "cannot write the Report", "cannot write Lease", "events: cannot write"):
+            if what in msg:
+                self.counts[what] += 1
+
+
+TROUBLES = _Troubles()
+
+
 def _count_requests() -> None:
     """Count every request the audit controller's client sends: GET, dry run, write (by verb)."""
     original = AuditClient.request
 
     async def counted(self: AuditClient, method: str, path: str, *, timeout: float, **kw: Any) -> dict[str, Any]:
         query = kw.get("query") or {}
-        kind = "GET" if method == "GET" else "dry run" if query.get("dryRun") else f"write {method}"
+        kind = "GET" if method == "GET" else "dry run" if query.get("dryRun") else f"write {method} {_written(path)}"
         CALLS[kind] += 1
         if CONTROLLER and CONTROLLER[0].is_leader and CONTROLLER[0].cheap_passes == 0:
             CHEAP[kind] += 1
         return await original(self, method, path, timeout=timeout, **kw)
 
     AuditClient.request = counted  # type: ignore[method-assign]
+
+
+#: what the controller writes: Events, Reports (openreports.io), its leader-election Lease
+WRITTEN = ("events", "clusterreports", "reports", "leases")
+
+
+def _written(path: str) -> str:
+    """The resource a write goes to, from its path (".../namespaces/NS/events" → "events")."""
+    parts = path.strip("/").split("/")
+    return next((r for r in WRITTEN if r in parts), "other")
 
 
 def _rss_mib() -> float:
@@ -127,6 +156,7 @@ async def measure(cp: ControlPlane, jobs: int, namespaces: int, quiet: float, wa
     """`watch`: None: wait for the complete scan and measure the rest; else watch the request pass this many
     seconds after the cheap pass, and extrapolate its time from the jobs it completed."""
     _count_requests()
+    logging.getLogger("webhook").addHandler(TROUBLES)
     settings = Settings.model_validate({"audit": {"leaseNamespace": "default"}})
     rss0 = _rss_mib()
     run = await AuditRun.start(settings, kubeconfig=str(cp.kubeconfig), identity="bench", checks=all_checks(),
@@ -146,7 +176,7 @@ async def measure(cp: ControlPlane, jobs: int, namespaces: int, quiet: float, wa
             await asyncio.sleep(watch)
             rate = (len(c.complete) - done0) / (time.monotonic() - t1)
             return {"jobs": len(c.judged), "cheap_s": cheap, "cheap_calls": cheap_calls, "rss_cheap": rss_cheap,
-                    "rss0_mib": rss0, "rate": rate, "watched": watch, "rss_mib": _rss_mib(),
+                    "rss0_mib": rss0, "rate": rate, "watched": watch, "rss_mib": _rss_mib(), "troubles": dict(TROUBLES.counts),
                     "watch_calls": {k: v - cheap_calls.get(k, 0) for k, v in CALLS.items()}}  # fmt: skip
         await _until(lambda: c.scans >= 1, 36000)
         scan = time.monotonic() - t0
@@ -175,7 +205,7 @@ async def measure(cp: ControlPlane, jobs: int, namespaces: int, quiet: float, wa
             "jobs": len(c.judged), "cheap_s": cheap, "cheap_calls": cheap_calls, "rss_cheap": rss_cheap,
             "scan_s": scan, "rss_mib": rss, "rss0_mib": rss0, "scan_calls": scan_calls,
             "quiet_calls": quiet_calls, "rescan_s": rescan, "rescan_calls": rescan_calls, "deleted": deleted,
-            "failing": failing, "refailing": refailing,
+            "failing": failing, "refailing": refailing, "troubles": dict(TROUBLES.counts),
         }  # fmt: skip
     finally:
         await run.stop()
@@ -322,6 +352,7 @@ def main() -> int:
         args.jobs, args.namespaces, args.quiet, args.write = 50, 5, 5.0, False
     ensure_built(quiet=True, what="control-plane")
     with ControlPlane(build=False, verbose=False) as cp:
+        install_openreports(cp)  # the chart installs them by default: the controller writes its Reports
         created = _populate(cp, args.jobs, args.namespaces)
         r = asyncio.run(measure(cp, args.jobs, args.namespaces, args.quiet, args.watch))
     load = os.getloadavg()[0]
@@ -332,7 +363,7 @@ def main() -> int:
         f"(Python {sys.version.split()[0]}, {dt.date.today()}, `uptime` load average {load:.1f} on the shared 2 "
         f"cores). {args.jobs} suspended TrainJobs, {per_ns} in each of {args.namespaces} namespaces, created in "
         f"{created:.0f} s; the audit controller in process with the chart's defaults (qps 20, every check, "
-        "Dry Run included; the full scan in two passes)."
+        "Dry Run included; the full scan in two passes; the openreports.io CRDs installed, as the chart does)."
     )
     rows = [
         f"| jobs judged | {r['jobs']} |",
@@ -346,6 +377,7 @@ def main() -> int:
             f"| request pass, watched {r['watched']:.0f} s | {r['rate']:.1f} jobs/s; {_calls(r['watch_calls'])} |",
             f"| full scan (every job complete), extrapolated | {r['cheap_s'] + left:.0f} s |",
             f"| RSS at the end | {r['rss_mib']:.0f} MiB |",
+            f"| warnings while measured (Lease lost, writes failed and retried) | {_calls(r['troubles'])} |",
         ]
     else:
         rows += [
@@ -358,6 +390,7 @@ def main() -> int:
             f"| ... after the re-scan | {_calls(r['refailing'])} |",
             f"| one Secret deleted: jobs re-checked (of {per_ns} that read it) | {r['deleted']['rechecked']} |",
             f"| ... and its requests | {_calls(r['deleted']['calls'])} |",
+            f"| warnings while measured (Lease lost, writes failed and retried) | {_calls(r['troubles'])} |",
         ]
     body = "\n".join([head, "", "| what | figure |", "|---|---|", *rows])
     print(body)

@@ -229,3 +229,32 @@ async def test_the_cli_runs_the_controller_serves_metrics_and_releases_its_lease
             stop_pid(proc.pid, proc=proc)
         out.close()
         cluster.kubectl("delete", "trainjob", "cli-ft", "-n", NS, "--ignore-not-found")
+
+
+async def test_a_scan_that_fills_its_client_never_delays_the_lease_renewals(
+    start_audit: Callable[..., Any], cluster: ControlPlane
+) -> None:
+    """The election has its own client (webhook/audit/runner.py, as controller-runtime's leader election
+    builds its own clients): a full scan that has used its qps for the next 100 s (10,000 jobs' dry
+    runs and 1,000 Report writes) leaves the renewals alone. On one shared client a renewal queued
+    behind the scan's requests, the leader lost its Lease after renewDeadline, and the scan began again."""
+    run = await start_audit("busy")
+    await until("the controller leads", lambda: run.controller.is_leader)
+    scan_client = run.view.client
+    assert run.elector.client is not scan_client
+    for _ in range(int(scan_client.limiter.qps * 100)):  # the scan's next 100 s of requests, reserved
+        scan_client.limiter.reserve()
+
+    def renew_time() -> str:
+        out = cluster.kubectl("get", "lease", SETTINGS.audit.lease_name, "-n", NS, "-o", "json").stdout
+        return str(json.loads(out)["spec"]["renewTime"])
+
+    seen = {await asyncio.to_thread(renew_time)}
+
+    async def renewed_three_times() -> bool:
+        seen.add(await asyncio.to_thread(renew_time))
+        return len(seen) >= 4
+
+    # renewDeadline is 3 s: three renewals past it, each within retryPeriod (0.5 s) on an idle election client
+    await until("the Lease renewed 3 times while the scan's client is booked for 100 s", renewed_three_times)
+    assert run.controller.is_leader and run.elector.is_leader

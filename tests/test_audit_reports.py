@@ -7,6 +7,7 @@ with the openreports.io CRDs installed.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import datetime as dt
 import json
@@ -241,6 +242,61 @@ async def test_a_failed_write_is_logged_and_nothing_breaks(status: int, caplog: 
     await sink.publish(await _judgement(_job(BAD_IMAGE), _ref()))
     await sink.idle()
     assert "cannot write the Report" in caplog.text
+
+
+async def test_a_failed_write_is_retried_with_a_doubling_delay_until_it_lands(caplog: pytest.LogCaptureFixture) -> None:
+    """A write that times out (an apiserver busy with a full scan) is not dropped: the report would
+    keep saying what it said before the change. It is retried, after 1, 2, 4, ... retry_base."""
+
+    class Slow(Store):
+        failures = 2
+
+        async def request(self, method: str, path: str, **kw: Any) -> Any:
+            if method != "GET" and self.failures:
+                self.failures -= 1
+                self.calls.append((method, path))
+                raise ApiError(0, "timed out after 10.0s waiting for the apiserver")
+            return await super().request(method, path, **kw)
+
+    store = Slow()
+    sink = ReportSink(store, AUDIT, debounce=0, retry_base=0.01)
+    await sink.publish(await _judgement(_job(BAD_IMAGE), _ref()))
+    await sink.idle()  # the first write failed; its retry waits
+    assert store.writes() == ["POST"] and report_path("team-a") not in store.objects
+    while store.failures or sink._pending:  # the retries run: wait on them, not on a clock
+        await asyncio.gather(*list(sink._pending.values()))
+    assert store.writes() == ["POST", "POST", "POST"]
+    assert store.objects[report_path("team-a")]["summary"]["fail"] == 1
+    assert sink.writes == {"create": 1, "update": 0}
+    assert (
+        "cannot write the Report in namespace team-a (timed out after 10.0s waiting for the apiserver); retrying in 0s"
+        in caplog.text
+    )
+    assert sink._failures == {}  # a write that landed resets the delay
+
+
+async def test_a_change_during_a_retry_wait_joins_the_retry() -> None:
+    class Once(Store):
+        failed = False
+
+        async def request(self, method: str, path: str, **kw: Any) -> Any:
+            if method != "GET" and not self.failed:
+                self.failed = True
+                raise ApiError(500, "etcd unavailable")
+            return await super().request(method, path, **kw)
+
+    store = Once()
+    sink = ReportSink(store, AUDIT, debounce=0, retry_base=0.01)
+    await sink.publish(await _judgement(_job(BAD_IMAGE), _ref()))
+    await sink.idle()
+    await sink.publish(await _judgement(_job(), _ref("ok", uid="u-2")))  # while the retry waits
+    while sink._pending:
+        await asyncio.gather(*list(sink._pending.values()))
+    assert store.writes() == ["POST"]  # the one retry wrote both jobs
+    report = store.objects[report_path("team-a")]
+    assert {r["resources"][0]["name"] for r in report["results"]} == {"bench", "ok"}
+    assert report["summary"]["fail"] == 1
+    await sink.close()
 
 
 async def test_metrics_count_the_findings_now_by_namespace_kind_check_and_result() -> None:

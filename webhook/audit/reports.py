@@ -63,6 +63,9 @@ SELECTOR = f"{MANAGED_BY}=preflight-webhook"
 
 #: seconds a single report request may take
 REQUEST_TIMEOUT = 10.0
+#: a failed report write is retried after RETRY_BASE seconds, doubling each failure in a row, up to RETRY_MAX
+RETRY_BASE = 1.0
+RETRY_MAX = 300.0
 #: what the controller says at start when it writes no report, by cause
 NO_REPORTS_OFF = (
     "Policy Reports are off (audit.reports: false): the audit controller writes no openreports.io Report; "
@@ -271,6 +274,7 @@ class ReportSink:
         debounce: float = 2.0,
         clock: Callable[[], float] | None = None,
         on_write: Callable[[str], None] | None = None,
+        retry_base: float = RETRY_BASE,
     ) -> None:
         import time
 
@@ -284,6 +288,10 @@ class ReportSink:
         #: namespace -> the report as last read or written (None: there is none)
         self._remote: dict[str, dict[str, Any] | None] = {}
         self._pending: dict[str, asyncio.Task[None]] = {}
+        #: namespaces whose pending write is a retry after a failure, and how many failed in a row
+        self._retrying: set[str] = set()
+        self._failures: dict[str, int] = {}
+        self.retry_base = retry_base
         self._scanned = False
         #: writes sent, by verb (create, update): what the benchmark and the tests count
         self.writes: dict[str, int] = {"create": 0, "update": 0}
@@ -310,25 +318,44 @@ class ReportSink:
         await self._empty_orphans()
 
     # -- writing -----------------------------------------------------------------------------
-    def _dirty(self, namespace: str) -> None:
+    def _dirty(self, namespace: str, delay: float | None = None) -> None:
+        """Write the namespace's report after `delay` (default: the debounce window, which later
+        changes join); a write already pending takes this change along."""
         if namespace not in self._pending:
-            self._pending[namespace] = asyncio.create_task(self._flush_later(namespace))
+            wait = self.debounce if delay is None else delay
+            self._pending[namespace] = asyncio.create_task(self._flush_later(namespace, wait))
 
-    async def _flush_later(self, namespace: str) -> None:
+    async def _flush_later(self, namespace: str, delay: float) -> None:
         try:
-            if self.debounce > 0:
-                await asyncio.sleep(self.debounce)  # a window: later changes join this write
+            if delay > 0:
+                await asyncio.sleep(delay)
         finally:
             self._pending.pop(namespace, None)
+            self._retrying.discard(namespace)
+        await self._flush_or_retry(namespace)
+
+    async def _flush_or_retry(self, namespace: str) -> None:
         try:
             await self.flush(namespace)
         except ApiError as exc:
-            log.warning("cannot write the Report", extra={"fields": {"namespace": namespace, "error": str(exc)}})
+            # never given up: the report would keep what it said before the change until the next
+            # one. Retried with a doubling delay, as a controller's workqueue requeues a failed key
+            # (client-go util/workqueue ItemExponentialFailureRateLimiter), capped at RETRY_MAX
+            n = self._failures[namespace] = self._failures.get(namespace, 0) + 1
+            retry = min(RETRY_MAX, self.retry_base * 2 ** (n - 1))
+            log.warning(
+                "cannot write the Report in namespace %s (%s); retrying in %.0fs", namespace, exc.message, retry,
+                extra={"fields": {"namespace": namespace, "error": str(exc), "retry_seconds": retry}},
+            )  # fmt: skip
+            self._retrying.add(namespace)
+            self._dirty(namespace, retry)
+        else:
+            self._failures.pop(namespace, None)
 
     async def idle(self) -> None:
-        """Wait until every pending write was sent (tests, shutdown)."""
-        while self._pending:
-            await asyncio.gather(*list(self._pending.values()), return_exceptions=True)
+        """Wait until every pending write was sent, or failed and waits for its retry (tests, shutdown)."""
+        while waiting := [t for ns, t in self._pending.items() if ns not in self._retrying]:
+            await asyncio.gather(*waiting, return_exceptions=True)
 
     async def close(self) -> None:
         for task in list(self._pending.values()):
@@ -399,10 +426,7 @@ class ReportSink:
             if name != NAME or not isinstance(ns, str) or self.entries(ns) or ns in self._pending:
                 continue
             self._remote[ns] = item
-            try:
-                await self.flush(ns)
-            except ApiError as exc:
-                log.warning("cannot write the Report", extra={"fields": {"namespace": ns, "error": str(exc)}})
+            await self._flush_or_retry(ns)
 
 
 def _key(job: JobRef) -> str:

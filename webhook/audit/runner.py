@@ -25,6 +25,9 @@ from webhook.config import Settings
 
 log = logging.getLogger(__name__)
 
+#: requests the leader election's own client may have in flight (a GET and a PUT of the Lease)
+ELECTION_CONCURRENCY = 2
+
 
 def fresh_reads(settings: Settings) -> Settings:
     """The controller learns of a change by a watch and judges at once: a Secret's keys, a Service's
@@ -87,8 +90,13 @@ class AuditRun:
         controller.watch_discovery()
         if not await controller.wait_synced(sync_timeout):
             log.warning("audit: not every watch synced within %.0fs; judging what is known", sync_timeout)
+        # the election's own client, as controller-runtime's leader election builds its own clients from
+        # the config (pkg/leaderelection/leader_election.go `NewResourceLock`): its own token bucket,
+        # slots and connections. On the scan's client a renewal queued behind a full scan's requests
+        # (1,000 Report writes after a cheap pass of 10,000 jobs) and the leader lost its Lease.
+        election = AuditClient(await load_configuration(kubeconfig), ELECTION_CONCURRENCY, qps=a.qps, burst=a.burst)
         elector = LeaderElector(
-            client,
+            election,
             namespace=a.lease_namespace or own_namespace() or "default",
             name=a.lease_name,
             identity=identity,
@@ -118,6 +126,7 @@ class AuditRun:
                 await close()
         if release:
             await self.elector.release()
+        await self.elector.client.close()
         await self.view.close()
 
     def __repr__(self) -> str:  # pragma: no cover
