@@ -65,7 +65,7 @@ from bench.loadgen import run_load
 from bench.run import cpu_seconds
 from e2e.harness.controlplane import ControlPlane, free_ports
 from e2e.harness.runner import RunningWebhook, parse_metrics, wait_until
-from e2e.harness.trainer_manifests import training_runtime
+from e2e.harness.trainer_manifests import train_job, training_runtime
 from webhook.quantity import parse_quantity
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -277,15 +277,14 @@ def dra_prereqs() -> list[tuple[str, dict[str, Any]]]:
 
 def dra_trainjob() -> dict[str, Any]:
     """A TrainJob of 4 nodes, each pod claiming 8 H100s through the runtime's ResourceClaimTemplate."""
-    return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": "llm-dra", "namespace": DRA_NS},
-        "spec": {
-            "runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": "TrainingRuntime", "name": DRA_RUNTIME},
-            "trainer": {"image": "registry.example/team/trainer:v1", "numNodes": 4},
-        },
-    }
+    return train_job(
+        "llm-dra",
+        DRA_RUNTIME,
+        namespace=DRA_NS,
+        runtime_kind="TrainingRuntime",
+        image="registry.example/team/trainer:v1",
+        num_nodes=4,
+    )
 
 
 def _objects(kind: str, lo: int, hi: int, ns_count: int) -> list[tuple[str, dict[str, Any]]]:

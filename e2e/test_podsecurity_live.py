@@ -31,6 +31,7 @@ from e2e.harness.controlplane import ControlPlane
 from e2e.harness.live import live_evaluate, result_of
 from e2e.harness.runner import RunningWebhook, warnings_of
 from e2e.harness.runner import stored as exists
+from e2e.harness.trainer_manifests import train_job
 from webhook.checks.base import CheckContext
 from webhook.checks.podsecurity import PodSecurity
 from webhook.config import Settings
@@ -86,12 +87,7 @@ def _runtime(name: str, security_context: dict[str, Any] | None) -> dict[str, An
 
 
 def _trainjob(name: str, runtime: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": name, "namespace": RESTRICTED_NS},
-        "spec": {"runtimeRef": {"name": runtime}, "trainer": {"image": "ghcr.io/acme/mnist-ft:1.0.0", "numNodes": 2}},
-    }
+    return train_job(name, runtime, namespace=RESTRICTED_NS, image="ghcr.io/acme/mnist-ft:1.0.0", num_nodes=2)
 
 
 @pytest.fixture(scope="module")

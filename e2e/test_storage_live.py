@@ -31,7 +31,7 @@ import yaml
 from e2e.harness.controlplane import ControlPlane, read_versions
 from e2e.harness.live import live_evaluate, result_of
 from e2e.harness.runner import RunningWebhook, findings_of, stored
-from e2e.harness.trainer_manifests import training_runtime
+from e2e.harness.trainer_manifests import train_job, training_runtime
 from webhook.config import Settings
 from webhook.results import Status
 
@@ -100,12 +100,7 @@ def hook(
 
 
 def _trainjob(name: str, runtime: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {"runtimeRef": {"name": runtime}},
-    }
+    return train_job(name, runtime, namespace=NS)
 
 
 def _apply(cp: ControlPlane, obj: dict[str, Any]) -> subprocess.CompletedProcess[str]:

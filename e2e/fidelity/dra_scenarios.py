@@ -76,15 +76,9 @@ def training_runtime(name: str = "dra-runtime") -> dict[str, Any]:
 
 
 def dra_trainjob(runtime: str = "dra-runtime") -> dict[str, Any]:
-    return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": "train"},
-        "spec": {
-            "runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": "TrainingRuntime", "name": runtime},
-            "trainer": {"image": WORKLOAD_IMAGE, "numNodes": 1},
-        },
-    }
+    return trainer_manifests.train_job(
+        "train", runtime, runtime_kind="TrainingRuntime", image=WORKLOAD_IMAGE, num_nodes=1
+    )
 
 
 def dra_aiperfjob() -> dict[str, Any]:

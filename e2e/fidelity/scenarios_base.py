@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from e2e.harness.trainer_manifests import train_job
+
 NS_PREFIX = "fx-"
 #: TrainJob workloads run this image (e2e/nodeimage/workload), loaded into the node's containerd
 WORKLOAD_IMAGE = "localhost/preflight/workload:local"
@@ -133,19 +135,17 @@ def trainjob(
 ) -> dict[str, Any]:
     """A TrainJob on one of Trainer's own ClusterTrainingRuntimes; ``pod``/``container`` go into a
     runtimePatch of the ``node`` replicatedJob's pod template (pod spec fields / the node container)."""
-    trainer: dict[str, Any] = {"image": image}
-    if num_nodes is not None:
-        trainer["numNodes"] = num_nodes
+    trainer: dict[str, Any] = {}
     if env:
         trainer["env"] = env
     if resources:
         trainer["resourcesPerNode"] = resources
-    spec: dict[str, Any] = {"runtimeRef": {"name": runtime}, "trainer": trainer}
+    patches: list[dict[str, Any]] = []
     if pod or container:
         pod_spec = dict(pod or {})
         if container:
             pod_spec["containers"] = [{"name": "node", **container}]
-        spec["runtimePatches"] = [
+        patches = [
             {
                 "manager": "preflight.webhook.io/fidelity",
                 "trainingRuntimeSpec": {
@@ -157,10 +157,9 @@ def trainjob(
                 },
             }
         ]
-    meta: dict[str, Any] = {"name": name}
-    if labels:
-        meta["labels"] = labels
-    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": meta, "spec": spec}
+    return train_job(
+        name, runtime, labels=labels, image=image, num_nodes=num_nodes, trainer=trainer, runtime_patches=patches
+    )
 
 
 def requests(**res: str) -> dict[str, Any]:

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import json
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -17,8 +19,11 @@ import pytest
 import yaml
 
 from e2e.harness.controlplane import ControlPlane
+from e2e.harness.trainer_manifests import train_job
+from webhook.audit.controller import AuditController
 from webhook.audit.events import FAILED, PASSED
 from webhook.audit.runner import AuditRun
+from webhook.audit.sink import JobRef, Judgement
 from webhook.checks import all_checks
 from webhook.config import Settings
 
@@ -84,6 +89,93 @@ async def audit_runs(settings: Settings, cp: ControlPlane) -> AsyncIterator[Call
             await r.stop()
 
 
+def live_lease(name: str, namespace: str) -> dict[str, Any]:
+    """A leader-election Lease renewed now, for an hour (no controller renews it in a test)."""
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return {
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": name, "namespace": namespace},
+        "spec": {"holderIdentity": f"{name}-pod", "renewTime": now, "acquireTime": now, "leaseDurationSeconds": 3600},
+    }  # fmt: skip
+
+
+async def judged_completely(controller: AuditController, keys: set[tuple[str, str, str]], timeout: float) -> None:
+    """Wait until a full scan of ``controller`` has judged every job of ``keys`` completely."""
+    c = controller
+    await until(
+        f"a full scan judged the {len(keys)} jobs completely",
+        lambda: c.scans >= 1 and keys <= set(c.judged) and not (keys & c.partial),
+        timeout,
+    )
+
+
+class LastJudgements:
+    """A sink (`extra_sinks`) that keeps each job's last judgement, by job name."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, Judgement] = {}
+
+    async def publish(self, j: Judgement) -> None:
+        self.last[j.job.name] = j
+
+    async def forget(self, job: JobRef, why: str) -> None:
+        return None
+
+    async def scan_done(self, judged: int, not_judged: dict[str, int]) -> None:
+        return None
+
+
+@contextlib.asynccontextmanager
+async def counted_audit(
+    settings: Settings, cp: ControlPlane, identity: str, kind_of: Callable[[str, dict[str, Any]], str]
+) -> AsyncIterator[tuple[AuditRun, LastJudgements, Counter[str]]]:
+    """An in-process audit controller on ``cp`` with every check, the sink of each job's last judgement,
+    and a count of the requests its client sends, by ``"<METHOD> <kind_of(path, query)>"`` (stripped)."""
+    last = LastJudgements()
+    run = await AuditRun.start(
+        settings, kubeconfig=str(cp.kubeconfig), identity=identity, checks=all_checks(), extra_sinks=[last]
+    )
+    sent: Counter[str] = Counter()
+    client = run.view.client
+    inner = client.request
+
+    async def counted(method: str, path: str, **kw: Any) -> Any:
+        sent[f"{method} {kind_of(path, kw.get('query') or {})}".strip()] += 1
+        return await inner(method, path, **kw)
+
+    client.request = counted  # type: ignore[method-assign]
+    try:
+        yield run, last, sent
+    finally:
+        await run.stop()
+
+
+def count_judgements(controller: AuditController) -> Counter[tuple[str, str, str]]:
+    """From now on, how many times ``controller`` judges each job (its key), in any pass."""
+    judged: Counter[tuple[str, str, str]] = Counter()
+    judge = controller.judge
+
+    async def counting(key: Any, reason: str, *, cheap: bool = False) -> str:
+        judged[key] += 1
+        return await judge(key, reason, cheap=cheap)
+
+    controller.judge = counting  # type: ignore[method-assign]
+    return judged
+
+
+async def a_rescan_judges_each_once(controller: AuditController, last: LastJudgements, keys: set[Any]) -> None:
+    """A periodic full scan of ``controller`` judges each job of ``keys`` once: complete from the cheap
+    pass, none left for the request pass (webhook/audit/passes.py)."""
+    judged = count_judgements(controller)
+    await controller.full_scan("period")
+    assert {k: judged[k] for k in keys} == dict.fromkeys(keys, 1)
+    assert not (keys & controller.partial) and all(last.last[name].complete for _, _, name in keys)
+
+
+def result_named(j: Judgement, check: str) -> Any:
+    """The result of ``check`` in the judgement ``j``."""
+    return {r.name: r for r in j.evaluation.results.checks}[check]
+
+
 def sample_runtime(name: str) -> dict[str, Any]:
     """The sample ClusterTrainingRuntime (tests/oracle/samples), named ``name``."""
     rt: dict[str, Any] = yaml.safe_load((SAMPLES / "clustertrainingruntime.yaml").read_text())
@@ -102,24 +194,21 @@ def initializer_claim(namespace: str) -> dict[str, Any]:
     }
 
 
-def suspended_trainjob(name: str, namespace: str, runtime: str, cpu: str, **trainer: Any) -> dict[str, Any]:
+def suspended_trainjob(
+    name: str, namespace: str, runtime: str, cpu: str, *, labels: dict[str, str] | None = None, **trainer: Any
+) -> dict[str, Any]:
     """A suspended TrainJob on ``runtime``: stored and judged, never started (no pods); ``trainer``
-    adds fields to its spec.trainer (env, ...)."""
-    return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "suspend": True,
-            "runtimeRef": {"name": runtime},
-            "trainer": {
-                "image": "registry.example/acme/ft:1.0",
-                "numNodes": 1,
-                "resourcesPerNode": {"requests": {"cpu": cpu, "memory": "1Gi"}},
-                **trainer,
-            },
-        },
-    }
+    adds fields to its spec.trainer (env, ...), ``labels`` to its metadata (a Kueue queue, ...)."""
+    return train_job(
+        name,
+        runtime,
+        namespace=namespace,
+        labels=labels,
+        suspend=True,
+        image="registry.example/acme/ft:1.0",
+        num_nodes=1,
+        trainer={"resourcesPerNode": {"requests": {"cpu": cpu, "memory": "1Gi"}}, **trainer},
+    )
 
 
 def install_openreports(cp: ControlPlane) -> None:
