@@ -29,6 +29,7 @@ import yaml
 from e2e.conftest import SAMPLES_DIR
 from e2e.harness.controlplane import ControlPlane
 from e2e.harness.runner import ROOT, RunningWebhook, stored, wait_until, warnings_of
+from e2e.harness.trainer_manifests import train_job
 
 HOOK = "preflight.webhook.io"
 MODE_LABEL = "preflight.webhook.io/mode"
@@ -87,15 +88,7 @@ def broken_job(ns: str, name: str = "llama-bench-ngc", skip: str | None = None) 
 
 def trainjob(name: str, *, managed_by: str | None = None, skip: str | None = None) -> dict[str, Any]:
     """A 2-node TrainJob on the samples' runtime (1 CPU per node), no Secrets, in QUOTA_NS."""
-    obj: dict[str, Any] = {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": name, "namespace": QUOTA_NS},
-        "spec": {
-            "runtimeRef": {"name": "torch-distributed"},
-            "trainer": {"image": "ghcr.io/acme/mnist-ft:1.0.0", "numNodes": 2},
-        },
-    }
+    obj = train_job(name, "torch-distributed", namespace=QUOTA_NS, image="ghcr.io/acme/mnist-ft:1.0.0", num_nodes=2)
     if managed_by is not None:
         obj["spec"]["managedBy"] = managed_by
     if skip is not None:

@@ -20,6 +20,7 @@ import yaml
 
 from e2e.harness.controlplane import ControlPlane, read_versions
 from e2e.harness.live import live_evaluate, result_of
+from e2e.harness.trainer_manifests import train_job
 from webhook.checks import all_checks
 from webhook.cluster.live import LiveClusterView, open_cluster_view
 from webhook.config import Settings
@@ -52,21 +53,12 @@ async def view(open_view: Any, runtimes: dict[str, Any]) -> LiveClusterView:
     return await open_view()
 
 
-def _trainjob(name: str, ns: str, runtime: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {"runtimeRef": {"name": runtime}, **spec},
-    }
-
-
 async def test_torchtune_trainjob_passes_dry_run(
     control_plane: ControlPlane, runtimes: dict[str, Any], view: LiveClusterView
 ) -> None:
     ns = "trainer-torchtune"
     control_plane.ensure_namespace(ns)
-    tj = _trainjob("tune", ns, runtimes["torchtune"]["metadata"]["name"])
+    tj = train_job("tune", runtimes["torchtune"]["metadata"]["name"], namespace=ns)
     ev = await live_evaluate(tj, view)
     r = result_of(ev, "Dry Run")
     assert (r.status, r.message) == (
@@ -109,8 +101,11 @@ async def test_deepspeed_trainjob_pod_counts_in_quota(control_plane: ControlPlan
     try:
         assert await fresh.wait_synced(60), fresh.ready_reason
         resources = {"requests": {"nvidia.com/gpu": "4"}, "limits": {"nvidia.com/gpu": "4"}}
-        tj = _trainjob(
-            "ds", ns, runtimes["deepspeed"]["metadata"]["name"], trainer={"numNodes": 4, "resourcesPerNode": resources}
+        tj = train_job(
+            "ds",
+            runtimes["deepspeed"]["metadata"]["name"],
+            namespace=ns,
+            trainer={"numNodes": 4, "resourcesPerNode": resources},
         )
         ev = await live_evaluate(tj, fresh)
     finally:
