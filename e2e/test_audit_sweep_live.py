@@ -2,7 +2,10 @@
 
 Controllers run in process (`webhook.audit.runner.AuditRun`, what `preflight-webhook audit` runs),
 with the openreports.io CRDs the chart installs. There is no kube-controller-manager here: each
-ResourceQuota's status (hard, used 0) is written by the test, as its quota controller would.
+ResourceQuota's status (hard, used 0) is written by the test, as its quota controller would. The
+node versions of both quota tests, with the real resourcequota controller writing the status and
+Trainer, JobSet and Kueue running (the TrainJob is then released and completes), are in
+e2e/test_audit_quota_node.py.
 
 - An AIPerfSweep is judged per child (webhook/audit/sweeps.py): a ResourceQuota lowered under the
   waiting sweep makes its 700-connection child fail: a `PreflightFailed` Event on the sweep names
@@ -27,11 +30,16 @@ from e2e.harness.audit import (
     audit_runs,
     initializer_claim,
     install_openreports,
-    preflight_events,
+    no_repeats,
     quick_settings,
+    quota_sweep,
+    report_results,
     sample_runtime,
+    sorted_events,
     suspended_trainjob,
+    sweep_child,
 )
+from e2e.harness.audit import report_says as _report_says
 from e2e.harness.controlplane import ControlPlane
 from e2e.test_audit_live import until
 from webhook.audit.events import FAILED, PASSED
@@ -43,24 +51,7 @@ SETTINGS = quick_settings(NS)
 
 
 def _sweep() -> dict[str, Any]:
-    """Two children: concurrency 100 (one worker pod) and 700 (seven)."""
-    return {
-        "apiVersion": "aiperf.nvidia.com/v1alpha1",
-        "kind": "AIPerfSweep",
-        "metadata": {"name": SWEEP, "namespace": NS},
-        "spec": {
-            "image": "nvcr.io/nvidia/aiperf:0.13.0",
-            "connectionsPerWorker": 100,
-            "benchmark": {
-                "models": ["m"],
-                "endpoint": {"urls": ["http://127.0.0.1:8000"]},
-                "datasets": [{"name": "main", "type": "synthetic", "entries": 10, "prompts": {"isl": 128, "osl": 64}}],
-                "phases": [{"name": "profiling", "type": "concurrency", "concurrency": 100, "requests": 100}],
-                "runtime": {"workersPerPod": 1},
-            },
-            "sweep": {"type": "grid", "parameters": {"concurrency": [100, 700]}},
-        },
-    }
+    return quota_sweep(SWEEP, NS)
 
 
 def _quota(cp: ControlPlane, name: str, cpu: str) -> None:
@@ -88,30 +79,15 @@ async def start_audit(cluster: ControlPlane) -> AsyncIterator[Callable[..., Any]
 
 
 async def events(cp: ControlPlane, name: str, reason: str | None = None) -> list[dict[str, Any]] | None:
-    """The Preflight Events on ``name``, oldest first; with ``reason``, None until one has it."""
-    got = sorted(
-        await preflight_events(cp, NS, name),
-        key=lambda e: e["metadata"]["creationTimestamp"] + e["metadata"]["name"],
-    )
-    return got if reason is None or any(e["reason"] == reason for e in got) else None
+    return await sorted_events(cp, NS, name, reason)
 
 
 def _results(cp: ControlPlane, **match: str) -> dict[tuple[str, str], str]:
-    """(child or job name, check) -> result, of the namespace's Report."""
-    proc = cp.kubectl("get", "reports.openreports.io", "preflight-webhook", "-n", NS, "-o", "json", check=False)
-    if proc.returncode != 0:
-        return {}
-    out: dict[tuple[str, str], str] = {}
-    for r in json.loads(proc.stdout).get("results") or []:
-        subject = r["resources"][0]
-        if any(subject.get(k) != v for k, v in match.items()):
-            continue
-        out[((r.get("properties") or {}).get("child") or subject["name"], r["policy"])] = r["result"]
-    return out
+    return report_results(cp, NS, **match)
 
 
 async def report_says(cp: ControlPlane, key: tuple[str, str], result: str, **match: str) -> bool:
-    return (await asyncio.to_thread(_results, cp, **match)).get(key) == result
+    return await _report_says(cp, NS, key, result, **match)
 
 
 async def test_a_sweep_is_judged_per_child_and_a_lowered_quota_names_the_child_that_no_longer_fits(
@@ -167,12 +143,7 @@ async def test_a_sweep_is_judged_per_child_and_a_lowered_quota_names_the_child_t
     # the sweep controller creates the first child: one child remains; the created one is an AIPerfJob now
     child = a.controller.published[key][f"{uid}/conc-v00"]
     assert child.parent is not None and child.parent.uid == uid
-    first = _sweep()
-    first["kind"] = "AIPerfJob"
-    first["metadata"] = {"name": "conc-v00", "namespace": NS, "labels": {
-        "aiperf.nvidia.com/sweep": SWEEP, "aiperf.nvidia.com/sweep-uid": uid}}  # fmt: skip
-    del first["spec"]["sweep"]
-    await asyncio.to_thread(cp.apply, first)
+    await asyncio.to_thread(cp.apply, sweep_child(_sweep(), "conc-v00", uid))
     await until("only conc-v01 remains", lambda: set(a.controller.published.get(key, {})) == {f"{uid}/conc-v01"})
     await until("the created child is judged", lambda: ("aiperfjobs", NS, "conc-v00") in a.controller.judged)
     await until(
@@ -228,18 +199,12 @@ async def test_a_quota_lowered_under_a_suspended_trainjob_fails_it_and_raised_ag
     got = await events(cp, "quota-ft")
     assert got and {e["reason"] for e in got} == {FAILED}
     assert {e["message"] for e in got} <= lowered, [e["message"] for e in got]
-    _no_repeats(got)
+    no_repeats(got)
 
     await asyncio.to_thread(_quota, cp, "tj-quota", "100")
     got = await until("a PreflightPassed Event on the TrainJob", lambda: events(cp, "quota-ft", PASSED))
     assert [e["reason"] for e in got][-1] == PASSED and {e["reason"] for e in got[:-1]} == {FAILED}
     assert got[-1]["message"] == "TrainJob quota-ft passes its preflight checks again"
-    _no_repeats(got)
+    no_repeats(got)
     await until("the Report passes again", lambda: report_says(cp, ("quota-ft", "Resource Quotas"), "pass"))
     await asyncio.to_thread(cp.kubectl, "delete", "trainjob", "quota-ft", "-n", NS)
-
-
-def _no_repeats(got: list[dict[str, Any]]) -> None:
-    """No Event says what the one before it said: the sink writes only when the result changes."""
-    said = [(e["reason"], e["message"]) for e in got]
-    assert all(a != b for a, b in zip(said, said[1:], strict=False)), said

@@ -132,9 +132,11 @@ def trainjob(
     pod: dict[str, Any] | None = None,
     container: dict[str, Any] | None = None,
     image: str = WORKLOAD_IMAGE,
+    suspend: bool | None = None,
 ) -> dict[str, Any]:
     """A TrainJob on one of Trainer's own ClusterTrainingRuntimes; ``pod``/``container`` go into a
-    runtimePatch of the ``node`` replicatedJob's pod template (pod spec fields / the node container)."""
+    runtimePatch of the ``node`` replicatedJob's pod template (pod spec fields / the node container);
+    ``suspend``: ``spec.suspend`` (true: Trainer v2.3.0 creates its JobSet suspended, no pod starts)."""
     trainer: dict[str, Any] = {}
     if env:
         trainer["env"] = env
@@ -158,7 +160,14 @@ def trainjob(
             }
         ]
     return train_job(
-        name, runtime, labels=labels, image=image, num_nodes=num_nodes, trainer=trainer, runtime_patches=patches
+        name,
+        runtime,
+        labels=labels,
+        suspend=suspend,
+        image=image,
+        num_nodes=num_nodes,
+        trainer=trainer,
+        runtime_patches=patches,
     )
 
 

@@ -1,12 +1,16 @@
 """What the audit tests share: a condition with a deadline, the audit controller's Events on one job
 (e2e/test_audit_live.py on the bare control plane, e2e/test_audit_stack.py on the real node), and
 the setup of e2e/test_audit_live.py, e2e/test_audit_sweep_live.py and e2e/test_audit_reports_live.py:
-in-process controllers with short Lease timings, the sample runtime, the openreports.io CRDs."""
+in-process controllers with short Lease timings, the sample runtime, the openreports.io CRDs; and
+what the quota tests share on the control plane (e2e/test_audit_sweep_live.py) and on the real node
+(e2e/test_audit_quota_node.py): the two-child sweep, the Events sorted, the Report's results, and
+the rule that no Event repeats the one before it."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import datetime as dt
 import json
 import time
@@ -62,11 +66,13 @@ async def preflight_events(cp: ControlPlane, namespace: str, job: str) -> list[d
     return await asyncio.to_thread(_preflight_events, cp, namespace, job)
 
 
-def quick_settings(namespace: str) -> Settings:
+def quick_settings(namespace: str, checks: dict[str, str] | None = None) -> Settings:
     """The audit controller's settings in a test: its Lease in ``namespace``, and a debounce and Lease
-    timings short enough that a leader and a re-check come within seconds."""
+    timings short enough that a leader and a re-check come within seconds; ``checks``: per-check
+    actions (``{"Per-Node Schedulability": "warn"}``)."""
     return Settings.model_validate(
-        {"audit": {"leaseNamespace": namespace, "debounceSeconds": 0.5, "leaseDurationSeconds": 4,
+        {"checks": checks or {},
+         "audit": {"leaseNamespace": namespace, "debounceSeconds": 0.5, "leaseDurationSeconds": 4,
                    "renewDeadlineSeconds": 3, "retryPeriodSeconds": 0.5}}
     )  # fmt: skip
 
@@ -218,3 +224,73 @@ def install_openreports(cp: ControlPlane) -> None:
         args += ["-f", str(f)]
     cp.kubectl(*args)
     cp.wait_for_crds(["reports.openreports.io", "clusterreports.openreports.io"])
+
+
+def quota_sweep(name: str, namespace: str) -> dict[str, Any]:
+    """An AIPerfSweep of two children, ``<name>-v00`` at concurrency 100 (one worker pod) and
+    ``<name>-v01`` at 700 (seven worker pods: 23900m requests.cpu in all)."""
+    return {
+        "apiVersion": "aiperf.nvidia.com/v1alpha1",
+        "kind": "AIPerfSweep",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "image": "nvcr.io/nvidia/aiperf:0.13.0",
+            "connectionsPerWorker": 100,
+            "benchmark": {
+                "models": ["m"],
+                "endpoint": {"urls": ["http://127.0.0.1:8000"]},
+                "datasets": [{"name": "main", "type": "synthetic", "entries": 10, "prompts": {"isl": 128, "osl": 64}}],
+                "phases": [{"name": "profiling", "type": "concurrency", "concurrency": 100, "requests": 100}],
+                "runtime": {"workersPerPod": 1},
+            },
+            "sweep": {"type": "grid", "parameters": {"concurrency": [100, 700]}},
+        },
+    }
+
+
+def sweep_child(sweep: dict[str, Any], child: str, uid: str) -> dict[str, Any]:
+    """The AIPerfJob ``child`` as the sweep controller creates it: the sweep's spec without
+    ``sweep``, labelled with the sweep's name and uid (what makes it no longer a remaining child)."""
+    job = copy.deepcopy(sweep)
+    job["kind"] = "AIPerfJob"
+    name, ns = sweep["metadata"]["name"], sweep["metadata"]["namespace"]
+    job["metadata"] = {"name": child, "namespace": ns,
+                       "labels": {"aiperf.nvidia.com/sweep": name, "aiperf.nvidia.com/sweep-uid": uid}}  # fmt: skip
+    del job["spec"]["sweep"]
+    return job
+
+
+async def sorted_events(
+    cp: ControlPlane, namespace: str, name: str, reason: str | None = None
+) -> list[dict[str, Any]] | None:
+    """The Preflight Events on ``name``, oldest first; with ``reason``, None until one has it."""
+    got = sorted(
+        await preflight_events(cp, namespace, name),
+        key=lambda e: e["metadata"]["creationTimestamp"] + e["metadata"]["name"],
+    )
+    return got if reason is None or any(e["reason"] == reason for e in got) else None
+
+
+def report_results(cp: ControlPlane, namespace: str, **match: str) -> dict[tuple[str, str], str]:
+    """(child or job name, check) -> result, of the namespace's Report (``match``: fields the
+    result's subject must have, e.g. ``kind="AIPerfJob"``); {} while there is none."""
+    proc = cp.kubectl("get", "reports.openreports.io", "preflight-webhook", "-n", namespace, "-o", "json", check=False)
+    if proc.returncode != 0:
+        return {}
+    out: dict[tuple[str, str], str] = {}
+    for r in json.loads(proc.stdout).get("results") or []:
+        subject = r["resources"][0]
+        if any(subject.get(k) != v for k, v in match.items()):
+            continue
+        out[((r.get("properties") or {}).get("child") or subject["name"], r["policy"])] = r["result"]
+    return out
+
+
+async def report_says(cp: ControlPlane, namespace: str, key: tuple[str, str], result: str, **match: str) -> bool:
+    return (await asyncio.to_thread(report_results, cp, namespace, **match)).get(key) == result
+
+
+def no_repeats(got: list[dict[str, Any]]) -> None:
+    """No Event says what the one before it said: the sink writes only when the result changes."""
+    said = [(e["reason"], e["message"]) for e in got]
+    assert all(a != b for a, b in zip(said, said[1:], strict=False)), said
