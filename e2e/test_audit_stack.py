@@ -30,6 +30,8 @@ from webhook.audit.runner import AuditRun
 from webhook.checks import all_checks
 from webhook.config import Settings
 
+pytestmark = pytest.mark.node
+
 NS = "audit-stack"
 JOB = "held-ft"
 KUEUE = "kueue.x-k8s.io/v1beta2"
