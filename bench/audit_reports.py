@@ -110,6 +110,40 @@ async def run(n: int) -> dict[str, Any]:
     }
 
 
+async def memory(namespaces: int, per_ns: int = 10) -> dict[str, Any]:
+    """What the sink holds for `namespaces` namespaces of `per_ns` AIPerfJobs each, after a full scan
+    (tracemalloc, the stand-in apiserver's copies left out): all of it, and what it keeps of the
+    reports as last written (webhook/audit/reports.py `Kept`)."""
+    import gc
+    import tracemalloc
+
+    settings = Settings(mode="audit")
+    checks = [c for c in all_checks() if not c.needs_cluster]
+    now = dt.datetime.now(dt.UTC)
+    evs = [
+        await evaluate(job(i, i % 10 == 0), settings=settings, deadline=Deadline(5), checks=checks)
+        for i in range(per_ns)
+    ]
+    store = Store()
+    sink = ReportSink(store, settings, debounce=0)
+    gc.collect()
+    tracemalloc.start()
+    for n in range(namespaces):
+        for i, ev in enumerate(evs):
+            ref = JobRef("aiperf.nvidia.com/v1alpha1", "AIPerfJob", f"ns-{n:04d}", f"bench-{i}", f"uid-{n}-{i}")
+            await sink.publish(Judgement(ref, ev, "1", now, "scan"))
+        await sink.idle()
+    results = len(store.objects[report_path("ns-0000")]["results"])
+    store.objects.clear()
+    gc.collect()
+    held = tracemalloc.get_traced_memory()[0]
+    sink._remote.clear()
+    gc.collect()
+    without = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    return {"namespaces": namespaces, "per_ns": per_ns, "results": results, "held": held, "kept": held - without}
+
+
 def _writes(calls: dict[str, int]) -> str:
     names = {"POST": "create", "PUT": "update"}
     return ", ".join(f"{n} {names.get(m, m)}" for m, n in sorted(calls.items()) if n) or "none"
@@ -122,7 +156,24 @@ def main() -> int:
     ap.add_argument(
         "--quick", action="store_true", help="a smoke run in seconds at toy sizes; writes nothing (20 jobs)"
     )
+    ap.add_argument(
+        "--memory", type=int, metavar="N", default=0,
+        help="instead: what the sink holds for N namespaces of 10 jobs each (tracemalloc); with --write, its section",
+    )  # fmt: skip
     args = ap.parse_args()
+    if args.memory:
+        m = asyncio.run(memory(args.memory))
+        body = (
+            f"`.venv/bin/python bench/audit_reports.py --memory {args.memory} --write` (Python {sys.version.split()[0]}, "
+            f"{dt.date.today()}). {m['namespaces']} namespaces of {m['per_ns']} AIPerfJobs (one in ten broken), "
+            f"{m['results']} results a report, after a full scan (tracemalloc; the stand-in apiserver's copies left out): "
+            f"the sink holds {m['held'] / 2**20:.1f} MiB, of which {m['kept'] / 2**20:.1f} MiB is what it keeps of the "
+            f"reports as last written ({m['kept'] / m['namespaces'] / 1024:.1f} KiB a namespace)."
+        )
+        print(body)
+        if args.write:
+            write_section("audit-reports-memory", body)
+        return 0
     if args.quick:
         args.jobs, args.write = [20], False
     rows = [asyncio.run(run(n)) for n in args.jobs]

@@ -19,7 +19,7 @@ from prometheus_client import generate_latest
 from tests.test_preflight import BAD_IMAGE, OFFLINE, _job
 from webhook.audit.findings import PASS, WARNING, denied_checks, findings
 from webhook.audit.metrics import AuditMetrics
-from webhook.audit.reports import ReportSink, build_report, open_report_sink, report_path
+from webhook.audit.reports import Kept, ReportSink, build_report, open_report_sink, report_path
 from webhook.audit.sink import JobRef, Judgement
 from webhook.cluster.view import ApiError
 from webhook.config import Settings
@@ -169,6 +169,19 @@ async def test_the_sink_writes_once_and_not_again_while_nothing_changes() -> Non
     before = {r["policy"]: r["timestamp"]["seconds"] for r in first["results"]}
     assert ts["Image Reference"] > before["Image Reference"]
     assert ts["Job Render"] == before["Job Render"]
+
+
+async def test_the_sink_keeps_the_resource_version_digest_and_timestamps_of_a_report_not_its_body() -> None:
+    store = Store()
+    sink = ReportSink(store, AUDIT, debounce=0)
+    await sink.publish(await _judgement(_job(BAD_IMAGE), _ref()))
+    await sink.idle()
+    stored = store.objects[report_path("team-a")]
+    kept = sink._remote["team-a"]
+    assert isinstance(kept, Kept)
+    assert kept.resource_version == stored["metadata"]["resourceVersion"]
+    assert sorted(kept.stamps.values()) == sorted(r["timestamp"]["seconds"] for r in stored["results"])
+    assert kept == Kept.of(stored)  # what a restart reads back compares equal: no write
 
 
 async def test_changes_within_the_debounce_window_make_one_write() -> None:
