@@ -3,6 +3,7 @@ and who reads an object, debouncing, Event dedup, the Lease's state machine, the
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import datetime as dt
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 import yaml
 
 from tests.fakeview import FakeView
-from webhook.audit.client import TokenBucket, check_audit_write
+from webhook.audit.client import TokenBucket, background_requests, check_audit_write
 from webhook.audit.deps import _NOT_READS, _READS, ANY, Dep, RecordingView, ReverseIndex
 from webhook.audit.events import (
     FAILED,
@@ -266,6 +267,48 @@ def test_token_bucket() -> None:
     assert b.reserve() == pytest.approx(0.1)  # over the burst: wait for the next token
     t[0] = 1.0
     assert b.reserve() == 0.0
+
+
+async def test_the_token_bucket_serves_the_foreground_lane_first_at_the_same_pace() -> None:
+    b = TokenBucket(qps=1000, burst=1)
+    await b.wait()  # the one token of the burst
+    order: list[str] = []
+
+    async def take(name: str, background: bool) -> None:
+        if background:
+            with background_requests():
+                await b.wait()
+        else:
+            await b.wait()
+        order.append(name)
+
+    tasks = [asyncio.ensure_future(take(n, bg)) for n, bg in [("report-1", True), ("report-2", True), ("lease", False)]]
+    await asyncio.sleep(0)  # every task is queued before the first token comes back
+    assert b.waiting() == (1, 2)
+    await asyncio.gather(*tasks)
+    assert order == ["lease", "report-1", "report-2"]  # the read that arrived last went first
+    assert b.waiting() == (0, 0)
+
+
+async def test_a_cancelled_waiter_gives_its_token_to_the_next() -> None:
+    b = TokenBucket(qps=1000, burst=1)
+    await b.wait()
+    gone = asyncio.ensure_future(b.wait())
+    kept = asyncio.ensure_future(b.wait(background=True))
+    await asyncio.sleep(0)
+    gone.cancel()
+    await kept  # granted though the waiter before it left
+    assert gone.cancelled() and b.waiting() == (0, 0)
+
+
+async def test_closing_the_bucket_cancels_its_waiters() -> None:
+    b = TokenBucket(qps=0.001, burst=1)  # the next token in 1,000 s
+    await b.wait()
+    waiter = asyncio.ensure_future(b.wait())
+    await asyncio.sleep(0)
+    await b.close()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
 
 
 def test_audit_settings(tmp_path: Path) -> None:

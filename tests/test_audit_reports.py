@@ -17,6 +17,7 @@ import pytest
 from prometheus_client import generate_latest
 
 from tests.test_preflight import BAD_IMAGE, OFFLINE, _job
+from webhook.audit.client import _BACKGROUND
 from webhook.audit.findings import PASS, WARNING, denied_checks, findings
 from webhook.audit.metrics import AuditMetrics
 from webhook.audit.reports import Kept, ReportSink, build_report, open_report_sink, report_path
@@ -55,10 +56,13 @@ class Store:
     def __init__(self) -> None:
         self.objects: dict[str, dict[str, Any]] = {}
         self.calls: list[tuple[str, str]] = []
+        #: whether each call was sent in the background lane (webhook/audit/client.py)
+        self.background: list[bool] = []
         self.rv = 0
 
     async def request(self, method: str, path: str, *, timeout: float, query: Any = None, body: Any = None) -> Any:
         self.calls.append((method, path))
+        self.background.append(_BACKGROUND.get())
         if method == "GET" and path.endswith("/reports"):
             return {"items": [copy.deepcopy(o) for o in self.objects.values()]}
         if method == "GET":
@@ -169,6 +173,17 @@ async def test_the_sink_writes_once_and_not_again_while_nothing_changes() -> Non
     before = {r["policy"]: r["timestamp"]["seconds"] for r in first["results"]}
     assert ts["Image Reference"] > before["Image Reference"]
     assert ts["Job Render"] == before["Job Render"]
+
+
+async def test_every_request_of_the_sink_takes_the_background_lane() -> None:
+    store = Store()
+    sink = ReportSink(store, AUDIT, debounce=0)
+    await sink.publish(await _judgement(_job(BAD_IMAGE), _ref()))
+    await sink.idle()
+    await sink.scan_done(1, {})  # the orphans' list
+    assert [m for m, _ in store.calls] == ["GET", "POST", "GET"]
+    assert store.background == [True, True, True]
+    assert _BACKGROUND.get() is False  # the caller's own requests are not
 
 
 async def test_the_sink_keeps_the_resource_version_digest_and_timestamps_of_a_report_not_its_body() -> None:

@@ -41,6 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from webhook.audit.client import background_requests
 from webhook.audit.findings import Finding, findings
 from webhook.audit.sink import JobRef, Judgement
 from webhook.cluster.view import ApiError
@@ -363,7 +364,8 @@ class ReportSink:
         if self._scanned:
             return
         self._scanned = True
-        await self._empty_orphans()
+        with background_requests():
+            await self._empty_orphans()
 
     # -- writing -----------------------------------------------------------------------------
     def _dirty(self, namespace: str, delay: float | None = None) -> None:
@@ -380,7 +382,8 @@ class ReportSink:
         finally:
             self._pending.pop(namespace, None)
             self._retrying.discard(namespace)
-        await self._flush_or_retry(namespace)
+        with background_requests():  # a judging read goes first (webhook/audit/client.py)
+            await self._flush_or_retry(namespace)
 
     async def _flush_or_retry(self, namespace: str) -> None:
         try:
