@@ -30,6 +30,7 @@ import os
 import re
 import sys
 import time
+import tracemalloc
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -143,6 +144,24 @@ def _populate(cp: ControlPlane, jobs: int, namespaces: int) -> float:
     return time.monotonic() - t0
 
 
+def _memory_sites(top: int = 25) -> str:
+    """What the traced allocations still held are, by the innermost line of the project's code that
+    made them (a dict built by json's decoder counts where the project asked for the decode)."""
+    root = str(Path(__file__).resolve().parents[1])
+    snap = tracemalloc.take_snapshot()
+    sites: Counter[str] = Counter()
+    counts: Counter[str] = Counter()
+    for stat in snap.statistics("traceback"):
+        frame = next((f for f in stat.traceback if f.filename.startswith(root) and "/bench/" not in f.filename), None)
+        where = f"{frame.filename[len(root) + 1 :]}:{frame.lineno}" if frame else "(outside the project)"
+        sites[where] += stat.size
+        counts[where] += stat.count
+    total = sum(sites.values())
+    lines = [f"traced and still held: {total / 2**20:.1f} MiB"]
+    lines += [f"{size / 2**20:8.1f} MiB {counts[w]:9d} blocks  {w}" for w, size in sites.most_common(top)]
+    return "\n".join(lines)
+
+
 async def _until(cond: Any, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while not cond():
@@ -152,10 +171,15 @@ async def _until(cond: Any, timeout: float) -> bool:
     return True
 
 
-async def measure(cp: ControlPlane, jobs: int, namespaces: int, quiet: float, watch: float | None) -> dict[str, Any]:
+async def measure(
+    cp: ControlPlane, jobs: int, namespaces: int, quiet: float, watch: float | None, trace: bool = False
+) -> dict[str, Any]:
     """`watch`: None: wait for the complete scan and measure the rest; else watch the request pass this many
-    seconds after the cheap pass, and extrapolate its time from the jobs it completed."""
+    seconds after the cheap pass, and extrapolate its time from the jobs it completed. `trace`: print where
+    the memory held after the cheap pass (and at the end) was allocated (slower: not for figures)."""
     _count_requests()
+    if trace:
+        tracemalloc.start(40)
     logging.getLogger("webhook").addHandler(TROUBLES)
     settings = Settings.model_validate({"audit": {"leaseNamespace": "default"}})
     rss0 = _rss_mib()
@@ -171,10 +195,14 @@ async def measure(cp: ControlPlane, jobs: int, namespaces: int, quiet: float, wa
         cheap = c.last_cheap_pass_seconds or time.monotonic() - t0
         cheap_calls = dict(CHEAP)
         rss_cheap = _rss_mib()
+        if trace:
+            print(f"--- memory after the cheap pass (RSS {rss_cheap:.0f} MiB)\n{_memory_sites()}", file=sys.stderr)
         if watch is not None:
             done0, t1 = len(c.complete), time.monotonic()
             await asyncio.sleep(watch)
             rate = (len(c.complete) - done0) / (time.monotonic() - t1)
+            if trace:
+                print(f"--- memory after {watch:.0f} s of the request pass\n{_memory_sites()}", file=sys.stderr)
             return {"jobs": len(c.judged), "cheap_s": cheap, "cheap_calls": cheap_calls, "rss_cheap": rss_cheap,
                     "rss0_mib": rss0, "rate": rate, "watched": watch, "rss_mib": _rss_mib(), "troubles": dict(TROUBLES.counts),
                     "watch_calls": {k: v - cheap_calls.get(k, 0) for k, v in CALLS.items()}}  # fmt: skip
@@ -184,6 +212,8 @@ async def measure(cp: ControlPlane, jobs: int, namespaces: int, quiet: float, wa
         scan_calls = dict(CALLS)
         failing = _failing_checks(run)
         rss = _rss_mib()
+        if trace:
+            print(f"--- memory after the full scan (RSS {rss:.0f} MiB)\n{_memory_sites()}", file=sys.stderr)
         CALLS.clear()
         await asyncio.sleep(quiet)
         quiet_calls = dict(CALLS)
@@ -345,7 +375,15 @@ def main() -> int:
         help="the controller on a fake view (no apiserver): "
         "the cheap pass's time and memory, and the requests per job of the request pass",
     )
+    ap.add_argument(
+        "--tracemalloc",
+        action="store_true",
+        help="print where the controller's memory was allocated, by the project's lines (slower; its figures "
+        "are not comparable and --write is refused)",
+    )
     args = ap.parse_args()
+    if args.tracemalloc and args.write:
+        ap.error("--tracemalloc slows the controller: its figures are not written")
     if args.in_process:
         return _main_in_process(args)
     if args.quick:
@@ -354,7 +392,7 @@ def main() -> int:
     with ControlPlane(build=False, verbose=False) as cp:
         install_openreports(cp)  # the chart installs them by default: the controller writes its Reports
         created = _populate(cp, args.jobs, args.namespaces)
-        r = asyncio.run(measure(cp, args.jobs, args.namespaces, args.quiet, args.watch))
+        r = asyncio.run(measure(cp, args.jobs, args.namespaces, args.quiet, args.watch, args.tracemalloc))
     load = os.getloadavg()[0]
     per_ns = args.jobs // args.namespaces
     head = (
