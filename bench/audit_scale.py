@@ -25,13 +25,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
+import gc
 import logging
 import os
 import re
 import sys
 import time
-import tracemalloc
-from collections import Counter
+import types
+from collections import Counter, deque
 from pathlib import Path
 from typing import Any
 
@@ -144,21 +145,72 @@ def _populate(cp: ControlPlane, jobs: int, namespaces: int) -> float:
     return time.monotonic() - t0
 
 
-def _memory_sites(top: int = 25) -> str:
-    """What the traced allocations still held are, by the innermost line of the project's code that
-    made them (a dict built by json's decoder counts where the project asked for the decode)."""
-    root = str(Path(__file__).resolve().parents[1])
-    snap = tracemalloc.take_snapshot()
-    sites: Counter[str] = Counter()
+#: objects the census does not follow: the machinery, not what the controller holds per job
+_NOT_FOLLOWED = ("asyncio", "aiohttp", "kubernetes_asyncio", "ssl", "logging", "pydantic", "prometheus_client",
+                 "concurrent", "threading", "socket", "yarl", "multidict", "webhook.config", "webhook.cluster.client",
+                 "webhook.cluster.live", "webhook.audit.client", "webhook.audit.controller", "webhook.audit.runner")  # fmt: skip
+
+
+def _deep(root: Any, seen: set[int]) -> int:
+    """Bytes reachable from `root` not counted before (`seen`): containers, and objects' __dict__ and
+    __slots__, except the machinery's (_NOT_FOLLOWED)."""
+    total = 0
+    stack = [root]
+    while stack:
+        o = stack.pop()
+        if id(o) in seen or isinstance(o, type | types.ModuleType | types.FunctionType | types.MethodType):
+            continue
+        seen.add(id(o))
+        total += sys.getsizeof(o)
+        if isinstance(o, dict):
+            stack.extend(o.keys())
+            stack.extend(o.values())
+        elif isinstance(o, list | tuple | set | frozenset | deque):
+            stack.extend(o)
+        elif not isinstance(o, str | bytes | int | float | bool) and o is not None:
+            if type(o).__module__.startswith(_NOT_FOLLOWED):
+                continue
+            d = getattr(o, "__dict__", None)
+            if isinstance(d, dict):
+                stack.append(d)
+            for cls in type(o).__mro__:
+                for slot in getattr(cls, "__slots__", ()):
+                    if isinstance(slot, str) and hasattr(o, slot):
+                        stack.append(getattr(o, slot))
+    return total
+
+
+def _census(run: AuditRun) -> str:
+    """What the controller holds, part by part (deep sizes; an object shared by two parts counts in the
+    first), then the heap by type. Walks every object: seconds at 10,000 jobs, not for timed runs."""
+    from webhook.checks import dryrun
+    from webhook.cluster import cache as cluster_cache
+    from webhook.workloads import render_cache
+
+    c = run.controller
+    seen: set[int] = set()
+    parts: list[tuple[str, Any]] = [(f"view cache {r}", rf.cache) for r, rf in sorted(run.view.reflectors.items())]
+    parts += [(f"controller watch {r}", rf.cache) for r, rf in sorted(c.reflectors.items())]
+    parts += [(f"controller {a}", getattr(c, a)) for a in ("kept", "judged", "published", "complete", "partial",
+                                                           "index", "_locks", "debouncer", "_tasks")]  # fmt: skip
+    for sink in c.sinks:
+        state = {k: v for k, v in vars(sink).items() if k not in ("client", "settings")}
+        parts.append((f"sink {type(sink).__name__}", state))
+    parts.append(
+        ("view reads kept", {k: getattr(run.view, k, None) for k in ("_read_ttl", "_secret_ttl", "_cap_memo")})
+    )
+    parts += [("render cache", render_cache.CACHE), ("dry-run caches", dict(dryrun._CACHES)),
+              ("interned cache values", cluster_cache._VALUES)]  # fmt: skip
+    sizes = [(name, _deep(obj, seen)) for name, obj in parts]
+    lines = [f"{size / 2**20:9.1f} MiB  {name}" for name, size in sorted(sizes, key=lambda x: -x[1]) if size > 2**19]
+    lines.append(f"{sum(s for _, s in sizes) / 2**20:9.1f} MiB  all the parts above")
+    by_type: Counter[str] = Counter()
     counts: Counter[str] = Counter()
-    for stat in snap.statistics("traceback"):
-        frame = next((f for f in stat.traceback if f.filename.startswith(root) and "/bench/" not in f.filename), None)
-        where = f"{frame.filename[len(root) + 1 :]}:{frame.lineno}" if frame else "(outside the project)"
-        sites[where] += stat.size
-        counts[where] += stat.count
-    total = sum(sites.values())
-    lines = [f"traced and still held: {total / 2**20:.1f} MiB"]
-    lines += [f"{size / 2**20:8.1f} MiB {counts[w]:9d} blocks  {w}" for w, size in sites.most_common(top)]
+    for o in gc.get_objects():
+        by_type[type(o).__name__] += sys.getsizeof(o)
+        counts[type(o).__name__] += 1
+    lines.append("the heap's tracked objects by type (shallow):")
+    lines += [f"{size / 2**20:9.1f} MiB {counts[t]:9d}  {t}" for t, size in by_type.most_common(12)]
     return "\n".join(lines)
 
 
@@ -172,16 +224,23 @@ async def _until(cond: Any, timeout: float) -> bool:
 
 
 async def measure(
-    cp: ControlPlane, jobs: int, namespaces: int, quiet: float, watch: float | None, trace: bool = False
+    cp: ControlPlane,
+    jobs: int,
+    namespaces: int,
+    quiet: float,
+    watch: float | None,
+    census: bool = False,
+    qps: float | None = None,
 ) -> dict[str, Any]:
     """`watch`: None: wait for the complete scan and measure the rest; else watch the request pass this many
-    seconds after the cheap pass, and extrapolate its time from the jobs it completed. `trace`: print where
-    the memory held after the cheap pass (and at the end) was allocated (slower: not for figures)."""
+    seconds after the cheap pass, and extrapolate its time from the jobs it completed. `census`: print what
+    the controller holds after the cheap pass and at the end (:func:`_census`; it stalls the loop)."""
     _count_requests()
-    if trace:
-        tracemalloc.start(40)
     logging.getLogger("webhook").addHandler(TROUBLES)
-    settings = Settings.model_validate({"audit": {"leaseNamespace": "default"}})
+    audit: dict[str, Any] = {"leaseNamespace": "default"}
+    if qps is not None:  # the apiserver's own pace, not the controller's (--qps)
+        audit.update(qps=qps, burst=max(40, int(qps * 2)))
+    settings = Settings.model_validate({"audit": audit})
     rss0 = _rss_mib()
     run = await AuditRun.start(settings, kubeconfig=str(cp.kubeconfig), identity="bench", checks=all_checks(),
                                sync_timeout=300)  # fmt: skip
@@ -195,14 +254,18 @@ async def measure(
         cheap = c.last_cheap_pass_seconds or time.monotonic() - t0
         cheap_calls = dict(CHEAP)
         rss_cheap = _rss_mib()
-        if trace:
-            print(f"--- memory after the cheap pass (RSS {rss_cheap:.0f} MiB)\n{_memory_sites()}", file=sys.stderr)
+        if census:
+            print(f"--- after the cheap pass (RSS {rss_cheap:.0f} MiB)\n{_census(run)}", file=sys.stderr, flush=True)
         if watch is not None:
             done0, t1 = len(c.complete), time.monotonic()
             await asyncio.sleep(watch)
             rate = (len(c.complete) - done0) / (time.monotonic() - t1)
-            if trace:
-                print(f"--- memory after {watch:.0f} s of the request pass\n{_memory_sites()}", file=sys.stderr)
+            if census:
+                print(
+                    f"--- after {watch:.0f} s of the request pass (RSS {_rss_mib():.0f} MiB)\n{_census(run)}",
+                    file=sys.stderr,
+                    flush=True,
+                )
             return {"jobs": len(c.judged), "cheap_s": cheap, "cheap_calls": cheap_calls, "rss_cheap": rss_cheap,
                     "rss0_mib": rss0, "rate": rate, "watched": watch, "rss_mib": _rss_mib(), "troubles": dict(TROUBLES.counts),
                     "watch_calls": {k: v - cheap_calls.get(k, 0) for k, v in CALLS.items()}}  # fmt: skip
@@ -212,8 +275,8 @@ async def measure(
         scan_calls = dict(CALLS)
         failing = _failing_checks(run)
         rss = _rss_mib()
-        if trace:
-            print(f"--- memory after the full scan (RSS {rss:.0f} MiB)\n{_memory_sites()}", file=sys.stderr)
+        if census:
+            print(f"--- after the full scan (RSS {rss:.0f} MiB)\n{_census(run)}", file=sys.stderr, flush=True)
         CALLS.clear()
         await asyncio.sleep(quiet)
         quiet_calls = dict(CALLS)
@@ -376,14 +439,21 @@ def main() -> int:
         "the cheap pass's time and memory, and the requests per job of the request pass",
     )
     ap.add_argument(
-        "--tracemalloc",
+        "--census",
         action="store_true",
-        help="print where the controller's memory was allocated, by the project's lines (slower; its figures "
-        "are not comparable and --write is refused)",
+        help="print what the controller holds, part by part, after the cheap pass and at the end (the walk "
+        "stalls the controller for seconds: its figures are not written)",
+    )
+    ap.add_argument(
+        "--qps",
+        type=float,
+        default=None,
+        help="audit.qps for this run (default: the chart's 20); a high value measures what the apiserver "
+        "itself can answer on this machine",
     )
     args = ap.parse_args()
-    if args.tracemalloc and args.write:
-        ap.error("--tracemalloc slows the controller: its figures are not written")
+    if args.census and args.write:
+        ap.error("--census stalls the controller while it walks its objects: its figures are not written")
     if args.in_process:
         return _main_in_process(args)
     if args.quick:
@@ -392,15 +462,17 @@ def main() -> int:
     with ControlPlane(build=False, verbose=False) as cp:
         install_openreports(cp)  # the chart installs them by default: the controller writes its Reports
         created = _populate(cp, args.jobs, args.namespaces)
-        r = asyncio.run(measure(cp, args.jobs, args.namespaces, args.quiet, args.watch, args.tracemalloc))
+        r = asyncio.run(measure(cp, args.jobs, args.namespaces, args.quiet, args.watch, args.census, args.qps))
     load = os.getloadavg()[0]
     per_ns = args.jobs // args.namespaces
     head = (
         f"`flock /work/pfw-helpers/bench.lock .venv/bin/python bench/audit_scale.py --jobs {args.jobs} "
-        f"--namespaces {args.namespaces}{'' if args.watch is None else f' --watch {args.watch:.0f}'} --write` "
+        f"--namespaces {args.namespaces}{'' if args.watch is None else f' --watch {args.watch:.0f}'}"
+        f"{'' if args.qps is None else f' --qps {args.qps:g}'} --write` "
         f"(Python {sys.version.split()[0]}, {dt.date.today()}, `uptime` load average {load:.1f} on the shared 2 "
         f"cores). {args.jobs} suspended TrainJobs, {per_ns} in each of {args.namespaces} namespaces, created in "
-        f"{created:.0f} s; the audit controller in process with the chart's defaults (qps 20, every check, "
+        f"{created:.0f} s; the audit controller in process with the chart's defaults ("
+        f"{'qps 20' if args.qps is None else f'but qps {args.qps:g}'}, every check, "
         "Dry Run included; the full scan in two passes; the openreports.io CRDs installed, as the chart does)."
     )
     rows = [
@@ -433,7 +505,8 @@ def main() -> int:
     body = "\n".join([head, "", "| what | figure |", "|---|---|", *rows])
     print(body)
     if args.write:
-        write_section(f"audit-scale-{args.jobs}{'' if args.watch is None else '-watch'}", body)
+        suffix = ("" if args.watch is None else "-watch") + ("" if args.qps is None else f"-qps{args.qps:g}")
+        write_section(f"audit-scale-{args.jobs}{suffix}", body)
     return 0
 
 
