@@ -145,10 +145,9 @@ def _populate(cp: ControlPlane, jobs: int, namespaces: int) -> float:
     return time.monotonic() - t0
 
 
-#: objects the census does not follow: the machinery, not what the controller holds per job
+#: modules whose objects the census does not follow: the machinery, not what the controller holds per job
 _NOT_FOLLOWED = ("asyncio", "aiohttp", "kubernetes_asyncio", "ssl", "logging", "pydantic", "prometheus_client",
-                 "concurrent", "threading", "socket", "yarl", "multidict", "webhook.config", "webhook.cluster.client",
-                 "webhook.cluster.live", "webhook.audit.client", "webhook.audit.controller", "webhook.audit.runner")  # fmt: skip
+                 "concurrent", "threading", "socket", "yarl", "multidict", "webhook.config")  # fmt: skip
 
 
 def _deep(root: Any, seen: set[int]) -> int:
@@ -188,27 +187,37 @@ def _census(run: AuditRun) -> str:
     from webhook.workloads import render_cache
 
     c = run.controller
-    seen: set[int] = set()
+    by_type: Counter[str] = Counter()
+    counts: Counter[str] = Counter()
+    for o in gc.get_objects():  # before the walk's own set of ids exists
+        by_type[type(o).__name__] += sys.getsizeof(o)
+        counts[type(o).__name__] += 1
+    # the parts are named below; what links them (the run, the controller, the view, the clients) is not followed
+    seen: set[int] = {id(x) for x in (run, c, run.view, run.elector, c.client, run.view.client, *c.sinks)}
     parts: list[tuple[str, Any]] = [(f"view cache {r}", rf.cache) for r, rf in sorted(run.view.reflectors.items())]
     parts += [(f"controller watch {r}", rf.cache) for r, rf in sorted(c.reflectors.items())]
     parts += [(f"controller {a}", getattr(c, a)) for a in ("kept", "judged", "published", "complete", "partial",
                                                            "index", "_locks", "debouncer", "_tasks")]  # fmt: skip
     for sink in c.sinks:
-        state = {k: v for k, v in vars(sink).items() if k not in ("client", "settings")}
-        parts.append((f"sink {type(sink).__name__}", state))
+        parts += [(f"{type(sink).__name__}.{k}", v) for k, v in vars(sink).items() if k not in ("client", "settings")]
     parts.append(
         ("view reads kept", {k: getattr(run.view, k, None) for k in ("_read_ttl", "_secret_ttl", "_cap_memo")})
     )
     parts += [("render cache", render_cache.CACHE), ("dry-run caches", dict(dryrun._CACHES)),
               ("interned cache values", cluster_cache._VALUES)]  # fmt: skip
+    parts.append(("the rest of the controller", vars(c)))
     sizes = [(name, _deep(obj, seen)) for name, obj in parts]
     lines = [f"{size / 2**20:9.1f} MiB  {name}" for name, size in sorted(sizes, key=lambda x: -x[1]) if size > 2**19]
     lines.append(f"{sum(s for _, s in sizes) / 2**20:9.1f} MiB  all the parts above")
-    by_type: Counter[str] = Counter()
-    counts: Counter[str] = Counter()
-    for o in gc.get_objects():
-        by_type[type(o).__name__] += sys.getsizeof(o)
-        counts[type(o).__name__] += 1
+    for sink in c.sinks:  # the Report sink's messages: how many, how many distinct, how long
+        entries = getattr(sink, "_entries", None)
+        if isinstance(entries, dict):
+            msgs = [f.message for jobs in entries.values() for _, found in jobs.values() for f in found]
+            distinct = set(msgs)
+            held = len({id(m) for m in msgs})
+            lines.append(f"report messages: {len(msgs)} ({sum(map(len, msgs)) / 2**20:.1f} MiB of text), "
+                         f"{len(distinct)} distinct ({sum(map(len, distinct)) / 2**20:.1f} MiB), held as {held} strings")  # fmt: skip
+            lines += [f"    {m[:160]}" for m in sorted(distinct, key=len, reverse=True)[:6]]
     lines.append("the heap's tracked objects by type (shallow):")
     lines += [f"{size / 2**20:9.1f} MiB {counts[t]:9d}  {t}" for t, size in by_type.most_common(12)]
     return "\n".join(lines)

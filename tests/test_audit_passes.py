@@ -187,6 +187,30 @@ async def test_the_cheap_pass_judges_every_job_before_any_request() -> None:
     assert metrics._partial == set()  # every job complete now
 
 
+async def test_a_full_scan_judges_with_audit_workers_tasks_in_order_not_a_task_a_job() -> None:
+    jobs = [_job(f"ft-{i}", f"uid-{i}") for i in range(12)]
+    c, view, rec, *_ = _controller(jobs, settings=Settings.model_validate({"audit": {"workers": 3}}))
+    now = most = 0
+    judge = c.judge
+
+    async def counted(key: Any, reason: str, *, cheap: bool = False) -> str:
+        nonlocal now, most
+        now += 1
+        most = max(most, now)
+        try:
+            return await judge(key, reason, cheap=cheap)
+        finally:
+            now -= 1
+
+    c.judge = counted  # type: ignore[method-assign]
+    assert await c.full_scan("scan") == {"judged": 12}
+    # at most `workers` judgements begun at once: no job waits inside a task of its own for its turn
+    assert most == 3
+    order = sorted(f"ft-{i}" for i in range(12))
+    assert [n for n, complete, *_ in rec.log if not complete] == order
+    assert [n for n, complete, *_ in rec.log if complete] == order
+
+
 async def test_a_partial_judgement_shows_in_reports_and_metrics_but_writes_no_event() -> None:
     """The Secret is missing (the Secrets check, which sends a request, fails) and the name is too long
     for the pods (Name Length, request-free, fails): the cheap pass already knows enforce denies the job,

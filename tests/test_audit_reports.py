@@ -186,6 +186,26 @@ async def test_every_request_of_the_sink_takes_the_background_lane() -> None:
     assert _BACKGROUND.get() is False  # the caller's own requests are not
 
 
+async def test_equal_findings_of_two_jobs_are_held_once_and_what_no_job_holds_is_let_go() -> None:
+    store = Store()
+    sink = ReportSink(store, AUDIT, debounce=0)
+    bad = await _judgement(_job(BAD_IMAGE), _ref("a", uid="u-a"))
+    await sink.publish(bad)
+    await sink.publish(await _judgement(_job(BAD_IMAGE), _ref("b", uid="u-b")))
+    (_, a), (_, b) = sink._entries["team-a"].values()
+    assert a == b and a is b  # one tuple of the same findings for both jobs
+    # b is fixed: its new findings are held, and after the scan the old ones only through a
+    await sink.publish(await _judgement(_job(), _ref("b", uid="u-b")))
+    fixed = sink._entries["team-a"]["u-b"][1]
+    await sink.scan_done(2, {})
+    assert set(sink._shared) == {a, fixed, *a, *fixed}
+    await sink.forget(bad.job, "deleted")
+    await sink.scan_done(1, {})
+    assert set(sink._shared) == {fixed, *fixed}
+    await sink.idle()
+    assert [r["resources"][0]["name"] for r in store.objects[report_path("team-a")]["results"]] == ["b"] * 5
+
+
 async def test_the_sink_keeps_the_resource_version_digest_and_timestamps_of_a_report_not_its_body() -> None:
     store = Store()
     sink = ReportSink(store, AUDIT, debounce=0)

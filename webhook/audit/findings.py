@@ -33,7 +33,7 @@ RESULTS = (PASS, FAIL, WARNING, SKIP)
 NOW = {DENY: "denied", WARN: "warned", AUDIT: "recorded", OFF: "off", "": "none"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Finding:
     check: str
     #: pass | fail | warn | skip: what the webhook in enforce mode does with this finding

@@ -14,7 +14,7 @@ from typing import Protocol
 from webhook.preflight import Evaluation
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class JobRef:
     """One judged job: an AIPerfJob, a TrainJob, or one remaining child of an AIPerfSweep
     (then `parent` names the sweep, and Events go on the sweep)."""
@@ -27,7 +27,7 @@ class JobRef:
     parent: JobRef | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Judgement:
     job: JobRef
     evaluation: Evaluation
