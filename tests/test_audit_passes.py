@@ -12,6 +12,7 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.fakeview import FakeView
@@ -209,6 +210,19 @@ async def test_a_full_scan_judges_with_audit_workers_tasks_in_order_not_a_task_a
     order = sorted(f"ft-{i}" for i in range(12))
     assert [n for n, complete, *_ in rec.log if not complete] == order
     assert [n for n, complete, *_ in rec.log if complete] == order
+
+
+async def test_each_full_scan_gives_the_freed_heap_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    import webhook.audit.controller as controller
+    from webhook.cluster.cache import trim_heap
+
+    assert trim_heap() is True  # glibc here: malloc_trim exists
+    trims: list[int] = []
+    monkeypatch.setattr(controller, "trim_heap", lambda: trims.append(1) or True)
+    c, *_ = _controller([_job("ft-0", "uid-0")])
+    await c.full_scan("scan")
+    await c.full_scan("period")
+    assert len(trims) == 2
 
 
 async def test_a_partial_judgement_shows_in_reports_and_metrics_but_writes_no_event() -> None:

@@ -64,7 +64,7 @@ from webhook.audit.queue import Debouncer
 from webhook.audit.sink import FindingSink, JobRef, Judgement
 from webhook.audit.sweeps import RemainingChild, child_of_sweep, remaining_children
 from webhook.checks.base import Check
-from webhook.cluster.cache import CacheSpec, Key, Reflector, ResourceCache, key_of, resource_version
+from webhook.cluster.cache import CacheSpec, Key, Reflector, ResourceCache, key_of, resource_version, trim_heap
 from webhook.cluster.live import LiveClusterView
 from webhook.config import Settings
 from webhook.deadline import Deadline
@@ -631,6 +631,7 @@ class AuditController:
                 await sink.scan_done(judged, not_judged)
             except Exception:
                 log.exception("audit: sink %s failed at scan_done", type(sink).__name__)
+        trim_heap()  # the scan's responses and Report bodies were freed into the C heap: give them back
         return {"judged": judged, **not_judged}
 
     # ------------------------------------------------------------------ leading

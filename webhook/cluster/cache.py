@@ -14,6 +14,7 @@ tens of thousands of objects stay cheap.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import gc
 import itertools
 import logging
@@ -363,6 +364,25 @@ def freeze_heap() -> None:
     start-up's and each relist after 410 Gone), so a relisted cache is frozen too."""
     gc.collect(1)
     gc.freeze()
+
+
+def trim_heap() -> bool:
+    """Give the C heap's free pages back to the system: glibc's `malloc_trim(0)` (man 3 malloc_trim:
+    "attempts to release free memory from the heap ... by calling madvise(2) with MADV_DONTNEED").
+
+    Python frees a large object (a report's JSON, an apiserver response: anything over 512 bytes
+    is a C malloc) into glibc's free lists, which the process keeps: its RSS, what the kubelet
+    counts against the memory limit, stays at the peak of the last burst. Called after each full
+    scan of the audit controller, whose burst is a scan's responses and Report bodies. False where
+    the C library has no `malloc_trim` (musl, macOS): nothing is released there."""
+    try:
+        libc = ctypes.CDLL(None)
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):
+        return False
+    trim.argtypes = [ctypes.c_size_t]
+    trim(0)
+    return True
 
 
 # --------------------------------------------------------------------------- reflector
