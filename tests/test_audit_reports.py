@@ -206,6 +206,37 @@ async def test_equal_findings_of_two_jobs_are_held_once_and_what_no_job_holds_is
     assert [r["resources"][0]["name"] for r in store.objects[report_path("team-a")]["results"]] == ["b"] * 5
 
 
+async def test_at_most_writers_reports_are_built_and_sent_at_once() -> None:
+    from webhook.audit.reports import WRITERS
+
+    class Slow(Store):
+        def __init__(self) -> None:
+            super().__init__()
+            self.now = self.most = 0
+            self.gate = asyncio.Event()
+
+        async def request(self, method: str, path: str, **kw: Any) -> Any:
+            self.now += 1
+            self.most = max(self.most, self.now)
+            try:
+                await self.gate.wait()
+                return await super().request(method, path, **kw)
+            finally:
+                self.now -= 1
+
+    store = Slow()
+    sink = ReportSink(store, AUDIT, debounce=0)
+    for i in range(WRITERS * 3):
+        await sink.publish(await _judgement(_job(BAD_IMAGE), _ref(uid=f"u-{i}", ns=f"ns-{i}")))
+    waiting = asyncio.ensure_future(sink.idle())
+    for _ in range(5):
+        await asyncio.sleep(0)  # every namespace's write has started or waits for a writer
+    assert store.most == WRITERS and not waiting.done()
+    store.gate.set()
+    await waiting  # idle() waited for the writes that had left the pending set too
+    assert store.writes() == ["POST"] * WRITERS * 3 and store.most == WRITERS
+
+
 async def test_the_sink_keeps_the_resource_version_digest_and_timestamps_of_a_report_not_its_body() -> None:
     store = Store()
     sink = ReportSink(store, AUDIT, debounce=0)
