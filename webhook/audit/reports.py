@@ -65,11 +65,12 @@ SELECTOR = f"{MANAGED_BY}=preflight-webhook"
 
 #: seconds a single report request may take
 REQUEST_TIMEOUT = 10.0
-#: a failed report write is retried after RETRY_BASE seconds, doubling each failure in a row, up to RETRY_MAX
 #: reports built and written at once. A report's body is built before its requests wait for the
-#: client's tokens: at the end of a scan 1,000 namespaces were due together, and 1,000 bodies of up
-#: to ~280 results each waited at once (bench/audit_scale.py: RSS 391 MiB after a 10,000-job scan)
+#: client's tokens: at the end of a scan 1,000 namespaces were due together, and up to 1,000 bodies
+#: of ~280 results each could wait at once (bench/audit_scale.py measured 391 MiB RSS after a
+#: 10,000-job scan before this bound, 353 MiB after it, on a machine loaded differently)
 WRITERS = 4
+#: a failed report write is retried after RETRY_BASE seconds, doubling each failure in a row, up to RETRY_MAX
 RETRY_BASE = 1.0
 RETRY_MAX = 300.0
 #: what the controller says at start when it writes no report, by cause
