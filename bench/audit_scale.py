@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
 import datetime as dt
 import gc
 import logging
 import os
 import re
 import sys
+import tempfile
 import time
 import types
 from collections import Counter, deque
@@ -179,6 +181,48 @@ def _deep(root: Any, seen: set[int]) -> int:
     return total
 
 
+class _MallInfo2(ctypes.Structure):
+    """glibc's struct mallinfo2 (man 3 mallinfo2), summed over every arena."""
+
+    _fields_ = [(n, ctypes.c_size_t) for n in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]  # fmt: skip
+
+
+def _heaps() -> list[str]:
+    """Where the RSS is, below the objects: the C heap (glibc mallinfo2: in use, free but kept, mmapped)
+    and Python's small-object allocator (sys._debugmallocstats: its arenas, and the bytes their blocks
+    hold). A heap much larger than what it holds is fragmentation, which no census of objects shows."""
+    out: list[str] = []
+    try:
+        fn = ctypes.CDLL(None).mallinfo2
+        fn.restype = _MallInfo2
+        m = fn()
+        out.append(f"C heap: {m.uordblks / 2**20:.1f} MiB in use, {m.fordblks / 2**20:.1f} MiB free but kept, "
+                   f"{m.hblkhd / 2**20:.1f} MiB mmapped ({m.hblks} blocks)")  # fmt: skip
+    except (OSError, AttributeError):
+        out.append("C heap: no mallinfo2 here")
+    with tempfile.TemporaryFile() as f:  # _debugmallocstats writes to the C stderr
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(f.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        f.seek(0)
+        stats = f.read().decode(errors="replace")
+    want = ("arenas allocated current", "arenas highwater mark", "bytes in allocated blocks",
+            "bytes in available blocks", "unused pools")  # fmt: skip
+    for line in stats.splitlines():
+        if any(w in line for w in want) and "=" in line:
+            name, _, value = line.rpartition("=")
+            number = int(value.strip().replace(",", ""))
+            shown = f"{number / 2**20:.1f} MiB" if "bytes" in line or "pools" in line else str(number)
+            out.append(f"pymalloc: {name.strip().lstrip('# ')} = {shown}")
+    return out
+
+
 def _census(run: AuditRun) -> str:
     """What the controller holds, part by part (deep sizes; an object shared by two parts counts in the
     first), then the heap by type. Walks every object: seconds at 10,000 jobs, not for timed runs."""
@@ -218,6 +262,7 @@ def _census(run: AuditRun) -> str:
             lines.append(f"report messages: {len(msgs)} ({sum(map(len, msgs)) / 2**20:.1f} MiB of text), "
                          f"{len(distinct)} distinct ({sum(map(len, distinct)) / 2**20:.1f} MiB), held as {held} strings")  # fmt: skip
             lines += [f"    {m[:160]}" for m in sorted(distinct, key=len, reverse=True)[:6]]
+    lines += _heaps()
     lines.append("the heap's tracked objects by type (shallow):")
     lines += [f"{size / 2**20:9.1f} MiB {counts[t]:9d}  {t}" for t, size in by_type.most_common(12)]
     return "\n".join(lines)
