@@ -20,7 +20,7 @@ from tests.test_preflight import BAD_IMAGE, OFFLINE, _job
 from webhook.audit.client import _BACKGROUND
 from webhook.audit.findings import PASS, WARNING, denied_checks, findings
 from webhook.audit.metrics import AuditMetrics
-from webhook.audit.reports import Kept, ReportSink, build_report, open_report_sink, report_path
+from webhook.audit.reports import Kept, ReportSink, Stamps, _content_hash, build_report, open_report_sink, report_path
 from webhook.audit.sink import JobRef, Judgement
 from webhook.cluster.view import ApiError
 from webhook.config import Settings
@@ -246,7 +246,10 @@ async def test_the_sink_keeps_the_resource_version_digest_and_timestamps_of_a_re
     kept = sink._remote["team-a"]
     assert isinstance(kept, Kept)
     assert kept.resource_version == stored["metadata"]["resourceVersion"]
-    assert sorted(kept.stamps.values()) == sorted(r["timestamp"]["seconds"] for r in stored["results"])
+    assert len(kept.stamps) == len(stored["results"])
+    assert [kept.stamps.get(_content_hash(r)) for r in stored["results"]] == [
+        r["timestamp"]["seconds"] for r in stored["results"]
+    ]
     assert kept == Kept.of(stored)  # what a restart reads back compares equal: no write
 
 
@@ -449,3 +452,20 @@ async def test_a_namespace_too_large_for_one_object_keeps_every_fail_and_says_wh
     assert cut["configuration"] == {"limits": {"maxResults": 40, "statusFilter": ["fail", "warn", "skip"]}}
     tiny = build_report("team-a", entries, now=1, max_bytes=10_000)
     assert 0 < len(tiny["results"]) < 40 and tiny["configuration"] == {"limits": {"maxResults": len(tiny["results"])}}
+
+
+def test_stamps_find_each_hash_by_its_time_and_say_none_for_an_unknown_one() -> None:
+    pairs = [(7, 100), (-3, 100), (2**62, 200), (5, 100), (-(2**63), 300)]
+    stamps = Stamps(pairs)
+    assert [stamps.get(h) for h, _ in pairs] == [100, 100, 200, 100, 300]
+    assert stamps.get(6) is None and stamps.get(2**63 - 1) is None
+    assert len(stamps) == 5
+    assert sorted(stamps.items()) == sorted(pairs)
+
+
+def test_stamps_keep_the_last_time_of_a_hash_seen_twice_and_compare_by_content() -> None:
+    stamps = Stamps([(1, 10), (1, 20), (2, 10)])
+    assert stamps.get(1) == 20 and len(stamps) == 2
+    assert stamps == Stamps([(2, 10), (1, 20)])  # the order given does not matter
+    assert stamps != Stamps([(2, 10), (1, 10)])
+    assert Stamps() == Stamps([]) and len(Stamps()) == 0 and Stamps().get(1) is None
