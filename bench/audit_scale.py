@@ -101,9 +101,10 @@ def _written(path: str) -> str:
     return next((r for r in WRITTEN if r in parts), "other")
 
 
-def _rss_mib() -> float:
+def _rss_mib(field: str = "VmRSS") -> float:
+    """This process's resident memory (VmRSS), or its peak so far (VmHWM: what a memory limit must hold)."""
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
     return 0.0
 
@@ -348,7 +349,10 @@ async def measure(
         await _until(lambda: c.evaluations["secrets"] - before >= per_ns, 120)
         await asyncio.sleep(5)
         deleted = {"rechecked": c.evaluations["secrets"] - before, "calls": dict(CALLS)}
+        if census:
+            print(f"--- at the end (RSS {_rss_mib():.0f} MiB)\n{_census(run)}", file=sys.stderr, flush=True)
         return {
+            "rss_end": _rss_mib(), "rss_peak": _rss_mib("VmHWM"),
             "jobs": len(c.judged), "cheap_s": cheap, "cheap_calls": cheap_calls, "rss_cheap": rss_cheap,
             "scan_s": scan, "rss_mib": rss, "rss0_mib": rss0, "scan_calls": scan_calls,
             "quiet_calls": quiet_calls, "rescan_s": rescan, "rescan_calls": rescan_calls, "deleted": deleted,
@@ -554,6 +558,8 @@ def main() -> int:
             f"| ... after the re-scan | {_calls(r['refailing'])} |",
             f"| one Secret deleted: jobs re-checked (of {per_ns} that read it) | {r['deleted']['rechecked']} |",
             f"| ... and its requests | {_calls(r['deleted']['calls'])} |",
+            f"| RSS at the end (after the re-scan and the deletion); the peak of the whole run | "
+            f"{r['rss_end']:.0f} MiB; {r['rss_peak']:.0f} MiB |",
             f"| warnings while measured (Lease lost, writes failed and retried) | {_calls(r['troubles'])} |",
         ]
     body = "\n".join([head, "", "| what | figure |", "|---|---|", *rows])
