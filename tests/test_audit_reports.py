@@ -206,23 +206,26 @@ async def test_equal_findings_of_two_jobs_are_held_once_and_what_no_job_holds_is
     assert [r["resources"][0]["name"] for r in store.objects[report_path("team-a")]["results"]] == ["b"] * 5
 
 
+class Slow(Store):
+    """A Store whose requests wait at a gate; it counts how many were in flight at most."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = self.most = 0
+        self.gate = asyncio.Event()
+
+    async def request(self, method: str, path: str, **kw: Any) -> Any:
+        self.now += 1
+        self.most = max(self.most, self.now)
+        try:
+            await self.gate.wait()
+            return await super().request(method, path, **kw)
+        finally:
+            self.now -= 1
+
+
 async def test_at_most_writers_reports_are_built_and_sent_at_once() -> None:
     from webhook.audit.reports import WRITERS
-
-    class Slow(Store):
-        def __init__(self) -> None:
-            super().__init__()
-            self.now = self.most = 0
-            self.gate = asyncio.Event()
-
-        async def request(self, method: str, path: str, **kw: Any) -> Any:
-            self.now += 1
-            self.most = max(self.most, self.now)
-            try:
-                await self.gate.wait()
-                return await super().request(method, path, **kw)
-            finally:
-                self.now -= 1
 
     store = Slow()
     sink = ReportSink(store, AUDIT, debounce=0)
@@ -469,3 +472,23 @@ def test_stamps_keep_the_last_time_of_a_hash_seen_twice_and_compare_by_content()
     assert stamps == Stamps([(2, 10), (1, 20)])  # the order given does not matter
     assert stamps != Stamps([(2, 10), (1, 10)])
     assert Stamps() == Stamps([]) and len(Stamps()) == 0 and Stamps().get(1) is None
+
+
+async def test_one_write_of_a_namespace_at_a_time_and_a_change_meanwhile_is_written_after_it() -> None:
+    store = Slow()
+    sink = ReportSink(store, AUDIT, debounce=0)
+    await sink.publish(await _judgement(_job(BAD_IMAGE), _ref("a", uid="u-a")))
+    for _ in range(5):
+        await asyncio.sleep(0)  # its write has started: it reads the report and waits at the gate
+    await sink.publish(await _judgement(_job(BAD_IMAGE), _ref("b", uid="u-b")))
+    waiting = asyncio.ensure_future(sink.idle())
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert store.most == 1 and not waiting.done()  # the second write waits for the first
+    store.gate.set()
+    await waiting
+    # one create with both jobs (the first write's body is built after its read, with the change),
+    # and the second write finds nothing to do; two writes at once both POSTed, and one was refused (409)
+    assert store.writes() == ["POST"]
+    results = store.objects[report_path("team-a")]["results"]
+    assert sorted({r["resources"][0]["name"] for r in results}) == ["a", "b"]

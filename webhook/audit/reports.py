@@ -391,6 +391,9 @@ class ReportSink:
         self._writers = asyncio.Semaphore(WRITERS)
         #: writes taken out of _pending, waiting for a writer or being sent
         self._inflight: set[asyncio.Task[None]] = set()
+        #: namespace -> its last write taken out of _pending: the next one waits for it (one write of a
+        #: namespace at a time; two at once both POSTed, and one was refused with 409)
+        self._writing: dict[str, asyncio.Task[None]] = {}
         #: namespaces whose pending write is a retry after a failure, and how many failed in a row
         self._retrying: set[str] = set()
         self._failures: dict[str, int] = {}
@@ -454,14 +457,20 @@ class ReportSink:
             self._pending.pop(namespace, None)
             self._retrying.discard(namespace)
         task = asyncio.current_task()
+        before = self._writing.get(namespace)
         if task is not None:
             self._inflight.add(task)
+            self._writing[namespace] = task
         try:
+            if before is not None and not before.done():
+                await asyncio.wait({before})  # its outcome is its own: a failure retries itself
             async with self._writers:
                 with background_requests():  # a judging read goes first (webhook/audit/client.py)
                     await self._flush_or_retry(namespace)
         finally:
             self._inflight.discard(task)
+            if self._writing.get(namespace) is task:
+                del self._writing[namespace]
 
     async def _flush_or_retry(self, namespace: str) -> None:
         try:
