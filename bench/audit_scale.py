@@ -27,6 +27,7 @@ import asyncio
 import ctypes
 import datetime as dt
 import gc
+import json
 import logging
 import os
 import re
@@ -351,8 +352,14 @@ async def measure(
         deleted = {"rechecked": c.evaluations["secrets"] - before, "calls": dict(CALLS)}
         if census:
             print(f"--- at the end (RSS {_rss_mib():.0f} MiB)\n{_census(run)}", file=sys.stderr, flush=True)
+        rss_end, rss_peak = _rss_mib(), _rss_mib("VmHWM")
+        for sink in c.sinks:  # the deletion's Report write has landed
+            idle = getattr(sink, "idle", None)
+            if idle is not None:
+                await idle()
+        agree = await asyncio.to_thread(_reports_agree, cp, _results_of_sink(run))
         return {
-            "rss_end": _rss_mib(), "rss_peak": _rss_mib("VmHWM"),
+            "rss_end": rss_end, "rss_peak": rss_peak, "agree": agree,
             "jobs": len(c.judged), "cheap_s": cheap, "cheap_calls": cheap_calls, "rss_cheap": rss_cheap,
             "scan_s": scan, "rss_mib": rss, "rss0_mib": rss0, "scan_calls": scan_calls,
             "quiet_calls": quiet_calls, "rescan_s": rescan, "rescan_calls": rescan_calls, "deleted": deleted,
@@ -472,6 +479,35 @@ def _failing_checks(run: AuditRun) -> dict[str, int]:
     return dict(out)
 
 
+def _results_of_sink(run: AuditRun) -> set[tuple[str, ...]]:
+    """(namespace, job, child, check, result, message) of every finding the Report sink holds."""
+    out: set[tuple[str, ...]] = set()
+    for sink in run.controller.sinks:
+        for ns, jobs in getattr(sink, "_entries", {}).items():
+            for job, found in jobs.values():
+                subject, child = (job, "") if job.parent is None else (job.parent, job.name)
+                out |= {(ns, subject.name, child, f.check, f.result, f.message) for f in found}
+    return out
+
+
+def _reports_agree(cp: ControlPlane, held: set[tuple[str, ...]]) -> str:
+    """Do the Reports the apiserver stores say what the controller judged? Every result of every
+    report against `held` (:func:`_results_of_sink`), read with kubectl after the writes settled."""
+    listed = json.loads(cp.kubectl("get", "reports.openreports.io", "-A", "-o", "json", timeout=600).stdout)
+    stored: set[tuple[str, ...]] = set()
+    for item in listed.get("items") or []:
+        ns = item["metadata"]["namespace"]
+        for r in item.get("results") or []:
+            subject = (r.get("resources") or [{}])[0]
+            child = (r.get("properties") or {}).get("child", "")
+            stored.add((ns, subject.get("name", ""), child, r.get("policy"), r.get("result"), r.get("message")))
+    missing, extra = len(held - stored), len(stored - held)
+    verdict = (
+        "all agree" if not missing and not extra else f"{missing} judged but not stored, {extra} stored but not judged"
+    )
+    return f"{len(listed.get('items') or [])} reports, {len(stored)} results: {verdict}"
+
+
 def _calls(d: dict[str, int]) -> str:
     return ", ".join(f"{v} {k}" for k, v in sorted(d.items())) or "none"
 
@@ -561,6 +597,7 @@ def main() -> int:
             f"| RSS at the end (after the re-scan and the deletion); the peak of the whole run | "
             f"{r['rss_end']:.0f} MiB; {r['rss_peak']:.0f} MiB |",
             f"| warnings while measured (Lease lost, writes failed and retried) | {_calls(r['troubles'])} |",
+            f"| the stored Reports against the controller's judgements (every result) | {r['agree']} |",
         ]
     body = "\n".join([head, "", "| what | figure |", "|---|---|", *rows])
     print(body)
