@@ -183,6 +183,51 @@ async def test_groups_competing_for_the_devices_warn_never_deny() -> None:
     ]
 
 
+async def test_a_group_takes_devices_for_its_own_pods_only_and_leaves_the_other_nodes_to_the_next() -> None:
+    # two nodes of two GPUs; each group's one pod takes both GPUs of a node: the scheduler puts the
+    # controller on one node and the worker on the other. Taking a node's devices for every node the
+    # first group could use left the second group nothing, and it was warned about wrongly.
+    c = container("node", {"cpu": "1"})
+    p = pod(c)
+    p["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": "gpus"}]
+    wl = workload([PodGroup("controller", 1, p), PodGroup("workers", 1, p)], kind="AIPerfJob", namespace="team-a")
+    view = _view(("nodes", _node("node-2")), ("resourceslices", _slice("node-2")))
+    rs = await run_check_all(DeviceAllocation(), wl, view)
+    assert [(r.status, r.message) for r in rs] == [
+        (
+            Status.PASS,
+            "DRA claims can be allocated: the controller pods' claims fit on node-1, node-2; "
+            "the workers pods' claims fit on node-1, node-2",
+        )
+    ]
+
+
+async def test_the_walk_over_the_nodes_stops_once_every_pod_is_placed_and_three_nodes_are_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from webhook.checks.dra.allocate import SliceIndex
+
+    names = [f"node-{i}" for i in range(1, 8)]
+    view = _view()
+    for n in names[1:]:
+        view.add("nodes", _node(n))
+        view.add("resourceslices", _slice(n))
+    walked: list[str] = []
+    devices = SliceIndex.devices
+
+    def recorded(self: SliceIndex, node: dict[str, Any], term_matches: Any) -> Any:
+        walked.append(node["metadata"]["name"])
+        return devices(self, node, term_matches)
+
+    monkeypatch.setattr(SliceIndex, "devices", recorded)
+    r = await run_check(DeviceAllocation(), _wl(pods=2), view)
+    assert (r.status, r.message) == (
+        Status.PASS,
+        "DRA claims can be allocated: all 2 node pods' claims fit at once on node-1, node-2, node-3",
+    )
+    assert walked == names[:3]  # two nodes place the two pods; the third is the last one the message names
+
+
 async def test_selector_outside_subset_warns_never_denies() -> None:
     t = _template(count=4, selectors=[f'device.capacity["{DRIVER}"].memory.compareTo(quantity("80Gi")) >= 0'])
     r = await run_check(DeviceAllocation(), _wl(), _view(template=t))

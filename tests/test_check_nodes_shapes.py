@@ -85,6 +85,8 @@ def test_the_memoized_walk_gives_the_node_by_node_lists(seed: int) -> None:
     for _ in range(2):  # the second walk reads the kept static shapes
         got = tuple([N.node_name(n) for n in xs] for xs in N._walk(nodes, spec, need))
         assert got == _naive(nodes, spec, need)
+        # Device Allocation's eligible nodes: usable, selected, tolerated
+        assert [N.node_name(n) for n in N.eligible_nodes(nodes, spec)] == _naive(nodes, spec, need)[1]
         # Node Selector Match's two lists, and Tolerations' taints, from the same grouping
         matching = [n for n in nodes if N.selects(spec, n)]
         want_ns = ([N.node_name(n) for n in matching], [N.node_name(n) for n in matching if N._usable(n)])

@@ -496,6 +496,17 @@ def _by_shape(
     return out
 
 
+def eligible_nodes(nodes: list[dict[str, Any]], pod_spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """The usable nodes (Ready, not cordoned) the pod selects and whose taints it tolerates, in listing
+    order: one judgement per node shape (:func:`_by_shape`). `nodes`: :func:`node_listing`'s, so that the
+    grouping is kept from review to review. A kept list: read it, never change it."""
+
+    def judge(node: dict[str, Any]) -> tuple[bool]:
+        return (_usable(node) and selects(pod_spec, node) and not blocking_taints(pod_spec, node),)
+
+    return _by_shape(nodes, pod_spec, judge, 1)[0]
+
+
 def _selected_and_usable(pod_spec: dict[str, Any]) -> Callable[[dict[str, Any]], tuple[bool, bool]]:
     """Node Selector Match's two questions of a node: does the pod select it; is it also usable."""
 

@@ -20,7 +20,7 @@ from webhook.checks.base import Check, CheckContext
 from webhook.checks.common import cached, plural, with_stale
 from webhook.checks.dra.allocate import Claim, Device, DeviceID, Fit, Request, SliceIndex, _attribute, fit, selectable
 from webhook.checks.dra.cel import outside_subset
-from webhook.checks.nodes import blocking_taints, is_cordoned, is_ready, node_name, selects, term_matches
+from webhook.checks.nodes import eligible_nodes, node_listing, node_name, term_matches
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import PodGroup, Workload
 from webhook.workloads.podspec import PodClaim, resource_claims
@@ -154,17 +154,12 @@ def _read_group(wl: Workload, g: PodGroup, pcs: list[PodClaim], ctx: CheckContex
 
 
 def _eligible(g: _GroupClaims, nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Ready, schedulable nodes the pods select and tolerate (as the placement checks read them), within
-    the nodeSelector of every claim already allocated."""
-    out = []
-    for n in nodes:
-        if not is_ready(n) or is_cordoned(n) or not selects(g.group.pod_spec, n):
-            continue
-        if blocking_taints(g.group.pod_spec, n):
-            continue
-        if any(not any(term_matches(t, n) for t in p.get("nodeSelectorTerms") or []) for p in g.pins):
-            continue
-        out.append(n)
+    """Ready, schedulable nodes the pods select and tolerate (as the placement checks read them, nodes
+    alike judged once: webhook.checks.nodes.eligible_nodes), within the nodeSelector of every claim
+    already allocated. Read it, never change it."""
+    out = eligible_nodes(nodes, g.group.pod_spec)
+    if g.pins:
+        out = [n for n in out if all(any(term_matches(t, n) for t in p.get("nodeSelectorTerms") or []) for p in g.pins)]
     return out
 
 
@@ -213,6 +208,7 @@ class _Shapes:
             tuple(self._device(d) for d in devs),
             tuple(first.setdefault(d.id, p) for p, d in enumerate(devs)),
             tuple((d.id in in_use, d.id in taken) for d in devs) if in_use or taken else (),
+            pods,
         )
         hit = self._seen.get(shape)
         if hit is None:
@@ -332,7 +328,7 @@ class DeviceAllocation(Check):
         if fails:
             return self._result(fails, warns, passes, ctx)
         view = ctx.view
-        nodes = view.list_cached("nodes")
+        nodes = node_listing(view)
         slices = _slice_index(view)
         in_use = _in_use(view.list_cached("resourceclaims"))
         devices_of: dict[str, tuple[list[Device], list[str]]] = {}
@@ -367,7 +363,9 @@ class DeviceAllocation(Check):
                 devs, pool_notes = devices_of[nn]
                 incomplete.extend(pool_notes)
                 any_device = any_device or bool(devs)
-                f, k, got, free = shapes.judge(devs, in_use, taken, g.pods)
+                # the pods still to place: a node takes devices for those only (the scheduler puts
+                # each pod on one node; devices for more pods than the group has are not taken)
+                f, k, got, free = shapes.judge(devs, in_use, taken, g.pods - lo)
                 score = sum(f.matching.values())
                 if score > best[0]:
                     best = (score, nn, f.matching)
@@ -385,6 +383,8 @@ class DeviceAllocation(Check):
                     hi += 1  # a request for All devices leaves nothing on the node for a second pod
                 else:
                     hi += free // max(1, min_need)
+                if lo >= g.pods and len(fits_on) >= 3:
+                    break  # every pod placed and the three nodes the verdict names found: no later node changes it
             demand = _demand(claims)
             if not fits_on and not unknown:
                 offer = ", ".join(f"{v} free matching devices for {k}" for k, v in best[2].items())
