@@ -182,6 +182,16 @@ async def test_the_sink_writes_updates_only_on_change_and_report_reads_it_back(
     assert sink.writes == {"create": 1, "update": 1}
     assert _cli(cp, "-n", NS).returncode == 0
 
+    # a new controller judges no job here (say it was deleted while none ran): the end of its first scan
+    # finds the report in the metadata-only list of the apiserver and empties it
+    fresh = ReportSink(writer, settings, debounce=0)
+    await fresh.scan_done(0, {})
+    await fresh.idle()
+    emptied = _report(cp, NS)
+    assert emptied is not None and emptied["results"] == [] and emptied["summary"]["pass"] == 0
+    assert fresh.writes["create"] == 0 and fresh.writes["update"] >= 1
+    await fresh.close()
+
     # no report: `report` judges live, with the same path, and finds the same job
     cp.kubectl("delete", "reports.openreports.io", "preflight-webhook", "-n", NS)
     live = _cli(cp, "-n", NS, "-o", "json")

@@ -58,13 +58,30 @@ class Store:
         self.calls: list[tuple[str, str]] = []
         #: whether each call was sent in the background lane (webhook/audit/client.py)
         self.background: list[bool] = []
+        #: each list's Accept header and query
+        self.lists: list[tuple[str, dict[str, Any]]] = []
         self.rv = 0
 
-    async def request(self, method: str, path: str, *, timeout: float, query: Any = None, body: Any = None) -> Any:
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        timeout: float,
+        query: Any = None,
+        body: Any = None,
+        accept: str = "application/json",
+    ) -> Any:
         self.calls.append((method, path))
         self.background.append(_BACKGROUND.get())
-        if method == "GET" and path.endswith("/reports"):
-            return {"items": [copy.deepcopy(o) for o in self.objects.values()]}
+        if method == "GET" and path.endswith("/reports"):  # a list: paged by limit/continue as the apiserver does
+            items = [copy.deepcopy(o) for o in self.objects.values()]
+            if "as=PartialObjectMetadataList" in accept:
+                items = [{"kind": "PartialObjectMetadata", "metadata": o["metadata"]} for o in items]
+            self.lists.append((accept, dict(query or {})))
+            start, limit = int((query or {}).get("continue") or 0), (query or {}).get("limit") or len(items)
+            more = start + limit < len(items)
+            return {"items": items[start : start + limit], "metadata": {"continue": str(start + limit)} if more else {}}
         if method == "GET":
             if path not in self.objects:
                 raise ApiError(404, "not found")
@@ -285,6 +302,33 @@ async def test_a_restart_rebuilds_from_the_scan_without_writing_an_unchanged_rep
     )
     await second.scan_done(1, {})  # only the first scan cleans up
     assert store.writes() == ["POST", "POST", "PUT"]
+
+
+async def test_the_orphans_are_listed_as_metadata_page_by_page_and_read_whole_only_to_be_emptied(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from webhook.audit import reports
+
+    monkeypatch.setattr(reports, "LIST_PAGE", 2)
+    store = Store()
+    first = ReportSink(store, AUDIT, debounce=0)
+    for i in range(5):
+        await first.publish(await _judgement(_job(BAD_IMAGE), _ref(ns=f"team-{i}", uid=f"u-{i}")))
+    await first.idle()
+    # a new controller finds only team-0's job: the other four reports, over three pages, are orphans
+    second = ReportSink(store, AUDIT, debounce=0)
+    await second.publish(await _judgement(_job(BAD_IMAGE), _ref(ns="team-0", uid="u-0")))
+    await second.idle()
+    store.calls.clear()
+    await second.scan_done(1, {})
+    assert [q.get("continue") for _, q in store.lists] == [None, "2", "4"]
+    assert all(
+        a.startswith("application/json;as=PartialObjectMetadataList") and q["limit"] == 2 for a, q in store.lists
+    )
+    emptied = [p for m, p in store.calls if m == "PUT"]
+    assert emptied == [report_path(f"team-{i}") for i in range(1, 5)]
+    assert all(store.objects[p]["results"] == [] for p in emptied)
+    assert store.objects[report_path("team-0")]["results"]  # the judged namespace's report is left alone
 
 
 async def test_a_forgotten_job_leaves_the_report_and_the_last_one_empties_it() -> None:

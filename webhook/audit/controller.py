@@ -64,7 +64,17 @@ from webhook.audit.queue import Debouncer
 from webhook.audit.sink import FindingSink, JobRef, Judgement
 from webhook.audit.sweeps import RemainingChild, child_of_sweep, remaining_children
 from webhook.checks.base import Check
-from webhook.cluster.cache import CacheSpec, Key, Reflector, ResourceCache, key_of, resource_version, trim_heap
+from webhook.cluster.cache import (
+    META_LIST,
+    META_WATCH,
+    CacheSpec,
+    Key,
+    Reflector,
+    ResourceCache,
+    key_of,
+    resource_version,
+    trim_heap,
+)
 from webhook.cluster.live import LiveClusterView
 from webhook.config import Settings
 from webhook.deadline import Deadline
@@ -96,9 +106,6 @@ TRIGGER_SPECS: tuple[CacheSpec, ...] = (
 #: whether a TrainJob started: its JobSet (same name) and its Kueue Workload
 JOBSETS = CacheSpec("jobsets", "jobset.x-k8s.io", "v1alpha2", True)
 WORKLOADS = CacheSpec("workloads", "kueue.x-k8s.io", "v1beta2", True)
-
-META_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
-META_WATCH = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 
 Listener = Callable[[str, dict[str, Any]], None]
 

@@ -93,6 +93,11 @@ CACHE_SPECS: tuple[CacheSpec, ...] = (
 SPECS_BY_RESOURCE = {s.resource: s for s in CACHE_SPECS}
 
 
+#: Accept headers that ask the apiserver for metadata only (no spec, no data): a list, and a watch's events
+META_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+META_WATCH = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+
+
 # --------------------------------------------------------------------------- slimming
 
 
