@@ -12,6 +12,7 @@ import json
 import logging
 import re
 import ssl
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -487,6 +488,11 @@ def _gzip_claimed(body: bytes) -> bytes:
     return head(len(body), extra="Content-Encoding: gzip\r\n") + body
 
 
+def _bomb(inflated: int) -> bytes:
+    """A gzip body that inflates to `inflated` bytes of spaces (about 1,000 times its size)."""
+    return gzip.compress(b" " * inflated, compresslevel=9)
+
+
 @pytest.mark.parametrize(
     ("settings", "sent", "status", "message", "timed_out"),
     [
@@ -505,6 +511,31 @@ def _gzip_claimed(body: bytes) -> bytes:
             "the request body has more gzip members than the 1024 the server decodes; compress it as one",
             0,
             id="5000-gzip-members",
+        ),
+        pytest.param(
+            Settings(maxBodyBytes=65536),
+            lambda: _gzip_claimed(_bomb(8 * 2**20)),
+            413,
+            "the request body inflates to more than the limit of 65536 bytes (maxBodyBytes; Content-Encoding gzip); "
+            "it was not decoded further",
+            0,
+            id="gzip-bomb",
+        ),
+        pytest.param(
+            Settings(),
+            lambda: head(len(review_bytes()), extra="Content-Encoding: br\r\n") + review_bytes(),
+            415,
+            "Content-Encoding 'br' is not supported; send gzip, deflate or none",
+            0,
+            id="an-encoding-not-decoded",
+        ),
+        pytest.param(
+            Settings(),
+            lambda: _gzip_claimed(gzip.compress(review_bytes())[:-12]),
+            400,
+            "the request body is not valid gzip, as its Content-Encoding says it is",
+            0,
+            id="truncated-gzip",
         ),
         pytest.param(
             Settings(bodyTimeoutSeconds=0.2),
@@ -827,3 +858,50 @@ async def test_a_body_still_arriving_makes_room_last_and_leaves_one_line(
     assert (status, answer["response"]["uid"]) == (200, "slow")
     for _, w in slow:
         w.close()
+
+
+# --------------------------------------------------------------------------- compressed bodies
+
+
+async def test_a_gzip_bomb_is_inflated_in_steps_that_yield_and_stops_one_step_past_the_limit() -> None:
+    from webhook.server import BodyError, inflate
+
+    steps = 0
+    done = False
+
+    async def count_turns() -> None:
+        nonlocal steps
+        while not done:
+            steps += 1
+            await asyncio.sleep(0)
+
+    counter = asyncio.ensure_future(count_turns())
+    with pytest.raises(BodyError) as err:
+        await inflate(_bomb(64 * 2**20), "gzip", 2**20, chunk=64 * 1024)
+    done = True
+    await counter
+    assert err.value.status == 413
+    # 1 MiB in 64 KiB steps: the loop got a turn between every two (the bomb's other 63 MiB never inflated)
+    assert steps >= 16
+
+
+@pytest.mark.parametrize(
+    ("encoding", "encode"),
+    [
+        pytest.param("gzip", gzip.compress, id="gzip"),
+        pytest.param("GZip", lambda b: gzip.compress(b[:100]) + gzip.compress(b[100:]), id="two-gzip-members"),
+        pytest.param("deflate", zlib.compress, id="deflate"),
+        pytest.param("deflate", lambda b: zlib.compress(b)[2:-4], id="raw-deflate"),
+        pytest.param("identity", lambda b: b, id="identity"),
+    ],
+)
+async def test_a_compressed_review_is_judged_like_a_plain_one(
+    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext, encoding: str, encode: Any
+) -> None:
+    server = await start_webhook(checks=[Pass()])
+    body = encode(review_bytes())
+    reader, writer = await connect(server, client_ssl)
+    writer.write(head(len(body), extra=f"Content-Encoding: {encoding}\r\n") + body)
+    status, _, answer = await read_response(reader)
+    assert (status, answer["response"]["uid"], answer["response"]["allowed"]) == (200, "hostile-1", True)
+    writer.close()

@@ -397,6 +397,9 @@ class WebhookServer:
             keepalive_timeout=s.idle_timeout_seconds,
             lingering_time=min(10.0, s.body_timeout_seconds),
             shutdown_timeout=0.001,  # the drain is ours (shutdown()); this only cancels what is left
+            # bodies stay as sent: WebhookApp inflates a compressed one in bounded steps (server.inflate);
+            # aiohttp's own decoder, after a 413, went on inflating a gzip bomb whole while it lingered
+            auto_decompress=False,
         )
         self._stopped = asyncio.Event()
 
