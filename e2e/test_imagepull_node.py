@@ -86,7 +86,8 @@ async def _agree(node: Node, reg: Registry, archive: Path) -> None:
     ]
     for name, image, secret, _, _ in rows:
         cp.kubectl("apply", "-f", "-", input=json.dumps(_pod(name, image, secret)))
-    settings = Settings(registryAccess={"mode": "all", "caFile": str(reg.ca_file)})
+    # the registry is on the node's bridge, a private address: listed, as a cluster lists its in-cluster registry
+    settings = Settings(registryAccess={"mode": "all", "caFile": str(reg.ca_file), "internalRegistries": [reg.address]})
     view = await open_cluster_view(settings, kubeconfig=str(cp.kubeconfig), checks=all_checks(), wait_seconds=60)
     try:
         assert await view.wait_synced(60), view.ready_reason

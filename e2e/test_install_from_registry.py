@@ -125,7 +125,9 @@ def _install_and_ask(node: Node, reg: Registry) -> None:
             assert time.monotonic() < deadline, f"{what}: {err[-1500:]}"
             time.sleep(0.5)  # polling the apiserver for a condition, bounded by the deadline
 
-    node.helm("upgrade", RELEASE, *chart, "--set", "config.registryAccess.mode=all", "--wait", "--timeout", "5m")
+    # the registry is on the node's bridge, a private address: listed, as a cluster lists its in-cluster registry
+    node.helm("upgrade", RELEASE, *chart, "--set", "config.registryAccess.mode=all",
+              "--set", f"config.registryAccess.internalRegistries={{{reg.address}}}", "--wait", "--timeout", "5m")  # fmt: skip
     err = until(VERSION, lambda e: "[Image Pull]" in e, "no Image Pull result after registryAccess.mode=all")
     assert (
         f'Warning: [Image Pull] Cannot verify image "{repo}:{VERSION}" (pod groups "controller", "workers"): '

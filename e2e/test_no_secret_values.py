@@ -114,7 +114,10 @@ def test_pull_secret_values_appear_nowhere_when_registries_are_asked(
             cp,
             vwc_name="preflight-webhook-no-secret-values-registry",
             name="nsv-registry.preflight.webhook.io",
-            config={"mode": "warn", "registryAccess": {"mode": "all", "caFile": str(reg.ca_file)}},
+            config={
+                "mode": "warn",
+                "registryAccess": {"mode": "all", "caFile": str(reg.ca_file), "internalRegistries": [reg.address]},
+            },
             namespace_selector={"matchLabels": {"e2e.preflight/no-secret-values-registry": "yes"}},
             probe_namespace=ns,
             log_level="debug",

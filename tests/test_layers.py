@@ -97,7 +97,7 @@ PACKAGE_ORDER = {
     ],
     "webhook.checks.storage": ["classes", "claims", "match", "check"],
     "webhook.checks.dra": ["cel", "allocate", "check"],
-    "webhook.registry": ["keyring", "challenge", "platform", "client"],
+    "webhook.registry": ["keyring", "challenge", "platform", "address", "client"],
 }  # fmt: skip
 
 

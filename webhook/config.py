@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
@@ -236,6 +237,11 @@ class AuditSettings(_Model):
         return self
 
 
+#: host[:port] as an image reference names a registry: a DNS name, an IPv4 address or a bracketed IPv6 one
+_HOST_PORT = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
+                        r"|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")  # fmt: skip
+
+
 class RegistryAccessSettings(_Model):
     """Whether and how the Image Pull check asks registries (checks/imagepull.py, docs/configuration.md).
 
@@ -259,12 +265,42 @@ class RegistryAccessSettings(_Model):
     #: registries the nodes hold credentials for (a kubelet credential provider, the node's config.json):
     #: refused anonymous access to them only warns, the kubelet may still authenticate
     node_credentials: list[str] = Field(default_factory=list, alias="nodeCredentials")
+    #: registries (host[:port]) that may be asked at internal addresses (loopback, private, link-local,
+    #: CGNAT, clusterNetworks): every other host resolving to one is refused before any connection
+    internal_registries: list[str] = Field(default_factory=list, alias="internalRegistries")
+    #: token realm hosts (host[:port]) a registry may name besides its own host name; the pull
+    #: Secret's credentials go there (a realm elsewhere, or over http, is not asked)
+    token_realms: list[str] = Field(default_factory=list, alias="tokenRealms")
+    #: the cluster's own networks (pod and Service CIDRs), internal even when they are public ranges
+    cluster_networks: list[str] = Field(default_factory=list, alias="clusterNetworks")
+    #: distinct images looked up per review at most; the rest are named "not asked" in a detail
+    max_images_per_review: int = Field(20, ge=1, le=1000, alias="maxImagesPerReview")
+    #: lookups in flight at once in the whole process at most
+    max_concurrent_lookups: int = Field(16, ge=1, le=256, alias="maxConcurrentLookups")
 
     @field_validator("mode", mode="before")
     @classmethod
     def _yaml_off(cls, v: Any) -> Any:
         """YAML 1.1 reads a bare `off` as false."""
         return "off" if v is False else v
+
+    @field_validator("internal_registries", "token_realms")
+    @classmethod
+    def _hosts(cls, v: list[str]) -> list[str]:
+        for h in v:
+            if not _HOST_PORT.fullmatch(h):
+                raise ValueError(f"{h!r} is not a host[:port] (no scheme, no path)")
+        return [h.lower() for h in v]
+
+    @field_validator("cluster_networks")
+    @classmethod
+    def _cidrs(cls, v: list[str]) -> list[str]:
+        for n in v:
+            try:
+                ipaddress.ip_network(n, strict=False)
+            except ValueError:
+                raise ValueError(f"{n!r} is not a CIDR") from None
+        return v
 
     def allows(self, registry: str) -> bool:
         if self.mode == "off":

@@ -593,7 +593,8 @@ def image_registry(
     with Registry(node.state_dir / "fidelity-registry", trustme.CA(), users, host=node.bridge_ip) as reg:
         push_images(reg, workload_archive)
         containerd_hosts(reg, node.registry_hosts_dir)
-        access = {"mode": "allowlist", "allowlist": [reg.address], "caFile": str(reg.ca_file)}
+        access = {"mode": "allowlist", "allowlist": [reg.address], "caFile": str(reg.ca_file),
+                  "internalRegistries": [reg.address]}  # fmt: skip
         print(f"==> fidelity: registry on {reg.address}, {REGISTRY_REPOSITORY}:{REGISTRY_TAG} pushed", file=sys.stderr)
         yield [with_registry(s, reg.address) for s in scenarios], {**WEBHOOK_CONFIG, "registryAccess": access}
 

@@ -18,8 +18,12 @@ Which credentials, as Kubernetes picks them:
 Verdicts: manifest unknown → FAIL (with the repository's nearby tags when they can be read);
 refused (401/403) with the pods' credentials, or anonymously when no Secret has an entry for the
 registry → FAIL naming the Secrets tried; an index without a platform of the nodes the pods can
-run on → FAIL; unreachable, timeout, 5xx, a Secret that cannot be read → WARN (cannot verify).
+run on → FAIL; unreachable, timeout, 5xx, a Secret that cannot be read → WARN (cannot verify);
+not asked by the client's own rules (an internal address not listed, a token realm over http or on
+another host, a redirect where none is followed, an unreadable challenge) → WARN, naming the rule.
 Registry access is a setting (registryAccess: off | allowlist | all; off by default: no egress).
+A review asks about at most registryAccess.maxImagesPerReview distinct images (the rest are named
+in a detail, "not asked (limit N)"), and the process has at most maxConcurrentLookups in flight.
 Secret values stay in memory for the lookup; messages name Secrets, never their contents.
 """
 
@@ -110,6 +114,13 @@ def nearby(tag: str, tags: tuple[str, ...]) -> list[str]:
     return difflib.get_close_matches(tag, tags, n=NEARBY_TAGS, cutoff=0.5)
 
 
+def _not_asked(over: list[_Need], limit: int) -> str:
+    images = list(dict.fromkeys(n.image for n in over))
+    shown = ", ".join(f'"{i}"' for i in images[:3]) + (f" and {len(images) - 3} more" if len(images) > 3 else "")
+    label = "image" if len(images) == 1 else "images"
+    return f"{len(images)} more {label} not asked (limit {limit}, registryAccess.maxImagesPerReview): {shown}"
+
+
 def _secrets_text(names: list[str]) -> str:
     return ", ".join(f'"{n}"' for n in names)
 
@@ -143,15 +154,25 @@ class ImagePull(Check):
 
     def client(self, ra: RegistryAccessSettings) -> registry.RegistryClient:
         """One client per registry-access configuration: its cache and breakers live as long as it does."""
-        key = (ra.timeout_seconds, ra.cache_seconds, ra.breaker_failures, ra.breaker_open_seconds, ra.ca_file)
+        key = (
+            ra.timeout_seconds, ra.cache_seconds, ra.breaker_failures, ra.breaker_open_seconds, ra.ca_file,
+            tuple(ra.internal_registries), tuple(ra.token_realms), tuple(ra.cluster_networks),
+            ra.max_concurrent_lookups,
+        )  # fmt: skip
         c = self._clients.get(key)
         if c is None:
+            if len(self._clients) >= 8:  # settings reloaded many times: the old clients go
+                self._clients.clear()
             c = self._clients[key] = registry.RegistryClient(
                 timeout=ra.timeout_seconds,
                 cache_seconds=ra.cache_seconds,
                 breaker_failures=ra.breaker_failures,
                 breaker_open_seconds=ra.breaker_open_seconds,
                 ssl_context=registry.make_ssl_context(ra.ca_file),
+                internal_registries=ra.internal_registries,
+                token_realms=ra.token_realms,
+                cluster_networks=ra.cluster_networks,
+                max_concurrent=ra.max_concurrent_lookups,
             )
         return c
 
@@ -174,12 +195,16 @@ class ImagePull(Check):
                 else ("Registries not in registryAccess.allowlist, not asked: " + ", ".join(f'"{r}"' for r in skipped))
             )
             return [CheckResult(self.name, Status.SKIP, why)]
+        # a review names at most maxImagesPerReview distinct images to its registries: the rest are
+        # named in a detail (a JobSet of 2,000 images is 20 lookups, not 2,000 at once)
+        over = asked[ra.max_images_per_review :]
+        asked = asked[: ra.max_images_per_review]
         names = sorted({s for n in asked for s in n.secrets})
         read = await asyncio.gather(*(self._read(ctx, s) for s in names))
         secrets = dict(zip(names, read, strict=True))
         verdicts = await asyncio.gather(*(self._judge(ctx, ra, n, secrets) for n in asked))
         secrets.clear()
-        return self._results(verdicts, len(asked), skipped)
+        return self._results(verdicts, len(asked), skipped, over, ra.max_images_per_review)
 
     async def _read(self, ctx: CheckContext, name: str) -> PullSecret | None | ApiError:
         assert ctx.view is not None
@@ -188,20 +213,25 @@ class ImagePull(Check):
         except ApiError as exc:
             return exc
 
-    def _results(self, verdicts: list[_Verdict | None], asked: int, skipped: list[str]) -> list[CheckResult]:
+    def _results(
+        self, verdicts: list[_Verdict | None], asked: int, skipped: list[str], over: list[_Need], limit: int
+    ) -> list[CheckResult]:
         out: list[CheckResult] = []
+        unasked = [_not_asked(over, limit)] if over else []
         for status in (Status.FAIL, Status.WARN):
             msgs = [v.message for v in verdicts if v is not None and v.status == status]
             if msgs:
-                out.append(CheckResult(self.name, status, " ".join(msgs), details=msgs))
+                out.append(CheckResult(self.name, status, " ".join(msgs), details=msgs + unasked))
+                unasked = []
         if out:
             return out
-        text = (
-            "The image is in its registry and can be pulled"
-            if asked == 1
-            else f"All {asked} images are in their registries and can be pulled"
-        )
-        details = [f'Registry "{r}" is not in registryAccess.allowlist: not asked' for r in skipped]
+        if over:
+            text = f"The {asked} images asked are in their registries and can be pulled; {_not_asked(over, limit)}"
+        elif asked == 1:
+            text = "The image is in its registry and can be pulled"
+        else:
+            text = f"All {asked} images are in their registries and can be pulled"
+        details = [f'Registry "{r}" is not in registryAccess.allowlist: not asked' for r in skipped] + unasked
         return [CheckResult(self.name, Status.PASS, text, details=details)]
 
     async def _judge(
@@ -229,15 +259,16 @@ class ImagePull(Check):
             if answer.outcome == registry.FOUND:
                 return self._platform(ctx, need, answer)
         where = f'image "{need.image}" ({_groups(need)})'
-        if any(a.outcome == registry.UNREACHABLE for _, a in answers):
-            detail = next(a.detail for _, a in answers if a.outcome == registry.UNREACHABLE)
+        unsure = [a for _, a in answers if a.outcome in (registry.UNREACHABLE, registry.NOT_ASKED)]
+        if unsure:
+            detail = unsure[0].detail
             if detail == registry.UNTRUSTED_CERTIFICATE:
                 return _Verdict(
                     Status.WARN,
                     f'Cannot verify {where}: the TLS certificate of "{ref.registry}" is not trusted; '
                     "add its CA (registryAccess.caFile; chart: registryCA).",
                 )
-            return _Verdict(Status.WARN, f'Cannot verify {where}: registry "{ref.registry}" did not answer ({detail}).')
+            return _Verdict(Status.WARN, f'Cannot verify {where}: registry "{ref.registry}" {detail}.')
         unknown = [a for _, a in answers if a.outcome == registry.UNKNOWN]
         if unknown:
             return _Verdict(Status.FAIL, self._unknown(need, unknown[0]))
@@ -339,7 +370,7 @@ async def registry_manifest(
     try:
         return await client.manifest(ref, cred, wait)
     except (OSError, ValueError) as exc:
-        return registry.Answer(registry.UNREACHABLE, detail=type(exc).__name__)
+        return registry.Answer(registry.UNREACHABLE, detail=f"was not asked: the client failed ({type(exc).__name__})")
 
 
 CHECKS = [ImagePull()]

@@ -6,12 +6,15 @@ platform. containerd pulls the one its platform matcher picks (github.com/contai
 an architecture). A node advertises its OS and architecture in the labels kubernetes.io/os and
 kubernetes.io/arch (k8s.io/api/core/v1 well_known_labels.go, set by the kubelet from GOOS/GOARCH),
 not its variant, so a platform is matched on (os, architecture); entries whose platform is
-"unknown" (attestation manifests, image-spec's "artifactType") run nowhere and are left out.
+"unknown" (attestation manifests, image-spec's "artifactType") run nowhere and are left out, and
+so are those whose os or architecture is not a plain word (PLATFORM_WORD): what a registry writes
+there reaches a message only then.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -23,6 +26,10 @@ INDEX_TYPES = frozenset({OCI_INDEX, DOCKER_LIST})
 ACCEPT = ", ".join((OCI_INDEX, DOCKER_LIST, OCI_MANIFEST, DOCKER_MANIFEST))
 #: the image-spec's bound on a manifest's size that registries enforce (distribution: 4 MiB)
 MANIFEST_MAX = 4 * 1024 * 1024
+
+#: what an os or architecture may be to be kept (GOOS/GOARCH values, OCI image-spec's platform
+#: fields): a registry's other strings never reach a message
+PLATFORM_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}")
 
 OS_LABEL = "kubernetes.io/os"
 ARCH_LABEL = "kubernetes.io/arch"
@@ -42,6 +49,8 @@ def index_platforms(body: bytes) -> tuple[tuple[str, str], ...]:
             continue
         os_, arch = p.get("os"), p.get("architecture")
         if not isinstance(os_, str) or not isinstance(arch, str) or "unknown" in (os_, arch):
+            continue
+        if not PLATFORM_WORD.fullmatch(os_) or not PLATFORM_WORD.fullmatch(arch):
             continue
         if (os_, arch) not in out:
             out.append((os_, arch))
