@@ -225,12 +225,13 @@ async def test_the_outer_timeout_is_decided_by_timeout_action_not_failed_open(
     resp = body["response"]
     assert resp["uid"] == "t-1"
     assert resp["allowed"] is allowed
-    finding = "[Preflight] did not finish within the 0.5s budget; its verdict is unknown (timed out)"
+    # named: the check still running when the server's own timeout ended the review (issue 33)
+    finding = "[Widget Stuck] did not finish within the 0.5s budget; its verdict is unknown (timed out)"
     if allowed:
         assert resp["warnings"] == [finding]
     else:
         assert resp["status"]["message"] == f'Widget "w1" in namespace "team-a" failed 1 preflight check:\n{finding}'
-    assert resp["auditAnnotations"]["failed-checks"] == "Preflight"
+    assert resp["auditAnnotations"]["failed-checks"] == "Widget Stuck"
     assert "internal error" not in json.dumps(resp)
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 #: time a check keeps free at the end of the budget to report what it could not finish (the engine
@@ -33,6 +35,33 @@ class Deadline:
         """Seconds an API call may take: what is left, capped by `ceiling`."""
         left = self.remaining()
         return left if ceiling is None else min(left, ceiling)
+
+
+#: the share of a review's budget an adapter may spend on the renders it can leave out (an AIPerfSweep's
+#: children after the heaviest so far): the rest is kept for the checks, so a big object that renders
+#: slowly still gets its cheap deny-capable checks (Secrets, Job Render) judged within the budget
+RENDER_SHARE = 0.5
+
+#: the deadline of the review whose object is being rendered (set by preflight.evaluate around the
+#: adapter; copied into the worker thread of a large object's render)
+_RENDERING: ContextVar[Deadline | None] = ContextVar("rendering", default=None)
+
+
+@contextmanager
+def rendering_within(deadline: Deadline | None) -> Iterator[None]:
+    """Within the block, `render_time_left()` answers for `deadline` (None: no bound, as for the CLI's plan)."""
+    token = _RENDERING.set(deadline)
+    try:
+        yield
+    finally:
+        _RENDERING.reset(token)
+
+
+def render_time_left() -> bool:
+    """False once the review being rendered has spent RENDER_SHARE of its budget: an adapter stops the
+    renders it can leave out and says what it left (those parts are "not verified", never passed)."""
+    deadline = _RENDERING.get()
+    return deadline is None or deadline.elapsed() < deadline.budget * RENDER_SHARE
 
 
 async def wait_until(

@@ -109,10 +109,14 @@ async def run_checks(
     settings: Settings,
     deadline: Deadline,
     view: ClusterView | None = None,
+    found: dict[str, list[CheckResult]] | None = None,
 ) -> PreflightResults:
-    """Run `checks` (already filtered for the workload) and return every result, in registry order."""
+    """Run `checks` (already filtered for the workload) and return every result, in registry order.
+
+    `found`: filled with each check's results as they come in, so a caller whose own timeout
+    ends the run still has the failures found by then (`so_far`)."""
     ctx = CheckContext(workload=workload, deadline=deadline, settings=settings, view=view)
-    by_check: dict[str, list[CheckResult]] = {}
+    by_check: dict[str, list[CheckResult]] = {} if found is None else found
     runnable: list[Check] = []
     for c in checks:
         pre = _precondition(c, ctx)
@@ -185,6 +189,19 @@ async def run_checks(
                 r.duration_ms = deadline.elapsed() * 1000.0
                 by_check[c.name] = [r]
 
+    return _ordered(checks, by_check)
+
+
+def so_far(checks: Sequence[Check], found: dict[str, list[CheckResult]], deadline: Deadline) -> PreflightResults:
+    """The results of a run cut short from outside (the server's own timeout): what each check found
+    by then, and every other one reported by name as timed out (timeoutAction decides about those;
+    a FAIL already found denies as usual)."""
+    by_check = dict(found)
+    for c in checks:
+        if c.name not in by_check:
+            r = timed_out_result(c.name, deadline.budget)
+            r.duration_ms = deadline.elapsed() * 1000.0
+            by_check[c.name] = [r]
     return _ordered(checks, by_check)
 
 

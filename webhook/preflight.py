@@ -16,8 +16,8 @@ from webhook.checks.base import Check
 from webhook.checks.render import JobRender
 from webhook.cluster.view import ClusterView
 from webhook.config import Settings
-from webhook.deadline import Deadline
-from webhook.engine import applicable, run_checks, timed_out_result
+from webhook.deadline import Deadline, rendering_within
+from webhook.engine import applicable, run_checks, so_far, timed_out_result
 from webhook.policy import Decision, Outcome, decide, unreadable, unreadable_before
 from webhook.results import CheckResult, PreflightResults, Status
 from webhook.workloads import adapter_for, build_workload
@@ -29,6 +29,18 @@ MODES = ("enforce", "warn", "audit")
 OBJECT_SIZE = "Object Size"
 #: the name a whole evaluation that ran past the deadline is reported under (timeoutAction)
 EVALUATION = "Preflight"
+
+
+@dataclass
+class Progress:
+    """How far one evaluation got, for a caller whose own timeout may end it (the server): once the
+    Workload is built, its checks, and each check's results as they come in."""
+
+    workload: Workload | None = None
+    checks: list[Check] = field(default_factory=list)
+    found: dict[str, list[CheckResult]] = field(default_factory=dict)
+    mode: str | None = None
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -178,6 +190,29 @@ def timed_out_evaluation(
     return _single_verdict(result, settings.timeout_action, settings=settings, obj=obj, view=view, namespace=namespace)
 
 
+def cut_short_evaluation(
+    progress: Progress,
+    obj: dict[str, Any],
+    *,
+    settings: Settings,
+    deadline: Deadline,
+    view: ClusterView | None = None,
+    namespace: str | None = None,
+) -> Evaluation:
+    """The evaluation of an object whose judging the caller's own timeout ended: the failures found by
+    then deny as usual, and every check not finished is reported by name as timed out (timeoutAction).
+    Before the Workload existed nothing was found: the whole evaluation is timed out.
+
+    An UPDATE cut short here is judged without the ratchet's second run (a failure found denies; the
+    fix is to apply again when the cluster answers in time)."""
+    wl = progress.workload
+    if wl is None:
+        return timed_out_evaluation(obj, settings=settings, deadline=deadline, view=view, namespace=namespace)
+    results = so_far(progress.checks, progress.found, deadline)
+    decision = decide(results, settings=settings, mode=progress.mode, subject=_subject(wl), notes=progress.notes)
+    return Evaluation(wl, results, decision, progress.notes)
+
+
 def _overrides(wl: Workload, settings: Settings, view: ClusterView | None) -> tuple[str | None, set[str], list[str]]:
     """(mode override, checks to skip, notes) from the namespace label and the object annotation.
 
@@ -218,6 +253,7 @@ async def evaluate(
     checks: list[Check] | None = None,
     off_loop: bool = False,
     within_limit: bool = False,
+    progress: Progress | None = None,
 ) -> Evaluation:
     """Evaluate one object. One its adapter cannot read as its kind is denied (`unreadable`).
 
@@ -256,7 +292,9 @@ async def evaluate(
             problem = None if size is None else oversize_problem(size, settings)
             if problem is not None:  # before any rendering
                 return problem, None
-        with verified_plain(obj if plain else None):  # nothing changes obj between the walk and the adapter
+        # nothing changes obj between the walk and the adapter; the adapter may leave out what it cannot
+        # render within its share of the deadline (a sweep's later children: named "not verified")
+        with verified_plain(obj if plain else None), rendering_within(deadline):
             return None, build(obj)
 
     try:
@@ -286,9 +324,12 @@ async def evaluate(
         return Evaluation(None, PreflightResults(), Decision(allowed=True, outcome=Outcome.UNHANDLED))
 
     mode, skip, notes = _overrides(wl, settings, view)
-    results = await run_checks(
-        wl, applicable(checks, wl, settings, skip), settings=settings, deadline=deadline, view=view
-    )
+    todo = applicable(checks, wl, settings, skip)
+    so_far_found: dict[str, list[CheckResult]] | None = None
+    if progress is not None:
+        progress.workload, progress.checks, progress.mode, progress.notes = wl, todo, mode, notes
+        so_far_found = progress.found
+    results = await run_checks(wl, todo, settings=settings, deadline=deadline, view=view, found=so_far_found)
 
     preexisting: set[str] = set()
     if operation == "UPDATE" and isinstance(old_obj, dict):

@@ -62,7 +62,7 @@ from webhook.config import Settings
 from webhook.deadline import Deadline, budget_seconds, parse_go_duration
 from webhook.metrics import Metrics
 from webhook.policy import Outcome, clip
-from webhook.preflight import evaluate, oversize_text, timed_out_evaluation, too_large_evaluation
+from webhook.preflight import Progress, cut_short_evaluation, evaluate, oversize_text, too_large_evaluation
 from webhook.workloads import known_kinds
 
 log = logging.getLogger("webhook.server")
@@ -392,6 +392,7 @@ class WebhookApp:
         obj = req.object
         assert obj is not None  # the envelope model requires it for CREATE/UPDATE
         outer = asyncio.timeout(deadline.budget + s.safety_margin_seconds / 2)
+        progress = Progress()
         try:
             async with outer:
                 ev = await evaluate(
@@ -405,13 +406,15 @@ class WebhookApp:
                     checks=self.checks,
                     off_loop=off_loop,
                     within_limit=True,  # _too_big_to_parse measured the object as the apiserver wrote it
+                    progress=progress,
                 )
         except TimeoutError:
             if not outer.expired():
                 raise  # a TimeoutError of our own making: a bug, fails open
-            # the deadline, noticed here rather than by a check: timeoutAction decides, as for a check
-            ev = timed_out_evaluation(
-                obj, settings=s, deadline=deadline, view=self.view, namespace=req.namespace or None
+            # the deadline, noticed here rather than by a check: the failures found by then deny, the checks
+            # still running are timed out by name, and timeoutAction decides about those (never a silent allow)
+            ev = cut_short_evaluation(
+                progress, obj, settings=s, deadline=deadline, view=self.view, namespace=req.namespace or None
             )
         self.metrics.observe_checks(ev.results.checks)
         return response_from_decision(req.uid, ev.decision), ev.decision.outcome

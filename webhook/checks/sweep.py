@@ -115,8 +115,18 @@ class SweepChildren(Check):
             )
             details += [f"{c.describe()}: {t}" for c, t in hits]
         total_runs = sum(len(c.names) for c in wl.children)
+        left = unrendered_note(wl)
         if fails:
-            return CheckResult(self.name, Status.FAIL, " ".join(fails), details=details)
+            return CheckResult(self.name, Status.FAIL, " ".join(fails + ([left] if left else [])), details=details)
+        if left:  # what was rendered passes; the rest is unknown: timeoutAction decides, as for a check cut short
+            return CheckResult(
+                self.name,
+                Status.WARN,
+                f"{len(wl.children)} of {len(wl.children) + len(wl.unrendered)} children of AIPerfSweep {wl.name} "
+                f"were judged and pass; {left}",
+                details=[f"not verified: {n}" for n in wl.unrendered],
+                timed_out=True,
+            )
         worst = wl.worst or wl.children[0]
         pods, cpu, mem = worst.requests
         notes = "; ".join(wl.notes)
@@ -136,6 +146,19 @@ class SweepChildren(Check):
             + (f" ({notes})" if notes else ""),
             details=[f"{c.describe()}: {c.requests[0]} pod(s)" for c in wl.children[:50]],
         )
+
+
+def unrendered_note(wl: SweepWorkload) -> str:
+    """What a sweep's render left out to stay within the review's deadline ("" when nothing)."""
+    left = wl.unrendered
+    if not left:
+        return ""
+    shown = ", ".join(left[:_SHOW]) + (f" and {len(left) - _SHOW} more" if len(left) > _SHOW else "")
+    return (
+        f"{len(left)} more were not rendered within the review's budget and are not verified (timed out): {shown}. "
+        "Fix: raise budgetSeconds and the webhook's timeoutSeconds, or check the sweep with "
+        "`preflight-webhook check -f` before applying it"
+    )
 
 
 def _cores(v: Any) -> str:
@@ -219,6 +242,18 @@ class SweepChildQuotas(Check):
         kept = self._kept_objects(wl, quotas)
         if kept:
             failing.setdefault("", [])
+        left = unrendered_note(wl)
+        if not failing and left:
+            return with_stale(
+                CheckResult(
+                    self.name,
+                    Status.WARN,
+                    f"All {len(rendered)} rendered children fit the ResourceQuotas of namespace \"{wl.namespace}\"; "
+                    + left,
+                    timed_out=True,
+                ),
+                ctx, "resourcequotas", "limitranges",
+            )  # fmt: skip
         if not failing:
             return with_stale(
                 CheckResult(
@@ -245,6 +280,8 @@ class SweepChildQuotas(Check):
                 "every child fits."
             )
             details += [f"{c.describe()}: {t}" for c, t in hits]
+        if left:
+            lines.append(left)
         return with_stale(
             CheckResult(self.name, Status.FAIL, " ".join(lines), details=details), ctx, "resourcequotas", "limitranges"
         )

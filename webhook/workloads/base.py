@@ -120,6 +120,9 @@ class Workload:
     # the render cache's id of this render (webhook/workloads/render_cache.py: one per render it made,
     # never reused), None when not rendered through it; the Dry Run check memoizes its probes' digests by it
     render_id: int | None = None
+    # the adapter left out renders to keep the review within its deadline (webhook.deadline.render_time_left):
+    # what it left is named by the kind's checks as not verified, and such a render is never cached
+    cut_short: bool = False
 
     @property
     def ref(self) -> str:

@@ -31,7 +31,8 @@ a bounded LRU of renders, keyed by what the render reads:
   ``resourceVersion`` (nothing found then and now counts as the same). Anything else is a miss and
   the entry is replaced.
 
-Only an object the plain-JSON test accepts (webhook.workloads.walks) is cached. A render that raised is never cached. A hit returns a new Workload
+Only an object the plain-JSON test accepts (webhook.workloads.walks) is cached. A render that raised is never cached, nor one an adapter cut short to keep a review
+within its deadline (``Workload.cut_short``). A hit returns a new Workload
 around the shared render (its own object, and its own lists and dicts at the top: the checks never
 change what is under them, webhook.checks.dryrun_probe), so one review cannot change what another
 sees.
@@ -327,6 +328,8 @@ class RenderCache:
             self.misses += 1
             if wl is None:
                 return None
+            if wl.cut_short:  # a render cut short by one review's deadline is not the object's render
+                return _fresh(wl, obj, fill, create)
             wl.render_id = next(_RENDER_IDS)
             old = self._entries.pop(key, None)
             if old is not None:

@@ -5,6 +5,9 @@ contexts and the podTemplate pass-through (aiperf/operator/handlers/create.py _b
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from webhook.config import Settings
@@ -183,8 +186,8 @@ class Renderer:
             )
         if controller_host:
             env.append({"name": "AIPERF_K8S_ZMQ_CONTROLLER_HOST", "value": controller_host})
-        reserved = {e["name"] for e in env} | {"AIPERF_JOB_UID"}
-        env.extend(e for e in (self._t("env") or []) if e.get("name") not in reserved)
+        reserved = frozenset({e["name"] for e in env} | {"AIPERF_JOB_UID"})
+        env.extend(_template_env(self._t("env") or [], reserved))
         return env
 
     def _probe(self, port: int, path: str = "/healthz") -> dict[str, Any]:
@@ -348,11 +351,7 @@ class Renderer:
         if self.mode == "none":
             shares: list[Any] = [None] * (1 + workers + rps)
         else:
-            rp_cpu = None
-            for e in self._t("env") or []:
-                if e.get("name") == "AIPERF_K8S_RECORD_PROCESSOR_CPU_REQUEST" and e.get("value"):
-                    rp_cpu = e["value"]
-                    break
+            rp_cpu = _template_value(self._t("env") or [], "AIPERF_K8S_RECORD_PROCESSOR_CPU_REQUEST")
             rp_cpu = rp_cpu or self.env.get("AIPERF_K8S_RECORD_PROCESSOR_CPU_REQUEST", "") or None
             cpu, mem = self.env.resources("WORKER_POD")
             shares = [
@@ -460,8 +459,63 @@ def _no_unknown(d: dict[str, Any], allowed: set[str], path: str, what: str) -> N
             raise AdapterError(f"{at(path, key)} is not a field of AIPerfJob (AIPerf rejects unknown {what})")
 
 
+#: id(podTemplate) → (that podTemplate, its validated copy), and (id(its env), the reserved names) → (that
+#: env, its entries not reserved), while `shared_pod_templates()` holds
+_TEMPLATES: ContextVar[dict[Any, tuple[Any, Any]] | None] = ContextVar("pod_templates", default=None)
+
+
+@contextmanager
+def shared_pod_templates() -> Iterator[None]:
+    """Within the block, jobs whose spec holds the same podTemplate object share its validated copy,
+    validated once (an AIPerfSweep's children: 200 validations of a large template took seconds). The
+    copy is read-only, as the renderer already treats it (entries shared between a job's containers)."""
+    token = _TEMPLATES.set({})
+    try:
+        yield
+    finally:
+        _TEMPLATES.reset(token)
+
+
 def _pod_template(spec: dict[str, Any]) -> dict[str, Any]:
     """spec.podTemplate validated against the Kubernetes shapes it becomes, camelCase keys, no nulls."""
+    memo = _TEMPLATES.get()
+    given = lookup(spec, "podTemplate")
+    hit = None if memo is None else memo.get(id(given))
+    if hit is not None and hit[0] is given:
+        return hit[1]
+    out = _validated_template(spec)
+    if memo is not None:
+        memo[id(given)] = (given, out)
+    return out
+
+
+def _template_env(given: list[dict[str, Any]], reserved: frozenset[str]) -> list[dict[str, Any]]:
+    """The template's env entries whose names the operator does not set itself (shared: read-only)."""
+    memo = _TEMPLATES.get()
+    key = (id(given), reserved)
+    hit = None if memo is None else memo.get(key)
+    if hit is not None and hit[0] is given:
+        return hit[1]
+    out = [e for e in given if e.get("name") not in reserved]
+    if memo is not None:
+        memo[key] = (given, out)
+    return out
+
+
+def _template_value(given: list[dict[str, Any]], name: str) -> Any:
+    """The first non-empty value the template's env gives `name`, else None (memoized like _template_env)."""
+    memo = _TEMPLATES.get()
+    key = (id(given), name)
+    hit = None if memo is None else memo.get(key)
+    if hit is not None and hit[0] is given:
+        return hit[1]
+    out = next((e["value"] for e in given if e.get("name") == name and e.get("value")), None)
+    if memo is not None:
+        memo[key] = (given, out)
+    return out
+
+
+def _validated_template(spec: dict[str, Any]) -> dict[str, Any]:
     path = at("spec", _key(spec, "podTemplate"))
     tmpl = mapping(lookup(spec, "podTemplate"), path)
     _no_unknown(tmpl, _POD_TEMPLATE_KEYS, path, "fields")

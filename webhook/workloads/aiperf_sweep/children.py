@@ -9,17 +9,21 @@ differ only in name and seed, so each variation is rendered once and its trials 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 from webhook.config import Settings
+from webhook.deadline import render_time_left
 from webhook.kube import placeholder_uid
 from webhook.workloads import aiperf
+from webhook.workloads.aiperf.jobset import shared_pod_templates
 from webhook.workloads.aiperf_sweep.expansion import Variation
 from webhook.workloads.aiperf_sweep.naming import child_name, sanitize_for_label
 from webhook.workloads.aiperf_sweep.spec import SpecInvalid
 from webhook.workloads.aiperf_sweep.workload import SweepChild, SweepWorkload, configmap_bytes, rank
-from webhook.workloads.base import AdapterError
+from webhook.workloads.base import AdapterError, PodGroup
+from webhook.workloads.walks import is_plain, verified_plain
 
 SWEEP_LABEL = "aiperf.nvidia.com/sweep"
 SWEEP_UID_LABEL = "aiperf.nvidia.com/sweep-uid"
@@ -104,13 +108,34 @@ class ChildPlan:
 def render_children(wl: SweepWorkload, plan: ChildPlan, variations: list[Variation], settings: Settings) -> None:
     """One rendered child per variation into `wl.children`, and the heaviest of them as `wl.worst`.
 
-    200 run-config texts can hold 200 x ~1 MiB: only the heaviest child so far keeps its
-    ConfigMap's data (every size is kept)."""
-    for var in variations:
+    Memory stays about one full render: 200 run-config texts can hold 200 x ~1 MiB, and 200 JobSets
+    200 copies of a large pod template, so only the heaviest child so far keeps its whole render; the
+    others keep what the per-child checks and the plan read (`_slim`: sizes, names, pod requests).
+    Time is bounded by the review's deadline: once the adapter's share of it is spent
+    (webhook.deadline.render_time_left), the variations not rendered yet are listed in
+    `wl.unrendered` (named "not verified" by Sweep Children) and the peak is the heaviest rendered.
+    The first variation is always rendered, so the sweep's pods are judged."""
+    # a child is the parent's values (shared, not copied) plus names, labels and the variation's values,
+    # themselves the parent's: a plain parent has plain children, not walked again for each
+    plain = is_plain(plan.parent)
+    with shared_pod_templates():  # the children hold the parent's podTemplate: validated once
+        _render(wl, plan, variations, settings, plain)
+
+
+def _render(wl: SweepWorkload, plan: ChildPlan, variations: list[Variation], settings: Settings, plain: bool) -> None:
+    for n, var in enumerate(variations):
+        if n and not render_time_left():
+            wl.unrendered = [
+                f"{child_name(plan.sweep, v.index, plan.trial_ids()[0])} ({v.label})" for v in variations[n:]
+            ]
+            wl.cut_short = True
+            break
         trial_ids = plan.trial_ids()
         first = child_name(plan.sweep, var.index, trial_ids[0])
+        obj = plan.child_obj(var, first)
         try:
-            cwl = aiperf.build(plan.child_obj(var, first), settings=settings, namespace=plan.namespace)
+            with verified_plain(obj if plain else None):
+                cwl = aiperf.build(obj, settings=settings, namespace=plan.namespace)
         except AdapterError as exc:
             raise SpecInvalid(f"variation {var.index} ({var.label}): {exc}") from exc
         child = SweepChild(
@@ -124,17 +149,49 @@ def render_children(wl: SweepWorkload, plan: ChildPlan, variations: list[Variati
         )
         wl.children.append(child)
         if cwl.render_errors or not cwl.pod_groups:
-            _release_configmap(child)
+            _slim(child)
         elif wl.worst is None or rank(child) < rank(wl.worst):
             if wl.worst is not None:
-                _release_configmap(wl.worst)
+                _slim(wl.worst)
             wl.worst = child
         else:
-            _release_configmap(child)
+            _slim(child)
 
 
-def _release_configmap(c: SweepChild) -> None:
-    """Drop a child's run-config text once its size is measured (the metadata stays)."""
-    cm = c.workload.derived.get("configMap")
-    if cm is not None and "data" in cm:
-        c.workload.derived["configMap"] = {k: v for k, v in cm.items() if k != "data"}
+#: what a container keeps in a slimmed child: what quota admission and the plan's requests read
+_CONTAINER_KEEP = ("name", "resources", "restartPolicy")
+
+
+def _slim(c: SweepChild) -> None:
+    """Keep of a child that is not the heaviest what the per-child checks and the plan read: its
+    object, names, pod requests (`requests`, and each pod group's pod spec without volumes and with
+    containers reduced to their name, resources and restartPolicy), its ConfigMap's size and metadata,
+    its JobSet's name and replicatedJobs (names, replicas, completions, parallelism)."""
+    _ = c.requests  # measured on the whole render, kept
+    cwl = c.workload
+    cm = cwl.derived.get("configMap")
+    if cm is not None:
+        cwl.derived["configMap"] = {k: v for k, v in cm.items() if k != "data"}
+    js = cwl.derived.get("jobSet")
+    if js is not None:
+        rjobs = (js.get("spec") or {}).get("replicatedJobs")
+        skeleton: dict[str, Any] = {k: v for k, v in js.items() if k != "spec"}
+        if isinstance(rjobs, list):
+            kept = []
+            for rj in rjobs:
+                if not isinstance(rj, dict):
+                    continue
+                spec = (rj.get("template") or {}).get("spec") or {}
+                job = {k: spec[k] for k in ("completions", "parallelism") if k in spec}
+                kept.append({"name": rj.get("name"), "replicas": rj.get("replicas"), "template": {"spec": job}})
+            skeleton["spec"] = {"replicatedJobs": kept}
+        cwl.derived["jobSet"] = skeleton
+    cwl.pod_groups = [_slim_group(g) for g in cwl.pod_groups]
+
+
+def _slim_group(g: PodGroup) -> PodGroup:
+    pod = {k: v for k, v in g.pod_spec.items() if k not in ("containers", "initContainers", "volumes")}
+    for key in ("containers", "initContainers"):
+        if isinstance(g.pod_spec.get(key), list):
+            pod[key] = [{k: c[k] for k in _CONTAINER_KEEP if k in c} for c in g.pod_spec[key] if isinstance(c, dict)]
+    return dataclasses.replace(g, pod_spec=pod, pod_metadata={})

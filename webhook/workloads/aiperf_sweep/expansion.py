@@ -121,6 +121,64 @@ def set_nested(data: dict[str, Any], path: str, value: Any) -> None:
         cur = cur.setdefault(key, {})
 
 
+def set_nested_shared(data: dict[str, Any], path: str, value: Any) -> None:
+    """set_nested on `data` (a variation's own top-level dict) that copies only the containers on `path`.
+
+    The rest stays shared with the sweep's envelope, read-only: 200 variations of a 500 KB benchmark
+    held 200 deep copies (100 MB and seconds of CPU) for one changed number each."""
+    keys = path.split(".")
+    cur: Any = data
+    for i, key in enumerate(keys):
+        parent = keys[i - 1] if i else ""
+        last = i == len(keys) - 1
+        if _named_list(cur):
+            match = _find_entry(cur, key, parent)
+            if match is None:
+                names = [item.get("name") for item in cur]
+                raise SpecInvalid(f"sweep path {path!r}: no entry named {key!r} found (existing: {names}).")
+            own = dict(match)
+            cur[next(j for j, item in enumerate(cur) if item is match)] = own
+            if last:
+                own[key] = value
+                return
+            cur = own
+            continue
+        if not isinstance(cur, dict):
+            raise SpecInvalid(
+                f"sweep path {path!r}: cannot {'assign' if last else 'descend'} into {type(cur).__name__} at segment "
+                f"{'.'.join(keys[:i]) or '<root>'!r}; expected a dict or list-of-named-dicts."
+            )
+        if last:
+            cur[key] = value
+            return
+        nxt = cur.setdefault(key, {})
+        if isinstance(nxt, (dict, list)):
+            nxt = cur[key] = type(nxt)(nxt)  # this variation's own copy of the next container on the path
+        cur = nxt
+
+
+def merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """deep_merge(copy.deepcopy(base), override)'s result, sharing what the override leaves as it was."""
+    out = dict(base)
+    for key, value in override.items():
+        old = out.get(key)
+        if isinstance(old, dict) and isinstance(value, dict):
+            od, vd = set(old) & _DIST_KEYS, set(value) & _DIST_KEYS
+            out[key] = value if od and vd and od != vd else merged(old, value)
+        elif isinstance(old, list) and isinstance(value, list) and _named_list(old) and _named_list(value):
+            items = list(old)
+            for item in value:
+                j = next((j for j, b in enumerate(items) if b.get("name") == item["name"]), None)
+                if j is None:
+                    items.append(copy.deepcopy(item))
+                else:
+                    items[j] = merged(items[j], item)
+            out[key] = items
+        else:
+            out[key] = value
+    return out
+
+
 def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> None:
     """expand._deep_merge: named lists merge by name; a distribution kind swap replaces."""
     for key, value in override.items():
@@ -185,10 +243,13 @@ def _expand_parameters(sweep: dict[str, Any], envelope: dict[str, Any], kind: st
         combos = itertools.product(*lists)
     out = []
     for idx, combo in enumerate(combos):
-        variant = copy.deepcopy(envelope)
+        # each variation owns the containers its values change; the rest is the envelope's, shared
+        variant = dict(envelope)
         body = variant.setdefault("benchmark", {})
+        if isinstance(body, (dict, list)):
+            body = variant["benchmark"] = type(body)(body)
         for path, value in zip(names, combo):
-            set_nested(variant if path in env_paths else body, path, value)
+            set_nested_shared(variant if path in env_paths else body, path, value)
         out.append(Variation(idx, ", ".join(f"{n}={_label_value(v)}" for n, v in zip(names, combo)), variant))
     return out
 
@@ -208,12 +269,13 @@ def _expand_scenarios(sweep: dict[str, Any], envelope: dict[str, Any]) -> list[V
                 f"sweep run [{idx}]: unknown field(s) {sorted(unknown)!r}; allowed: {sorted(_SCENARIO_KEYS)}. "
                 "(Wrap body fields under `benchmark:` inside the run.)"
             )
-        variant = copy.deepcopy(envelope)
         over = {k: copy.deepcopy(v) for k, v in run.items() if k not in ("name", "values")}
         bench = over.get("benchmark")
         if isinstance(bench, dict) and isinstance(bench.get("dataset"), dict) and "datasets" not in bench:
-            _singular_dataset(bench, variant, idx)
-        deep_merge(variant, over)
+            _singular_dataset(bench, envelope, idx)
+        # the run merged over the envelope, sharing what it does not change (a deep copy per run held
+        # as many copies of the base benchmark as there are runs)
+        variant = merged(envelope, over)
         out.append(Variation(idx, str(run.get("name", f"scenario_{idx}")), variant))
     return out
 

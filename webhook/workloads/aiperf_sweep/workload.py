@@ -64,6 +64,9 @@ class SweepWorkload(Workload):
     worst: SweepChild | None = None
     #: notes for plan/Sweep Children (e.g. "children sampled at run time")
     notes: list[str] = field(default_factory=list)
+    #: the variations left unrendered to keep the review within its deadline (`s-v07 (label)` each, in
+    #: order): their children are not verified (children.render_children)
+    unrendered: list[str] = field(default_factory=list)
     #: pod group name → (the Workload whose controller creates those pods, its own group)
     _sources: dict[str, tuple[Workload, PodGroup]] = field(default_factory=dict)
 

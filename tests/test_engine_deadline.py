@@ -1,0 +1,168 @@
+"""A review never fails open because it is big or slow (issue 33, "Build 2").
+
+The deadline runs out for each part separately: a check still running is named "not verified"
+(timed out: timeoutAction decides), while a failure already found still denies in enforce mode.
+A sweep whose children cannot all be rendered in the adapter's share of the budget keeps its
+cheap deny-capable checks. Time is a fake clock or a check that never finishes: no sleeps, no
+timing assertions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from typing import Any
+
+import pytest
+
+import webhook.workloads.aiperf as aiperf
+from tests.fakeview import FakeView, meta
+from tests.test_server import call, review, widget
+from tests.test_workload_aiperf_sweep import sweep_obj
+from webhook.checks.base import Check, CheckContext
+from webhook.config import Settings
+from webhook.deadline import RENDER_SHARE, Deadline
+from webhook.preflight import evaluate
+from webhook.results import CheckResult, Status
+from webhook.workloads.render_cache import CACHE
+
+WIDGET = frozenset({"Widget"})
+
+
+class Broken(Check):
+    name = "Widget Broken"
+    kinds = WIDGET
+    synchronous = True
+    summary = "Always fails."
+
+    async def run(self, ctx: CheckContext) -> CheckResult:
+        return CheckResult(self.name, Status.FAIL, 'Secret "s" not found. Fix: create it')
+
+
+class Stuck(Check):
+    """Stands for a check that holds the loop past the budget (a long synchronous computation): the engine
+    cannot cut a synchronous check, so only the server's own timeout ends the review."""
+
+    name = "Widget Stuck"
+    kinds = WIDGET
+    synchronous = True
+    summary = "Never finishes."
+
+    async def run(self, ctx: CheckContext) -> CheckResult:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+async def test_a_failure_found_before_the_servers_own_timeout_still_denies(
+    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext
+) -> None:
+    server = await start_webhook(Settings(budgetSeconds=0.2, safetyMarginSeconds=0.2), checks=[Broken(), Stuck()])
+    status, body, _ = await call(server, client_ssl, review(widget(), uid="cut-1"))
+    assert status == 200
+    resp = body["response"]
+    assert resp["allowed"] is False
+    assert resp["status"]["message"] == (
+        'Widget "w1" in namespace "team-a" failed 1 preflight check:\n'
+        '[Widget Broken] Secret "s" not found. Fix: create it'
+    )
+    assert resp["warnings"] == [
+        "[Widget Stuck] did not finish within the 0.2s budget; its verdict is unknown (timed out)"
+    ]
+
+
+async def test_with_nothing_found_by_the_servers_timeout_timeout_action_decides(
+    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext
+) -> None:
+    server = await start_webhook(Settings(budgetSeconds=0.2, safetyMarginSeconds=0.2), checks=[Stuck()])
+    status, body, _ = await call(server, client_ssl, review(widget(), uid="cut-2"))
+    resp = body["response"]
+    assert (status, resp["allowed"]) == (200, True)  # timeoutAction warn (the default): not verified, said so
+    assert resp["warnings"] == [
+        "[Widget Stuck] did not finish within the 0.2s budget; its verdict is unknown (timed out)"
+    ]
+
+
+# --------------------------------------------------------------------------- a sweep slower than its budget
+
+
+class Clock:
+    """A deadline's clock that only the children's renders move."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def cluster() -> FakeView:
+    return FakeView(
+        {"namespaces": [{"metadata": meta("team-a")}], "serviceaccounts": [{"metadata": meta("default", "team-a")}]},
+        secrets={},
+    )
+
+
+def broken_sweep() -> dict[str, Any]:
+    """Ten variations whose pods read a Secret that does not exist."""
+    env = [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-missing", "key": "token"}}}]
+    return sweep_obj(name="slow", podTemplate={"env": env})
+
+
+@pytest.fixture
+def slow_children(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    """Every child render takes 1 s of the deadline's clock (a large sweep, without the wall time)."""
+    clock = Clock()
+    original = aiperf.build
+
+    def build(obj: dict[str, Any], **kw: Any) -> Any:
+        clock.now += 1.0
+        return original(obj, **kw)
+
+    monkeypatch.setattr(aiperf, "build", build)
+    return clock
+
+
+async def test_a_broken_sweep_slower_than_its_budget_is_denied_by_what_was_found(slow_children: Clock) -> None:
+    CACHE.clear()
+    deadline = Deadline(4.0, clock=slow_children)
+    ev = await evaluate(broken_sweep(), settings=Settings(), deadline=deadline, view=cluster())
+    # the adapter stops at its share of the budget (2 of 4 s: two children), the checks get the rest
+    assert RENDER_SHARE == 0.5 and [c.name for c in ev.workload.children] == ["slow-v00", "slow-v01"]
+    assert ev.decision.allowed is False
+    assert '[Secrets] Secret "hf-missing" not found in namespace "team-a"' in ev.decision.message
+    by_name = {r.name: r for r in ev.results.checks}
+    children = by_name["Sweep Children"]
+    assert (children.status, children.timed_out) == (Status.WARN, True)
+    assert children.message == (
+        "2 of 10 children of AIPerfSweep slow were judged and pass; 8 more were not rendered within the review's "
+        "budget and are not verified (timed out): slow-v02 (phases.profiling.concurrency=300), "
+        "slow-v03 (phases.profiling.concurrency=400), slow-v04 (phases.profiling.concurrency=500), "
+        "slow-v05 (phases.profiling.concurrency=600), slow-v06 (phases.profiling.concurrency=700) and 3 more. "
+        "Fix: raise budgetSeconds and the webhook's timeoutSeconds, or check the sweep with "
+        "`preflight-webhook check -f` before applying it"
+    )
+    assert children.details[-1] == "not verified: slow-v09 (phases.profiling.concurrency=1000)"
+    # a render cut short by one review's deadline is never served to the next review
+    assert len(CACHE) == 0
+
+
+async def test_a_sweep_cut_short_is_not_verified_under_timeout_action(slow_children: Clock) -> None:
+    obj = sweep_obj(name="slow")
+    view = FakeView({"namespaces": [{"metadata": meta("team-a")}]}, secrets={})
+    deny = Settings(timeoutAction="deny")
+    ev = await evaluate(obj, settings=deny, deadline=Deadline(4.0, clock=slow_children), view=view)
+    assert ev.decision.allowed is False
+    assert ev.decision.message.startswith(
+        'AIPerfSweep "slow" in namespace "team-a" failed 1 preflight check:\n[Sweep Children] 2 of 10 children'
+    )
+    slow_children.now = 0.0
+    ev = await evaluate(obj, settings=Settings(), deadline=Deadline(4.0, clock=slow_children), view=view)
+    assert ev.decision.allowed is True  # timeoutAction warn: said as a warning, never a pass
+    assert any(w.startswith("[Sweep Children] 2 of 10 children") for w in ev.decision.warnings)
+
+
+async def test_without_a_deadline_every_child_is_rendered(slow_children: Clock) -> None:
+    from webhook.workloads import build_workload
+
+    wl = build_workload(broken_sweep(), settings=Settings())
+    assert len(wl.children) == 10 and not wl.unrendered and not wl.cut_short
