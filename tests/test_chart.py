@@ -56,8 +56,13 @@ def mode_args(mode: str) -> list[str]:
     return ["--set", f"certificates.mode={mode}", *(PROVIDED if mode == "provided" else [])]
 
 
+#: what `helm install` reads from the cluster and `helm template` cannot: the apiserver's address (the
+#: NetworkPolicy refuses to guess it; tests/test_chart_privileges.py renders without it)
+APISERVER = ["--set", "networkPolicy.apiserverCIDRs={10.0.0.5/32}"]
+
+
 def render(*args: str, release: str = RELEASE, namespace: str = NS) -> list[dict[str, Any]]:
-    out = helm("template", release, str(CHART), "--namespace", namespace, *args).stdout
+    out = helm("template", release, str(CHART), "--namespace", namespace, *APISERVER, *args).stdout
     return [d for d in yaml.safe_load_all(out) if d]
 
 
@@ -77,7 +82,7 @@ def kinds(docs: list[dict[str, Any]]) -> list[tuple[str, str]]:
 @pytest.mark.parametrize("mode", ["default", *MODES])
 def test_lint_passes(mode: str) -> None:
     args = [] if mode == "default" else mode_args(mode)
-    proc = helm("lint", "--strict", str(CHART), "--namespace", NS, *args)
+    proc = helm("lint", "--strict", str(CHART), "--namespace", NS, *APISERVER, *args)
     assert "1 chart(s) linted, 0 chart(s) failed" in proc.stdout
 
 
@@ -85,7 +90,9 @@ def test_default_renders_self_managed_objects() -> None:
     assert kinds(render()) == [
         ("ClusterRole", FULL),
         ("ClusterRole", f"{FULL}-audit"),
+        ("ClusterRole", f"{FULL}-audit-jobs"),
         ("ClusterRole", f"{FULL}-certs"),
+        ("ClusterRole", f"{FULL}-jobs"),
         ("ClusterRoleBinding", FULL),
         ("ClusterRoleBinding", f"{FULL}-audit"),
         ("ClusterRoleBinding", f"{FULL}-certs"),
@@ -106,8 +113,12 @@ def test_default_renders_self_managed_objects() -> None:
         ("ServiceAccount", f"{FULL}-audit"),
         ("ServiceAccount", f"{FULL}-certs"),
         ("ValidatingAdmissionPolicy", f"{FULL}-audit-dry-run-only"),
+        ("ValidatingAdmissionPolicy", f"{FULL}-audit-events-where-jobs-live"),
+        ("ValidatingAdmissionPolicy", f"{FULL}-certs-cabundle-only"),
         ("ValidatingAdmissionPolicy", f"{FULL}-dry-run-only"),
         ("ValidatingAdmissionPolicyBinding", f"{FULL}-audit-dry-run-only"),
+        ("ValidatingAdmissionPolicyBinding", f"{FULL}-audit-events-where-jobs-live"),
+        ("ValidatingAdmissionPolicyBinding", f"{FULL}-certs-cabundle-only"),
         ("ValidatingAdmissionPolicyBinding", f"{FULL}-dry-run-only"),
         ("ValidatingWebhookConfiguration", FULL),
     ]
@@ -189,7 +200,7 @@ def test_provided_mode_uses_the_secret_and_ca_bundle() -> None:
     ],
 )
 def test_bad_values_are_refused_with_the_reason(args: list[str], message: str) -> None:
-    proc = helm("template", RELEASE, str(CHART), "--namespace", NS, *args, check=False)
+    proc = helm("template", RELEASE, str(CHART), "--namespace", NS, *APISERVER, *args, check=False)
     assert proc.returncode != 0
     assert message in proc.stderr, proc.stderr
 
@@ -402,7 +413,7 @@ def test_legacy_chart_reproduces_the_0_1_0_selectors(tmp_path: Path) -> None:
     from e2e.harness.legacychart import legacy_chart
 
     chart = legacy_chart(tmp_path)
-    out = helm("template", RELEASE, str(chart), "--namespace", NS).stdout
+    out = helm("template", RELEASE, str(chart), "--namespace", NS, *APISERVER).stdout
     docs = [d for d in yaml.safe_load_all(out) if d]
     certs_pod = one(docs, "Deployment", f"{FULL}-certs")["spec"]["template"]["metadata"]["labels"]
     legacy = {"app.kubernetes.io/name": "preflight-webhook", "app.kubernetes.io/instance": RELEASE}
@@ -459,7 +470,7 @@ def test_config_map_is_exactly_the_code_defaults() -> None:
     cm = one(render(), "ConfigMap", f"{FULL}-config")
     cfg = yaml.safe_load(cm["data"]["config.yaml"])
     # the one derived value: the namespaces the webhook configuration excludes (tests/test_chart_security.py)
-    derived = Settings(excludedNamespaces=["kube-system", "kube-node-lease", "kube-public", NS])
+    derived = Settings(excludedNamespaces=["kube-system", "kube-node-lease", "kube-public", NS], jobNamespaces=[])
     assert Settings.model_validate(cfg) == derived
     assert cfg == json.loads(derived.model_dump_json(by_alias=True))
 
@@ -530,8 +541,9 @@ def test_schema_covers_every_value() -> None:
 
 
 #: Settings the chart derives from other values instead of passing through config:
-#: clientAuth from .Values.clientAuth, excludedNamespaces from the webhook's namespace exclusions.
-DERIVED_SETTINGS = {"clientAuth", "excludedNamespaces"}
+#: clientAuth from .Values.clientAuth, excludedNamespaces from the webhook's namespace exclusions, jobNamespaces
+#: from rbac.jobNamespaces (tests/test_chart_privileges.py).
+DERIVED_SETTINGS = {"clientAuth", "excludedNamespaces", "jobNamespaces"}
 
 
 def test_values_config_carries_every_setting() -> None:

@@ -8,7 +8,12 @@ import yaml
 from test_chart import CHART, FULL, NS, kinds, one, render
 from test_chart_rbac import _flatten
 
-from webhook.audit.rbac import audit_lease_permissions, audit_permissions
+from webhook.audit.rbac import (
+    audit_lease_permissions,
+    audit_permissions,
+    cluster_permissions,
+    job_namespace_permissions,
+)
 from webhook.checks import all_checks
 
 AUDIT = f"{FULL}-audit"
@@ -21,7 +26,18 @@ def _wanted(perms: list) -> set[tuple[str, str, str]]:  # type: ignore[type-arg]
 
 
 def test_the_audit_cluster_role_is_exactly_the_generated_permissions() -> None:
-    granted = _flatten(one(render(), "ClusterRole", AUDIT)["rules"])
+    """The audit ClusterRole plus `<name>-audit-jobs` (bound only where jobs live) are exactly audit_permissions."""
+    docs = render()
+    cluster_wide = _flatten(one(docs, "ClusterRole", AUDIT)["rules"])
+    jobs = _flatten(one(docs, "ClusterRole", f"{AUDIT}-jobs")["rules"])
+    assert jobs == _wanted(job_namespace_permissions()) and not (cluster_wide & jobs)
+    assert cluster_wide == _wanted(cluster_permissions(all_checks()))
+    # no Secret and no Event write cluster-wide: reading the Events back (a new leader) is the only cluster-wide verb
+    assert not [r for v, g, r in cluster_wide if r == "secrets"]
+    assert sorted(v for v, g, r in cluster_wide if (g, r) == ("", "events")) == ["list"]
+    assert sorted(v for v, g, r in jobs if (g, r) == ("", "events")) == ["create", "patch"]
+    assert sorted(v for v, g, r in jobs if (g, r) == ("", "secrets")) == ["get", "list", "watch"]
+    granted = cluster_wide | jobs
     wanted = _wanted(audit_permissions(all_checks()))
     assert not (granted - wanted), f"the chart grants more: {sorted(granted - wanted)}"
     assert not (wanted - granted), f"the chart lacks: {sorted(wanted - granted)}"

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_chart import CHART, FULL, NS, helm, one, render
+from tests.test_chart import APISERVER, CHART, FULL, NS, helm, one, render
 from webhook.metrics import Metrics
 from webhook.policy import Outcome
 from webhook.results import CheckResult, Status
@@ -136,7 +136,7 @@ def test_service_monitor_scrapes_the_metrics_port_of_this_release_only() -> None
     ],
 )
 def test_bad_monitoring_values_are_refused(args: list[str], message: str) -> None:
-    proc = helm("template", "pf", str(CHART), "--namespace", NS, *args, check=False)
+    proc = helm("template", "pf", str(CHART), "--namespace", NS, *APISERVER, *args, check=False)
     assert proc.returncode != 0 and message in proc.stderr, proc.stderr
 
 

@@ -40,9 +40,13 @@ def _flatten(rules: list[dict]) -> set[tuple[str, str, str]]:
 
 
 def test_serving_cluster_role_equals_required_permissions() -> None:
+    """The serving ClusterRole plus `<name>-jobs` (bound only where jobs live) are exactly the required permissions."""
     docs = render()
     rules = one(docs, "ClusterRole", FULL)["rules"]
-    granted = _flatten(rules)
+    cluster_wide = _flatten(rules)
+    jobs = _flatten(one(docs, "ClusterRole", f"{FULL}-jobs")["rules"])
+    assert jobs == {("get", "", "secrets")} and not (cluster_wide & jobs)
+    granted = cluster_wide | jobs
     wanted = {
         (p.verb, p.group, f"{p.resource}/{p.subresource}" if p.subresource else p.resource)
         for p in required_permissions(all_checks())
@@ -198,10 +202,12 @@ def test_generated_template_is_up_to_date() -> None:
 
 
 def test_secrets_are_only_ever_got_by_name() -> None:
-    """`get` by name, never `list`/`watch`: a LIST would hand over every value of a namespace.
-    RBAC cannot narrow `get` to "all namespaces but these": webhook/cluster/live.py does
-    (never_read_namespaces), and the self-managed certificate Secret holds no CA key."""
-    granted = _flatten(one(render(), "ClusterRole", FULL)["rules"])
+    """`get` by name, never `list`/`watch`: a LIST would hand over every value of a namespace. And never
+    cluster-wide: the serving ClusterRole has no Secret at all; `<name>-jobs` grants the `get`, bound where
+    jobs live (tests/test_chart_privileges.py). The self-managed certificate Secret holds no CA key."""
+    docs = render()
+    assert not [r for r in one(docs, "ClusterRole", FULL)["rules"] if "secrets" in r["resources"]]
+    granted = _flatten(one(docs, "ClusterRole", f"{FULL}-jobs")["rules"])
     assert sorted(v for v, g, r in granted if (g, r) == ("", "secrets")) == ["get"]
 
 
@@ -217,7 +223,11 @@ def test_capabilities_rbac_prints_the_rules_and_the_roles_of_the_config(tmp_path
     )
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    assert doc["rules"] == one(render(), "ClusterRole", FULL)["rules"]
+    # the serving ClusterRole and <name>-jobs (what is bound only where jobs live) together
+    rendered = render()
+    chart_rules = one(rendered, "ClusterRole", FULL)["rules"] + one(rendered, "ClusterRole", f"{FULL}-jobs")["rules"]
+    by_rule = lambda r: (r["apiGroups"], r["resources"])  # noqa: E731
+    assert doc["rules"] == sorted(chart_rules, key=by_rule)
     docs = render(
         "--set",
         "config.nodeProvisioning.clusterAutoscalerStatus=autoscaling/ca-status",

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from tests.test_chart import CHART, FULL, NS, helm, one, render
+from tests.test_chart import APISERVER, CHART, FULL, NS, helm, one, render
 from webhook.config import Settings
 
 PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----"
@@ -17,7 +17,7 @@ def config(docs: list) -> Settings:
     return Settings.model_validate(yaml.safe_load(one(docs, "ConfigMap", f"{FULL}-config")["data"]["config.yaml"]))
 
 
-def test_network_policy_admits_only_the_webhook_port_from_non_pod_sources_by_default() -> None:
+def test_network_policy_admits_only_the_webhook_port_from_the_apiserver() -> None:
     np = one(render(), "NetworkPolicy", FULL)
     spec = np["spec"]
     assert spec["podSelector"]["matchLabels"] == {
@@ -28,20 +28,16 @@ def test_network_policy_admits_only_the_webhook_port_from_non_pod_sources_by_def
     assert spec["policyTypes"] == ["Ingress"]
     [rule] = spec["ingress"]
     assert rule["ports"] == [{"port": 8443, "protocol": "TCP"}]
-    assert rule["from"] == [
-        {"ipBlock": {"cidr": "0.0.0.0/0"}},
-        {"ipBlock": {"cidr": "::/0"}},
-        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}}},
-    ]
+    assert rule["from"] == [{"ipBlock": {"cidr": "10.0.0.5/32"}}]  # networkPolicy.apiserverCIDRs (tests: APISERVER)
 
 
-def test_pod_cidrs_are_excepted_per_address_family() -> None:
+def test_pod_cidrs_are_excepted_per_address_family_when_every_source_is_allowed() -> None:
     np = one(
         render(
             "--set",
-            "networkPolicy.podCIDRs={10.244.0.0/16,fd00:10:244::/56}",
+            "networkPolicy.allowAllSources=true",
             "--set",
-            "networkPolicy.allowKubeSystemPods=false",
+            "networkPolicy.podCIDRs={10.244.0.0/16,fd00:10:244::/56}",
         ),
         "NetworkPolicy",
         FULL,
@@ -106,7 +102,7 @@ def test_client_auth_is_off_by_default() -> None:
 
 
 def test_client_auth_without_a_ca_is_refused() -> None:
-    proc = helm("template", "pf", str(CHART), "--set", "clientAuth.enabled=true", check=False)
+    proc = helm("template", "pf", str(CHART), *APISERVER, "--set", "clientAuth.enabled=true", check=False)
     assert proc.returncode != 0
     assert (
         "clientAuth.enabled needs clientAuth.caBundle (PEM of the CA that signs the apiserver's client certificate)"
@@ -125,8 +121,16 @@ def _egress(*args: str) -> list[dict[str, Any]]:
     return one(docs, "NetworkPolicy", f"{FULL}-egress")["spec"]["egress"]
 
 
+PUBLIC = [
+    {"ipBlock": {"cidr": "0.0.0.0/0", "except": [
+        "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12", "192.168.0.0/16"]}},
+    {"ipBlock": {"cidr": "::/0", "except": ["::1/128", "fc00::/7", "fe80::/10"]}},
+]  # fmt: skip
+
+
 def test_egress_policy_follows_registry_access() -> None:
-    """networkPolicy.egress: DNS and the apiserver always; registries only as config.registryAccess allows."""
+    """networkPolicy.egress: DNS and the apiserver always; registries only as config.registryAccess allows, and
+    by default only public addresses (never the private, CGNAT, link-local or loopback ranges)."""
     assert not [d for d in render() if d["kind"] == "NetworkPolicy" and d["metadata"]["name"] == f"{FULL}-egress"]
     base = [
         {"ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}],
@@ -143,34 +147,55 @@ def test_egress_policy_follows_registry_access() -> None:
         "networkPolicy.egress.registryPorts={5000}",
     ]
     ports = [{"port": 443, "protocol": "TCP"}, {"port": 5000, "protocol": "TCP"}]
-    assert _egress(*api, *cidrs, "--set", "config.registryAccess.mode=allowlist") == [
-        *base,
-        {"ports": ports, "to": [{"ipBlock": {"cidr": "10.9.0.0/16"}}]},
-    ]
-    assert _egress(*api, *cidrs, "--set", "config.registryAccess.mode=all") == [*base, {"ports": ports}]
+    for mode in ("allowlist", "all"):
+        assert _egress(*api, *cidrs, "--set", f"config.registryAccess.mode={mode}") == [
+            *base,
+            {"ports": ports, "to": [{"ipBlock": {"cidr": "10.9.0.0/16"}}]},
+        ]
+        assert _egress(*api, "--set", f"config.registryAccess.mode={mode}") == [
+            *base,
+            {"ports": [{"port": 443, "protocol": "TCP"}], "to": PUBLIC},
+        ]
+
+
+def test_egress_is_on_by_default_whenever_registry_access_is() -> None:
+    """Reproduction (issue 33): egress was unrestricted with registryAccess on. Now `auto` renders the egress
+    policy, its apiserver peers from networkPolicy.apiserverCIDRs; an explicit false still turns it off."""
+    docs = render("--set", "config.registryAccess.mode=all")
+    egress = one(docs, "NetworkPolicy", f"{FULL}-egress")["spec"]
+    assert egress["policyTypes"] == ["Egress"]
+    assert egress["egress"][1]["to"] == [{"ipBlock": {"cidr": "10.0.0.5/32"}}]
+    assert egress["egress"][2] == {"ports": [{"port": 443, "protocol": "TCP"}], "to": PUBLIC}
+    assert all(r.get("to") for r in egress["egress"])  # no rule open to every address
+    off = render("--set", "config.registryAccess.mode=all", "--set", "networkPolicy.egress.enabled=false")
+    assert not [d for d in off if d["metadata"]["name"] == f"{FULL}-egress"]
+    assert not [d for d in render() if d["metadata"]["name"] == f"{FULL}-egress"]  # registryAccess off
 
 
 def test_egress_policy_refuses_an_empty_apiserver_rather_than_any_address() -> None:
     """Least privilege: no rule of the egress policy opens the apiserver's ports to every address."""
-    proc = helm("template", "pf", str(CHART), "--set", "networkPolicy.egress.enabled=true", check=False)
-    assert proc.returncode != 0
-    assert (
-        "networkPolicy.egress.enabled needs networkPolicy.egress.apiserver: the apiserver's addresses as the pods "
-        "reach it (its endpoints: kubectl get endpointslice kubernetes -n default)" in proc.stderr
-    )
     proc = helm(
         "template", "pf", str(CHART), "--set", "networkPolicy.egress.enabled=true",
+        "--set", "networkPolicy.allowKubeSystemPods=true", check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert (
+        "the egress NetworkPolicy (on with config.registryAccess, or networkPolicy.egress.enabled=true) needs the "
+        "apiserver's address, and none is known: set networkPolicy.apiserverCIDRs" in proc.stderr
+    ), proc.stderr
+    proc = helm(
+        "template", "pf", str(CHART), *APISERVER, "--set", "networkPolicy.egress.enabled=true",
         "--set", "networkPolicy.egress.apiserver[0].ipBlock.cidr=10.0.0.5/32", "--set", "networkPolicy.egress.dns=null",
         check=False,
     )  # fmt: skip
-    assert proc.returncode != 0 and "networkPolicy.egress.enabled needs networkPolicy.egress.dns" in proc.stderr
+    assert proc.returncode != 0 and "the egress NetworkPolicy needs networkPolicy.egress.dns" in proc.stderr
     # NodeLocal DNSCache: its address replaces the default peers; every rule names its peers
     rules = _egress(
-        "--set", "networkPolicy.egress.apiserver[0].ipBlock.cidr=10.0.0.5/32",
+        "--set", "networkPolicy.egress.apiserver[0].ipBlock.cidr=10.0.0.6/32",
         "--set", "networkPolicy.egress.dns[0].ipBlock.cidr=169.254.20.10/32",
     )  # fmt: skip
     assert rules[0]["to"] == [{"ipBlock": {"cidr": "169.254.20.10/32"}}]
-    assert rules[1]["to"] == [{"ipBlock": {"cidr": "10.0.0.5/32"}}]
+    assert rules[1]["to"] == [{"ipBlock": {"cidr": "10.0.0.6/32"}}]
     assert all(r.get("to") for r in rules)  # registryAccess off: no rule without peers
 
 
@@ -200,9 +225,9 @@ def test_registry_ca_is_mounted_and_becomes_the_image_pull_checks_ca_file() -> N
             if d["kind"] == "Deployment" and vol in (d["spec"]["template"]["spec"].get("volumes") or [])
         }
         assert mounted == {FULL, f"{FULL}-audit"}
-    both = helm("template", "pf", str(CHART), "--set", "registryCA.secretName=a", "--set",
+    both = helm("template", "pf", str(CHART), *APISERVER, "--set", "registryCA.secretName=a", "--set",
                 "registryCA.configMapName=b", check=False)  # fmt: skip
     assert both.returncode != 0 and "registryCA: set secretName or configMapName, not both" in both.stderr
-    twice = helm("template", "pf", str(CHART), "--set", "registryCA.secretName=a", "--set",
+    twice = helm("template", "pf", str(CHART), *APISERVER, "--set", "registryCA.secretName=a", "--set",
                  "config.registryAccess.caFile=/x.pem", check=False)  # fmt: skip
     assert twice.returncode != 0 and "leave config.registryAccess.caFile empty" in twice.stderr

@@ -377,6 +377,9 @@ class Settings(_Model):
     #: namespaces whose Secrets are never read (the chart lists those its namespaceSelector excludes);
     #: kube-system and the webhook's own namespace are always added
     excluded_namespaces: list[str] = Field(default_factory=list, alias="excludedNamespaces")
+    #: the namespaces where `get secrets` was granted (the chart's rbac.jobNamespaces: a RoleBinding each):
+    #: the capability probe asks there instead of cluster-wide; null: granted cluster-wide (or not at all)
+    job_namespaces: list[str] | None = Field(None, alias="jobNamespaces")
     #: smallest Kubernetes version supported by the checks
     min_kubernetes_version: str = Field("1.27", alias="minKubernetesVersion")
     kueue: KueueSettings = Field(default_factory=KueueSettings)

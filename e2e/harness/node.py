@@ -742,12 +742,17 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         values: dict[str, Any] | None = None,
     ) -> str:
         """Build/load our image and ``helm install`` the chart (``chart``: charts/preflight-webhook)
-        with its default values (only the image repository, tag and ``pullPolicy=Never`` set, and
-        ``values`` given as a values file); wait until the apiserver calls the webhook through its
+        with its default values (only the image repository, tag and ``pullPolicy=Never`` set, for this
+        chart ``rbac.clusterWide``, and ``values`` given as a values file); wait until the apiserver calls the webhook through its
         Service (``kubectl apply --dry-run=server`` of ``probe`` succeeds). Returns the image reference."""
         image = self.load_webhook_image()
         repo, tag = image.rsplit(":", 1)
         extra: list[str] = []
+        if chart == CHART_DIR:
+            # the tests make their namespaces after the install, and the audit controller's Secret watch is
+            # cluster-wide: Secrets and Events everywhere (rbac.clusterWide), not only in the namespaces that
+            # exist now (the default; docs/security.md, "What each identity may do")
+            values = {**(values or {}), "rbac": {"clusterWide": True, **(values or {}).get("rbac", {})}}
         if values:
             assert self.state_dir is not None
             vfile = self.state_dir / f"values-{release}.yaml"

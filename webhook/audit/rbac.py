@@ -14,6 +14,11 @@ way the webhook's is: what the checks declare, plus what only the controller doe
                                       (webhook/audit/reports.py never deletes)
     leader election                   get, create, update: coordination.k8s.io leases, in a Role
                                       of the Lease's namespace only (audit_lease_permissions)
+
+Secrets and the Event writes are not cluster-wide: `job_namespace_permissions` is granted only where
+jobs live (the chart's rbac.jobNamespaces: a RoleBinding per namespace; rbac.clusterWide: every
+namespace, with the Event writes still refused outside judged namespaces by an admission policy).
+`cluster_permissions` is the rest, the audit ClusterRole's rules.
 """
 
 from __future__ import annotations
@@ -53,6 +58,25 @@ def audit_permissions(checks: Iterable[CheckNeeds], *, reports: bool = True) -> 
     if reports:
         perms.update(report_permissions())
     return sorted(perms, key=_key)
+
+
+#: what the audit controller may do only in the namespaces where jobs live: read Secrets (the checks' `get`,
+#: and the metadata watch of audit/controller.py) and write Events on its jobs (reading them back is cluster-wide)
+JOB_NAMESPACE_PERMISSIONS: tuple[Permission, ...] = (
+    *(Permission(verb, "secrets") for verb in ("get", "list", "watch")),
+    *(Permission(verb, "events") for verb in EVENT_VERBS if verb != "list"),
+)
+
+
+def job_namespace_permissions() -> list[Permission]:
+    """The audit ServiceAccount's permissions in each namespace where jobs live (never cluster-wide by default)."""
+    return sorted(JOB_NAMESPACE_PERMISSIONS, key=_key)
+
+
+def cluster_permissions(checks: Iterable[CheckNeeds], *, reports: bool = True) -> list[Permission]:
+    """audit_permissions without the job-namespace ones: the audit ClusterRole's rules."""
+    scoped = set(JOB_NAMESPACE_PERMISSIONS)
+    return [p for p in audit_permissions(checks, reports=reports) if p not in scoped]
 
 
 def report_permissions() -> list[Permission]:

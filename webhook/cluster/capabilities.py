@@ -41,6 +41,54 @@ VIEW_PERMISSIONS: tuple[Permission, ...] = (
 )
 
 
+#: (group, resource) the chart grants only in the namespaces where jobs live (rbac.jobNamespaces), never
+#: cluster-wide by default: RBAC has no deny, and a cluster-wide `get secrets` reads kube-system's too
+JOB_NAMESPACE_RESOURCES: frozenset[tuple[str, str]] = frozenset({("", "secrets")})
+#: at most this many job namespaces are asked at start-up (the chart binds each the same way)
+JOB_NAMESPACE_PROBES = 50
+
+
+def probed_permissions(checks: Sequence[CheckNeeds], settings: Settings | None) -> list[Permission]:
+    """What the start-up probe asks: `required_permissions` and `named_permissions`; with
+    `settings.job_namespaces` (the chart's rbac.jobNamespaces), each job-namespace permission is asked
+    in those namespaces (at most JOB_NAMESPACE_PROBES) instead of cluster-wide. An empty list is asked
+    cluster-wide: granted nowhere, the answer is "no" and the checks that need it are lowered."""
+    perms = required_permissions(checks)
+    scoped_in = None if settings is None else settings.job_namespaces
+    if scoped_in:
+        scoped = [p for p in perms if (p.group, p.resource) in JOB_NAMESPACE_RESOURCES]
+        perms = [p for p in perms if p not in scoped]
+        perms += [
+            Permission(p.verb, p.resource, p.group, p.subresource, namespace=ns)
+            for p in scoped
+            for ns in sorted(set(scoped_in))[:JOB_NAMESPACE_PROBES]
+        ]
+    return perms + (named_permissions(checks, settings) if settings is not None else [])
+
+
+def answer_for(p: Permission, perms: dict[Permission, PermissionResult]) -> PermissionResult:
+    """The answer for a cluster-wide permission `p`: its own SSAR's, or, when it was asked only per namespace
+    (probed_permissions), granted if some namespace grants it, denied if every one denies it."""
+    got = perms.get(p)
+    if got is not None or p.namespace or p.name:
+        return got or PermissionResult(None)
+    same = (p.verb, p.resource, p.group, p.subresource)
+    scoped = [
+        (q.namespace, r)
+        for q, r in perms.items()
+        if q.namespace and not q.name and (q.verb, q.resource, q.group, q.subresource) == same
+    ]
+    if not scoped:
+        return PermissionResult(None)
+    granted = sorted(ns for ns, r in scoped if r.allowed)
+    if granted:
+        shown = ", ".join(granted[:3]) + (f" and {len(granted) - 3} more" if len(granted) > 3 else "")
+        return PermissionResult(True, f"only in the job namespaces ({shown}; rbac.jobNamespaces)")
+    if all(r.allowed is False for _, r in scoped):
+        return PermissionResult(False, "in none of the job namespaces")
+    return PermissionResult(None, next((r.reason for _, r in scoped if r.allowed is None), ""))
+
+
 def cache_permissions(spec: CacheSpec) -> tuple[Permission, Permission]:
     return (Permission("list", spec.resource, spec.group), Permission("watch", spec.resource, spec.group))
 
@@ -228,7 +276,7 @@ def capability_of(
         return Capability(check.name, NO, PROBED, f"{', '.join(missing_apis)} {verb} not served")
     denied: list[Permission] = []
     for p in check.permissions:
-        if perms.get(p, PermissionResult(None)).allowed is False and p not in denied:
+        if answer_for(p, perms).allowed is False and p not in denied:
             denied.append(p)
     # a cache the check reads needs list AND watch, even if the check only declared one
     for spec in _cache_needed(check):
@@ -240,15 +288,16 @@ def capability_of(
         denied += [p for p in required_named if p not in denied]
     if denied:
         return Capability(check.name, NO, PROBED, not_permitted(denied))
-    unknown = [p for p in check.permissions if perms.get(p, PermissionResult(None)).allowed is None]
+    unknown = [p for p in check.permissions if answer_for(p, perms).allowed is None]
     if required_named and all(perms.get(p, PermissionResult(None)).allowed is None for p in required_named):
         unknown += list(required_named[:1])
     if unknown:
-        detail = perms.get(unknown[0], PermissionResult(None)).reason or "not asked"
+        detail = answer_for(unknown[0], perms).reason or "not asked"
         return Capability(check.name, UNKNOWN, PROBED, f"could not verify {unknown[0]}: {detail}")
     if not check.permissions and not check.apis and not named_of(check, settings):
         return Capability(check.name, YES, DECLARED, "needs no permission beyond discovery")
-    return Capability(check.name, YES, PROBED, "")
+    scoped = [f"{p} {r.reason}" for p in check.permissions if p not in perms and (r := answer_for(p, perms)).allowed]
+    return Capability(check.name, YES, PROBED, "; ".join(scoped))
 
 
 #: without these the webhook cannot apply the per-namespace mode label, so it cannot decide

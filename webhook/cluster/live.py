@@ -30,6 +30,7 @@ from webhook.cluster.capabilities import (
     fatal_reason,
     named_permissions,
     probe_permissions,
+    probed_permissions,
     required_permissions,
     unverified_of,
 )
@@ -125,7 +126,7 @@ class LiveClusterView:
         while True:
             try:
                 await self.discovery.refresh()
-                perms = [*required_permissions(self.checks), *named_permissions(self.checks, self.settings)]
+                perms = probed_permissions(self.checks, self.settings)
                 self.permissions = await probe_permissions(self.client, perms, timeout=30.0)
                 break
             except ApiError as exc:

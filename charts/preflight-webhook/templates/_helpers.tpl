@@ -67,6 +67,8 @@ app.kubernetes.io/component: webhook
 {{- define "pw.config" -}}
 {{- $cfg := deepCopy .Values.config -}}
 {{- $_ := set $cfg "excludedNamespaces" (include "pw.excludedNamespaces" . | fromJsonArray) -}}
+{{- /* where `get secrets` is granted (rbac.jobNamespaces; null: rbac.clusterWide): the capability probe asks there */ -}}
+{{- $_ := set $cfg "jobNamespaces" (ternary nil (include "pw.jobNamespaces" . | fromJsonArray) .Values.rbac.clusterWide) -}}
 {{- /* audit.reports: the audit controller writes Policy Reports only when the chart grants it the report verbs */ -}}
 {{- $audit := deepCopy (get $cfg "audit" | default dict) -}}
 {{- $_ := set $audit "reports" .Values.audit.reports.enabled -}}
