@@ -142,8 +142,8 @@ class _Handler(BaseHTTPRequestHandler):
 class HostileServer:
     """A server on 127.0.0.1 (or ::1) whose answers a test sets: `route(method, path, reply)`.
 
-    A path is matched without its query first, then with it; an unrouted request gets 404
-    NAME_UNKNOWN. `seen` holds every request, in order."""
+    A path is matched without its query first, then with it; an unrouted request gets `default`,
+    else 404 NAME_UNKNOWN. `seen` holds every request, in order."""
 
     def __init__(
         self,
@@ -156,6 +156,8 @@ class HostileServer:
         self.tls = tls
         self.family = family
         self.routes: dict[tuple[str, str], Route] = {}
+        #: the answer to a request no route matches (None: 404 NAME_UNKNOWN)
+        self.default: Route | None = None
         self.seen: list[Seen] = []
         self.lock = threading.Lock()
         self.closing = threading.Event()
@@ -173,6 +175,8 @@ class HostileServer:
         for key in ((method, bare), (method, path), ("*", bare)):
             if key in self.routes:
                 return self.routes[key]
+        if self.default is not None:
+            return self.default
         return json_reply({"errors": [{"code": "NAME_UNKNOWN", "message": "repository name not known"}]}, 404)
 
     def write_ca(self, path: Path) -> Path:
