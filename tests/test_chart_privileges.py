@@ -291,3 +291,25 @@ def test_a_check_granted_in_no_job_namespace_is_lowered_with_the_permission() ->
     assert (cap.value, cap.reason) == (NO, "not permitted to get secrets")
     not_asked = capability_of(_secrets_check(), served=lambda gv: True, perms=_answers({}))
     assert not_asked.value == UNKNOWN  # the check runs and reports what it meets
+
+
+def test_the_install_notes_say_where_secrets_are_read_and_who_may_call() -> None:
+    def notes(*args: str) -> str:
+        proc = helm("install", "pf", str(CHART), "--namespace", NS, "--dry-run", *args)
+        return proc.stdout.split("NOTES:", 1)[1]
+
+    text = notes(*APISERVER, "--set", "rbac.jobNamespaces={team-a,team-b}")
+    assert "Secrets (and the audit controller's Events) in: team-a, team-b\n" in text
+    assert "Another namespace: add it to rbac.jobNamespaces and `helm upgrade` (docs/security.md)." in text
+    assert "NetworkPolicy: the webhook port admits 10.0.0.5/32\n" in text
+    text = notes("--set", "networkPolicy.allowKubeSystemPods=true")
+    assert (
+        "Secrets (and the audit controller's Events) in: none: the Secrets check is skipped "
+        '("not permitted to get secrets"); set rbac.jobNamespaces\n'
+    ) in text
+    assert "NetworkPolicy: the webhook port admits the pods of kube-system\n" in text
+    text = notes(*APISERVER, "--set", "rbac.clusterWide=true")
+    assert (
+        "Secrets (and the audit controller's Events): every namespace (rbac.clusterWide; kube-system's Secrets too)"
+        in text
+    )
