@@ -166,3 +166,75 @@ async def test_without_a_deadline_every_child_is_rendered(slow_children: Clock) 
 
     wl = build_workload(broken_sweep(), settings=Settings())
     assert len(wl.children) == 10 and not wl.unrendered and not wl.cut_short
+
+
+# --------------------------------------------------------------------------- large reviews at once
+
+
+async def test_the_byte_gate_lets_reviews_in_first_come_first_served_by_weight() -> None:
+    from webhook.server import ByteGate
+
+    gate = ByteGate(10)
+    assert await gate.acquire(6, 0) and gate.used == 6
+    order: list[str] = []
+
+    async def take(name: str, weight: int, timeout: float) -> None:
+        order.append(f"{name} {'in' if await gate.acquire(weight, timeout) else 'gave up'}")
+
+    heavy = asyncio.ensure_future(take("heavy", 8, 30))
+    light = asyncio.ensure_future(take("light", 1, 30))  # would fit now, but waits behind the heavy one
+    await asyncio.sleep(0)
+    assert (order, gate.waiting) == ([], 2)
+    gate.release(6)
+    await asyncio.gather(heavy, light)
+    assert order == ["heavy in", "light in"] and gate.used == 9
+    assert not await gate.acquire(5, 0)  # no room, no time to wait: refused, nothing held
+    assert (gate.used, gate.waiting) == (9, 0)
+    gate.release(8)
+    gate.release(1)
+    assert await gate.acquire(1000, 0) and gate.used == 10  # heavier than the whole gate: alone
+    gate.release(1000)
+    assert gate.used == 0
+
+
+def large_widget(name: str = "big") -> dict[str, Any]:
+    obj = widget(name=name)
+    obj["spec"]["pad"] = "x" * 300_000  # over OFF_LOOP_BYTES: a large review
+    return obj
+
+
+@pytest.mark.parametrize("timeout_action", ["warn", "audit"])
+async def test_a_large_review_with_no_room_is_503_with_retry_after_never_a_silent_allow(
+    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext, timeout_action: str
+) -> None:
+    server = await start_webhook(Settings(budgetSeconds=0.2, timeoutAction=timeout_action), checks=[Broken()])
+    gate = server.webhook.large_reviews
+    assert await gate.acquire(gate.capacity, 0)  # the replica is busy with other large reviews
+    status, body, headers = await call(server, client_ssl, review(large_widget(), uid="busy-1"))
+    assert (status, headers["Retry-After"]) == (503, "1")
+    assert body == {
+        "error": "not judged: this replica is judging 8.0 MiB of other large reviews (the most it judges at once "
+        "is 8.0 MiB) and 0 more are waiting; try again in 1s"
+    }
+    gate.release(gate.capacity)
+    status, body, _ = await call(server, client_ssl, review(large_widget(), uid="busy-2"))
+    assert (status, body["response"]["allowed"]) == (200, False)  # room again: judged (and denied by its finding)
+    assert "[Widget Broken]" in body["response"]["status"]["message"]
+    assert gate.used == 0  # given back once judged
+
+
+async def test_a_large_review_with_no_room_is_denied_as_not_verified_under_timeout_action_deny(
+    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext
+) -> None:
+    server = await start_webhook(Settings(budgetSeconds=0.2, timeoutAction="deny"), checks=[Broken()])
+    gate = server.webhook.large_reviews
+    assert await gate.acquire(gate.capacity, 0)
+    status, body, _ = await call(server, client_ssl, review(large_widget(), uid="busy-3"))
+    resp = body["response"]
+    assert (status, resp["uid"], resp["allowed"]) == (200, "busy-3", False)
+    assert resp["status"]["message"] == (
+        'Widget "big" in namespace "team-a" failed 1 preflight check:\n'
+        "[Preflight] not judged: this replica is judging 8.0 MiB of other large reviews (the most it judges at "
+        "once is 8.0 MiB) and 0 more are waiting; its verdict is unknown. Fix: apply again in a moment"
+    )
+    gate.release(gate.capacity)

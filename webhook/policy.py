@@ -52,6 +52,8 @@ class Outcome(StrEnum):
     SKIPPED = "skipped"
     #: the request itself was refused (400/413/415)
     INVALID = "invalid"
+    #: not judged now: too many large reviews at once (HTTP 503 with Retry-After, or timeoutAction deny)
+    BUSY = "busy"
     #: our own bug: allowed (fail-open) with a warning
     ERROR = "error"
 

@@ -6,6 +6,8 @@ object ─► adapter ─► Workload ─► engine (checks) ─► policy ─�
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextvars
 import copy
 import sys
 from dataclasses import dataclass, field
@@ -41,6 +43,13 @@ class Progress:
     found: dict[str, list[CheckResult]] = field(default_factory=dict)
     mode: str | None = None
     notes: list[str] = field(default_factory=list)
+    #: the worker thread rendering a large object (evaluate's off_loop): it may outlive a review cut short
+    running: concurrent.futures.Future[Any] | None = None
+
+
+#: the worker threads that render large objects (evaluate's off_loop); their futures outlive a cancelled
+#: wait, so the server holds a large review's memory share until its render has really ended
+_RENDERERS = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="render")
 
 
 @dataclass
@@ -171,6 +180,20 @@ def too_large_evaluation(
     )
 
 
+def busy_evaluation(
+    obj: dict[str, Any],
+    message: str,
+    *,
+    settings: Settings,
+    view: ClusterView | None = None,
+    namespace: str | None = None,
+) -> Evaluation:
+    """The verdict on an object the server could not start judging within its budget (too many large
+    reviews at once): not verified, so timeoutAction decides (`obj` only names the subject)."""
+    result = CheckResult(EVALUATION, Status.WARN, message, duration_ms=0.0, timed_out=True)
+    return _single_verdict(result, settings.timeout_action, settings=settings, obj=obj, view=view, namespace=namespace)
+
+
 def timed_out_evaluation(
     obj: dict[str, Any],
     *,
@@ -298,7 +321,13 @@ async def evaluate(
             return None, build(obj)
 
     try:
-        problem, wl = (await asyncio.to_thread(read)) if off_loop else read()
+        if off_loop:
+            running = _RENDERERS.submit(contextvars.copy_context().run, read)
+            if progress is not None:
+                progress.running = running
+            problem, wl = await asyncio.wrap_future(running)
+        else:
+            problem, wl = read()
         if problem is not None:
             # ratchet: an object already stored that large (etcd's limit raised, then lowered) can still be fixed
             pre = operation == "UPDATE" and isinstance(old_obj, dict) and too_large(old_obj, settings) is not None

@@ -34,6 +34,8 @@ see webhook.listener (WebhookServer, _Connection).
 from __future__ import annotations
 
 import asyncio
+import collections
+import concurrent.futures
 import json
 import logging
 import os
@@ -59,10 +61,17 @@ from webhook.checks import all_checks
 from webhook.checks.base import Check, describe
 from webhook.cluster.view import ClusterView
 from webhook.config import Settings
-from webhook.deadline import Deadline, budget_seconds, parse_go_duration
+from webhook.deadline import RENDER_SHARE, Deadline, budget_seconds, parse_go_duration
 from webhook.metrics import Metrics
 from webhook.policy import Outcome, clip
-from webhook.preflight import Progress, cut_short_evaluation, evaluate, oversize_text, too_large_evaluation
+from webhook.preflight import (
+    Progress,
+    busy_evaluation,
+    cut_short_evaluation,
+    evaluate,
+    oversize_text,
+    too_large_evaluation,
+)
 from webhook.workloads import known_kinds
 
 log = logging.getLogger("webhook.server")
@@ -150,6 +159,67 @@ class BodyTimeout(Exception):
         super().__init__(f"the request body did not arrive within {seconds:g}s (bodyTimeoutSeconds)")
 
 
+#: the body bytes of large reviews (over OFF_LOOP_BYTES) judged at once; more wait their turn in order.
+#: A review's peak memory is a small multiple of its body (an AIPerfSweep of 600 KB: ~15 MiB, bench/concurrent.py),
+#: so 8 MiB of bodies keeps them far under the chart's 800Mi limit whatever arrives at once
+LARGE_REVIEW_BYTES = 8 * 2**20
+#: what a 503 asks the apiserver to wait before it tries again (client-go retries a 5xx with Retry-After
+#: within the webhook's timeoutSeconds; through a Service the next try may reach another replica)
+RETRY_AFTER_SECONDS = 1
+
+
+class ByteGate:
+    """A first-come, first-served semaphore weighted by body bytes: the large reviews judged at once.
+
+    A review heavier than the whole capacity is let through alone. `acquire` gives up after `timeout`
+    seconds (False): the server then answers without judging (WebhookApp._busy)."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.used = 0
+        self._waiters: collections.deque[tuple[int, asyncio.Future[None]]] = collections.deque()
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiters)
+
+    async def acquire(self, weight: int, timeout: float) -> bool:
+        weight = min(weight, self.capacity)
+        if not self._waiters and self.used + weight <= self.capacity:
+            self.used += weight
+            return True
+        entry = (weight, asyncio.get_running_loop().create_future())
+        self._waiters.append(entry)
+        try:
+            async with asyncio.timeout(max(0.0, timeout)):
+                await entry[1]
+            return True
+        except TimeoutError:
+            if entry[1].done() and not entry[1].cancelled():  # granted as the time ran out: hand it back
+                self.release(weight)
+            return False
+        finally:
+            if entry in self._waiters:
+                self._waiters.remove(entry)
+                self._wake()  # a heavy review that gave up may have held back lighter ones behind it
+
+    def release(self, weight: int) -> None:
+        self.used -= min(weight, self.capacity)
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters:
+            weight, fut = self._waiters[0]
+            if fut.done():
+                self._waiters.popleft()
+                continue
+            if self.used + weight > self.capacity and self.used > 0:
+                return
+            self._waiters.popleft()
+            self.used += weight
+            fut.set_result(None)
+
+
 # --------------------------------------------------------------------------- JSON codec
 
 
@@ -190,8 +260,10 @@ class WebhookApp:
         metrics: Metrics | None = None,
         checks: list[Check] | None = None,
         json_choice: str | None = None,
+        large_review_bytes: int = LARGE_REVIEW_BYTES,
     ) -> None:
         self.settings = settings
+        self.large_reviews = ByteGate(large_review_bytes)
         self.view = view
         self.checks = all_checks() if checks is None else list(checks)
         self.kinds = frozenset(known_kinds())
@@ -303,6 +375,24 @@ class WebhookApp:
         if too_big is not None:
             return too_big
         off_loop = len(body) > OFF_LOOP_BYTES
+        s = self.settings
+        timeout = parse_go_duration(request.query.get("timeout"))
+        deadline = Deadline(budget_seconds(timeout, s.budget_seconds, s.safety_margin_seconds))
+        weight = len(body) if off_loop else 0
+        # a large review waits for its share of memory at most RENDER_SHARE of its budget, keeping the rest
+        # to be judged in; the wait counts against its deadline
+        if weight and not await self.large_reviews.acquire(weight, deadline.budget * RENDER_SHARE):
+            return self._busy(body, started)
+        progress = Progress()
+        try:
+            return await self._review(body, started, deadline, off_loop, progress)
+        finally:
+            if weight:
+                self._release_after(progress.running, weight)
+
+    async def _review(
+        self, body: bytes, started: float, deadline: Deadline, off_loop: bool, progress: Progress
+    ) -> web.Response:
         try:
             # a large body is parsed in a worker thread: the Python part of it (the envelope, the strings'
             # checks) lets the loop run; the JSON decoder itself is C and holds the interpreter lock
@@ -316,12 +406,53 @@ class WebhookApp:
 
         req = review.request
         try:
-            answer, decision = await self._judge(req, request.query.get("timeout"), off_loop=off_loop)
+            answer, decision = await self._judge(req, deadline, off_loop=off_loop, progress=progress)
         except Exception as exc:  # our bug: fail open, visibly
             answer, decision = self._fail_open(req, exc), Outcome.ERROR
         self.metrics.observe_request(req.kind.kind, req.operation, decision, time.perf_counter() - started)
         self._log_decision(req, decision, answer, started)
         return self._json(answer)
+
+    def _release_after(self, running: concurrent.futures.Future[Any] | None, weight: int) -> None:
+        """Give a large review's share back once its render has ended: a render cut short by the deadline
+        goes on in its worker thread (it stops at its own share of the budget), holding its memory."""
+        if running is None or running.done():
+            self.large_reviews.release(weight)
+            return
+        loop = asyncio.get_running_loop()
+        running.add_done_callback(lambda _: loop.call_soon_threadsafe(self.large_reviews.release, weight))
+
+    def _busy(self, body: bytes, started: float) -> web.Response:
+        """A large review that could not start within its share of the budget (too many at once).
+
+        Never a silent allow. With timeoutAction deny it is denied as not verified (HTTP 200); otherwise it
+        is HTTP 503 with Retry-After: the apiserver's webhook client retries a 5xx that carries Retry-After
+        within timeoutSeconds (client-go rest/with_retry.go, IsNextRetry/checkWait), through the Service
+        possibly on another replica, and when no try answers it applies failurePolicy to the call error
+        (apiserver admission/plugin/webhook/validating/dispatcher.go: Fail refuses the request). A 200 "not
+        verified" under timeoutAction warn would admit a job that would have been denied; a 503 lets a
+        retry judge it. docs/sizing.md, "Large reviews at once"."""
+        gate = self.large_reviews
+        why = (
+            f"not judged: this replica is judging {_mib(gate.used)} of other large reviews (the most it judges at "
+            f"once is {_mib(gate.capacity)}) and {gate.waiting} more are waiting"
+        )
+        head = peek_envelope(body)
+        if self.settings.timeout_action == "deny" and head is not None:
+            stub = {"kind": head["kind"], "metadata": {"name": head["name"], "namespace": head["namespace"]}}
+            ev = busy_evaluation(
+                stub,
+                f"{why}; its verdict is unknown. Fix: apply again in a moment",
+                settings=self.settings,
+                view=self.view,
+                namespace=head["namespace"] or None,
+            )
+            return self._answer(response_from_decision(head["uid"], ev.decision), head, Outcome.BUSY, started)
+        self.metrics.observe_request(head["kind"] if head else "", head["operation"] if head else "", Outcome.BUSY,
+                                     time.perf_counter() - started)  # fmt: skip
+        message = f"{why}; try again in {RETRY_AFTER_SECONDS}s"
+        log.warning("rejected request: HTTP 503: %s", message)
+        return self._json({"error": message}, status=503, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
 
     def _too_big_to_parse(self, body: bytes, started: float) -> web.Response | None:
         """The answer to a body whose object is over objectLimits.maxBytes, or None (parse it as usual).
@@ -380,19 +511,19 @@ class WebhookApp:
         return self._json(answer)
 
     async def _judge(
-        self, req: AdmissionRequest, timeout_param: str | None, *, off_loop: bool = False
+        self, req: AdmissionRequest, deadline: Deadline, *, off_loop: bool = False, progress: Progress | None = None
     ) -> tuple[dict[str, Any], Outcome]:
         """(AdmissionReview answer, metrics decision label) for a well-formed request; `off_loop`: read the
         object in a worker thread (a large body: preflight.evaluate)."""
         if req.operation in ("DELETE", "CONNECT"):
             return review_response(req.uid, allowed=True), Outcome.SKIPPED
         s = self.settings
-        deadline = Deadline(budget_seconds(parse_go_duration(timeout_param), s.budget_seconds, s.safety_margin_seconds))
         self.metrics.budget.observe(deadline.budget)
         obj = req.object
         assert obj is not None  # the envelope model requires it for CREATE/UPDATE
-        outer = asyncio.timeout(deadline.budget + s.safety_margin_seconds / 2)
-        progress = Progress()
+        # the rest of the budget (a large review may have waited for its share) plus half the safety margin
+        outer = asyncio.timeout(deadline.remaining() + s.safety_margin_seconds / 2)
+        progress = progress or Progress()
         try:
             async with outer:
                 ev = await evaluate(
