@@ -41,6 +41,9 @@ SCOPE = [
     "webhook.namespaceSelectorExpressions[0].key=preflight-chart-e2e",
     "--set",
     "webhook.namespaceSelectorExpressions[0].operator=Exists",
+    # this apiserver runs no endpoint reconciler (loopback only): the NetworkPolicy is told its address
+    "--set",
+    "networkPolicy.apiserverCIDRs={127.0.0.1/32}",
 ]
 MODE_ARGS = {
     "selfManaged": [],
@@ -125,6 +128,8 @@ def test_install_creates_every_object(installed: ControlPlane) -> None:
         ("clusterrole", FULL, None),
         ("validatingadmissionpolicy", f"{FULL}-dry-run-only", None),
         ("validatingadmissionpolicybinding", f"{FULL}-dry-run-only", None),
+        ("validatingadmissionpolicy", f"{FULL}-certs-cabundle-only", None),
+        ("validatingadmissionpolicy", f"{FULL}-audit-events-where-jobs-live", None),
     ]:
         cp.kubectl("get", kind, name, *(["-n", ns] if ns else []))
 

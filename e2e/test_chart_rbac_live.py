@@ -58,6 +58,9 @@ VALUES = [
     *[a for key in ("trainer", "aiperf") for a in ("--set", f"config.controllers.{key}.namespace={MISSING}")],
     "--set",
     f"config.controllers.kueue.namespace={LATE}",
+    # this apiserver runs no endpoint reconciler (loopback only): the NetworkPolicy is told its address
+    "--set",
+    "networkPolicy.apiserverCIDRs={127.0.0.1/32}",
 ]
 
 

@@ -65,6 +65,9 @@ def local(
             NS,
             "--set",
             "metrics.enabled=true",
+            # the NetworkPolicy needs the apiserver's address, which `helm template` cannot read
+            "--set",
+            "networkPolicy.apiserverCIDRs={127.0.0.1/32}",
             *MONITORING,
         ],
         capture_output=True,

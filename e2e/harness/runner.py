@@ -71,7 +71,8 @@ def chart_jobset_hook(cp: ControlPlane) -> dict[str, Any]:
     """The chart's JobSet webhook entry, as `helm template` renders it with the defaults: its rules and
     its matchCondition ``not-owned-by-a-judged-job`` (a JobSet a TrainJob or AIPerfJob owns is skipped)."""
     out = subprocess.run(
-        [str(cp.helm_path), "template", "t", str(CHART), "--namespace", "pw"],
+        # the NetworkPolicy needs the apiserver's address, which `helm template` cannot read (any will do here)
+        [str(cp.helm_path), "template", "t", str(CHART), "--namespace", "pw", "--set", "networkPolicy.enabled=false"],
         capture_output=True,
         text=True,
         check=True,
