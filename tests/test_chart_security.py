@@ -167,8 +167,14 @@ def test_egress_is_on_by_default_whenever_registry_access_is() -> None:
     assert egress["egress"][1]["to"] == [{"ipBlock": {"cidr": "10.0.0.5/32"}}]
     assert egress["egress"][2] == {"ports": [{"port": 443, "protocol": "TCP"}], "to": PUBLIC}
     assert all(r.get("to") for r in egress["egress"])  # no rule open to every address
+    # the audit controller runs the same Image Pull check with the same config: the same egress
+    audit = one(docs, "NetworkPolicy", f"{FULL}-audit-egress")["spec"]
+    assert audit["egress"] == egress["egress"]
+    assert audit["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "audit"
+    no_audit = render("--set", "config.registryAccess.mode=all", "--set", "audit.enabled=false")
+    assert [d["metadata"]["name"] for d in no_audit if d["kind"] == "NetworkPolicy"] == [FULL, f"{FULL}-egress"]
     off = render("--set", "config.registryAccess.mode=all", "--set", "networkPolicy.egress.enabled=false")
-    assert not [d for d in off if d["metadata"]["name"] == f"{FULL}-egress"]
+    assert not [d for d in off if d["metadata"]["name"] in (f"{FULL}-egress", f"{FULL}-audit-egress")]
     assert not [d for d in render() if d["metadata"]["name"] == f"{FULL}-egress"]  # registryAccess off
 
 
