@@ -44,6 +44,8 @@ LAYER_OF = {
     "webhook.results": FOUNDATION,
     "webhook.deadline": FOUNDATION,
     "webhook.quantity": FOUNDATION,
+    # the apiserver's own limits on what it reads (request body, labels, annotations): numbers and rules
+    "webhook.apilimits": FOUNDATION,
     "webhook.tls": FOUNDATION,
     # Kubernetes name rules (pure functions, no project imports): every layer may use them
     "webhook.cluster.names": FOUNDATION,

@@ -7,19 +7,33 @@ cluster: `split_runtimes` turns them into the adapters' runtime lookup.
 
 from __future__ import annotations
 
+import io
 import json
+import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from webhook.apilimits import MAX_REQUEST_BODY_BYTES, SHOWN_PROBLEMS, metadata_problems
 from webhook.workloads.base import RuntimeLookup
+from webhook.workloads.walks import bounded_plain
+
+try:  # libyaml's event parser, when PyYAML was built with it; the pure-Python one otherwise
+    from yaml._yaml import CParser as _EventParser
+except ImportError:  # pragma: no cover - PyYAML without libyaml
+    _EventParser = yaml.SafeLoader  # type: ignore[assignment,misc]
 
 __all__ = ["load_documents", "split_runtimes", "RUNTIME_KINDS", "Located", "locate_file", "expand_paths"]
 
 RUNTIME_KINDS = ("TrainingRuntime", "ClusterTrainingRuntime")
+
+#: the most one object (a document, or an item of a List) may be as compact JSON: the apiserver reads no
+#: larger request body (webhook.apilimits), so the webhook never sees a larger object
+MAX_OBJECT_BYTES = MAX_REQUEST_BODY_BYTES
 
 #: a document may expand (YAML aliases included) to at most this many values; the checks
 #: themselves stop at objectLimits (10000 by default), this only keeps the loader itself bounded
@@ -30,9 +44,32 @@ class _TooBig(ValueError):
     pass
 
 
+def _children(n: yaml.Node) -> list[yaml.Node]:
+    if isinstance(n, yaml.MappingNode):
+        return [c for pair in n.value for c in pair]
+    if isinstance(n, yaml.SequenceNode):
+        return list(n.value)
+    return []
+
+
+def _distinct_nodes(node: yaml.Node) -> int:
+    """Nodes in the graph under `node`, each once (as written: an alias adds none)."""
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        stack.extend(_children(n))
+    return len(seen)
+
+
 def _expanded_size(node: yaml.Node, limit: int) -> int:
     """Values in `node` as constructed, aliases expanded, counted over the node graph (each
-    distinct node once), so a billion laughs is measured without being expanded."""
+    distinct node once), so a billion laughs is measured without being expanded. Over `limit`, the
+    message says what the document holds: YAML aliases are blamed only when the values written
+    out are within the limit and their expansion is not."""
     size: dict[int, int] = {}
     open_: set[int] = set()
     stack: list[tuple[yaml.Node, bool]] = [(node, False)]
@@ -41,23 +78,27 @@ def _expanded_size(node: yaml.Node, limit: int) -> int:
         key = id(n)
         if key in size:
             continue
-        if isinstance(n, yaml.MappingNode):
-            children = [c for pair in n.value for c in pair]
-        elif isinstance(n, yaml.SequenceNode):
-            children = list(n.value)
-        else:
-            children = []
+        children = _children(n)
         if done:
             open_.discard(key)
             size[key] = total = 1 + sum(size[id(c)] for c in children)
             if total > limit:
-                raise _TooBig(f"more than {limit} values")
+                written = _distinct_nodes(node)
+                if written > limit:
+                    raise _TooBig(
+                        f"it holds more than {limit} values (keys, values and list items), more than "
+                        "preflight-webhook reads in one document. Fix: split it into smaller objects"
+                    )
+                raise _TooBig(
+                    f"YAML aliases expand it to more than {limit} values ({written} written out). Fix: write the "
+                    "repeated values with fewer aliases"
+                )
             continue
         open_.add(key)
         stack.append((n, True))
         for c in children:
             if id(c) in open_:
-                raise _TooBig("a recursive alias (a value that contains itself)")
+                raise _TooBig("YAML aliases expand it to a recursive alias (a value that contains itself)")
             if id(c) not in size:
                 stack.append((c, False))
     return size[id(node)]
@@ -71,22 +112,6 @@ class _BoundedLoader(yaml.SafeLoader):
         if node is not None:
             _expanded_size(node, MAX_EXPANDED_VALUES)
         return node
-
-
-def _read(path_or_dash: str) -> tuple[str, str]:
-    if path_or_dash == "-":
-        return sys.stdin.read(), "stdin"
-    p = Path(path_or_dash)
-    try:
-        return p.read_text(encoding="utf-8"), str(p)
-    except FileNotFoundError:
-        raise ValueError(f"{p}: no such file") from None
-    except IsADirectoryError:
-        raise ValueError(f"{p}: is a directory, not a manifest file") from None
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise ValueError(f"{p}: cannot read ({exc.strerror})") from None
 
 
 @dataclass(frozen=True)
@@ -115,6 +140,57 @@ def _items_node(node: yaml.Node | None) -> yaml.Node | None:
     return None
 
 
+def _size_text(n: int) -> str:
+    """3 MiB, 256 KiB, or bytes."""
+    if n % 2**20 == 0:
+        return f"{n >> 20} MiB"
+    return f"{n >> 10} KiB" if n % 2**10 == 0 else f"{n:,} bytes"
+
+
+def _where(source: str, index: int, line: int) -> str:
+    return f"{source}: document {index + 1} (line {line})"
+
+
+def _over_text(source: str, index: int, line: int, measured: str, passed: str = "", aliased: bool = False) -> str:
+    """The refusal of an object the apiserver would not read (its request body limit)."""
+    aliases = "; every YAML alias is sent as a whole copy of its anchor" if aliased else ""
+    return (
+        f"{_where(source, index, line)} is refused: {measured}, over the {_size_text(MAX_OBJECT_BYTES)} "
+        f"({MAX_OBJECT_BYTES:,} bytes) the apiserver reads of a request body (k8s.io/apiserver MaxRequestBodyBytes), "
+        f"so it would answer 413 Request Entity Too Large before any webhook sees the object{passed}. Fix: remove "
+        f"what the job does not need (inline data belongs in a ConfigMap, a volume or a URL){aliases}"
+    )
+
+
+def _metadata_text(source: str, index: int, line: int, problems: list[str]) -> str:
+    """The refusal of an object whose labels or annotations the apiserver's ObjectMeta validation refuses."""
+    shown = "; ".join(problems[:SHOWN_PROBLEMS])
+    more = f" (and {len(problems) - SHOWN_PROBLEMS} more)" if len(problems) > SHOWN_PROBLEMS else ""
+    fixes = []
+    if any(p.startswith("metadata.labels") for p in problems):
+        fixes.append(
+            "a label key is an optional DNS subdomain prefix and '/' then a name of at most 63 characters, "
+            "a label value at most 63 characters (alphanumerics, '-', '_' and '.')"
+        )
+    if any("Too long" in p for p in problems):
+        fixes.append("keep large data out of annotations (a ConfigMap, a volume or a URL)")
+    elif any(p.startswith("metadata.annotations key") for p in problems):
+        fixes.append("an annotation key is written as a label key")
+    return (
+        f"{_where(source, index, line)} is refused: the apiserver validates metadata before any webhook sees the "
+        f"object, and would refuse {shown}{more}. Fix: {'; '.join(fixes)}"
+    )
+
+
+def _object_problem(obj: dict[str, Any], source: str, index: int, line: int) -> str | None:
+    """Why the apiserver would refuse `obj` before any webhook sees it (body size, labels, annotations)."""
+    size, _ = bounded_plain(obj, max_bytes=MAX_OBJECT_BYTES)
+    if size is not None:
+        return _over_text(source, index, line, f"it is {size:,} bytes as JSON")
+    problems = metadata_problems(obj)
+    return _metadata_text(source, index, line, problems) if problems else None
+
+
 def _flatten(doc: Any, source: str, index: int, node: yaml.Node | None = None, line: int = 1) -> list[Located]:
     line = _line(node, line)
     if isinstance(doc, list):
@@ -137,18 +213,542 @@ def _flatten(doc: Any, source: str, index: int, node: yaml.Node | None = None, l
     if not isinstance(doc.get("apiVersion"), str) or not isinstance(doc.get("kind"), str):
         missing = [k for k in ("apiVersion", "kind") if not isinstance(doc.get(k), str)]
         return [Located(source, line, error=f"{source}: document {index + 1} has no {' and no '.join(missing)}")]
+    problem = _object_problem(doc, source, index, line)
+    if problem is not None:
+        return [Located(source, line, error=problem)]
     return [Located(source, line, doc)]
 
 
-def _yaml_located(text: str, source: str) -> list[Located]:
-    """The documents of a YAML stream, each with its line; an unreadable document ends the stream (YAML
-    cannot resume after a syntax error) with a Located error at the line where reading stopped."""
+# --------------------------------------------------------------------------- reading the input, line by line
+
+
+class _Undecodable(ValueError):
+    def __init__(self, message: str, at: int) -> None:
+        super().__init__(message)
+        #: where in the line (bytes) decoding failed
+        self.at = at
+
+
+def _breaks(raw: bytes) -> int:
+    """Line breaks in `raw` as YAML counts them (the loader's line numbers): LF, CR LF, CR, NEL, LS, PS."""
+    n = raw.count(b"\n") + raw.count(b"\r") - raw.count(b"\r\n")
+    if not raw.isascii():
+        n += raw.count(b"\xc2\x85") + raw.count(b"\xe2\x80\xa8") + raw.count(b"\xe2\x80\xa9")
+    return n
+
+
+def _decode(raw: bytes, offset: int) -> str:
+    """A line as text, newlines as Python's text files read them (CR LF and CR as LF)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _Undecodable(f"not UTF-8 text ({exc.reason} at byte {offset + exc.start})", exc.start) from None
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
+
+
+#: bytes read from the input at a time
+_CHUNK = 1 << 20
+#: where a line may start that separates documents (`---`, `...`, a directive): what skipping looks for
+_CANDIDATES = (b"\n---", b"\n...", b"\n%")
+
+
+class _Lines:
+    """The input's raw lines, one at a time, read in chunks, with the line number (as YAML counts) and
+    byte offset of the next one; only the lines a document needs are decoded, and `skip` passes over
+    the lines of a refused document without looking at each."""
+
+    def __init__(self, read: Callable[[int], bytes]) -> None:
+        self._read = read
+        self._buf = b""
+        self._pos = 0
+        self._eof = False
+        #: YAML lines before the next line (the loader's 0-based line number of its first character)
+        self.line = 0
+        self.offset = 0
+
+    @classmethod
+    def of_text(cls, text: str) -> _Lines:
+        return cls(io.BytesIO(text.encode("utf-8", "surrogatepass")).read)
+
+    def _fill(self) -> bool:
+        """Read another chunk; False at the end of the input."""
+        if self._eof:
+            return False
+        more = self._read(_CHUNK)
+        if not more:
+            self._eof = True
+            return False
+        self._buf = self._buf[self._pos :] + more
+        self._pos = 0
+        return True
+
+    def _end(self, start: int) -> int | None:
+        """Where the line starting at `start` ends (after its newline); None when there is none."""
+        while True:
+            nl = self._buf.find(b"\n", start)
+            if nl >= 0:
+                return nl + 1
+            shift = self._pos
+            if not self._fill():
+                return len(self._buf) if start < len(self._buf) else None
+            start -= shift
+
+    def peek(self, i: int = 0) -> bytes | None:
+        """The line `i` lines ahead (0: the next), not taken; None past the end."""
+        rel = prev = 0  # relative to the next line: reading more shifts the buffer
+        for _ in range(i + 1):
+            end = self._end(self._pos + rel)
+            if end is None:
+                return None
+            prev, rel = rel, end - self._pos
+        return self._buf[self._pos + prev : self._pos + rel]
+
+    def take(self) -> tuple[bytes, int]:
+        """(the next line, its byte offset); call after peek() answered a line."""
+        end = self._end(self._pos)
+        assert end is not None
+        raw = self._buf[self._pos : end]
+        self._pos = end
+        offset = self.offset
+        self.line += _breaks(raw)
+        self.offset += len(raw)
+        return raw, offset
+
+    def run(self, limit: int) -> tuple[bytes, int] | None:
+        """(whole lines from the next one, about `limit` bytes, none of which could separate documents; their
+        byte offset), taken; None when the next line may be one (the caller looks at it line by line)."""
+        if self._pos >= len(self._buf) and not self._fill():
+            return None
+        if self._buf[self._pos : self._pos + 1] in (b"-", b".", b"%"):
+            return None
+        cap = self._pos + limit
+        hits = [h for h in (self._buf.find(c, self._pos, cap) for c in _CANDIDATES) if h >= 0]
+        stop: int | None
+        if hits:
+            stop = min(hits) + 1
+        else:
+            last = self._buf.rfind(b"\n", self._pos, cap)
+            stop = last + 1 if last >= 0 else self._end(self._pos)
+        if stop is None:
+            return None
+        raw = self._buf[self._pos : stop]
+        offset = self.offset
+        self._pos = stop
+        self.line += _breaks(raw)
+        self.offset += len(raw)
+        return raw, offset
+
+    def skip(self) -> None:
+        """Pass over lines up to the next one that could separate documents (`---`, `...` or `%` at
+        column 0), counting their line breaks, without splitting them."""
+        while True:
+            if self._pos >= len(self._buf) and not self._fill():
+                return
+            if self._buf[self._pos : self._pos + 1] in (b"-", b".", b"%"):
+                return  # the next line itself may be one: the caller looks at it
+            hits = [h for h in (self._buf.find(c, self._pos) for c in _CANDIDATES) if h >= 0]
+            if hits:
+                stop = min(hits) + 1
+            else:  # keep the last (partial) line: a candidate may start in the next chunk
+                last = self._buf.rfind(b"\n", self._pos)
+                stop = last + 1 if last >= 0 else self._pos
+            self.line += _breaks(self._buf[self._pos : stop])
+            self.offset += stop - self._pos
+            self._pos = stop
+            if hits or not self._fill():
+                return
+
+    def starts_json(self) -> bool:
+        """The input's first character that is not white space is `{` or `[` (read as JSON first)."""
+        i = 0
+        while (raw := self.peek(i)) is not None:
+            try:
+                head = _decode(raw, 0).lstrip()
+            except _Undecodable:
+                return False
+            if head:
+                return head.startswith(("{", "["))
+            i += 1
+        return False
+
+    def rest_or_none(self) -> str | None:
+        """`rest`, or None when the input stops being UTF-8 (nothing more is read then)."""
+        try:
+            return self.rest()
+        except _Undecodable:
+            return None
+
+    def rest(self) -> str:
+        """Every remaining line, as one text (JSON is parsed whole)."""
+        parts = []
+        while self.peek() is not None:
+            raw, offset = self.take()
+            parts.append(_decode(raw, offset))
+        return "".join(parts)
+
+
+def _marker(raw: bytes, marker: bytes) -> bool:
+    """`raw` is a document marker line (`---` or `...` at column 0, then white space or the end)."""
+    return raw.startswith(marker) and raw[3:4] in (b"", b" ", b"\t", b"\r", b"\n")
+
+
+class _Piece:
+    """One YAML document's lines, read on demand: from the input's current line up to the next line that
+    starts a document once this one has begun (`---` at column 0, or a directive after its `...`). YAML forbids a `---` or `...` line inside any scalar
+    (c-forbidden, YAML 1.2 section 9.1.4), so such a line always separates documents: each piece is
+    measured and read on its own, and one the apiserver would refuse is passed over line by line, never
+    parsed whole. (A piece that YAML cannot read alone is read again with the rest of the input, as one
+    stream: `_yaml_located`.) What the measure has read is kept for the loader (`text`) until `drop`.
+    `read` is the file-like face the YAML parser pulls lines through."""
+
+    name = "<document>"
+
+    def __init__(self, lines: _Lines) -> None:
+        self._lines = lines
+        #: the loader's 0-based line number of the piece's first line
+        self.start = lines.line
+        self._parts: list[str] = []
+        self._keep = True
+        self._begun = False
+        self._ended = False
+        self._done = False
+        #: the input stopped being UTF-8 here (the message); the piece ends there
+        self.error: str | None = None
+        self.error_line = 0
+
+    def _next(self) -> tuple[bytes, int] | None:
+        if self._done:
+            return None
+        raw = self._lines.peek()
+        doc_start = raw is not None and _marker(raw, b"---")
+        directive = raw is not None and raw.startswith(b"%")
+        if raw is None or (self._begun and doc_start) or (self._ended and directive):
+            self._done = True
+            return None
+        if _marker(raw, b"..."):
+            self._ended = self._begun
+        elif doc_start or (not directive and raw.strip() and not raw.lstrip().startswith(b"#")):
+            self._begun = True
+        return self._lines.take()
+
+    def read(self, size: int = -1) -> str:
+        line = self._lines.line
+        got = self._lines.run(max(size, 4096)) if self._begun and not self._done else None
+        if got is None:
+            got = self._next()
+        if got is None:
+            return ""
+        try:
+            text = _decode(*got)
+        except _Undecodable as exc:
+            self.error, self.error_line, self._done = str(exc), line + _breaks(got[0][: exc.at]) + 1, True
+            return ""
+        if self._keep:
+            self._parts.append(text)
+        return text
+
+    def drain(self) -> None:
+        """Read to the piece's end (kept unless dropped; a dropped piece is not even decoded, and its
+        lines are passed over in chunks up to the next that could end it)."""
+        while True:
+            if self._keep:
+                if not self.read() and (self._done or self.error):
+                    return
+            elif self._next() is None:
+                return
+            else:
+                self._lines.skip()
+
+    def drop(self) -> None:
+        self._keep = False
+        self._parts = []
+
+    def text(self) -> str:
+        return "".join(self._parts)
+
+
+# --------------------------------------------------------------------------- measuring before loading
+
+_STR_TAG = "tag:yaml.org,2002:str"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+#: a plain scalar's smallest JSON, by the tag YAML resolves it to (a number: 1 digit)
+_PLAIN_BYTES = {"tag:yaml.org,2002:null": 4, "tag:yaml.org,2002:bool": 4, "tag:yaml.org,2002:timestamp": 12}
+_RESOLVER = yaml.resolver.Resolver()
+#: the first characters of the plain scalars YAML may resolve to something else than a string
+_IMPLICIT_FIRST = frozenset(k for k in yaml.resolver.Resolver.yaml_implicit_resolvers if k)
+_SCALAR, _ALIAS = yaml.ScalarEvent, yaml.AliasEvent
+_START_MAP, _START_SEQ = yaml.MappingStartEvent, yaml.SequenceStartEvent
+_END_MAP, _END_SEQ, _END_DOC = yaml.MappingEndEvent, yaml.SequenceEndEvent, yaml.DocumentEndEvent
+_SIMPLE_KEY = re.compile(r"[A-Za-z0-9_./-]{1,63}")
+
+
+class _Unmeasurable(Exception):
+    """The parser met what the loader will name better (an undefined alias): no verdict from the measure."""
+
+
+@dataclass
+class _Refusal:
+    """A document (or a List's item) more than MAX_OBJECT_BYTES as JSON, found before loading it."""
+
+    doc: int  # documents of the piece before this one
+    line: int  # 1-based line where the refused object starts
+    passed: int  # 1-based line where the measure passed the limit
+    where: str  # `entry 150,001 of metadata.labels`
+    aliased: bool
+    recursive: bool = False
+
+
+class _Frame:
+    __slots__ = ("is_map", "start", "anchor", "n", "key", "want_key", "merge", "hides", "items")
+
+    def __init__(self, is_map: bool, start: int, anchor: str | None, hides: bool, items: bool) -> None:
+        self.is_map = is_map
+        self.start = start
+        self.anchor = anchor
+        self.n = 0
+        self.key: str | int | None = None
+        self.want_key = True
+        self.merge = False
+        self.hides = hides
+        self.items = items
+
+
+def _scalar_bytes(ev: Any) -> tuple[int, bool]:
+    """(the least the scalar takes as compact JSON, whether it is a merge key `<<`)."""
+    value: str = ev.value
+    tag = ev.tag
+    if tag is None and not ev.style and ev.implicit[0] and (not value or value[0] in _IMPLICIT_FIRST):
+        tag = _RESOLVER.resolve(yaml.ScalarNode, value, (True, False))  # type: ignore[no-untyped-call]
+        if tag == _MERGE_TAG:
+            return 0, True
+    if tag is not None and tag != "!" and tag != _STR_TAG:
+        return _PLAIN_BYTES.get(tag, 1), False
+    n = len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
+    return n + 2 + value.count('"') + value.count("\\") + value.count("\n"), False
+
+
+def _line_of(ev: Any) -> int:
+    """The 0-based line where a parser event starts."""
+    return int(ev.start_mark.line)
+
+
+def _key_text(key: str | int | None) -> str:
+    if isinstance(key, int):
+        return f"[{key}]"
+    if key is None:
+        return "?"
+    return key if _SIMPLE_KEY.fullmatch(key) else repr(key if len(key) <= 40 else key[:40] + "...")
+
+
+class _Meter:
+    """Bytes of each document of a piece as compact JSON, counted from the parser's events (no node, no
+    object is built), up to the limit: a lower bound (a number counts 1, a merged mapping 0, escapes
+    only for quotes, backslashes and newlines), so an object found over it is over it for sure. YAML
+    aliases count as what they expand to (each anchor's size is kept), as the apiserver would receive
+    them. The units are what kubectl sends one by one: the document, or each item of a top-level list
+    or of a `kind: List`'s `items`."""
+
+    def __init__(self, limit: int, offset: int) -> None:
+        self.limit = limit
+        self.offset = offset
+
+    def run(self, parser: Any) -> _Refusal | None:
+        doc = -1
+        while True:
+            ev = parser.get_event()
+            if ev is None or isinstance(ev, yaml.StreamEndEvent):
+                return None
+            if isinstance(ev, yaml.DocumentStartEvent):
+                doc += 1
+                refusal = self._document(parser, doc)
+                if refusal is not None:
+                    return refusal
+
+    def _document(self, parser: Any, doc: int) -> _Refusal | None:
+        limit = self.limit
+        get = parser.get_event
+        total = 0  # bytes so far (merged content not counted)
+        hidden = 0  # depth of `<<` values being read (not counted)
+        unit_start = -1  # `total` when the current item began (-1: not in an item)
+        unit_line = 0
+        items_done = 0  # bytes of the items already read
+        whole = False  # the document is one object (a mapping whose kind is not List)
+        top_kind: str | None = None
+        root_line = 0
+        root_map = False
+        aliased = False
+        anchors: dict[str, int] = {}
+        open_anchors: set[str] = set()
+        stack: list[_Frame] = []
+        while True:
+            ev: Any = get()
+            cls = ev.__class__
+            if cls is _END_MAP or cls is _END_SEQ:
+                frame = stack.pop()
+                if frame.anchor is not None:
+                    anchors[frame.anchor] = total - frame.start
+                    open_anchors.discard(frame.anchor)
+                if frame.hides:
+                    hidden -= 1
+                if unit_start >= 0 and self._is_unit(stack, root_map):
+                    items_done += total - unit_start
+                    unit_start = -1
+                continue
+            if cls is _END_DOC:
+                if root_map and top_kind != "List" and total > limit:
+                    return self._refusal(doc, root_line, ev, stack, aliased)
+                return None
+            # a node: where it sits in its parent
+            sep = 0
+            hide = is_key = False
+            if stack:
+                parent = stack[-1]
+                if parent.is_map:
+                    if parent.want_key:
+                        is_key = True
+                        parent.want_key = False
+                    else:
+                        parent.want_key = True
+                        if parent.merge:
+                            hide = True
+                            parent.merge = False
+                else:
+                    sep = 1 if parent.n else 0
+                    parent.key = parent.n
+                    parent.n += 1
+            else:
+                parent = None
+                root_line = _line_of(ev)
+            anchor = ev.anchor
+            opens = False
+            if cls is _SCALAR:
+                size, merge = _scalar_bytes(ev)
+                if anchor is not None:
+                    anchors[anchor] = size
+            elif cls is _ALIAS:
+                if anchor in open_anchors:
+                    return self._refusal(doc, root_line, ev, stack, aliased, recursive=True)
+                if anchor not in anchors:
+                    raise _Unmeasurable()
+                size, merge = anchors[anchor], False
+                aliased = aliased or size > 0
+            else:  # a mapping or a list opens
+                size, merge, opens = 2, False, True
+            if is_key:
+                assert parent is not None
+                if merge:
+                    parent.merge = True
+                    continue
+                sep = 2 if parent.n else 1  # `,` and `:`
+                parent.n += 1
+                parent.key = ev.value if cls is _SCALAR else None
+            elif parent is not None and len(stack) == 1 and parent.key == "kind" and cls is _SCALAR:
+                top_kind = ev.value
+                whole = root_map and top_kind != "List"
+            if not opens and not hidden and not hide and self._is_unit(stack, root_map):
+                # an item that is a scalar or an alias (a list of the same anchored object): its own unit
+                total += sep + size
+                items_done += sep + size
+                if size > limit:
+                    return self._refusal(doc, _line_of(ev), ev, stack, aliased)
+                continue
+            if opens:
+                if parent is None:
+                    root_map = cls is _START_MAP
+                if hide:
+                    hidden += 1
+                if not hidden:
+                    total += sep
+                    if self._is_unit(stack, root_map):
+                        unit_start, unit_line = total, _line_of(ev)
+                items = (
+                    parent is not None and len(stack) == 1 and root_map and parent.key == "items"
+                    and cls is _START_SEQ
+                )  # fmt: skip
+                stack.append(_Frame(cls is _START_MAP, total, anchor, hide, items))
+                if anchor is not None:
+                    open_anchors.add(anchor)
+                sep = 0
+            elif hide:
+                continue
+            if hidden:
+                continue
+            total += sep + size
+            # the checks: the current item, the rest of the document, the whole (not a List)
+            if unit_start >= 0:
+                if total - unit_start > limit:
+                    return self._refusal(doc, unit_line, ev, stack, aliased)
+                outside = unit_start - items_done
+            else:
+                outside = total - items_done
+            if outside > limit or (whole and total > limit):
+                return self._refusal(doc, root_line, ev, stack, aliased)
+
+    @staticmethod
+    def _is_unit(stack: list[_Frame], root_map: bool) -> bool:
+        """A node opening (or closing) at this depth is an item kubectl sends on its own."""
+        if len(stack) == 1 and not stack[0].is_map:
+            return True
+        return len(stack) == 2 and root_map and stack[1].items
+
+    def _refusal(
+        self, doc: int, line: int, ev: Any, stack: list[_Frame], aliased: bool, recursive: bool = False
+    ) -> _Refusal:
+        if stack:
+            inner = stack[-1]
+            path = "".join(
+                (_key_text(f.key) if isinstance(f.key, int) or i == 0 else "." + _key_text(f.key))
+                for i, f in enumerate(stack[:-1])
+            )
+            where = f"entry {inner.n:,} of {path or 'the document'}"
+        else:
+            where = "the document"
+        return _Refusal(doc, line + self.offset + 1, _line_of(ev) + self.offset + 1, where, aliased, recursive)
+
+
+def _measure(piece: _Piece, limit: int) -> _Refusal | None:
+    """The piece's first document over `limit` as JSON, found from the parser's events as the piece's
+    lines are read; None when none is (or the YAML is invalid: the loader says why, in its words)."""
+    parser = _EventParser(piece)
+    try:
+        return _Meter(limit, piece.start).run(parser)
+    except (yaml.YAMLError, _Unmeasurable, RecursionError):
+        return None
+    finally:
+        parser.dispose()
+
+
+def _refused_text(source: str, index: int, r: _Refusal) -> str:
+    where = _where(source, index, r.line)
+    if r.recursive:
+        return (
+            f"{where} is refused: a YAML alias at line {r.passed} refers to a value that contains it (a recursive "
+            "alias), which has no JSON form. Fix: write the value out, or alias a value that is complete"
+        )
+    measured = f"it is more than {_size_text(MAX_OBJECT_BYTES)} as JSON" + (
+        " once its YAML aliases are expanded" if r.aliased else ""
+    )
+    return _over_text(
+        source, index, r.line, measured, f"; the limit is passed at line {r.passed}, {r.where}", r.aliased
+    )
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _compose(
+    text: str, offset: int, source: str, index: int, max_docs: int | None = None
+) -> tuple[list[Located], int, str | None]:
+    """(the objects of a piece's text, the document count after it, why reading must stop there: a
+    document YAML cannot read ends the stream, with a Located error at the line where reading stopped:
+    `yaml` for invalid YAML, `bound` for a bound of the loader's; None to go on)."""
     out: list[Located] = []
     loader = _BoundedLoader(text)
-    index = 0
+    loader.line = offset  # the piece's lines are numbered as in the whole input
+    read = 0
     try:
-        while True:
-            line = 1
+        while max_docs is None or read < max_docs:
+            line = offset + 1
             try:
                 if not loader.check_node():
                     break
@@ -156,14 +756,8 @@ def _yaml_located(text: str, source: str) -> list[Located]:
                 node = loader.get_node()
                 doc = loader.construct_document(node) if node is not None else None
             except _TooBig as exc:
-                out.append(
-                    Located(
-                        source,
-                        line,
-                        error=f"{source}: document {index + 1} is refused: YAML aliases expand it to {exc}",
-                    )
-                )
-                break
+                out.append(Located(source, line, error=f"{source}: document {index + 1} is refused: {exc}"))
+                return out, index + 1, "bound"
             except RecursionError:
                 out.append(
                     Located(
@@ -173,7 +767,7 @@ def _yaml_located(text: str, source: str) -> list[Located]:
                         "(more levels than Python's recursion limit)",
                     )
                 )
-                break
+                return out, index + 1, "bound"
             except yaml.YAMLError as exc:
                 mark = getattr(exc, "problem_mark", None)
                 where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
@@ -185,52 +779,106 @@ def _yaml_located(text: str, source: str) -> list[Located]:
                         error=f"{source}: document {index + 1} is not valid YAML{where}: {problem}",
                     )
                 )
-                break
+                return out, index + 1, "yaml"
             if doc is not None:  # an empty document between `---` separators
                 out += _flatten(doc, source, index, node)
             index += 1
+            read += 1
     finally:
         loader.dispose()
+    return out, index, None
+
+
+def _yaml_located(lines: _Lines, source: str) -> list[Located]:
+    """The documents of a YAML stream, each with its line, read one piece (document) at a time: each is
+    measured from the parser's events first, and one over the apiserver's request limit is refused
+    without being loaded; an unreadable document ends the stream (YAML cannot resume after a syntax
+    error) with a Located error at the line where reading stopped."""
+    out: list[Located] = []
+    index = 0
+    while lines.peek() is not None:
+        piece = _Piece(lines)
+        refusal = _measure(piece, MAX_OBJECT_BYTES)
+        if refusal is not None:
+            if refusal.doc:  # documents before it in the same piece (a separator YAML reads where we do not)
+                located, index, _ = _compose(piece.text(), piece.start, source, index, max_docs=refusal.doc)
+                out += [d for d in located if d.error is None]
+            piece.drop()
+            piece.drain()
+            out.append(Located(source, refusal.line, error=_refused_text(source, index, refusal)))
+            index += 1
+        else:
+            piece.drain()
+        if piece.error is not None:
+            out.append(Located(source, piece.error_line, error=f"{source}: {piece.error}"))
+            return out
+        if refusal is not None:
+            continue
+        before = index
+        located, index, stop = _compose(piece.text(), piece.start, source, index)
+        if stop == "yaml" and lines.peek() is not None:
+            # YAML cannot read the piece alone, and the input goes on: read the rest with it, as one stream
+            # (an unclosed quote is then reported at the `---` that ends it, or a `%` line was its text)
+            rest = lines.rest_or_none()
+            if rest is not None:
+                located, index, stop = _compose(piece.text() + rest, piece.start, source, before)
+                stop = stop or "end"
+        out += located
+        if stop:
+            return out
     return out
+
+
+def _locate(lines: _Lines, source: str) -> list[Located]:
+    """Every object of the input (YAML stream or JSON) with its line, and a Located error for each
+    document that cannot be read."""
+    if not lines.starts_json():
+        out = _yaml_located(lines, source)
+        return out or [Located(source, 1, error=f"{source}: no Kubernetes objects found")]
+    try:
+        text = lines.rest()
+    except _Undecodable as exc:
+        return [Located(source, 0, error=f"{source}: {exc}")]
+    stripped = text.lstrip()
+    try:
+        docs: list[Any] = [json.loads(text)]
+    except json.JSONDecodeError as exc:
+        # YAML is a superset of JSON-ish flow style; only report JSON errors if YAML fails too
+        located = _yaml_located(_Lines.of_text(text), source)
+        if any(d.error for d in located):
+            return [
+                Located(
+                    source,
+                    exc.lineno,
+                    error=f"{source}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
+                )
+            ]
+        return located or [Located(source, 1, error=f"{source}: no Kubernetes objects found")]
+    except RecursionError:
+        return [
+            Located(
+                source,
+                1,
+                error=f"{source}: document 1 is nested too deeply to read (more levels than Python's recursion limit)",
+            )
+        ]
+    first = len(text) - len(stripped)
+    out = _flatten(docs[0], source, 0, line=text.count("\n", 0, first) + 1)
+    return out or [Located(source, 1, error=f"{source}: no Kubernetes objects found")]
 
 
 def locate_documents(text: str, source: str = "input") -> list[Located]:
     """Every object in `text` (YAML stream or JSON) with its line, and a Located error for each
     document that cannot be read; never raises."""
-    stripped = text.lstrip()
-    if stripped.startswith(("{", "[")):
-        try:
-            docs: list[Any] = [json.loads(text)]
-        except json.JSONDecodeError as exc:
-            # YAML is a superset of JSON-ish flow style; only report JSON errors if YAML fails too
-            located = _yaml_located(text, source)
-            if any(d.error for d in located):
-                return [
-                    Located(
-                        source,
-                        exc.lineno,
-                        error=f"{source}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
-                    )
-                ]
-            return located or [Located(source, 1, error=f"{source}: no Kubernetes objects found")]
-        except RecursionError:
-            return [
-                Located(
-                    source,
-                    1,
-                    error=f"{source}: document 1 is nested too deeply to read (more levels than Python's recursion limit)",
-                )
-            ]
-        first = len(text) - len(stripped)
-        out = _flatten(docs[0], source, 0, line=text.count("\n", 0, first) + 1)
-    else:
-        out = _yaml_located(text, source)
-    return out or [Located(source, 1, error=f"{source}: no Kubernetes objects found")]
+    return _locate(_Lines.of_text(text), source)
 
 
 def parse_documents(text: str, source: str = "input") -> list[dict[str, Any]]:
     """The Kubernetes objects in `text` (YAML stream or JSON). Raises ValueError naming the document."""
-    located = locate_documents(text, source)
+    return _objects(locate_documents(text, source))
+
+
+def _objects(located: list[Located]) -> list[dict[str, Any]]:
     for d in located:
         if d.error is not None:
             raise ValueError(d.error)
@@ -239,8 +887,7 @@ def parse_documents(text: str, source: str = "input") -> list[dict[str, Any]]:
 
 def load_documents(path_or_dash: str) -> list[dict[str, Any]]:
     """Every object in the file (or stdin for `-`). Raises ValueError with a clear message."""
-    text, source = _read(path_or_dash)
-    return parse_documents(text, source)
+    return _objects(locate_file(path_or_dash))
 
 
 #: what a directory is searched for, as kubectl does (k8s.io/cli-runtime pkg/resource/visitor.go,
@@ -264,12 +911,25 @@ def expand_paths(paths: list[str], recursive: bool) -> list[str]:
 
 
 def locate_file(path_or_dash: str) -> list[Located]:
-    """`locate_documents` of a file (or stdin); a file that cannot be read is one Located error."""
+    """`locate_documents` of a file (or stdin), read line by line: a document is measured as its lines
+    arrive, and one the apiserver would refuse is passed over without being kept; a file that cannot be
+    opened is one Located error."""
+    if path_or_dash == "-":
+        stdin: Any = sys.stdin
+        buffer = getattr(stdin, "buffer", None)
+        lines = _Lines(buffer.read) if buffer is not None else _Lines.of_text(stdin.read())
+        return _locate(lines, "stdin")
+    p = Path(path_or_dash)
     try:
-        text, source = _read(path_or_dash)
-    except ValueError as exc:
-        return [Located("stdin" if path_or_dash == "-" else path_or_dash, 0, error=str(exc))]
-    return locate_documents(text, source)
+        with p.open("rb") as f:
+            return _locate(_Lines(f.read), str(p))
+    except FileNotFoundError:
+        error = f"{p}: no such file"
+    except IsADirectoryError:
+        error = f"{p}: is a directory, not a manifest file"
+    except OSError as exc:
+        error = f"{p}: cannot read ({exc.strerror})"
+    return [Located(path_or_dash, 0, error=error)]
 
 
 def split_runtimes(docs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], RuntimeLookup]:
