@@ -80,6 +80,7 @@ bench: install ## the load and in-process benchmarks (~20 min; QUICK=1: a smoke 
 	$(PY) bench/inproc.py $(BENCH_WRITE)
 	$(PY) bench/large.py --stall $(BENCH_WRITE)
 	$(PY) bench/hostile.py $(if $(QUICK),--quick,)
+	$(PY) bench/worst_at_once.py $(if $(QUICK),--quick,)
 	$(PY) bench/registry_fanout.py $(BENCH_WRITE)
 	$(PY) bench/fuzz_parsers.py $(BENCH_WRITE)
 	$(PY) bench/sweep.py $(BENCH_WRITE)

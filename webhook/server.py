@@ -159,7 +159,10 @@ class BodyTimeout(Exception):
         super().__init__(f"the request body did not arrive within {seconds:g}s (bodyTimeoutSeconds)")
 
 
-#: the body bytes of large reviews (over OFF_LOOP_BYTES) judged at once; more wait their turn in order.
+#: kinds whose one object renders many objects (an AIPerfSweep: up to 200 child AIPerfJobs), read off the loop
+RENDERS_MANY = frozenset({"AIPerfSweep"})
+
+#: the body bytes of large reviews (over GATED_BYTES) judged at once; more wait their turn in order.
 #: A review's peak memory is a small multiple of its body (an AIPerfSweep of 600 KB: ~15 MiB, bench/concurrent.py),
 #: so 8 MiB of bodies keeps them far under the chart's 800Mi limit whatever arrives at once
 LARGE_REVIEW_BYTES = 8 * 2**20
@@ -228,8 +231,11 @@ def _stdlib_dumps(obj: Any) -> bytes:
 
 
 #: a body larger than this has its object walked and rendered in a worker thread (preflight.evaluate
-#: off_loop): the sample AIPerfJob's review is ~12 KB and costs ~1 ms on the loop, a 256 KiB one ~20 ms
-OFF_LOOP_BYTES = 256 * 1024
+#: off_loop): the sample AIPerfJob's review is ~12 KB and costs ~1 ms on the loop, a 256 KiB one ~20 ms,
+#: and a 127 KiB JobSet of 2,000 containers held it 28-70 ms in one go (bench/worst_at_once.py)
+OFF_LOOP_BYTES = 64 * 1024
+#: a body larger than this is a large review: it takes its share of the byte gate (LARGE_REVIEW_BYTES)
+GATED_BYTES = 256 * 1024
 
 
 def json_codec(choice: str | None = None) -> tuple[Callable[[bytes], Any], Callable[[Any], bytes], str]:
@@ -378,7 +384,7 @@ class WebhookApp:
         s = self.settings
         timeout = parse_go_duration(request.query.get("timeout"))
         deadline = Deadline(budget_seconds(timeout, s.budget_seconds, s.safety_margin_seconds))
-        weight = len(body) if off_loop else 0
+        weight = len(body) if len(body) > GATED_BYTES else 0
         # a large review waits for its share of memory at most RENDER_SHARE of its budget, keeping the rest
         # to be judged in; the wait counts against its deadline
         if weight and not await self.large_reviews.acquire(weight, deadline.budget * RENDER_SHARE):
@@ -406,7 +412,10 @@ class WebhookApp:
 
         req = review.request
         try:
-            answer, decision = await self._judge(req, deadline, off_loop=off_loop, progress=progress)
+            # a kind whose one object renders many is rendered off the loop at any size (a 20 KB sweep: 200
+            # children, ~100 ms of CPU each review, held the loop 250 ms with 3 at once)
+            many = off_loop or req.kind.kind in RENDERS_MANY
+            answer, decision = await self._judge(req, deadline, off_loop=many, progress=progress)
         except Exception as exc:  # our bug: fail open, visibly
             answer, decision = self._fail_open(req, exc), Outcome.ERROR
         self.metrics.observe_request(req.kind.kind, req.operation, decision, time.perf_counter() - started)
