@@ -17,6 +17,10 @@ and every job of the cheap pass waited with it (301 s on the control plane, 33 s
 client-go has one FIFO bucket a client; the apiserver's priority and fairness queues by flow
 (staging/src/k8s.io/apiserver/pkg/util/flowcontrol): the lanes do that inside our one client,
 without raising what the controller sends a second.
+
+The background lane is never starved: while both lanes wait, one token in `BACKGROUND_EVERY` goes to
+it. Under Secret churn the judging reads never stopped waiting, no Report write got a token, and the
+Reports kept false DENYs for minutes after the Secret was back (issue 33: 776 jobs at the end of a churn).
 """
 
 from __future__ import annotations
@@ -52,6 +56,8 @@ def check_audit_write(method: str, path: str, query: dict[str, Any] | None) -> N
 
 #: set inside `background_requests()`: this task's requests take the background lane
 _BACKGROUND: ContextVar[bool] = ContextVar("audit_background_requests", default=False)
+#: while both lanes wait, every this many tokens one goes to the background lane (at qps 20: 4 a second)
+BACKGROUND_EVERY = 5
 
 
 @contextlib.contextmanager
@@ -66,7 +72,8 @@ def background_requests() -> Iterator[None]:
 
 class TokenBucket:
     """`qps` requests a second on average, bursts of up to `burst` (client-go's token bucket),
-    handed out to the foreground lane first, then to the background lane, each in arrival order."""
+    handed out to the foreground lane first, then to the background lane, each in arrival order; while
+    both wait, one token in `BACKGROUND_EVERY` goes to the background lane."""
 
     def __init__(self, qps: float, burst: int, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.qps = qps
@@ -77,6 +84,8 @@ class TokenBucket:
         #: waiters by lane: foreground, background
         self._lanes: tuple[deque[asyncio.Future[None]], deque[asyncio.Future[None]]] = (deque(), deque())
         self._pump: asyncio.Future[None] | None = None
+        #: tokens granted to the foreground lane in a row while the background lane waited
+        self._streak = 0
 
     def _refill(self) -> None:
         now = self._clock()
@@ -109,20 +118,26 @@ class TokenBucket:
         await fut  # cancelled: the pump skips it, its token stays in the bucket
 
     async def _grant(self) -> None:
-        """Hand out tokens as they come: the foreground lane's oldest waiter first."""
+        """Hand out tokens as they come: the foreground lane's oldest waiter first, but one token in
+        `BACKGROUND_EVERY` to the background lane's oldest while both wait."""
         while True:
             for lane in self._lanes:
                 while lane and lane[0].done():
                     lane.popleft()
-            lane_ = next((lane for lane in self._lanes if lane), None)
-            if lane_ is None:
+            fg, bg = self._lanes
+            if not fg and not bg:
                 return
             self._refill()
             if self._tokens < 1.0:
                 await asyncio.sleep((1.0 - self._tokens) / self.qps)
                 continue
             self._tokens -= 1.0
-            lane_.popleft().set_result(None)
+            if fg and (not bg or self._streak < BACKGROUND_EVERY - 1):
+                self._streak = self._streak + 1 if bg else 0
+                fg.popleft().set_result(None)
+            else:
+                self._streak = 0
+                bg.popleft().set_result(None)
 
     async def close(self) -> None:
         """Stop handing out tokens (the client is closing): the waiters are cancelled."""

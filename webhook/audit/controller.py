@@ -11,9 +11,11 @@
   change of an object the job's last evaluation read (the reverse index, from the reads the
   view served: webhook/audit/deps.py), once the view's cache holds that change (`view_has_seen`);
   the period (`audit.periodSeconds`), for what no watch
-  reports (node capacity, a registry). Bursts are debounced (`audit.debounceSeconds`), at most
-  one evaluation of a job runs at a time, `audit.workers` run at once, and every request is
-  paced by `audit.qps`/`audit.burst`.
+  reports (node capacity, a registry). Bursts are debounced (`audit.debounceSeconds`) and
+  coalesced in a bounded queue (webhook/audit/queue.py: one entry a job, however many changes),
+  at most one evaluation of a job runs at a time, `audit.workers` workers take the queue, a job
+  that changed while it was judged is judged again after, and every request is paced by
+  `audit.qps`/`audit.burst`. The period has its own timer: the changes cannot starve the scans.
 - An AIPerfSweep is judged per child: each child AIPerfJob its sweep controller has not created
   yet is evaluated as the webhook will evaluate it when the controller creates it
   (webhook/audit/sweeps.py), and published as a child of the sweep (Events go on the sweep and
@@ -200,6 +202,19 @@ def view_has_seen(cache: ResourceCache, event_type: str, obj: dict[str, Any]) ->
     return h is not None and h > w
 
 
+class _ViewWait:
+    """One changed object's re-checks waiting for the view's cache: its latest change and every job to re-check."""
+
+    __slots__ = ("event_type", "keys", "obj", "reason")
+
+    def __init__(self, event_type: str, obj: dict[str, Any], reason: str, keys: set[JobKey]) -> None:
+        self.event_type, self.obj, self.reason, self.keys = event_type, obj, reason, keys
+
+    def change(self, event_type: str, obj: dict[str, Any], reason: str, keys: list[JobKey]) -> None:
+        self.event_type, self.obj, self.reason = event_type, obj, reason
+        self.keys.update(keys)
+
+
 class AuditController:
     """See the module docstring. `run()` until cancelled; `is_leader` gates judging and writing."""
 
@@ -244,8 +259,12 @@ class AuditController:
         self.scans = 0
         self.cheap_passes = 0
         self.last_cheap_pass_seconds: float | None = None
-        #: dependency changes waiting for the view's cache to hold them before their re-check
-        self.view_waits = 0
+        #: changed objects waiting for the view's cache to hold their change before their jobs' re-check
+        self._view_pending: dict[tuple[str, str, str], _ViewWait] = {}
+        #: set when a key is ready for a worker (`_worker`)
+        self._ready = asyncio.Event()
+        #: when the last full scan started (the loop's clock): the period runs from there
+        self.last_scan_started: float | None = None
 
     # ------------------------------------------------------------------ watches
 
@@ -360,38 +379,48 @@ class AuditController:
             for key in keys:
                 self.enqueue(key, reason)
             return
-        # the checks read the view's cache, not this watch: re-check once it holds the change too
-        self._spawn(self._enqueue_when_seen(r.cache, event_type, obj, keys, reason))
+        # the checks read the view's cache, not this watch: re-check once it holds the change too. One
+        # waiter an object, however often it changes meanwhile: it waits for the latest change
+        okey = (resource, ns, name)
+        pending = self._view_pending.get(okey)
+        if pending is not None:
+            pending.change(event_type, obj, reason, keys)
+            return
+        pending = self._view_pending[okey] = _ViewWait(event_type, obj, reason, set(keys))
+        self._spawn(self._enqueue_when_seen(r.cache, okey, pending))
 
-    async def _enqueue_when_seen(
-        self, cache: ResourceCache, event_type: str, obj: dict[str, Any], keys: list[JobKey], reason: str
-    ) -> None:
-        """Enqueue `keys` once the view's cache holds the change (`view_has_seen`), at most
-        `audit.budgetSeconds` later (then anyway, said in the log: the period catches what is missed)."""
+    @property
+    def view_waits(self) -> int:
+        """Changed objects whose re-checks wait for the view's cache to hold the change."""
+        return len(self._view_pending)
+
+    async def _enqueue_when_seen(self, cache: ResourceCache, okey: tuple[str, str, str], pending: _ViewWait) -> None:
+        """Enqueue the jobs of `pending` once the view's cache holds its latest change (`view_has_seen`), at
+        most `audit.budgetSeconds` later (then anyway, said in the log: the period catches what is missed)."""
         seen = asyncio.Event()
-        self.view_waits += 1
         cache.listeners.append(seen.set)
         try:
             async with asyncio.timeout(self.audit.budget_seconds):
-                while not view_has_seen(cache, event_type, obj):
+                while not view_has_seen(cache, pending.event_type, pending.obj):
                     seen.clear()
                     await seen.wait()
         except TimeoutError:
             log.warning("audit: the view's %s cache has not caught up with %s in %.0fs; re-checking anyway",
-                        cache.resource, reason, self.audit.budget_seconds)  # fmt: skip
+                        cache.resource, pending.reason, self.audit.budget_seconds)  # fmt: skip
         finally:
             cache.listeners.remove(seen.set)
-            self.view_waits -= 1
-        for key in keys:
-            self.enqueue(key, reason)
+            if self._view_pending.get(okey) is pending:
+                del self._view_pending[okey]
+        for key in pending.keys:
+            self.enqueue(key, pending.reason)
 
     # ------------------------------------------------------------------ queue
 
     def enqueue(self, key: JobKey, reason: str) -> None:
         if not self.is_leader or not key[2]:
             return
-        self.debouncer.add(key, reason, self._clock())
-        self._wake.set()
+        if self.debouncer.add(key, reason, self._clock()):
+            self._wake.set()
 
     def _spawn(self, coro: Any) -> None:
         t = asyncio.ensure_future(coro)
@@ -399,14 +428,41 @@ class AuditController:
         t.add_done_callback(self._tasks.discard)
 
     async def _dispatch_loop(self) -> None:
+        """Make the keys whose debounce passed ready for `audit.workers` workers: a fixed pool, never a task
+        a change (issue 33: Secret churn spawned a judging task per change and job, 1.4 GiB in 45 cycles)."""
+        workers = [asyncio.ensure_future(self._worker()) for _ in range(max(1, self.audit.workers))]
+        try:
+            while True:
+                nxt = self.debouncer.next_due()
+                timeout = None if nxt is None else max(0.0, nxt - self._clock())
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout)
+                if self.debouncer.promote(self._clock()):
+                    self._ready.set()
+        finally:
+            for w in workers:
+                w.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+
+    async def _worker(self) -> None:
+        """Judge the ready keys one at a time; a key that changed while it was judged is ready again after."""
         while True:
-            nxt = self.debouncer.next_due()
-            timeout = None if nxt is None else max(0.0, nxt - self._clock())
-            self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
-            for key, reason in self.debouncer.pop_due(self._clock()):
-                self._spawn(self.judge(key, reason))  # type: ignore[arg-type]
+            item = self.debouncer.take()
+            if item is None:
+                self._ready.clear()
+                await self._ready.wait()
+                continue
+            key, reason = item
+            try:
+                await self.judge(key, reason)  # type: ignore[arg-type]
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("audit: judging %s failed", key)
+            finally:
+                if self.debouncer.done(key):
+                    self._ready.set()
 
     # ------------------------------------------------------------------ judging
 
@@ -656,6 +712,8 @@ class AuditController:
             self._lead_task = None
         for t in list(self._tasks):
             t.cancel()
+        self.debouncer = Debouncer(self.audit.debounce_seconds)
+        self._view_pending.clear()
         self.judged.clear()
         self.published.clear()
         self.kept.clear()
@@ -669,11 +727,17 @@ class AuditController:
             if resync is not None:
                 await resync()
         dispatch = asyncio.ensure_future(self._dispatch_loop())
+        loop = asyncio.get_running_loop()
+        reason = "scan"
         try:
-            await self.full_scan("scan")
+            # the period runs from each scan's start, on its own timer: however many changes come meanwhile,
+            # a scan starts every `audit.periodSeconds` (back to back when one takes longer); the changes'
+            # re-checks wait in a bounded queue and share the workers with it (issue 33: none ran in 36 min)
             while True:
-                await asyncio.sleep(self.audit.period_seconds)
-                await self.full_scan("period")
+                started = self.last_scan_started = loop.time()
+                await self.full_scan(reason)
+                reason = "period"
+                await asyncio.sleep(max(0.0, started + self.audit.period_seconds - loop.time()))
         finally:
             dispatch.cancel()
             await asyncio.gather(dispatch, return_exceptions=True)

@@ -448,30 +448,35 @@ class ReportSink:
     # -- writing -----------------------------------------------------------------------------
     def _dirty(self, namespace: str, delay: float | None = None) -> None:
         """Write the namespace's report after `delay` (default: the debounce window, which later
-        changes join); a write already pending takes this change along."""
+        changes join); a write already pending takes this change along, also while it waits for the
+        namespace's write in flight or for a writer: a namespace has at most one write pending and
+        one in flight, however often its jobs change (issue 33: Secret churn)."""
         if namespace not in self._pending:
             wait = self.debounce if delay is None else delay
             self._pending[namespace] = asyncio.create_task(self._flush_later(namespace, wait))
 
     async def _flush_later(self, namespace: str, delay: float) -> None:
+        task = asyncio.current_task()
         try:
             if delay > 0:
                 await asyncio.sleep(delay)
-        finally:
-            self._pending.pop(namespace, None)
             self._retrying.discard(namespace)
-        task = asyncio.current_task()
-        before = self._writing.get(namespace)
-        if task is not None:
-            self._inflight.add(task)
-            self._writing[namespace] = task
-        try:
+            before = self._writing.get(namespace)
+            if task is not None:
+                self._inflight.add(task)
+                self._writing[namespace] = task
             if before is not None and not before.done():
                 await asyncio.wait({before})  # its outcome is its own: a failure retries itself
             async with self._writers:
+                # from here on the body is built from what the sink holds now: a later change needs a write of its own
+                if self._pending.get(namespace) is task:
+                    del self._pending[namespace]
                 with background_requests():  # a judging read goes first (webhook/audit/client.py)
                     await self._flush_or_retry(namespace)
         finally:
+            if self._pending.get(namespace) is task:
+                del self._pending[namespace]
+                self._retrying.discard(namespace)
             self._inflight.discard(task)
             if self._writing.get(namespace) is task:
                 del self._writing[namespace]
