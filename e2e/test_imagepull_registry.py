@@ -7,12 +7,18 @@ the webhook server at `kubectl apply --dry-run=server`. Every verdict the check 
 present (tag, digest, multi-arch with the nodes' platform), manifest unknown (with nearby tags),
 refused without and with wrong credentials (naming the Secret), an index without the nodes' platform,
 unreachable and slower than the budget (a warning, within the deadline), and the Bearer token flow.
+A hostile registry (e2e/harness/hostile_registry.py, issue 33) meets the webhook server and the CLI:
+its token realm on an internal plain-HTTP service gets nothing, an unlisted loopback registry is not
+asked, and a JobSet of 2,000 images on a registry that never answers is still denied.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,9 +30,10 @@ import yaml
 
 from e2e.harness.controlplane import ControlPlane, free_ports
 from e2e.harness.delayproxy import DelayProxy
+from e2e.harness.hostile_registry import HostileServer, Reply, json_reply
 from e2e.harness.live import live_evaluate, result_of
 from e2e.harness.registry import Registry, push_image, push_index
-from e2e.harness.runner import RunningWebhook
+from e2e.harness.runner import RULES, RunningWebhook, chart_jobset_hook
 from webhook.config import Settings
 from webhook.imageref import parse
 from webhook.registry import client as registry
@@ -299,3 +306,116 @@ def test_through_the_webhook_server(cluster: ControlPlane, reg: Registry, tmp_pa
         proc = cp.kubectl("apply", "--dry-run=server", "-f", "-", input=json.dumps(good), check=False)
         assert proc.returncode == 0, proc.stderr
         assert "[Image Pull]" not in proc.stderr
+
+
+HOSTILE_REALM = 'Bearer realm="http://127.0.0.1:{port}/token",service="hostile",scope="repository:team/app:pull"'
+
+
+def _unwrapped(stderr: str) -> str:
+    """kubectl's warnings as one text: a finding longer than a warning goes on in the next one,
+    `Warning: [Image Pull] … rest` (webhook/policy.py wrap)."""
+    return re.sub(r"\s*Warning: \[[^\]]+\] … ", " ", stderr).replace("\n", " ")
+
+
+def _jobset(name: str, images: list[str], secrets: list[str]) -> dict[str, Any]:
+    containers = [{"name": f"c{i}", "image": im} for i, im in enumerate(images)]
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"replicatedJobs": [{"name": "w", "replicas": 1, "template": {"spec": {"template": {"spec": {
+            "containers": containers, "imagePullSecrets": [{"name": s} for s in secrets]}}}}}]},
+    }  # fmt: skip
+
+
+@pytest.fixture
+def hostile(tmp_path: Path) -> Iterator[tuple[HostileServer, HostileServer, HostileServer, Path]]:
+    """A hostile registry (listed: it is on loopback), an unlisted one, and the internal plain-HTTP
+    service the first one's token realm points at (it would answer a token to anyone)."""
+    ca = trustme.CA()
+    with HostileServer(ca) as listed, HostileServer(ca) as unlisted, HostileServer(tls=False) as internal:
+        internal.route("GET", "/token", json_reply({"token": "INTERNAL-SECRET-4f1c"}))
+        listed.route(
+            "HEAD",
+            "/v2/team/app/manifests/1.0",
+            Reply(401, {"WWW-Authenticate": HOSTILE_REALM.format(port=internal.port)}),
+        )
+        unlisted.route("HEAD", "/v2/team/app/manifests/1.0", Reply(200))
+        yield listed, unlisted, internal, listed.write_ca(tmp_path / "hostile-ca.pem")
+
+
+def test_a_hostile_registry_through_the_webhook_server_and_the_cli(
+    cluster: ControlPlane, hostile: tuple[HostileServer, HostileServer, HostileServer, Path], tmp_path: Path
+) -> None:
+    """Issue 33, reproduced through `serve` with a cluster pull Secret and through the CLI: the realm
+    sent the Secret's credentials to an internal plain-HTTP URL and its token back to the registry.
+    Now nothing reaches the internal service, the unlisted loopback registry is never connected to,
+    and a JobSet of 2,000 images on a registry that never answers is denied for its missing Secret
+    (it was admitted: the review ran out of its budget and timeoutAction warn let it through)."""
+    listed, unlisted, internal, ca_file = hostile
+    cp = cluster
+    for i in range(2000):
+        listed.route("HEAD", f"/v2/team/app{i}/manifests/1.0", Reply(hang=True))
+    cp.kubectl("delete", "secret", "hostilecred", "-n", NS, "--ignore-not-found")
+    cp.kubectl("create", "secret", "docker-registry", "hostilecred", "-n", NS, f"--docker-server={listed.address}",
+               f"--docker-username={USER}", f"--docker-password={PASSWORD}")  # fmt: skip
+    label = {"e2e.preflight/imgpull-hostile": "yes"}
+    cp.kubectl("label", "namespace", NS, "e2e.preflight/imgpull-hostile=yes", "--overwrite")
+    config = {
+        "mode": "enforce",
+        "timeoutAction": "warn",
+        "checks": {"Endpoint Service": "off"},
+        "privateRegistries": [listed.address],
+        "registryAccess": {"mode": "all", "caFile": str(ca_file), "internalRegistries": [listed.address]},
+    }
+    chart = chart_jobset_hook(cp)
+    with RunningWebhook(
+        cp,
+        vwc_name="preflight-webhook-imgpull-hostile",
+        name="imgpull-hostile.preflight.webhook.io",
+        config=config,
+        namespace_selector={"matchLabels": label},
+        probe_namespace=NS,
+        workdir=tmp_path / "hook",
+        rules=[*RULES, *chart["rules"]],
+    ):
+        image = f"{listed.address}/team/app:1.0"
+        job = _job(image, ["hostilecred"], name="imgpull-hostile")
+        proc = cp.kubectl("apply", "--dry-run=server", "-f", "-", input=json.dumps(job), check=False)
+        assert proc.returncode == 0, proc.stderr
+        assert (
+            f'registry "{listed.address}" names a plain-HTTP token realm; it was not asked and no credential was '
+            "sent (token realms must be https)." in _unwrapped(proc.stderr)
+        ), proc.stderr
+        assert internal.seen == []
+        assert [s.authorization for s in listed.seen] == [None]
+
+        other = f"{unlisted.address}/team/app:1.0"
+        proc = cp.kubectl("apply", "--dry-run=server", "-f", "-", input=json.dumps(_job(other, name="imgpull-unlisted")),
+                          check=False)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert f'registry "{unlisted.address}" was not asked: its address is not allowed' in _unwrapped(proc.stderr)
+        assert unlisted.seen == []
+
+        listed.seen.clear()
+        images = [f"{listed.address}/team/app{i}:1.0" for i in range(2000)]
+        big = _jobset("imgpull-fanout", images, ["missing-pull"])
+        proc = cp.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(big), check=False)
+        assert proc.returncode != 0, proc.stderr[-2000:]
+        assert f'Secret "missing-pull" not found in namespace "{NS}"' in proc.stderr, proc.stderr[-2000:]
+        assert len(listed.seen) <= 20
+
+    # the CLI: the same path, with the cluster's pull Secret read through the kubeconfig
+    listed.seen.clear()
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    jobfile = tmp_path / "job.yaml"
+    jobfile.write_text(yaml.safe_dump(_job(f"{listed.address}/team/app:1.0", ["hostilecred"], name="imgpull-cli")))
+    proc = subprocess.run(
+        [sys.executable, "-m", "webhook", "check", "-f", str(jobfile), "--config", str(cfg),
+         "--kubeconfig", str(cp.kubeconfig)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    out = " ".join(proc.stdout.split())
+    assert "names a plain-HTTP token realm; it was not asked and no credential was sent" in out, proc.stdout
+    assert internal.seen == [] and [s.authorization for s in listed.seen] == [None]

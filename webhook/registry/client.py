@@ -369,7 +369,9 @@ class RegistryClient:
         self, st: _LoopState, target: _Target, path: str, reference: str, cred: Credential | None
     ) -> Answer:
         netloc = f"[{target.host}]" if ":" in target.host else target.host
-        base = URL(f"https://{netloc}:{target.port}/v2/{path}", encoded=False)
+        if target.port != 443:
+            netloc += f":{target.port}"
+        base = URL(f"https://{netloc}/v2/{path}", encoded=False)
         try:
             async with asyncio.timeout(self.timeout):
                 scope = f"repository:{path}:pull"
