@@ -179,6 +179,34 @@ async def test_loopback_is_refused_before_any_connection_unless_listed(
     assert other.detail == BLOCKED and len(reg.seen) == 1
 
 
+async def test_an_ipv6_loopback_registry_is_refused_unless_listed(
+    ca: trustme.CA, make: Callable[..., registry.RegistryClient]
+) -> None:
+    with HostileServer(ca, family=socket.AF_INET6) as reg6:
+        reg6.route("HEAD", MANIFEST, Reply(200))
+        image = f"{reg6.address}/team/app:1.0"
+        assert (await make().manifest(ref(image), None, 5)).detail == BLOCKED
+        assert reg6.seen == []
+        assert (await make(internal_registries=[reg6.address]).manifest(ref(image), None, 5)).outcome == registry.FOUND
+        assert len(reg6.seen) == 1
+
+
+async def test_an_anonymous_token_from_the_registrys_own_realm(
+    reg: HostileServer, make: Callable[..., registry.RegistryClient]
+) -> None:
+    """No credential: the realm is asked without one (distribution's anonymous token), and a
+    NOT_ASKED answer (here the next lookup's unreadable challenge) never opens the breaker."""
+    reg.route("HEAD", MANIFEST, only_with("Bearer anon", bearer(f"https://{reg.address}/token")))
+    reg.route("GET", "/token", json_reply({"token": "anon"}))
+    c = make(internal_registries=[reg.address], breaker_failures=1)
+    assert (await c.manifest(ref(f"{reg.address}/team/app:1.0"), None, 5)).outcome == registry.FOUND
+    assert [s.authorization for s in reg.seen] == [None, None, "Bearer anon"]
+    reg.route("HEAD", "/v2/team/other/manifests/1.0", Reply(401, {"WWW-Authenticate": "Bearer"}))
+    for _ in range(2):
+        a = await c.manifest(ref(f"{reg.address}/team/other:1.0"), None, 5)
+        assert (a.outcome, a.detail) == (registry.NOT_ASKED, registry.UNREADABLE_CHALLENGE)
+
+
 async def test_every_address_of_a_name_is_checked(
     reg: HostileServer, make: Callable[..., registry.RegistryClient]
 ) -> None:
