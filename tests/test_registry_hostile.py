@@ -595,3 +595,20 @@ async def _run_check(reg: HostileServer, images: list[str], *, secret: bool = Fa
     finally:
         for c in check._clients.values():
             await c.close()
+
+
+async def test_what_the_client_remembers_is_bounded(
+    reg: HostileServer, make: Callable[..., registry.RegistryClient], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job author can name hosts and repositories without end: the breakers and the answer cache
+    keep at most ENTRIES_MAX entries each, and a registry in good health has no breaker entry."""
+    monkeypatch.setattr(registry, "ENTRIES_MAX", 8)
+    c = make(breaker_failures=100, cache_seconds=30, internal_registries=[reg.address])
+    for i in range(30):  # names that do not resolve: a failure each, never a connection
+        a = await c.manifest(ref(f"h{i}.invalid.example/team/app:1.0"), None, 5)
+        assert a.detail == "could not be reached or did not answer within 2.0s"
+    assert 0 < len(c._breakers) <= 8
+    for i in range(30):  # manifest unknown: a definite answer, cached
+        assert (await c.manifest(ref(f"{reg.address}/team/app{i}:1.0"), None, 5)).outcome == registry.UNKNOWN
+    assert 0 < len(c._cache) <= 8
+    assert reg.address not in c._breakers

@@ -82,6 +82,8 @@ DEFINITE = frozenset({FOUND, UNKNOWN, UNAUTHORIZED, FORBIDDEN})
 TAGS_MAX = 1000
 TAGS_BODY_MAX = 1024 * 1024
 TOKEN_BODY_MAX = 64 * 1024
+#: answers cached and registries with failures remembered, at most each (job authors name hosts)
+ENTRIES_MAX = 4096
 #: redirects followed for one index GET at most
 REDIRECTS_MAX = 3
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
@@ -291,7 +293,7 @@ class RegistryClient:
         task = self._inflight.get(key)
         if task is not None and task.get_loop() is not loop:
             task = None
-        breaker = self._breakers.setdefault(host, _Breaker())
+        breaker = self._breakers.get(host) or _Breaker()
         if breaker.open_until > now and task is None:
             return Answer(
                 UNREACHABLE,
@@ -349,16 +351,21 @@ class RegistryClient:
         answer = Answer(UNREACHABLE, detail=unreachable_detail(self.timeout)) if exc else task.result()
         if answer.outcome == NOT_ASKED:
             return  # the client's own rule, not the registry's health
-        breaker = self._breakers.setdefault(host, _Breaker())
         now = self._clock()
         if answer.outcome in DEFINITE:
-            breaker.failures = 0
-            breaker.open_until = 0.0
+            self._breakers.pop(host, None)  # a registry in good health needs no entry
             if self.cache_seconds > 0:
-                if len(self._cache) > 4096:
+                if len(self._cache) >= ENTRIES_MAX:
                     self._cache = {k: v for k, v in self._cache.items() if v[0] > now}
+                    for k in list(self._cache)[: max(0, len(self._cache) - ENTRIES_MAX // 2)]:
+                        del self._cache[k]  # the oldest first: a job author naming hosts without end
                 self._cache[key] = (now + self.cache_seconds, answer)
         else:
+            if host not in self._breakers and len(self._breakers) >= ENTRIES_MAX:
+                self._breakers = {h: b for h, b in self._breakers.items() if b.open_until > now}
+                for h in list(self._breakers)[: max(0, len(self._breakers) - ENTRIES_MAX // 2)]:
+                    del self._breakers[h]
+            breaker = self._breakers.setdefault(host, _Breaker())
             breaker.failures += 1
             if breaker.failures >= self.breaker_failures:
                 breaker.open_until = now + self.breaker_open_seconds
