@@ -255,3 +255,23 @@ def test_undecodable_bytes_are_named_with_their_offset(tmp_path):
         (1, None),
         (5, f"{p}: not UTF-8 text (invalid start byte at byte 48)"),
     ]
+
+
+# --------------------------------------------------------------------------- libyaml reads, PyYAML's words
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("apiVersion: v1\nkind:\tX\n", "document 1 is not valid YAML at line 2 column 6: found character '\\t' that "
+         "cannot start any token"),
+        ("apiVersion: v1\nkind: X\n---\t# c\n", "document 2 is not valid YAML at line 3 column 4: found character "
+         "'\\t' that cannot start any token"),
+        ("apiVersion: v1\nkind: X\nspec: 'a\n---\nx: y\n", "document 1 is not valid YAML at line 4 column 1: found "
+         "unexpected document separator"),
+    ],
+)  # fmt: skip
+def test_where_libyaml_and_pyyaml_differ_the_message_is_pyyamls(text, error):
+    """Documents are loaded with libyaml's composer; where it reads differently (tabs) or cannot read, PyYAML's
+    loader reads the document again, with the rest of the input when it ends at a separator."""
+    assert [d.error for d in locate_documents(text, "in.yaml") if d.error] == [f"in.yaml: {error}"]

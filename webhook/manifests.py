@@ -22,10 +22,13 @@ from webhook.apilimits import MAX_REQUEST_BODY_BYTES, SHOWN_PROBLEMS, metadata_p
 from webhook.workloads.base import RuntimeLookup
 from webhook.workloads.walks import bounded_plain
 
-try:  # libyaml's event parser, when PyYAML was built with it; the pure-Python one otherwise
+try:  # libyaml's parser and composer, when PyYAML was built with it; the pure-Python ones otherwise
     from yaml._yaml import CParser as _EventParser
+
+    _CSafeLoader: Any = yaml.CSafeLoader
 except ImportError:  # pragma: no cover - PyYAML without libyaml
     _EventParser = yaml.SafeLoader  # type: ignore[assignment,misc]
+    _CSafeLoader = None
 
 __all__ = ["load_documents", "split_runtimes", "RUNTIME_KINDS", "Located", "locate_file", "expand_paths"]
 
@@ -114,6 +117,21 @@ class _BoundedLoader(yaml.SafeLoader):
         return node
 
 
+_FastLoader: Any = None
+if _CSafeLoader is not None:
+
+    class _BoundedCLoader(_CSafeLoader):  # type: ignore[misc]
+        """The same on libyaml's composer (its marks count the loader's text from 0)."""
+
+        def get_node(self) -> yaml.Node | None:
+            node: yaml.Node | None = super().get_node()
+            if node is not None:
+                _expanded_size(node, MAX_EXPANDED_VALUES)
+            return node
+
+    _FastLoader = _BoundedCLoader
+
+
 @dataclass(frozen=True)
 class Located:
     """One Kubernetes object read from a file (or the reason a document could not be read), with
@@ -127,8 +145,8 @@ class Located:
     error: str | None = None
 
 
-def _line(node: yaml.Node | None, default: int) -> int:
-    return node.start_mark.line + 1 if node is not None else default
+def _line(node: yaml.Node | None, default: int, offset: int = 0) -> int:
+    return node.start_mark.line + 1 + offset if node is not None else default
 
 
 def _items_node(node: yaml.Node | None) -> yaml.Node | None:
@@ -191,13 +209,17 @@ def _object_problem(obj: dict[str, Any], source: str, index: int, line: int) -> 
     return _metadata_text(source, index, line, problems) if problems else None
 
 
-def _flatten(doc: Any, source: str, index: int, node: yaml.Node | None = None, line: int = 1) -> list[Located]:
-    line = _line(node, line)
+def _flatten(
+    doc: Any, source: str, index: int, node: yaml.Node | None = None, line: int = 1, offset: int = 0
+) -> list[Located]:
+    """The objects of a document (a list's items, a List's items), each with its line: its node's line
+    plus `offset` (the lines before the loader's text), or `line`."""
+    line = _line(node, line, offset)
     if isinstance(doc, list):
         children = node.value if isinstance(node, yaml.SequenceNode) else [None] * len(doc)
         out: list[Located] = []
         for item, child in zip(doc, children):
-            out += _flatten(item, source, index, child, line)
+            out += _flatten(item, source, index, child, line, offset)
         return out
     if not isinstance(doc, dict):
         return [
@@ -209,7 +231,7 @@ def _flatten(doc: Any, source: str, index: int, node: yaml.Node | None = None, l
             )
         ]
     if doc.get("kind") == "List" and isinstance(doc.get("items"), list):
-        return _flatten(doc["items"], source, index, _items_node(node), line)
+        return _flatten(doc["items"], source, index, _items_node(node), line, offset)
     if not isinstance(doc.get("apiVersion"), str) or not isinstance(doc.get("kind"), str):
         missing = [k for k in ("apiVersion", "kind") if not isinstance(doc.get(k), str)]
         return [Located(source, line, error=f"{source}: document {index + 1} has no {' and no '.join(missing)}")]
@@ -741,51 +763,103 @@ def _compose(
 ) -> tuple[list[Located], int, str | None]:
     """(the objects of a piece's text, the document count after it, why reading must stop there: a
     document YAML cannot read ends the stream, with a Located error at the line where reading stopped:
-    `yaml` for invalid YAML, `bound` for a bound of the loader's; None to go on)."""
-    out: list[Located] = []
+    `yaml` for invalid YAML, `bound` for a bound of the loader's; None to go on).
+
+    libyaml's composer reads it when PyYAML has it (several times faster); when it finds the text invalid,
+    PyYAML's own reads it again, so the message and its line are PyYAML's as they always were."""
+    if _FastLoader is not None and _libyaml_reads_alike(text):
+        fast = _fast_load(text, offset, source, index, max_docs)
+        if fast is not None:
+            return fast
     loader = _BoundedLoader(text)
     loader.line = offset  # the piece's lines are numbered as in the whole input
+    try:
+        return _load(loader, offset, source, index, max_docs)
+    finally:
+        loader.dispose()
+
+
+#: line breaks PyYAML counts and libyaml does not always
+_UNICODE_BREAKS = ("\x85", "\u2028", "\u2029")
+
+
+def _libyaml_reads_alike(text: str) -> bool:
+    """No construct where libyaml and PyYAML are known to differ (found by comparing them on random
+    multi-document input): a tab (libyaml accepts one where PyYAML wants a space, after `:`, `,` or
+    `---`), Unicode line breaks."""
+    if "\t" in text:
+        return False
+    return text.isascii() or not any(b in text for b in _UNICODE_BREAKS)
+
+
+def _fast_load(
+    text: str, offset: int, source: str, index: int, max_docs: int | None
+) -> tuple[list[Located], int, None] | None:
+    """_compose on libyaml's composer: None when it cannot read the text, or the loader's bound is met (then
+    PyYAML's own loader reads it again, for its messages and lines)."""
+    out: list[Located] = []
+    loader = _FastLoader(text)
     read = 0
     try:
         while max_docs is None or read < max_docs:
-            line = offset + 1
-            try:
-                if not loader.check_node():
-                    break
-                line = loader.peek_event().start_mark.line + 1  # type: ignore[no-untyped-call]
-                node = loader.get_node()
-                doc = loader.construct_document(node) if node is not None else None
-            except _TooBig as exc:
-                out.append(Located(source, line, error=f"{source}: document {index + 1} is refused: {exc}"))
-                return out, index + 1, "bound"
-            except RecursionError:
-                out.append(
-                    Located(
-                        source,
-                        line,
-                        error=f"{source}: document {index + 1} is nested too deeply to read "
-                        "(more levels than Python's recursion limit)",
-                    )
-                )
-                return out, index + 1, "bound"
-            except yaml.YAMLError as exc:
-                mark = getattr(exc, "problem_mark", None)
-                where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
-                problem = getattr(exc, "problem", None) or str(exc)
-                out.append(
-                    Located(
-                        source,
-                        mark.line + 1 if mark is not None else line,
-                        error=f"{source}: document {index + 1} is not valid YAML{where}: {problem}",
-                    )
-                )
-                return out, index + 1, "yaml"
-            if doc is not None:  # an empty document between `---` separators
-                out += _flatten(doc, source, index, node)
+            if not loader.check_node():  # (its peek_event cannot be mixed with its composer)
+                break
+            node = loader.get_node()
+            doc = loader.construct_document(node) if node is not None else None
+            if doc is not None:
+                out += _flatten(doc, source, index, node, offset=offset)
             index += 1
             read += 1
+    except Exception:  # invalid YAML (libyaml's composer may fail with an UnboundLocalError), a bound
+        return None
     finally:
         loader.dispose()
+    return out, index, None
+
+
+def _load(
+    loader: _BoundedLoader, offset: int, source: str, index: int, max_docs: int | None
+) -> tuple[list[Located], int, str | None]:
+    """_compose with PyYAML's loader, its marks counting from the piece's first line (`offset`)."""
+    out: list[Located] = []
+    read = 0
+    while max_docs is None or read < max_docs:
+        line = offset + 1
+        try:
+            if not loader.check_node():
+                break
+            line = loader.peek_event().start_mark.line + 1  # type: ignore[no-untyped-call]
+            node = loader.get_node()
+            doc = loader.construct_document(node) if node is not None else None
+        except _TooBig as exc:
+            out.append(Located(source, line, error=f"{source}: document {index + 1} is refused: {exc}"))
+            return out, index + 1, "bound"
+        except RecursionError:
+            out.append(
+                Located(
+                    source,
+                    line,
+                    error=f"{source}: document {index + 1} is nested too deeply to read "
+                    "(more levels than Python's recursion limit)",
+                )
+            )
+            return out, index + 1, "bound"
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+            problem = getattr(exc, "problem", None) or str(exc)
+            out.append(
+                Located(
+                    source,
+                    mark.line + 1 if mark is not None else line,
+                    error=f"{source}: document {index + 1} is not valid YAML{where}: {problem}",
+                )
+            )
+            return out, index + 1, "yaml"
+        if doc is not None:  # an empty document between `---` separators
+            out += _flatten(doc, source, index, node)
+        index += 1
+        read += 1
     return out, index, None
 
 
