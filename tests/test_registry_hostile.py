@@ -612,3 +612,22 @@ async def test_what_the_client_remembers_is_bounded(
         assert (await c.manifest(ref(f"{reg.address}/team/app{i}:1.0"), None, 5)).outcome == registry.UNKNOWN
     assert 0 < len(c._cache) <= 8
     assert reg.address not in c._breakers
+
+
+async def test_a_client_per_configuration_and_at_most_eight(reg: HostileServer) -> None:
+    """The check keeps one client (session, cache, breakers) per registryAccess configuration; past
+    eight (settings reloaded again and again) the old ones are closed and dropped."""
+    check = ImagePull()
+    settings = [
+        Settings(registryAccess={"mode": "all", "timeoutSeconds": 1 + i / 10}).registry_access for i in range(9)
+    ]
+    first = check.client(settings[0])
+    assert check.client(settings[0]) is first
+    for ra in settings[1:8]:
+        check.client(ra)
+    assert len(check._clients) == 8
+    check.client(settings[8])
+    assert len(check._clients) == 1
+    await asyncio.gather(*check._closing)
+    for c in check._clients.values():
+        await c.close()

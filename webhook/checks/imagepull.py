@@ -151,6 +151,7 @@ class ImagePull(Check):
 
     def __init__(self) -> None:
         self._clients: dict[tuple[Any, ...], registry.RegistryClient] = {}
+        self._closing: set[asyncio.Future[None]] = set()
 
     def client(self, ra: RegistryAccessSettings) -> registry.RegistryClient:
         """One client per registry-access configuration: its cache and breakers live as long as it does."""
@@ -161,7 +162,11 @@ class ImagePull(Check):
         )  # fmt: skip
         c = self._clients.get(key)
         if c is None:
-            if len(self._clients) >= 8:  # settings reloaded many times: the old clients go
+            if len(self._clients) >= 8:  # settings reloaded many times: the old clients go, their sessions closed
+                for old in self._clients.values():
+                    closing = asyncio.ensure_future(old.close())
+                    self._closing.add(closing)
+                    closing.add_done_callback(self._closing.discard)
                 self._clients.clear()
             c = self._clients[key] = registry.RegistryClient(
                 timeout=ra.timeout_seconds,
