@@ -98,6 +98,17 @@ def test_documents_after_a_refused_one_are_read_with_their_lines(big, tmp_path, 
     assert [d.line for d in located] == [1, big_text.count("\n") + 1 + sample.line]
 
 
+def test_plan_reads_through_the_same_bound(big, capsys):
+    import argparse
+
+    from webhook.cli import plan as cmd_plan
+
+    code = cmd_plan.run(argparse.Namespace(filename=str(big), output="json", config=None))
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")
+    assert err == f"error: {big}: {BIG_REFUSAL}\n"
+
+
 def test_stdin_is_read_in_chunks_too(big, monkeypatch, capsys):
     class Stdin:
         buffer = io.BytesIO(big.read_bytes())

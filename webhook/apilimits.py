@@ -17,11 +17,13 @@ instead of judging an object that could never be created. Each number is read fr
   DNS-1123 subdomain prefix (at most 253 characters) and `/`, then a name of at most 63 characters
   (`([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`); a value is empty or such a name.
 - The apiextensions-apiserver validates a custom resource's metadata with these same functions
-  (pkg/registry/customresource/strategy.go Validate → ValidateObjectMetaAccessor), before any
-  validating admission webhook is called.
+  (pkg/registry/customresource/strategy.go Validate → ValidateObjectMetaAccessor), and the store runs
+  the strategy's validation (rest.BeforeCreate) before validating admission (createValidation):
+  k8s.io/apiserver/pkg/registry/generic/registry/store.go Create.
 
-The messages follow upstream's wording (without its regex), so a user who meets the apiserver's error
-recognises it.
+Read at kubernetes/apiserver 24a394e and kubernetes/apimachinery eed236c (2026-07) and
+kubernetes/apiextensions-apiserver of the same time. The messages follow upstream's wording (without
+its regex), so a user who meets the apiserver's error recognises it.
 """
 
 from __future__ import annotations

@@ -416,12 +416,12 @@ def _marker(raw: bytes, marker: bytes) -> bool:
 
 class _Piece:
     """One YAML document's lines, read on demand: from the input's current line up to the next line that
-    starts a document once this one has begun (`---` at column 0, or a directive after its `...`). YAML forbids a `---` or `...` line inside any scalar
-    (c-forbidden, YAML 1.2 section 9.1.4), so such a line always separates documents: each piece is
-    measured and read on its own, and one the apiserver would refuse is passed over line by line, never
-    parsed whole. (A piece that YAML cannot read alone is read again with the rest of the input, as one
-    stream: `_yaml_located`.) What the measure has read is kept for the loader (`text`) until `drop`.
-    `read` is the file-like face the YAML parser pulls lines through."""
+    starts a document once this one has begun (`---` at column 0, or a directive after its `...`). YAML
+    forbids a `---` or `...` line inside any scalar (c-forbidden, YAML 1.2 section 9.1.4), so such a line
+    always separates documents: each piece is measured and read on its own, and one the apiserver would
+    refuse is passed over in chunks, never parsed whole. (A piece that YAML cannot read alone is read
+    again with the rest of the input, as one stream: `_yaml_located`.) What the measure has read is kept
+    for the loader (`text`) until `drop`. `read` is the file-like face the YAML parser pulls lines through."""
 
     name = "<document>"
 
@@ -521,6 +521,10 @@ class _Refusal:
 
 
 class _Frame:
+    """An open mapping or list while measuring: where it began (`total` then), its anchor, its entries so
+    far and the current key (for the path in the message), whether a `<<` value is next or is this one
+    (`hides`: merged keys are not counted), and whether it is a List's `items` (its items are units)."""
+
     __slots__ = ("is_map", "start", "anchor", "n", "key", "want_key", "merge", "hides", "items")
 
     def __init__(self, is_map: bool, start: int, anchor: str | None, hides: bool, items: bool) -> None:
