@@ -286,3 +286,21 @@ def test_where_libyaml_and_pyyaml_differ_the_message_is_pyyamls(text, error):
     """Documents are loaded with libyaml's composer; where it reads differently (tabs) or cannot read, PyYAML's
     loader reads the document again, with the rest of the input when it ends at a separator."""
     assert [d.error for d in locate_documents(text, "in.yaml") if d.error] == [f"in.yaml: {error}"]
+
+
+def test_the_measure_is_exact_for_strings_and_a_lower_bound_otherwise(monkeypatch):
+    """At the limit a document is read; one byte over, it is refused before loading. What the measure
+    counts low (merged keys: `<<`) is caught after loading, by the exact size."""
+    monkeypatch.setattr(manifests, "MAX_OBJECT_BYTES", 4096)
+    head = '{"apiVersion":"v1","kind":"ConfigMap","data":{"a":""}}'
+    fits = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": 'x"\\' * ((4096 - len(head)) // 5)}}
+    assert len(json.dumps(fits, separators=(",", ":"))) == 4096 - (4096 - len(head)) % 5
+    fits["data"]["a"] += "y" * ((4096 - len(head)) % 5)
+    assert len(json.dumps(fits, separators=(",", ":"))) == 4096
+    assert [d.obj for d in locate_documents(yaml.safe_dump(fits))] == [fits]
+    fits["data"]["a"] += "z"
+    [over] = locate_documents(yaml.safe_dump(fits), "in.yaml")
+    assert over.error is not None and "is refused: it is more than 4 KiB as JSON" in over.error
+    merged = "apiVersion: v1\nkind: X\nbase: &b {a: " + "x" * 3000 + "}\nobj: {<<: *b}\n"
+    [over] = locate_documents(merged, "in.yaml")
+    assert over.error is not None and "is refused: it is 6,061 bytes as JSON, over the 4 KiB" in over.error

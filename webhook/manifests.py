@@ -572,7 +572,8 @@ class _Meter:
     only for quotes, backslashes and newlines), so an object found over it is over it for sure. YAML
     aliases count as what they expand to (each anchor's size is kept), as the apiserver would receive
     them. The units are what kubectl sends one by one: the document, or each item of a top-level list
-    or of a `kind: List`'s `items`."""
+    or of a `kind: List`'s `items`. A key written twice in a mapping counts twice (YAML keeps the last):
+    the bound holds for documents without duplicate keys."""
 
     def __init__(self, limit: int, offset: int) -> None:
         self.limit = limit
@@ -728,7 +729,7 @@ class _Meter:
             )
             where = f"entry {inner.n:,} of {path or 'the document'}"
         else:
-            where = "the document"
+            where = "in its single value"
         return _Refusal(doc, line + self.offset + 1, _line_of(ev) + self.offset + 1, where, aliased, recursive)
 
 
