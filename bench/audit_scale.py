@@ -16,6 +16,7 @@ and run on one ClusterTrainingRuntime. The audit controller (webhook.audit.runne
     .venv/bin/python bench/audit_scale.py --jobs 10000 --namespaces 1000 --write   # the issue's size
     .venv/bin/python bench/audit_scale.py --jobs 1000 --namespaces 100 --write     # a short run
     .venv/bin/python bench/audit_scale.py --quick                                  # smoke, writes nothing
+    .venv/bin/python bench/audit_scale.py --jobs 2000 --namespaces 4 --churn 900 --write   # issue 33's churn
 
 Not a test: it takes minutes and its figures move with the machine's load (the shared 2 cores).
 """
@@ -45,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import write_section
 from e2e.harness.audit import install_openreports
-from e2e.harness.controlplane import ControlPlane, ensure_built
+from e2e.harness.controlplane import ControlPlane, cache_dir, ensure_built
 from webhook.audit.client import AuditClient
 from webhook.audit.runner import AuditRun
 from webhook.checks import all_checks
@@ -552,7 +553,31 @@ def main() -> int:
         help="audit.qps for this run (default: the chart's 20); a high value measures what the apiserver "
         "itself can answer on this machine",
     )
+    ap.add_argument(
+        "--churn",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="issue 33's churn (bench/audit_churn.py): after the first full scan, delete and create again (or "
+        "patch) the hf-token Secret of --churn-namespaces namespaces every --churn-every seconds for this long; "
+        "RSS, CPU, queue, scans, and the time until no Report says fail after the last change",
+    )
+    ap.add_argument(
+        "--churn-mode", choices=("delete", "patch"), default="delete", help="(--churn) what each cycle does"
+    )
+    ap.add_argument("--churn-every", type=float, default=1.0, help="(--churn) seconds between two cycles")
+    ap.add_argument("--churn-namespaces", type=int, default=1, help="(--churn) namespaces whose Secret churns")
+    ap.add_argument("--period", type=float, default=None, help="audit.periodSeconds (default: the chart's 600)")
+    ap.add_argument(
+        "--setup-qps",
+        type=float,
+        default=0,
+        help="(--churn) the controller's qps during the first full scan only (the set-up; 0: audit.qps); the "
+        "churn is measured at audit.qps",
+    )
     args = ap.parse_args()
+    if args.churn is not None:
+        return _main_churn(args)
     if args.census and args.write:
         ap.error("--census stalls the controller while it walks its objects: its figures are not written")
     if args.in_process:
@@ -613,6 +638,94 @@ def main() -> int:
     if args.write:
         suffix = ("" if args.watch is None else "-watch") + ("" if args.qps is None else f"-qps{args.qps:g}")
         write_section(f"audit-scale-{args.jobs}{suffix}", body)
+    return 0
+
+
+async def measure_churn(cp: ControlPlane, args: argparse.Namespace) -> dict[str, Any]:
+    """The first full scan, then bench/audit_churn.py's churn."""
+    from bench.audit_churn import churn
+
+    audit: dict[str, Any] = {"leaseNamespace": "default"}
+    if args.period is not None:
+        audit["periodSeconds"] = args.period
+    settings = Settings.model_validate({"audit": audit})
+    logging.getLogger("webhook").addHandler(TROUBLES)
+    rss0 = _rss_mib()
+    run = await AuditRun.start(settings, kubeconfig=str(cp.kubeconfig), identity="bench", checks=all_checks(),
+                               sync_timeout=300)  # fmt: skip
+    c = run.controller
+    limiter = run.view.client.limiter
+    if args.setup_qps:  # the first scan is the set-up, not what is measured: at the apiserver's pace
+        limiter.qps = args.setup_qps
+    try:
+        await _until(lambda: c.is_leader, 60)
+        t0 = time.monotonic()
+        await _until(lambda: c.scans >= 1, 36000)
+        scan = time.monotonic() - t0
+        await _sinks_idle(run)
+        limiter.qps = settings.audit.qps
+        rss_scan = _rss_mib()
+        namespaces = [f"scale-{n:04d}" for n in range(min(args.churn_namespaces, args.namespaces))]
+        r = await churn(cp, run, namespaces, seconds=args.churn, mode=args.churn_mode, every=args.churn_every)
+        return {**r, "rss0": rss0, "rss_scan": rss_scan, "scan_s": scan, "troubles": dict(TROUBLES.counts),
+                "peak": _rss_mib("VmHWM"), "namespaces": namespaces}  # fmt: skip
+    finally:
+        await run.stop()
+
+
+def _main_churn(args: argparse.Namespace) -> int:
+    from bench.audit_churn import drift
+
+    if args.quick:
+        args.jobs, args.namespaces, args.write = 50, 5, False
+    if not all((cache_dir() / "bin" / b).is_file() for b in ("etcd", "kube-apiserver", "kubectl")):
+        ensure_built(quiet=True, what="control-plane")  # built already: no build.sh (it waits for a build in flight)
+    with ControlPlane(build=False, verbose=False) as cp:
+        install_openreports(cp)
+        created = _populate(cp, args.jobs, args.namespaces)
+        r = asyncio.run(measure_churn(cp, args))
+    load = os.getloadavg()[0]
+    per_ns = args.jobs // args.namespaces
+    readers = per_ns * len(r["namespaces"])
+    first, last, spread = drift(r["samples"])
+    period = Settings().audit.period_seconds if args.period is None else args.period
+    cmd = (
+        f"`flock /work/pfw-helpers/bench.lock .venv/bin/python bench/audit_scale.py --jobs {args.jobs} "
+        f"--namespaces {args.namespaces} --churn {args.churn:g} --churn-mode {args.churn_mode} "
+        f"--churn-every {args.churn_every:g} --churn-namespaces {args.churn_namespaces}"
+        f"{'' if args.period is None else f' --period {args.period:g}'}"
+        f"{f' --setup-qps {args.setup_qps:g}' if args.setup_qps else ''} --write`"
+    )
+    head = (
+        f"{cmd} (Python {sys.version.split()[0]}, {dt.date.today()}, `uptime` load average {load:.1f} on the shared "
+        f"2 cores). {args.jobs} suspended TrainJobs, {per_ns} in each of {args.namespaces} namespaces (created in "
+        f"{created:.0f} s), each reading its namespace's Secret; the audit controller in process with the chart's "
+        f"defaults (qps 20, 4 workers, debounce 2 s, every check) and a period of {period:g} s. After the first full "
+        f"scan, the Secret of {len(r['namespaces'])} namespace(s) ({readers} jobs read it) was "
+        f"{'deleted and created again' if args.churn_mode == 'delete' else 'patched'} every {args.churn_every:g} s "
+        f"for {r['seconds']:.0f} s ({r['cycles']} cycles, {r['errors']} failed)."
+    )
+    marks = [r["samples"][int(i * (len(r["samples"]) - 1) / 4)] for i in range(5)] if r["samples"] else []
+    rows = [
+        f"| first full scan{f' (at qps {args.setup_qps:g})' if args.setup_qps else ''} | {r['scan_s']:.0f} s; "
+        f"RSS {r['rss_scan']:.0f} MiB ({r['rss0']:.0f} before the controller) |",
+        "| RSS during the churn (0, ¼, ½, ¾, end) | " + ", ".join(f"{m['rss']:.0f}" for m in marks) + " MiB |",
+        f"| RSS after the first quarter: first, last, spread (max-min)/min | {first:.0f}, {last:.0f} MiB; {spread:.1f} % |",
+        f"| peak RSS of the run (VmHWM) | {r['peak']:.0f} MiB |",
+        f"| CPU of the controller during the churn | {r['cpu_per_s']:.2f} core |",
+        f"| evaluations during the churn | {r['evals']} ({r['evals'] / max(1.0, r['seconds']):.1f} a second) |",
+        f"| most jobs queued; most asyncio tasks | {r['most_queue']}; {r['most_tasks']} |",
+        f"| full scans ended during the churn (period {period:g} s) | {r['scans']} |",
+        "| after the last change (the Secret present): until no stored Report says fail | "
+        + ("not within 600 s" if r["cleared_s"] is None else f"{r['cleared_s']:.1f} s")
+        + f" (at most {r['stale_at_stop']} fails seen meanwhile) |",
+        f"| RSS at the end | {r['rss_after']:.0f} MiB |",
+        f"| warnings while measured (Lease lost, writes failed and retried) | {_calls(r['troubles'])} |",
+    ]
+    body = "\n".join([head, "", "| what | figure |", "|---|---|", *rows])
+    print(body)
+    if args.write:
+        write_section(f"audit-churn-{args.churn_mode}-{args.jobs}-{args.churn:g}s", body)
     return 0
 
 
