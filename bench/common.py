@@ -22,6 +22,7 @@ STUDIES = {
     "fuzz-parsers": "fuzz-parsers",
     "audit-reports": "audit-reports",
     "audit-scale": "audit-scale",
+    "audit-churn": "audit-churn",
     "worst-at-once": "worst-at-once",
 }
 
