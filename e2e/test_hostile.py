@@ -1,5 +1,6 @@
 """Hostile input through the real kube-apiserver: a broken AIPerfJob cannot get
-past enforce mode by being big, and a big one is not refused for its size alone.
+past enforce mode by being big, and a big one is not refused for its size alone; a big
+broken AIPerfSweep is denied, within the chart's memory limit (issue 33).
 
 The apiserver admits an AIPerfJob of any shape up to its 3 MiB request limit (the CRD keeps
 unknown fields), and etcd stores at most 1.5 MiB. The first case is over etcd's limit, so the
@@ -10,6 +11,7 @@ the real apiserver writes it. The second is well within it and is judged in full
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -64,3 +66,43 @@ def test_a_broken_job_with_1001_models_is_judged_in_full(sample_webhook: Running
     ), proc.stderr
     assert "Object Size" not in proc.stderr
     assert not exists(sample_webhook.cp, obj)
+
+
+#: the chart's webhook memory limit (charts/preflight-webhook/values.yaml resources.limits.memory: 800Mi)
+CHART_LIMIT_MIB = 800
+
+
+def padded_broken_sweep(name: str, size: int) -> dict[str, Any]:
+    """200 variations x 10 trials whose pods read a Secret that does not exist, podTemplate.env grown to `size`."""
+    obj = yaml.safe_load((SAMPLES_DIR / "aiperfsweep-good.yaml").read_text())
+    obj["metadata"]["name"] = name
+    env: list[dict[str, Any]] = [
+        {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-missing", "key": "token"}}}
+    ]
+    obj["spec"]["podTemplate"] = {"env": env}
+    obj["spec"]["multiRun"] = {"numRuns": 10}
+    obj["spec"]["sweep"] = {"type": "grid", "parameters": {
+        "concurrency": [10 * (i + 1) for i in range(10)], "requests": [100 + i for i in range(20)]}}  # fmt: skip
+    env += [{"name": f"E{i}", "value": "x" * 10} for i in range((size - len(json.dumps(obj))) // 40)]
+    return obj
+
+
+def vm_hwm_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024.0
+    raise AssertionError("no VmHWM")
+
+
+def test_a_big_broken_sweep_is_denied_within_the_memory_limit(sample_webhook: RunningWebhook) -> None:
+    """The issue's reproduction: a broken sweep padded to 577 KB was admitted (its review ran out of the
+    budget rendering 200 children and timeoutAction warn let it through) while at 289 KB it was denied."""
+    obj = padded_broken_sweep("big-sweep", 577 * 1024)
+    proc = sample_webhook.cp.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(obj), check=False)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f'admission webhook "{HOOK}" denied the request: AIPerfSweep "big-sweep" in namespace "demo-bench"' in (
+        proc.stderr
+    ), proc.stderr
+    assert '[Secrets] Secret "hf-missing" not found in namespace "demo-bench"' in proc.stderr, proc.stderr
+    assert sample_webhook.pid is not None
+    assert vm_hwm_mib(sample_webhook.pid) < CHART_LIMIT_MIB

@@ -82,6 +82,55 @@ async def test_with_nothing_found_by_the_servers_timeout_timeout_action_decides(
     ]
 
 
+class AsyncBroken(Check):
+    """Finds its failure through I/O (a Secrets read): a task of its own."""
+
+    name = "Widget Secrets"
+    kinds = WIDGET
+    summary = "Fails after one await."
+
+    async def run(self, ctx: CheckContext) -> CheckResult:
+        await asyncio.sleep(0)
+        return CheckResult(self.name, Status.FAIL, 'Secret "t" not found. Fix: create it')
+
+
+async def test_a_failure_an_io_check_found_still_denies_when_a_check_holds_the_review_past_its_timeout(
+    start_webhook: Any, widget_adapter: str, client_ssl: ssl.SSLContext
+) -> None:
+    server = await start_webhook(Settings(budgetSeconds=0.2, safetyMarginSeconds=0.2), checks=[AsyncBroken(), Stuck()])
+    status, body, _ = await call(server, client_ssl, review(widget(), uid="cut-3"))
+    resp = body["response"]
+    assert (status, resp["allowed"]) == (200, False)
+    assert resp["status"]["message"] == (
+        'Widget "w1" in namespace "team-a" failed 1 preflight check:\n'
+        '[Widget Secrets] Secret "t" not found. Fix: create it'
+    )
+
+
+async def test_a_heavy_check_starts_once_the_cheap_ones_have_answered() -> None:
+    from tests.test_engine import make, wl
+
+    answered = asyncio.Event()
+    seen: list[bool] = []
+
+    async def cheap(ctx: CheckContext) -> CheckResult:
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        answered.set()
+        return CheckResult("Cheap", Status.PASS, "ok")
+
+    async def heavy(ctx: CheckContext) -> CheckResult:
+        seen.append(answered.is_set())
+        return CheckResult("Heavy", Status.PASS, "ok")
+
+    from webhook.engine import run_checks
+
+    checks = [make("Heavy", heavy, heavy=True), make("Cheap", cheap)]
+    res = await run_checks(wl(), checks, settings=Settings(), deadline=Deadline(30.0))
+    assert [r.name for r in res.checks] == ["Heavy", "Cheap"]  # registry order kept
+    assert seen == [True]
+
+
 # --------------------------------------------------------------------------- a sweep slower than its budget
 
 
@@ -126,8 +175,8 @@ async def test_a_broken_sweep_slower_than_its_budget_is_denied_by_what_was_found
     CACHE.clear()
     deadline = Deadline(4.0, clock=slow_children)
     ev = await evaluate(broken_sweep(), settings=Settings(), deadline=deadline, view=cluster())
-    # the adapter stops at its share of the budget (2 of 4 s: two children), the checks get the rest
-    assert RENDER_SHARE == 0.5 and [c.name for c in ev.workload.children] == ["slow-v00", "slow-v01"]
+    # the adapter stops at its share of the budget (1.6 of 4 s: two children), the checks get the rest
+    assert RENDER_SHARE == 0.4 and [c.name for c in ev.workload.children] == ["slow-v00", "slow-v01"]
     assert ev.decision.allowed is False
     assert '[Secrets] Secret "hf-missing" not found in namespace "team-a"' in ev.decision.message
     by_name = {r.name: r for r in ev.results.checks}
@@ -144,6 +193,14 @@ async def test_a_broken_sweep_slower_than_its_budget_is_denied_by_what_was_found
     assert children.details[-1] == "not verified: slow-v09 (phases.profiling.concurrency=1000)"
     # a render cut short by one review's deadline is never served to the next review
     assert len(CACHE) == 0
+    # in a review, every child but the heaviest keeps only what the per-child checks read
+    slim = [c for c in ev.workload.children if c is not ev.workload.worst]
+    assert slim and all(
+        set(k for ctr in g.pod_spec["containers"] for k in ctr) <= {"name", "resources", "restartPolicy"}
+        for c in slim
+        for g in c.workload.pod_groups
+    )
+    assert any("env" in ctr for g in ev.workload.worst.workload.pod_groups for ctr in g.pod_spec["containers"])
 
 
 async def test_a_sweep_cut_short_is_not_verified_under_timeout_action(slow_children: Clock) -> None:

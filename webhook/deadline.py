@@ -40,7 +40,7 @@ class Deadline:
 #: the share of a review's budget an adapter may spend on the renders it can leave out (an AIPerfSweep's
 #: children after the heaviest so far): the rest is kept for the checks, so a big object that renders
 #: slowly still gets its cheap deny-capable checks (Secrets, Job Render) judged within the budget
-RENDER_SHARE = 0.5
+RENDER_SHARE = 0.4
 
 #: the deadline of the review whose object is being rendered (set by preflight.evaluate around the
 #: adapter; copied into the worker thread of a large object's render)
@@ -55,6 +55,12 @@ def rendering_within(deadline: Deadline | None) -> Iterator[None]:
         yield
     finally:
         _RENDERING.reset(token)
+
+
+def rendering_for_review() -> bool:
+    """True while an adapter renders for a review with a deadline (not for a plain `build`, as the plan,
+    the audit's child list and the oracles call it): it may then keep only what the checks read."""
+    return _RENDERING.get() is not None
 
 
 def render_time_left() -> bool:

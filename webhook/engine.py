@@ -1,7 +1,8 @@
 """The one engine: run the checks that apply to a Workload under one deadline.
 
 Blocking checks run first, one by one, and the first FAIL stops the rest (no point
-probing quotas on a cluster that does not serve JobSet). The others run concurrently.
+probing quotas on a cluster that does not serve JobSet). The others run concurrently, the
+heavy ones (Check.heavy: the Dry Run's writes) once the cheap ones have answered.
 Nothing is dropped at the deadline: a check still running then is reported by name as
 timed out, and policy decides what that means (default: warn). An exception inside a
 check is contained: transient → warn, otherwise fail, with the error text.
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 from collections.abc import Iterable, Sequence, Set
 
 import aiohttp
@@ -27,8 +29,45 @@ from webhook.workloads.base import Workload
 log = logging.getLogger(__name__)
 
 _TRANSIENT = (asyncio.TimeoutError, TimeoutError, ConnectionError)
+#: the time a heavy check (Check.heavy) is sure to get: it waits for the cheap checks of every review
+#: in flight until this much of its own review's budget is left (or half of what is left, if less)
+HEAVY_RESERVE = 1.0
 #: synchronous checks run back to back until this much time has passed, then the loop gets a turn
 YIELD_AFTER_SECONDS = 0.005
+
+
+class _Cheap:
+    """The cheap I/O checks in flight in this process, all reviews together: a heavy check (Check.heavy)
+    waits until there are none, or until half its review's time left is gone. A Dry Run of one review
+    holds the loop for hundreds of milliseconds on a large pod spec (its bodies are built and digested
+    on the loop): started while another review's Secrets read is in flight, it starved that read past
+    its deadline, and timeoutAction warn admitted a job that had to be denied (e2e/test_hostile.py)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.idle = asyncio.Event()
+        self.idle.set()
+
+    def enter(self) -> None:
+        self.count += 1
+        self.idle.clear()
+
+    def leave(self) -> None:
+        self.count -= 1
+        if self.count == 0:
+            self.idle.set()
+
+
+#: per event loop (each test runs its own)
+_CHEAP: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Cheap] = weakref.WeakKeyDictionary()
+
+
+def _cheap() -> _Cheap:
+    loop = asyncio.get_running_loop()
+    state = _CHEAP.get(loop)
+    if state is None:
+        state = _CHEAP[loop] = _Cheap()
+    return state
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -159,8 +198,20 @@ async def run_checks(
             ]
     elif rest:
         # the checks that await I/O run as tasks, and get to send their requests first (one
-        # yield); the synchronous ones then run here, in this task, while that I/O is in flight
-        tasks = {asyncio.ensure_future(_run_one(c, ctx)): c for c in rest if not c.synchronous}
+        # yield); the synchronous ones then run here, in this task, while that I/O is in flight;
+        # the heavy ones start last, once the others have answered (or half the time left is gone)
+        cheap = _cheap()
+
+        def start(c: Check) -> asyncio.Future[list[CheckResult]]:
+            task = asyncio.ensure_future(_run_one(c, ctx))
+            task.add_done_callback(lambda t: _record(by_check, c.name, t))  # found as soon as it answers
+            if not c.heavy:
+                cheap.enter()
+                task.add_done_callback(lambda _: cheap.leave())
+            return task
+
+        tasks = {start(c): c for c in rest if not c.synchronous and not c.heavy}
+        heavy = [c for c in rest if not c.synchronous and c.heavy]
         if tasks:
             await asyncio.sleep(0)
         slice_start = time.perf_counter()
@@ -178,6 +229,16 @@ async def run_checks(
                     # for all of them, never yields here)
                     await asyncio.sleep(0)
                     slice_start = time.perf_counter()
+        if heavy:
+            # the cheap ones first, this review's and the others': a heavy check's CPU and requests must not
+            # starve them; at the latest when HEAVY_RESERVE (or half the time left, if less) remains
+            left = deadline.remaining()
+            try:
+                await asyncio.wait_for(cheap.idle.wait(), timeout=left - min(HEAVY_RESERVE, left / 2))
+            except TimeoutError:
+                pass
+            for c in heavy:
+                tasks[start(c)] = c
         if not tasks:
             return _ordered(checks, by_check)
         pending = await wait_until(deadline, tasks.keys())
@@ -190,6 +251,12 @@ async def run_checks(
                 by_check[c.name] = [r]
 
     return _ordered(checks, by_check)
+
+
+def _record(by_check: dict[str, list[CheckResult]], name: str, task: asyncio.Future[list[CheckResult]]) -> None:
+    """A check's results into `by_check` the moment its task ends (a cancelled one leaves nothing)."""
+    if not task.cancelled() and task.exception() is None:
+        by_check[name] = task.result()
 
 
 def so_far(checks: Sequence[Check], found: dict[str, list[CheckResult]], deadline: Deadline) -> PreflightResults:

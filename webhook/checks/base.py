@@ -66,6 +66,11 @@ class Check:
     #: runs it in the request's own task instead of a task per check (that costs more than most
     #: checks do). A check that awaits I/O must leave this False so the deadline can cut it off.
     synchronous: ClassVar[bool] = False
+    #: its requests are heavy for our loop and the apiserver (bodies in proportion to the pod specs: the
+    #: Dry Run's writes). The engine starts it once the other checks have answered (or half the time left
+    #: has passed), so it never starves a cheap check that can deny (issue 33: a Secrets read waiting
+    #: behind three dry runs of 17 MB JobSets timed out, and timeoutAction warn admitted the job)
+    heavy: ClassVar[bool] = False
     #: what the check cannot verify on any cluster, by design: (id, what and why). Said once, not
     #: on every apply: logged at start-up, at /capabilities, in the metric
     #: preflight_webhook_check_unverified{check,what} and in docs/checks.md

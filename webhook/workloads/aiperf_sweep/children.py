@@ -10,11 +10,12 @@ differ only in name and seed, so each variation is rendered once and its trials 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from webhook.config import Settings
-from webhook.deadline import render_time_left
+from webhook.deadline import render_time_left, rendering_for_review
 from webhook.kube import placeholder_uid
 from webhook.workloads import aiperf
 from webhook.workloads.aiperf.jobset import shared_pod_templates
@@ -108,9 +109,10 @@ class ChildPlan:
 def render_children(wl: SweepWorkload, plan: ChildPlan, variations: list[Variation], settings: Settings) -> None:
     """One rendered child per variation into `wl.children`, and the heaviest of them as `wl.worst`.
 
-    Memory stays about one full render: 200 run-config texts can hold 200 x ~1 MiB, and 200 JobSets
-    200 copies of a large pod template, so only the heaviest child so far keeps its whole render; the
-    others keep what the per-child checks and the plan read (`_slim`: sizes, names, pod requests).
+    200 run-config texts can hold 200 x ~1 MiB: only the heaviest child so far keeps its ConfigMap's
+    data (every size is kept). In a review (webhook.deadline.rendering_for_review) memory stays about
+    one full render: 200 JobSets held 200 copies of a large pod template's env lists, so every child
+    but the heaviest keeps only what the per-child checks read (`_slim`: sizes, names, pod requests).
     Time is bounded by the review's deadline: once the adapter's share of it is spent
     (webhook.deadline.render_time_left), the variations not rendered yet are listed in
     `wl.unrendered` (named "not verified" by Sweep Children) and the peak is the heaviest rendered.
@@ -118,11 +120,21 @@ def render_children(wl: SweepWorkload, plan: ChildPlan, variations: list[Variati
     # a child is the parent's values (shared, not copied) plus names, labels and the variation's values,
     # themselves the parent's: a plain parent has plain children, not walked again for each
     plain = is_plain(plan.parent)
+    # for a review, every child but the heaviest keeps only what the checks read; a plain build (the plan,
+    # the audit's child list, the oracles) keeps every child's whole render, released ConfigMap text aside
+    release = _slim if rendering_for_review() else _release_configmap
     with shared_pod_templates():  # the children hold the parent's podTemplate: validated once
-        _render(wl, plan, variations, settings, plain)
+        _render(wl, plan, variations, settings, plain, release)
 
 
-def _render(wl: SweepWorkload, plan: ChildPlan, variations: list[Variation], settings: Settings, plain: bool) -> None:
+def _render(
+    wl: SweepWorkload,
+    plan: ChildPlan,
+    variations: list[Variation],
+    settings: Settings,
+    plain: bool,
+    release: Callable[[SweepChild], None],
+) -> None:
     for n, var in enumerate(variations):
         if n and not render_time_left():
             wl.unrendered = [
@@ -149,13 +161,20 @@ def _render(wl: SweepWorkload, plan: ChildPlan, variations: list[Variation], set
         )
         wl.children.append(child)
         if cwl.render_errors or not cwl.pod_groups:
-            _slim(child)
+            release(child)
         elif wl.worst is None or rank(child) < rank(wl.worst):
             if wl.worst is not None:
-                _slim(wl.worst)
+                release(wl.worst)
             wl.worst = child
         else:
-            _slim(child)
+            release(child)
+
+
+def _release_configmap(c: SweepChild) -> None:
+    """Drop a child's run-config text once its size is measured (the metadata stays)."""
+    cm = c.workload.derived.get("configMap")
+    if cm is not None and "data" in cm:
+        c.workload.derived["configMap"] = {k: v for k, v in cm.items() if k != "data"}
 
 
 #: what a container keeps in a slimmed child: what quota admission and the plan's requests read
