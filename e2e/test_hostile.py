@@ -1,6 +1,7 @@
 """Hostile input through the real kube-apiserver: a broken AIPerfJob cannot get
-past enforce mode by being big, and a big one is not refused for its size alone; a big
-broken AIPerfSweep is denied, within the chart's memory limit (issue 33).
+past enforce mode by being big, and a big one is not refused for its size alone; big
+broken AIPerfSweeps, one or three at once, are never admitted, within the chart's memory limit
+(issue 33).
 
 The apiserver admits an AIPerfJob of any shape up to its 3 MiB request limit (the CRD keeps
 unknown fields), and etcd stores at most 1.5 MiB. The first case is over etcd's limit, so the
@@ -11,6 +12,7 @@ the real apiserver writes it. The second is well within it and is judged in full
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -104,5 +106,32 @@ def test_a_big_broken_sweep_is_denied_within_the_memory_limit(sample_webhook: Ru
         proc.stderr
     ), proc.stderr
     assert '[Secrets] Secret "hf-missing" not found in namespace "demo-bench"' in proc.stderr, proc.stderr
+    assert sample_webhook.pid is not None
+    assert vm_hwm_mib(sample_webhook.pid) < CHART_LIMIT_MIB
+
+
+def test_three_big_broken_sweeps_at_once_are_never_admitted(sample_webhook: RunningWebhook) -> None:
+    """3 parallel dry-run creates of the broken sweep took the webhook to 1,185 MiB (past the chart's 800Mi).
+    Now one large review is judged at a time (the byte gate); the others wait, then get a 503 with
+    Retry-After, which the apiserver retries within timeoutSeconds: each is denied by Secrets, or refused
+    under failurePolicy Fail when its retries ran out of time. Never admitted."""
+    objs = [padded_broken_sweep(f"big-sweep-{i}", 577 * 1024) for i in range(3)]
+
+    def create(obj: dict[str, Any]) -> Any:
+        return sample_webhook.cp.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(obj), check=False)
+
+    with ThreadPoolExecutor(3) as pool:
+        procs = list(pool.map(create, objs))
+    denied = 0
+    for obj, proc in zip(objs, procs):
+        name = obj["metadata"]["name"]
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        if "denied the request" in proc.stderr:
+            assert f'AIPerfSweep "{name}" in namespace "demo-bench"' in proc.stderr, proc.stderr
+            assert '[Secrets] Secret "hf-missing" not found in namespace "demo-bench"' in proc.stderr, proc.stderr
+            denied += 1
+        else:
+            assert f'Internal error occurred: failed calling webhook "{HOOK}"' in proc.stderr, proc.stderr
+    assert denied >= 1  # the first in is judged in full
     assert sample_webhook.pid is not None
     assert vm_hwm_mib(sample_webhook.pid) < CHART_LIMIT_MIB

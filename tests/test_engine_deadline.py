@@ -270,8 +270,8 @@ async def test_a_large_review_with_no_room_is_503_with_retry_after_never_a_silen
     status, body, headers = await call(server, client_ssl, review(large_widget(), uid="busy-1"))
     assert (status, headers["Retry-After"]) == (503, "1")
     assert body == {
-        "error": "not judged: this replica is judging 8.0 MiB of other large reviews (the most it judges at once "
-        "is 8.0 MiB) and 0 more are waiting; try again in 1s"
+        "error": "not judged: this replica is judging 1.0 MiB of other large reviews (the most it judges at once "
+        "is 1.0 MiB) and 0 more are waiting; try again in 1s"
     }
     gate.release(gate.capacity)
     status, body, _ = await call(server, client_ssl, review(large_widget(), uid="busy-2"))
@@ -291,7 +291,7 @@ async def test_a_large_review_with_no_room_is_denied_as_not_verified_under_timeo
     assert (status, resp["uid"], resp["allowed"]) == (200, "busy-3", False)
     assert resp["status"]["message"] == (
         'Widget "big" in namespace "team-a" failed 1 preflight check:\n'
-        "[Preflight] not judged: this replica is judging 8.0 MiB of other large reviews (the most it judges at "
-        "once is 8.0 MiB) and 0 more are waiting; its verdict is unknown. Fix: apply again in a moment"
+        "[Preflight] not judged: this replica is judging 1.0 MiB of other large reviews (the most it judges at "
+        "once is 1.0 MiB) and 0 more are waiting; its verdict is unknown. Fix: apply again in a moment"
     )
     gate.release(gate.capacity)
