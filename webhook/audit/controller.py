@@ -29,7 +29,9 @@
   warm to take over at once.
 - The objects that trigger re-checks (Secrets, ConfigMaps, PVCs, ...) are watched as metadata
   only (PartialObjectMetadata): a Secret's values never reach this process; its keys are read
-  live by the Secrets check, as for the webhook.
+  live by the Secrets check, as for the webhook. Where the chart grants Secrets only in the job
+  namespaces (`jobNamespaces` listed: rbac.jobNamespaces, a RoleBinding each) they are watched
+  namespace by namespace (`NamespacedReflector`, at most `MAX_NAMESPACED_WATCHES`), else cluster-wide.
 """
 
 from __future__ import annotations
@@ -105,6 +107,12 @@ TRIGGER_SPECS: tuple[CacheSpec, ...] = (
     CacheSpec("trainingruntimes", "trainer.kubeflow.org", "v1alpha1", True),
     CacheSpec("clustertrainingruntimes", "trainer.kubeflow.org", "v1alpha1", False),
 )
+#: the trigger watches the chart grants only where jobs live (pw.auditJobRules, webhook/audit/rbac.py
+#: JOB_NAMESPACE_PERMISSIONS): with `jobNamespaces` listed, watched namespace by namespace
+JOB_NAMESPACE_WATCHES = frozenset({"secrets"})
+#: at most this many namespaced watches of one resource (each holds a connection to the apiserver);
+#: past it the resource is not watched (the period re-checks; a cluster-wide watch needs rbac.clusterWide)
+MAX_NAMESPACED_WATCHES = 200
 #: whether a TrainJob started: its JobSet (same name) and its Kueue Workload
 JOBSETS = CacheSpec("jobsets", "jobset.x-k8s.io", "v1alpha2", True)
 WORKLOADS = CacheSpec("workloads", "kueue.x-k8s.io", "v1beta2", True)
@@ -155,6 +163,82 @@ class NotifyingCache(ResourceCache):
                 self.listener("MODIFIED", obj)
         for _, obj in before.values():
             self.listener("DELETED", obj)
+
+
+class JoinedCache(ResourceCache):
+    """The caches of one resource's per-namespace watches, read as one (`get`, `objects`, `len`).
+    `synced` is set by its `NamespacedReflector` once every namespace's first list arrived."""
+
+    def __init__(self, resource: str, parts: dict[str, ResourceCache]) -> None:
+        super().__init__(resource)
+        self.parts = parts
+
+    def __len__(self) -> int:
+        return sum(len(c) for c in self.parts.values())
+
+    def get(self, namespace: str | None, name: str) -> dict[str, Any] | None:
+        part = self.parts.get(namespace or "")
+        return None if part is None else part.get(namespace, name)
+
+    def objects(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        if namespace is None:
+            return [o for part in self.parts.values() for o in part.objects()]
+        part = self.parts.get(namespace)
+        return [] if part is None else part.objects(namespace)
+
+
+class NamespacedReflector(Reflector):
+    """One resource watched in each of `namespaces` (one Reflector each, on
+    /api/v1/namespaces/NS/RESOURCE), every change told to `listener`: where the RBAC grants
+    list/watch only per namespace (the chart's rbac.jobNamespaces, a RoleBinding each), a
+    cluster-wide watch is refused. Synced once every namespace's first list arrived."""
+
+    def __init__(self, spec: CacheSpec, client: Any, namespaces: Sequence[str], listener: Listener) -> None:
+        super().__init__(spec, client)
+        self.parts: dict[str, Reflector] = {}
+        for ns in namespaces:
+            r = self.parts[ns] = Reflector(spec, client, namespace=ns)
+            r.cache = NotifyingCache(spec.resource, listener)
+        self.cache = JoinedCache(spec.resource, {ns: r.cache for ns, r in self.parts.items()})
+
+    def start(self) -> None:
+        for r in self.parts.values():
+            r.start()
+        super().start()
+
+    async def run(self) -> None:
+        await asyncio.gather(*(r.synced_event.wait() for r in self.parts.values()))
+        self.cache.synced = True
+        self.synced_event.set()
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(r.stop() for r in self.parts.values()))
+        await super().stop()
+
+
+def watch_namespaces(resource: str, job_namespaces: list[str] | None, existing: set[str] | None) -> list[str] | None:
+    """Where the audit controller watches `resource`: None cluster-wide; else the namespaces, one watch each.
+
+    Namespace by namespace when the chart granted it only there (`JOB_NAMESPACE_WATCHES` and
+    `jobNamespaces` listed), less those `existing` (the namespaces the view holds, None: unknown)
+    does not hold: a namespace deleted since the install has no RoleBinding any more. Past
+    `MAX_NAMESPACED_WATCHES` namespaces, or none: [] (not watched, said in the log; the period re-checks)."""
+    if resource not in JOB_NAMESPACE_WATCHES or job_namespaces is None:
+        return None
+    wanted = sorted(set(job_namespaces))
+    if existing is not None:
+        gone = [ns for ns in wanted if ns not in existing]
+        if gone:
+            log.warning("audit: not watching %s in %d namespace(s) that no longer exist: %s",
+                        resource, len(gone), ", ".join(gone[:10]) + (", ..." if len(gone) > 10 else ""))  # fmt: skip
+            wanted = [ns for ns in wanted if ns in existing]
+    if len(wanted) > MAX_NAMESPACED_WATCHES:
+        log.warning("audit: jobNamespaces lists %d namespaces, more than %d watches (a connection each): %s are not "
+                    "watched, a changed one re-checks its jobs at the next scan (audit.periodSeconds); "
+                    "rbac.clusterWide=true grants one cluster-wide watch", len(wanted), MAX_NAMESPACED_WATCHES,
+                    resource)  # fmt: skip
+        return []
+    return wanted
 
 
 def _meta(obj: dict[str, Any]) -> dict[str, Any]:
@@ -271,10 +355,26 @@ class AuditController:
     def _start_reflector(self, spec: CacheSpec, listener: Listener, *, metadata: bool) -> None:
         if spec.resource in self.reflectors or not self.view.served(spec.group_version):
             return
-        r = Reflector(spec, MetadataClient(self.client) if metadata else self.client)
-        r.cache = NotifyingCache(spec.resource, listener)
+        client = MetadataClient(self.client) if metadata else self.client
+        namespaces = watch_namespaces(spec.resource, self.settings.job_namespaces, self._existing_namespaces())
+        r: Reflector
+        if namespaces == []:
+            return
+        if namespaces is None:
+            r = Reflector(spec, client)
+            r.cache = NotifyingCache(spec.resource, listener)
+        else:
+            log.info("audit: watching %s in %d job namespace(s) (jobNamespaces)", spec.resource, len(namespaces))
+            r = NamespacedReflector(spec, client, namespaces, listener)
         self.reflectors[spec.resource] = r
         r.start()
+
+    def _existing_namespaces(self) -> set[str] | None:
+        """The namespaces the view's synced namespaces cache holds; None when it holds none."""
+        r: Reflector | None = getattr(self.view, "reflectors", {}).get("namespaces")
+        if r is None or not r.cache.synced:
+            return None
+        return {name for o in r.cache.objects() if isinstance(name := _meta(o).get("name"), str)}
 
     def start_watches(self) -> None:
         for jk in JOB_KINDS:
@@ -495,6 +595,8 @@ class AuditController:
         r = vr if vr is not None and vr.cache.synced else self.reflectors.get(dep.resource)
         if r is None or not r.cache.synced:
             return None
+        if isinstance(r.cache, JoinedCache) and (dep.namespace or "") not in r.cache.parts:
+            return None  # not watched there (a namespace without the grant, or a cluster-wide list)
         if dep.name == ANY:
             members = sorted(
                 f"{m.get('namespace') or ''}/{m.get('name') or ''}@{m.get('resourceVersion') or ''}"

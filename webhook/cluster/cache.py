@@ -425,8 +425,11 @@ class Reflector:
         watch_seconds: tuple[int, int] = (50, 70),
         list_timeout: float = 60.0,
         after_list: Callable[[], None] | None = None,
+        namespace: str | None = None,
     ) -> None:
         self.spec = spec
+        #: watch this one namespace (a Role's grant there) instead of the whole cluster
+        self.namespace = namespace
         #: called after every complete list has replaced the cache (e.g. :func:`freeze_heap`)
         self.after_list = after_list
         self.client = client
@@ -458,7 +461,7 @@ class Reflector:
         while True:
             doc = await self.client.request(
                 "GET",
-                self.spec.path(),
+                self.spec.path(self.namespace),
                 query={"limit": self.PAGE, "continue": cont},
                 timeout=self._list_timeout,
                 kind=f"LIST {self.spec.resource}",
@@ -488,7 +491,7 @@ class Reflector:
         }
         first = True
         async for event in self.client.stream(
-            self.spec.path(), query=query, read_timeout=seconds + 30, kind=f"WATCH {self.spec.resource}"
+            self.spec.path(self.namespace), query=query, read_timeout=seconds + 30, kind=f"WATCH {self.spec.resource}"
         ):
             if first:
                 self.cache.touch()  # the watch is open: what we hold is current
