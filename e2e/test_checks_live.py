@@ -135,10 +135,14 @@ async def test_secrets_forbidden_warns_without_hiding_a_missing_key(cluster: Con
         _wait_for_can(cluster, "get", "secrets/hf-token", ns, False)
         tj = _trainjob(ns)
         r = result_of(await live_evaluate(tj, view), "Secrets")
+        fix = (
+            f'Fix: add "{ns}" to the chart\'s rbac.jobNamespaces and run helm upgrade '
+            "(the webhook may get Secrets only in the namespaces listed there)"
+        )
         assert r.status is Status.WARN
         assert r.message == (
             f'Cannot verify Secret "ghcr-pull" in namespace "{ns}" (not permitted to get secrets); '
-            f'Cannot verify Secret "hf-token" in namespace "{ns}" (not permitted to get secrets)'
+            f'Cannot verify Secret "hf-token" in namespace "{ns}" (not permitted to get secrets). {fix}'
         )
         only_hf = cluster.grant(
             [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["hf-token"], "verbs": ["get"]}],
@@ -154,7 +158,7 @@ async def test_secrets_forbidden_warns_without_hiding_a_missing_key(cluster: Con
         )
         assert (warn.status, warn.message) == (
             Status.WARN,
-            f'Cannot verify Secret "ghcr-pull" in namespace "{ns}" (not permitted to get secrets)',
+            f'Cannot verify Secret "ghcr-pull" in namespace "{ns}" (not permitted to get secrets). {fix}',
         )
         assert not ev.decision.allowed
         assert f'[Secrets] Cannot verify Secret "ghcr-pull" in namespace "{ns}"' in " ".join(ev.decision.warnings)

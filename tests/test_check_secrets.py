@@ -14,6 +14,12 @@ from webhook.deadline import Deadline
 from webhook.results import Status
 from webhook.workloads.base import PodGroup
 
+#: the fix of a 403: the chart grants `get secrets` per job namespace
+GRANT_FIX = (
+    'Fix: add "team-a" to the chart\'s rbac.jobNamespaces and run helm upgrade '
+    "(the webhook may get Secrets only in the namespaces listed there)"
+)
+
 
 def _env(name: str, secret: str, key: str, optional: bool = False) -> dict:
     ref = {"name": secret, "key": key}
@@ -135,14 +141,34 @@ async def test_forbidden_warns_and_never_hides_a_missing_key() -> None:
     assert fail.message.startswith('Secret "hf-token" in namespace "team-a" has no key "token"')
     assert (warn.status, warn.message) == (
         Status.WARN,
-        'Cannot verify Secret "ghcr-pull" in namespace "team-a" (not permitted to get secrets)',
+        'Cannot verify Secret "ghcr-pull" in namespace "team-a" (not permitted to get secrets). ' + GRANT_FIX,
     )
     # only the 403
     view = FakeView(secrets={("team-a", "hf-token"): {"token"}, ("team-a", "ghcr-pull"): ApiError(403, "forbidden")})
     r = await run_check(Secrets(), _trainjob(), view)
     assert (r.status, r.message) == (
         Status.WARN,
+        'Cannot verify Secret "ghcr-pull" in namespace "team-a" (not permitted to get secrets). ' + GRANT_FIX,
+    )
+
+
+async def test_a_never_read_namespace_is_no_grant_to_ask_for() -> None:
+    """The chart grants `get secrets` per namespace (rbac.jobNamespaces): a 403 of RBAC tells where to add
+    the namespace; a namespace the webhook never reads (kube-system, its own) is refused without a request
+    and no grant is due there."""
+    never = ApiError(403, 'the webhook does not read Secrets in namespace "team-a" (never-read namespace)', "Forbidden")
+    view = FakeView(secrets={("team-a", "hf-token"): {"token"}, ("team-a", "ghcr-pull"): never})
+    r = await run_check(Secrets(), _trainjob(), view)
+    assert (r.status, r.message) == (
+        Status.WARN,
         'Cannot verify Secret "ghcr-pull" in namespace "team-a" (not permitted to get secrets)',
+    )
+    both = ApiError(403, 'secrets "hf-token" is forbidden')
+    view = FakeView(secrets={("team-a", "hf-token"): both, ("team-a", "ghcr-pull"): ApiError(403, "forbidden")})
+    r = await run_check(Secrets(), _trainjob(), view)
+    assert r.message == (
+        'Cannot verify Secret "ghcr-pull" in namespace "team-a" (not permitted to get secrets); '
+        'Cannot verify Secret "hf-token" in namespace "team-a" (not permitted to get secrets). ' + GRANT_FIX
     )
 
 

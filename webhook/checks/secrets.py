@@ -186,6 +186,19 @@ def _missing_key(use: _Use, ns: str, key: str, refs: list[tuple[SecretRef, str]]
     )
 
 
+def _not_granted(exc: BaseException) -> bool:
+    """A 403 of RBAC: the namespace lacks the grant (not a never-read namespace, where none is due)."""
+    return isinstance(exc, ApiError) and exc.forbidden and "(never-read namespace)" not in exc.message
+
+
+def _grant_fix(ns: str) -> str:
+    """How to let the webhook read there: the chart grants `get secrets` per namespace (a RoleBinding each)."""
+    return (
+        f'Fix: add "{ns}" to the chart\'s rbac.jobNamespaces and run helm upgrade '
+        "(the webhook may get Secrets only in the namespaces listed there)"
+    )
+
+
 def _cannot_verify(name: str, ns: str, exc: BaseException) -> str:
     if isinstance(exc, ApiError) and exc.forbidden:
         return f'Cannot verify Secret "{name}" in namespace "{ns}" (not permitted to get secrets)'
@@ -233,6 +246,7 @@ class Secrets(Check):
 
         fails: list[str] = []
         unknown: list[str] = []
+        not_granted = False
         for task, use in sorted(tasks.items(), key=lambda kv: kv[1].name):
             if task in pending:
                 unknown.append(_cannot_verify(use.name, ns, TimeoutError()))
@@ -240,6 +254,7 @@ class Secrets(Check):
             exc = task.exception()
             if exc is not None and not (isinstance(exc, ApiError) and exc.not_found):
                 unknown.append(_cannot_verify(use.name, ns, exc))
+                not_granted = not_granted or _not_granted(exc)
                 continue
             keys = task.result() if exc is None else None
             if keys is None:
@@ -259,7 +274,8 @@ class Secrets(Check):
         if fails:
             out.append(CheckResult(self.name, Status.FAIL, " ".join(fails), details=fails))
         if unknown:  # reported next to the failures, never instead of them
-            out.append(CheckResult(self.name, Status.WARN, "; ".join(unknown), details=unknown))
+            text = "; ".join(unknown) + (f". {_grant_fix(ns)}" if not_granted else "")
+            out.append(CheckResult(self.name, Status.WARN, text, details=unknown))
         if out:
             return out
         n = len(to_read)
