@@ -38,6 +38,7 @@ from typing import Any
 from webhook.checks.base import Check, CheckContext, Permission
 from webhook.checks.common import before_deadline
 from webhook.checks.nodes import node_listing, per_shape, selects
+from webhook.checks.secrets import grant_fix, not_granted
 from webhook.config import RegistryAccessSettings
 from webhook.deadline import REPORT_MARGIN
 from webhook.imageref import ImageRef, parse
@@ -294,6 +295,8 @@ class ImagePull(Check):
                 if not unreadable
                 else f"Secret {_secrets_text(unreadable)} could not be read"
             )
+            if any(isinstance(e := secrets.get(n), ApiError) and not_granted(e) for n in unreadable):
+                why += f" (not permitted to get secrets). {grant_fix(ns)}"
             return _Verdict(Status.WARN, f'Cannot verify {where}: registry "{ref.registry}" needs a login; {why}.')
         if need.secrets:
             has = f"imagePullSecrets {_secrets_text(list(need.secrets))} (from {need.source}) have no entry for it"

@@ -186,12 +186,12 @@ def _missing_key(use: _Use, ns: str, key: str, refs: list[tuple[SecretRef, str]]
     )
 
 
-def _not_granted(exc: BaseException) -> bool:
+def not_granted(exc: BaseException) -> bool:
     """A 403 of RBAC: the namespace lacks the grant (not a never-read namespace, where none is due)."""
     return isinstance(exc, ApiError) and exc.forbidden and "(never-read namespace)" not in exc.message
 
 
-def _grant_fix(ns: str) -> str:
+def grant_fix(ns: str) -> str:
     """How to let the webhook read there: the chart grants `get secrets` per namespace (a RoleBinding each)."""
     return (
         f'Fix: add "{ns}" to the chart\'s rbac.jobNamespaces and run helm upgrade '
@@ -246,7 +246,7 @@ class Secrets(Check):
 
         fails: list[str] = []
         unknown: list[str] = []
-        not_granted = False
+        denied = False  # a 403 of RBAC: the fix is to grant the namespace
         for task, use in sorted(tasks.items(), key=lambda kv: kv[1].name):
             if task in pending:
                 unknown.append(_cannot_verify(use.name, ns, TimeoutError()))
@@ -254,7 +254,7 @@ class Secrets(Check):
             exc = task.exception()
             if exc is not None and not (isinstance(exc, ApiError) and exc.not_found):
                 unknown.append(_cannot_verify(use.name, ns, exc))
-                not_granted = not_granted or _not_granted(exc)
+                denied = denied or not_granted(exc)
                 continue
             keys = task.result() if exc is None else None
             if keys is None:
@@ -274,7 +274,7 @@ class Secrets(Check):
         if fails:
             out.append(CheckResult(self.name, Status.FAIL, " ".join(fails), details=fails))
         if unknown:  # reported next to the failures, never instead of them
-            text = "; ".join(unknown) + (f". {_grant_fix(ns)}" if not_granted else "")
+            text = "; ".join(unknown) + (f". {grant_fix(ns)}" if denied else "")
             out.append(CheckResult(self.name, Status.WARN, text, details=unknown))
         if out:
             return out
