@@ -23,7 +23,7 @@ from e2e.harness.audit import initializer_claim, preflight_events, sample_runtim
 from e2e.harness.controlplane import ControlPlane
 from e2e.test_audit_live import RUNTIME, _secret, _trainjob
 from e2e.test_chart_privileges_live import FULL, JOB_NS, NS, installed
-from webhook.audit.controller import NamespacedReflector
+from webhook.audit.controller import NamespacedReflector, watch_connections
 from webhook.audit.events import FAILED
 from webhook.audit.runner import AuditRun
 from webhook.checks import all_checks
@@ -87,6 +87,10 @@ async def test_a_secret_deleted_in_a_job_namespace_rejudges_its_job_with_per_nam
         # synced in the job namespace, and refused nowhere (a cluster-wide watch was: 403)
         assert secrets.synced_event.is_set() and secrets.cache.get(JOB_NS, "hf-token") is not None
         assert [r.cache.last_error for r in secrets.parts.values()] == [""]
+        # every watch stream holds a connection: the pool keeps the requests' on top of them all
+        streams = len(run.view.reflectors) + len(c.reflectors) - 1 + len(secrets.parts)
+        assert streams <= watch_connections(settings)
+        assert c.client.configuration.connection_pool_maxsize >= settings.api_concurrency + streams
         key = ("trainjobs", JOB_NS, JOB)
         await until("the job's complete judgement read its Secret",
                     lambda: key in c.index.jobs_for("secrets", JOB_NS, "hf-token") and c.scans >= 1, timeout=WAIT)  # fmt: skip

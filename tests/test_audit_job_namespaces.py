@@ -13,8 +13,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from kubernetes_asyncio import client as k8s_client
 
 from webhook.audit import rbac
+from webhook.audit.client import AuditClient
 from webhook.audit.controller import (
     JOB_NAMESPACE_WATCHES,
     MAX_NAMESPACED_WATCHES,
@@ -22,10 +24,12 @@ from webhook.audit.controller import (
     AuditController,
     JoinedCache,
     NamespacedReflector,
+    watch_connections,
     watch_namespaces,
 )
 from webhook.audit.deps import ANY, Dep
-from webhook.cluster.cache import CacheSpec, Reflector
+from webhook.audit.jobs import JOB_KINDS
+from webhook.cluster.cache import CACHE_SPECS, CacheSpec, Reflector
 from webhook.config import Settings
 
 
@@ -155,3 +159,22 @@ async def test_no_secret_watch_where_no_job_namespace_exists() -> None:
         assert c.version_of(Dep("secrets", "gone", "x")) is None  # never reused: the period re-reads it
     finally:
         await c.close()
+
+
+async def test_the_audit_clients_pool_holds_every_watch_besides_the_requests() -> None:
+    """Each open watch holds a connection of the client's pool: an audit process held 39 watch streams in
+    a pool of 40 (16 requests + 24), so one Secret watch per job namespace left the requests waiting for a
+    watch to end. The pool now counts them (e2e/test_audit_job_namespaces_live.py counts the real ones)."""
+    base = watch_connections(Settings.model_validate({"jobNamespaces": None}))
+    assert base == len(CACHE_SPECS) + len(JOB_KINDS) + 2 + len(TRIGGER_SPECS)
+    assert watch_connections(Settings.model_validate({"jobNamespaces": ["a", "b", "c", "a"]})) == base + 2
+    assert watch_connections(Settings.model_validate({"jobNamespaces": []})) == base - 1
+    many = [f"ns-{i}" for i in range(MAX_NAMESPACED_WATCHES + 1)]
+    assert watch_connections(Settings.model_validate({"jobNamespaces": many})) == base - 1
+    cfg = k8s_client.Configuration()
+    cfg.host = "https://127.0.0.1:1"
+    client = AuditClient(cfg, 16, watches=base + 2)
+    try:
+        assert cfg.connection_pool_maxsize == 16 + base + 2
+    finally:
+        await client.close()

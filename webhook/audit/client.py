@@ -36,7 +36,7 @@ from typing import Any
 
 from kubernetes_asyncio import client as k8s_client
 
-from webhook.cluster.client import KubeClient, assert_no_write
+from webhook.cluster.client import WATCH_CONNECTIONS, KubeClient, assert_no_write
 
 #: the paths the audit controller may write (POST, PUT, PATCH, DELETE): its Events, its Lease, its reports
 WRITABLE = re.compile(
@@ -154,9 +154,15 @@ class AuditClient(KubeClient):
     """KubeClient with the audit controller's writes and its QPS limit (`audit.qps`, `audit.burst`)."""
 
     def __init__(
-        self, configuration: k8s_client.Configuration, concurrency: int = 16, *, qps: float = 20.0, burst: int = 40
+        self,
+        configuration: k8s_client.Configuration,
+        concurrency: int = 16,
+        *,
+        qps: float = 20.0,
+        burst: int = 40,
+        watches: int = WATCH_CONNECTIONS,
     ) -> None:
-        super().__init__(configuration, concurrency)
+        super().__init__(configuration, concurrency, watches=watches)
         self.limiter = TokenBucket(qps, burst)
 
     def check_write(self, method: str, path: str, query: dict[str, Any] | None) -> None:

@@ -69,6 +69,7 @@ from webhook.audit.sink import FindingSink, JobRef, Judgement
 from webhook.audit.sweeps import RemainingChild, child_of_sweep, remaining_children
 from webhook.checks.base import Check
 from webhook.cluster.cache import (
+    CACHE_SPECS,
     META_LIST,
     META_WATCH,
     CacheSpec,
@@ -239,6 +240,15 @@ def watch_namespaces(resource: str, job_namespaces: list[str] | None, existing: 
                     resource)  # fmt: skip
         return []
     return wanted
+
+
+def watch_connections(settings: Settings) -> int:
+    """The watch streams an audit process holds at most: the view's caches, this controller's watches, and
+    a Secret watch per job namespace. Each holds a connection of the client's pool (webhook/cluster/client.py),
+    which gets them on top of `apiConcurrency`: else requests wait for a watch to end (50-70 s)."""
+    n = None if settings.job_namespaces is None else len(set(settings.job_namespaces))
+    secrets = 1 if n is None else (n if n <= MAX_NAMESPACED_WATCHES else 0)
+    return len(CACHE_SPECS) + len(JOB_KINDS) + len((JOBSETS, WORKLOADS)) + len(TRIGGER_SPECS) - 1 + secrets
 
 
 def _meta(obj: dict[str, Any]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from webhook.audit.client import AuditClient
-from webhook.audit.controller import AuditController
+from webhook.audit.controller import AuditController, watch_connections
 from webhook.audit.events import EventSink
 from webhook.audit.lease import LeaderElector
 from webhook.audit.metrics import AuditMetrics
@@ -67,7 +67,9 @@ class AuditRun:
         a = settings.audit
         settings = fresh_reads(settings)
         cfg = await load_configuration(kubeconfig)
-        client = AuditClient(cfg, settings.api_concurrency, qps=a.qps, burst=a.burst)
+        client = AuditClient(
+            cfg, settings.api_concurrency, qps=a.qps, burst=a.burst, watches=watch_connections(settings)
+        )
         view = LiveClusterView(
             settings,
             client,

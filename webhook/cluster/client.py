@@ -144,8 +144,11 @@ def assert_no_write(method: str, path: str, query: dict[str, Any] | None) -> Non
 class KubeClient:
     """Transport: JSON in, JSON out, ApiError for everything that is not a 2xx."""
 
-    def __init__(self, configuration: k8s_client.Configuration, concurrency: int = 16) -> None:
-        configuration.connection_pool_maxsize = concurrency + WATCH_CONNECTIONS
+    def __init__(
+        self, configuration: k8s_client.Configuration, concurrency: int = 16, *, watches: int = WATCH_CONNECTIONS
+    ) -> None:
+        # each open watch holds a connection of the pool: `watches` of them on top of the requests' `concurrency`
+        configuration.connection_pool_maxsize = concurrency + max(watches, WATCH_CONNECTIONS)
         self.configuration = configuration
         self.api = k8s_client.ApiClient(configuration)
         self.semaphore = asyncio.BoundedSemaphore(concurrency)
