@@ -94,35 +94,8 @@ def _find_entry(items: list[dict[str, Any]], key: str, parent: str) -> dict[str,
 
 
 def set_nested(data: dict[str, Any], path: str, value: Any) -> None:
-    """expand._set_nested_value: dicts by key, lists of named dicts by name (phases.profiling.x)."""
-    keys = path.split(".")
-    cur: Any = data
-    for i, key in enumerate(keys):
-        parent = keys[i - 1] if i else ""
-        last = i == len(keys) - 1
-        if _named_list(cur):
-            match = _find_entry(cur, key, parent)
-            if match is None:
-                names = [item.get("name") for item in cur]
-                raise SpecInvalid(f"sweep path {path!r}: no entry named {key!r} found (existing: {names}).")
-            if last:
-                match[key] = value
-                return
-            cur = match
-            continue
-        if not isinstance(cur, dict):
-            raise SpecInvalid(
-                f"sweep path {path!r}: cannot {'assign' if last else 'descend'} into {type(cur).__name__} at segment "
-                f"{'.'.join(keys[:i]) or '<root>'!r}; expected a dict or list-of-named-dicts."
-            )
-        if last:
-            cur[key] = value
-            return
-        cur = cur.setdefault(key, {})
-
-
-def set_nested_shared(data: dict[str, Any], path: str, value: Any) -> None:
-    """set_nested on `data` (a variation's own top-level dict) that copies only the containers on `path`.
+    """expand._set_nested_value: dicts by key, lists of named dicts by name (phases.profiling.x), on
+    `data` (a variation's own top-level dict), copying only the containers on `path`.
 
     The rest stays shared with the sweep's envelope, read-only: 200 variations of a 500 KB benchmark
     held 200 deep copies (100 MB and seconds of CPU) for one changed number each."""
@@ -249,7 +222,7 @@ def _expand_parameters(sweep: dict[str, Any], envelope: dict[str, Any], kind: st
         if isinstance(body, (dict, list)):
             body = variant["benchmark"] = type(body)(body)
         for path, value in zip(names, combo):
-            set_nested_shared(variant if path in env_paths else body, path, value)
+            set_nested(variant if path in env_paths else body, path, value)
         out.append(Variation(idx, ", ".join(f"{n}={_label_value(v)}" for n, v in zip(names, combo)), variant))
     return out
 
