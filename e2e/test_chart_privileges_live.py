@@ -64,16 +64,7 @@ STAND_IN = "192.0.2.10"
 
 
 def helm(cp: ControlPlane, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    env = cp.env()
-    env.update(
-        HELM_CACHE_HOME=str(cp.state_dir / "helm"),
-        HELM_CONFIG_HOME=str(cp.state_dir / "helm"),
-        HELM_DATA_HOME=str(cp.state_dir / "helm"),
-    )
-    proc = subprocess.run([str(cp.helm_path), *args], capture_output=True, text=True, env=env, timeout=180)
-    if check:
-        assert proc.returncode == 0, f"helm {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
-    return proc
+    return cp.helm(*args, check=check)
 
 
 def _secret(ns: str, name: str) -> dict[str, Any]:

@@ -415,6 +415,16 @@ class ControlPlane:
         assert self.bin_dir is not None, "start() first"
         return self.bin_dir / "helm"
 
+    def helm(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """The cached helm against this control plane, with its caches in the state dir; `check`: assert it succeeded."""
+        env = self.env()
+        home = str(self.state_dir / "helm")  # type: ignore[operator]
+        env.update(HELM_CACHE_HOME=home, HELM_CONFIG_HOME=home, HELM_DATA_HOME=home)
+        proc = subprocess.run([str(self.helm_path), *args], capture_output=True, text=True, env=env, timeout=180)
+        if check:
+            assert proc.returncode == 0, f"helm {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
+        return proc
+
     def env(self, kubeconfig: Path | None = None) -> dict[str, str]:
         """os.environ plus KUBECONFIG (admin unless given) and the cached bin dir on PATH."""
         env = dict(os.environ)
