@@ -191,7 +191,12 @@ def setup() -> Iterator[Setup]:
         node.install_webhook_chart(RELEASE, NS, values=VALUES)
         vfile = node.state_dir / "values-prometheus.yaml"
         vfile.write_text(yaml.safe_dump(VALUES))
-        out = node.helm("template", RELEASE, str(CHART_DIR), "--namespace", NS, "--values", str(vfile), *MONITORING)
+        # only the monitoring objects are read from this render; `helm template` cannot look up the
+        # apiserver's address the NetworkPolicy needs (the install above did), so it is left out here
+        no_netpol = ("--set", "networkPolicy.enabled=false")
+        out = node.helm(
+            "template", RELEASE, str(CHART_DIR), "--namespace", NS, "--values", str(vfile), *MONITORING, *no_netpol
+        )
         rendered = [d for d in yaml.safe_load_all(out.stdout) if d]
         sm = next(d for d in rendered if d["kind"] == "ServiceMonitor")
         pm = next(d for d in rendered if d["kind"] == "PodMonitor")
