@@ -105,9 +105,12 @@ def installed(control_plane: ControlPlane) -> Iterator[ControlPlane]:
     cp = control_plane
     for ns in (NS, JOB_NS):
         cp.ensure_namespace(ns)
-    cp.kubectl("delete", "namespace", LATE_NS, "--ignore-not-found", "--wait=false")
     cp.apply([_secret("kube-system", "pf-priv-system"), _secret(JOB_NS, "pf-priv-job"), _other_vwc()])
     helm(cp, "install", RELEASE, str(CHART), "--namespace", NS, *VALUES)
+    # e2e/test_audit_job_namespaces_live.py runs this fixture too, so LATE_NS may exist already: it is kept,
+    # never deleted. This bare control plane runs no namespace controller, so a deleted namespace stays
+    # Terminating and refuses every new object in it (CI failed that way). rbac.jobNamespaces is explicit
+    # here, so a LATE_NS that exists at install time is still not bound.
     cp.ensure_namespace(LATE_NS)
     cp.apply([_secret(LATE_NS, "pf-priv-late")])
     try:
