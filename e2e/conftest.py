@@ -19,18 +19,24 @@ from e2e.harness.controlplane import ControlPlane, ensure_built
 from e2e.harness.runner import RunningWebhook
 from e2e.harness.stack import SharedStack
 from e2e.harness.standins import sample_endpoints
+from e2e.tiers import is_conformance
 from webhook.checks import all_checks
 from webhook.cluster.live import LiveClusterView, open_cluster_view
 from webhook.config import Settings
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test under e2e/ carries the ``e2e`` marker (``-m "not e2e"`` deselects them). The
+    """Every test under e2e/ carries the ``e2e`` marker (``-m "not e2e"`` deselects them), and those of
+    the modules e2e/tiers.py lists the ``conformance`` marker (`make conformance`; `make test` deselects
+    them). The
     modules on the shared node (:func:`shared_stack`) run one after the other, where the first of them
     was: one node and stack start for all of them (each module keeps its own order)."""
     for item in items:
-        if "/e2e/" in str(item.fspath).replace("\\", "/"):
+        path = str(item.fspath).replace("\\", "/")
+        if "/e2e/" in path:
             item.add_marker(pytest.mark.e2e)
+            if is_conformance(path):
+                item.add_marker(pytest.mark.conformance)
     shared = [i for i in items if SHARED_STACK in getattr(i, "fixturenames", ())]
     if shared:
         first = items.index(shared[0])
