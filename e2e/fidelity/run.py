@@ -1,8 +1,22 @@
-"""Run the fidelity matrix on the real stack and write docs/fidelity.md.
+"""Run the fidelity matrix on the real stack: each verdict against its recorded or observed real outcome.
 
-    python -m e2e.fidelity.run                 # node + stack + webhook, every scenario, docs/fidelity.md
-    python -m e2e.fidelity.run -k quota        # only scenarios whose name contains "quota" (no docs written)
+    python -m e2e.fidelity.run --all-real      # node + stack + webhook, every scenario run for real:
+                                               # rewrites e2e/fidelity/outcomes.json, renders docs/fidelity.md
+    python -m e2e.fidelity.run                 # every verdict, compared with the recorded outcomes; only the
+                                               # scenarios with no outcome recorded for their digest run for real
+    python -m e2e.fidelity.run --record-new    # the same, and those outcomes written into the record (and docs)
+    python -m e2e.fidelity.run --render        # docs/fidelity.md from the record alone (no node)
+    python -m e2e.fidelity.run -k quota        # only scenarios whose name contains "quota"
     python -m e2e.fidelity.run -k kyverno -k jobset   # those containing either
+
+The record (e2e/fidelity/outcomes.json, e2e/fidelity/record.py) holds each scenario's real outcome
+with the digest of the scenario and of the stack it was observed on, the date and the commit: a
+real outcome does not depend on the webhook (step 3 runs it in ``audit`` mode). In the recorded
+mode (the default; ``make test``, e2e/test_fidelity.py) steps 0-2 run for every scenario, step 3
+only for those whose digest has no recorded outcome, and step 4 compares every verdict with its
+outcome, recorded or just observed. Without Kyverno's binary (``e2e/build.sh kyverno``, not built
+by ``make test``) the scenarios that need Kyverno are skipped there and listed by name: they are
+judged in ``make conformance`` (``--all-real``, e2e/test_fidelity_conformance.py), which builds it.
 
 What one run does (root; the real node, e2e/harness/node.py, with CoreDNS, and the stack,
 e2e/harness/stack.py: JobSet, Trainer, Kueue and, ``aiperf=True``, the AIPerf operator with its
@@ -53,6 +67,7 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -63,6 +78,7 @@ from typing import Any
 import trustme
 import yaml
 
+from e2e.fidelity import record as rec
 from e2e.fidelity.aiperf_scenarios import AIPERF_BOUND_SECONDS
 from e2e.fidelity.dra_scenarios import DEVICES, needs_dra
 from e2e.fidelity.imagepull_scenarios import (
@@ -91,7 +107,7 @@ from e2e.fidelity.scenarios import (
 from e2e.harness.aiperf_stack import TERMINAL_PHASES, aiperf_outcome, jobset_name
 from e2e.harness.controlplane import ControlPlane
 from e2e.harness.dra_plugin import DraPlugin
-from e2e.harness.kyverno import Kyverno
+from e2e.harness.kyverno import Kyverno, kyverno_version
 from e2e.harness.node import Node
 from e2e.harness.registry import (
     Registry,
@@ -148,6 +164,10 @@ class Row:
     known: str | None = None
     #: the checks whose warnings are about this job (Scenario.warns)
     warns: tuple[str, ...] = ()
+    #: where the outcome comes from: "real" (observed on this run) or "record" (e2e/fidelity/outcomes.json)
+    source: str = "real"
+    #: when and on which commit the outcome was observed ("observed 2026-12-05 on abc1234"; "" for this run)
+    provenance: str = ""
 
     def warned_by(self) -> list[str]:
         """The checks that warned, in order, once each (`[Check] text`)."""
@@ -628,7 +648,10 @@ def run_matrix(
     bound: float = BOUND_SECONDS,
     aiperf_bound: float = AIPERF_BOUND_SECONDS,
     config: dict[str, Any] | None = None,
+    recorded: dict[str, Outcome] | None = None,
 ) -> list[Row]:
+    """Set up every scenario, ask the webhook for every verdict, observe the real outcome of each
+    scenario not in ``recorded`` (the record's outcomes, by scenario name), classify every one."""
     cluster_objects = [o for s in scenarios for o in s.cluster_prereqs]
     with contextlib.ExitStack() as engines:
         # a real policy engine when a scenario has its policies: Kyverno's CRDs before the
@@ -637,11 +660,16 @@ def run_matrix(
         setup(cp, scenarios)
         if kyverno is not None:
             kyverno.wait_policies(dict.fromkeys(policy_names(cluster_objects)))
-        return _judge_and_observe(cp, scenarios, bound, aiperf_bound, config or WEBHOOK_CONFIG)
+        return _judge_and_observe(cp, scenarios, bound, aiperf_bound, config or WEBHOOK_CONFIG, recorded or {})
 
 
 def _judge_and_observe(
-    cp: ControlPlane, scenarios: Sequence[Scenario], bound: float, aiperf_bound: float, config: dict[str, Any]
+    cp: ControlPlane,
+    scenarios: Sequence[Scenario],
+    bound: float,
+    aiperf_bound: float,
+    config: dict[str, Any],
+    recorded: dict[str, Outcome],
 ) -> list[Row]:
     # the chart's JobSet entry: its rules, and its matchCondition that skips a JobSet a judged job owns
     # (one hook with both, as e2e/test_jobset_kind.py: no scenario's TrainJob or AIPerfJob has an owner)
@@ -659,12 +687,16 @@ def _judge_and_observe(
         match_conditions=owned,
     ):
         verdicts = {s.name: ask(cp, s) for s in scenarios}
-        to_audit(cp, scenarios, verdicts)
-        outcomes = observe(cp, scenarios, bound, aiperf_bound)
+        real = [s for s in scenarios if s.name not in recorded]
+        outcomes: dict[str, Outcome] = {}
+        if real:
+            to_audit(cp, real, verdicts)
+            outcomes = observe(cp, real, bound, aiperf_bound)
     rows = []
     for s in scenarios:
-        v, o = verdicts[s.name], outcomes[s.name]
-        rows.append(Row(s.name, s.note, s.covers, v, o, classify(v, o, s.known), s.known, s.warns))
+        v, o = verdicts[s.name], recorded.get(s.name) or outcomes[s.name]
+        source = "record" if s.name in recorded else "real"
+        rows.append(Row(s.name, s.note, s.covers, v, o, classify(v, o, s.known), s.known, s.warns, source))
     return rows
 
 
@@ -678,7 +710,9 @@ def _cell(text: str, limit: int = 400) -> str:
     return text.replace("|", "\\|")
 
 
-def render(rows: Sequence[Row], timings: dict[str, float]) -> str:
+def render(rows: Sequence[Row], timings: dict[str, float], missing: Sequence[str] = ()) -> str:
+    """docs/fidelity.md: ``rows`` (each outcome with its provenance), ``timings`` of the run that
+    observed them, and the scenarios ``missing`` from the record."""
     v = versions()
     counts = {k: sum(1 for r in rows if r.result == k) for k in ("ok", "miss", "false-deny")}
     known = sum(1 for r in rows if r.result.startswith("known:"))
@@ -687,7 +721,9 @@ def render(rows: Sequence[Row], timings: dict[str, float]) -> str:
     out = [
         "# Fidelity: the webhook's verdict against the real stack's outcome",
         "",
-        "Generated by `python -m e2e.fidelity.run` (root; the real node with CoreDNS, the JobSet "
+        "Generated from the record of real outcomes, `e2e/fidelity/outcomes.json`, which `make conformance` "
+        "rewrites (`python -m e2e.fidelity.run --all-real`: every scenario run for real; root; the real node "
+        "with CoreDNS, the JobSet "
         f"{v['JOBSET_VERSION']}, Trainer {v['TRAINER_VERSION']} and Kueue {v['KUEUE_VERSION']} "
         f"controllers, Kyverno {v['KYVERNO_VERSION']}'s admission controller (e2e/harness/kyverno.py) and the AIPerf {v['AIPERF_VERSION']} operator with a stand-in endpoint (fakellm "
         f"{v['FAKELLM_VERSION']}), Kubernetes {v['KUBERNETES_VERSION']}); do not edit by hand. The "
@@ -698,7 +734,11 @@ def render(rows: Sequence[Row], timings: dict[str, float]) -> str:
         "devices of the node's DRA kubelet plugin, e2e/harness/dra_plugin.py) and "
         "`e2e/fidelity/imagepull_scenarios.py` (images from a registry on the node's bridge); how a run works "
         "is the docstring of `e2e/fidelity/run.py`; "
-        "`e2e/test_fidelity.py` runs the same matrix in `make test` and fails on any miss or false deny.",
+        "`e2e/test_fidelity.py` (`make test`) computes every verdict afresh on the real stack, compares it "
+        "with the recorded outcome whose digest (the scenario's objects and the stack's versions and images, "
+        "`e2e/fidelity/record.py`) matches, runs for real only the scenarios with none, and fails on any miss "
+        "or false deny. Each outcome below says when and on which commit it was observed; the verdict is the "
+        "one the webhook gave on that run.",
         "",
         "For each scenario the webhook (mode `enforce`) gives its verdict on a server-side dry run; "
         "then the job is created with the webhook in `audit` mode and the real controllers, scheduler "
@@ -716,8 +756,8 @@ def render(rows: Sequence[Row], timings: dict[str, float]) -> str:
         f"{denied}. {counts['miss']} misses, {counts['false-deny']} false denies, {known} known "
         f"limitations.**",
         "",
-        "| scenario | what | real outcome | verdict (enforce) | |",
-        "|---|---|---|---|---|",
+        "| scenario | what | real outcome | observed | verdict (enforce) | |",
+        "|---|---|---|---|---|---|",
     ]
     for r in rows:
         if r.verdict.allowed:
@@ -734,7 +774,10 @@ def render(rows: Sequence[Row], timings: dict[str, float]) -> str:
             verdict = "refused by the apiserver before the webhook's answer counts: " + _cell(r.verdict.message, 200)
         outcome = f"**{r.outcome.kind}** ({r.outcome.seconds:.0f} s): {_cell(r.outcome.detail, 300)}"
         mark = {"ok": "ok", "miss": "**MISS**", "false-deny": "**FALSE DENY**"}.get(r.result, r.result)
-        out.append(f"| `{r.scenario}` | {_cell(r.note, 160)} | {outcome} | {verdict} | {mark} |")
+        seen = r.provenance.removeprefix("observed ") or "this run"
+        out.append(f"| `{r.scenario}` | {_cell(r.note, 160)} | {outcome} | {seen} | {verdict} | {mark} |")
+    if missing:
+        out += ["", "Not in the record (never run for real): " + ", ".join(f"`{m}`" for m in missing) + "."]
     out += ["", "## Known limitations", ""]
     for name, text in KNOWN_LIMITATIONS.items():
         used = [r.scenario for r in rows if r.known == name]
@@ -742,7 +785,7 @@ def render(rows: Sequence[Row], timings: dict[str, float]) -> str:
     out += ["", "## Found by earlier runs, since fixed", ""]
     for name, text in RESOLVED.items():
         out.append(f"- **{name}** (fixed by {RESOLVED_BY[name]}): {text}")
-    out += ["", "## This run", ""]
+    out += ["", "## The run that wrote the record", ""]
     for k, val in timings.items():
         out.append(f"- {k}: {val:.0f} s")
     out.append("")
@@ -756,14 +799,151 @@ def select(*ks: str) -> list[Scenario]:
     return [s for s in SCENARIOS if any(k and k in s.name for k in ks)]
 
 
+# --------------------------------------------------------------------------- the record
+
+
+def observation(
+    s: Scenario, bound: float = BOUND_SECONDS, aiperf_bound: float = AIPERF_BOUND_SECONDS
+) -> dict[str, Any]:
+    """How the runner observes ``s`` (part of its digest): how long it watches it, how many more
+    runs an AIPerfJob gets after a failure past its start."""
+    return {"bound": bound_of(s, bound, aiperf_bound), "reruns": AIPERF_RERUNS if s.kind == "AIPerfJob" else 0}
+
+
+def digests(
+    scenarios: Sequence[Scenario],
+    bound: float = BOUND_SECONDS,
+    aiperf_bound: float = AIPERF_BOUND_SECONDS,
+    stack: str | None = None,
+) -> dict[str, str]:
+    """Each scenario's digest (e2e/fidelity/record.py) by name, of the scenarios as the table holds
+    them: before the registry's address replaces ``REGISTRY_PLACEHOLDER``."""
+    stack = stack if stack is not None else rec.stack_digest()
+    return {s.name: rec.scenario_digest(s, observation(s, bound, aiperf_bound), stack) for s in scenarios}
+
+
+def kyverno_installed() -> bool:
+    """Whether Kyverno's admission controller is built (``e2e/build.sh kyverno``: ``make conformance``
+    builds it, ``make test`` does not); the path e2e/harness/kyverno.py ``build`` checks."""
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "preflight-webhook"
+    return (root / f"kyverno-{kyverno_version()}" / "bin" / "kyverno").is_file()
+
+
+def needs_kyverno_scenario(s: Scenario) -> bool:
+    return needs_kyverno([*s.cluster_prereqs, *s.prereqs])
+
+
+def _mask(text: str, address: str | None) -> str:
+    """``text`` with the registry's address (a free port on the node's bridge) as the placeholder."""
+    return text.replace(address, REGISTRY_PLACEHOLDER) if address else text
+
+
+@dataclass
+class MatrixRun:
+    """What one run of the matrix gives: the rows, the timings, each scenario's digest, the scenarios
+    skipped (a component absent) and the registry's address on the node (None: no registry)."""
+
+    rows: list[Row]
+    timings: dict[str, float]
+    digests: dict[str, str]
+    skipped: list[str] = field(default_factory=list)
+    registry: str | None = None
+    stack: str = ""
+
+    @property
+    def compared(self) -> list[str]:
+        """The scenarios whose verdict was compared with a recorded outcome."""
+        return [r.scenario for r in self.rows if r.source == "record"]
+
+    @property
+    def real(self) -> list[str]:
+        """The scenarios run for real on this run."""
+        return [r.scenario for r in self.rows if r.source == "real"]
+
+    def summary(self) -> str:
+        out = (
+            f"fidelity: {len(self.rows)} verdicts; {len(self.compared)} compared with the recorded outcome "
+            f"(e2e/fidelity/outcomes.json), {len(self.real)} run for real"
+        )
+        if self.real:
+            out += " (no outcome recorded for their digest): " + ", ".join(self.real)
+        if self.skipped:
+            out += f"; {len(self.skipped)} skipped, Kyverno not built (judged only in make conformance): " + ", ".join(
+                self.skipped
+            )
+        return out
+
+    def recorded(self, record: rec.Record, *, when: str, commit: str, rewrite: bool = False) -> rec.Record:
+        """``record`` with the outcomes run for real on this run (``rewrite``: only those)."""
+        entries = {} if rewrite else dict(record.entries)
+        for r in self.rows:
+            if r.source != "real":
+                continue
+            verdict = asdict(r.verdict)
+            verdict["message"] = _mask(verdict["message"], self.registry)
+            verdict["warnings"] = [_mask(w, self.registry) for w in verdict["warnings"]]
+            entries[r.scenario] = rec.Entry(
+                digest=self.digests[r.scenario],
+                kind=r.outcome.kind,
+                detail=_mask(r.outcome.detail, self.registry),
+                seconds=r.outcome.seconds,
+                observed=when,
+                commit=commit,
+                verdict=verdict,
+            )
+        timings = dict(self.timings) if rewrite else record.timings
+        return rec.Record(entries, self.stack or record.stack, timings)
+
+
+def rows_from_record(
+    record: rec.Record, scenarios: Sequence[Scenario], now: dict[str, str] | None = None
+) -> tuple[list[Row], list[str]]:
+    """The rows docs/fidelity.md shows, from the record alone: each recorded outcome with the verdict
+    of its run and its provenance (``stale`` when the scenario's digest ``now`` is another); and the
+    scenarios the record lacks."""
+    rows: list[Row] = []
+    missing: list[str] = []
+    for s in scenarios:
+        e = record.entries.get(s.name)
+        if e is None:
+            missing.append(s.name)
+            continue
+        v = Verdict(**e.verdict) if e.verdict else Verdict(True, "preflight", "", [])
+        o = Outcome(e.kind, e.detail, e.seconds)
+        stale = now is not None and now.get(s.name) != e.digest
+        prov = e.provenance() + (" (stale: the scenario or the stack changed since)" if stale else "")
+        rows.append(Row(s.name, s.note, s.covers, v, o, classify(v, o, s.known), s.known, s.warns, "record", prov))
+    return rows, missing
+
+
+def render_record(record: rec.Record, scenarios: Sequence[Scenario] = SCENARIOS) -> str:
+    """docs/fidelity.md from the record."""
+    rows, missing = rows_from_record(record, scenarios, digests(scenarios))
+    return render(rows, record.timings, missing)
+
+
 def run_on_node(
     node: Node,
     scenarios: Sequence[Scenario],
     bound: float = BOUND_SECONDS,
     aiperf_bound: float = AIPERF_BOUND_SECONDS,
-) -> tuple[list[Row], dict[str, float]]:
-    """On a started node: the stack (with the AIPerf operator), then the matrix; the rows and the
-    timings :func:`render` prints (the CLI and e2e/test_fidelity.py share it)."""
+    *,
+    record: rec.Record | None = None,
+    kyverno: bool | None = None,
+) -> MatrixRun:
+    """On a started node: the stack (with the AIPerf operator), then the matrix (the CLI and
+    e2e/test_fidelity*.py share it). ``record``: the recorded outcomes; a scenario with one for its
+    digest is not run for real (None: every scenario is). ``kyverno``: whether the scenarios that
+    need Kyverno are judged (None: if its binary is built, :func:`kyverno_installed`); else skipped."""
+    if kyverno is None:
+        kyverno = kyverno_installed()
+    skipped = [] if kyverno else [s.name for s in scenarios if needs_kyverno_scenario(s)]
+    scenarios = [s for s in scenarios if s.name not in skipped]
+    stack_digest = rec.stack_digest()
+    # of the scenarios as the table holds them: before the registry's address is substituted
+    digest = digests(scenarios, bound, aiperf_bound, stack_digest)
+    matching = record.matching(digest) if record is not None else {}
+    recorded = {n: Outcome(e.kind, e.detail, e.seconds) for n, e in matching.items()}
     stack = Stack(node, aiperf=True).start()
     timings = {f"stack {k}": v for k, v in stack.timings.items()}
     t1 = time.monotonic()
@@ -775,9 +955,13 @@ def run_on_node(
         # the Image Pull rows' registry on the node's bridge, when a selected scenario names it
         workload = stack.cache / "images" / "workload.tar"
         scenarios, config = plugins.enter_context(image_registry(node, scenarios, workload))
-        rows = run_matrix(node.cp, scenarios, bound=bound, aiperf_bound=aiperf_bound, config=config)
+        registry = ((config.get("registryAccess") or {}).get("allowlist") or [None])[0]
+        rows = run_matrix(node.cp, scenarios, bound=bound, aiperf_bound=aiperf_bound, config=config, recorded=recorded)
     timings["matrix (setup, verdicts, outcomes)"] = time.monotonic() - t1
-    return rows, timings
+    for r in rows:
+        if r.scenario in matching:
+            r.provenance = matching[r.scenario].provenance()
+    return MatrixRun(rows, timings, digest, skipped, registry, stack_digest)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -786,28 +970,61 @@ def main(argv: Sequence[str] | None = None) -> int:
         "-k",
         action="append",
         default=[],
-        help="only scenarios whose name contains this; repeat for more (docs/fidelity.md not written)",
+        help="only scenarios whose name contains this; repeat for more",
     )
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--all-real",
+        action="store_true",
+        help="run every selected scenario for real and write their outcomes into e2e/fidelity/outcomes.json "
+        "(the whole matrix: the record rewritten), then docs/fidelity.md from the record (make conformance)",
+    )
+    mode.add_argument(
+        "--record-new",
+        action="store_true",
+        help="the recorded mode, and the outcomes of the scenarios run for real written into the record and docs",
+    )
+    mode.add_argument("--render", action="store_true", help="only render docs/fidelity.md from the record (no node)")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
     ap.add_argument("--bound", type=float, default=BOUND_SECONDS, help="seconds a TrainJob is watched")
     ap.add_argument("--aiperf-bound", type=float, default=AIPERF_BOUND_SECONDS, help="seconds an AIPerfJob is watched")
     args = ap.parse_args(argv)
+    if args.render:
+        DOC.write_text(render_record(rec.load()))
+        print(f"wrote {DOC}", file=sys.stderr)
+        return 0
     scenarios = select(*args.k)
+    record = rec.load()
     t0 = time.monotonic()
     timings: dict[str, float] = {}
     with Node() as node:
         timings["node start"] = time.monotonic() - t0
-        rows, on_node = run_on_node(node, scenarios, bound=args.bound, aiperf_bound=args.aiperf_bound)
-        timings.update(on_node)
+        run = run_on_node(
+            node,
+            scenarios,
+            bound=args.bound,
+            aiperf_bound=args.aiperf_bound,
+            record=None if args.all_real else record,
+            kyverno=True if args.all_real else None,
+        )
+        timings.update(run.timings)
     timings["total"] = time.monotonic() - t0
-    for r in rows:
-        print(f"{r.result:12} {r.scenario:36} {r.outcome.kind:13} {'admitted' if r.verdict.allowed else 'denied'}")
+    run.timings = timings
+    for r in run.rows:
+        print(
+            f"{r.result:12} {r.scenario:36} {r.outcome.kind:13} {'admitted' if r.verdict.allowed else 'denied':9}"
+            f" {r.source}"
+        )
+    print(run.summary(), file=sys.stderr)
     if args.json:
-        args.json.write_text(json.dumps([asdict(r) for r in rows], indent=1))
-    if not args.k:
-        DOC.write_text(render(rows, timings))
-        print(f"wrote {DOC}", file=sys.stderr)
-    bad = [r for r in rows if r.result in ("miss", "false-deny")]
+        args.json.write_text(json.dumps([asdict(r) for r in run.rows], indent=1))
+    if args.all_real or (args.record_new and run.real):
+        whole = args.all_real and not args.k
+        record = run.recorded(record, when=rec.utc_now(), commit=rec.commit(), rewrite=whole)
+        rec.save(record)
+        DOC.write_text(render_record(record))
+        print(f"wrote {rec.RECORD} and {DOC}", file=sys.stderr)
+    bad = [r for r in run.rows if r.result in ("miss", "false-deny")]
     return 1 if bad else 0
 
 
