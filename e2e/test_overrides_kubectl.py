@@ -327,7 +327,7 @@ def test_multikueue_trainjob_skips_local_capacity_checks(hook: RunningWebhook, t
         timeout=120,
     )
     assert out.returncode == 0, out.stderr
-    report = json.loads(out.stdout)
+    [report] = json.loads(out.stdout)  # an array, one entry per job
     assert (report["passed"], report["has_warnings"]) == (True, False)
     reason = f"Skipped: spec.managedBy is {MULTIKUEUE}, so the job runs in another cluster"
     by_name = {c["name"]: (c["status"], c["message"]) for c in report["checks"]}

@@ -257,8 +257,9 @@ def test_an_unreadable_yaml_file_is_a_structured_error_in_every_format(
     elif fmt == "github":
         assert out.splitlines()[0] == (f"::error file={p},line=5,title=Manifest%3A {p}%3A5::" + message)
     else:
-        doc = json.loads(out)
+        [doc] = json.loads(out)
         assert doc["passed"] is False and doc["checks"][0]["message"] == message
+        assert (doc["file"], doc["line"], doc["document"], doc["error"]) == (str(p), 5, 2, message)
 
 
 def test_render_escapes_what_each_format_must():
@@ -274,7 +275,8 @@ def test_render_escapes_what_each_format_must():
         files=2,
     )
     assert render_github(report) == (
-        '::error file=x%2Cy%3Az.yaml,line=3,title=Names%3A AIPerfJob ns/j::a <b> & "c", d: e%0A%25f\x01\n'
+        # a control character (a line break too) from the object is shown as an escape (visible), then encoded
+        '::error file=x%2Cy%3Az.yaml,line=3,title=Names%3A AIPerfJob ns/j::a <b> & "c", d: e\\x0a%25f\\x01\n'
         "::error file=e.yaml,title=Manifest%3A e.yaml::cannot read\n"
     )
     xml = render_junit(report)

@@ -81,7 +81,8 @@ async def cli(tmp_path: Path, obj: dict[str, Any]) -> tuple[int, dict[str, Any]]
     code = await cmd_check._run(args, out, err)
     assert err.getvalue().startswith("Summary: 1 job checked in 1 file: ")  # nothing but the summary line
     assert len(err.getvalue().splitlines()) == 1
-    return code, json.loads(out.getvalue())
+    [entry] = json.loads(out.getvalue())  # an array, one entry per job
+    return code, entry
 
 
 def finding(report: dict[str, Any], name: str) -> dict[str, Any]:

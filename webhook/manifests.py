@@ -7,12 +7,15 @@ cluster: `split_runtimes` turns them into the adapters' runtime lookup.
 
 from __future__ import annotations
 
+import fnmatch
 import io
 import json
+import os
 import re
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +33,17 @@ except ImportError:  # pragma: no cover - PyYAML without libyaml
     _EventParser = yaml.SafeLoader  # type: ignore[assignment,misc]
     _CSafeLoader = None
 
-__all__ = ["load_documents", "split_runtimes", "RUNTIME_KINDS", "Located", "locate_file", "expand_paths"]
+__all__ = [
+    "load_documents",
+    "split_runtimes",
+    "RUNTIME_KINDS",
+    "Located",
+    "locate_file",
+    "expand_paths",
+    "walk_inputs",
+    "Inputs",
+    "is_manifest",
+]
 
 RUNTIME_KINDS = ("TrainingRuntime", "ClusterTrainingRuntime")
 
@@ -143,6 +156,12 @@ class Located:
     obj: dict[str, Any] | None = None
     #: why this document (or, from `line` on, the rest of the file) could not be read
     error: str | None = None
+    #: the 1-based number of the document in its file (the items of a `kind: List` share their document's);
+    #: 0 when the error is the file's as a whole
+    document: int = field(default=0, compare=False)
+    #: the error is that the document is not a Kubernetes object (no apiVersion and kind, not a mapping, an
+    #: empty input): a file found in a directory whose every document is so is not a manifest (NOT_OBJECT)
+    not_object: bool = field(default=False, compare=False)
 
 
 def _line(node: yaml.Node | None, default: int, offset: int = 0) -> int:
@@ -228,17 +247,27 @@ def _flatten(
                 line,
                 error=f"{source}: document {index + 1} is a {type(doc).__name__}, not a Kubernetes object "
                 "(a mapping with apiVersion and kind)",
+                document=index + 1,
+                not_object=True,
             )
         ]
     if doc.get("kind") == "List" and isinstance(doc.get("items"), list):
         return _flatten(doc["items"], source, index, _items_node(node), line, offset)
     if not isinstance(doc.get("apiVersion"), str) or not isinstance(doc.get("kind"), str):
         missing = [k for k in ("apiVersion", "kind") if not isinstance(doc.get(k), str)]
-        return [Located(source, line, error=f"{source}: document {index + 1} has no {' and no '.join(missing)}")]
+        return [
+            Located(
+                source,
+                line,
+                error=f"{source}: document {index + 1} has no {' and no '.join(missing)}",
+                document=index + 1,
+                not_object=True,
+            )
+        ]
     problem = _object_problem(doc, source, index, line)
     if problem is not None:
-        return [Located(source, line, error=problem)]
-    return [Located(source, line, doc)]
+        return [Located(source, line, error=problem, document=index + 1)]
+    return [Located(source, line, doc, document=index + 1)]
 
 
 # --------------------------------------------------------------------------- reading the input, line by line
@@ -837,7 +866,9 @@ def _load(
             node = loader.get_node()
             doc = loader.construct_document(node) if node is not None else None
         except _TooBig as exc:
-            out.append(Located(source, line, error=f"{source}: document {index + 1} is refused: {exc}"))
+            out.append(
+                Located(source, line, error=f"{source}: document {index + 1} is refused: {exc}", document=index + 1)
+            )
             return out, index + 1, "bound"
         except RecursionError:
             out.append(
@@ -846,6 +877,7 @@ def _load(
                     line,
                     error=f"{source}: document {index + 1} is nested too deeply to read "
                     "(more levels than Python's recursion limit)",
+                    document=index + 1,
                 )
             )
             return out, index + 1, "bound"
@@ -858,6 +890,7 @@ def _load(
                     source,
                     mark.line + 1 if mark is not None else line,
                     error=f"{source}: document {index + 1} is not valid YAML{where}: {problem}",
+                    document=index + 1,
                 )
             )
             return out, index + 1, "yaml"
@@ -884,7 +917,7 @@ def _yaml_located(lines: _Lines, source: str) -> list[Located]:
                 out += [d for d in located if d.error is None]
             piece.drop()
             piece.drain()
-            out.append(Located(source, refusal.line, error=_refused_text(source, index, refusal)))
+            out.append(Located(source, refusal.line, error=_refused_text(source, index, refusal), document=index + 1))
             index += 1
         else:
             piece.drain()
@@ -908,12 +941,17 @@ def _yaml_located(lines: _Lines, source: str) -> list[Located]:
     return out
 
 
+def _nothing(source: str) -> Located:
+    """The error of an input that holds no document at all (empty, or only comments)."""
+    return Located(source, 1, error=f"{source}: no Kubernetes objects found", not_object=True)
+
+
 def _locate(lines: _Lines, source: str) -> list[Located]:
     """Every object of the input (YAML stream or JSON) with its line, and a Located error for each
     document that cannot be read."""
     if not lines.starts_json():
         out = _yaml_located(lines, source)
-        return out or [Located(source, 1, error=f"{source}: no Kubernetes objects found")]
+        return out or [_nothing(source)]
     try:
         text = lines.rest()
     except _Undecodable as exc:
@@ -930,20 +968,22 @@ def _locate(lines: _Lines, source: str) -> list[Located]:
                     source,
                     exc.lineno,
                     error=f"{source}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
+                    document=1,
                 )
             ]
-        return located or [Located(source, 1, error=f"{source}: no Kubernetes objects found")]
+        return located or [_nothing(source)]
     except RecursionError:
         return [
             Located(
                 source,
                 1,
                 error=f"{source}: document 1 is nested too deeply to read (more levels than Python's recursion limit)",
+                document=1,
             )
         ]
     first = len(text) - len(stripped)
     out = _flatten(docs[0], source, 0, line=text.count("\n", 0, first) + 1)
-    return out or [Located(source, 1, error=f"{source}: no Kubernetes objects found")]
+    return out or [_nothing(source)]
 
 
 def locate_documents(text: str, source: str = "input") -> list[Located]:
@@ -974,19 +1014,112 @@ def load_documents(path_or_dash: str) -> list[dict[str, Any]]:
 MANIFEST_SUFFIXES = (".json", ".yaml", ".yml")
 
 
-def expand_paths(paths: list[str], recursive: bool) -> list[str]:
-    """Files to read for `-f` arguments, in order: a directory gives its manifest files (sorted; with
-    `recursive` its subdirectories' too, as kubectl's `-R`); `-` and files are kept as named; a path
-    that does not exist is kept too, so reading it reports it."""
-    out: list[str] = []
+#: why a path found in a directory is not read (the Summary counts each): a directory whose name starts with
+#: `.` (.git, .github: never manifests), a Helm chart's templates/ and values*.yaml (Go templates and their
+#: inputs, not objects: `helm template` renders them), a path an --exclude glob matches, and a file none of
+#: whose documents is a Kubernetes object (no apiVersion and kind: a workflow, a config file)
+HIDDEN, CHART, EXCLUDED, NOT_OBJECT = "hidden directory", "Helm chart file", "excluded", "not a Kubernetes manifest"
+
+
+@dataclass
+class Inputs:
+    """What the -f arguments name, in order: each file to read (`walked`: found in a directory, so it may turn
+    out not to be a manifest), the paths passed over by reason, and the symbolic links whose target is missing."""
+
+    files: list[tuple[str, bool]] = field(default_factory=list)
+    skipped: Counter[str] = field(default_factory=Counter)
+    dangling: list[str] = field(default_factory=list)
+
+
+def _excluded(rel: str, shown: str, name: str, exclude: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatchcase(x, g) for g in exclude for x in (rel, shown, name))
+
+
+def _is_chart_file(rel_in_chart: str) -> bool:
+    """A path, relative to a chart's directory, that helm reads rather than kubectl: its templates (with
+    their tests), Chart.yaml, its values files and their schema. Its crds/ are manifests, read as such."""
+    first, _, rest = rel_in_chart.partition("/")
+    if rest:
+        return first == "templates"
+    return first == "Chart.yaml" or first == "values.schema.json" or fnmatch.fnmatchcase(first, "values*.y*ml")
+
+
+def _outer_chart(root: Path) -> str | None:
+    """`root`'s path inside the Helm chart that holds it (`-f chart/templates`), "" when it is the chart's
+    directory, None when it is in no chart."""
+    here = root.resolve()
+    for up in (here, *here.parents):
+        if (up / "Chart.yaml").is_file():
+            return here.relative_to(up).as_posix().strip(".")
+    return None
+
+
+def _walk(root: Path, recursive: bool, exclude: Sequence[str], found: Inputs) -> None:
+    """The manifest files under `root`, and what is passed over: in lexical order, a subdirectory's files where
+    its name sorts (as kubectl's -f DIR, filepath.Walk); -R: the subdirectories too, symbolic links to
+    directories not followed."""
+    outer = _outer_chart(root)
+    _walk_dir(root, "", None if outer is None else (f"{outer}/" if outer else ""), recursive, exclude, found)
+
+
+def _walk_dir(
+    here: Path, rel_dir: str, chart: str | None, recursive: bool, exclude: Sequence[str], found: Inputs
+) -> None:
+    """`chart`: the prefix that makes a name in `here` relative to the Helm chart holding it (None: in none)."""
+    try:
+        entries = sorted(os.scandir(here), key=lambda e: e.name)
+    except OSError:  # an unreadable subdirectory; kubectl fails on it too, but its files cannot be named
+        return
+    if any(e.name == "Chart.yaml" for e in entries):
+        chart = ""
+    for e in entries:
+        rel = f"{rel_dir}/{e.name}" if rel_dir else e.name
+        path = here / e.name
+        if e.is_dir(follow_symlinks=False):
+            if not recursive:
+                continue
+            if e.name.startswith("."):
+                found.skipped[HIDDEN] += 1
+            elif _excluded(rel, str(path), e.name, exclude):
+                found.skipped[EXCLUDED] += 1
+            else:
+                below = None if chart is None else f"{chart}{e.name}/"
+                _walk_dir(path, rel, below, recursive, exclude, found)
+            continue
+        if path.suffix.lower() not in MANIFEST_SUFFIXES or (e.is_symlink() and path.is_dir()):
+            continue
+        if _excluded(rel, str(path), e.name, exclude):
+            found.skipped[EXCLUDED] += 1
+        elif chart is not None and _is_chart_file(chart + e.name):
+            found.skipped[CHART] += 1
+        elif e.is_symlink() and not path.exists():
+            found.dangling.append(str(path))
+        elif path.is_file():
+            found.files.append((str(path), True))
+
+
+def walk_inputs(paths: Sequence[str], recursive: bool, exclude: Sequence[str] = ()) -> Inputs:
+    """The files to read for `-f` arguments: a directory gives its manifest files (see `_walk`); `-` and files
+    are kept as named, whatever their name, and a path that does not exist too, so reading it reports it."""
+    found = Inputs()
     for p in paths:
         path = Path(p)
         if p != "-" and path.is_dir():
-            pattern = "**/*" if recursive else "*"
-            out += [str(f) for f in sorted(path.glob(pattern)) if f.is_file() and f.suffix.lower() in MANIFEST_SUFFIXES]
+            _walk(path, recursive, exclude, found)
         else:
-            out.append(p)
-    return out
+            found.files.append((p, False))
+    return found
+
+
+def expand_paths(paths: list[str], recursive: bool) -> list[str]:
+    """The files `walk_inputs` reads, in order."""
+    return [f for f, _ in walk_inputs(paths, recursive).files]
+
+
+def is_manifest(located: Sequence[Located]) -> bool:
+    """Whether a file read holds a Kubernetes object (or a document that cannot be read as YAML or JSON):
+    false when every document is something else, or there is none."""
+    return not all(d.not_object for d in located)
 
 
 def locate_file(path_or_dash: str) -> list[Located]:

@@ -52,6 +52,18 @@ class Progress:
 _RENDERERS = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="render")
 
 
+@dataclass(frozen=True)
+class SkipRequest:
+    """A check the object's skip annotation (skipAnnotation) names: `granted` when skippableChecks allows it
+    (the check was not run), else refused (it ran); `message` says which, for the CLI's reports."""
+
+    check: str
+    granted: bool
+    message: str
+    #: its line among the Evaluation's notes (the webhook's warnings and audit annotations)
+    note: str = ""
+
+
 @dataclass
 class Evaluation:
     workload: Workload | None
@@ -61,6 +73,8 @@ class Evaluation:
     #: why the adapter could not read the object as its kind (denied in enforce mode; outside it a
     #: Job Render finding under the mode), else None
     unreadable: str | None = None
+    #: the checks the skip annotation names, granted or refused, in its order (each also one of `notes`)
+    skips: list[SkipRequest] = field(default_factory=list)
 
 
 def view_runtime_lookup(view: ClusterView) -> RuntimeLookup:
@@ -236,10 +250,14 @@ def cut_short_evaluation(
     return Evaluation(wl, results, decision, progress.notes)
 
 
-def _overrides(wl: Workload, settings: Settings, view: ClusterView | None) -> tuple[str | None, set[str], list[str]]:
-    """(mode override, checks to skip, notes) from the namespace label and the object annotation.
+def _overrides(
+    wl: Workload, settings: Settings, view: ClusterView | None, requests: list[SkipRequest] | None = None
+) -> tuple[str | None, set[str], list[str]]:
+    """(mode override, checks to skip, notes) from the namespace label and the object annotation; each check
+    the annotation names is added to `requests`, granted or refused.
 
     Runs on the Workload, so metadata has already been validated by the adapter."""
+    requests = [] if requests is None else requests
     namespace, obj = wl.namespace, wl.obj
     notes: list[str] = []
     mode: str | None = None
@@ -258,8 +276,11 @@ def _overrides(wl: Workload, settings: Settings, view: ClusterView | None) -> tu
             if name in settings.skippable_checks:
                 skip.add(name)
                 notes.append(f"check {name!r} skipped by annotation {settings.skip_annotation}")
+                message = f"Skipped: annotation {settings.skip_annotation} (in skippableChecks)"
+                requests.append(SkipRequest(name, True, message, notes[-1]))
             else:
                 notes.append(f"annotation {settings.skip_annotation} cannot skip {name!r}: not in skippableChecks")
+                requests.append(SkipRequest(name, False, notes[-1], notes[-1]))
     return mode, skip, notes
 
 
@@ -352,7 +373,8 @@ async def evaluate(
     if wl is None:
         return Evaluation(None, PreflightResults(), Decision(allowed=True, outcome=Outcome.UNHANDLED))
 
-    mode, skip, notes = _overrides(wl, settings, view)
+    requests: list[SkipRequest] = []
+    mode, skip, notes = _overrides(wl, settings, view, requests)
     todo = applicable(checks, wl, settings, skip)
     so_far_found: dict[str, list[CheckResult]] | None = None
     if progress is not None:
@@ -375,7 +397,7 @@ async def evaluate(
                 old_results = await run_checks(old_wl, old_checks, settings=settings, deadline=deadline, view=view)
                 preexisting = {r.name for r in old_results.checks if r.status is Status.FAIL}
     decision = decide(results, settings=settings, mode=mode, subject=_subject(wl), preexisting=preexisting, notes=notes)
-    return Evaluation(wl, results, decision, notes)
+    return Evaluation(wl, results, decision, notes, skips=requests)
 
 
 def _unreadable(build: Any, obj: dict[str, Any]) -> bool:

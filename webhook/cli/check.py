@@ -4,17 +4,19 @@ Same path as the server (adapter → engine → policy, via webhook.preflight.ev
 report renders the policy's Decision rather than the raw results, so the CLI and the webhook
 never disagree: a failing check whose action (or mode, or the namespace's mode label) makes
 the webhook warn is shown as a warning, a check the webhook would deny as FAILED. Exit
-codes: 0 the webhook would admit every document (with or without warnings), 1 it would deny
-one, 2 usage or input errors (unreadable file, a document that is not its kind, no cluster).
+codes: 0 the webhook would admit every document (with or without warnings; with `--fail-on warn`,
+without), 1 it would deny one (or, with `--fail-on warn`, warn of one), 2 usage or input errors
+(unreadable file, a document that is not its kind, no cluster; with `--fail-on-empty`, no job).
 
 Input: any number of -f (files, directories with -R, - for stdin, e.g. `kustomize build` or
-`helm template` output); objects of kinds the webhook does not check are counted and skipped.
-Output (webhook.cli.formats renders it): text, json (AIPerf's `{"passed","has_warnings","checks":[...]}`,
-one object per document, a list when there are several), junit, sarif, github (workflow
-commands). In every format an input error is part of the report too (a `Manifest` check that
-failed, an <error>, a SARIF result, an ::error), besides the `error:` line on stderr. The
-summary line ends text and github output; for json, junit and sarif, stdout carries only
-the document, and the summary goes to stderr.
+`helm template` output); objects of kinds the webhook does not check are counted and skipped,
+and so are the paths a directory holds that are not manifests (webhook.manifests.walk_inputs). An
+input with no job is an empty report, exit 0.
+Output (webhook.cli.formats renders it): text, json (an array; AIPerf's `passed`, `has_warnings`,
+`checks` in each entry, and where the job is), junit, sarif, github (workflow commands). In every
+format an input error is part of the report too (a `Manifest` check that failed, an <error>, a SARIF
+result, an ::error), besides the `error:` line on stderr. The summary line ends text and github
+output; for json, junit and sarif, stdout carries only the document, and the summary goes to stderr.
 """
 
 from __future__ import annotations
@@ -23,20 +25,22 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import os
 import sys
 from collections.abc import AsyncIterator
 from typing import Any, TextIO
 
 from webhook.checks import all_checks
 from webhook.cli.args import add_manifest_argument
-from webhook.cli.formats import FORMATS, ErrorEntry, JobEntry, Report, skipped_text
-from webhook.cli.session import live_view, settings_and_budget
+from webhook.cli.formats import FORMATS, ErrorEntry, JobEntry, Report, Subject, skipped_text, visible
+from webhook.cli.session import kubeconfig_problem, live_view, settings_and_budget
 from webhook.cluster.view import ClusterView
 from webhook.config import Settings
 from webhook.deadline import Deadline
-from webhook.manifests import Located
+from webhook.manifests import NOT_OBJECT, Located
 from webhook.policy import AUDIT, DENY, WARN, Decision, Outcome
 from webhook.results import CheckResult, PreflightResults, Status
+from webhook.workloads import known_kinds
 from webhook.workloads.base import RuntimeLookup
 
 EXIT_OK = 0
@@ -52,23 +56,53 @@ SYMBOLS = {
 }
 
 
+def kinds_text(conjunction: str = "and") -> str:
+    """`AIPerfJob, AIPerfSweep, TrainJob and JobSet`: the kinds an adapter judges (webhook.workloads)."""
+    kinds = known_kinds()
+    return f"{', '.join(kinds[:-1])} {conjunction} {kinds[-1]}" if len(kinds) > 1 else "".join(kinds)
+
+
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "check",
         help="run the preflight checks on manifests (exit 0 ok, 1 a check failed, 2 bad input)",
         description=(
-            "Run the webhook's checks on AIPerfJob and TrainJob manifests. TrainingRuntime and "
-            "ClusterTrainingRuntime documents in the same input are used for their TrainJobs."
+            f"Run the webhook's checks on {kinds_text()} manifests. TrainingRuntime and "
+            "ClusterTrainingRuntime documents in the same input are used for their TrainJobs; objects of "
+            "other kinds are counted and skipped. An input with no job gives an empty report and exit 0 "
+            "(--fail-on-empty: exit 2)."
         ),
     )
     add_manifest_argument(p, many=True)
+    p.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="in the directories given with -f, pass over the files and directories GLOB matches (fnmatch: * "
+        "also matches /; matched against the name, the path below the -f directory and the path as shown); "
+        "repeatable",
+    )
     p.add_argument(
         "-o",
         "--output",
         choices=FORMATS,
         default="text",
-        help="output format: text (default), json (AIPerf's shape), junit (JUnit XML), sarif (SARIF 2.1.0, "
+        help="output format: text (default), json (an array, one entry per job: "
+        "docs/schemas/check-report.v1.schema.json), junit (JUnit XML), sarif (SARIF 2.1.0, "
         "for code scanning), github (GitHub Actions annotations)",
+    )
+    p.add_argument(
+        "--fail-on",
+        choices=("fail", "warn"),
+        default="fail",
+        help="exit 1 when the webhook would deny a job (fail, the default), or also when it would admit one "
+        "with warnings (warn)",
+    )
+    p.add_argument(
+        "--fail-on-empty",
+        action="store_true",
+        help=f"exit 2 when the input holds no {kinds_text('or')} (default: an empty report, exit 0)",
     )
     p.add_argument("--offline", action="store_true", help="no cluster: run only the checks that need none")
     p.add_argument("--config", metavar="FILE", help="webhook config file (policy, publicRegistries, aiperfEnv, ...)")
@@ -77,6 +111,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="FILE",
         help="kubeconfig for the cluster (default: $KUBECONFIG, ~/.kube/config, in-cluster)",
     )
+    p.add_argument("--context", metavar="NAME", help="the kubeconfig context to use (default: its current-context)")
     p.add_argument("-n", "--namespace", metavar="NS", help="namespace for documents that name none (default: default)")
     p.add_argument(
         "--timeout",
@@ -97,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from webhook.manifests import expand_paths, locate_file, split_runtimes
+    from webhook.manifests import is_manifest, locate_file, split_runtimes, walk_inputs
 
     loaded = settings_and_budget(args, err)
     if loaded is None:
@@ -106,21 +141,60 @@ async def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.filename.count("-") > 1:
         print("error: -f - (stdin) can be given once", file=err)
         return EXIT_USAGE
-    files = expand_paths(args.filename, args.recursive)
-    report = Report(files=len(files))
-    located = [d for f in files for d in locate_file(f)]
+    inputs = walk_inputs(args.filename, args.recursive, args.exclude)
+    report = Report(skipped_paths=inputs.skipped)
+    located: list[Located] = []
+    for path, walked in inputs.files:
+        found = locate_file(path)
+        if walked and not is_manifest(found):  # a workflow, a config file: not ours to judge
+            report.skipped_paths[NOT_OBJECT] += 1
+            continue
+        report.files += 1
+        located += found
+    for link in inputs.dangling:  # as kubectl -R, which fails to open it: said, never passed over
+        located.append(Located(link, 0, error=f"{link}: a symbolic link to {_target(link)}, which does not exist"))
     _, file_lookup = split_runtimes([d.obj for d in located if d.obj is not None])
-    items = [d for d in located if d.obj is None or _is_job(d.obj)]
-    if not any(d.obj is not None for d in items) and not any(d.error for d in items):
-        print("error: the input holds only training runtimes; give the TrainJob too", file=err)
-        return EXIT_USAGE
+    items = []
+    for d in located:
+        if d.obj is None or _is_job(d.obj):
+            items.append(d)
+        else:  # a runtime: used for the TrainJobs beside it, not itself checked
+            report.skipped[str(d.obj.get("kind"))] += 1
+    if not any(d.obj is not None for d in items):  # nothing to judge: no cluster needed
+        await _check_all(items, report, args, settings, None, file_lookup, timeout, out, err)
+        return _finish(report, args, out, err)
 
     async with _cluster(args, settings, err) as opened:
         if opened is False:
             return EXIT_USAGE
         view: ClusterView | None = opened
         lookup = _lookup(file_lookup, view)
-        return await _check_all(items, report, args, settings, view, lookup, timeout, out, err)
+        await _check_all(items, report, args, settings, view, lookup, timeout, out, err)
+    return _finish(report, args, out, err)
+
+
+def _target(link: str) -> str:
+    try:
+        return repr(os.readlink(link))
+    except OSError:  # pragma: no cover - removed meanwhile
+        return "a path"
+
+
+def _finish(report: Report, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Render the report (an empty one too: every format stays valid for its reader) and choose the exit code."""
+    empty = not report.entries  # (an input error alone is said as one)
+    if empty:
+        tail = f"; {skipped_text(report.skipped)}" if report.skipped else ""
+        level = "error" if args.fail_on_empty else "note"
+        print(visible(f"{level}: no {kinds_text('or')} found in the input{tail}"), file=err)
+    _render(report, args.output, out, err)
+    if report.errors or (empty and args.fail_on_empty):
+        return EXIT_USAGE
+    if any(not j.allowed for j in report.jobs):
+        return EXIT_FAILED
+    if args.fail_on == "warn" and any(j.warned for j in report.jobs):
+        return EXIT_FAILED
+    return EXIT_OK
 
 
 def _is_job(obj: dict[str, Any]) -> bool:
@@ -136,7 +210,13 @@ async def _cluster(args: argparse.Namespace, settings: Settings, err: TextIO) ->
     if args.offline:
         yield None
         return
-    async with live_view(settings, args.kubeconfig, err, fix="check --kubeconfig, or run with --offline") as view:
+    problem = kubeconfig_problem(args.kubeconfig, args.context)
+    if problem is not None:
+        print(f"error: {problem}, or run with --offline", file=err)
+        yield False
+        return
+    fix = "check --kubeconfig and --context, or run with --offline"
+    async with live_view(settings, args.kubeconfig, err, fix=fix, context=args.context) as view:
         yield False if view is None else view
 
 
@@ -164,14 +244,15 @@ async def _check_all(
     timeout: float,
     out: TextIO,
     err: TextIO,
-) -> int:
+) -> None:
     from webhook.preflight import evaluate
 
     for i, d in enumerate(items):
         if d.obj is None:
             message = d.error or "unreadable"
-            print(f"error: {message}", file=err)
-            report.entries.append(ErrorEntry(d.source, d.line, f"{d.source}:{d.line}" if d.line else d.source, message))
+            print(f"error: {visible(message)}", file=err)
+            where = f"{d.source}:{d.line}" if d.line else d.source
+            report.entries.append(ErrorEntry(d.source, d.line, where, message, document=d.document))
             continue
         obj = d.obj
         label = _label(obj, args.namespace, i)
@@ -184,33 +265,43 @@ async def _check_all(
             namespace=args.namespace,
         )
         if ev.unreadable is not None:  # the input's mistake: said as one, not as a check report
-            print(f"error: {label}: {ev.unreadable}", file=err)
-            report.entries.append(ErrorEntry(d.source, d.line, label, f"{label}: {ev.unreadable}"))
+            print(f"error: {visible(label)}: {visible(ev.unreadable)}", file=err)
+            subject = _subject(obj, args.namespace)
+            report.entries.append(ErrorEntry(d.source, d.line, label, f"{label}: {ev.unreadable}", subject, d.document))
             continue
         if ev.decision.outcome is Outcome.UNHANDLED:  # the webhook allows it untouched: counted, not checked
             report.skipped[str(obj.get("kind"))] += 1
             continue
         shown = as_decided(ev.results, ev.decision)
+        granted = [s for s in ev.skips if s.granted]
+        # a check the annotation skips is named where it would have been (the engine leaves it out)
+        shown.checks = _in_report_order(shown.checks, [CheckResult(s.check, Status.SKIP, s.message) for s in granted])
+        notes = [n for n in ev.notes if n not in {s.note for s in granted}]
         # a verdict on the whole object (Object Size) comes without a Workload
-        ref = ev.workload.ref if ev.workload is not None else label
-        report.entries.append(JobEntry(d.source, d.line, ref, shown, ev.decision.allowed))
+        wl = ev.workload
+        ref = wl.ref if wl is not None else label
+        subject = Subject(wl.api_version, wl.kind, wl.namespace, wl.name) if wl else _subject(obj, args.namespace)
+        entry = JobEntry(d.source, d.line, ref, shown, ev.decision.allowed, subject, d.document, ev.skips, notes)
+        report.entries.append(entry)
         if args.output == "text":
-            _print_text(ref, shown, ev.decision.allowed, view is None, out)
-    if not report.entries:
-        tail = f"; {skipped_text(report.skipped)}" if report.skipped else ""
-        print(f"error: no AIPerfJob or TrainJob found in the input{tail}", file=err)
-        return EXIT_USAGE
-    _render(report, args.output, out, err)
-    if report.errors:
-        return EXIT_USAGE
-    return EXIT_FAILED if any(not j.allowed for j in report.jobs) else EXIT_OK
+            out.write(render_text(ref, shown, ev.decision.allowed, view is None, notes) + "\n\n")
+
+
+def _in_report_order(results: list[CheckResult], more: list[CheckResult]) -> list[CheckResult]:
+    """`results` with `more` each placed where its check runs (all_checks' order)."""
+    order = {c.name: i for i, c in enumerate(all_checks())}
+    out = list(results)
+    for r in more:
+        at = next((i for i, x in enumerate(out) if order.get(x.name, len(order)) > order.get(r.name, len(order))), None)
+        out.insert(len(out) if at is None else at, r)
+    return out
 
 
 def _render(report: Report, fmt: str, out: TextIO, err: TextIO) -> None:
     from webhook.cli import formats as rp
 
     if fmt == "text":
-        if report.jobs:  # an input error alone is said on stderr, as always
+        if report.jobs or not report.errors:  # an input error alone is said on stderr, as always
             out.write(rp.summary(report) + "\n")
         return
     if fmt == "github":
@@ -224,6 +315,18 @@ def _render(report: Report, fmt: str, out: TextIO, err: TextIO) -> None:
     else:
         out.write(rp.render_sarif(report, {c.name: c.summary for c in all_checks()}))
     print(rp.summary(report), file=err)
+
+
+def _subject(obj: dict[str, Any], namespace: str | None) -> Subject:
+    """The object's identity as written (for a verdict given without a Workload)."""
+    meta: dict[str, Any] = m if isinstance(m := obj.get("metadata"), dict) else {}
+
+    def text(v: Any) -> str | None:
+        return v if isinstance(v, str) and v else None
+
+    ns = text(meta.get("namespace")) or namespace or "default"
+    name = text(meta.get("name")) or text(meta.get("generateName"))
+    return Subject(text(obj.get("apiVersion")), text(obj.get("kind")), ns, name)
 
 
 def _label(obj: dict[str, Any], namespace: str | None, index: int) -> str:
@@ -255,36 +358,39 @@ def as_decided(results: PreflightResults, decision: Decision) -> PreflightResult
     return PreflightResults(out)
 
 
-def render_text(ref: str, results: PreflightResults, allowed: bool, offline: bool) -> str:
-    """The human report for one document: header, one line per check, indented details and hints."""
-    lines = [ref]
+def render_text(
+    ref: str, results: PreflightResults, allowed: bool, offline: bool, notes: list[str] | None = None
+) -> str:
+    """The human report for one document: header, one line per check, indented details and hints, a `!`
+    line per override notice the webhook warns of (a refused skip). The object's text is made `visible`."""
+    notes = notes or []
+    lines = [visible(ref)]
     width = max((len(r.name) for r in results.checks), default=0)
     for r in results.checks:
-        lines.append(f"  {SYMBOLS[r.status]} {r.name.ljust(width)}  {r.message}")
+        lines.append(f"  {SYMBOLS[r.status]} {visible(r.name).ljust(width)}  {visible(r.message)}")
         if r.status in (Status.FAIL, Status.WARN):
-            lines.extend(f"      {d}" for d in r.details if d not in r.message)
-        lines.extend(f"      hint: {h}" for h in r.hints)
-    lines.append("  " + _summary(results, allowed, offline))
+            lines.extend(f"      {visible(d)}" for d in r.details if d not in r.message)
+        lines.extend(f"      hint: {visible(h)}" for h in r.hints)
+    lines.extend(f"  {SYMBOLS[Status.WARN]} {visible(n)}" for n in notes)
+    lines.append("  " + _summary(results, allowed, offline, len(notes)))
     return "\n".join(lines)
 
 
-def _summary(results: PreflightResults, allowed: bool, offline: bool) -> str:
+def _summary(results: PreflightResults, allowed: bool, offline: bool, notes: int = 0) -> str:
+    """`notes`: the override notices the webhook warns of, counted with the warnings."""
     counts = {s: len(results.by_status(s)) for s in Status}
     parts = [
         f"{counts[Status.PASS]} passed",
         f"{counts[Status.FAIL]} failed",
-        f"{counts[Status.WARN]} warnings",
+        f"{counts[Status.WARN] + notes} warnings",
         f"{counts[Status.SKIP]} skipped",
     ]
-    verdict = "FAILED" if not allowed else ("PASSED with warnings" if results.has_warnings else "PASSED")
+    warned = results.has_warnings or notes > 0
+    verdict = "FAILED" if not allowed else ("PASSED with warnings" if warned else "PASSED")
     tail = "; the webhook would deny it" if not allowed else ""
     if offline and counts[Status.SKIP]:
         tail += "; cluster checks were skipped (offline)"
     return f"{verdict}: {', '.join(parts)}{tail}"
-
-
-def _print_text(ref: str, results: PreflightResults, allowed: bool, offline: bool, out: TextIO) -> None:
-    out.write(render_text(ref, results, allowed, offline) + "\n\n")
 
 
 __all__ = ["add_parser", "run", "render_text", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "CheckResult"]

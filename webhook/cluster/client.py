@@ -42,13 +42,16 @@ def default_kubeconfig() -> str:
     return os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
 
 
-async def load_configuration(kubeconfig: str | None = None) -> k8s_client.Configuration:
-    """In-cluster config when no kubeconfig is given and we run in a pod; else the kubeconfig."""
+async def load_configuration(kubeconfig: str | None = None, context: str | None = None) -> k8s_client.Configuration:
+    """In-cluster config when no kubeconfig (nor context) is given and we run in a pod; else the kubeconfig,
+    at `context` or its current-context."""
     cfg = k8s_client.Configuration()
-    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+    if kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
         k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
     else:
-        await k8s_config.load_kube_config(config_file=kubeconfig or default_kubeconfig(), client_configuration=cfg)
+        await k8s_config.load_kube_config(
+            config_file=kubeconfig or default_kubeconfig(), context=context, client_configuration=cfg
+        )
     return cfg
 
 

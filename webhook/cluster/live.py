@@ -561,12 +561,13 @@ async def open_cluster_view(
     checks: Sequence[CheckNeeds],
     wait_seconds: float = 20.0,
     freeze_after_lists: bool = False,
+    context: str | None = None,
 ) -> LiveClusterView:
     """Connect (in-cluster config when no kubeconfig is given inside a pod, else the
     kubeconfig or the default one) and begin start-up. Returns once the caches have
     synced, or the apiserver could not be read, or after `wait_seconds`; start-up then
     goes on in the background (`ready`, `ready_reason`, `wait_synced`)."""
-    cfg = await load_configuration(kubeconfig)
+    cfg = await load_configuration(kubeconfig, context)
     view = LiveClusterView(
         settings, KubeClient(cfg, settings.api_concurrency), checks=checks, freeze_after_lists=freeze_after_lists
     )
