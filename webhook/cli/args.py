@@ -23,12 +23,14 @@ def add_manifest_argument(p: argparse.ArgumentParser, many: bool = False) -> Non
         required=True,
         action="append",
         metavar="PATH",
-        help="manifest file (YAML or JSON, multi-document), directory (its .yaml, .yml and .json files), or - for "
-        "stdin (e.g. `kustomize build | ... -f -`); repeatable",
+        help="manifest file (YAML or JSON, multi-document), directory (its .yaml, .yml and .json files that hold "
+        "Kubernetes objects; a Helm chart's templates and values files are passed over), or - for stdin (e.g. "
+        "`kustomize build | ... -f -`); repeatable",
     )
     p.add_argument(
         "-R",
         "--recursive",
         action="store_true",
-        help="read the directories given with -f recursively",
+        help="read the directories given with -f recursively, but not hidden ones (.git, .github) nor symbolic "
+        "links to directories",
     )
