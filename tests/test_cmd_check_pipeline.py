@@ -481,6 +481,28 @@ def test_a_broken_kubeconfig_is_one_readable_line(tmp_path, capsys, text, said):
     assert err == f"error: the kubeconfig {p} {said}. {fix}, or run with --offline\n"
 
 
+def test_a_kubeconfig_file_that_does_not_exist_is_one_readable_line(tmp_path, capsys):
+    code, out, err = main(capsys, "-f", str(AIPERF), "--kubeconfig", str(tmp_path / "nope"))
+    assert (code, out) == (2, "")
+    assert err == (
+        f"error: no kubeconfig: --kubeconfig {tmp_path}/nope does not exist. "
+        "Fix: give a kubeconfig with --kubeconfig FILE (or $KUBECONFIG), or run with --offline\n"
+    )
+
+
+def test_a_context_naming_a_cluster_the_kubeconfig_lacks_is_one_readable_line(tmp_path, capsys):
+    p = tmp_path / "kc"
+    p.write_text(
+        KUBECONFIG.replace("- {name: other, context: {cluster: test,", "- {name: other, context: {cluster: gone,")
+    )
+    code, _, err = main(capsys, "-f", str(AIPERF), "--kubeconfig", str(p), "--context", "other")
+    assert code == 2
+    assert err == (
+        f"error: the kubeconfig {p}: context 'other' names cluster 'gone', which is not in its clusters. "
+        "Fix: kubectl config set-context other --cluster=NAME, or run with --offline\n"
+    )
+
+
 # ---- 6. terminal safety and SARIF paths ---------------------------------------------------------------
 
 HOSTILE_IMAGE = "nvcr.io/a\x01b\x1b[31mred:1"
