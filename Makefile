@@ -1,14 +1,16 @@
 # preflight-webhook: every entry point a newcomer needs.
 #   make demo        the local control plane + the webhook registered + sample applies (accepted, denied, warned)
 #   make demo-cluster  the same on a real single node: our image, `helm install`, the webhook's pods (root)
-#   make test        the whole test suite (unit, in-process TLS server, end-to-end against a real kube-apiserver)
+#   make test        the suite CI runs (lint, unit, in-process TLS server, oracles, end-to-end against a real
+#                    kube-apiserver, a real-node smoke, the fidelity matrix against its recorded outcomes)
+#   make conformance the long real-stack runs: every fidelity scenario run for real, every other node e2e
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 
-.PHONY: help install lint build-control-plane build-cluster oracle test test-unit test-e2e demo demo-down demo-cluster demo-cluster-down bench bench-cluster bench-scale release clean
+.PHONY: help install lint build-control-plane build-test build-cluster oracle test conformance tiers test-unit test-e2e demo demo-down demo-cluster demo-cluster-down bench bench-cluster bench-scale release clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -30,14 +32,17 @@ lint: install ## ruff (lint + format check) and mypy --strict on webhook/, versi
 build-control-plane: ## only what `make demo` runs: etcd, kube-apiserver, kubectl and the CRDs
 	bash e2e/build.sh control-plane
 
+build-test: ## build or reuse what `make test` runs: build-cluster without the Prometheus server and Kyverno (docs/development.md, "Test tiers")
+	bash e2e/build.sh test
+
 build-cluster: ## build or reuse everything the tests and `make demo-cluster` run: the control plane, helm, the node, the registry, the JobSet/Trainer/Kueue stack (cached in ~/.cache/preflight-webhook)
 	bash e2e/build.sh
 
 test-unit: install lint ## lint, then unit and in-process server tests only (no cluster)
 	$(PY) -m pytest tests -q
 
-test-e2e: install build-cluster ## end-to-end tests against a real kube-apiserver + etcd
-	$(PY) -m pytest e2e -q
+test-e2e: install build-test ## the end-to-end tests of `make test` (a real kube-apiserver + etcd, the node smoke, the fidelity matrix)
+	$(PY) -m pytest e2e -q -m "not conformance"
 
 oracle: ## build (once) the oracles in ~/.cache/preflight-webhook: AIPerf 0.13.0 venv, Trainer v2.3.0, Kubernetes quota and storage, Kueue v0.17.0 capacity, Pod Security, the kubelet's image reference parse, the DRA structured allocator
 	@bash tests/oracle/setup.sh >/dev/null
@@ -49,16 +54,24 @@ oracle: ## build (once) the oracles in ~/.cache/preflight-webhook: AIPerf 0.13.0
 	@bash tests/oracle/reference/build.sh >/dev/null
 	@bash tests/oracle/dra/build.sh >/dev/null
 
-test: install lint build-cluster oracle ## the whole suite: lint, unit, server, the upstream oracles and end-to-end
-	PREFLIGHT_ORACLE_PYTHON="$$(bash tests/oracle/setup.sh)" \
+# the oracles' paths (tests skip without theirs): `make test` and `make conformance` pass them
+ORACLES = PREFLIGHT_ORACLE_PYTHON="$$(bash tests/oracle/setup.sh)" \
 	PREFLIGHT_TRAINER_ORACLE="$$(bash tests/oracle/trainer/build.sh)" \
 	PREFLIGHT_QUOTA_ORACLE="$$(bash tests/oracle/quota/build.sh)" \
 	PREFLIGHT_STORAGE_ORACLE="$$(bash tests/oracle/storage/build.sh)" \
 	PREFLIGHT_KUEUE_ORACLE="$$(bash tests/oracle/kueue/build.sh)" \
 	PREFLIGHT_PODSECURITY_ORACLE="$$(bash tests/oracle/podsecurity/build.sh)" \
 	PREFLIGHT_REFERENCE_ORACLE="$$(bash tests/oracle/reference/build.sh)" \
-	PREFLIGHT_DRA_ORACLE="$$(bash tests/oracle/dra/build.sh)" \
-	$(PY) -m pytest tests e2e -q --durations=25
+	PREFLIGHT_DRA_ORACLE="$$(bash tests/oracle/dra/build.sh)"
+
+test: install lint build-test oracle ## what CI runs (.ci/run): lint, unit, server, the oracles, the control-plane e2e, the node smoke, the fidelity verdicts against the record (≤ 20 min warm)
+	$(ORACLES) $(PY) -m pytest tests e2e -q -m "not conformance" --durations=25
+
+conformance: install lint build-cluster oracle ## the long real-stack runs: every fidelity scenario run for real (rewrites e2e/fidelity/outcomes.json, docs/fidelity.md), every other node e2e (root)
+	$(ORACLES) $(PY) -m pytest e2e -q -m conformance --durations=25
+
+tiers: install ## list every test and its tier into docs/test-tiers.md; fails if a test collected before the split is in neither
+	$(PY) -m e2e.tiers --write
 
 demo: install build-control-plane ## start the local control plane with the webhook and show it accept, deny and warn; then the audit controller's Events
 	$(PY) -m e2e.harness.demo up
