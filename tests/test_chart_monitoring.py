@@ -126,7 +126,8 @@ def test_service_monitor_scrapes_the_metrics_port_of_this_release_only() -> None
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--set", "metrics.serviceMonitor.enabled=true"], "metrics.serviceMonitor.enabled needs metrics.enabled=true"),
+        # values.schema.json names both fixes (test_a_monitor_without_its_source_fails_helm_lint)
+        (["--set", "metrics.serviceMonitor.enabled=true"], "- at '/metrics/enabled': value must be true"),
         (
             ["--set", "metrics.enabled=true", "--set", "metrics.port=8443"],
             "metrics.port (8443) must differ from containerPort",
@@ -340,4 +341,47 @@ def test_audit_pod_monitor_scrapes_the_audit_controllers_metrics_port() -> None:
         "audit.enabled=false",
         check=False,
     )
-    assert proc.returncode != 0 and "metrics.auditPodMonitor.enabled needs audit.enabled=true" in proc.stderr
+    assert proc.returncode != 0 and "- at '/audit/enabled': value must be true" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "fixes", "template_message", "fix"),
+    [
+        (
+            ["--set", "metrics.serviceMonitor.enabled=true"],
+            [
+                "- at '/metrics/enabled': value must be true",
+                "- at '/metrics/serviceMonitor/enabled': value must be false",
+            ],
+            "metrics.serviceMonitor.enabled needs metrics.enabled=true",
+            "metrics.enabled=true",
+        ),
+        (
+            ["--set", "metrics.auditPodMonitor.enabled=true", "--set", "audit.enabled=false"],
+            [
+                "- at '/audit/enabled': value must be true",
+                "- at '/metrics/auditPodMonitor/enabled': value must be false",
+            ],
+            "metrics.auditPodMonitor.enabled needs audit.enabled=true",
+            "audit.enabled=true",
+        ),
+    ],
+)
+def test_a_monitor_without_its_source_fails_helm_lint(
+    args: list[str], fixes: list[str], template_message: str, fix: str
+) -> None:
+    """helm lint reports a template's `fail` as an INFO line and passes (issue 36): the schema's anyOf makes
+    lint, template and install fail, naming both ways out."""
+    lint = helm("lint", str(CHART), *APISERVER, *args, check=False)
+    assert lint.returncode != 0, lint.stdout + lint.stderr
+    assert "[ERROR] values.yaml: - at " in lint.stdout and all(f in lint.stdout for f in fixes), lint.stdout
+    install = helm("template", "pf", str(CHART), "--namespace", NS, *APISERVER, *args, check=False)
+    assert install.returncode != 0 and all(f in install.stderr for f in fixes), install.stderr
+    # without the schema (--skip-schema-validation), the template's own fail still stops it
+    skipped = helm(
+        "template", "pf", str(CHART), "--namespace", NS, *APISERVER, *args, "--skip-schema-validation", check=False
+    )
+    assert skipped.returncode != 0 and template_message in skipped.stderr, skipped.stderr
+    # with its source on, lint passes
+    ok = helm("lint", str(CHART), *APISERVER, *args, "--set", fix, check=False)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
