@@ -165,6 +165,7 @@ def test_prometheus_rule_alerts_follow_the_values() -> None:
     alerts = _alerts(docs)
     assert sorted(alerts) == [
         "PreflightAuditFindingsRising",
+        "PreflightAuditScanStale",
         "PreflightWebhookCannotVerifyRising",
         "PreflightWebhookCertificateExpiring",
         "PreflightWebhookCertificateReloadFailing",
@@ -180,6 +181,15 @@ def test_prometheus_rule_alerts_follow_the_values() -> None:
     assert alerts["PreflightWebhookDown"]["expr"] == f'absent(up{{namespace="{NS}", job="{FULL}"}} == 1)'
     assert all(a["labels"]["team"] == "ml-platform" and a["for"] == "10m" for a in alerts.values())
     assert 'decision="error"' in alerts["PreflightWebhookFailingOpen"]["expr"]
+    # N x config.audit.periodSeconds: 3 x 600 s by default
+    stale = alerts["PreflightAuditScanStale"]["expr"]
+    assert stale.rstrip().endswith(f'max(preflight_audit_last_full_scan_timestamp_seconds{{namespace="{NS}"}}) > 1800')
+    stale = _alerts(
+        render(
+            *ON, "--set", "config.audit.periodSeconds=300", "--set", "metrics.prometheusRule.auditScanStalePeriods=2"
+        )
+    )["PreflightAuditScanStale"]["expr"]
+    assert stale.rstrip().endswith("> 600")
 
 
 def test_dashboard_config_map_is_the_json_file_for_the_sidecar() -> None:

@@ -236,3 +236,17 @@ def test_every_dashboard_query_names_only_exported_series_and_their_labels() -> 
 def test_the_metric_check_catches_a_misspelt_name_or_label(expr: str, wanted: str) -> None:
     with pytest.raises(AssertionError, match=re.escape(wanted)):
         check("panel x", expr, {**exported(), **PROMETHEUS_SERIES})
+
+
+def test_a_panel_shows_the_time_since_the_audit_controllers_last_full_scan() -> None:
+    """The gauge PreflightAuditScanStale alerts on is on the dashboard too (issue 36): its panel reads the
+    leader's value (`> 0`: a standby replica's 0 would read as decades), in seconds."""
+    [panel] = [p for p in load()["panels"] if p["title"] == "Audit: time since the last full scan"]
+    [target] = panel["targets"]
+    selectors, _ = parse(target["expr"])
+    assert selectors == {"preflight_audit_last_full_scan_timestamp_seconds": {"namespace"}}
+    assert target["expr"].startswith("time() - max(") and target["expr"].endswith("> 0)")
+    assert panel["fieldConfig"]["defaults"]["unit"] == "s"
+    # below every other panel: the Audit row's last
+    others = [p for p in load()["panels"] if p["id"] != panel["id"]]
+    assert panel["gridPos"]["y"] >= max(p["gridPos"]["y"] + p["gridPos"]["h"] for p in others)

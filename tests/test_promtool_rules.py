@@ -38,7 +38,7 @@ def test_promtool_checks_the_rendered_rules(tmp_path: Path) -> None:
     rules.write_text(yaml.safe_dump({"groups": _groups()}, sort_keys=False))
     proc = subprocess.run([str(promtool()), "check", "rules", str(rules)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "SUCCESS: 7 rules found" in proc.stdout + proc.stderr
+    assert "SUCCESS: 8 rules found" in proc.stdout + proc.stderr
 
 
 def test_each_alert_fires_in_a_promtool_unit_test(tmp_path: Path) -> None:
