@@ -23,7 +23,21 @@
 #                Without them, the logins you already have (buildah login / helm registry login) are used.
 #   BUILDAH      the buildah command (default: buildah; add --root/--runroot/--storage-driver for another store)
 #   HELM         the helm command (default: helm; Helm 3.8+ or 4 for OCI)
-# Prints the image digest and the chart reference. Needs buildah and helm; no Docker daemon.
+#   DIST         also build the Python distributions and the krew plugin into this directory (`make release`
+#                passes dist/): the sdist and the wheel (python -m build, from pyproject.toml, README.md and
+#                webhook/, versioned VERSION as PEP 440 spells it), kubectl-preflight-v$VERSION.tar.gz (the
+#                launcher scripts/krew/kubectl-preflight and the wheel), preflight.yaml (the krew plugin
+#                manifest, rendered from scripts/krew/preflight.yaml), the chart's .tgz and SHA256SUMS; they are
+#                built before anything is pushed. Publish them where DOWNLOAD_URL says.
+#   DIST_ONLY=1  only that (DIST defaults to dist/): no REGISTRY, buildah or helm needed, nothing pushed
+#   REPO_URL     the repository's URL, the krew manifest's homepage (default: a placeholder,
+#                https://github.com/<your-org>/preflight-webhook)
+#   DOWNLOAD_URL where DIST's files are published, the krew archive's URL prefix
+#                (default: $REPO_URL/releases/download/v$VERSION, a GitHub release's assets)
+#   PYTHON       the Python that runs the build (default: python3); without the `build` package, the script
+#                installs it from your package index into a throw-away virtual environment
+# Prints the image digest and the chart reference, and with DIST each file built. Needs buildah and helm
+# (not with DIST_ONLY); no Docker daemon.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -34,26 +48,118 @@ read -r -a HELM_CMD <<<"${HELM:-helm}"
 say() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'scripts/release.sh: error: %s\n' "$*" >&2; exit 2; }
 
-[[ -n "${REGISTRY:-}" ]] || die "REGISTRY is required (e.g. REGISTRY=registry.example/preflight)"
+DIST_ONLY="${DIST_ONLY:-}"
+[[ -z "$DIST_ONLY" || "$DIST_ONLY" == 1 ]] || die "DIST_ONLY=$DIST_ONLY: set it to 1 or leave it unset"
+[[ -n "$DIST_ONLY" ]] && DIST="${DIST:-$REPO/dist}"
+DIST="${DIST:-}"
+[[ -n "$DIST_ONLY" || -n "${REGISTRY:-}" ]] || die "REGISTRY is required (e.g. REGISTRY=registry.example/preflight)"
 [[ -n "${VERSION:-}" ]] || die "VERSION is required (e.g. VERSION=0.3.0)"
-REGISTRY="${REGISTRY%/}"
-REGISTRY="${REGISTRY#oci://}"
-[[ "$REGISTRY" =~ ^[A-Za-z0-9.-]+(:[0-9]+)?(/[a-z0-9._/-]+)?$ ]] ||
-    die "REGISTRY=$REGISTRY is not host[:port][/path] (lowercase path)"
+if [[ -z "$DIST_ONLY" ]]; then
+    REGISTRY="${REGISTRY%/}"
+    REGISTRY="${REGISTRY#oci://}"
+    [[ "$REGISTRY" =~ ^[A-Za-z0-9.-]+(:[0-9]+)?(/[a-z0-9._/-]+)?$ ]] ||
+        die "REGISTRY=$REGISTRY is not host[:port][/path] (lowercase path)"
+fi
 [[ "$VERSION" =~ ^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$ ]] ||
     die "VERSION=$VERSION is not a SemVer 2 version (e.g. 0.3.0 or 0.3.0-rc.1)"
+REPO_URL="${REPO_URL:-https://github.com/<your-org>/preflight-webhook}"
+REPO_URL="${REPO_URL%/}"
+DOWNLOAD_URL="${DOWNLOAD_URL:-$REPO_URL/releases/download/v$VERSION}"
+DOWNLOAD_URL="${DOWNLOAD_URL%/}"
+[[ "$REPO_URL" =~ ^https?://[^[:space:]]+$ ]] || die "REPO_URL=$REPO_URL is not an http(s) URL"
+[[ "$DOWNLOAD_URL" =~ ^https?://[^[:space:]]+$ ]] || die "DOWNLOAD_URL=$DOWNLOAD_URL is not an http(s) URL"
+read -r -a PYTHON_CMD <<<"${PYTHON:-python3}"
+[[ -z "$DIST" ]] || command -v "${PYTHON_CMD[0]}" >/dev/null || die "python missing (${PYTHON_CMD[0]}; set PYTHON)"
 [[ -z "${IMAGE_DIGEST:-}" || "$IMAGE_DIGEST" =~ ^sha256:[0-9a-f]{64}$ ]] ||
     die "IMAGE_DIGEST=$IMAGE_DIGEST is not sha256:<64 hex>"
 [[ -z "${CA_FILE:-}" || -f "$CA_FILE" ]] || die "CA_FILE=$CA_FILE: no such file"
 [[ -n "${REGISTRY_USER:-}" && -z "${REGISTRY_PASSWORD:-}" ]] && die "REGISTRY_USER is set but REGISTRY_PASSWORD is not"
-[[ -n "${IMAGE_DIGEST:-}" ]] || command -v "${BUILDAH_CMD[0]}" >/dev/null || die "buildah missing (${BUILDAH_CMD[0]})"
-command -v "${HELM_CMD[0]}" >/dev/null || die "helm missing (${HELM_CMD[0]})"
+if [[ -z "$DIST_ONLY" ]]; then
+    [[ -n "${IMAGE_DIGEST:-}" ]] || command -v "${BUILDAH_CMD[0]}" >/dev/null || die "buildah missing (${BUILDAH_CMD[0]})"
+    command -v "${HELM_CMD[0]}" >/dev/null || die "helm missing (${HELM_CMD[0]})"
+fi
+
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+
+# 0. with DIST: the sdist, the wheel and the krew plugin, before anything is pushed
+sha256() { if command -v sha256sum >/dev/null; then sha256sum "$1"; else shasum -a 256 "$1"; fi | cut -d' ' -f1; }
+if [[ -n "$DIST" ]]; then
+    mkdir -p "$DIST" && DIST="$(cd "$DIST" && pwd)"
+    build_py=("${PYTHON_CMD[@]}")
+    if ! "${build_py[@]}" -c 'import build' 2>/dev/null; then
+        say "the Python package 'build' is not installed: installing it into a throw-away virtual environment"
+        "${PYTHON_CMD[@]}" -m venv "$WORK/build-venv"
+        "$WORK/build-venv/bin/python" -m pip install -q --disable-pip-version-check build >&2 ||
+            die "could not install the Python package 'build' (pip's output above)"
+        build_py=("$WORK/build-venv/bin/python")
+    fi
+    # the wheel's version is VERSION as PEP 440 spells it (0.3.0-rc.1 -> 0.3.0rc1); `packaging` comes with `build`
+    PY_VERSION="$("${build_py[@]}" -c 'import sys
+from packaging.version import InvalidVersion, Version
+try:
+    print(Version(sys.argv[1]))
+except InvalidVersion:
+    sys.exit(1)' "$VERSION")" ||
+        die "VERSION=$VERSION has no PEP 440 spelling for the wheel (use x.y.z, x.y.z-rc.N, x.y.z-alpha.N, x.y.z-beta.N, x.y.z-dev.N)"
+    # only what the image's build copies too (.dockerignore): pyproject.toml, README.md, webhook/
+    mkdir "$WORK/src"
+    cp "$REPO/pyproject.toml" "$REPO/README.md" "$WORK/src/"
+    (cd "$REPO" && tar --exclude=__pycache__ --exclude='*.pyc' -cf - webhook) | tar -C "$WORK/src" -xf -
+    # the version is in two places: pyproject.toml's (the distribution's) and webhook.__version__ (--version,
+    # SARIF's tool version); both are set in the copy
+    declared="$(sed -nE 's/^__version__ = "(.*)"$/\1/p' "$WORK/src/webhook/__init__.py")"
+    [[ -n "$declared" ]] || die "webhook/__init__.py has no line '__version__ = \"...\"' to set"
+    sed -i -E "s/^__version__ = \".*\"$/__version__ = \"$PY_VERSION\"/" "$WORK/src/webhook/__init__.py"
+    sed -i -E "s/^version = \".*\"$/version = \"$PY_VERSION\"/" "$WORK/src/pyproject.toml"
+    [[ "$declared" == "$PY_VERSION" ]] || say "note: the source says version $declared; the wheel and sdist are $PY_VERSION" \
+        "(pip install git+<repository>@v$VERSION builds the source as it is: set its version before tagging)"
+    say "building the sdist and the wheel $PY_VERSION (python -m build)"
+    "${build_py[@]}" -m build --outdir "$WORK/py" "$WORK/src" >"$WORK/build.log" 2>&1 ||
+        { tail -n 40 "$WORK/build.log" >&2; die "python -m build failed (its last lines above)"; }
+    sdist="$(cd "$WORK/py" && ls -- *.tar.gz)"
+    wheel="$(cd "$WORK/py" && ls -- *.whl)"
+    [[ "$sdist" == "preflight_webhook-$PY_VERSION.tar.gz" && "$wheel" == "preflight_webhook-$PY_VERSION-"*.whl ]] ||
+        die "python -m build made $sdist and $wheel, not preflight_webhook-$PY_VERSION"
+
+    # the krew plugin: the launcher and the wheel in one archive (sorted, no times or owners: its sha256 is
+    # the same for the same wheel), and its manifest naming the archive's URL and sha256
+    archive="kubectl-preflight-v$VERSION.tar.gz"
+    mkdir "$WORK/krew"
+    install -m 0755 "$REPO/scripts/krew/kubectl-preflight" "$WORK/krew/kubectl-preflight"
+    install -m 0644 "$WORK/py/$wheel" "$WORK/krew/$wheel"
+    tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$WORK/krew" -cf - kubectl-preflight "$wheel" |
+        gzip -n -9 >"$WORK/py/$archive"
+    "${build_py[@]}" - "$REPO/scripts/krew/preflight.yaml" "$WORK/py/preflight.yaml" "v$VERSION" "$REPO_URL" \
+        "$DOWNLOAD_URL/$archive" "$(sha256 "$WORK/py/$archive")" <<'PY'
+import sys
+
+template, out, version, homepage, uri, sha = sys.argv[1:]
+lines = open(template).read().splitlines(keepends=True)
+body = "".join(lines[next(i for i, line in enumerate(lines) if not line.startswith("#")):])
+for key, value in (("VERSION", version), ("HOMEPAGE", homepage), ("URI", uri), ("SHA256", sha)):
+    body = body.replace(f"@{key}@", value.replace("\\", "\\\\").replace('"', '\\"'))
+header = f"# kubectl preflight {version}, rendered by scripts/release.sh from scripts/krew/preflight.yaml\n"
+open(out, "w").write(header + body)
+PY
+    [[ "$REPO_URL" != *"<your-org>"* ]] || say "note: REPO_URL is not set: the krew manifest names" \
+        "$DOWNLOAD_URL/$archive; set REPO_URL (or DOWNLOAD_URL) to where you publish $DIST"
+    for f in "$sdist" "$wheel" "$archive" preflight.yaml; do cp "$WORK/py/$f" "$DIST/$f"; done
+fi
+if [[ -n "$DIST_ONLY" ]]; then
+    (cd "$DIST" && for f in "$sdist" "$wheel" "$archive" preflight.yaml; do printf '%s  %s\n' "$(sha256 "$f")" "$f"; done) \
+        >"$DIST/SHA256SUMS"
+    say "the sdist, the wheel and the krew plugin are in $DIST"
+    echo "sdist: $DIST/$sdist"
+    echo "wheel: $DIST/$wheel"
+    echo "krew plugin: $DIST/$archive"
+    echo "krew manifest: $DIST/preflight.yaml"
+    exit 0
+fi
 
 HOST="${REGISTRY%%/*}"
 TAG="${VERSION//+/_}"  # a tag cannot hold '+' (the OCI distribution spec's tag grammar); helm does the same
 IMAGE_REF="$REGISTRY/preflight-webhook:$TAG"
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
 
 buildah_tls=() helm_tls=() buildah_auth=() helm_auth=()
 if [[ -n "${CA_FILE:-}" ]]; then
@@ -105,3 +211,15 @@ say "pushing the chart to oci://$REGISTRY/charts"
 
 echo "image: $REGISTRY/preflight-webhook@$DIGEST"
 echo "chart: oci://$REGISTRY/charts/preflight-webhook --version $VERSION"
+if [[ -n "$DIST" ]]; then
+    chart_tgz="preflight-webhook-$VERSION.tgz"
+    cp "$WORK/out/$chart_tgz" "$DIST/$chart_tgz"
+    (cd "$DIST" && for f in "$sdist" "$wheel" "$archive" preflight.yaml "$chart_tgz"; do
+        printf '%s  %s\n' "$(sha256 "$f")" "$f"
+    done) >"$DIST/SHA256SUMS"
+    say "the sdist, the wheel, the krew plugin and the chart's package are in $DIST"
+    echo "sdist: $DIST/$sdist"
+    echo "wheel: $DIST/$wheel"
+    echo "krew plugin: $DIST/$archive"
+    echo "krew manifest: $DIST/preflight.yaml"
+fi
