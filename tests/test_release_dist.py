@@ -402,6 +402,70 @@ def test_the_krew_launcher_installs_the_wheel_on_first_run_and_runs_check(
     assert not (store / "venv").exists()
 
 
+#: krew, the plugin manager, built from its Go module (tests/test_release_dist.py builds it on first use)
+KREW_VERSION = "v0.4.3"
+
+
+def _krew() -> Path:
+    """krew from the Go module sigs.k8s.io/krew at KREW_VERSION, in the e2e cache; built here when it is
+    not there yet (about a CPU-minute, once: nothing else in the suite uses it)."""
+    from e2e.harness.controlplane import cache_dir
+
+    out = cache_dir() / f"krew-{KREW_VERSION}"
+    if not (out / "krew").is_file():
+        go = shutil.which("go") or "/usr/local/go/bin/go"
+        proc = subprocess.run([go, "install", "-p", "1", f"sigs.k8s.io/krew/cmd/krew@{KREW_VERSION}"],
+                              env={**os.environ, "GOBIN": str(out)}, capture_output=True,
+                              text=True, timeout=1200)  # fmt: skip
+        assert proc.returncode == 0, f"go install sigs.k8s.io/krew/cmd/krew@{KREW_VERSION} failed:\n{proc.stderr}"
+    return out / "krew"
+
+
+def test_krew_installs_the_plugin_and_kubectl_runs_it(dist: Dist, deps: Path, tmp_path: Path) -> None:
+    """The real krew validates the manifest, checks the archive's sha256 and installs it; kubectl finds
+    `kubectl preflight` through krew's bin directory, and its first run installs the wheel (without its
+    dependencies, read from the test runner's: see the module's docstring)."""
+    from e2e.harness.controlplane import cached_binary
+
+    krew, kubectl = _krew(), cached_binary("kubectl")
+    root = tmp_path / "krew-root"
+    env = _env(KREW_ROOT=str(root), HOME=str(tmp_path))
+
+    def install(manifest: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(krew), "install", f"--manifest={manifest}", f"--archive={dist.archive}"], env=env,
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)  # fmt: skip
+
+    # a sha256 that is not the archive's is refused, and nothing is installed
+    wrong = tmp_path / "preflight.yaml"
+    text = dist.manifest.read_text()
+    sha = hashlib.sha256(dist.archive.read_bytes()).hexdigest()
+    wrong.write_text(text.replace(sha, "0" * 64))
+    refused = install(wrong)
+    assert refused.returncode != 0 and "checksum does not match" in refused.stderr, refused.stderr
+    assert not (root / "bin" / "kubectl-preflight").exists()
+
+    installed = install(dist.manifest)
+    assert installed.returncode == 0, installed.stderr
+    assert "Installed plugin: preflight" in installed.stderr
+    assert "kubectl preflight is a Python program: it needs Python 3.11 or newer" in installed.stderr  # the caveats
+    assert (root / "bin" / "kubectl-preflight").resolve() == root / "store" / "preflight" / f"v{VERSION}" / (
+        "kubectl-preflight"
+    )
+
+    shutil.copy(SAMPLES / "aiperfjob-good.yaml", tmp_path / "job.yaml")
+    run_env = {**env, "PATH": f"{root / 'bin'}:{os.environ['PATH']}", "PIP_NO_DEPS": "1", "PYTHONPATH": str(deps),
+               "PREFLIGHT_PYTHON": str(Path(sys._base_executable))}  # fmt: skip
+    listed = subprocess.run([str(kubectl), "plugin", "list", "--name-only"], env=run_env, capture_output=True,
+                            text=True, timeout=60)  # fmt: skip
+    assert "kubectl-preflight" in listed.stdout.splitlines(), listed.stdout + listed.stderr
+    proc = subprocess.run([str(kubectl), "preflight", "check", "--offline", "-f", "job.yaml", "-o", "json"],
+                          cwd=tmp_path, env=run_env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "kubectl-preflight: first run: installing" in proc.stderr
+    [entry] = json.loads(proc.stdout)
+    assert (entry["kind"], entry["name"], entry["passed"]) == ("AIPerfJob", "llama-bench", True)
+
+
 # ----------------------------------------------------------------------------------- bad input
 
 
