@@ -30,7 +30,11 @@ NS = "preflight-system"
 FULL = "preflight-webhook"
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "charts" / "preflight-webhook"
-AUDIT_PANELS = {"Audit findings by job namespace (fail)", "Audit findings by check and kind (fail)"}
+AUDIT_PANELS = {
+    "Audit findings by job namespace (fail)",
+    "Audit findings by check and kind (fail)",
+    "Audit: time since the last full scan",
+}
 
 
 class Local:
@@ -135,7 +139,7 @@ def test_request_and_check_series_carry_the_selected_labels(local: Local) -> Non
 
 def test_every_alert_evaluates_with_health_ok(local: Local) -> None:
     prom = local.prom
-    assert len(local.alerts) == 7
+    assert len(local.alerts) == 8
 
     def evaluated() -> dict[str, dict[str, Any]] | None:
         rules = {r["name"]: r for g in prom.api("rules", type="alert")["groups"] for r in g["rules"]}

@@ -304,7 +304,7 @@ def test_request_and_check_series_carry_the_labels_the_queries_select_on(traffic
 def test_every_alert_expression_parses_and_evaluates_on_live_data(traffic: Setup) -> None:
     prom = traffic.prom
     alerts = traffic.alerts()
-    assert len(alerts) == 7
+    assert len(alerts) == 8
 
     def evaluated() -> dict[str, dict[str, Any]] | None:
         rules = {r["name"]: r for g in prom.api("rules", type="alert")["groups"] for r in g["rules"]}
