@@ -112,8 +112,9 @@ bench-cluster: install build-cluster ## the cluster benchmarks on the local cont
 bench-scale: install build-control-plane ## the webhook and audit controller at 1 and 10 % of Kubernetes' scalability thresholds (~25 min; SCALE=1,10,100 for the full run)
 	$(PY) bench/scale.py $(if $(SCALE),--scale $(SCALE),)
 
-release: ## push the image (buildah) and the chart (helm push) to REGISTRY=host[:port][/path] as VERSION=x.y.z (scripts/release.sh)
-	REGISTRY="$(REGISTRY)" VERSION="$(VERSION)" bash scripts/release.sh
+DIST ?= dist
+release: ## push the image (buildah) and the chart (helm push) to REGISTRY=host[:port][/path] as VERSION=x.y.z, and build the sdist, the wheel and the krew plugin into DIST (dist/; DIST_ONLY=1: only those, nothing pushed) (scripts/release.sh)
+	REGISTRY="$(REGISTRY)" VERSION="$(VERSION)" DIST="$(DIST)" bash scripts/release.sh
 
 clean: ## remove the virtualenv and caches in the work tree
 	rm -rf $(VENV) .pytest_cache .hypothesis build dist *.egg-info
