@@ -18,6 +18,7 @@ Marked ``node`` (``pytest e2e -m "not node"`` skips it; ``make test`` runs it).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import re
@@ -44,12 +45,10 @@ DOC_ENV = "PREFLIGHT_FIDELITY_DOC"
 
 
 def report(config: pytest.Config, line: str) -> None:
-    """``line`` on pytest's terminal (shown with -q too), else on stderr."""
-    terminal = config.pluginmanager.get_plugin("terminalreporter")
-    if terminal is not None:
-        terminal.write_line("\n" + line)
-    else:
-        print(line, file=sys.stderr)
+    """``line`` on pytest's terminal, past its output capture (shown with -q too)."""
+    capman = config.pluginmanager.getplugin("capturemanager")
+    with capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext():
+        print("\n" + line, file=sys.stderr, flush=True)
 
 
 @pytest.fixture(scope="module")
