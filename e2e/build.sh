@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build (once) and cache the e2e control plane's binaries and CRDs.
 #
-#   e2e/build.sh [all|test|kube-apiserver|etcd|kubectl|helm|promtool|prometheus|crds|optional-crds|openreports|node|dra-plugin|registry|stack|kyverno|path]
+#   e2e/build.sh [all|test|kube-apiserver|etcd|kubectl|helm|promtool|krew|prometheus|crds|optional-crds|openreports|node|dra-plugin|registry|stack|kyverno|path]
 #
 # `test` (make test, make build-test) is `all` without the Prometheus server and Kyverno, which only
 # `make conformance` runs (docs/development.md, "Test tiers").
@@ -23,6 +23,8 @@
 #   bin/promtool, bin/prometheus  from the Go module github.com/prometheus/prometheus (cmd/promtool,
 #                       cmd/prometheus), for the PrometheusRule tests and the real scrape (e2e;
 #                       prometheus: part of `all`, not of `test`)
+#   bin/krew            krew (the kubectl plugin manager) from the Go module sigs.k8s.io/krew, for
+#                       tests/test_release_dist.py (the release's krew plugin installed as users do)
 #   ../kyverno-<version>/  (`kyverno`, part of `all`, not of `test`) Kyverno's admission controller and its
 #                       CRDs from the Go module github.com/kyverno/kyverno (e2e/harness/kyverno.py)
 #   bin/kubelet, kube-controller-manager, kube-scheduler, kube-proxy  for the real node
@@ -405,6 +407,13 @@ PROMETHEUS_TAGS=remove_all_sd,enable_kubernetes_sd
 # (go list -deps), the same build-cache entries as prometheus. `check rules` and `test rules`, all the
 # tests run, read no scrape config. The stamp is unchanged: a promtool built with every plugin answers
 # these two commands the same.
+# krew, the kubectl plugin manager: tests/test_release_dist.py installs the release's plugin with it
+build_krew() {
+    build_go_module --label "krew $KREW_VERSION" --out "$BIN/krew" --stamp "$BIN/.krew.version" \
+        --want "$KREW_VERSION" --src "$SRC/krew-$KREW_VERSION" \
+        --gomod "require sigs.k8s.io/krew@$KREW_VERSION" --main "preflight-webhook.local/e2e/krew" \
+        --pkg sigs.k8s.io/krew/cmd/krew --hint "about a CPU-minute"
+}
 build_promtool() {
     require_build promtool github.com/prometheus/prometheus "$PROMETHEUS_VERSION" \
         github.com/prometheus/prometheus/cmd/promtool "" "$PROMETHEUS_TAGS"
@@ -617,6 +626,7 @@ main() {
         etcd) build_etcd ;;
         helm) fetch_helm ;;
         promtool) build_promtool ;;
+        krew) build_krew ;;
         prometheus) build_prometheus ;;
         kubectl) build_kube_bins kubectl; fetch_helm ;;
         crds) fetch_crds ;;
@@ -666,10 +676,12 @@ main() {
             build_dra_plugin
             # tests/test_promtool_rules.py (make test): the chart's alert rules
             build_promtool
+            # tests/test_release_dist.py (make test): the release's krew plugin installed by krew
+            build_krew
             wait "$other_pid" || die "the registry, stack, Prometheus or Kyverno build failed (its output is above)"
             say "e2e build ($what) ready in $((SECONDS - t0))s: $BIN"
             ;;
-        *) die "usage: $0 [all|test|control-plane|kube-apiserver|etcd|kubectl|helm|promtool|prometheus|crds|optional-crds|openreports|node|registry|stack|kyverno|kubelet|kube-controller-manager|kube-scheduler|kube-proxy|path]" ;;
+        *) die "usage: $0 [all|test|control-plane|kube-apiserver|etcd|kubectl|helm|promtool|krew|prometheus|crds|optional-crds|openreports|node|registry|stack|kyverno|kubelet|kube-controller-manager|kube-scheduler|kube-proxy|path]" ;;
     esac
 }
 

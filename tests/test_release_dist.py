@@ -402,23 +402,14 @@ def test_the_krew_launcher_installs_the_wheel_on_first_run_and_runs_check(
     assert not (store / "venv").exists()
 
 
-#: krew, the plugin manager, built from its Go module (tests/test_release_dist.py builds it on first use)
-KREW_VERSION = "v0.4.3"
-
-
 def _krew() -> Path:
-    """krew from the Go module sigs.k8s.io/krew at KREW_VERSION, in the e2e cache; built here when it is
-    not there yet (about a CPU-minute, once: nothing else in the suite uses it)."""
+    """krew from the Go module sigs.k8s.io/krew at e2e/versions.env KREW_VERSION (`e2e/build.sh krew`, part of
+    `make build-test` and `make build-cluster`)."""
     from e2e.harness.controlplane import cache_dir
 
-    out = cache_dir() / f"krew-{KREW_VERSION}"
-    if not (out / "krew").is_file():
-        go = shutil.which("go") or "/usr/local/go/bin/go"
-        proc = subprocess.run([go, "install", "-p", "1", f"sigs.k8s.io/krew/cmd/krew@{KREW_VERSION}"],
-                              env={**os.environ, "GOBIN": str(out)}, capture_output=True,
-                              text=True, timeout=1200)  # fmt: skip
-        assert proc.returncode == 0, f"go install sigs.k8s.io/krew/cmd/krew@{KREW_VERSION} failed:\n{proc.stderr}"
-    return out / "krew"
+    binary = cache_dir() / "bin" / "krew"
+    assert binary.is_file(), f"{binary} missing: run `bash e2e/build.sh krew` (part of `make build-test`)"
+    return binary
 
 
 def test_krew_installs_the_plugin_and_kubectl_runs_it(dist: Dist, deps: Path, tmp_path: Path) -> None:
