@@ -70,7 +70,11 @@ class Installed:
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     """The node started, the samples' prerequisites applied (their namespaces exist before the install,
     so the chart's default RBAC grants them), our image and chart released to the registry on the
-    node's bridge, `helm install oci://…` from it, until the apiserver calls the webhook's pods."""
+    node's bridge, `helm install oci://…` from it, until the apiserver calls the webhook's pods.
+
+    About 1 min warm, 4-5 min when the source changed (our image is rebuilt from the Dockerfile: its tag
+    hashes the source); over 60 s because the product is judged as users install it: a real node, the
+    released image pulled by containerd, the chart's pods serving the apiserver."""
     node = Node(start_timeout=180)
     node.start()
     try:
