@@ -26,11 +26,14 @@ from urllib.parse import unquote, urlsplit
 
 import jsonschema
 import pytest
-import xmlschema
 import yaml
 
-from tests.test_cmd_check import AIPERF, KUBECONFIG, aiperf, main
+from tests.test_cmd_check import AIPERF, KUBECONFIG, aiperf, kubeconfig, main
+from tests.test_cmd_check_ci import junit_schema, sarif_validator
 from webhook.cli.formats import JSON_SCHEMA_VERSION
+
+#: the fixtures shared with the modules they come from (one definition each)
+__all__ = ["junit_schema", "kubeconfig", "sarif_validator"]
 
 HERE = Path(__file__).parent
 REPO = HERE.parent
@@ -39,17 +42,6 @@ REPORT_SCHEMA = REPO / "docs" / "schemas" / "check-report.v1.schema.json"
 
 DEPLOYMENT = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n"
 NO_JOB = "note: no AIPerfJob, AIPerfSweep, TrainJob or JobSet found in the input"
-
-
-@pytest.fixture(scope="module")
-def junit_schema() -> xmlschema.XMLSchema:
-    return xmlschema.XMLSchema(str(SCHEMAS / "junit-10.xsd"))
-
-
-@pytest.fixture(scope="module")
-def sarif_validator() -> jsonschema.Draft7Validator:
-    schema = json.loads((SCHEMAS / "sarif-schema-2.1.0.json").read_text())
-    return jsonschema.Draft7Validator(schema, format_checker=jsonschema.Draft7Validator.FORMAT_CHECKER)
 
 
 @pytest.fixture(scope="module")
@@ -405,15 +397,6 @@ def test_fail_on_warn_exits_1_when_the_webhook_would_warn(tmp_path, capsys):
     good = tmp_path / "good.yaml"
     good.write_text(dump(job("good")))
     assert main(capsys, "-f", str(good), "--offline", "--fail-on", "warn")[0] == 0
-
-
-@pytest.fixture
-def kubeconfig(tmp_path, monkeypatch) -> Path:
-    p = tmp_path / "kubeconfig"
-    p.write_text(KUBECONFIG)
-    monkeypatch.setenv("KUBECONFIG", str(p))
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    return p
 
 
 def test_context_is_the_kubeconfig_context_used(monkeypatch, capsys, kubeconfig):
