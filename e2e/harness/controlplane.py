@@ -181,9 +181,11 @@ def cache_dir() -> Path:
     return base / "preflight-webhook" / kubernetes_version()
 
 
-def ensure_built(quiet: bool = False, what: str = "all") -> Path:
+def ensure_built(quiet: bool = False, what: str = "test") -> Path:
     """Run e2e/build.sh `what` (seconds when warm; builds on a cold cache) and return the cache dir.
 
+    `what="test"` (the default) builds what `make test` runs, never Kyverno nor the Prometheus server
+    (`make conformance` builds `all` before its tests start; docs/development.md, "Test tiers");
     `what="control-plane"` builds only etcd, kube-apiserver, kubectl and the CRDs (`make demo`).
 
     Raises ControlPlaneError when the build fails: a missing control plane is an error,
