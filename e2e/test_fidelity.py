@@ -154,8 +154,10 @@ def test_each_policy_engine_rule_refuses_its_job_and_admits_and_runs_its_twin(ro
     names = [s.name for s in [*KYVERNO_SCENARIOS, *JOBSET_SCENARIOS]]
     assert sum(n.endswith("-violating") for n in names) >= 7
     # without Kyverno (not built for make test) its rows are judged in make conformance only
+    # (the JobSets applied directly are always judged: at least their violating/compliant pair)
+    assert all(s.name in by_name for s in JOBSET_SCENARIOS)
     names = [n for n in names if n in by_name]
-    assert sum(n.endswith("-violating") for n in names) >= 2
+    assert sum(n.endswith("-violating") for n in names) >= 1
     for name in names:
         if name.endswith("-violating"):
             bad, good = by_name[name], by_name[name.removesuffix("-violating") + "-compliant"]
