@@ -251,13 +251,13 @@ def cut_short_evaluation(
 
 
 def _overrides(
-    wl: Workload, settings: Settings, view: ClusterView | None, requests: list[SkipRequest] | None = None
-) -> tuple[str | None, set[str], list[str]]:
-    """(mode override, checks to skip, notes) from the namespace label and the object annotation; each check
-    the annotation names is added to `requests`, granted or refused.
+    wl: Workload, settings: Settings, view: ClusterView | None
+) -> tuple[str | None, set[str], list[str], list[SkipRequest]]:
+    """(mode override, checks to skip, notes, the checks the annotation names, granted or refused) from
+    the namespace label and the object annotation.
 
     Runs on the Workload, so metadata has already been validated by the adapter."""
-    requests = [] if requests is None else requests
+    requests: list[SkipRequest] = []
     namespace, obj = wl.namespace, wl.obj
     notes: list[str] = []
     mode: str | None = None
@@ -281,7 +281,7 @@ def _overrides(
             else:
                 notes.append(f"annotation {settings.skip_annotation} cannot skip {name!r}: not in skippableChecks")
                 requests.append(SkipRequest(name, False, notes[-1], notes[-1]))
-    return mode, skip, notes
+    return mode, skip, notes, requests
 
 
 async def evaluate(
@@ -373,8 +373,7 @@ async def evaluate(
     if wl is None:
         return Evaluation(None, PreflightResults(), Decision(allowed=True, outcome=Outcome.UNHANDLED))
 
-    requests: list[SkipRequest] = []
-    mode, skip, notes = _overrides(wl, settings, view, requests)
+    mode, skip, notes, requests = _overrides(wl, settings, view)
     todo = applicable(checks, wl, settings, skip)
     so_far_found: dict[str, list[CheckResult]] | None = None
     if progress is not None:
