@@ -407,16 +407,17 @@ PROMETHEUS_TAGS=remove_all_sd,enable_kubernetes_sd
 # (go list -deps), the same build-cache entries as prometheus. `check rules` and `test rules`, all the
 # tests run, read no scrape config. The stamp is unchanged: a promtool built with every plugin answers
 # these two commands the same.
+build_promtool() {
+    require_build promtool github.com/prometheus/prometheus "$PROMETHEUS_VERSION" \
+        github.com/prometheus/prometheus/cmd/promtool "" "$PROMETHEUS_TAGS"
+}
 # krew, the kubectl plugin manager: tests/test_release_dist.py installs the release's plugin with it
+# (build_go_module directly: require_build's `--version` check is not a krew command)
 build_krew() {
     build_go_module --label "krew $KREW_VERSION" --out "$BIN/krew" --stamp "$BIN/.krew.version" \
         --want "$KREW_VERSION" --src "$SRC/krew-$KREW_VERSION" \
         --gomod "require sigs.k8s.io/krew@$KREW_VERSION" --main "preflight-webhook.local/e2e/krew" \
         --pkg sigs.k8s.io/krew/cmd/krew --hint "about a CPU-minute"
-}
-build_promtool() {
-    require_build promtool github.com/prometheus/prometheus "$PROMETHEUS_VERSION" \
-        github.com/prometheus/prometheus/cmd/promtool "" "$PROMETHEUS_TAGS"
 }
 build_prometheus() {
     require_build prometheus github.com/prometheus/prometheus "$PROMETHEUS_VERSION" \

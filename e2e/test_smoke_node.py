@@ -34,7 +34,7 @@ import trustme
 import yaml
 
 from e2e.fidelity.scenarios_base import jobset, secret_env
-from e2e.harness.audit import _preflight_events, suspended_trainjob
+from e2e.harness.audit import preflight_events_now, suspended_trainjob
 from e2e.harness.controlplane import ControlPlane
 from e2e.harness.node import CHART_NAMESPACE, CHART_RELEASE, SAMPLES_DIR, Node, poll_until
 from e2e.harness.oci_install import Published, install, publish
@@ -237,11 +237,11 @@ def test_a_waiting_job_whose_secret_goes_gets_the_audit_pods_preflight_failed_ev
     cp.kubectl("delete", "secret", AUDIT_SECRET, "-n", TRAIN_NS)
 
     def failed() -> bool | str:
-        got = _preflight_events(cp, TRAIN_NS, AUDIT_JOB)
+        got = preflight_events_now(cp, TRAIN_NS, AUDIT_JOB)
         return True if got else "no PreflightFailed/PreflightPassed Event on the job yet"
 
     poll_until("the audit controller's PreflightFailed Event", failed, 180)
-    (ev,) = _preflight_events(cp, TRAIN_NS, AUDIT_JOB)
+    (ev,) = preflight_events_now(cp, TRAIN_NS, AUDIT_JOB)
     uid = json.loads(cp.kubectl("get", "trainjob", AUDIT_JOB, "-n", TRAIN_NS, "-o", "json").stdout)["metadata"]["uid"]
     assert (ev["reason"], ev["type"], ev["reportingComponent"]) == (FAILED, "Warning", COMPONENT)
     assert ev["involvedObject"]["uid"] == uid

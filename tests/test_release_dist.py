@@ -404,12 +404,10 @@ def test_the_krew_launcher_installs_the_wheel_on_first_run_and_runs_check(
 
 def _krew() -> Path:
     """krew from the Go module sigs.k8s.io/krew at e2e/versions.env KREW_VERSION (`e2e/build.sh krew`, part of
-    `make build-test` and `make build-cluster`)."""
-    from e2e.harness.controlplane import cache_dir
+    `make build-test`; built by it here when the cache lacks it)."""
+    from e2e.harness.controlplane import cached_binary
 
-    binary = cache_dir() / "bin" / "krew"
-    assert binary.is_file(), f"{binary} missing: run `bash e2e/build.sh krew` (part of `make build-test`)"
-    return binary
+    return cached_binary("krew")
 
 
 def test_krew_installs_the_plugin_and_kubectl_runs_it(dist: Dist, deps: Path, tmp_path: Path) -> None:

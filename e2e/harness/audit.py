@@ -52,7 +52,8 @@ async def until(what: str, cond: Callable[[], Any], timeout: float, every: float
         await asyncio.sleep(every)
 
 
-def _preflight_events(cp: ControlPlane, namespace: str, job: str) -> list[dict[str, Any]]:
+def preflight_events_now(cp: ControlPlane, namespace: str, job: str) -> list[dict[str, Any]]:
+    """The PreflightFailed/PreflightPassed Events on the object ``job`` in ``namespace`` (one kubectl call)."""
     out = cp.kubectl("get", "events", "-n", namespace, "-o", "json").stdout
     return [
         e for e in json.loads(out)["items"]
@@ -63,7 +64,7 @@ def _preflight_events(cp: ControlPlane, namespace: str, job: str) -> list[dict[s
 async def preflight_events(cp: ControlPlane, namespace: str, job: str) -> list[dict[str, Any]]:
     """The PreflightFailed/PreflightPassed Events on the object ``job`` in ``namespace``, in the
     apiserver's order (kubectl runs in a thread: the controller under test shares the loop)."""
-    return await asyncio.to_thread(_preflight_events, cp, namespace, job)
+    return await asyncio.to_thread(preflight_events_now, cp, namespace, job)
 
 
 def quick_settings(namespace: str, checks: dict[str, str] | None = None) -> Settings:
