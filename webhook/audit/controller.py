@@ -324,6 +324,8 @@ class AuditController:
         self.settings = settings
         self.audit = settings.audit
         self.view = view
+        if isinstance(view, LiveClusterView):  # a Secret's keys are read once a version (this watch knows it)
+            view.secret_version = lambda ns, name: self.version_of(Dep("secrets", ns, name))
         self.client = view.client
         self.checks = list(checks)
         self.sinks = list(sinks)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -88,6 +88,11 @@ class LiveClusterView:
         self.never_read = never_read_namespaces(settings, own_ns if own_ns is not None else own_namespace())
         self.declared = DeclaredReads(required_permissions(checks), named_permissions(checks, settings))
         self._secret_ttl: dict[tuple[str, str], tuple[float, frozenset[str]]] = {}
+        #: the current resourceVersion of a Secret as a watch holds it ("" absent, None not watched): set by
+        #: the audit controller, whose metadata watch of Secrets knows it; keys read at that version are
+        #: reused while the watch still holds it (`secret_keys`)
+        self.secret_version: Callable[[str, str], str | None] | None = None
+        self._secret_at: dict[tuple[str, str], tuple[str, frozenset[str]]] = {}
         self._secret_reads: Coalescer[frozenset[str] | None] = Coalescer()
         self._object_reads: Coalescer[dict[str, Any] | None] = Coalescer()
         #: on-demand reads reused for their `ttl` (get_object by path, list_objects by path?selector)
@@ -298,6 +303,11 @@ class LiveClusterView:
         hit = self._secret_ttl.get(key)
         if hit is not None and hit[0] > now:
             return set(hit[1])
+        watched = self.secret_version(namespace, name) if self.secret_version is not None else None
+        if watched:
+            at = self._secret_at.get(key)
+            if at is not None and at[0] == watched:
+                return set(at[1])
 
         async def fetch(timeout: float) -> frozenset[str] | None:
             path = f"/api/v1/namespaces/{_q(namespace)}/secrets/{_q(name)}"
@@ -308,7 +318,10 @@ class LiveClusterView:
                     return None
                 raise
             keys = frozenset((doc.get("data") or {}).keys()) | frozenset((doc.get("stringData") or {}).keys())
+            version = str((doc.get("metadata") or {}).get("resourceVersion") or "")
             doc.clear()  # values go now, not whenever the GC gets to them
+            if self.secret_version is not None and version:
+                self._remember_secret_at(key, version, keys)
             ttl = self.settings.secret_ttl_seconds
             if ttl > 0:
                 self._remember_secret(key, keys, ttl)
@@ -325,6 +338,15 @@ class LiveClusterView:
             if len(self._secret_ttl) >= SECRET_CACHE_MAX:
                 self._secret_ttl.pop(next(iter(self._secret_ttl)))
         self._secret_ttl[key] = (now + ttl, keys)
+
+    def _remember_secret_at(self, key: tuple[str, str], version: str, keys: frozenset[str]) -> None:
+        """Keys read at `version`. A Secret's keys change only with its resourceVersion (a re-created
+        Secret has a new one), so they hold for as long as the watch reports that version: under churn
+        the jobs that read one Secret cost one GET a version, not one each (issue 33)."""
+        self._secret_at.pop(key, None)
+        if len(self._secret_at) >= SECRET_CACHE_MAX:
+            self._secret_at.pop(next(iter(self._secret_at)))
+        self._secret_at[key] = (version, keys)
 
     async def pull_secret(self, namespace: str, name: str, deadline: Deadline) -> PullSecret | None:
         """A pull Secret as the kubelet reads it (webhook.registry.keyring.read_pull_secret); None when
