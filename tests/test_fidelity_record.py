@@ -117,6 +117,28 @@ def test_the_stack_digest_follows_versions_env_lines_and_the_stack_files(tmp_pat
     assert rec.stack_digest(root) != rec.stack_digest()
 
 
+@pytest.mark.parametrize("key", sorted(rec.NOT_MET_VERSIONS))
+def test_a_pin_no_job_meets_keeps_the_record(tmp_path: Path, key: str) -> None:
+    root = _stack_root(tmp_path)
+    versions = root / "e2e" / "versions.env"
+    text = versions.read_text()
+    assert f"\n{key}=" in text, f"{key} is not a versions.env line: drop it from NOT_MET_VERSIONS"
+    versions.write_text(text.replace(f"\n{key}=", f"\n{key}=bumped-", 1))
+    assert rec.stack_digest(root) == rec.stack_digest()
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["KUBERNETES_VERSION", "ETCD_VERSION", "JOBSET_VERSION", "TRAINER_VERSION", "KUEUE_VERSION", "KYVERNO_VERSION"],
+)
+def test_a_pin_a_job_runs_on_changes_the_digest(tmp_path: Path, key: str) -> None:
+    assert key not in rec.NOT_MET_VERSIONS
+    root = _stack_root(tmp_path)
+    versions = root / "e2e" / "versions.env"
+    versions.write_text(versions.read_text().replace(f"\n{key}=", f"\n{key}=bumped-", 1))
+    assert rec.stack_digest(root) != rec.stack_digest()
+
+
 def test_the_stack_files_are_found_and_each_piece_resolves() -> None:
     rels = {p.relative_to(rec.ROOT).as_posix() for p in rec.stack_files()}
     for want in ("e2e/versions.env", "e2e/images.sh", "e2e/stack.sh", "e2e/nodeimage/workload/main.go"):
