@@ -252,6 +252,8 @@ async def test_the_webhooks_client_probes_and_reads_exactly_the_named_objects(
     cp = installed
     rendered = json.loads(cp.kubectl("get", "configmap", f"{FULL}-config", "-n", NS, "-o", "json").stdout)
     settings = Settings.model_validate(yaml.safe_load(rendered["data"]["config.yaml"]))
+    # `helm install` read the apiserver's ServiceCIDR objects: the Service range is internal to the registry client
+    assert cp.service_cidr in settings.registry_access.cluster_networks
     view = await open_cluster_view(settings, kubeconfig=str(sa_kubeconfig), checks=all_checks(), wait_seconds=60)
     try:
         assert await view.wait_probed(60)

@@ -493,6 +493,22 @@ def test_config_overrides_reach_the_config_map() -> None:
     assert (s.mode, s.action_for("Image Reference"), s.skippable_checks) == ("audit", "warn", ["Name Length"])
 
 
+def test_the_pod_cidrs_are_internal_networks_for_the_registry_client() -> None:
+    """networkPolicy.podCIDRs join registryAccess.clusterNetworks (once each): a registry that resolves
+    into the pod network is refused like a private address, even where that network is a public range."""
+    from webhook.config import Settings
+
+    cm = one(
+        render(
+            "--set", "networkPolicy.podCIDRs={100.64.0.0/16,203.0.113.0/24}",
+            "--set", "config.registryAccess.clusterNetworks={203.0.113.0/24,198.51.100.0/24}",
+        ),
+        "ConfigMap",
+    )  # fmt: skip
+    s = Settings.model_validate(yaml.safe_load(cm["data"]["config.yaml"]))
+    assert s.registry_access.cluster_networks == ["203.0.113.0/24", "198.51.100.0/24", "100.64.0.0/16"]
+
+
 def test_config_change_rolls_the_pods() -> None:
     a = one(render(), "Deployment", FULL)["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
     b = one(render("--set", "config.mode=warn"), "Deployment", FULL)["spec"]["template"]["metadata"]["annotations"]

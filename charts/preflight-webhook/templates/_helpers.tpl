@@ -84,6 +84,16 @@ app.kubernetes.io/component: webhook
 {{- $_ := set $ra "caFile" "/etc/preflight-webhook/registry-ca/ca.crt" -}}
 {{- $_ := set $cfg "registryAccess" $ra -}}
 {{- end -}}
+{{- /* the cluster's own networks are internal addresses for the registry client (webhook/registry/address.py):
+     registryAccess.clusterNetworks, networkPolicy.podCIDRs and, where `helm install` can read them, the
+     ServiceCIDR objects' spec.cidrs (networking.k8s.io/v1, served from Kubernetes v1.33; `helm template` reads none) */ -}}
+{{- $ra := deepCopy (get $cfg "registryAccess" | default dict) -}}
+{{- $nets := concat (get $ra "clusterNetworks" | default list) (without (.Values.networkPolicy.podCIDRs | default list) "") -}}
+{{- range (lookup "networking.k8s.io/v1" "ServiceCIDR" "" "").items | default list -}}
+{{- $nets = concat $nets (.spec.cidrs | default list) -}}
+{{- end -}}
+{{- $_ := set $ra "clusterNetworks" ($nets | uniq) -}}
+{{- $_ := set $cfg "registryAccess" $ra -}}
 {{- toYaml $cfg -}}
 {{- end -}}
 
