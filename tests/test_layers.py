@@ -37,6 +37,8 @@ FOUNDATION = "foundation"
 LAYER_OF = {
     "webhook": FOUNDATION,  # the package root (re-exports nothing above the foundation)
     "webhook.kube": FOUNDATION,
+    # every private internal of a library the webhook reads (tests/test_compat.py): any layer may use it
+    "webhook._compat": FOUNDATION,
     "webhook.imageref": FOUNDATION,
     # the registry client (the Image Pull check's): HTTP to registries, no cluster, no checks
     "webhook.registry": FOUNDATION,

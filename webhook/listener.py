@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from aiohttp import web
-from aiohttp.web_protocol import RequestHandler
 
+from webhook._compat import RequestHandler, server_protocol_kwargs
 from webhook.server import BodyTimeout, WebhookApp
 
 log = logging.getLogger("webhook.server")  # one logger for the server, whichever module logs
@@ -458,7 +458,7 @@ class WebhookServer:
         manager = self._runner.server
         assert manager is not None
         loop = asyncio.get_running_loop()
-        kwargs = dict(manager._kwargs)
+        kwargs = server_protocol_kwargs(manager)
 
         def factory() -> _Connection:
             return _Connection(self, manager, loop=loop, **kwargs)

@@ -21,17 +21,14 @@ from typing import Any
 
 import yaml
 
+from webhook._compat import LIBYAML, YamlEventParser
 from webhook.apilimits import MAX_REQUEST_BODY_BYTES, SHOWN_PROBLEMS, metadata_problems
 from webhook.workloads.base import RuntimeLookup
 from webhook.workloads.walks import bounded_plain
 
-try:  # libyaml's parser and composer, when PyYAML was built with it; the pure-Python ones otherwise
-    from yaml._yaml import CParser as _EventParser
-
-    _CSafeLoader: Any = yaml.CSafeLoader
-except ImportError:  # pragma: no cover - PyYAML without libyaml
-    _EventParser = yaml.SafeLoader  # type: ignore[assignment,misc]
-    _CSafeLoader = None
+# libyaml's parser and composer, when PyYAML was built with it; the pure-Python ones otherwise
+_EventParser = YamlEventParser
+_CSafeLoader: Any = yaml.CSafeLoader if LIBYAML else None
 
 __all__ = [
     "load_documents",

@@ -16,11 +16,11 @@ from enum import Enum
 from typing import Any, cast
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client import metrics as prometheus_metrics
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from webhook._compat import prometheus_created_series
 from webhook.policy import Outcome
 from webhook.results import CheckResult
 from webhook.workloads import render_cache
@@ -81,7 +81,7 @@ class LoopHistogram(Collector):
 
     def collect(self) -> Iterable[Metric]:
         family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
-        created = getattr(prometheus_metrics, "_use_created", True)  # PROMETHEUS_DISABLE_CREATED_SERIES
+        created = prometheus_created_series()  # PROMETHEUS_DISABLE_CREATED_SERIES
         for key, series in list(self._series.items()):
             labels = [_label(v) for v in key]
             family.add_metric(labels, list(zip(self._les, itertools.accumulate(series.counts))), series.sum)

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from webhook import __version__
+from webhook._compat import parser_dests
 from webhook.cli import audit, capabilities, certs, check, plan, report, serve
 
 #: the subcommands, in --help order
@@ -82,7 +83,7 @@ def configure_logging(level: str = "info", fmt: str = "text") -> None:
 
 
 def _add_logging_options(p: argparse.ArgumentParser) -> None:
-    existing = {a.dest for a in p._actions}
+    existing = parser_dests(p)
     if "log_level" not in existing:
         p.add_argument(
             "--log-level",

@@ -10,6 +10,7 @@ import os
 import re
 from typing import Any
 
+from webhook._compat import environ_key
 from webhook.config import Settings
 from webhook.workloads.base import AdapterError
 
@@ -151,8 +152,7 @@ def _aiperf_environ() -> dict[str, str]:
     case-insensitively); shared, never changed. Decoding the whole environment on every request
     cost more than the rest of Env (a pod's environment holds a variable per Service in its
     namespace), so it is read again only when os.environ's raw contents differ."""
-    data = getattr(os.environ, "_data", None)  # CPython's bytes mapping behind os.environ
-    key = tuple(data.items()) if isinstance(data, dict) else None
+    key = environ_key()  # CPython's bytes mapping behind os.environ
     if key is not None and _ENVIRON and _ENVIRON[0][0] == key:
         return _ENVIRON[0][1]
     environ = os.environ
