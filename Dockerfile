@@ -1,7 +1,8 @@
 # preflight-webhook image: `docker build -t preflight-webhook:0.1.0 .`
 #
 # Two stages. The builder turns the source into a wheel and installs it (with its
-# dependencies, all published as binary wheels) into /install. The final stage copies only
+# dependencies, all published as binary wheels, at constraints.txt's versions: the ones the
+# tests ran on, as `make install` installs them) into /install. The final stage copies only
 # /install onto the same pinned slim Python: no compiler, no build backend, no source tree.
 # It runs as a numeric non-root UID (runAsNonRoot can verify it) and needs no shell: the
 # ENTRYPOINT is exec form and the chart's preStop uses the kubelet's own sleep action.
@@ -18,11 +19,11 @@ FROM ${BASE_IMAGE} AS builder
 ARG EXTRAS=fast
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY webhook ./webhook
 RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
  && wheel="$(echo /wheels/*.whl)" \
- && python -m pip install --prefix=/install --only-binary=:all: "${wheel}${EXTRAS:+[$EXTRAS]}" \
+ && python -m pip install --prefix=/install --only-binary=:all: -c constraints.txt "${wheel}${EXTRAS:+[$EXTRAS]}" \
  && python -m compileall -q /install
 
 FROM ${BASE_IMAGE}

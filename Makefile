@@ -10,19 +10,22 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 
-.PHONY: help install lint build-control-plane build-test build-cluster oracle test conformance tiers test-unit test-e2e demo demo-down demo-cluster demo-cluster-down bench bench-cluster bench-scale release clean
+.PHONY: help install constraints lint build-control-plane build-test build-cluster oracle test conformance tiers test-unit test-e2e demo demo-down demo-cluster demo-cluster-down bench bench-cluster bench-scale release clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
-$(VENV)/.installed: pyproject.toml
-	@echo "==> creating $(VENV) and installing preflight-webhook with test extras"
+$(VENV)/.installed: pyproject.toml constraints.txt
+	@echo "==> creating $(VENV) and installing preflight-webhook with test extras (versions: constraints.txt)"
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -e '.[test]'
+	$(PIP) install -q --upgrade pip -c constraints.txt
+	$(PIP) install -q -e '.[test]' -c constraints.txt
 	@touch $@
 
-install: $(VENV)/.installed ## create .venv and install the package with test dependencies
+install: $(VENV)/.installed ## create .venv and install the package with test dependencies at constraints.txt's versions
+
+constraints: ## rewrite constraints.txt from .venv's versions and what the extras resolve to (scripts/constraints.py)
+	$(PY) scripts/constraints.py
 
 lint: install ## ruff (lint + format check) and mypy --strict on webhook/, versions pinned in pyproject.toml
 	$(VENV)/bin/ruff check webhook tests e2e bench

@@ -88,10 +88,10 @@ build_base() {
     say "base image built in $((SECONDS - t0))s"
 }
 
-# what the Dockerfile copies (.dockerignore: pyproject.toml, README.md, webhook/), the Dockerfile
+# what the Dockerfile copies (.dockerignore: pyproject.toml, README.md, constraints.txt, webhook/), the Dockerfile
 # and the base recipe: the image's whole input
 webhook_sources_hash() {
-    (cd "$REPO" && find Dockerfile pyproject.toml README.md webhook -type f -not -name '*.pyc' -not -path '*/__pycache__/*' -print0 \
+    (cd "$REPO" && find Dockerfile pyproject.toml README.md constraints.txt webhook -type f -not -name '*.pyc' -not -path '*/__pycache__/*' -print0 \
         | sort -z | xargs -0 sha256sum; echo "$BASE_RECIPE") | sha256sum | cut -c1-16
 }
 
