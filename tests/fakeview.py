@@ -8,6 +8,7 @@ to raise; `dry_run_errors` maps (kind, name) to the ApiError a dry-run create ra
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 from webhook.cluster.view import ApiError, ClusterView
@@ -60,6 +61,8 @@ class FakeView:
         #: every secret read and dry run, for assertions
         self.secret_reads: list[tuple[str, str]] = []
         self.dry_runs: list[tuple[str, str, str, dict[str, Any]]] = []
+        #: what admission makes of an accepted dry run: (kind, body) -> the object as admitted (None: not told)
+        self.admit: Callable[[str, dict[str, Any]], dict[str, Any] | None] | None = None
 
     def add(self, resource: str, obj: dict[str, Any]) -> None:
         self.objects.setdefault(resource, []).append(obj)
@@ -104,12 +107,13 @@ class FakeView:
 
     async def dry_run_create(
         self, api_version: str, kind: str, namespace: str, body: dict[str, Any], deadline: Deadline
-    ) -> None:
+    ) -> dict[str, Any] | None:
         name = (body.get("metadata") or {}).get("name", "")
         self.dry_runs.append((api_version, kind, namespace, copy.deepcopy(body)))
         err = self.dry_run_errors.get((kind, name)) or self.dry_run_errors.get((kind, "*"))
         if err is not None:
             raise err
+        return None if self.admit is None else self.admit(kind, copy.deepcopy(body))
 
     async def get_object(
         self,

@@ -541,7 +541,7 @@ class KueueView(FakeView):
 
     async def dry_run_create(
         self, api_version: str, kind: str, namespace: str, body: dict[str, Any], deadline: Any
-    ) -> None:
+    ) -> dict[str, Any] | None:
         await super().dry_run_create(api_version, kind, namespace, body, deadline)
         meta = body["metadata"]
         owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
@@ -556,6 +556,7 @@ class KueueView(FakeView):
         err = self.later.get((kind, meta["name"]))
         if err is not None:
             raise err
+        return None
 
 
 async def test_owner_lookups_of_kueue_are_passed_by_a_twin_without_the_controller_flag() -> None:

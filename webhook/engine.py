@@ -24,6 +24,7 @@ from webhook.config import Settings
 from webhook.deadline import Deadline, wait_until
 from webhook.kube import MULTIKUEUE, ApiError
 from webhook.results import CheckResult, PreflightResults, Status
+from webhook.workloads.admitted import Admission, AdmittedGroup, admitted_group, admitted_workload, summary
 from webhook.workloads.base import Workload
 
 log = logging.getLogger(__name__)
@@ -239,18 +240,107 @@ async def run_checks(
                 pass
             for c in heavy:
                 tasks[start(c)] = c
-        if not tasks:
-            return _ordered(checks, by_check)
-        pending = await wait_until(deadline, tasks.keys())
-        for t, c in tasks.items():
-            if t not in pending:
-                by_check[c.name] = t.result()
-            else:
-                r = timed_out_result(c.name, deadline.budget)
-                r.duration_ms = deadline.elapsed() * 1000.0
-                by_check[c.name] = [r]
-
+        if tasks:
+            pending = await wait_until(deadline, tasks.keys())
+            for t, c in tasks.items():
+                if t not in pending:
+                    by_check[c.name] = t.result()
+                else:
+                    r = timed_out_result(c.name, deadline.budget)
+                    r.duration_ms = deadline.elapsed() * 1000.0
+                    by_check[c.name] = [r]
+    if stopped_by is None:
+        await judge_admitted(ctx, checks, rest, by_check)
     return _ordered(checks, by_check)
+
+
+#: the one detail of a verdict that did not see the pods as admission creates them (the Dry Run's result)
+UNSEEN = (
+    "The verdict read the pod templates as written, not the pods as admission creates them (mutating webhooks "
+    "and policies, LimitRanger and the apiserver's other mutating plugins)"
+)
+#: the sentence a denial found only on the pods as admitted ends with
+ADMITTED = "Judged on the pods as admission creates them"
+
+
+async def judge_admitted(
+    ctx: CheckContext, checks: Sequence[Check], rest: Sequence[Check], by_check: dict[str, list[CheckResult]]
+) -> None:
+    """Judge the pods as admission creates them, once the Dry Run (Check.admits) has answered.
+
+    The checks first judge the templates as written, and the Dry Run starts once they have answered (the
+    cheap-before-heavy order above, kept: its bodies must not starve a deny-capable read). When the
+    apiserver's answer shows that admission changes the pods (webhook.workloads.admitted: a container
+    added, resources filled, a selector, a toleration, an image...), every other check that ran judges
+    again the Workload whose pod groups are the pods as admitted, within what is left of the deadline,
+    and its verdict replaces the template's. A check that does not finish in time keeps its verdict on
+    the templates: it never loses the ability to deny because the dry run was slow. A FAIL found only on
+    the pods as admitted ends with what admission changed ("…, set by admission"). When the pods could
+    not be seen as admitted (offline, not permitted, timed out, refused) the Dry Run's result carries one
+    detail saying so (UNSEEN), never a warning on each job."""
+    dry = next((c for c in checks if c.admits), None)
+    results = by_check.get(dry.name) if dry is not None else None
+    if dry is None or not results:
+        return
+    adm = ctx.admission
+    if not isinstance(adm, Admission):
+        first = results[0]
+        why = "its dry run did not finish in time" if first.timed_out else first.message
+        results[0].details.append(f"{UNSEEN}: {why}")
+        return
+    wl = ctx.workload
+    lrs = ctx.view.list_cached("limitranges", wl.namespace) if ctx.view is not None else []
+    changed: dict[str, AdmittedGroup] = {}
+    for g in wl.pod_groups:
+        pair = adm.pods.get(g.name)
+        if pair is not None and (a := admitted_group(g, pair[0], pair[1], lrs)).changes:
+            changed[g.name] = a
+    unseen = list(adm.unseen)
+    if changed:
+        lines = summary(changed)
+        results[0].details.append(
+            "Admission changes the pods, and the other checks judged them as admitted: " + "; ".join(lines)
+        )
+        late = await _judge_again(
+            ctx, admitted_workload(wl, changed), rest, by_check, f"{ADMITTED}: {'; '.join(lines)}."
+        )
+        if late:
+            unseen.append(
+                f"{', '.join(late)} did not finish on the pods as admitted in time (their verdict is on the templates)"
+            )
+    if unseen:
+        results[0].details.append(f"{UNSEEN}: " + "; ".join(unseen))
+
+
+async def _judge_again(
+    ctx: CheckContext, admitted: Workload, rest: Sequence[Check], by_check: dict[str, list[CheckResult]], said: str
+) -> list[str]:
+    """Run the checks of `rest` but the Dry Run and the other heavy ones on `admitted`; their results replace
+    the templates' (a FAIL not found on the templates ends with `said`). The names of those that did not
+    finish by the deadline (their results on the templates stay)."""
+    actx = CheckContext(workload=admitted, deadline=ctx.deadline, settings=ctx.settings, view=ctx.view)
+    again = [c for c in rest if not c.heavy and not c.admits]
+    got: dict[str, list[CheckResult]] = {}
+    tasks = {asyncio.ensure_future(_run_one(c, actx)): c for c in again if not c.synchronous}
+    if tasks:
+        await asyncio.sleep(0)
+    for c in again:
+        if c.synchronous and not ctx.deadline.expired:
+            got[c.name] = await _run_one(c, actx)
+    if tasks:
+        pending = await wait_until(ctx.deadline, tasks.keys())
+        for t, c in tasks.items():
+            if t in pending:
+                t.cancel()
+            else:
+                got[c.name] = t.result()
+    for name, new in got.items():
+        before = {r.message for r in by_check.get(name, []) if r.status is Status.FAIL}
+        for r in new:
+            if r.status is Status.FAIL and r.message not in before:
+                r.message = f"{r.message} {said}"
+        by_check[name] = new
+    return [c.name for c in again if c.name not in got]
 
 
 def _record(by_check: dict[str, list[CheckResult]], name: str, task: asyncio.Future[list[CheckResult]]) -> None:

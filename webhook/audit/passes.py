@@ -101,7 +101,10 @@ class Tracked(_StandIn):
             out = await self.inner.run(ctx)
         finally:
             READER.reset(token)
-        self.ran[self.name] = copy.deepcopy(out if isinstance(out, list) else [out])
+        got = copy.deepcopy(out if isinstance(out, list) else [out])
+        if self.admits and ctx.admission is not None:
+            got = _AdmittedResults(got, ctx.admission)
+        self.ran[self.name] = got
         return out
 
 
@@ -114,7 +117,9 @@ class Remembered(_StandIn):
         self.results = results
 
     async def run(self, ctx: CheckContext) -> CheckResult | list[CheckResult]:
-        return copy.deepcopy(self.results)
+        if isinstance(self.results, _AdmittedResults):  # the engine judges the pods as admitted, as it did then
+            ctx.admission = self.results.admission
+        return copy.deepcopy(list(self.results))
 
 
 class Pending(_StandIn):
@@ -151,8 +156,22 @@ def _result_key(r: CheckResult) -> tuple[Any, ...]:
     return (r.name, r.status, r.message, tuple(r.details), tuple(r.hints), r.duration_ms, tuple(r.caveats), r.timed_out)
 
 
+class _AdmittedResults(list[CheckResult]):
+    """The Dry Run's results on one job with what it learnt of its pods as admission creates them
+    (CheckContext.admission, webhook.workloads.admitted.Admission): `Remembered` gives that back to the
+    engine, so a scan that reuses the Dry Run judges the pods as admitted as the run it stands for did
+    (webhook/engine.py judge_admitted). Never shared: the admission is the job's own."""
+
+    def __init__(self, results: list[CheckResult], admission: Any) -> None:
+        super().__init__(results)
+        self.admission = admission
+
+
 def shared_results(results: list[CheckResult]) -> list[CheckResult]:
-    """`results`, or the equal list another kept result already holds (webhook/results.py CheckResult's fields)."""
+    """`results`, or the equal list another kept result already holds (webhook/results.py CheckResult's fields).
+    The Dry Run's with the job's admission (`_AdmittedResults`) stay the job's own."""
+    if isinstance(results, _AdmittedResults):
+        return results
     key = tuple(_result_key(r) for r in results)
     got = _RESULTS.get(key)
     if got is None:

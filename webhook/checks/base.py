@@ -32,6 +32,9 @@ class CheckContext:
     deadline: Deadline
     settings: Settings
     view: ClusterView | None = None
+    #: what the Dry Run learnt of the pods as admission creates them (webhook.workloads.admitted.Admission),
+    #: set by it for the engine, which then judges the pods as admitted (engine.judge_admitted)
+    admission: Any = None
 
 
 class Check:
@@ -71,6 +74,8 @@ class Check:
     #: has passed), so it never starves a cheap check that can deny (issue 33: a Secrets read waiting
     #: behind three dry runs of 17 MB JobSets timed out, and timeoutAction warn admitted the job)
     heavy: ClassVar[bool] = False
+    #: it dry-runs the pods and sets CheckContext.admission: the engine judges the pods as admitted after it
+    admits: ClassVar[bool] = False
     #: what the check cannot verify on any cluster, by design: (id, what and why). Said once, not
     #: on every apply: logged at start-up, at /capabilities, in the metric
     #: preflight_webhook_check_unverified{check,what} and in docs/checks.md

@@ -51,6 +51,7 @@ from webhook.cluster.view import ClusterView
 from webhook.deadline import REPORT_MARGIN, wait_until
 from webhook.kube import JOBSET_API_VERSION, ApiError, Permission
 from webhook.results import CheckResult, Status
+from webhook.workloads.admitted import Admission, kept_answer
 from webhook.workloads.base import PodGroup, Workload
 
 _RBAC_DENIED = re.compile(r"cannot create resource")
@@ -282,6 +283,7 @@ class DryRun(Check):
     name = "Dry Run"
     needs_cluster = True
     heavy = True  # its bodies are the pod specs: started after the cheap checks have answered (engine)
+    admits = True  # sets CheckContext.admission: the engine judges the pods as admitted (engine.judge_admitted)
     local_capacity = True
     permissions = (
         Permission("create", "jobsets", "jobset.x-k8s.io"),
@@ -358,7 +360,10 @@ class DryRun(Check):
             (av, kind, twins.get(i, body), own_uid, _twin_memo(memo_keys[i], i in twins))
             for i, (av, kind, _, _, body, own_uid) in enumerate(bodies)
         ]
-        outcomes = await _dry_run_all(view, cache, ns, sent, ctx)
+        answers: dict[int, dict[str, Any]] = {}
+        twin_answers: dict[int, dict[str, Any]] = {}
+        outcomes = await _dry_run_all(view, cache, ns, sent, ctx, answers)
+        twin_answers.update((i, answers.pop(i)) for i in remembered if i in answers)
         twin_outcomes: dict[int, BaseException | None] = {i: outcomes.pop(i) for i in remembered if i in outcomes}
         outcomes.update(remembered)
 
@@ -384,14 +389,18 @@ class DryRun(Check):
                 memo.remember(keys[i], exc)
         order = [i for i in twins if i not in remembered]
         if order:
+            got_answers: dict[int, dict[str, Any]] = {}
             got = await _dry_run_all(
                 view,
                 cache,
                 ns,
                 [(bodies[i][0], bodies[i][1], twins[i], bodies[i][5], _twin_memo(memo_keys[i], True)) for i in order],
                 ctx,
+                got_answers,
             )
             twin_outcomes.update((order[j], exc) for j, exc in got.items())
+            twin_answers.update((order[j], a) for j, a in got_answers.items())
+        ctx.admission = _admission(bodies, outcomes, answers, twins, twin_outcomes, twin_answers)
 
         fails: list[str] = []
         unknown: list[str] = []
@@ -469,6 +478,37 @@ class DryRun(Check):
         return CheckResult(self.name, Status.PASS, f"The apiserver accepts (dryRun=All) {said}", details=twinned)
 
 
+def _admission(
+    bodies: list[tuple[str, str, str, list[str] | None, dict[str, Any], str | None]],
+    outcomes: dict[int, BaseException | None],
+    answers: dict[int, dict[str, Any]],
+    twins: dict[int, dict[str, Any]],
+    twin_outcomes: dict[int, BaseException | None],
+    twin_answers: dict[int, dict[str, Any]],
+) -> Admission:
+    """The pod groups as admitted (for the engine, CheckContext.admission): each accepted Pod probe's answer
+    (its twin's, when it was sent as its twin), and why the others were not seen."""
+    pods: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+    seen: list[str] = []
+    unseen: list[str] = []
+    for i, (_, kind, _, groups, body, _) in enumerate(bodies):
+        if kind != "Pod" or groups is None:
+            continue
+        done, answer, sent = (
+            (twin_outcomes, twin_answers.get(i), twins[i]) if i in twins else (outcomes, answers.get(i), body)
+        )
+        if i not in done:
+            unseen.append(f"the {' and '.join(groups)} pods (their dry run timed out)")
+            continue
+        if done[i] is not None:
+            unseen.append(f"the {' and '.join(groups)} pods (their dry run was not accepted)")
+            continue
+        seen.extend(groups)
+        if answer is not None:
+            pods.update((g, (sent, answer)) for g in groups)
+    return Admission(pods, seen, unseen)
+
+
 def _twin_memo(memo_key: tuple[Any, ...] | None, twin: bool) -> tuple[Any, ...] | None:
     """The digest memo key of a probe sent as itself or as its twin."""
     return None if memo_key is None else (*memo_key, twin)
@@ -493,13 +533,18 @@ async def _dry_run_all(
     ns: str,
     sent: list[tuple[str, str, dict[str, Any], str | None, tuple[Any, ...] | None]],
     ctx: CheckContext,
+    answers: dict[int, dict[str, Any]] | None = None,
 ) -> dict[int, BaseException | None]:
     """The outcome of each (apiVersion, kind, body, owner uid, digest memo key) by index: None =
     accepted; an index missing = timed out. Kept outcomes are read at once; the others are asked
-    concurrently."""
+    concurrently. `answers`: filled with each accepted Pod that admission changed, as admitted
+    (webhook.workloads.admitted.kept_answer), by index."""
+
+    async def ask(av: str, kind: str, body: dict[str, Any]) -> dict[str, Any] | None:
+        return kept_answer(kind, body, await view.dry_run_create(av, kind, ns, body, ctx.deadline))
 
     def dry_run(av: str, kind: str, body: dict[str, Any], key: str) -> Any:
-        return cache.run(key, lambda: view.dry_run_create(av, kind, ns, body, ctx.deadline))
+        return cache.run(key, lambda: ask(av, kind, body))
 
     outcomes: dict[int, BaseException | None] = {}
     tasks: dict[asyncio.Future[Any], int] = {}
@@ -507,9 +552,11 @@ async def _dry_run_all(
         # what this object's admission reads, not the others': the same child's objects from
         # its sweep's review and from its own have the same key
         key = keyed(DIGESTS.digest(memo_key, kind, ns, body, own_uid), read_versions(view, ns, [body]))
-        kept = cache.settled(key)
+        kept = cache.settled_answer(key)
         if kept is not None:
             outcomes[i] = kept[0]
+            if kept[1] is not None and answers is not None:
+                answers[i] = kept[1]
         else:
             tasks[asyncio.ensure_future(dry_run(av, kind, body, key))] = i
         # a digest of a large pod spec costs tens of milliseconds: the loop gets a turn between two
@@ -518,6 +565,12 @@ async def _dry_run_all(
     if tasks:
         pending = await wait_until(ctx.deadline, tasks.keys(), margin=REPORT_MARGIN)
         outcomes.update((i, t.exception()) for t, i in tasks.items() if t not in pending)
+        if answers is not None:
+            answers.update(
+                (i, t.result())
+                for t, i in tasks.items()
+                if t not in pending and t.exception() is None and t.result() is not None
+            )
     return outcomes
 
 

@@ -123,7 +123,7 @@ def cacheable(exc: BaseException | None) -> bool:
 @dataclass
 class _Entry:
     expires: float
-    future: asyncio.Future[None]
+    future: asyncio.Future[Any]
 
 
 class DryRunCache:
@@ -142,6 +142,12 @@ class DryRunCache:
     def settled(self, key: str) -> tuple[BaseException | None] | None:
         """The kept outcome of `key` when it is final and still fresh, as (the rejection or None,),
         without waiting or a task; None when `run` must be awaited (no entry, expired, in flight)."""
+        got = self.settled_answer(key)
+        return None if got is None else (got[0],)
+
+    def settled_answer(self, key: str) -> tuple[BaseException | None, Any] | None:
+        """`settled`, with what the call returned when it was accepted (the Dry Run keeps a Pod as
+        admission mutated it, else None): (the rejection or None, the answer or None)."""
         if self.ttl <= 0:
             return None
         entry = self._entries.get(key)
@@ -151,29 +157,29 @@ class DryRunCache:
         if not cacheable(exc):  # about to be forgotten (its done callback has not run yet)
             return None
         self.hits += 1
-        return (exc,)
+        return (exc, None if exc is not None else entry.future.result())
 
-    async def run(self, key: str, call: Callable[[], Awaitable[None]]) -> None:
-        """``await call()`` once per key and lifetime; raises what it raised (if definitive)."""
+    async def run(self, key: str, call: Callable[[], Awaitable[Any]]) -> Any:
+        """``await call()`` once per key and lifetime; returns what it returned, raises what it raised
+        (if definitive). What it returns is kept as long as the outcome: keep it small (the Dry Run
+        keeps only a Pod that admission changed)."""
         if self.ttl <= 0:
             self.misses += 1
-            await call()
-            return
+            return await call()
         now = self.clock()
         entry = self._entries.get(key)
         if entry is not None and entry.expires > now:
             self.hits += 1
-            await asyncio.shield(entry.future)
-            return
+            return await asyncio.shield(entry.future)
         self.misses += 1
         self._evict(now)
-        future: asyncio.Future[None] = asyncio.ensure_future(call())
+        future: asyncio.Future[Any] = asyncio.ensure_future(call())
         entry = _Entry(now + self.ttl, future)
         self._entries[key] = entry
         future.add_done_callback(lambda f: self._settled(key, entry, f))
-        await asyncio.shield(future)
+        return await asyncio.shield(future)
 
-    def _settled(self, key: str, entry: _Entry, future: asyncio.Future[None]) -> None:
+    def _settled(self, key: str, entry: _Entry, future: asyncio.Future[Any]) -> None:
         keep = not future.cancelled() and cacheable(future.exception())
         if not keep and self._entries.get(key) is entry:
             del self._entries[key]

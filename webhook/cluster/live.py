@@ -473,8 +473,10 @@ class LiveClusterView:
 
     async def dry_run_create(
         self, api_version: str, kind: str, namespace: str, body: dict[str, Any], deadline: Deadline
-    ) -> None:
-        """The only write the webhook sends, and it is always dryRun=All (nothing is persisted)."""
+    ) -> dict[str, Any] | None:
+        """The only write the webhook sends, and it is always dryRun=All (nothing is persisted). The answer
+        is the object as the apiserver would store it, after every mutating admission layer
+        (k8s.io/apiserver pkg/endpoints/handlers/create.go), its managedFields left out."""
         if not is_dns1123_label(namespace):
             raise ApiError(404, f'namespace "{namespace}" cannot exist (not a DNS-1123 label)', "NotFound")
         res = await self.discovery.resource(api_version, kind, deadline.timeout(LIVE_CALL_CEILING))
@@ -486,7 +488,7 @@ class LiveClusterView:
             path += f"/namespaces/{_q(namespace)}"
             obj["metadata"] = {**(obj.get("metadata") or {}), "namespace": namespace}
         path += f"/{res.name}"
-        await self.client.request(
+        doc = await self.client.request(
             "POST",
             path,
             query={"dryRun": "All"},
@@ -494,6 +496,8 @@ class LiveClusterView:
             timeout=deadline.timeout(LIVE_CALL_CEILING),
             kind=f"DRYRUN {res.name}",
         )
+        (doc.get("metadata") or {}).pop("managedFields", None)
+        return doc
 
     # ------------------------------------------------------------------ discovery, capabilities
 

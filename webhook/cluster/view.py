@@ -74,8 +74,9 @@ class ClusterView(Protocol):
 
     async def dry_run_create(
         self, api_version: str, kind: str, namespace: str, body: dict[str, Any], deadline: Deadline
-    ) -> None:
-        """POST body with dryRun=All. Raises ApiError with the apiserver's message on rejection."""
+    ) -> dict[str, Any] | None:
+        """POST body with dryRun=All: the object as admission would store it (after every mutating layer;
+        None when the view cannot tell). Raises ApiError with the apiserver's message on rejection."""
         ...
 
     async def get_object(

@@ -1,0 +1,218 @@
+"""The pods as admission creates them, against the real kube-apiserver v1.37.2 (issue 35).
+
+Real MutatingAdmissionPolicies (admissionregistration.k8s.io/v1, served and enabled by default in
+v1.37.2) change the pods of a JobSet: one fills in limits, one adds a sidecar. The Dry Run check's
+answer from the apiserver is the pod after them, and the other checks judge that pod
+(webhook/engine.py judge_admitted). Each verdict is then proven by creating the pods for real: no
+scheduler or kubelet is needed, ResourceQuota admission charges (or refuses) a pod when it is created.
+
+- limits filled under a limits quota: the template sets requests only, which the quota alone would
+  refuse; the policy fills the limits, the apiserver creates the pods: admitted (was a false deny).
+- a sidecar added by admission pushes a 2-pod gang over a requests quota: denied, and the message
+  says the sidecar was set by admission; the apiserver refuses the second pod.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+import yaml
+
+from e2e.harness.controlplane import ControlPlane
+from e2e.test_quota_live import _quota, _used, _wait_cached
+from webhook.checks import all_checks
+from webhook.cluster.live import LiveClusterView
+from webhook.config import Settings
+from webhook.deadline import Deadline
+from webhook.engine import ADMITTED
+from webhook.preflight import evaluate
+from webhook.results import Status
+from webhook.workloads.admitted import changes
+
+IMAGE = "registry.k8s.io/pause:3.10"
+LABEL = "e2e-admitted"
+
+POLICIES = f"""
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata: {{name: e2e-fill-limits}}
+spec:
+  matchConstraints:
+    resourceRules:
+      - {{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}}
+  failurePolicy: Fail
+  reinvocationPolicy: Never
+  mutations:
+    - patchType: ApplyConfiguration
+      applyConfiguration:
+        expression: >
+          Object{{spec: Object.spec{{containers: object.spec.containers.filter(c, !has(c.resources) || !has(c.resources.limits)).map(c,
+            Object.spec.containers{{name: c.name, resources: Object.spec.containers.resources{{limits: {{"cpu": "500m", "memory": "1Gi"}}}}}})}}}}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata: {{name: e2e-fill-limits}}
+spec:
+  policyName: e2e-fill-limits
+  matchResources:
+    namespaceSelector: {{matchLabels: {{{LABEL}: fill-limits}}}}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata: {{name: e2e-add-sidecar}}
+spec:
+  matchConstraints:
+    resourceRules:
+      - {{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}}
+  failurePolicy: Fail
+  reinvocationPolicy: Never
+  mutations:
+    - patchType: ApplyConfiguration
+      applyConfiguration:
+        expression: >
+          Object{{spec: Object.spec{{containers: [Object.spec.containers{{name: "proxy", image: "{IMAGE}",
+            resources: Object.spec.containers.resources{{requests: {{"cpu": "500m"}}}}}}]}}}}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata: {{name: e2e-add-sidecar}}
+spec:
+  policyName: e2e-add-sidecar
+  matchResources:
+    namespaceSelector: {{matchLabels: {{{LABEL}: sidecar}}}}
+"""
+
+
+def _pod_spec(requests: dict[str, str]) -> dict[str, Any]:
+    return {
+        "restartPolicy": "Never",
+        "containers": [{"name": "node", "image": IMAGE, "resources": {"requests": requests}}],
+    }
+
+
+def _jobset(ns: str, name: str, pods: int, requests: dict[str, str]) -> dict[str, Any]:
+    """A JobSet of one replicatedJob whose Job runs `pods` pods at once (a gang)."""
+    job = {"parallelism": pods, "completions": pods, "template": {"spec": _pod_spec(requests)}}
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"replicatedJobs": [{"name": "node", "replicas": 1, "template": {"spec": job}}]},
+    }
+
+
+def _admits(cp: ControlPlane, ns: str, requests: dict[str, str]) -> None:
+    """Until the namespace's policy mutates a dry-run pod: the apiserver loads policies from its informer."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "e2e-admits", "namespace": ns},
+        "spec": _pod_spec(requests),
+    }
+    for _ in range(150):
+        out = cp.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(pod))
+        if changes(pod, json.loads(out.stdout)):
+            return
+        time.sleep(0.2)  # a poll on the condition above, bounded
+    raise AssertionError(f"no MutatingAdmissionPolicy acts in namespace {ns} after 30 s")
+
+
+@pytest.fixture(scope="module")
+def policies(control_plane: ControlPlane) -> Any:
+    cp = control_plane
+    cp.kubectl("apply", "-f", "-", input=POLICIES)
+    yield cp
+    for d in yaml.safe_load_all(POLICIES):
+        cp.kubectl("delete", d["kind"].lower(), d["metadata"]["name"], "--ignore-not-found")
+
+
+@pytest.fixture
+async def view(open_view: Any) -> LiveClusterView:
+    return await open_view()
+
+
+def _namespace(cp: ControlPlane, ns: str, policy: str) -> None:
+    cp.ensure_namespace(ns)
+    cp.kubectl("label", "namespace", ns, f"{LABEL}={policy}", "--overwrite")
+
+
+CHECKS = ("Resource Quotas", "Dry Run")
+
+
+async def _judge(view: LiveClusterView, obj: dict[str, Any]) -> Any:
+    checks = [c for c in all_checks() if c.name in CHECKS]
+    settings = Settings(dryRunCacheSeconds=0)
+    return await evaluate(obj, settings=settings, deadline=Deadline(10), view=view, checks=checks)
+
+
+def _create_pods(cp: ControlPlane, ns: str, name: str, requests: dict[str, str], n: int) -> list[Any]:
+    """Create the gang's pods for real, one by one: the apiserver's own answer to each."""
+    out = []
+    for i in range(n):
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"{name}-{i}", "namespace": ns},
+            "spec": _pod_spec(requests),
+        }
+        out.append(cp.kubectl("create", "-f", "-", input=json.dumps(pod), check=False))
+    return out
+
+
+async def test_limits_filled_by_a_mutating_policy_under_a_limits_quota_are_admitted(
+    policies: ControlPlane, view: LiveClusterView
+) -> None:
+    cp, ns, name = policies, "chk-admit-limits", "fill-limits-job"
+    _namespace(cp, ns, "fill-limits")
+    _quota(cp, ns, "limits", {"limits.cpu": "4", "limits.memory": "8Gi"})
+    await _wait_cached(view, "resourcequotas", ns, {"limits"})
+    requests = {"cpu": "250m", "memory": "256Mi"}
+    _admits(cp, ns, requests)
+
+    ev = await _judge(view, _jobset(ns, name, 2, requests))
+    by = {r.name: r for r in ev.results.checks}
+    assert ev.decision.allowed, ev.decision
+    assert (by["Resource Quotas"].status, by["Resource Quotas"].message) == (
+        Status.PASS,
+        f'The job fits 1 ResourceQuota in namespace "{ns}": limits',
+    )
+    assert by["Resource Quotas"].details == [
+        'ResourceQuota "limits": limits.cpu 1 of 4 (used 0 + job 1)',
+        'ResourceQuota "limits": limits.memory 2Gi of 8Gi (used 0 + job 2Gi)',
+    ]
+    assert by["Dry Run"].status is Status.PASS
+    assert by["Dry Run"].details[-1] == (
+        "Admission changes the pods, and the other checks judged them as admitted: the node pods: "
+        'limits.cpu 500m on container "node", set by admission; limits.memory 1Gi on container "node", set by admission'
+    )
+    # the apiserver agrees: it creates both pods, and charges the limits the policy filled in
+    assert [r.returncode for r in _create_pods(cp, ns, name, requests, 2)] == [0, 0]
+    assert _used(cp, ns, "limits") == {"limits.cpu": 1, "limits.memory": 2 * 2**30}
+
+
+async def test_a_sidecar_added_by_a_mutating_policy_that_pushes_the_gang_over_a_quota_is_denied(
+    policies: ControlPlane, view: LiveClusterView
+) -> None:
+    cp, ns, name = policies, "chk-admit-sidecar", "sidecar-job"
+    _namespace(cp, ns, "sidecar")
+    _quota(cp, ns, "cpu", {"requests.cpu": "2"})
+    await _wait_cached(view, "resourcequotas", ns, {"cpu"})
+    requests = {"cpu": "750m"}
+    _admits(cp, ns, requests)
+
+    ev = await _judge(view, _jobset(ns, name, 2, requests))
+    by = {r.name: r for r in ev.results.checks}
+    assert not ev.decision.allowed
+    assert (by["Resource Quotas"].status, by["Resource Quotas"].message) == (
+        Status.FAIL,
+        'ResourceQuota "cpu": requests.cpu would be 2500m (used 0 + job 2500m) but hard is 2. Fix: raise hard '
+        f"requests.cpu to at least 2500m (kubectl edit resourcequota cpu -n {ns}), or reduce the job's pods or "
+        f'requests. {ADMITTED}: the node pods: container "proxy" added (requests cpu 500m), set by admission.',
+    )
+    # the apiserver agrees: the first pod (1250m with its sidecar) fits, the second does not
+    first, second = _create_pods(cp, ns, name, requests, 2)
+    assert first.returncode == 0
+    assert second.returncode != 0 and "exceeded quota: cpu" in second.stderr
