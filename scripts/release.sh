@@ -102,7 +102,8 @@ try:
 except InvalidVersion:
     sys.exit(1)' "$VERSION")" ||
         die "VERSION=$VERSION has no PEP 440 spelling for the wheel (use x.y.z, x.y.z-rc.N, x.y.z-alpha.N, x.y.z-beta.N, x.y.z-dev.N)"
-    # only what the image's build copies too (.dockerignore): pyproject.toml, README.md, webhook/
+    # the package's sources, as the image's build copies them (.dockerignore; the image adds constraints.txt):
+    # pyproject.toml, README.md, webhook/
     mkdir "$WORK/src"
     cp "$REPO/pyproject.toml" "$REPO/README.md" "$WORK/src/"
     (cd "$REPO" && tar --exclude=__pycache__ --exclude='*.pyc' -cf - webhook) | tar -C "$WORK/src" -xf -

@@ -101,7 +101,9 @@ def test_os_environ_keeps_its_data(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_pyyaml_keeps_its_libyaml_parser() -> None:
     why = _gone("yaml._yaml.CParser", "PyYAML yaml/_yaml.pyx", "webhook/manifests.py", "PyYAML")
-    assert yaml.__with_libyaml__, "PyYAML was installed without libyaml: webhook/manifests.py parses 10x slower"
+    assert yaml.__with_libyaml__, (
+        "PyYAML was installed without libyaml: webhook/manifests.py falls back to the pure-Python parser"
+    )
     assert _compat.LIBYAML and _compat.YamlEventParser.__module__ == "yaml._yaml", why
     parser = _compat.YamlEventParser("a: [1, 2]\n")
     kinds = []
