@@ -10,6 +10,8 @@ scheduler or kubelet is needed, ResourceQuota admission charges (or refuses) a p
   refuse; the policy fills the limits, the apiserver creates the pods: admitted (was a false deny).
 - a sidecar added by admission pushes a 2-pod gang over a requests quota: denied, and the message
   says the sidecar was set by admission; the apiserver refuses the second pod.
+- an env var from a Secret that does not exist, added by admission: denied by Secrets (the
+  apiserver creates such a pod; its kubelet could never start it: CreateContainerConfigError).
 """
 
 from __future__ import annotations
@@ -83,6 +85,32 @@ spec:
   policyName: e2e-add-sidecar
   matchResources:
     namespaceSelector: {{matchLabels: {{{LABEL}: sidecar}}}}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata: {{name: e2e-secret-env}}
+spec:
+  matchConstraints:
+    resourceRules:
+      - {{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}}
+  failurePolicy: Fail
+  reinvocationPolicy: Never
+  mutations:
+    # JSONPatch: an ApplyConfiguration may not set secretKeyRef, an atomic struct
+    - patchType: JSONPatch
+      jsonPatch:
+        expression: >
+          [JSONPatch{{op: "add", path: "/spec/containers/0/env", value: [Object.spec.containers.env{{name: "TOKEN",
+            valueFrom: Object.spec.containers.env.valueFrom{{secretKeyRef:
+              Object.spec.containers.env.valueFrom.secretKeyRef{{name: "e2e-token", key: "token"}}}}}}]}}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata: {{name: e2e-secret-env}}
+spec:
+  policyName: e2e-secret-env
+  matchResources:
+    namespaceSelector: {{matchLabels: {{{LABEL}: secret-env}}}}
 """
 
 
@@ -139,7 +167,7 @@ def _namespace(cp: ControlPlane, ns: str, policy: str) -> None:
     cp.kubectl("label", "namespace", ns, f"{LABEL}={policy}", "--overwrite")
 
 
-CHECKS = ("Resource Quotas", "Dry Run")
+CHECKS = ("Resource Quotas", "Secrets", "Dry Run")
 
 
 async def _judge(view: LiveClusterView, obj: dict[str, Any]) -> Any:
@@ -216,3 +244,29 @@ async def test_a_sidecar_added_by_a_mutating_policy_that_pushes_the_gang_over_a_
     first, second = _create_pods(cp, ns, name, requests, 2)
     assert first.returncode == 0
     assert second.returncode != 0 and "exceeded quota: cpu" in second.stderr
+
+
+async def test_an_env_from_a_missing_secret_added_by_a_mutating_policy_is_denied(
+    policies: ControlPlane, view: LiveClusterView
+) -> None:
+    cp, ns, name = policies, "chk-admit-secret", "secret-env-job"
+    _namespace(cp, ns, "secret-env")
+    requests = {"cpu": "100m"}
+    _admits(cp, ns, requests)
+
+    ev = await _judge(view, _jobset(ns, name, 2, requests))
+    by = {r.name: r for r in ev.results.checks}
+    assert not ev.decision.allowed
+    assert (by["Secrets"].status, by["Secrets"].message) == (
+        Status.FAIL,
+        f'Secret "e2e-token" not found in namespace "{ns}" (referenced by env TOKEN of container node). Fix: kubectl '
+        f'create secret generic e2e-token -n {ns} --from-literal=token=… {ADMITTED}: the node pods: env "TOKEN" added '
+        'to container "node", set by admission.',
+    )
+    # the apiserver creates the pod all the same (the kubelet is the one that cannot start it)
+    (created,) = _create_pods(cp, ns, name, requests, 1)
+    assert created.returncode == 0
+    got = json.loads(cp.kubectl("get", "pod", f"{name}-0", "-n", ns, "-o", "json").stdout)
+    assert got["spec"]["containers"][0]["env"] == [
+        {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "e2e-token", "key": "token"}}}
+    ]

@@ -251,3 +251,23 @@ async def test_the_audit_controller_reusing_a_dry_run_judges_the_pods_as_admitte
     assert quiet.dry_runs == []
     assert _by(again, "Resource Quotas").status is Status.PASS
     assert _by(again, "Dry Run").details == _by(first, "Dry Run").details
+
+
+async def test_a_secret_env_added_by_admission_is_required_like_the_templates_own() -> None:
+    from webhook.checks.secrets import Secrets
+
+    def secret_env(body: dict[str, Any]) -> None:
+        ref = {"secretKeyRef": {"name": "e2e-token", "key": "token"}}
+        for c in body["spec"]["containers"]:
+            c.setdefault("env", []).append({"name": "TOKEN", "valueFrom": ref})
+
+    view = _view({})
+    view.admit = _admits(secret_env)
+    got = await _run(_gang({"cpu": "1"}), view, [Secrets(), DryRun()])
+    secrets = _by(got, "Secrets")
+    assert (secrets.status, secrets.message) == (
+        Status.FAIL,
+        'Secret "e2e-token" not found in namespace "team-a" (referenced by env TOKEN of container node). Fix: kubectl '
+        f'create secret generic e2e-token -n team-a --from-literal=token=… {ADMITTED}: the node pods: env "TOKEN" added '
+        'to container "node", set by admission.',
+    )
