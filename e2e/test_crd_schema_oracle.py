@@ -170,6 +170,11 @@ def _walk(obj: Any, x: Any, s: dict[str, Any], path: Path) -> Iterator[tuple[str
     where = ".".join(str(p) for p in path)
     if path and path[-1] != "metadata":
         yield f"{where}: wrong type", _with(obj, path, _wrong(x))
+    if path and path[-1] != "metadata" and isinstance(x, (int, str)) and not isinstance(x, bool):
+        yield f"{where}: null", _with(obj, path, None)
+    if isinstance(x, int) and not isinstance(x, bool):
+        yield f"{where}: a float", _with(obj, path, x + 0.5)
+        yield f"{where}: an integral float", _with(obj, path, float(x))
     if "enum" in s:
         yield f"{where}: not in enum", _with(obj, path, "Bogus")
     if "pattern" in s and isinstance(x, str):
@@ -207,6 +212,17 @@ def _rule_breakers(obj: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     yield "metadata.labels: bad key", _with(obj, ("metadata", "labels"), {"a b": "x"})
     yield "metadata.labels: bad value", _with(obj, ("metadata", "labels"), {"a": "-x-"})
     yield "metadata.foo: unknown", _with(obj, ("metadata", "foo"), 1)
+    yield "metadata.labels: value too long", _with(obj, ("metadata", "labels"), {"a": "v" * 64})
+    yield (
+        "metadata: generateName only",
+        _with(obj, ("metadata", "name"), delete=True)
+        | {"metadata": {**{k: v for k, v in obj["metadata"].items() if k != "name"}, "generateName": "gen-"}},
+    )
+    yield "metadata: no name", _with(obj, ("metadata", "name"), delete=True)
+    yield "metadata.name: too long", _with(obj, ("metadata", "name"), "a" * 254)
+    for key in ("a" * 64, "a/b/c", "a" * 254 + "/b", "/b", "Ab.com/b", "example.com/"):
+        yield f"metadata.labels: key {key[:12]}", _with(obj, ("metadata", "labels"), {key: "x"})
+    yield "metadata.annotations: bad key", _with(obj, ("metadata", "annotations"), {"a b": "x"})
     if kind == "TrainJob":
         yield "managedBy rule", _with(obj, ("spec", "managedBy"), "someone/else")
         yield "storageUri rule", _with(obj, ("spec", "initializer", "dataset", "storageUri"), "no-scheme")
@@ -219,6 +235,7 @@ def _rule_breakers(obj: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
             _with(dep, ("spec", "replicatedJobs", 0, "dependsOn"), [{"name": "x", "status": "Ready"}]),
         )
         yield "rule and type", _with(dep, ("spec", "replicatedJobs", 0, "replicas"), "2")
+        yield "int32 overflow", _with(obj, ("spec", "replicatedJobs", 0, "replicas"), 2**40)
     if kind in ("TrainingRuntime", "ClusterTrainingRuntime"):
         yield "one policy rule", _with(obj, ("spec", "mlPolicy", "mpi"), {})
 

@@ -167,6 +167,8 @@ def test_a_rule_the_library_cannot_evaluate_is_named_never_failed() -> None:
 def test_defaults_apply_before_validation_and_status_is_not_validated_on_create() -> None:
     doc = jobset()
     doc["status"] = {"restarts": "many"}  # reset on create: the kind has the status subresource
+    doc["metadata"]["labels"] = {"app": None}  # a null where it is not nullable is dropped, in a map too
+    doc["spec"]["replicatedJobs"][0]["replicas"] = 2.0  # an integral number is an integer
     verdict = validate(doc)
     assert verdict is not None and verdict.ok, verdict.lines()
     assert validate({"apiVersion": "v1", "kind": "ConfigMap"}) is None
@@ -355,4 +357,29 @@ def test_only_skips_is_a_warning_in_json_junit_sarif_github(unchecked, capsys, j
     assert (
         out.splitlines()[-1]
         == "Summary: 1 job checked in 1 file: 0 passed, 0 passed with warnings, 0 failed, 1 not checked"
+    )
+
+
+def test_integer_formats_and_label_keys_in_the_apiservers_words() -> None:
+    doc = jobset()
+    doc["metadata"]["labels"] = {"example.com/": "x", "v": "v" * 64}
+    rj = doc["spec"]["replicatedJobs"][0]
+    rj["replicas"] = 2**40
+    rj["template"]["spec"]["parallelism"] = 1.5
+    verdict = validate(doc)
+    assert verdict is not None
+    parallelism = "spec.replicatedJobs[0].template.spec.parallelism"
+    assert sorted(verdict.lines()) == sorted(
+        [
+            'metadata.labels: Invalid value: "example.com/": name part must be non-empty',
+            'metadata.labels: Invalid value: "example.com/": name part must consist of alphanumeric characters, '
+            "'-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  "
+            "or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+            f'metadata.labels: Invalid value: "{"v" * 64}": must be no more than 63 bytes',
+            '<nil>: Invalid value: "": Checked value must be of type integer with format int32 in '
+            "spec.replicatedJobs[0].replicas",
+            f'{parallelism}: Invalid value: "float64": {parallelism} in body must be of type int32: "float64"',
+            f'<nil>: Invalid value: "": Checked value must be of type integer with format int32 in {parallelism}',
+            NOT_CHECKED_NOTE,
+        ]
     )

@@ -177,16 +177,16 @@ _LABEL_VALUE_MSG = (
 )
 
 
-def _subdomain_errors(value: str) -> list[str]:
+def _subdomain_errors(value: str, unit: str = "characters") -> list[str]:
     out = []
     if len(value) > 253:
-        out.append("must be no more than 253 characters")
+        out.append(f"must be no more than 253 {unit}")
     if not _DNS1123_SUBDOMAIN.match(value):
         out.append(_SUBDOMAIN_MSG)
     return out
 
 
-def _qualified_name_errors(value: str) -> list[str]:
+def _qualified_name_errors(value: str, what: str = "a qualified name") -> list[str]:
     """k8s.io/apimachinery pkg/util/validation IsQualifiedName."""
     parts = value.split("/")
     if len(parts) == 1:
@@ -195,19 +195,20 @@ def _qualified_name_errors(value: str) -> list[str]:
     elif len(parts) == 2:
         prefix, name = parts
         out = (
-            ["prefix part must be non-empty"] if not prefix else [f"prefix part {m}" for m in _subdomain_errors(prefix)]
+            ["prefix part must be non-empty"]
+            if not prefix
+            else [f"prefix part {m}" for m in _subdomain_errors(prefix, "bytes")]
         )
     else:
         return [
-            "a qualified name "
-            + _QUALIFIED_MSG.removeprefix("name part ").replace("'MyName',", "'MyName',")
-            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+            f"{what} {_QUALIFIED_MSG.removeprefix('name part ')} with an optional DNS subdomain prefix and '/' "
+            "(e.g. 'example.com/MyName')"
         ]
     if not name:
         out.append("name part must be non-empty")
     elif len(name) > 63:
-        out.append("name part must be no more than 63 characters")
-    if name and not _QUALIFIED_NAME.match(name):
+        out.append("name part must be no more than 63 bytes")
+    if not _QUALIFIED_NAME.match(name):  # an empty name part fails the pattern too
         out.append(_QUALIFIED_MSG)
     return out
 
@@ -221,8 +222,8 @@ def _metadata_errors(meta: Any) -> list[FieldError]:
     if not name and not generate:
         out.append(FieldError("metadata.name", REQUIRED, detail="name or generateName is required"))
     if isinstance(generate, str) and generate:
-        # a prefix: validated as the name would be, with a valid suffix appended (ValidateObjectMeta)
-        for m in _subdomain_errors(generate + "a" if not generate[-1:].isalnum() else generate):
+        # a prefix: validated as a name with a trailing dash masked (NameIsDNSSubdomain(prefix=true))
+        for m in _subdomain_errors(generate[:-1] + "a" if generate.endswith("-") else generate):
             out.append(FieldError("metadata.generateName", INVALID, generate, m))
     if isinstance(name, str) and name:
         for m in _subdomain_errors(name):
@@ -230,11 +231,11 @@ def _metadata_errors(meta: Any) -> list[FieldError]:
     labels = meta.get("labels")
     if isinstance(labels, dict):
         for k, v in labels.items():
-            for m in _qualified_name_errors(str(k)):
+            for m in _qualified_name_errors(str(k), "a valid label key"):
                 out.append(FieldError("metadata.labels", INVALID, k, m))
             if isinstance(v, str):
                 if len(v) > 63:
-                    out.append(FieldError("metadata.labels", INVALID, v, "must be no more than 63 characters"))
+                    out.append(FieldError("metadata.labels", INVALID, v, "must be no more than 63 bytes"))
                 if not _LABEL_VALUE.match(v):
                     out.append(FieldError("metadata.labels", INVALID, v, _LABEL_VALUE_MSG))
     annotations = meta.get("annotations")
@@ -302,6 +303,9 @@ def _default(x: Any, s: dict[str, Any] | None) -> None:
             elif k not in x and "default" in ps:
                 x[k] = json.loads(json.dumps(ps["default"]))
         additional = s.get("additionalProperties")
+        if isinstance(additional, dict) and not additional.get("nullable") and "default" not in additional:
+            for k in [k for k, v in x.items() if v is None and k not in props]:
+                del x[k]
         for k, v in x.items():
             if k in props:
                 _default(v, props[k])
@@ -347,8 +351,12 @@ def _body(path: str) -> str:
     return f"{path} in body" if path else "body"
 
 
-def _type_error(path: str, v: Any, types: list[str]) -> FieldError:
-    t = _json_type(v)
+#: the integer formats kube-openapi checks (pkg/validation/validate/type.go, formats.go): their ranges
+_INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
+
+
+def _type_error(path: str, v: Any, types: list[str], actual: str | None = None) -> FieldError:
+    t = actual or _json_type(v)
     return FieldError(path or "<nil>", TYPE_INVALID, t, f'{_body(path)} must be of type {",".join(types)}: "{t}"')
 
 
@@ -358,6 +366,14 @@ def _validate(x: Any, s: dict[str, Any], path: str, errs: list[FieldError], root
             return
     int_or_string = bool(s.get("x-kubernetes-int-or-string"))
     types = ["integer", "string"] if int_or_string else ([s["type"]] if s.get("type") else [])
+    if s.get("type") == "integer" and s.get("format") in _INT_RANGES and _json_type(x) == "number":
+        if not float(x).is_integer():  # kube-openapi's format check of an integer: its words, not the type's
+            fmt = s["format"]
+            errs.append(_type_error(path, x, [fmt], actual="float64"))
+            errs.append(
+                FieldError("<nil>", INVALID, "", f"Checked value must be of type integer with format {fmt} in {path}")
+            )
+            return
     if types and not any(_is_type(x, t) for t in types):
         errs.append(_type_error(path, x, types))
         if int_or_string and s.get("anyOf"):  # kube-openapi's anyOf then names the first branch too
@@ -365,6 +381,9 @@ def _validate(x: Any, s: dict[str, Any], path: str, errs: list[FieldError], root
             first = s["anyOf"][0]
             if first.get("type"):
                 errs.append(_type_error(path, x, [first["type"]]))
+            if first.get("type") == "integer" and _json_type(x) == "number":
+                detail = f"Checked value must be of type integer (default format) in {path}"
+                errs.append(FieldError("<nil>", INVALID, "", detail))
         _enum(x, s, path, errs)  # the enum validator runs beside the type's; the others need the type
         return
     _enum(x, s, path, errs)
@@ -401,6 +420,10 @@ def _pattern(p: str) -> re.Pattern[str]:
 
 
 def _number(x: float, s: dict[str, Any], path: str, errs: list[FieldError]) -> None:
+    bounds = _INT_RANGES.get(str(s.get("format"))) if s.get("type") == "integer" else None
+    if bounds is not None and not bounds[0] <= x <= bounds[1]:
+        detail = f"Checked value must be of type integer with format {s['format']} in {path}"
+        errs.append(FieldError("<nil>", INVALID, "", detail))
     if "maximum" in s:
         m = s["maximum"]
         if (s.get("exclusiveMaximum") and x >= m) or x > m:
@@ -510,7 +533,17 @@ def validate(obj: dict[str, Any]) -> SchemaVerdict | None:
         verdict.unknown.sort()
         return verdict
     _default(x, schema)
-    verdict.errors += _metadata_errors(x.get("metadata"))
+    meta = x.get("metadata")
+    if (
+        isinstance(meta, dict)
+        and not meta.get("name")
+        and isinstance(meta.get("generateName"), str)
+        and meta["generateName"]
+    ):
+        # the registry generates the name before validating (k8s.io/apiserver pkg/storage/names SimpleNameGenerator:
+        # the prefix cut to 58 characters, then 5 random ones; `xxxxx` stands for them here)
+        meta["name"] = meta["generateName"][:58] + "xxxxx"
+    verdict.errors += _metadata_errors(meta)
     _validate(x, schema, "", verdict.errors, root=True)
     _list_types(x, schema, "", verdict.errors)
     # strategy.go hasBlockingErr: these types of error keep the rules from running
