@@ -383,3 +383,40 @@ def test_integer_formats_and_label_keys_in_the_apiservers_words() -> None:
             NOT_CHECKED_NOTE,
         ]
     )
+
+
+AIPERF_VALID = "Valid against the AIPerfJob CRD (aiperf.nvidia.com/v1alpha1, the project's e2e/crds)"
+NO_CRD = (
+    "Skipped: no CRD for aiperf.nvidia.com/v1beta1 AIPerfJob here (the project's CRDs have "
+    "aiperf.nvidia.com/v1alpha1), so its schema is not validated"
+)
+
+
+def test_pass_and_skip_in_json_and_junit(unchecked, capsys, junit_schema) -> None:
+    """A pass and a skip are not findings (sarif, github): json and junit name them."""
+    cfg, p = unchecked
+    for argv, status, message in (
+        (("-f", str(AIPERF)), "pass", AIPERF_VALID),
+        (("-f", str(p), "--config", str(cfg)), "skip", NO_CRD),
+    ):
+        _, out, _ = main(capsys, *argv, "--offline", "-o", "json")
+        [entry] = json.loads(out)
+        assert entry["checks"][0] == {
+            "name": "CRD Schema",
+            "status": status,
+            "message": message,
+            "details": [],
+            "hints": [],
+            "duration_ms": None,
+        }
+        _, out, _ = main(capsys, *argv, "--offline", "-o", "junit")
+        junit_schema.validate(out)
+        [case] = ET.fromstring(out).findall(".//testcase[@name='CRD Schema']")
+        if status == "skip":
+            assert case.find("skipped").get("message") == NO_CRD  # type: ignore[union-attr]
+        else:
+            assert case.find("system-out").text == AIPERF_VALID  # type: ignore[union-attr]
+        _, out, _ = main(capsys, *argv, "--offline", "-o", "sarif")
+        assert all(r["ruleId"] != "crd-schema" for r in json.loads(out)["runs"][0]["results"])
+        _, out, _ = main(capsys, *argv, "--offline", "-o", "github")
+        assert "CRD Schema" not in out
