@@ -84,14 +84,9 @@ def _build_widget(
 
 @pytest.fixture
 def widget_adapter(monkeypatch: pytest.MonkeyPatch) -> str:
-    """Registers a test-only adapter for example.com/v1 Widget; returns the kind."""
-    import sys
-    import types
+    """Registers a test-only kind example.com/v1 Widget (a KindSpec, no state: not audited); returns the kind."""
+    from webhook.workloads.kinds import KindSpec, registry
 
-    import webhook.workloads as workloads
-
-    mod = types.ModuleType("webhook_test_widget")
-    mod.build = _build_widget  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "webhook_test_widget", mod)
-    monkeypatch.setitem(workloads._ADAPTERS, ("example.com", "Widget"), "webhook_test_widget:build")
+    spec = KindSpec(kind="Widget", group="example.com", version="v1", plural="widgets", adapter=_build_widget)
+    monkeypatch.setitem(registry(), spec.group_kind, spec)
     return "Widget"

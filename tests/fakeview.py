@@ -213,11 +213,13 @@ def workload(
     from dataclasses import replace
 
     from webhook.kube import MULTIKUEUE
-    from webhook.workloads import aiperf, trainjob
+    from webhook.workloads import aiperf, aiperf_sweep, trainjob
     from webhook.workloads.base import KindFacts, Workload
 
     # the kind facts the kind's adapter sets (webhook/workloads/*/adapter.py FACTS)
-    facts = {"TrainJob": trainjob.FACTS, "AIPerfJob": aiperf.FACTS, "AIPerfSweep": aiperf.FACTS}.get(kind, KindFacts())
+    facts = {"TrainJob": trainjob.FACTS, "AIPerfJob": aiperf.FACTS, "AIPerfSweep": aiperf_sweep.FACTS}.get(
+        kind, KindFacts()
+    )
     if kind == "TrainJob" and fields.get("managed_by") == MULTIKUEUE:
         facts = replace(facts, controllers=())
     fields.setdefault("facts", facts)

@@ -28,7 +28,7 @@ from webhook.audit.controller import (
     watch_namespaces,
 )
 from webhook.audit.deps import ANY, Dep
-from webhook.audit.jobs import JOB_KINDS
+from webhook.audit.jobs import job_kinds
 from webhook.cluster.cache import CACHE_SPECS, CacheSpec, Reflector
 from webhook.config import Settings
 
@@ -166,7 +166,8 @@ async def test_the_audit_clients_pool_holds_every_watch_besides_the_requests() -
     a pool of 40 (16 requests + 24), so one Secret watch per job namespace left the requests waiting for a
     watch to end. The pool now counts them (e2e/test_audit_job_namespaces_live.py counts the real ones)."""
     base = watch_connections(Settings.model_validate({"jobNamespaces": None}))
-    assert base == len(CACHE_SPECS) + len(JOB_KINDS) + 2 + len(TRIGGER_SPECS)
+    # the JobSets' watch is the JobSet kind's job watch
+    assert base == len(CACHE_SPECS) + len(job_kinds()) + 1 + len(TRIGGER_SPECS)
     assert watch_connections(Settings.model_validate({"jobNamespaces": ["a", "b", "c", "a"]})) == base + 2
     assert watch_connections(Settings.model_validate({"jobNamespaces": []})) == base - 1
     many = [f"ns-{i}" for i in range(MAX_NAMESPACED_WATCHES + 1)]

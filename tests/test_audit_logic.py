@@ -24,7 +24,17 @@ from webhook.audit.events import (
     latest_states,
     state_of,
 )
-from webhook.audit.jobs import FINISHED, JUDGED, RUNNING, aiperf_state, sweep_state, trainjob_state
+from webhook.audit.jobs import (
+    FINISHED,
+    JUDGED,
+    RUNNING,
+    Related,
+    aiperf_state,
+    job_kinds,
+    jobset_state,
+    sweep_state,
+    trainjob_state,
+)
 from webhook.audit.lease import Record, decide
 from webhook.audit.queue import Debouncer
 from webhook.audit.sink import JobRef, Judgement
@@ -44,22 +54,22 @@ def _tj(**spec: Any) -> dict[str, Any]:
 
 
 def test_trainjob_states() -> None:
-    assert trainjob_state(_tj(suspend=True), jobset={"x": 1}, workloads=[]) == (JUDGED, "suspended")
-    assert trainjob_state(_tj(), jobset=None, workloads=[]) == (JUDGED, "no JobSet yet")
-    assert trainjob_state(_tj(), jobset={}, workloads=[]) == (RUNNING, "running")
+    assert trainjob_state(_tj(suspend=True), Related({"x": 1})) == (JUDGED, "suspended")
+    assert trainjob_state(_tj(), Related(None)) == (JUDGED, "no JobSet yet")
+    assert trainjob_state(_tj(), Related({})) == (RUNNING, "running")
     wl = {"metadata": {"ownerReferences": [{"uid": "u1", "kind": "TrainJob"}]}, "status": {"conditions": []}}
-    assert trainjob_state(_tj(), jobset={}, workloads=[wl]) == (JUDGED, "Kueue Workload not admitted")
+    assert trainjob_state(_tj(), Related({}, (wl,))) == (JUDGED, "Kueue Workload not admitted")
     admitted = copy.deepcopy(wl)
     admitted["status"]["conditions"] = [{"type": "Admitted", "status": "True"}]
-    assert trainjob_state(_tj(), jobset={}, workloads=[admitted]) == (RUNNING, "running")
+    assert trainjob_state(_tj(), Related({}, (admitted,))) == (RUNNING, "running")
     other = {"metadata": {"ownerReferences": [{"uid": "u2"}]}}
-    assert trainjob_state(_tj(), jobset={}, workloads=[other]) == (RUNNING, "running")
+    assert trainjob_state(_tj(), Related({}, (other,))) == (RUNNING, "running")
     done = _tj(suspend=True)
     done["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
-    assert trainjob_state(done, jobset=None, workloads=[]) == (FINISHED, "finished")
+    assert trainjob_state(done, Related(None)) == (FINISHED, "finished")
     failed = _tj()
     failed["status"] = {"conditions": [{"type": "Failed", "status": "True"}]}
-    assert trainjob_state(failed, jobset=None, workloads=[])[0] == FINISHED
+    assert trainjob_state(failed, Related(None))[0] == FINISHED
 
 
 @pytest.mark.parametrize(
@@ -78,6 +88,35 @@ def test_sweep_is_judged_until_terminal() -> None:
     assert sweep_state({"status": {"phase": "Running"}}) == (JUDGED, "remaining children")
     assert sweep_state({}) == (JUDGED, "phase not set")
     assert sweep_state({"status": {"phase": "Completed"}})[0] == FINISHED
+
+
+def test_a_jobset_applied_directly_is_judged_while_it_waits() -> None:
+    js: dict[str, Any] = {"metadata": {"name": "js", "namespace": "ns", "uid": "u1"}, "spec": {"suspend": True}}
+    assert jobset_state(js, Related()) == (JUDGED, "suspended")
+    queued = {"metadata": {"ownerReferences": [{"uid": "u1", "kind": "JobSet"}]}, "status": {"conditions": []}}
+    assert jobset_state({**js, "spec": {}}, Related(None, (queued,))) == (JUDGED, "Kueue Workload not admitted")
+    assert jobset_state({**js, "spec": {}}, Related()) == (RUNNING, "running")  # its Jobs are made at once
+    done = {**js, "status": {"conditions": [{"type": "Completed", "status": "True"}]}}
+    assert jobset_state(done, Related())[0] == FINISHED
+
+
+def test_a_jobset_a_judged_job_owns_is_no_job_and_keeps_its_metadata_only() -> None:
+    """Its owner is judged (the chart's not-owned-by-a-judged-job says the same at apply); the audit
+    controller's JobSet watch keeps only its metadata, all its owner's state reads of it."""
+    from webhook.audit.controller import TrimmingCache
+
+    [spec] = [k for k in job_kinds() if k.kind == "JobSet"]
+    owner = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "ft", "uid": "t1"}
+    owned = {"metadata": {"name": "ft", "namespace": "ns", "ownerReferences": [owner]}, "spec": {"suspend": True}}
+    mine = {"metadata": {"name": "direct", "namespace": "ns"}, "spec": {"suspend": True}}
+    assert spec.skipped(owned) and not spec.skipped(mine)
+    seen: list[str] = []
+    cache = TrimmingCache("jobsets", lambda t, o: seen.append(o["metadata"]["name"]), spec.skipped)
+    cache.replace([copy.deepcopy(owned), copy.deepcopy(mine)], "1")
+    assert cache.get("ns", "ft") == {"metadata": owned["metadata"]}
+    assert cache.get("ns", "direct") == mine
+    cache.apply("MODIFIED", copy.deepcopy(owned))
+    assert seen == ["ft"] and "spec" not in (cache.get("ns", "ft") or {})
 
 
 # --- what a job reads, and who reads an object ---------------------------------------------------

@@ -5,6 +5,7 @@ from webhook.checks.names import NameLength, jobset_name, replicated_jobs
 from webhook.config import Settings
 from webhook.deadline import Deadline
 from webhook.results import Status
+from webhook.workloads.aiperf import FACTS as AIPERF_FACTS
 from webhook.workloads.base import PodGroup, Workload
 
 
@@ -129,7 +130,9 @@ async def test_without_derived_jobset_pod_groups_are_used():
     w = trainjob("llama-ft", ("node", 4), derived=False)
     assert jobset_name(w) == "llama-ft"
     assert replicated_jobs(w) == [("node", 1, 4)]
-    assert jobset_name(Workload("AIPerfJob", "v", "x", "ns", {})) == "aiperf-x"
+    assert (
+        jobset_name(Workload("AIPerfJob", "v", "x", "ns", {}, facts=AIPERF_FACTS)) == "aiperf-x"
+    )  # its adapter sets them
     assert (await run(w)).status is Status.PASS
 
 

@@ -315,15 +315,10 @@ def _boom(obj: dict[str, Any], **_: Any) -> Any:
 async def test_internal_error_fails_open_with_a_warning_and_no_secret(
     start_webhook: Any, monkeypatch: pytest.MonkeyPatch, client_ssl: ssl.SSLContext, caplog: pytest.LogCaptureFixture
 ) -> None:
-    import sys
-    import types
+    from webhook.workloads.kinds import KindSpec, registry
 
-    import webhook.workloads as workloads
-
-    mod = types.ModuleType("webhook_test_boom")
-    mod.build = _boom  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "webhook_test_boom", mod)
-    monkeypatch.setitem(workloads._ADAPTERS, ("example.com", "Widget"), "webhook_test_boom:build")
+    spec = KindSpec(kind="Widget", group="example.com", version="v1", plural="widgets", adapter=_boom)
+    monkeypatch.setitem(registry(), spec.group_kind, spec)
     server = await start_webhook(checks=CHECKS)
     with caplog.at_level(logging.INFO):
         status, body, _ = await call(server, client_ssl, review(widget("s3cr3t-value"), uid="b-1"))

@@ -73,6 +73,7 @@ from webhook.preflight import (
     too_large_evaluation,
 )
 from webhook.workloads import known_kinds
+from webhook.workloads.kinds import kinds
 
 log = logging.getLogger("webhook.server")
 decision_log = logging.getLogger("webhook.decisions")
@@ -160,7 +161,8 @@ class BodyTimeout(Exception):
 
 
 #: kinds whose one object renders many objects (an AIPerfSweep: up to 200 child AIPerfJobs), read off the loop
-RENDERS_MANY = frozenset({"AIPerfSweep"})
+#: (KindSpec.renders_many)
+RENDERS_MANY = frozenset(s.kind for s in kinds() if s.renders_many)
 
 #: the body bytes of large reviews (over GATED_BYTES) judged at once; more wait their turn in order (one
 #: heavier than this goes alone). Memory is not what binds: three 600 KB sweeps peak at ~125 MiB

@@ -52,15 +52,12 @@ from webhook.audit.deps import ANY, Dep, RecordingView, ReverseIndex
 from webhook.audit.jobs import (
     AIPERFJOB,
     AIPERFSWEEP,
-    JOB_KINDS,
     JUDGED,
-    KIND_BY_RESOURCE,
     RUNNING,
-    TRAINJOB,
-    aiperf_state,
+    Related,
+    job_kinds,
+    kind_by_resource,
     owned_by,
-    sweep_state,
-    trainjob_state,
     uid_of,
 )
 from webhook.audit.passes import Kept, Remembered, checks_for, shared_reads, shared_results
@@ -85,6 +82,7 @@ from webhook.config import Settings
 from webhook.deadline import Deadline
 from webhook.preflight import evaluate
 from webhook.results import CheckResult
+from webhook.workloads.kinds import READS_JOBSET, READS_WORKLOADS, KindSpec
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +112,9 @@ JOB_NAMESPACE_WATCHES = frozenset({"secrets"})
 #: at most this many namespaced watches of one resource (each holds a connection to the apiserver);
 #: past it the resource is not watched (the period re-checks; a cluster-wide watch needs rbac.clusterWide)
 MAX_NAMESPACED_WATCHES = 200
-#: whether a TrainJob started: its JobSet (same name) and its Kueue Workload
+#: whether a job started: its JobSet (same name) and its Kueue Workload (KindSpec.reads). The JobSets are
+#: watched as metadata only, unless JobSet is a judged kind: then its job watch is the one (JobSets a
+#: judged job owns keep their metadata only there: `TrimmingCache`)
 JOBSETS = CacheSpec("jobsets", "jobset.x-k8s.io", "v1alpha2", True)
 WORKLOADS = CacheSpec("workloads", "kueue.x-k8s.io", "v1beta2", True)
 
@@ -164,6 +164,25 @@ class NotifyingCache(ResourceCache):
                 self.listener("MODIFIED", obj)
         for _, obj in before.values():
             self.listener("DELETED", obj)
+
+
+class TrimmingCache(NotifyingCache):
+    """A NotifyingCache that keeps only the metadata of an object `trim` says is no job of its own (a
+    JobSet a judged job owns, `KindSpec.skips`: only whether it exists is read, for its owner's state)."""
+
+    def __init__(self, resource: str, listener: Listener, trim: Callable[[dict[str, Any]], bool]) -> None:
+        super().__init__(resource, listener)
+        self.trim = trim
+
+    def _put(self, obj: dict[str, Any]) -> None:
+        if self.trim(obj):
+            obj = {k: obj[k] for k in ("apiVersion", "kind", "metadata") if k in obj}
+        super()._put(obj)
+
+
+def job_spec(spec: KindSpec) -> CacheSpec:
+    """The watch of one judged kind."""
+    return CacheSpec(spec.plural, spec.group, spec.version, True)
 
 
 class JoinedCache(ResourceCache):
@@ -248,7 +267,8 @@ def watch_connections(settings: Settings) -> int:
     which gets them on top of `apiConcurrency`: else requests wait for a watch to end (50-70 s)."""
     n = None if settings.job_namespaces is None else len(set(settings.job_namespaces))
     secrets = 1 if n is None else (n if n <= MAX_NAMESPACED_WATCHES else 0)
-    return len(CACHE_SPECS) + len(JOB_KINDS) + len((JOBSETS, WORKLOADS)) + len(TRIGGER_SPECS) - 1 + secrets
+    jobs = {k.plural for k in job_kinds()} | {JOBSETS.resource, WORKLOADS.resource}
+    return len(CACHE_SPECS) + len(jobs) + len(TRIGGER_SPECS) - 1 + secrets
 
 
 def _meta(obj: dict[str, Any]) -> dict[str, Any]:
@@ -364,7 +384,14 @@ class AuditController:
 
     # ------------------------------------------------------------------ watches
 
-    def _start_reflector(self, spec: CacheSpec, listener: Listener, *, metadata: bool) -> None:
+    def _start_reflector(
+        self,
+        spec: CacheSpec,
+        listener: Listener,
+        *,
+        metadata: bool,
+        trim: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> None:
         if spec.resource in self.reflectors or not self.view.served(spec.group_version):
             return
         client = MetadataClient(self.client) if metadata else self.client
@@ -374,7 +401,11 @@ class AuditController:
             return
         if namespaces is None:
             r = Reflector(spec, client)
-            r.cache = NotifyingCache(spec.resource, listener)
+            r.cache = (
+                NotifyingCache(spec.resource, listener)
+                if trim is None
+                else TrimmingCache(spec.resource, listener, trim)
+            )
         else:
             log.info("audit: watching %s in %d job namespace(s) (jobNamespaces)", spec.resource, len(namespaces))
             r = NamespacedReflector(spec, client, namespaces, listener)
@@ -389,11 +420,12 @@ class AuditController:
         return {name for o in r.cache.objects() if isinstance(name := _meta(o).get("name"), str)}
 
     def start_watches(self) -> None:
-        for jk in JOB_KINDS:
+        for jk in job_kinds():
             self._start_reflector(
-                CacheSpec(jk.resource, jk.group, jk.version, True),
+                job_spec(jk),
                 lambda t, o, res=jk.resource: self._on_job(res, t, o),  # type: ignore[misc]
                 metadata=False,
+                trim=jk.skips,
             )
         self._start_reflector(JOBSETS, self._on_jobset, metadata=True)
         self._start_reflector(WORKLOADS, self._on_workload, metadata=False)
@@ -416,7 +448,7 @@ class AuditController:
             *TRIGGER_SPECS,
             JOBSETS,
             WORKLOADS,
-            *(CacheSpec(j.resource, j.group, j.version, True) for j in JOB_KINDS),
+            *(job_spec(j) for j in job_kinds()),
         ]
         for spec in specs:
             r = self.reflectors.get(spec.resource)
@@ -428,7 +460,7 @@ class AuditController:
         self.start_watches()
         for res in sorted(set(self.reflectors) - before):
             log.info("audit: %s is served now: watching it", res)
-            if res in KIND_BY_RESOURCE:  # the jobs its first list finds are judged once it synced
+            if kind_by_resource(res) is not None:  # the jobs its first list finds are judged once it synced
                 self._spawn(self._judge_when_synced(res))
 
     async def _judge_when_synced(self, resource: str) -> None:
@@ -436,7 +468,10 @@ class AuditController:
         if r is None:
             return
         await r.synced_event.wait()
+        kind = kind_by_resource(resource)
         for obj in r.cache.objects():
+            if kind is not None and kind.skipped(obj):
+                continue
             m = _meta(obj)
             self.enqueue((resource, m.get("namespace") or "", m.get("name") or ""), f"{resource} served now")
 
@@ -449,6 +484,11 @@ class AuditController:
             return False
 
     def _on_job(self, resource: str, event_type: str, obj: dict[str, Any]) -> None:
+        if resource == JOBSETS.resource:  # JobSet is a judged kind: its job watch is also the JobSets' watch
+            self._on_jobset(event_type, obj)
+        kind = kind_by_resource(resource)
+        if kind is not None and kind.skipped(obj):
+            return  # a JobSet a judged job owns: its owner is the job
         m = _meta(obj)
         key: JobKey = (resource, m.get("namespace") or "", m.get("name") or "")
         sweep = child_of_sweep(obj) if resource == AIPERFJOB.resource else None
@@ -462,17 +502,23 @@ class AuditController:
         self.enqueue(key, "job changed")
 
     def _on_jobset(self, event_type: str, obj: dict[str, Any]) -> None:
+        """A JobSet changed: re-check the job of its name of each kind whose state reads its JobSet."""
         m = _meta(obj)
-        self.enqueue(
-            (TRAINJOB.resource, m.get("namespace") or "", m.get("name") or ""),
-            f"JobSet {'deleted' if event_type == 'DELETED' else 'created' if event_type == 'ADDED' else 'changed'}",
-        )
+        what = "deleted" if event_type == "DELETED" else "created" if event_type == "ADDED" else "changed"
+        for jk in job_kinds():
+            if READS_JOBSET in jk.reads:
+                self.enqueue((jk.resource, m.get("namespace") or "", m.get("name") or ""), f"JobSet {what}")
 
     def _on_workload(self, event_type: str, obj: dict[str, Any]) -> None:
+        """A Kueue Workload changed: re-check its owner, of a kind whose state reads its Workloads."""
         m = _meta(obj)
+        readers = {(jk.group, jk.kind): jk for jk in job_kinds() if READS_WORKLOADS in jk.reads}
         for ref in m.get("ownerReferences") or []:
-            if isinstance(ref, dict) and ref.get("kind") == TRAINJOB.kind and isinstance(ref.get("name"), str):
-                self.enqueue((TRAINJOB.resource, m.get("namespace") or "", ref["name"]), "Kueue Workload changed")
+            if not isinstance(ref, dict) or not isinstance(ref.get("name"), str):
+                continue
+            jk = readers.get((str(ref.get("apiVersion") or "").split("/", 1)[0], ref.get("kind")))  # type: ignore[arg-type]
+            if jk is not None:
+                self.enqueue((jk.resource, m.get("namespace") or "", ref["name"]), "Kueue Workload changed")
 
     def _on_dependency(self, resource: str, event_type: str, obj: dict[str, Any]) -> None:
         if not self.is_leader:
@@ -585,19 +631,23 @@ class AuditController:
         return lock
 
     def state_of(self, resource: str, obj: dict[str, Any]) -> tuple[str, str]:
-        """(judged | running | finished, why) for one job object."""
-        if resource == "aiperfjobs":
-            return aiperf_state(obj)
-        if resource == "aiperfsweeps":
-            return sweep_state(obj)
+        """(judged | running | finished, why) for one job object: its kind's state reader (KindSpec.state),
+        given what it reads from this controller's watches (its JobSet, its Kueue Workloads)."""
+        kind = kind_by_resource(resource)
+        if kind is None or kind.state is None:
+            return JUDGED, ""
         m = _meta(obj)
         ns, name = m.get("namespace") or "", m.get("name") or ""
-        js = self.reflectors.get(JOBSETS.resource)
-        wls = self.reflectors.get(WORKLOADS.resource)
-        jobset = None if js is None else js.cache.get(ns, name)
-        uid = uid_of(obj)
-        workloads = [] if wls is None else [w for w in wls.cache.objects(ns) if owned_by(w, uid)]
-        return trainjob_state(obj, jobset=jobset, workloads=workloads)
+        jobset: dict[str, Any] | None = None
+        workloads: tuple[dict[str, Any], ...] = ()
+        if READS_JOBSET in kind.reads:
+            js = self.reflectors.get(JOBSETS.resource)
+            jobset = None if js is None else js.cache.get(ns, name)
+        if READS_WORKLOADS in kind.reads:
+            wls = self.reflectors.get(WORKLOADS.resource)
+            uid = uid_of(obj)
+            workloads = () if wls is None else tuple(w for w in wls.cache.objects(ns) if owned_by(w, uid))
+        return kind.state(obj, Related(jobset, workloads))
 
     def version_of(self, dep: Dep) -> str | None:
         """The resourceVersion of what `dep` names as a cache holds it now: the view's (what the checks
@@ -629,7 +679,8 @@ class AuditController:
                 return "not leader"
             r = self.reflectors.get(key[0])
             obj = None if r is None else r.cache.get(key[1], key[2])
-            if obj is None:
+            kind = kind_by_resource(key[0])
+            if obj is None or kind is None or kind.skipped(obj):  # gone, or no job of its own (its owner is)
                 await self._forget(key, "deleted")
                 return "deleted"
             state, why = self.state_of(key[0], obj)
@@ -649,7 +700,6 @@ class AuditController:
                     await self._forget(key, state)
                 return state
             m = _meta(obj)
-            kind = KIND_BY_RESOURCE[key[0]]
             ref = JobRef(kind.api_version, kind.kind, key[1], key[2], uid_of(obj))
             gen = m.get("generation")
             generation = str(gen if gen is not None else m.get("resourceVersion") or "")
@@ -756,11 +806,13 @@ class AuditController:
 
     def job_keys(self) -> list[JobKey]:
         out: list[JobKey] = []
-        for jk in JOB_KINDS:
+        for jk in job_kinds():
             r = self.reflectors.get(jk.resource)
             if r is None:
                 continue
             for obj in r.cache.objects():
+                if jk.skipped(obj):
+                    continue
                 m = _meta(obj)
                 out.append((jk.resource, m.get("namespace") or "", m.get("name") or ""))
         return out

@@ -2,7 +2,8 @@
 way the webhook's is: what the checks declare, plus what only the controller does. Nothing else.
 
     reads of the checks and the view  webhook.cluster.capabilities.required_permissions (the webhook's)
-    the jobs                          list, watch: AIPerfJobs, AIPerfSweeps, TrainJobs (audit/jobs.py)
+    the jobs                          list, watch: every judged kind (AIPerfJobs, AIPerfSweeps, TrainJobs,
+                                      JobSets: audit/jobs.py job_kinds, from the KindSpecs)
     whether a job started             list, watch: JobSets, Kueue Workloads (audit/controller.py)
     what jobs read, as metadata       list, watch: audit/controller.py TRIGGER_SPECS (Secrets, ConfigMaps,
                                       ServiceAccounts, PVCs, quotas, LimitRanges, Services, Namespaces,
@@ -26,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from webhook.audit.controller import JOBSETS, TRIGGER_SPECS, WORKLOADS
-from webhook.audit.jobs import JOB_KINDS
+from webhook.audit.jobs import job_kinds
 from webhook.audit.reports import GROUP as REPORTS_GROUP
 from webhook.audit.reports import PLURAL as REPORTS
 from webhook.cluster.capabilities import required_permissions
@@ -44,7 +45,7 @@ def _key(p: Permission) -> tuple[str, str, str, str, str, str]:
 
 def watched() -> list[tuple[str, str]]:
     """(group, resource) of everything the controller lists and watches."""
-    out = [(k.group, k.resource) for k in JOB_KINDS]
+    out = [(k.group, k.resource) for k in job_kinds()]
     out += [(s.group, s.resource) for s in (JOBSETS, WORKLOADS, *TRIGGER_SPECS)]
     return out
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.checks.base import AIPERFJOB, CheckContext
+from webhook.checks.base import CheckContext
 from webhook.checks.basics import KUEUE_API
 from webhook.kube import QUEUE_LABEL
 from webhook.workloads.base import Workload
@@ -30,14 +30,17 @@ class Queue:
 def requested_queue(wl: Workload, settings: Any) -> Queue | None:
     """The queue the job explicitly asks for (or the AIPerf operator's configured default)."""
     labels = (wl.obj.get("metadata") or {}).get("labels") or {}
-    sched = ((wl.obj.get("spec") or {}).get("scheduling")) or {}
     if isinstance(labels.get(QUEUE_LABEL), str) and labels[QUEUE_LABEL]:
         return Queue(labels[QUEUE_LABEL], f"label {QUEUE_LABEL}")
-    if wl.kind == AIPERFJOB and isinstance(sched.get("queueName"), str) and sched["queueName"]:
-        return Queue(sched["queueName"], "spec.scheduling.queueName")
+    field = wl.facts.queue_field  # a field of the kind's own that names the queue (KindFacts)
+    named: Any = wl.obj
+    for key in field.split(".") if field else ():
+        named = (named if isinstance(named, dict) else {}).get(key)
+    if field and isinstance(named, str) and named:
+        return Queue(named, field)
     if wl.queue_name:
         return Queue(wl.queue_name, "the job's queue name")
-    if wl.kind == AIPERFJOB:
+    if wl.facts.default_queue:
         default = settings.kueue.default_queue_name or settings.aiperf_env.get(AIPERF_DEFAULT_QUEUE_ENV)
         if default:
             return Queue(default, "the AIPerf operator's default queue (kueue.defaultQueueName)")

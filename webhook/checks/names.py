@@ -39,7 +39,7 @@ def jobset_name(wl: Workload) -> str:
     name = (js.get("metadata") or {}).get("name")
     if isinstance(name, str) and name:
         return name
-    return f"aiperf-{wl.name}" if wl.kind == "AIPerfJob" else wl.name
+    return f"{wl.facts.jobset_prefix}{wl.name}"
 
 
 def replicated_jobs(wl: Workload) -> list[tuple[str, int, int]]:

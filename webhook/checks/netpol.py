@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.checks.base import AIPERFJOB, AIPERFSWEEP, TRAINJOB, Check, CheckContext
+from webhook.checks.base import Check, CheckContext
 from webhook.checks.common import cached, with_stale
 from webhook.checks.endpoint import endpoint_urls, service_of, url_port
 from webhook.checks.netpol_eval import Labels, Peer, Port, direction
@@ -129,7 +129,7 @@ def job_paths(ctx: CheckContext) -> list[Path]:
     groups = [g for g in wl.pod_groups if g.pods > 0 and g.pod_spec.get("hostNetwork") is not True]
     peers = {g.name: _group_peer(ctx, g, nsl) for g in groups}
     out: list[Path] = []
-    if wl.kind in (AIPERFJOB, AIPERFSWEEP):
+    if wl.facts.calls_endpoints:
         workers = [g for g in groups if g.role.startswith("workers")] or groups
         for url in endpoint_urls(wl.obj):
             svc_ns = service_of(url)
@@ -194,15 +194,15 @@ def job_paths(ctx: CheckContext) -> list[Path]:
                             "the operator cannot read the job's progress or results",
                         )
                     )
-    consequence = "the training hangs at rendezvous" if wl.kind == TRAINJOB else "the job's pods cannot connect"
+    consequence = wl.facts.peer_consequence
     for dst_g in groups:
         for port in serving_ports(dst_g):
-            if wl.kind != TRAINJOB and port.name in OPERATOR_PORTS:
+            if wl.facts.operator_ports and port.name in OPERATOR_PORTS:
                 continue  # the operator's, above
             for src_g in groups:
                 if src_g is dst_g and src_g.pods < 2:
                     continue
-                if wl.kind == TRAINJOB and src_g is not dst_g and not _talks(src_g):
+                if wl.facts.collective and src_g is not dst_g and not _talks(src_g):
                     continue
                 out.append(
                     Path(
@@ -213,7 +213,7 @@ def job_paths(ctx: CheckContext) -> list[Path]:
                         consequence,
                     )
                 )
-    if wl.kind == TRAINJOB:
+    if wl.facts.collective:
         talking = [g for g in groups if _talks(g)]
         if sum(g.pods for g in talking) > 1:
             for a in talking:

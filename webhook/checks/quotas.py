@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from webhook.checks.base import AIPERFJOB, Check, CheckContext
+from webhook.checks.base import Check, CheckContext
 from webhook.checks.common import cached, plural, with_stale
 from webhook.checks.quota_admission import (
     MAX_STAGE_GROUPS,
@@ -88,13 +88,7 @@ def _parse_list(raw: dict[str, Any] | None, problems: list[str], where: str) -> 
 
 
 def _fix_for_missing(wl: Workload, which: str, resource: str) -> str:
-    hint = ""
-    if wl.kind == AIPERFJOB:
-        hint = (
-            " (AIPerfJob: spec.resourceMode: guaranteed sets limits)"
-            if which == "limits"
-            else " (AIPerfJob: spec.resourceMode burstable or guaranteed)"
-        )
+    hint = dict(wl.facts.resources_hint).get(which, "")
     return (
         f"Fix: set resources.{which}.{resource} on every container{hint}, or add a LimitRange with a "
         f'default{"Request" if which == "requests" else ""} for {resource} in namespace "{wl.namespace}"'

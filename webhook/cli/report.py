@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from webhook.audit.jobs import JOB_KINDS, JUDGED, RUNNING
+from webhook.audit.jobs import JUDGED, RUNNING, job_kinds
 from webhook.cli.session import live_view, settings_and_budget
 from webhook.config import Settings
 
@@ -232,12 +232,14 @@ async def compute_live(
             else "judging the jobs that have not started now (--live)"
         )
         skipped: dict[str, int] = {}
-        aiperfjobs: list[dict[str, Any]] = []  # listed first (JOB_KINDS): a sweep's created children
-        for jk in JOB_KINDS:
+        aiperfjobs: list[dict[str, Any]] = []  # listed first (job_kinds): a sweep's created children
+        for jk in job_kinds():
             listed = await _list(view.client, jk.group, jk.version, jk.resource, namespace, answer)
             if jk.resource == "aiperfjobs":
                 aiperfjobs = listed
             for obj in listed:
+                if jk.skipped(obj):
+                    continue  # a JobSet a judged job owns: its owner is the job
                 obj.setdefault("apiVersion", jk.api_version)
                 obj.setdefault("kind", jk.kind)
                 meta = obj.get("metadata") or {}
@@ -301,35 +303,38 @@ async def _list(
 async def _state(client: Any, resource: str, obj: dict[str, Any]) -> tuple[str, str]:
     """Whether the audit controller judges `obj` (webhook/audit/jobs.py): the same rules, read live."""
     from webhook.audit.controller import JOBSETS, WORKLOADS
-    from webhook.audit.jobs import aiperf_state, sweep_state, trainjob_state
+    from webhook.audit.jobs import Related, kind_by_resource, owned_by, uid_of
     from webhook.cluster.view import ApiError
+    from webhook.workloads.kinds import READS_JOBSET, READS_WORKLOADS
 
-    if resource == "aiperfjobs":
-        return aiperf_state(obj)
-    if resource == "aiperfsweeps":
-        return sweep_state(obj)
-    if resource != "trainjobs":
+    kind = kind_by_resource(resource)
+    if kind is None or kind.state is None:
         return JUDGED, ""
     meta = obj.get("metadata") or {}
     ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
     jobset: dict[str, Any] | None = None
     workloads: list[dict[str, Any]] = []
     try:
-        jobset = await client.request(
-            "GET", f"/apis/{JOBSETS.group}/{JOBSETS.version}/namespaces/{ns}/{JOBSETS.resource}/{name}", timeout=30.0
-        )
+        if READS_JOBSET in kind.reads:
+            jobset = await client.request(
+                "GET",
+                f"/apis/{JOBSETS.group}/{JOBSETS.version}/namespaces/{ns}/{JOBSETS.resource}/{name}",
+                timeout=30.0,
+            )
     except ApiError as exc:
         if exc.status not in (404, 403):
             raise
     try:
-        listed = await client.request(
-            "GET", f"/apis/{WORKLOADS.group}/{WORKLOADS.version}/namespaces/{ns}/{WORKLOADS.resource}", timeout=30.0
-        )
-        workloads = [w for w in listed.get("items") or [] if isinstance(w, dict)]
+        if READS_WORKLOADS in kind.reads:
+            listed = await client.request(
+                "GET", f"/apis/{WORKLOADS.group}/{WORKLOADS.version}/namespaces/{ns}/{WORKLOADS.resource}", timeout=30.0
+            )
+            workloads = [w for w in listed.get("items") or [] if isinstance(w, dict)]
     except ApiError as exc:
         if exc.status not in (404, 403):
             raise
-    return trainjob_state(obj, jobset=jobset, workloads=workloads)
+    uid = uid_of(obj)
+    return kind.state(obj, Related(jobset, tuple(w for w in workloads if owned_by(w, uid))))
 
 
 def _job_label(kind: str, name: str, child: str) -> str:

@@ -1,30 +1,20 @@
 """Adapters: one per kind, each turns an object into a Workload.
 
-`build_workload(obj, ...)` picks the adapter by apiVersion group and kind; `None` means
-no adapter handles the kind (the webhook allows it untouched).
+`build_workload(obj, ...)` picks the adapter by apiVersion group and kind (the kind's KindSpec,
+webhook/workloads/kinds.py); `None` means no adapter handles the kind (the webhook allows it untouched).
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
 from typing import Any
 
 from webhook.config import Settings
 from webhook.workloads.base import AdapterError, RuntimeLookup, Workload
+from webhook.workloads.kinds import KIND_PACKAGES, Adapter, KindSpec, kind_spec, registry
 from webhook.workloads.render_cache import CACHE
 
-#: builds the Workload; None for an object of its kind that is not judged (a JobSet a judged job owns)
-Adapter = Callable[..., Workload | None]
-
-# (group, kind) → "module:function"; a module is imported when its kind is first met (`serve`
-# imports them all at start-up: import_adapters), so the CLI loads only what it judges
-_ADAPTERS: dict[tuple[str, str], str] = {
-    ("aiperf.nvidia.com", "AIPerfJob"): "webhook.workloads.aiperf:build",
-    ("aiperf.nvidia.com", "AIPerfSweep"): "webhook.workloads.aiperf_sweep:build",
-    ("trainer.kubeflow.org", "TrainJob"): "webhook.workloads.trainjob:build",
-    ("jobset.x-k8s.io", "JobSet"): "webhook.workloads.jobset:build",
-}
+# The kinds: one KindSpec per kind package (`KIND_SPEC`), registered once in kinds.KIND_PACKAGES. A package
+# is imported when the registry is first read (`serve` reads it at start-up: import_adapters).
 
 
 def _group(api_version: str) -> str:
@@ -32,22 +22,18 @@ def _group(api_version: str) -> str:
 
 
 def adapter_for(api_version: str, kind: str) -> Adapter | None:
-    target = _ADAPTERS.get((_group(api_version), kind))
-    if target is None:
-        return None
-    mod, fn = target.split(":")
-    return getattr(importlib.import_module(mod), fn)
+    spec = kind_spec(_group(api_version), kind)
+    return None if spec is None else spec.adapter
 
 
 def known_kinds() -> list[str]:
     """The kinds an adapter handles (metrics pre-create their label sets from this)."""
-    return [kind for _, kind in _ADAPTERS]
+    return [s.kind for s in registry().values()]
 
 
 def import_adapters() -> None:
-    """Import every adapter now (at start-up) instead of on the first review of its kind."""
-    for target in _ADAPTERS.values():
-        importlib.import_module(target.split(":")[0])
+    """Import every kind package now (at start-up) instead of on the first review."""
+    registry()
 
 
 def build_workload(
@@ -78,11 +64,15 @@ def build_workload(
 
 
 __all__ = [
+    "KIND_PACKAGES",
+    "Adapter",
     "AdapterError",
+    "KindSpec",
     "RuntimeLookup",
     "Workload",
     "adapter_for",
     "build_workload",
     "import_adapters",
+    "kind_spec",
     "known_kinds",
 ]

@@ -82,6 +82,24 @@ class KindFacts:
     #: the key of `derived` that is the applied object itself (a JobSet applied directly): it has no
     #: owner, and the apiserver's own admission of this very request judges it (no dry run of it)
     derived_self: str = ""
+    #: the name of the JobSet its controller makes is the job's with this prefix ("aiperf-": AIPerf's operator)
+    jobset_prefix: str = ""
+    #: the field besides the Kueue label that names the job's queue ("spec.scheduling.queueName"), and
+    #: whether its controller falls back to a default queue of its own (the AIPerf operator's)
+    queue_field: str = ""
+    default_queue: bool = False
+    #: what the Fix of a container without requests or limits adds: (("requests" | "limits", hint), ...)
+    resources_hint: tuple[tuple[str, str], ...] = ()
+    #: network paths beyond pod-to-pod (Network Policies): its workers call the endpoint URLs of its
+    #: spec and the AIPerf operator polls its pods' OPERATOR_PORTS (an AIPerf benchmark)
+    calls_endpoints: bool = False
+    #: the ports named as the AIPerf operator's (OPERATOR_PORTS) are never pod-to-pod traffic
+    operator_ports: bool = True
+    #: a distributed training: only the groups that talk (the trainer nodes) reach the other groups, and
+    #: they open collective connections (NCCL, Gloo, MPI) on ports of their own choosing
+    collective: bool = False
+    #: what a dropped pod-to-pod path does to the job
+    peer_consequence: str = "the job's pods cannot connect"
 
     def resources_of(self, container: str) -> str:
         by_name = dict(self.resources_at)

@@ -8,13 +8,13 @@ a bounded LRU of renders, keyed by what the render reads:
 
 * the object (its values, types and order: :func:`canonical`), hashed (SHA-256), without the metadata no adapter
   reads: ``resourceVersion``, ``generation`` and ``managedFields`` for every kind, and ``uid`` and
-  ``creationTimestamp`` for the kinds whose adapter never reads them (:data:`UNREAD_METADATA`: a
+  ``creationTimestamp`` for the kinds whose adapter never reads them (``KindSpec.unread_metadata``: a
   TrainJob's or a JobSet's render is the same for every create of the same content; such a field
   that is not a string stays in the key, as its render refuses it). An AIPerfJob's render reads both,
   but only to copy them: the uid into ``AIPERF_JOB_UID`` of every container, the run epoch key
   (results_layout.epoch_key_from_body, from the creationTimestamp and the uid) into run_config.json's
   ``run_meta.epoch``. So it is rendered once per content with placeholders for both
-  (:data:`PER_CREATE`, :class:`_Fill`), and each review gets that render with its own uid and epoch
+  (``KindSpec.per_create``, :class:`_Fill`), and each review gets that render with its own uid and epoch
   filled in: a dry run and the apply that follows, or two creates of the same spec, share one
   render, and each gets the body AIPerf's operator renders for it (tests/test_workload_aiperf.py
   compares both with the operator's goldens). The key then holds, instead of the two fields, the
@@ -62,23 +62,13 @@ from typing import Any
 from webhook._compat import environ_key
 from webhook.config import Settings
 from webhook.workloads.base import RuntimeLookup, Workload
+from webhook.workloads.kinds import kind_spec
 from webhook.workloads.walks import is_plain
 
 #: metadata no adapter reads, left out of every key
 NEVER_READ = frozenset({"resourceVersion", "generation", "managedFields"})
-#: (group, kind) → more metadata its adapter never reads (webhook/workloads/trainjob/adapter.py and
-#: jobset/adapter.py discard read_metadata's uid and never look at creationTimestamp)
-UNREAD_METADATA: dict[tuple[str, str], frozenset[str]] = {
-    ("trainer.kubeflow.org", "TrainJob"): frozenset({"uid", "creationTimestamp"}),
-    ("jobset.x-k8s.io", "JobSet"): frozenset({"uid", "creationTimestamp"}),
-}
 #: at most this many bytes of the cached objects' serialized keys (the renders are a small multiple)
 MAX_BYTES = 32 * 2**20
-#: (group, kind) → the function giving the per-create value its render copies besides the uid: an
-#: AIPerfJob's run epoch key (its adapter takes it as ``epoch=``). Rendered with placeholders for both.
-PER_CREATE: dict[tuple[str, str], str] = {
-    ("aiperf.nvidia.com", "AIPerfJob"): "webhook.workloads.aiperf.run_config:run_epoch",
-}
 #: the placeholders, drawn per process from two disjoint alphabets (neither contains the other's
 #: characters): the uid's 32 upper-case hex digits, the epoch's lower-case letters g-z (an epoch key
 #: is digits and '-'; the placeholder has its length, so every size the render measures is the same)
@@ -132,11 +122,20 @@ class _Create:
         return EPOCH_MARKS[: len(self.epoch)]
 
 
+def _unread_metadata(group_kind: tuple[str, str]) -> frozenset[str]:
+    """More metadata the kind's adapter never reads (its KindSpec's ``unread_metadata``: a TrainJob's
+    and a JobSet's adapter discard read_metadata's uid and never look at creationTimestamp)."""
+    spec = kind_spec(*group_kind)
+    return frozenset() if spec is None else spec.unread_metadata
+
+
 def _per_create(obj: dict[str, Any], group_kind: tuple[str, str]) -> _Create | None:
     """The per-create values of ``obj`` when its render is made with placeholders, else None: the
-    kind copies them (PER_CREATE), the uid is a non-empty string or absent (another uid stays in
+    kind copies them (its KindSpec's ``per_create``: the function giving the per-create value its render
+    copies besides the uid, an AIPerfJob's run epoch key, its adapter's ``epoch=``), the uid is a non-empty string or absent (another uid stays in
     the key and the render), the epoch key is at least MIN_EPOCH long and fits EPOCH_MARKS."""
-    target = PER_CREATE.get(group_kind)
+    spec = kind_spec(*group_kind)
+    target = None if spec is None else spec.per_create
     meta = obj.get("metadata")
     if target is None or not isinstance(meta, dict):
         return None
@@ -296,7 +295,7 @@ class RenderCache:
             if UID_MARK.encode() in text or create.epoch_mark.encode() in text:
                 create = None  # the object holds a placeholder: rendered with its own values
         if create is None:
-            text = canonical(obj, UNREAD_METADATA.get(group_kind, frozenset()), namespace)
+            text = canonical(obj, _unread_metadata(group_kind), namespace)
         key = hashlib.sha256(text).digest()
         environ = _environ()
         with self._lock:

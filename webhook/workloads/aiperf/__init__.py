@@ -21,6 +21,8 @@ importable from `webhook.workloads.aiperf`.
 
 from __future__ import annotations
 
+from typing import Any
+
 from webhook.kube import JOBSET_API_VERSION, QUEUE_LABEL
 from webhook.workloads.aiperf.adapter import FACTS, build, read_metadata
 from webhook.workloads.aiperf.env import (
@@ -49,14 +51,48 @@ from webhook.workloads.aiperf.run_config import (
 )
 from webhook.workloads.aiperf.typed import DATASET_TYPES, ENDPOINT_TYPES, PHASE_TYPES
 from webhook.workloads.aiperf.workers import calculate_workers, worker_topology
+from webhook.workloads.kinds import FINISHED, JUDGED, RUNNING, KindSpec, Related, phase_of
+
+#: AIPerf 0.13.0 `aiperf/kubernetes/phase.py` `Phase`: judged while `status.phase` is unset, `Pending` or
+#: `Queued` (JobSet suspended by Kueue); `Initializing`/`Running` run; the rest are finished
+AIPERF_WAITING = frozenset({"", "Pending", "Queued"})
+AIPERF_RUNNING = frozenset({"Initializing", "Running"})
+AIPERF_TERMINAL = frozenset({"Completed", "Failed", "Cancelled"})
+
+
+def aiperf_state(obj: dict[str, Any], related: Related | None = None) -> tuple[str, str]:
+    """Whether an AIPerfJob started, from its `status.phase` (see AIPERF_WAITING)."""
+    phase = phase_of(obj)
+    if phase in AIPERF_TERMINAL:
+        return FINISHED, f"phase {phase}"
+    if phase in AIPERF_RUNNING:
+        return RUNNING, f"phase {phase}"
+    return JUDGED, f"phase {phase or 'not set'}"
+
+
+KIND_SPEC = KindSpec(
+    kind="AIPerfJob",
+    group="aiperf.nvidia.com",
+    version="v1alpha1",
+    plural="aiperfjobs",
+    adapter=build,
+    state=aiperf_state,
+    owns_jobsets=True,
+    # its render copies the uid and the run epoch key: rendered once with placeholders (render_cache.py)
+    per_create="webhook.workloads.aiperf.run_config:run_epoch",
+)
 
 __all__ = [
+    "AIPERF_RUNNING",
+    "AIPERF_TERMINAL",
+    "AIPERF_WAITING",
     "API_VERSION",
     "FACTS",
     "CONFIGMAP_KEY",
     "DATASET_TYPES",
     "ENDPOINT_TYPES",
     "JOBSET_API_VERSION",
+    "KIND_SPEC",
     "MAX_JOB_ID",
     "MAX_WORKER_POD_CONTAINERS",
     "MIN_CONTAINER_CPU_MCPU",
@@ -68,6 +104,7 @@ __all__ = [
     "RESULTS_SIDECAR_PORT",
     "WORKER_IMPORT_MEMORY_FLOOR_MIB",
     "Env",
+    "aiperf_state",
     "build",
     "calculate_workers",
     "container_security",

@@ -31,6 +31,16 @@ FACTS = KindFacts(
     controllers=("AIPerf operator", "JobSet"),
     pod_field="spec.podTemplate.{field}",
     pull_secrets_at="spec.podTemplate.imagePullSecrets",
+    # the operator names the JobSet aiperf-<job> (jobset.py Renderer)
+    jobset_prefix="aiperf-",
+    # jobset.py kueue_queue: the spec's scheduling.queueName, else the operator's default queue
+    queue_field="spec.scheduling.queueName",
+    default_queue=True,
+    resources_hint=(
+        ("requests", " (AIPerfJob: spec.resourceMode burstable or guaranteed)"),
+        ("limits", " (AIPerfJob: spec.resourceMode: guaranteed sets limits)"),
+    ),
+    calls_endpoints=True,
 )
 
 

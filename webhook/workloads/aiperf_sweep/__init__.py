@@ -36,7 +36,10 @@ Every public name is importable from `webhook.workloads.aiperf_sweep`.
 
 from __future__ import annotations
 
-from webhook.workloads.aiperf_sweep.adapter import EPOCH_RE, build
+from typing import Any
+
+from webhook.workloads import aiperf
+from webhook.workloads.aiperf_sweep.adapter import EPOCH_RE, FACTS, build
 from webhook.workloads.aiperf_sweep.children import (
     SWEEP_LABEL,
     SWEEP_RUN_EPOCH_LABEL,
@@ -72,11 +75,42 @@ from webhook.workloads.aiperf_sweep.workload import (
     requests_of,
     worst_first,
 )
+from webhook.workloads.kinds import FINISHED, JUDGED, RUNNING, KindSpec, Related, phase_of
+
+#: AIPerf 0.13.0 `sweep_controller/child_rollup.py` TERMINAL_PHASES (PARENT_TERMINAL_PHASES and the rollup's Completed)
+SWEEP_TERMINAL = frozenset({"Succeeded", "Failed", "Cancelled", "PartiallyFailed", "Completed"})
+
+
+def sweep_state(obj: dict[str, Any], related: Related | None = None) -> tuple[str, str]:
+    """Whether an AIPerfSweep ran: judged until every child exists (the audit controller judges each child
+    its sweep controller has not created yet: webhook/audit/sweeps.py). Its phases (AIPerf 0.13.0
+    `operator/handlers/sweep/create.py` Pending, `sweep_controller/status_writer.py` Running, the
+    rollup's Aggregating): `Aggregating` means every child ran; SWEEP_TERMINAL are finished."""
+    phase = phase_of(obj)
+    if phase in SWEEP_TERMINAL:
+        return FINISHED, f"phase {phase}"
+    if phase == "Aggregating":
+        return RUNNING, "phase Aggregating: every child ran"
+    return JUDGED, "remaining children" if phase else "phase not set"
+
+
+KIND_SPEC = KindSpec(
+    kind=KIND,
+    group=aiperf.KIND_SPEC.group,
+    version=aiperf.KIND_SPEC.version,
+    plural="aiperfsweeps",
+    adapter=build,
+    state=sweep_state,
+    owns_jobsets=True,
+    renders_many=True,
+)
 
 __all__ = [
     "CONTROLLER_GROUP",
     "EPOCH_RE",
+    "FACTS",
     "KIND",
+    "KIND_SPEC",
     "MAX_CHILD_JOB_ID",
     "MAX_SWEEP_TRIALS",
     "MAX_SWEEP_VARIATIONS",
@@ -84,6 +118,7 @@ __all__ = [
     "RUN_TIME_SAMPLED",
     "SWEEP_CONTROLLER_RESOURCES",
     "SWEEP_LABEL",
+    "SWEEP_TERMINAL",
     "SWEEP_RUN_EPOCH_LABEL",
     "SWEEP_TYPES",
     "SWEEP_UID_LABEL",
@@ -110,5 +145,6 @@ __all__ = [
     "requests_of",
     "sanitize_for_label",
     "set_nested",
+    "sweep_state",
     "worst_first",
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import re
+from dataclasses import replace
 from typing import Any
 
 from webhook.config import Settings
@@ -41,6 +42,9 @@ from webhook.workloads.shape import mapping, str_map
 EPOCH_RE = re.compile(r"\A\d{9,10}(\d{6})?\Z")  # aiperf/common/results_markers.py
 #: AIPerfConfig._apply_consistent_seed_default: a sweep's workloads must be identical
 CONSISTENT_SEED = 42
+#: an AIPerfJob's, but for what the sweep itself is not: its JobSet is the sweep controller's (named
+#: as the sweep), its queue is its children's, and its Fix for resources is on its children
+FACTS = replace(aiperf.FACTS, jobset_prefix="", queue_field="", default_queue=False, resources_hint=())
 
 
 def build(
@@ -61,7 +65,7 @@ def build(
         name=name,
         namespace=ns,
         obj=obj,
-        facts=aiperf.FACTS,
+        facts=FACTS,
     )
     try:
         _build(wl, obj, spec, settings, uid or "")

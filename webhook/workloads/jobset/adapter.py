@@ -17,6 +17,7 @@ from typing import Any
 from webhook.config import Settings
 from webhook.kube import JOBSET_API_VERSION, MULTIKUEUE, QUEUE_LABEL
 from webhook.workloads.base import AdapterError, KindFacts, PodGroup, RuntimeLookup, Workload
+from webhook.workloads.kinds import judged_owners
 from webhook.workloads.podspec import clean_pod_spec
 from webhook.workloads.shape import at, copy_json, integer, listing, mapping, read_metadata, string
 from webhook.workloads.walks import plain_json
@@ -28,14 +29,11 @@ FACTS = KindFacts(
     pull_secrets_at="imagePullSecrets in spec.replicatedJobs[].template.spec.template.spec",
     derived_self="jobSet",
 )
-#: the owners whose JobSets were judged when the owner was applied: (API group, kind)
-JUDGED_OWNERS = frozenset(
-    {("trainer.kubeflow.org", "TrainJob"), ("aiperf.nvidia.com", "AIPerfJob"), ("aiperf.nvidia.com", "AIPerfSweep")}
-)
 
 
 def owned_by_a_judged_job(obj: dict[str, Any]) -> bool:
-    """An ownerReference to a kind this webhook judges, with or without the ``controller`` flag (the
+    """An ownerReference to a kind this webhook judges that owns its JobSets (`KindSpec.owns_jobsets`:
+    webhook/workloads/kinds.py judged_owners), with or without the ``controller`` flag (the
     apiserver's matchConditions say the same).
 
     With it: the JobSet Trainer or the AIPerf operator makes. Without it: the Dry Run check's twin of
@@ -46,11 +44,14 @@ def owned_by_a_judged_job(obj: dict[str, Any]) -> bool:
     the nested review's denial read as the twin's refusal)."""
     meta = obj.get("metadata")
     refs = meta.get("ownerReferences") if isinstance(meta, dict) else None
-    for ref in refs if isinstance(refs, list) else []:
+    if not isinstance(refs, list) or not refs:
+        return False
+    owners = judged_owners()
+    for ref in refs:
         if not isinstance(ref, dict):
             continue
         api_version, kind = ref.get("apiVersion"), ref.get("kind")
-        if isinstance(api_version, str) and (api_version.split("/", 1)[0], kind) in JUDGED_OWNERS:
+        if isinstance(api_version, str) and (api_version.split("/", 1)[0], kind) in owners:
             return True
     return False
 

@@ -19,6 +19,19 @@ importable from `webhook.workloads.trainjob`.
 
 from __future__ import annotations
 
+from typing import Any
+
+from webhook.workloads.kinds import (
+    FINISHED,
+    JUDGED,
+    READS_JOBSET,
+    READS_WORKLOADS,
+    RUNNING,
+    KindSpec,
+    Related,
+    condition_true,
+    queued_state,
+)
 from webhook.workloads.trainjob.adapter import FACTS, build
 from webhook.workloads.trainjob.merge import strategic_merge
 from webhook.workloads.trainjob.plugins import FLUX_INSTALLER_IMAGE, MPI_SSH_SECRET_SUFFIX
@@ -34,9 +47,39 @@ from webhook.workloads.trainjob.schema import (
     TRAINJOB_SPEC,
 )
 
+
+def trainjob_state(obj: dict[str, Any], related: Related) -> tuple[str, str]:
+    """Whether a TrainJob started (Trainer v2.3 `pkg/apis/trainer/v1alpha1/trainjob_types.go`): finished when
+    the `Complete` or `Failed` condition is True; else judged when `spec.suspend` is true, when its Kueue
+    Workload (owned by the TrainJob) is not admitted, or when its JobSet (the TrainJob's name, Trainer's
+    jobset plugin) does not exist yet."""
+    if condition_true(obj, "Complete") or condition_true(obj, "Failed"):
+        return FINISHED, "finished"
+    queued = queued_state(obj, related)
+    if queued is not None:
+        return queued
+    if related.jobset is None:
+        return JUDGED, "no JobSet yet"
+    return RUNNING, "running"
+
+
+KIND_SPEC = KindSpec(
+    kind="TrainJob",
+    group=API_GROUP,
+    version="v1alpha1",
+    plural="trainjobs",
+    adapter=build,
+    state=trainjob_state,
+    reads=frozenset({READS_JOBSET, READS_WORKLOADS}),
+    owns_jobsets=True,
+    # the adapter discards read_metadata's uid and never looks at creationTimestamp
+    unread_metadata=frozenset({"uid", "creationTimestamp"}),
+)
+
 __all__ = [
     "ANCESTOR_LABEL",
     "FACTS",
+    "KIND_SPEC",
     "API_GROUP",
     "FLUX_INSTALLER_IMAGE",
     "JOBSET_TEMPLATE",
@@ -48,5 +91,6 @@ __all__ = [
     "RUNTIME_SPEC",
     "TRAINJOB_SPEC",
     "build",
+    "trainjob_state",
     "strategic_merge",
 ]

@@ -55,6 +55,10 @@ FACTS = KindFacts(
         ("node", "spec.trainer.resourcesPerNode.limits (or the runtime's container resources)"),
         ("", "the training runtime's container resources"),
     ),
+    # the trainer nodes rendezvous and exchange tensors; the initializers talk to no one
+    collective=True,
+    operator_ports=False,
+    peer_consequence="the training hangs at rendezvous",
 )
 
 
