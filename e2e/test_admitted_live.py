@@ -17,6 +17,8 @@ scheduler or kubelet is needed, ResourceQuota admission charges (or refuses) a p
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -270,3 +272,36 @@ async def test_an_env_from_a_missing_secret_added_by_a_mutating_policy_is_denied
     assert got["spec"]["containers"][0]["env"] == [
         {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "e2e-token", "key": "token"}}}
     ]
+
+
+def test_plan_against_the_cluster_lists_what_admission_changes_per_pod_group(
+    policies: ControlPlane, tmp_path: Any
+) -> None:
+    """`preflight-webhook plan --cluster` (webhook/cli/plan.py): per pod group, what the cluster's admission changes."""
+    cp, ns = policies, "chk-admit-plan"
+    _namespace(cp, ns, "fill-limits")
+    requests = {"cpu": "250m"}
+    _admits(cp, ns, requests)
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(_jobset(ns, "plan-job", 2, requests)))
+
+    def plan(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "webhook", "plan", "--cluster", "--kubeconfig", str(cp.kubeconfig), *args]
+        return subprocess.run([*argv, "-f", str(job)], capture_output=True, text=True, timeout=120)
+
+    text = plan()
+    assert text.returncode == 0, text.stderr
+    assert (
+        '  admission changes the node pods: limits.cpu 500m on container "node", set by admission; '
+        'limits.memory 1Gi on container "node", set by admission'
+    ) in text.stdout.splitlines()
+    got = json.loads(plan("-o", "json").stdout)
+    assert got["admission"] == {
+        "changed": {
+            "node": [
+                'limits.cpu 500m on container "node", set by admission',
+                'limits.memory 1Gi on container "node", set by admission',
+            ]
+        },
+        "unseen": None,
+    }

@@ -271,3 +271,38 @@ async def test_a_secret_env_added_by_admission_is_required_like_the_templates_ow
         f'create secret generic e2e-token -n team-a --from-literal=token=… {ADMITTED}: the node pods: env "TOKEN" added '
         'to container "node", set by admission.',
     )
+
+
+def _jobset_doc() -> dict[str, Any]:
+    spec = {"restartPolicy": "Never", "containers": [container("node", {"cpu": "250m"})]}
+    job = {"parallelism": 2, "completions": 2, "template": {"spec": spec}}
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "plan-job", "namespace": "team-a"},
+        "spec": {"replicatedJobs": [{"name": "node", "replicas": 1, "template": {"spec": job}}]},
+    }
+
+
+async def test_plan_against_a_cluster_lists_what_admission_changes_or_why_it_was_not_seen() -> None:
+    """`plan --cluster` (webhook/cli/plan.py admission): per pod group, or the one reason."""
+    from webhook.cli.plan import admission
+    from webhook.cluster.view import ApiError
+
+    view = _view({})
+    view.admit = _admits(_fill_limits)
+    assert await admission(_jobset_doc(), view, Settings(), 5.0) == {
+        "changed": {
+            "node": [
+                'limits.cpu 500m on container "node", set by admission',
+                'limits.memory 1Gi on container "node", set by admission',
+            ]
+        },
+        "unseen": None,
+    }
+    assert await admission(_jobset_doc(), _view({}), Settings(), 5.0) == {"changed": {}, "unseen": None}
+    refused = _view({}, dry_run_errors={("Pod", "*"): ApiError(403, 'admission webhook "x" denied the request: no')})
+    assert await admission(_jobset_doc(), refused, Settings(), 5.0) == {
+        "changed": {},
+        "unseen": "the node pods (their dry run was not accepted)",
+    }

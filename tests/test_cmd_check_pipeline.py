@@ -317,7 +317,7 @@ def test_skips_granted_and_refused_are_named_in_text(skipping, capsys):
     )  # where the check runs
     assert lines[-4:] == [
         f"  ! {REFUSED}",
-        "  PASSED with warnings: 4 passed, 0 failed, 1 warnings, 20 skipped; cluster checks were skipped (offline)",
+        "  PASSED with warnings: 5 passed, 0 failed, 1 warnings, 20 skipped; cluster checks were skipped (offline)",
         "",
         "Summary: 1 job checked in 1 file: 0 passed, 1 passed with warnings, 0 failed",
     ]

@@ -51,6 +51,8 @@ LAYER_OF = {
     "webhook.tls": FOUNDATION,
     # Kubernetes name rules (pure functions, no project imports): every layer may use them
     "webhook.cluster.names": FOUNDATION,
+    # a CRD's structural schema as the apiserver validates it (the cel library, no project imports above it)
+    "webhook.schema": FOUNDATION,
     "webhook.workloads": "workloads",
     "webhook.cluster": "cluster",
     "webhook.checks": "checks",

@@ -249,9 +249,10 @@ async def run_checks(
                     r = timed_out_result(c.name, deadline.budget)
                     r.duration_ms = deadline.elapsed() * 1000.0
                     by_check[c.name] = [r]
-    if stopped_by is None:
-        await judge_admitted(ctx, checks, rest, by_check)
-    return _ordered(checks, by_check)
+    changed = await judge_admitted(ctx, checks, rest, by_check) if stopped_by is None else {}
+    out = _ordered(checks, by_check)
+    out.admitted = {name: [c.said() for c in a.changes] for name, a in changed.items()}
+    return out
 
 
 #: the one detail of a verdict that did not see the pods as admission creates them (the Dry Run's result)
@@ -265,7 +266,7 @@ ADMITTED = "Judged on the pods as admission creates them"
 
 async def judge_admitted(
     ctx: CheckContext, checks: Sequence[Check], rest: Sequence[Check], by_check: dict[str, list[CheckResult]]
-) -> None:
+) -> dict[str, AdmittedGroup]:
     """Judge the pods as admission creates them, once the Dry Run (Check.admits) has answered.
 
     The checks first judge the templates as written, and the Dry Run starts once they have answered (the
@@ -277,17 +278,17 @@ async def judge_admitted(
     the templates: it never loses the ability to deny because the dry run was slow. A FAIL found only on
     the pods as admitted ends with what admission changed ("…, set by admission"). When the pods could
     not be seen as admitted (offline, not permitted, timed out, refused) the Dry Run's result carries one
-    detail saying so (UNSEEN), never a warning on each job."""
+    detail saying so (UNSEEN), never a warning on each job. Returns the pod groups admission changed."""
     dry = next((c for c in checks if c.admits), None)
     results = by_check.get(dry.name) if dry is not None else None
     if dry is None or not results:
-        return
+        return {}
     adm = ctx.admission
     if not isinstance(adm, Admission):
         first = results[0]
         why = "its dry run did not finish in time" if first.timed_out else first.message
         results[0].details.append(f"{UNSEEN}: {why}")
-        return
+        return {}
     wl = ctx.workload
     lrs = ctx.view.list_cached("limitranges", wl.namespace) if ctx.view is not None else []
     changed: dict[str, AdmittedGroup] = {}
@@ -310,6 +311,7 @@ async def judge_admitted(
             )
     if unseen:
         results[0].details.append(f"{UNSEEN}: " + "; ".join(unseen))
+    return changed
 
 
 async def _judge_again(

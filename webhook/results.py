@@ -60,6 +60,9 @@ class PreflightResults:
     #: each check's own action when the config names none (Check.default_action), set by the
     #: engine from the checks it ran; not part of the JSON form
     default_actions: dict[str, Action] = field(default_factory=dict)
+    #: what admission changes in the pods, by pod group (`limits.cpu 500m on container "node", set by admission`),
+    #: when the Dry Run saw it (webhook/engine.py judge_admitted; `plan --cluster` lists it); not part of the JSON form
+    admitted: dict[str, list[str]] = field(default_factory=dict)
 
     def default_action(self, name: str) -> Action:
         return self.default_actions.get(name, "deny")

@@ -8,6 +8,10 @@ codes: 0 the webhook would admit every document (with or without warnings; with 
 without), 1 it would deny one (or, with `--fail-on warn`, warn of one), 2 usage or input errors
 (unreadable file, a document that is not its kind, no cluster; with `--fail-on-empty`, no job).
 
+Offline, each job (and each TrainingRuntime given beside them) is first validated against its CRD's schema as
+kube-apiserver would validate a create (webhook.cli.schema_check over webhook.schema): the `CRD Schema` result,
+a failure the webhook's policy cannot change. A job whose results are all skips is NOT CHECKED, a warning.
+
 Input: any number of -f (files, directories with -R, - for stdin, e.g. `kustomize build` or
 `helm template` output); objects of kinds the webhook does not check are counted and skipped,
 and so are the paths a directory holds that are not manifests (webhook.manifests.walk_inputs). An
@@ -33,6 +37,7 @@ from typing import Any, TextIO
 from webhook.checks import all_checks
 from webhook.cli.args import add_manifest_argument
 from webhook.cli.formats import FORMATS, ErrorEntry, JobEntry, Report, Subject, skipped_text, visible
+from webhook.cli.schema_check import NOTHING_CHECKED, SCHEMA_CHECK, SCHEMA_SUMMARY, schema_result
 from webhook.cli.session import kubeconfig_problem, live_view, settings_and_budget
 from webhook.cluster.view import ClusterView
 from webhook.config import Settings
@@ -158,6 +163,10 @@ async def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     for d in located:
         if d.obj is None or _is_job(d.obj):
             items.append(d)
+        elif args.offline and (entry := _refused_runtime(d, args.namespace)) is not None:
+            report.entries.append(entry)  # the apiserver would refuse it: said, as a job's failure is
+            if args.output == "text":
+                out.write(render_text(entry.label, entry.results, False, True) + "\n\n")
         else:  # a runtime: used for the TrainJobs beside it, not itself checked
             report.skipped[str(d.obj.get("kind"))] += 1
     if not any(d.obj is not None for d in items):  # nothing to judge: no cluster needed
@@ -171,6 +180,18 @@ async def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         lookup = _lookup(file_lookup, view)
         await _check_all(items, report, args, settings, view, lookup, timeout, out, err)
     return _finish(report, args, out, err)
+
+
+def _refused_runtime(d: Located, namespace: str | None) -> JobEntry | None:
+    """A (Cluster)TrainingRuntime its CRD's schema refuses, as an entry with that one failed check (offline);
+    None for one the apiserver would accept (it stays counted with the skipped kinds)."""
+    assert d.obj is not None
+    result = schema_result(d.obj)
+    if result.status is not Status.FAIL:
+        return None
+    label = _label(d.obj, namespace, d.document - 1 if d.document else 0)
+    subject = _subject(d.obj, namespace)
+    return JobEntry(d.source, d.line, label, PreflightResults([result]), False, subject, d.document)
 
 
 def _target(link: str) -> str:
@@ -277,14 +298,21 @@ async def _check_all(
         # a check the annotation skips is named where it would have been (the engine leaves it out)
         shown.checks = _in_report_order(shown.checks, [CheckResult(s.check, Status.SKIP, s.message) for s in granted])
         notes = [n for n in ev.notes if n not in {s.note for s in granted}]
+        allowed = ev.decision.allowed
+        schema = schema_result(obj) if view is None else None
+        if schema is not None:  # offline: what the apiserver would answer first (online, Dry Run asks it)
+            shown.checks.insert(0, schema)
+            allowed = allowed and schema.status is not Status.FAIL
+        if allowed and not any(r.status is not Status.SKIP for r in shown.checks):
+            notes.append(NOTHING_CHECKED)  # never PASSED: a warning in every format
         # a verdict on the whole object (Object Size) comes without a Workload
         wl = ev.workload
         ref = wl.ref if wl is not None else label
         subject = Subject(wl.api_version, wl.kind, wl.namespace, wl.name) if wl else _subject(obj, args.namespace)
-        entry = JobEntry(d.source, d.line, ref, shown, ev.decision.allowed, subject, d.document, ev.skips, notes)
+        entry = JobEntry(d.source, d.line, ref, shown, allowed, subject, d.document, ev.skips, notes)
         report.entries.append(entry)
         if args.output == "text":
-            out.write(render_text(ref, shown, ev.decision.allowed, view is None, notes) + "\n\n")
+            out.write(render_text(ref, shown, allowed, view is None, notes) + "\n\n")
 
 
 def _in_report_order(results: list[CheckResult], more: list[CheckResult]) -> list[CheckResult]:
@@ -313,7 +341,7 @@ def _render(report: Report, fmt: str, out: TextIO, err: TextIO) -> None:
     elif fmt == "junit":
         out.write(rp.render_junit(report))
     else:
-        out.write(rp.render_sarif(report, {c.name: c.summary for c in all_checks()}))
+        out.write(rp.render_sarif(report, {SCHEMA_CHECK: SCHEMA_SUMMARY} | {c.name: c.summary for c in all_checks()}))
     print(rp.summary(report), file=err)
 
 
@@ -387,7 +415,10 @@ def _summary(results: PreflightResults, allowed: bool, offline: bool, notes: int
     ]
     warned = results.has_warnings or notes > 0
     verdict = "FAILED" if not allowed else ("PASSED with warnings" if warned else "PASSED")
-    tail = "; the webhook would deny it" if not allowed else ""
+    if allowed and not any(r.status is not Status.SKIP for r in results.checks):
+        verdict = "NOT CHECKED"  # only skips: never PASSED (its warning is NOTHING_CHECKED)
+    refused = any(r.name == SCHEMA_CHECK and r.status is Status.FAIL for r in results.checks)
+    tail = "" if allowed else ("; kube-apiserver would refuse it" if refused else "; the webhook would deny it")
     if offline and counts[Status.SKIP]:
         tail += "; cluster checks were skipped (offline)"
     return f"{verdict}: {', '.join(parts)}{tail}"

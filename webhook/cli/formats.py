@@ -85,6 +85,11 @@ class JobEntry:
         """Admitted with warnings: a check's, or an override notice's."""
         return self.allowed and (self.results.has_warnings or bool(self.notes))
 
+    @property
+    def unchecked(self) -> bool:
+        """Admitted with no result but skips: never PASSED (check.py gives it the NOTHING_CHECKED warning)."""
+        return self.allowed and not any(r.status is not Status.SKIP for r in self.results.checks)
+
 
 @dataclass
 class ErrorEntry:
@@ -133,10 +138,13 @@ def summary(report: Report) -> str:
     """One line for the end of a CI log: what was checked, and how it went."""
     jobs = report.jobs
     failed = sum(not j.allowed for j in jobs)
-    warned = sum(j.warned for j in jobs)
-    passed = len(jobs) - failed - warned
+    unchecked = sum(j.unchecked for j in jobs)
+    warned = sum(j.warned and not j.unchecked for j in jobs)
+    passed = len(jobs) - failed - warned - unchecked
     files = f"{report.files} file{'s' if report.files != 1 else ''}"
     parts = [f"{passed} passed", f"{warned} passed with warnings", f"{failed} failed"]
+    if unchecked:
+        parts.append(f"{unchecked} not checked")
     line = f"Summary: {len(jobs)} job{'s' if len(jobs) != 1 else ''} checked in {files}: {', '.join(parts)}"
     if report.errors:
         n = len(report.errors)

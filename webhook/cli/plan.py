@@ -3,7 +3,9 @@
 Per pod group the replicas, containers and images, and per-pod requests/limits; the
 Secrets, ServiceAccount and ConfigMaps the pods reference; and the objects the job's
 controller derives (JobSet, run-config ConfigMap and its size). No cluster is needed:
-TrainingRuntimes given in the same input are used as the TrainJob's runtime.
+TrainingRuntimes given in the same input are used as the TrainJob's runtime. With --cluster,
+one pod per group is also dry-run on the cluster (as the Dry Run check does) and what its
+admission chain changes in the pods is listed per group (docs/mutations.md).
 
 Exit codes: 0 planned, 1 a document cannot be rendered (the reason is on stderr),
 2 usage or input errors.
@@ -12,15 +14,17 @@ Exit codes: 0 planned, 1 a document cannot be rendered (the reason is on stderr)
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from typing import Any
 
 from webhook import quantity
-from webhook.checks import check_names
+from webhook.checks import all_checks, check_names
 from webhook.cli.args import add_manifest_argument
 from webhook.config import ConfigError, Settings, load_settings
 from webhook.manifests import load_documents, split_runtimes
+from webhook.results import Status
 from webhook.workloads import build_workload
 from webhook.workloads.aiperf_sweep import SweepWorkload
 from webhook.workloads.base import AdapterError, Workload, text_bytes
@@ -38,7 +42,42 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_manifest_argument(p)
     p.add_argument("-o", "--output", choices=("text", "json"), default="text")
     p.add_argument("--config", metavar="FILE", help="webhook config (for aiperfEnv and the Kueue default queue)")
+    p.add_argument(
+        "--cluster",
+        action="store_true",
+        help="dry-run one pod per group on the cluster and list what admission changes in the pods",
+    )
+    p.add_argument(
+        "--kubeconfig", metavar="FILE", help="with --cluster: the kubeconfig (default: $KUBECONFIG, ~/.kube/config)"
+    )
+    p.add_argument(
+        "--context", metavar="NAME", help="with --cluster: the kubeconfig context (default: its current-context)"
+    )
+    p.add_argument(
+        "--timeout", type=float, default=10.0, metavar="SECONDS", help="with --cluster: per job (default 10)"
+    )
     return p
+
+
+async def admission(
+    doc: dict[str, Any], view: Any, settings: Settings, timeout: float, lookup: Any = None
+) -> dict[str, Any]:
+    """What admission changes in the job's pods, by pod group, from the Dry Run check's dry runs on `view`
+    (webhook/engine.py judge_admitted): {"changed": {group: [change, ...]}, "unseen": why not seen, or None}."""
+    from webhook.deadline import Deadline
+    from webhook.engine import UNSEEN
+    from webhook.preflight import evaluate
+
+    dry = [c for c in all_checks() if c.admits]
+    ev = await evaluate(
+        doc, settings=settings, deadline=Deadline(timeout), view=view, checks=dry, runtime_lookup=lookup
+    )
+    details = [d for r in ev.results.checks for d in r.details]
+    unseen = next((d[len(UNSEEN) + 2 :] for d in details if d.startswith(UNSEEN)), None)
+    if unseen is None and not ev.results.admitted:
+        # not run at all (an unreadable object), or refused: the Dry Run's own words
+        unseen = next((r.message for r in ev.results.checks if r.status is not Status.PASS), None)
+    return {"changed": ev.results.admitted, "unseen": unseen}
 
 
 def _quantities(res: dict[str, Any]) -> dict[str, str]:
@@ -157,6 +196,15 @@ def render_text(p: dict[str, Any], wl: Workload) -> str:
         lines.append(f"  creates JobSet {d['jobSet']['name']}")
     if d["configMap"]:
         lines.append(f"  creates ConfigMap {d['configMap']['name']} ({d['configMap']['bytes']:,} bytes of 1,048,576)")
+    adm = p.get("admission")
+    if adm is not None:
+        if adm["changed"]:
+            for group, changes in adm["changed"].items():
+                lines.append(f"  admission changes the {group} pods: " + "; ".join(changes))
+        elif adm["unseen"]:
+            lines.append(f"  admission: not seen ({adm['unseen']})")
+        else:
+            lines.append("  admission changes nothing in the pods")
     sw = p.get("sweep")
     if sw:
         objs = sw["controllerObjects"]
@@ -196,6 +244,34 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     jobs, lookup = split_runtimes(docs)
+    if getattr(args, "cluster", False):
+        return asyncio.run(_with_cluster(args, settings, jobs, lookup))
+    return _plan_all(args, settings, jobs, lookup, None)
+
+
+async def _with_cluster(args: argparse.Namespace, settings: Settings, jobs: list[dict[str, Any]], lookup: Any) -> int:
+    from webhook.cli.session import kubeconfig_problem, live_view
+
+    problem = kubeconfig_problem(args.kubeconfig, args.context)
+    if problem is not None:
+        print(f"error: {problem}, or run without --cluster", file=sys.stderr)
+        return EXIT_USAGE
+    fix = "check --kubeconfig and --context, or run without --cluster"
+    async with live_view(settings, args.kubeconfig, sys.stderr, fix=fix, context=args.context) as view:
+        if view is None:
+            return EXIT_USAGE
+        await view.wait_synced(args.timeout)
+        found = [await admission(doc, view, settings, args.timeout, lookup) for doc in jobs]
+    return _plan_all(args, settings, jobs, lookup, found)
+
+
+def _plan_all(
+    args: argparse.Namespace,
+    settings: Settings,
+    jobs: list[dict[str, Any]],
+    lookup: Any,
+    admitted: list[dict[str, Any]] | None,
+) -> int:
     out: list[dict[str, Any]] = []
     texts: list[str] = []
     code = EXIT_OK
@@ -216,6 +292,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: {wl.ref}: {err}", file=sys.stderr)
             code = EXIT_UNRENDERABLE
         p = plan(wl)
+        if admitted is not None:
+            p["admission"] = admitted[i]
         out.append(p)
         texts.append(render_text(p, wl))
     if not out:
