@@ -35,4 +35,5 @@ def test_checks_that_do_io_stay_tasks() -> None:
         "Volume Claims",  # PersistentVolumeClaims, read by name on demand
         "Device Allocation",  # no node allocates the claims: could one be added (checks/provisioning.py)
         "Image Pull",  # pull Secrets read on demand, and the registries asked
+        "ConfigMap Size",  # no I/O: the largest parts of a ConfigMap over 1 MiB are measured in a worker thread
     }

@@ -53,6 +53,10 @@ LAYER_OF = {
     "webhook.cluster.names": FOUNDATION,
     # a CRD's structural schema as the apiserver validates it (the cel library, no project imports above it)
     "webhook.schema": FOUNDATION,
+    # the stdlib JSON decoder a slice at a time, and the cyclic collector kept out of a large decode (issue 33's
+    # loop stall): no project imports
+    "webhook.jsonslices": FOUNDATION,
+    "webhook.heap": FOUNDATION,
     "webhook.workloads": "workloads",
     "webhook.cluster": "cluster",
     "webhook.checks": "checks",

@@ -9,13 +9,17 @@ message after admission; we say the real size and which part of the spec to shri
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import heapq
+import itertools
 import json
 from typing import Any
 
 from webhook.checks.base import AIPERFJOB, Check, CheckContext
+from webhook.config import Settings
+from webhook.deadline import Deadline
 from webhook.kube import CONFIGMAP_MAX_BYTES
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import JsonText, text_bytes
@@ -77,10 +81,36 @@ def largest_parts(configmap: dict[str, Any], top: int = _TOP_N) -> list[tuple[st
 _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False)
 
 
+#: a list or map longer than this is encoded a slice at a time: one C-encoder call over 784,000 numbers held
+#: the interpreter lock 100-230 ms (bench/large.py --stall values-max), every other thread's and the loop's too
+_ENCODE_SLICE = 4096
+
+
+def _encoded(node: Any) -> tuple[int, int]:
+    """(characters, UTF-8 bytes) of `node` as compact JSON, at most _ENCODE_SLICE children per C-encoder call.
+
+    A list's text is its slices' texts without their brackets, joined by commas, in brackets (a map's the
+    same with braces), so the figures are those of one call over the whole."""
+    t = type(node)
+    if (t is list or t is dict) and len(node) > _ENCODE_SLICE:
+        if t is list:
+            pieces: Any = (node[i : i + _ENCODE_SLICE] for i in range(0, len(node), _ENCODE_SLICE))
+        else:
+            items = iter(node.items())
+            pieces = iter(lambda: dict(itertools.islice(items, _ENCODE_SLICE)), {})
+        chars = nbytes = 1  # the brackets, less the one comma too many
+        for piece in pieces:
+            c, b = _encoded(piece)
+            chars += c - 1  # its brackets out, one comma in
+            nbytes += b - 1
+        return chars, nbytes
+    text = _COMPACT.encode(node)
+    return len(text), len(text) if text.isascii() else len(text.encode("utf-8"))
+
+
 def _size(node: Any) -> int:
     """Bytes of `node` as compact JSON (UTF-8)."""
-    text = _COMPACT.encode(node)
-    return len(text) if text.isascii() else len(text.encode("utf-8"))
+    return _encoded(node)[1]
 
 
 def _measure(node: Any, depth: int, out: dict[int, tuple[int, int]]) -> tuple[int, int]:
@@ -92,8 +122,7 @@ def _measure(node: Any, depth: int, out: dict[int, tuple[int, int]]) -> tuple[in
     one below _walk's depth, one too long to be ranked, or one of scalars only is encoded whole."""
     t = type(node)
     if t is not dict and t is not list:
-        text = _COMPACT.encode(node)
-        return len(text), len(text) if text.isascii() else len(text.encode("utf-8"))
+        return _encoded(node)
     values: Any = node.values() if t is dict else node
     if (
         depth >= _WALK_DEPTH
@@ -101,8 +130,7 @@ def _measure(node: Any, depth: int, out: dict[int, tuple[int, int]]) -> tuple[in
         or not any(type(v) is dict or type(v) is list for v in values)
         or (t is dict and not all(type(k) is str for k in node))
     ):
-        text = _COMPACT.encode(node)
-        out[id(node)] = found = (len(text), len(text) if text.isascii() else len(text.encode("utf-8")))
+        out[id(node)] = found = _encoded(node)
         return found
     chars = nbytes = 2 + max(len(node) - 1, 0)  # brackets and commas
     if t is dict:
@@ -128,7 +156,7 @@ def _rank(node: Any, measured: dict[int, tuple[int, int]]) -> int:
         return len(node) + 2
     if t is dict or t is list:
         found = measured.get(id(node))
-        return found[0] if found is not None else len(_COMPACT.encode(node))
+        return found[0] if found is not None else _encoded(node)[0]
     return len(str(node))
 
 
@@ -162,11 +190,29 @@ def _walk(node: Any, path: str, depth: int, size: int, measured: dict[int, tuple
     return _walk(top_value, top_path, depth + 1, top_size, measured) + [(p, s) for p, _, s in sized[1:_TOP_N]]
 
 
+async def _parts_off_loop(configmap: dict[str, Any], deadline: Deadline) -> list[tuple[str, int]] | None:
+    """largest_parts(configmap) in a worker thread, waited for at most half the time left; None when not done by then.
+
+    Its walk is Python in proportion to the payload (a run config of records nested 247 deep: ~150 ms, all of it
+    on the event loop while this check was synchronous), which lets the loop run between the interpreter's
+    switches, and its C-encoder calls are a slice each (_ENCODE_SLICE)."""
+    work = asyncio.to_thread(largest_parts, configmap)
+    try:
+        return await asyncio.wait_for(work, timeout=max(0.0, deadline.remaining() / 2))
+    except TimeoutError:
+        return None  # the thread ends on its own; the size alone is the verdict
+
+
 class ConfigMapSize(Check):
     name = NAME
-    synchronous = True  # reads only the Workload and cached state
+    # reads only the Workload; not `synchronous` because the largest parts of a ConfigMap over the limit are
+    # measured in a worker thread (_parts_off_loop), so it runs as a task of its own
     kinds = frozenset({AIPERFJOB})
     summary = "The AIPerfJob's run-config ConfigMap fits the 1 MiB ConfigMap limit."
+
+    def shares_reads(self, settings: Settings) -> bool:
+        """It sends no request at all (the audit controller's cheap pass runs it on every job)."""
+        return True
 
     async def run(self, ctx: CheckContext) -> CheckResult:
         cm = ctx.workload.derived.get("configMap")
@@ -180,8 +226,11 @@ class ConfigMapSize(Check):
                 Status.PASS,
                 f'ConfigMap "{cm_name}" is {kib(size)} of the 1024 KiB limit',
             )
-        parts = largest_parts(cm)
-        biggest = ", ".join(f"{p} ({kib(s)})" for p, s in parts)
+        parts = await _parts_off_loop(cm, ctx.deadline)
+        if parts is None:
+            parts, biggest = [], "not measured within the time left"
+        else:
+            biggest = ", ".join(f"{p} ({kib(s)})" for p, s in parts)
         message = (
             f'ConfigMap "{cm_name}" that the AIPerf operator renders from this spec would be {kib(size)} '
             f"({size} bytes), over the 1024 KiB (1 MiB) ConfigMap limit, so the operator cannot start the benchmark; "
