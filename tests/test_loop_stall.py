@@ -253,7 +253,7 @@ _LAYOUTS = [{"separators": (",", ":")}, {}, {"indent": 1}, {"ensure_ascii": Fals
 
 def _reader(text: str, window: int, first: int) -> Any:
     """The slices' reading alone (no json.loads of the whole to fall back on): raises where it cannot read."""
-    return jsonslices._Reader(text, window, first, max_steps=10**9).document()
+    return jsonslices._Reader(text, window, first, max_steps=10**9, max_waste=10**9).document()
 
 
 @settings(max_examples=150, deadline=None)
@@ -305,3 +305,14 @@ def test_no_call_of_the_c_scanner_reads_more_than_a_window(monkeypatch: pytest.M
     assert _reader(body.decode(), 4096, 256) == doc
     assert max(spans) <= 4096
     assert len(spans) < 400  # in runs of members, not one call per number
+
+
+def test_runs_the_members_refuse_back_off_within_the_waste_allowed() -> None:
+    """Members with the run's comma inside them (`,{` in every element): the runs are refused, and the reader
+    backs off to members one by one rather than read the text in vain again and again (at most twice it,
+    else json.loads reads the whole)."""
+    doc = [{"a": [{"b": i}, {"c": "x" * (i % 50)}]} for i in range(20_000)]
+    text = json.dumps(doc, separators=(",", ":"))
+    reader = jsonslices._Reader(text, 4096, 256, max_steps=10**9)
+    assert reader.document() == doc
+    assert reader.waste >= 0

@@ -14,11 +14,12 @@ which the interpreter hands the lock to the loop:
   comma WINDOW/2 to WINDOW characters on, in brackets of the container's kind, is read in one call. The
   run is kept only when the call read exactly that text: a comma inside a string leaves the string open, a
   comma inside a nested container leaves it open, and a comma past the container's end closes it early;
-  each of these is an error or a shorter read, and the run is read one member at a time instead. The comma
-  looked for is one followed by what the first member starts with (`,{` in a list of maps), which a comma
-  inside a member seldom is;
-* anything else (a text the scanner refuses, more than MAX_STEPS steps, a recursion too deep) ends in
-  `json.loads` of the whole body: the same error, or the same document in one call as before.
+  each of these is an error or a shorter read, and then 2, 4, 8, ... members are read one at a time
+  before the next run. The comma looked for is one followed by what the first member starts with (`,{` in
+  a list of maps), which a comma inside a member seldom is;
+* anything else (a text the scanner refuses, more than MAX_STEPS steps, windows and runs read in vain
+  for more than twice the text, a recursion too deep) ends in `json.loads` of the whole body: the same
+  error, or the same document in one call as before.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ WINDOW = 64 * 1024
 #: a container is first tried in a window this short, so a small one costs a short copy
 FIRST_WINDOW = 1024
 #: the Python steps (a member, or a run of members) before the whole body is left to json.loads
-MAX_STEPS = 20_000
+MAX_STEPS = 50_000
 
 #: the C scanner where CPython has it (json.scanner.c_make_scanner), and the C string reader (json.decoder)
 _SCAN: Callable[[str, int], tuple[Any, int]] = json.decoder.JSONDecoder().scan_once  # type: ignore[attr-defined]
@@ -65,10 +66,17 @@ def loads_sliced(
 
 
 class _Reader:
-    def __init__(self, s: str, window: int, first_window: int, max_steps: int) -> None:
+    def __init__(self, s: str, window: int, first_window: int, max_steps: int, max_waste: float = 2.0) -> None:
         self.s, self.n = s, len(s)
         self.window, self.first_window = window, first_window
         self.steps = max_steps
+        #: characters the scanner may still read in vain (windows too short, runs refused): twice the text
+        self.waste = max_waste * self.n
+
+    def wasted(self, chars: int) -> None:
+        self.waste -= chars
+        if self.waste < 0:
+            raise _GiveUp
 
     def ws(self, i: int) -> int:
         return _WS.match(self.s, i).end()  # type: ignore[union-attr]  # `[...]*` always matches
@@ -91,7 +99,7 @@ class _Reader:
                 v, e = _SCAN(s[i : i + w], 0)
                 return v, i + e
             except (StopIteration, ValueError):
-                pass  # longer than the window (or not JSON: found out below)
+                self.wasted(w)  # longer than the window (or not JSON: found out below)
         return self.members(i, c)
 
     def members(self, i: int, opening: str) -> tuple[Any, int]:
@@ -103,18 +111,25 @@ class _Reader:
         if s[i : i + 1] == closing:
             return out, i + 1
         nxt = _NEXT.get(s[i : i + 1], _ANY) if opening == "[" else _NEXT['"']
+        refused = singles = 0  # runs refused in a row; members to read one by one before the next try
         while True:
             self.steps -= 1
             if self.steps < 0:
                 raise _GiveUp
-            run = self.run(i, opening, closing, nxt)
+            run = None if singles else self.run(i, opening, closing, nxt)
             if run is not None:
                 got, i = run
                 if opening == "{":
                     out.update(got)
                 else:
                     out.extend(got)
+                refused = 0
                 continue
+            if singles:
+                singles -= 1
+            else:  # refused: back off, 2, 4, 8, ... members (where commas inside the members are common)
+                refused += 1
+                singles = 2 ** min(refused, 12)
             if opening == "{":
                 if s[i : i + 1] != '"':
                     raise ValueError("expecting a property name")
@@ -148,8 +163,9 @@ class _Reader:
         try:
             got, e = _SCAN(text, 0)
         except (StopIteration, ValueError):
-            return None
-        if e != len(text):  # the container closed before the comma: the comma is past its end
+            got, e = None, -1
+        if e != len(text):  # refused, or the container closed before the comma: the comma is past its end
+            self.wasted(len(text))
             return None
         return got, self.ws(m.start() + 1)
 
