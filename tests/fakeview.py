@@ -124,7 +124,10 @@ class FakeView:
         deadline: Deadline,
         *,
         ttl: float = 0.0,
+        subresource: str = "",
     ) -> dict[str, Any] | None:
+        if subresource:  # keyed "clusterqueues/pendingworkloads"
+            resource = f"{resource}/{subresource}"
         self.object_reads.append((resource, namespace, name))
         got = self.live.get((resource, namespace, name))
         if isinstance(got, ApiError):

@@ -517,7 +517,11 @@ async def test_capacity_must_wait() -> None:
     r = await run_check(KueueCapacity(), _tj(), _view(("localqueues", _lq()), ("clusterqueues", _cq(status=usage))))
     assert (r.status, r.message) == (
         Status.WARN,
-        'ClusterQueue "gpu-cq" has nvidia.com/gpu 8 free now, the job needs 32: it waits in the queue',
+        'TrainJob "llama-ft" will wait in ClusterQueue "gpu-cq": it needs nvidia.com/gpu 32, 8 free now (flavor "h100": '
+        "0 of 32 in use and 24 reserved), and 0 workloads are pending ahead of it (ClusterQueue status.pendingWorkloads, "
+        'every priority: visibility.kueue.x-k8s.io/v1beta2 is not served); ClusterQueue "gpu-cq" is in no cohort: it '
+        "cannot borrow; it preempts nothing (withinClusterQueue Never). Fix: nothing to fix; to start sooner, ask for "
+        "at most 8 nvidia.com/gpu (ClusterQueue status as watched 1s ago).",
     )
 
 
@@ -754,7 +758,11 @@ async def test_capacity_waits_for_what_the_cohort_has_lent_out() -> None:
     r = await run_check(KueueCapacity(), _gpu_job(), view)
     assert (r.status, r.message) == (
         Status.WARN,
-        'ClusterQueue "gpu-cq" has cpu 3 free now (with what cohort "team" can lend), the job needs 8: it waits in the queue',
+        'TrainJob "llama-ft" will wait in ClusterQueue "gpu-cq": it needs cpu 8, 3 free now (flavor "red": 0 of 2 in use '
+        "and 0 reserved), and 0 workloads are pending ahead of it (ClusterQueue status.pendingWorkloads, every priority: "
+        'visibility.kueue.x-k8s.io/v1beta2 is not served); borrowing from cohort "team" leaves 3 free, not enough; it '
+        "preempts nothing (withinClusterQueue Never, reclaimWithinCohort Never). Fix: nothing to fix; to start sooner, "
+        "ask for at most 3 cpu (ClusterQueue status as watched 1s ago).",
     )
 
 
@@ -766,7 +774,11 @@ def test_cohorts_are_cached_and_optional_for_kueue_capacity() -> None:
 
     spec = SPECS_BY_RESOURCE["cohorts"]
     assert (spec.group_version, spec.namespaced) == ("kueue.x-k8s.io/v1beta2", False)
-    wanted = {Permission("list", "cohorts", "kueue.x-k8s.io"), Permission("watch", "cohorts", "kueue.x-k8s.io")}
+    wanted = {
+        Permission("list", "cohorts", "kueue.x-k8s.io"),
+        Permission("watch", "cohorts", "kueue.x-k8s.io"),
+        Permission("get", "clusterqueues", "visibility.kueue.x-k8s.io", "pendingworkloads"),
+    }
     assert set(KueueCapacity.optional_permissions) == wanted
     assert not wanted & set(KueueCapacity.permissions)
     assert wanted <= set(required_permissions(all_checks()))

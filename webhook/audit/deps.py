@@ -54,7 +54,9 @@ _READS: dict[str, Callable[..., Iterable[tuple[str, str | None, str]]]] = {
         ("limitranges", namespace, ANY),
         ("resourcequotas", namespace, ANY),
     ],
-    "get_object": lambda api_version, resource, namespace, name, deadline, *, ttl=0.0: [(resource, namespace, name)],
+    "get_object": lambda api_version, resource, namespace, name, deadline, *, ttl=0.0, subresource="": [
+        (resource, namespace, name)
+    ],
     "list_objects": lambda api_version, resource, namespace, label_selector, deadline, ttl=0.0: [
         (resource, namespace, ANY)
     ],

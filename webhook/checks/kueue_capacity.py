@@ -14,6 +14,7 @@ from webhook.checks.base import Check, CheckContext
 from webhook.checks.common import cached, with_stale
 from webhook.checks.kueue_cohort import ZERO, CohortTree, flavor_limits
 from webhook.checks.kueue_queue import GROUP, resolve_queue
+from webhook.checks.kueue_wait import PENDING_PERMISSION, alternatives, job_priority, pending_ahead, wait_message
 from webhook.quantity import format_quantity
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import Workload
@@ -26,15 +27,19 @@ def _need_text(need: dict[str, Decimal]) -> str:
 
 class KueueCapacity(Check):
     name = "Kueue Capacity"
-    synchronous = True  # reads only the Workload and cached state
+    #: a job that waits: Kueue's visibility API is read (reused PENDING_TTL seconds) for who is ahead
+    synchronous = False
     needs_cluster = True
     permissions = (*cached("localqueues", GROUP), *cached("clusterqueues", GROUP))
-    #: the cohort tree; without it a "never" verdict for a ClusterQueue in a cohort is only a warning
-    optional_permissions = cached("cohorts", GROUP)
+    #: the cohort tree (without it a "never" verdict for a ClusterQueue in a cohort is only a warning); the
+    #: pending workloads of the visibility API (without it, the ClusterQueue status count); the PriorityClasses
+    #: and namespaces are cached for every check that reads them
+    optional_permissions = (*cached("cohorts", GROUP), PENDING_PERMISSION)
     summary = (
         "The job's total requests (the whole gang, initializers included) fit what the ClusterQueue could ever get in "
         "some flavor: its nominalQuota plus what it may borrow through its cohort tree (Kueue's potentialAvailable), "
-        "never → fail (warn when the tree cannot be read fully); not now → warn (it waits in the queue)."
+        "never → fail (warn when the tree cannot be read fully); not now → warn: it will wait, with what is in use and "
+        "reserved, the pending workloads ahead of it at its priority, borrowing, preemption, and LocalQueues where it fits now."
     )
 
     async def run(self, ctx: CheckContext) -> CheckResult:
@@ -86,18 +91,11 @@ class KueueCapacity(Check):
         caveat = f" (as far as its cohort tree can be read: {issues})" if issues else ""
         wait = _shortfall(tree, total, podsets, covered_by, free=True)
         if wait is not None:
-            r, v, free, _ = wait
-            lend = f" (with what {in_cohort} can lend)" if tree.path else ""
-            return with_stale(
-                CheckResult(
-                    self.name,
-                    Status.WARN,
-                    f'ClusterQueue "{cq_name}" has {r} {format_quantity(free, r)} free now{lend}, the job needs '
-                    f"{format_quantity(v, r)}: it waits in the queue{caveat}",
-                ),
-                ctx,
-                *caches,
-            )
+            priority = job_priority(ctx.workload, ctx)
+            ahead = await pending_ahead(ctx, cq, priority[0])
+            others = alternatives(ctx, cq_name, lambda other: _fits_now(ctx, other))
+            message = wait_message(ctx, cq, tree, wait, covered_by[wait[0]], ahead, priority, others)
+            return with_stale(CheckResult(self.name, Status.WARN, message + caveat), ctx, *caches)
         return with_stale(
             CheckResult(
                 self.name, Status.PASS, f'The job ({_need_text(total)}) fits ClusterQueue "{cq_name}" now{caveat}'
@@ -143,6 +141,25 @@ class KueueCapacity(Check):
                 details=list(dict.fromkeys(tree.issues)),
             )
         return CheckResult(self.name, Status.FAIL, f"{what}, so Kueue would never admit it. Fix: {fix}")
+
+
+def _fits_now(ctx: CheckContext, cq: dict[str, Any]) -> bool:
+    """The whole job is admitted by `cq` now: every resource covered, nothing short of what is free."""
+    assert ctx.view is not None
+    covered_by = _covered_by(cq)
+    try:
+        podsets = _podset_needs(ctx.workload, covered_by)
+    except ValueError:
+        return False
+    total: dict[str, Decimal] = {}
+    for _, need in podsets:
+        for r, v in need.items():
+            total[r] = total.get(r, ZERO) + v
+    if any(r not in covered_by for r in total):
+        return False
+    readable = ctx.view.cache_age("cohorts") is not None
+    tree = CohortTree(cq, ctx.view.list_cached("clusterqueues"), ctx.view.list_cached("cohorts") if readable else None)
+    return not tree.issues and _shortfall(tree, total, podsets, covered_by, free=True) is None
 
 
 #: (resource, needed, available, pod group or None for the whole job) of a shortfall

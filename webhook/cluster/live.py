@@ -380,8 +380,10 @@ class LiveClusterView:
         deadline: Deadline,
         *,
         ttl: float = 0.0,
+        subresource: str = "",
     ) -> dict[str, Any] | None:
         """One object by name, or None when it does not exist (or cannot: an invalid name or namespace).
+        `subresource`: a GET of that subresource instead (Kueue's visibility API: clusterqueues/<name>/pendingworkloads).
 
         `ttl` > 0 reuses an answer (found or not found; never an error) for that long: the
         Controllers check reads a few Deployments and Leases per review, and a burst of reviews
@@ -394,11 +396,11 @@ class LiveClusterView:
             return None
         if resource == "secrets":
             raise ValueError("Secrets are read with secret_keys(), which drops their values")
-        self.declared.check_get(api_version, resource, namespace or "", name)
+        self.declared.check_get(api_version, resource, namespace or "", name, subresource)
         path = gv_path(api_version)
         if namespace:
             path += f"/namespaces/{_q(namespace)}"
-        path += f"/{resource}/{_q(name)}"
+        path += f"/{resource}/{_q(name)}" + (f"/{_q(subresource)}" if subresource else "")
         if ttl > 0 and (hit := self._reused(path)) is not None:
             return None if hit[0] is None else dict(hit[0])
 

@@ -61,11 +61,17 @@ class DeclaredReads:
 
     def __init__(self, cluster_wide: Sequence[Permission], named: Sequence[Permission]) -> None:
         self.gets = {(p.group, p.resource) for p in cluster_wide if p.verb == "get" and not p.subresource}
+        self.subresource_gets = {(p.group, p.resource, p.subresource) for p in cluster_wide if p.verb == "get"}
         self.lists = {(p.group, p.resource) for p in cluster_wide if p.verb == "list" and not p.subresource}
         self.named = {(p.group, p.resource, p.namespace, p.name) for p in named if p.verb == "get"}
 
-    def check_get(self, api_version: str, resource: str, namespace: str, name: str) -> None:
+    def check_get(self, api_version: str, resource: str, namespace: str, name: str, subresource: str = "") -> None:
         group = _group(api_version)
+        if subresource:
+            if (group, resource, subresource) in self.subresource_gets:
+                return
+            what = Permission("get", resource, group, subresource).what
+            raise ApiError(403, f'the webhook does not read {what} of "{name}" (not a declared read)', "Forbidden")
         if (group, resource) in self.gets or (group, resource, namespace, name) in self.named:
             return
         what = Permission("get", resource, group).what

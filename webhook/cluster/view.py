@@ -88,9 +88,11 @@ class ClusterView(Protocol):
         deadline: Deadline,
         *,
         ttl: float = 0.0,
+        subresource: str = "",
     ) -> dict[str, Any] | None:
         """A live GET of one object (None on 404); for things not cached (e.g. a Lease).
-        `ttl` > 0: an answer (found or not found) is reused that many seconds."""
+        `ttl` > 0: an answer (found or not found) is reused that many seconds.
+        `subresource`: that subresource of the object (e.g. clusterqueues/<name>/pendingworkloads)."""
         ...
 
     async def list_objects(

@@ -105,6 +105,9 @@
 - apiGroups: [trainer.kubeflow.org]
   resources: [trainjobs]
   verbs: [list, watch]
+- apiGroups: [visibility.kueue.x-k8s.io]
+  resources: [clusterqueues/pendingworkloads]
+  verbs: [get]
 {{- end -}}
 {{- define "pw.auditJobRules" -}}
 - apiGroups: ['']

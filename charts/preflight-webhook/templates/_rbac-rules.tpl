@@ -87,6 +87,9 @@
 - apiGroups: [trainer.kubeflow.org]
   resources: [trainingruntimes]
   verbs: [list, watch]
+- apiGroups: [visibility.kueue.x-k8s.io]
+  resources: [clusterqueues/pendingworkloads]
+  verbs: [get]
 {{- end -}}
 {{- define "pw.jobRules" -}}
 - apiGroups: ['']

@@ -1,0 +1,243 @@
+"""Why a job waits in its ClusterQueue, and behind whom (issue 39): the facts of Kueue Capacity's
+"will wait" warning. Only a job that would not be admitted now gets it (the zero-noise rule:
+kueue_capacity.py decides that with Kueue v0.17.0's `available` over the cohort tree).
+
+What it says, each from Kueue v0.17.0's own view:
+
+* in use and reserved per flavor of what the job waits for: ClusterQueue status.flavorsUsage
+  (admitted workloads) and status.flavorsReservation (quota reserved, admitted or still in their
+  admission checks), apis/kueue/v1beta2/clusterqueue_types.go;
+* the pending workloads ahead of it: those of priority ≥ its own (Kueue orders a ClusterQueue's
+  heap by priority, then creation time: pkg/queue/cluster_queue.go queueOrderingFunc), from the
+  visibility API (apis/visibility/v1beta2/types.go, pkg/visibility/storage/pending_workloads_cq.go:
+  GET /apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/<name>/pendingworkloads, limit 1000
+  by default), else from status.pendingWorkloads (every priority), and the message says which;
+* the job's priority as Kueue sets it (pkg/util/priority/priority.go): the WorkloadPriorityClass
+  of label kueue.x-k8s.io/priority-class (not cached here: then every pending workload counts),
+  else the pods' PriorityClass, else the globalDefault PriorityClass, else 0;
+* preemption by the ClusterQueue's spec.preemption (apis/kueue/v1beta2/clusterqueue_types.go
+  ClusterQueuePreemption; defaults withinClusterQueue Never, reclaimWithinCohort Never);
+* other LocalQueues of the namespace where the whole job fits now.
+
+The pending list is read at most once per PENDING_TTL seconds per ClusterQueue (the view reuses
+the answer), so a burst of applies costs one GET; a missing or forbidden API is a stated fallback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from webhook.checks.base import CheckContext
+from webhook.checks.kueue_cohort import ZERO, CohortTree
+from webhook.checks.kueue_queue import condition, selector_matches
+from webhook.kube import ApiError, Permission
+from webhook.quantity import format_quantity, parse_quantity
+from webhook.workloads.base import Workload
+
+VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
+VISIBILITY_API = f"{VISIBILITY_GROUP}/v1beta2"
+#: the visibility read of a ClusterQueue's pending workloads: optional (without it, the status count)
+PENDING_PERMISSION = Permission("get", "clusterqueues", VISIBILITY_GROUP, "pendingworkloads")
+#: seconds a ClusterQueue's pending list is reused at apply
+PENDING_TTL = 5.0
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+
+FR = tuple[str, str]
+
+
+@dataclass
+class Ahead:
+    """The pending workloads ahead of the job: how many, and where the number comes from."""
+
+    count: int
+    source: str
+    #: True when the count is of priority ≥ the job's (else: every priority)
+    by_priority: bool
+
+
+def job_priority(wl: Workload, ctx: CheckContext) -> tuple[int | None, str]:
+    """(priority, where from) as Kueue v0.17.0 sets a Workload's (pkg/util/priority/priority.go);
+    None when the WorkloadPriorityClass it names is not read here."""
+    assert ctx.view is not None
+    labels = (wl.obj.get("metadata") or {}).get("labels") or {}
+    wpc = labels.get(PRIORITY_LABEL)
+    if isinstance(wpc, str) and wpc:
+        return None, f'WorkloadPriorityClass "{wpc}"'
+    classes = {str((o.get("metadata") or {}).get("name")): o for o in ctx.view.list_cached("priorityclasses")}
+    for g in wl.pod_groups:
+        name = g.pod_spec.get("priorityClassName")
+        if isinstance(name, str) and name and name in classes:
+            return int(classes[name].get("value") or 0), f'PriorityClass "{name}"'
+    for name, pc in sorted(classes.items()):
+        if pc.get("globalDefault"):
+            return int(pc.get("value") or 0), f'the globalDefault PriorityClass "{name}"'
+    return 0, "no priority class"
+
+
+async def pending_ahead(ctx: CheckContext, cq: dict[str, Any], priority: int | None) -> Ahead:
+    """The count of pending workloads ahead: the visibility API when served and permitted, else the
+    ClusterQueue's status (every priority). Never raises: a failed read is the stated fallback."""
+    assert ctx.view is not None
+    name = str((cq.get("metadata") or {}).get("name", "?"))
+    status_count = int((cq.get("status") or {}).get("pendingWorkloads") or 0)
+    why = ""
+    if not ctx.view.served(VISIBILITY_API):
+        why = f"{VISIBILITY_API} is not served"
+    else:
+        try:
+            doc = await ctx.view.get_object(
+                VISIBILITY_API,
+                "clusterqueues",
+                None,
+                name,
+                ctx.deadline,
+                ttl=PENDING_TTL,
+                subresource="pendingworkloads",
+            )
+        except ApiError as exc:
+            why = f"not permitted to get {PENDING_PERMISSION.what}" if exc.forbidden else exc.message
+        else:
+            if doc is not None:
+                items = [i for i in doc.get("items") or [] if isinstance(i, dict)]
+                if priority is None:
+                    return Ahead(len(items), f"Kueue's visibility API, read within {PENDING_TTL:.0f}s", False)
+                ahead = sum(1 for i in items if int(i.get("priority") or 0) >= priority)
+                return Ahead(ahead, f"Kueue's visibility API, read within {PENDING_TTL:.0f}s", True)
+            why = f'the visibility API does not know ClusterQueue "{name}"'
+    return Ahead(status_count, f"ClusterQueue status.pendingWorkloads, every priority: {why}", False)
+
+
+def flavor_state(cq: dict[str, Any], flavor: str, resource: str) -> tuple[Decimal, Decimal, Decimal]:
+    """(nominalQuota, in use, reserved beyond use) of one flavor/resource of the ClusterQueue."""
+
+    def total(field_: str) -> Decimal:
+        for f in (cq.get("status") or {}).get(field_) or []:
+            if f.get("name") == flavor:
+                for r in f.get("resources") or []:
+                    if r.get("name") == resource:
+                        try:
+                            return parse_quantity(r.get("total", 0))
+                        except ValueError:
+                            return ZERO
+        return ZERO
+
+    nominal = ZERO
+    for rg in (cq.get("spec") or {}).get("resourceGroups") or []:
+        for f in rg.get("flavors") or []:
+            if f.get("name") == flavor:
+                for r in f.get("resources") or []:
+                    if r.get("name") == resource:
+                        try:
+                            nominal = parse_quantity(r.get("nominalQuota", 0))
+                        except ValueError:
+                            nominal = ZERO
+    used = total("flavorsUsage")
+    reserved = total("flavorsReservation")
+    return nominal, used, max(ZERO, reserved - used)
+
+
+def preemption_text(cq: dict[str, Any], in_cohort: bool, priority: int | None) -> str:
+    """What Kueue may preempt for the job, by the ClusterQueue's spec.preemption."""
+    p = (cq.get("spec") or {}).get("preemption") or {}
+    within = p.get("withinClusterQueue") or "Never"
+    reclaim = p.get("reclaimWithinCohort") or "Never"
+    name = (cq.get("metadata") or {}).get("name", "?")
+    at = f"priority < {priority}" if priority is not None else "lower priority"
+    parts = []
+    if within == "LowerPriority":
+        parts.append(f'admitted workloads of {at} in ClusterQueue "{name}"')
+    elif within == "LowerOrNewerEqualPriority":
+        parts.append(f'admitted workloads of {at}, or newer of equal priority, in ClusterQueue "{name}"')
+    if in_cohort and reclaim in ("LowerPriority", "Any"):
+        parts.append(
+            "workloads of other ClusterQueues borrowing from the cohort"
+            + (f" ({at})" if reclaim == "LowerPriority" else "")
+        )
+    if not parts:
+        return f"it preempts nothing (withinClusterQueue {within}" + (
+            f", reclaimWithinCohort {reclaim})" if in_cohort else ")"
+        )
+    return f"Kueue may preempt {' and '.join(parts)} for it"
+
+
+def alternatives(
+    ctx: CheckContext,
+    cq_name: str,
+    fits_now: Any,
+) -> list[str]:
+    """Other LocalQueues of the job's namespace whose ClusterQueue is Active, selects the namespace
+    and has room for the whole job now (`fits_now(cq) -> bool`)."""
+    assert ctx.view is not None
+    ns = ctx.workload.namespace
+    nso = ctx.view.get_cached("namespaces", None, ns)
+    labels = ((nso or {}).get("metadata") or {}).get("labels") or {}
+    out = []
+    for lq in sorted(ctx.view.list_cached("localqueues", ns), key=lambda o: str((o.get("metadata") or {}).get("name"))):
+        other = (lq.get("spec") or {}).get("clusterQueue") or ""
+        if not other or other == cq_name:
+            continue
+        lqc = condition(lq, "Active")
+        if lqc is None or lqc.get("status") != "True" or ((lq.get("spec") or {}).get("stopPolicy") or "None") != "None":
+            continue
+        cq = ctx.view.get_cached("clusterqueues", None, other)
+        if cq is None or ((cq.get("spec") or {}).get("stopPolicy") or "None") != "None":
+            continue
+        c = condition(cq, "Active")
+        selector = (cq.get("spec") or {}).get("namespaceSelector")
+        if c is None or c.get("status") != "True" or selector is None or nso is None:
+            continue
+        if not selector_matches(selector, labels):
+            continue
+        if fits_now(cq):
+            out.append(f'LocalQueue "{(lq.get("metadata") or {}).get("name")}" (ClusterQueue "{other}")')
+    return out
+
+
+def wait_message(
+    ctx: CheckContext,
+    cq: dict[str, Any],
+    tree: CohortTree,
+    shortfall: tuple[str, Decimal, Decimal, str | None],
+    flavors: list[str],
+    ahead: Ahead,
+    priority: tuple[int | None, str],
+    others: list[str],
+) -> str:
+    """The "will wait" warning: what is in use and reserved, who is ahead, borrowing and
+    preemption, and what would start it sooner."""
+    assert ctx.view is not None
+    wl = ctx.workload
+    r, v, free, pname = shortfall
+    cq_name = (cq.get("metadata") or {}).get("name", "?")
+    who = f"the {pname} pods need" if pname else "it needs"
+    per_flavor = "; ".join(
+        f'flavor "{f}": {format_quantity(used, r)} of {format_quantity(nominal, r)} in use and '
+        f"{format_quantity(reserved, r)} reserved"
+        for f in flavors
+        for nominal, used, reserved in [flavor_state(cq, f, r)]
+    )
+    prio, prio_from = priority
+    at = f" of priority ≥ {prio} ({prio_from})" if ahead.by_priority and prio is not None else ""
+    if prio is None:
+        at = f" (its priority, from {prio_from}, is not read: every pending workload counts)"
+    n = ahead.count
+    pending = (
+        f"{n} workload{'' if n == 1 else 's'}{at} {'is' if n == 1 else 'are'} pending ahead of it ({ahead.source})"
+    )
+    if tree.path:
+        names = " → ".join(f'"{c}"' for c in tree.cohort_names)
+        borrow = f"borrowing from cohort {names} leaves {format_quantity(free, r)} free, not enough"
+    else:
+        borrow = f'ClusterQueue "{cq_name}" is in no cohort: it cannot borrow'
+    sooner = f"ask for at most {format_quantity(free, r)} {r}" if free > ZERO else f"it starts once {r} is released"
+    if others:
+        sooner += f", or use {' or '.join(others)}, where it fits now"
+    cache_age = ctx.view.cache_age("clusterqueues")
+    fresh = f"ClusterQueue status as watched {cache_age:.0f}s ago" if cache_age is not None else "ClusterQueue status"
+    return (
+        f'{wl.kind} "{wl.name}" will wait in ClusterQueue "{cq_name}": {who} {r} '
+        f"{format_quantity(v, r)}, {format_quantity(free, r)} free now ({per_flavor}), and {pending}; {borrow}; "
+        f"{preemption_text(cq, bool(tree.path), prio)}. Fix: nothing to fix; to start sooner, {sooner} ({fresh})."
+    )
