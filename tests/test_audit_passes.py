@@ -159,12 +159,17 @@ def test_request_free_is_the_synchronous_contract_or_reads_every_job_shares() ->
     assert by_name["Controllers"] is True and by_name["Kueue Admission Checks"] is True
     # ConfigMap Size sends no request at all; it is a task only to measure a large ConfigMap in a worker thread
     assert by_name["ConfigMap Size"] is True
-    shared = ("Controllers", "Kueue Admission Checks", "ConfigMap Size")
+    # Kueue Capacity: a waiting job's ClusterQueue pending list (visibility API), reused kueue_wait.PENDING_TTL
+    assert by_name["Kueue Capacity"] is True
+    shared = ("Controllers", "Kueue Admission Checks", "ConfigMap Size", "Kueue Capacity")
     assert all(request_free(c, settings) == c.synchronous for c in all_checks() if c.name not in shared)
     no_reuse = Settings.model_validate(
         {"controllers": {"ttlSeconds": 0}, "kueue": {"admissionLease": "ns/gate", "leaseTtlSeconds": 0}}
     )
-    assert [c.name for c in all_checks() if request_free(c, no_reuse) != c.synchronous] == ["ConfigMap Size"]
+    assert sorted(c.name for c in all_checks() if request_free(c, no_reuse) != c.synchronous) == [
+        "ConfigMap Size",
+        "Kueue Capacity",
+    ]
     # the admission Lease reused for a window: Kueue Admission Checks runs in the cheap pass
     gate = Settings.model_validate({"kueue": {"admissionLease": "ns/gate"}})
     assert request_free({c.name: c for c in all_checks()}["Kueue Admission Checks"], gate) is True

@@ -13,6 +13,11 @@ read without conversion, so that is the shape written here.
   `[Check] what, why. Fix: ...` line per check), the one `kubectl apply` shows in enforce mode,
   also while the job's mode is warn or audit (then it says what a switch to enforce refuses).
 - `PreflightPassed` (Normal): a job this controller reported as failed passes again.
+- `PreflightWaiting` (Normal): the job waits in its Kueue queue (Kueue Capacity's warning on a
+  job whose Workload is pending, webhook/checks/kueue_wait.py), with what blocks it and its
+  position; written again only when what blocks it changes, never when only the position moves
+  (no Event storm on a busy queue). Its own sequence: it neither replaces nor repeats the
+  PreflightFailed/PreflightPassed state.
 - Nothing else: a job that passes at its first judgement, and a result that did not change
   (the periodic re-check), write nothing; nor does a partial judgement (the cheap pass of a full
   scan, before the checks that send requests ran: `Judgement.complete` is False), so an Event
@@ -44,6 +49,10 @@ log = logging.getLogger(__name__)
 
 COMPONENT = "preflight-webhook-audit"
 FAILED, PASSED = "PreflightFailed", "PreflightPassed"
+WAITING = "PreflightWaiting"
+#: the check whose details say what blocks a waiting job and where it stands (checks/kueue_wait.py)
+KUEUE_CAPACITY = "Kueue Capacity"
+BLOCKING, POSITION = "blocking: ", "position: "
 #: events.k8s.io/v1 refuses a note over 1 kB; a core/v1 message is kept within the same bound
 MESSAGE_MAX = 1024
 
@@ -105,6 +114,35 @@ def event_to_write(previous: tuple[str, str] | None, current: tuple[str, str]) -
     return None
 
 
+def waiting_of(j: Judgement) -> tuple[str, str] | None:
+    """(what blocks the job, the PreflightWaiting message) when Kueue Capacity says it waits, else None."""
+    for r in j.evaluation.results.checks:
+        if r.name != KUEUE_CAPACITY or r.status is not Status.WARN:
+            continue
+        blocking = next((d[len(BLOCKING) :] for d in r.details if d.startswith(BLOCKING)), "")
+        if not blocking:
+            return None
+        position = next((d[len(POSITION) :] for d in r.details if d.startswith(POSITION)), "")
+        where = f" (position {position})" if position else ""
+        return blocking, clip_message(f"{j.job.kind} {j.job.name} waits: {blocking}{where}. {r.message}")
+    return None
+
+
+def blocking_of(message: str) -> str:
+    """What blocks the job, read back from a PreflightWaiting message (`waiting_of`)."""
+    _, _, rest = message.partition(" waits: ")
+    return rest.split(" (position ", 1)[0].split(". ", 1)[0]
+
+
+def waiting_to_write(previous: str | None, current: tuple[str, str] | None) -> str | None:
+    """Pure dedup: the PreflightWaiting message to write now, or None. `previous`: what blocked the
+    job at its last PreflightWaiting (None: none, or it stopped waiting since). Only a change of what
+    blocks it writes one; a position that moves does not."""
+    if current is None or current[0] == previous:
+        return None
+    return current[1]
+
+
 def _ts(e: dict[str, Any]) -> str:
     return str(e.get("lastTimestamp") or e.get("eventTime") or (e.get("metadata") or {}).get("creationTimestamp") or "")
 
@@ -114,12 +152,14 @@ def job_key(job: JobRef) -> str:
     return job.uid if job.parent is None else f"{job.parent.uid}/{job.name}"
 
 
-def latest_states(events: list[dict[str, Any]], component: str = COMPONENT) -> dict[str, tuple[str, str]]:
+def latest_states(
+    events: list[dict[str, Any]], component: str = COMPONENT, reasons: tuple[str, ...] = (FAILED, PASSED)
+) -> dict[str, tuple[str, str]]:
     """Per job (`job_key`: the involved object's uid, and the `related` child's name for a sweep's
-    child), the (reason, message) of this component's latest preflight Event."""
+    child), the (reason, message) of this component's latest preflight Event of `reasons`."""
     best: dict[str, tuple[str, tuple[str, str]]] = {}
     for e in events:
-        if not isinstance(e, dict) or e.get("reason") not in (FAILED, PASSED):
+        if not isinstance(e, dict) or e.get("reason") not in reasons:
             continue
         if (e.get("reportingComponent") or (e.get("source") or {}).get("component")) != component:
             continue
@@ -150,6 +190,8 @@ class EventSink:
         self.component = component
         self.instance = instance
         self.last: dict[str, tuple[str, str]] = {}
+        #: per job (`job_key`), what blocked it at its last PreflightWaiting, while it still waits
+        self.waiting: dict[str, str] = {}
         self.written = 0
 
     async def resync(self) -> None:
@@ -171,12 +213,19 @@ class EventSink:
             if not cont:
                 break
         self.last = latest_states(items, self.component)
+        self.waiting = {k: blocking_of(m) for k, (_, m) in latest_states(items, self.component, (WAITING,)).items()}
         log.info("events: read back the last preflight Event of %d jobs", len(self.last))
 
     async def publish(self, judgement: Judgement) -> None:
         if not judgement.complete:  # an Event is written only from a complete judgement
             return
         job = judgement.job
+        waiting = waiting_of(judgement)
+        if waiting is None:
+            self.waiting.pop(job_key(job), None)
+        elif (note := waiting_to_write(self.waiting.get(job_key(job)), waiting)) is not None:
+            if await self._write(job, WAITING, note):
+                self.waiting[job_key(job)] = waiting[0]
         current = state_of(failure_text(judgement, self.settings))
         write = event_to_write(self.last.get(job_key(job)), current)
         if write is None:  # unchanged, or a first judgement that passes
@@ -185,6 +234,7 @@ class EventSink:
             self.last[job_key(job)] = write
 
     async def forget(self, job: JobRef, why: str) -> None:
+        self.waiting.pop(job_key(job), None)  # started, finished or deleted: it waits no more
         if why == "deleted":
             self.last.pop(job_key(job), None)
 
@@ -211,7 +261,7 @@ class EventSink:
             },
             "reason": reason,
             "message": message or passed,
-            "type": "Warning" if reason == FAILED else "Normal",
+            "type": "Warning" if reason == FAILED else "Normal",  # PreflightWaiting: Normal
             "source": {"component": self.component},
             "reportingComponent": self.component,
             "reportingInstance": self.instance,

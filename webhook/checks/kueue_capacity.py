@@ -15,6 +15,7 @@ from webhook.checks.common import cached, with_stale
 from webhook.checks.kueue_cohort import ZERO, CohortTree, flavor_limits
 from webhook.checks.kueue_queue import GROUP, resolve_queue
 from webhook.checks.kueue_wait import PENDING_PERMISSION, alternatives, job_priority, pending_ahead, wait_message
+from webhook.config import Settings
 from webhook.quantity import format_quantity
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import Workload
@@ -41,6 +42,12 @@ class KueueCapacity(Check):
         "never → fail (warn when the tree cannot be read fully); not now → warn: it will wait, with what is in use and "
         "reserved, the pending workloads ahead of it at its priority, borrowing, preemption, and LocalQueues where it fits now."
     )
+
+    def shares_reads(self, settings: Settings) -> bool:
+        """Its only live read is one ClusterQueue's pending workloads (Kueue's visibility API), reused
+        PENDING_TTL seconds: N waiting jobs of one ClusterQueue cost one GET per window. So the audit
+        controller judges it in its cheap pass, every scan (a position is never kept)."""
+        return True
 
     async def run(self, ctx: CheckContext) -> CheckResult:
         """Steps: the job's needs per pod group, the resources the ClusterQueue covers, then the
@@ -94,8 +101,8 @@ class KueueCapacity(Check):
             priority = job_priority(ctx.workload, ctx)
             ahead = await pending_ahead(ctx, cq, priority[0])
             others = alternatives(ctx, cq_name, lambda other: _fits_now(ctx, other))
-            message = wait_message(ctx, cq, tree, wait, covered_by[wait[0]], ahead, priority, others)
-            return with_stale(CheckResult(self.name, Status.WARN, message + caveat), ctx, *caches)
+            message, details = wait_message(ctx, cq, tree, wait, covered_by[wait[0]], ahead, priority, others)
+            return with_stale(CheckResult(self.name, Status.WARN, message + caveat, details=details), ctx, *caches)
         return with_stale(
             CheckResult(
                 self.name, Status.PASS, f'The job ({_need_text(total)}) fits ClusterQueue "{cq_name}" now{caveat}'

@@ -55,6 +55,9 @@ class Ahead:
     source: str
     #: True when the count is of priority ≥ the job's (else: every priority)
     by_priority: bool
+    #: the job's own Workload is pending (the audit controller judges a waiting job): its
+    #: (positionInClusterQueue, LocalQueue name, positionInLocalQueue), counted from 0 as Kueue does
+    position: tuple[int, str, int] | None = None
 
 
 def job_priority(wl: Workload, ctx: CheckContext) -> tuple[int | None, str]:
@@ -76,9 +79,18 @@ def job_priority(wl: Workload, ctx: CheckContext) -> tuple[int | None, str]:
     return 0, "no priority class"
 
 
+def _owned_by(item: dict[str, Any], uid: str) -> bool:
+    refs = (item.get("metadata") or {}).get("ownerReferences") or []
+    return bool(uid) and any(isinstance(r, dict) and r.get("uid") == uid for r in refs)
+
+
 async def pending_ahead(ctx: CheckContext, cq: dict[str, Any], priority: int | None) -> Ahead:
     """The count of pending workloads ahead: the visibility API when served and permitted, else the
-    ClusterQueue's status (every priority). Never raises: a failed read is the stated fallback."""
+    ClusterQueue's status (every priority). Never raises: a failed read is the stated fallback.
+
+    A job that exists already (the audit controller's) and whose Workload is in the list (its
+    ownerReferences carry the job's uid, pkg/visibility/storage/utils.go newPendingWorkload) has
+    its own position: the workloads ahead are exactly those before it."""
     assert ctx.view is not None
     name = str((cq.get("metadata") or {}).get("name", "?"))
     status_count = int((cq.get("status") or {}).get("pendingWorkloads") or 0)
@@ -101,6 +113,13 @@ async def pending_ahead(ctx: CheckContext, cq: dict[str, Any], priority: int | N
         else:
             if doc is not None:
                 items = [i for i in doc.get("items") or [] if isinstance(i, dict)]
+                uid = str((ctx.workload.obj.get("metadata") or {}).get("uid") or "")
+                mine = next((i for i in items if _owned_by(i, uid)), None)
+                if mine is not None:
+                    at = int(mine.get("positionInClusterQueue") or 0)
+                    lq = (int(mine.get("positionInLocalQueue") or 0), str(mine.get("localQueueName") or ""))
+                    source = f"Kueue's visibility API, read within {PENDING_TTL:.0f}s"
+                    return Ahead(at, source, False, (at, lq[1], lq[0]))
                 if priority is None:
                     return Ahead(len(items), f"Kueue's visibility API, read within {PENDING_TTL:.0f}s", False)
                 ahead = sum(1 for i in items if int(i.get("priority") or 0) >= priority)
@@ -204,9 +223,11 @@ def wait_message(
     ahead: Ahead,
     priority: tuple[int | None, str],
     others: list[str],
-) -> str:
+) -> tuple[str, list[str]]:
     """The "will wait" warning: what is in use and reserved, who is ahead, borrowing and
-    preemption, and what would start it sooner."""
+    preemption, and what would start it sooner; and its details: `blocking: <why>` (what the
+    audit controller's PreflightWaiting Event follows: it does not change when only the position
+    or the amounts free do) and, for a job already pending, `position: <where>`."""
     assert ctx.view is not None
     wl = ctx.workload
     r, v, free, pname = shortfall
@@ -226,6 +247,16 @@ def wait_message(
     pending = (
         f"{n} workload{'' if n == 1 else 's'}{at} {'is' if n == 1 else 'are'} pending ahead of it ({ahead.source})"
     )
+    verb = "will wait"
+    details = [
+        f'blocking: ClusterQueue "{cq_name}" has too little {r} free for '
+        + (f"the {pname} pods" if pname else "the job")
+    ]
+    if ahead.position is not None:
+        at_cq, lq, at_lq = ahead.position
+        verb = f"waits at position {at_cq + 1}"
+        pending = f"{n} workload{'' if n == 1 else 's'} {'is' if n == 1 else 'are'} ahead of it ({ahead.source})"
+        details.append(f'position: {at_cq + 1} in ClusterQueue "{cq_name}", {at_lq + 1} in LocalQueue "{lq}"')
     if tree.path:
         names = " → ".join(f'"{c}"' for c in tree.cohort_names)
         borrow = f"borrowing from cohort {names} leaves {format_quantity(free, r)} free, not enough"
@@ -237,7 +268,7 @@ def wait_message(
     cache_age = ctx.view.cache_age("clusterqueues")
     fresh = f"ClusterQueue status as watched {cache_age:.0f}s ago" if cache_age is not None else "ClusterQueue status"
     return (
-        f'{wl.kind} "{wl.name}" will wait in ClusterQueue "{cq_name}": {who} {r} '
+        f'{wl.kind} "{wl.name}" {verb} in ClusterQueue "{cq_name}": {who} {r} '
         f"{format_quantity(v, r)}, {format_quantity(free, r)} free now ({per_flavor}), and {pending}; {borrow}; "
         f"{preemption_text(cq, bool(tree.path), prio)}. Fix: nothing to fix; to start sooner, {sooner} ({fresh})."
-    )
+    ), details
