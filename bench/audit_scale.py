@@ -412,8 +412,8 @@ class _IndexedView:
         self.requests["dry run"] += 1
 
     async def get_object(self, api_version: str, resource: str, namespace: str | None, name: str, deadline: Any,
-                         *, ttl: float = 0.0) -> dict[str, Any] | None:  # fmt: skip
-        key = (resource, namespace or "", name)
+                         *, ttl: float = 0.0, subresource: str = "") -> dict[str, Any] | None:  # fmt: skip
+        key = (f"{resource}/{subresource}" if subresource else resource, namespace or "", name)
         if not (ttl > 0 and key in self.seen):  # the view keeps a read with a ttl that long (Controllers)
             self.requests["GET"] += 1
             self.seen.add(key)

@@ -192,3 +192,20 @@ def test_only_a_declared_subresource_is_read() -> None:
     assert err.value.forbidden
     with pytest.raises(ApiError):
         DeclaredReads([], []).check_get(VIS, "clusterqueues", "", "a100", "pendingworkloads")
+
+
+async def test_the_live_view_gets_the_pending_workloads_subresource_once_per_ttl() -> None:
+    """GET /apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/<name>/pendingworkloads, reused PENDING_TTL."""
+    from tests.test_cluster_scope import view
+    from webhook.checks.kueue_wait import PENDING_TTL
+    from webhook.deadline import Deadline
+
+    v, rc = view()
+    for _ in range(3):
+        got = await v.get_object(
+            VIS, "clusterqueues", None, "a100", Deadline(5), ttl=PENDING_TTL, subresource="pendingworkloads"
+        )
+        assert got is not None
+    assert rc.paths == ["/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/a100/pendingworkloads"]
+    with pytest.raises(ApiError):  # the object itself is not a declared read
+        await v.get_object(VIS, "clusterqueues", None, "a100", Deadline(5))
