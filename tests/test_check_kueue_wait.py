@@ -209,3 +209,15 @@ async def test_the_live_view_gets_the_pending_workloads_subresource_once_per_ttl
     assert rc.paths == ["/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/a100/pendingworkloads"]
     with pytest.raises(ApiError):  # the object itself is not a declared read
         await v.get_object(VIS, "clusterqueues", None, "a100", Deadline(5))
+
+
+async def test_a_full_page_of_pending_workloads_is_a_lower_bound() -> None:
+    """The visibility API answers at most 1000 (its default limit); Kueue lists them highest priority first."""
+    view = _view(("clusterqueues", FULL), live={PENDING: _pending(*([5] * 1000))})
+    r = await run_check(KueueCapacity(), _job(), view)
+    assert "and at least 1000 workloads of priority ≥ 0 (no priority class) are pending ahead of it" in r.message
+    view = _view(("clusterqueues", FULL), live={PENDING: _pending(*([9] * 999), 0)})
+    pc = {"metadata": meta("mid"), "value": 5}
+    view.add("priorityclasses", pc)
+    r = await run_check(KueueCapacity(), _job(priority_class="mid"), view)
+    assert "and 999 workloads of priority ≥ 5" in r.message  # the last one is below: nothing past it is ahead

@@ -43,6 +43,9 @@ PENDING_PERMISSION = Permission("get", "clusterqueues", VISIBILITY_GROUP, "pendi
 #: seconds a ClusterQueue's pending list is reused at apply
 PENDING_TTL = 5.0
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+#: the visibility API's page when no limit is asked (apis/visibility/v1beta2/defaults.go): a full
+#: page may hide more pending workloads behind it
+PENDING_PAGE = 1000
 
 FR = tuple[str, str]
 
@@ -58,6 +61,8 @@ class Ahead:
     #: the job's own Workload is pending (the audit controller judges a waiting job): its
     #: (positionInClusterQueue, LocalQueue name, positionInLocalQueue), counted from 0 as Kueue does
     position: tuple[int, str, int] | None = None
+    #: the page was full and what is past it may be ahead too: the count is a lower bound
+    at_least: bool = False
 
 
 def job_priority(wl: Workload, ctx: CheckContext) -> tuple[int | None, str]:
@@ -120,10 +125,14 @@ async def pending_ahead(ctx: CheckContext, cq: dict[str, Any], priority: int | N
                     lq = (int(mine.get("positionInLocalQueue") or 0), str(mine.get("localQueueName") or ""))
                     source = f"Kueue's visibility API, read within {PENDING_TTL:.0f}s"
                     return Ahead(at, source, False, (at, lq[1], lq[0]))
+                source = f"Kueue's visibility API, read within {PENDING_TTL:.0f}s"
+                full = len(items) >= PENDING_PAGE
                 if priority is None:
-                    return Ahead(len(items), f"Kueue's visibility API, read within {PENDING_TTL:.0f}s", False)
+                    return Ahead(len(items), source, False, at_least=full)
                 ahead = sum(1 for i in items if int(i.get("priority") or 0) >= priority)
-                return Ahead(ahead, f"Kueue's visibility API, read within {PENDING_TTL:.0f}s", True)
+                # Kueue lists by priority, highest first: past a full page, only if its last one is ≥ the job's
+                more = full and int(items[-1].get("priority") or 0) >= priority
+                return Ahead(ahead, source, True, at_least=more)
             why = f'the visibility API does not know ClusterQueue "{name}"'
     return Ahead(status_count, f"ClusterQueue status.pendingWorkloads, every priority: {why}", False)
 
@@ -244,9 +253,7 @@ def wait_message(
     if prio is None:
         at = f" (its priority, from {prio_from}, is not read: every pending workload counts)"
     n = ahead.count
-    pending = (
-        f"{n} workload{'' if n == 1 else 's'}{at} {'is' if n == 1 else 'are'} pending ahead of it ({ahead.source})"
-    )
+    pending = f"{'at least ' if ahead.at_least else ''}{n} workload{'' if n == 1 else 's'}{at} {'is' if n == 1 else 'are'} pending ahead of it ({ahead.source})"
     verb = "will wait"
     details = [
         f'blocking: ClusterQueue "{cq_name}" has too little {r} free for '
