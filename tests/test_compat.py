@@ -225,3 +225,23 @@ def test_the_scan_catches_a_private_read(tmp_path: Path) -> None:
             "5: p._actions",
         ]
     }
+
+
+def test_the_kind_packages_import_without_aiohttp_or_prometheus_client() -> None:
+    """The oracles run the kind packages in AIPerf's own venv, which has neither (tests/oracle/setup.sh):
+    _compat imports them where they are read."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('aiohttp', 'prometheus_client'):\n"
+        "            raise ImportError(f'blocked: {name}')\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import webhook.workloads.aiperf_sweep.children, webhook._compat\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('aiohttp', 'prometheus_client')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -25,12 +25,24 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Hashable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from aiohttp import web
-from aiohttp.web_protocol import RequestHandler
-from prometheus_client import metrics as _prometheus_metrics
+
+# aiohttp and prometheus_client are imported where they are read, not here: the kind packages import this
+# module (environ_key), and the oracles run them in a venv of AIPerf's own that has neither
+if TYPE_CHECKING:
+    from aiohttp import web
+    from aiohttp.web_protocol import RequestHandler
+else:
+
+    def __getattr__(name: str) -> Any:
+        if name == "RequestHandler":
+            from aiohttp.web_protocol import RequestHandler
+
+            return RequestHandler
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 try:  # libyaml's event parser, when PyYAML was built with it
     from yaml._yaml import CParser as YamlEventParser
@@ -77,7 +89,9 @@ def prometheus_created_series() -> bool:
     ran. A collector of ours that renders a histogram follows it, or its exposition would differ from the
     library's own. Read at each call: those functions rebind the module's global. True where it is gone
     (prometheus_client's default)."""
-    return bool(getattr(_prometheus_metrics, "_use_created", True))
+    from prometheus_client import metrics as prometheus_metrics
+
+    return bool(getattr(prometheus_metrics, "_use_created", True))
 
 
 def environ_key() -> Hashable | None:
