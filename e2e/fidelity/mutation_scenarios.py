@@ -12,11 +12,6 @@ Each policy is bound to the namespaces carrying its label, so it acts on its own
 - a nodeSelector that no node matches: it never starts, denied;
 - a label that a ValidatingAdmissionPolicy on pods requires: it runs, admitted.
 
-Not in SCENARIOS yet: their real outcomes are not recorded (the node was busy with a conformance run).
-To add them: `*MUTATION_SCENARIOS` after `*POLICY_SCENARIOS` in e2e/fidelity/scenarios.py, then
-`flock /tmp/pw/node.flock python -m e2e.fidelity.run --record-new -k map-` (records the four rows and
-renders docs/fidelity.md); until recorded, every e2e/test_fidelity.py run would run them for real.
-
 Left out: a toleration added that lets the pods onto a tainted node. The matrix has one node, and
 tainting it would disturb every other scenario; e2e/test_admitted_live.py and tests/test_admitted.py
 cover the tolerations read from the admitted pod.
@@ -75,7 +70,9 @@ ADD_SIDECAR = (
     f'Object{{spec: Object.spec{{containers: [Object.spec.containers{{name: "proxy", image: "{WORKLOAD_IMAGE}", '
     'resources: Object.spec.containers.resources{requests: {"cpu": "500m", "memory": "32Mi"}}}]}}'
 )
-ADD_NODE_SELECTOR = 'Object{spec: Object.spec{nodeSelector: {"preflight-fidelity/pool": "none"}}}'
+#: a JSONPatch: an ApplyConfiguration may not set nodeSelector, an atomic map ("may not mutate atomic arrays,
+#: maps or structs: .spec.nodeSelector", the apiserver's words)
+ADD_NODE_SELECTOR = '[JSONPatch{op: "add", path: "/spec/nodeSelector", value: {"preflight-fidelity/pool": "none"}}]'
 ADD_TEAM_LABEL = 'Object{metadata: Object.metadata{labels: {"preflight-fidelity/team": "ml"}}}'
 
 
@@ -114,7 +111,7 @@ def _scenarios() -> list[Scenario]:
             "map-node-selector",
             "a MutatingAdmissionPolicy adds nodeSelector preflight-fidelity/pool=none: no node has the label",
             trainjob(resources={"requests": dict(small), "limits": dict(small)}),
-            cluster_prereqs=mutating_policy("node-selector", ADD_NODE_SELECTOR),
+            cluster_prereqs=mutating_policy("node-selector", ADD_NODE_SELECTOR, "JSONPatch"),
             namespace_labels=_label("node-selector"),
             covers="MutatingAdmissionPolicy: a nodeSelector no node matches",
         ),

@@ -29,6 +29,7 @@ from e2e.fidelity.dra_scenarios import DRA_SCENARIOS
 from e2e.fidelity.imagepull_scenarios import IMAGEPULL_SCENARIOS
 from e2e.fidelity.jobset_scenarios import JOBSET_SCENARIOS
 from e2e.fidelity.kyverno_scenarios import KYVERNO_SCENARIOS
+from e2e.fidelity.mutation_scenarios import MUTATION_SCENARIOS
 from e2e.fidelity.policy_scenarios import POLICY_SCENARIOS
 from e2e.fidelity.scenarios_base import (
     MATRIX_LABEL,
@@ -56,6 +57,7 @@ __all__ = [
     "AIPERF_SCENARIOS",
     "POLICY_SCENARIOS",
     "KYVERNO_SCENARIOS",
+    "MUTATION_SCENARIOS",
     "JOBSET_SCENARIOS",
     "DRA_SCENARIOS",
     "IMAGEPULL_SCENARIOS",
@@ -471,6 +473,7 @@ TRAINJOB_SCENARIOS: list[Scenario] = [
 SCENARIOS: list[Scenario] = [
     *TRAINJOB_SCENARIOS,
     *POLICY_SCENARIOS,
+    *MUTATION_SCENARIOS,
     *KYVERNO_SCENARIOS,
     *JOBSET_SCENARIOS,
     *DRA_SCENARIOS,
