@@ -26,6 +26,7 @@ import pytest
 import yaml
 
 from e2e.harness.controlplane import ControlPlane
+from e2e.harness.vap import mutate_policy
 from e2e.test_quota_live import _quota, _used, _wait_cached
 from webhook.checks import all_checks
 from webhook.cluster.live import LiveClusterView
@@ -39,81 +40,27 @@ from webhook.workloads.admitted import changes
 IMAGE = "registry.k8s.io/pause:3.10"
 LABEL = "e2e-admitted"
 
-POLICIES = f"""
-apiVersion: admissionregistration.k8s.io/v1
-kind: MutatingAdmissionPolicy
-metadata: {{name: e2e-fill-limits}}
-spec:
-  matchConstraints:
-    resourceRules:
-      - {{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}}
-  failurePolicy: Fail
-  reinvocationPolicy: Never
-  mutations:
-    - patchType: ApplyConfiguration
-      applyConfiguration:
-        expression: >
-          Object{{spec: Object.spec{{containers: object.spec.containers.filter(c, !has(c.resources) || !has(c.resources.limits)).map(c,
-            Object.spec.containers{{name: c.name, resources: Object.spec.containers.resources{{limits: {{"cpu": "500m", "memory": "1Gi"}}}}}})}}}}
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: MutatingAdmissionPolicyBinding
-metadata: {{name: e2e-fill-limits}}
-spec:
-  policyName: e2e-fill-limits
-  matchResources:
-    namespaceSelector: {{matchLabels: {{{LABEL}: fill-limits}}}}
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: MutatingAdmissionPolicy
-metadata: {{name: e2e-add-sidecar}}
-spec:
-  matchConstraints:
-    resourceRules:
-      - {{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}}
-  failurePolicy: Fail
-  reinvocationPolicy: Never
-  mutations:
-    - patchType: ApplyConfiguration
-      applyConfiguration:
-        expression: >
-          Object{{spec: Object.spec{{containers: [Object.spec.containers{{name: "proxy", image: "{IMAGE}",
-            resources: Object.spec.containers.resources{{requests: {{"cpu": "500m"}}}}}}]}}}}
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: MutatingAdmissionPolicyBinding
-metadata: {{name: e2e-add-sidecar}}
-spec:
-  policyName: e2e-add-sidecar
-  matchResources:
-    namespaceSelector: {{matchLabels: {{{LABEL}: sidecar}}}}
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: MutatingAdmissionPolicy
-metadata: {{name: e2e-secret-env}}
-spec:
-  matchConstraints:
-    resourceRules:
-      - {{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}}
-  failurePolicy: Fail
-  reinvocationPolicy: Never
-  mutations:
-    # JSONPatch: an ApplyConfiguration may not set secretKeyRef, an atomic struct
-    - patchType: JSONPatch
-      jsonPatch:
-        expression: >
-          [JSONPatch{{op: "add", path: "/spec/containers/0/env", value: [Object.spec.containers.env{{name: "TOKEN",
-            valueFrom: Object.spec.containers.env.valueFrom{{secretKeyRef:
-              Object.spec.containers.env.valueFrom.secretKeyRef{{name: "e2e-token", key: "token"}}}}}}]}}]
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: MutatingAdmissionPolicyBinding
-metadata: {{name: e2e-secret-env}}
-spec:
-  policyName: e2e-secret-env
-  matchResources:
-    namespaceSelector: {{matchLabels: {{{LABEL}: secret-env}}}}
-"""
+FILL_LIMITS = (
+    "Object{spec: Object.spec{containers: object.spec.containers.filter(c, !has(c.resources) || "
+    "!has(c.resources.limits)).map(c, Object.spec.containers{name: c.name, resources: "
+    'Object.spec.containers.resources{limits: {"cpu": "500m", "memory": "1Gi"}}})}}'
+)
+ADD_SIDECAR = (
+    f'Object{{spec: Object.spec{{containers: [Object.spec.containers{{name: "proxy", image: "{IMAGE}", '
+    'resources: Object.spec.containers.resources{requests: {"cpu": "500m"}}}]}}'
+)
+#: a JSONPatch: an ApplyConfiguration may not set secretKeyRef, an atomic struct
+SECRET_ENV = (
+    '[JSONPatch{op: "add", path: "/spec/containers/0/env", value: [Object.spec.containers.env{name: "TOKEN", '
+    "valueFrom: Object.spec.containers.env.valueFrom{secretKeyRef: "
+    'Object.spec.containers.env.valueFrom.secretKeyRef{name: "e2e-token", key: "token"}}}]}]'
+)
+#: each policy acts in the namespaces labelled LABEL=<its value>
+POLICIES = [
+    *mutate_policy("e2e-fill-limits", FILL_LIMITS, namespace_labels={LABEL: "fill-limits"}),
+    *mutate_policy("e2e-add-sidecar", ADD_SIDECAR, namespace_labels={LABEL: "sidecar"}),
+    *mutate_policy("e2e-secret-env", SECRET_ENV, namespace_labels={LABEL: "secret-env"}, patch_type="JSONPatch"),
+]
 
 
 def _pod_spec(requests: dict[str, str]) -> dict[str, Any]:
@@ -153,9 +100,9 @@ def _admits(cp: ControlPlane, ns: str, requests: dict[str, str]) -> None:
 @pytest.fixture(scope="module")
 def policies(control_plane: ControlPlane) -> Any:
     cp = control_plane
-    cp.kubectl("apply", "-f", "-", input=POLICIES)
+    cp.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": POLICIES}))
     yield cp
-    for d in yaml.safe_load_all(POLICIES):
+    for d in POLICIES:
         cp.kubectl("delete", d["kind"].lower(), d["metadata"]["name"], "--ignore-not-found")
 
 

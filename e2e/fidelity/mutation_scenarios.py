@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from e2e.fidelity.scenarios_base import WORKLOAD_IMAGE, Scenario, quota, trainjob
-from e2e.harness.vap import deny_policy
+from e2e.harness.vap import deny_policy, mutate_policy
 
 
 def _label(slug: str) -> dict[str, str]:
@@ -32,33 +32,7 @@ def _label(slug: str) -> dict[str, str]:
 def mutating_policy(slug: str, expression: str, patch_type: str = "ApplyConfiguration") -> list[dict[str, Any]]:
     """A MutatingAdmissionPolicy `fx-map-<slug>` applying the CEL `expression` to the Pods created in the
     namespaces labelled `_label(slug)`, and its binding (same name)."""
-    name = f"fx-map-{slug}"
-    patch = {"applyConfiguration": {"expression": expression}} if patch_type == "ApplyConfiguration" else {
-        "jsonPatch": {"expression": expression}
-    }  # fmt: skip
-    return [
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "MutatingAdmissionPolicy",
-            "metadata": {"name": name},
-            "spec": {
-                "failurePolicy": "Fail",
-                "reinvocationPolicy": "Never",
-                "matchConstraints": {
-                    "resourceRules": [
-                        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
-                    ]
-                },
-                "mutations": [{"patchType": patch_type, **patch}],
-            },
-        },
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "MutatingAdmissionPolicyBinding",
-            "metadata": {"name": name},
-            "spec": {"policyName": name, "matchResources": {"namespaceSelector": {"matchLabels": _label(slug)}}},
-        },
-    ]
+    return mutate_policy(f"fx-map-{slug}", expression, namespace_labels=_label(slug), patch_type=patch_type)
 
 
 FILL_LIMITS = (
