@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from e2e.harness.controlplane import ControlPlane
+from e2e.harness.kueue import active_status, cluster_queue
 from e2e.harness.live import live_evaluate, result_of
 from webhook.config import Settings
 from webhook.results import Status
@@ -290,29 +291,12 @@ async def test_kueue_localqueue_missing_then_working(cluster: ControlPlane, open
     cluster.apply(
         [
             {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "chk-h100"}},
-            {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "ClusterQueue",
-                "metadata": {"name": "chk-gpu-cq"},
-                "spec": {
-                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
-                    "resourceGroups": [
-                        {
-                            "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
-                            "flavors": [
-                                {
-                                    "name": "chk-h100",
-                                    "resources": [
-                                        {"name": "cpu", "nominalQuota": "256"},
-                                        {"name": "memory", "nominalQuota": "4Ti"},
-                                        {"name": "nvidia.com/gpu", "nominalQuota": "16"},
-                                    ],
-                                }
-                            ],
-                        }
-                    ],
-                },
-            },
+            cluster_queue(
+                "chk-gpu-cq",
+                flavor="chk-h100",
+                quotas={"cpu": "256", "memory": "4Ti", "nvidia.com/gpu": "16"},
+                namespace=ns,
+            ),
             {
                 "apiVersion": "kueue.x-k8s.io/v1beta2",
                 "kind": "LocalQueue",
@@ -321,19 +305,7 @@ async def test_kueue_localqueue_missing_then_working(cluster: ControlPlane, open
             },
         ]
     )
-    active = {
-        "status": {
-            "conditions": [
-                {
-                    "type": "Active",
-                    "status": "True",
-                    "reason": "Ready",
-                    "message": "ok",
-                    "lastTransitionTime": "2026-01-01T00:00:00Z",
-                }
-            ]
-        }
-    }
+    active = active_status()
     cluster.kubectl(
         "patch", "clusterqueue", "chk-gpu-cq", "--subresource=status", "--type=merge", "-p", json.dumps(active)
     )

@@ -26,6 +26,7 @@ import yaml
 
 from e2e.conftest import SAMPLES_DIR
 from e2e.harness.controlplane import ControlPlane
+from e2e.harness.kueue import active_status
 from e2e.harness.runner import RunningWebhook, findings_of, stored, warnings_of
 from webhook.quantity import format_quantity
 
@@ -35,19 +36,7 @@ NS = "demo-bench"  # the samples' namespace: its Service, ServiceAccount and Sec
 FLAVOR = "e2e-cohort-flavor"
 #: aiperfjob-good's pods, all at once (controller 450m + workers 3350m; 1792Mi + 6Gi)
 NEED_CPU = format_quantity(Decimal("3.8"), "cpu")
-ACTIVE = {
-    "status": {
-        "conditions": [
-            {
-                "type": "Active",
-                "status": "True",
-                "reason": "Ready",
-                "message": "ok",
-                "lastTransitionTime": "2026-01-01T00:00:00Z",
-            }
-        ]
-    }
-}
+ACTIVE = active_status()
 
 
 def _groups(cpu: str, memory: str) -> list[dict[str, Any]]:

@@ -13,38 +13,17 @@ import json
 from typing import Any
 
 from e2e.harness.controlplane import ControlPlane
+from e2e.harness.kueue import KUEUE, active_status, cluster_queue
 from e2e.harness.live import live_evaluate, result_of
 from e2e.test_checks_live import _trainjob, cluster  # noqa: F401 (the module's fixture: Trainer's runtime)
 from webhook.results import Status
 
 NS = "chk-kueue-wait"
-KUEUE = "kueue.x-k8s.io/v1beta2"
 
 
 def _cq(name: str, gpus: str) -> dict[str, Any]:
-    return {
-        "apiVersion": KUEUE,
-        "kind": "ClusterQueue",
-        "metadata": {"name": name},
-        "spec": {
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NS}},
-            "resourceGroups": [
-                {
-                    "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
-                    "flavors": [
-                        {
-                            "name": "chk-wait-a100",
-                            "resources": [
-                                {"name": "cpu", "nominalQuota": "1k"},
-                                {"name": "memory", "nominalQuota": "16Ti"},
-                                {"name": "nvidia.com/gpu", "nominalQuota": gpus},
-                            ],
-                        }
-                    ],
-                }
-            ],
-        },
-    }
+    quotas = {"cpu": "1k", "memory": "16Ti", "nvidia.com/gpu": gpus}
+    return cluster_queue(name, flavor="chk-wait-a100", quotas=quotas, namespace=NS)
 
 
 def _status(used: str = "0", reserved: str = "0", pending: int = 0) -> dict[str, Any]:
@@ -56,22 +35,7 @@ def _status(used: str = "0", reserved: str = "0", pending: int = 0) -> dict[str,
             }
         ]
 
-    return {
-        "status": {
-            "conditions": [
-                {
-                    "type": "Active",
-                    "status": "True",
-                    "reason": "Ready",
-                    "message": "ok",
-                    "lastTransitionTime": "2026-01-01T00:00:00Z",
-                }
-            ],
-            "pendingWorkloads": pending,
-            "flavorsUsage": rows(used),
-            "flavorsReservation": rows(reserved),
-        }
-    }
+    return active_status(pendingWorkloads=pending, flavorsUsage=rows(used), flavorsReservation=rows(reserved))
 
 
 async def test_a_job_that_will_wait_says_why_from_the_status(cluster: ControlPlane, open_view: Any) -> None:  # noqa: F811
