@@ -254,3 +254,17 @@ def _conforms(view: FakeView) -> ClusterView:
     """mypy (files in pyproject.toml) proves here that the fake keeps the ClusterView protocol:
     a method the checks gain on the real view cannot be missing from the fake."""
     return view
+
+
+class EventClient:
+    """An apiserver client that takes the Events the audit controller POSTs in `namespace` (its only
+    write) and keeps their bodies; any other request fails the test."""
+
+    def __init__(self, namespace: str = "team-a") -> None:
+        self.path = f"/api/v1/namespaces/{namespace}/events"
+        self.bodies: list[dict[str, Any]] = []
+
+    async def request(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        assert method == "POST" and path == self.path
+        self.bodies.append(kw["body"])
+        return dict(kw["body"])

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.fakeview import FakeView
+from tests.fakeview import EventClient, FakeView
 from tests.test_workload_aiperf_sweep import sweep_obj
 from webhook.audit.events import FAILED, PASSED, EventSink, failure_text, job_key, latest_states
 from webhook.audit.findings import FAIL, PASS, findings
@@ -104,18 +104,8 @@ async def test_each_child_is_judged_as_the_webhook_will_judge_it_and_the_event_n
     assert failure_text(Judgement(ref, ev, "1", now, "scan"), audit) == texts["conc-v01"]
 
 
-class _Recorder:
-    def __init__(self) -> None:
-        self.bodies: list[dict[str, Any]] = []
-
-    async def request(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
-        assert method == "POST" and path == "/api/v1/namespaces/team-a/events"
-        self.bodies.append(kw["body"])
-        return kw["body"]
-
-
 async def test_child_events_go_on_the_sweep_name_the_child_and_are_deduplicated_per_child() -> None:
-    client = _Recorder()
+    client = EventClient()
     sink = EventSink(client, S, instance="a")
     v0 = JobRef("aiperf.nvidia.com/v1alpha1", "AIPerfJob", "team-a", "conc-v00", "", parent=SWEEP)
     v1 = JobRef("aiperf.nvidia.com/v1alpha1", "AIPerfJob", "team-a", "conc-v01", "", parent=SWEEP)

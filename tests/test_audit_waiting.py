@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from tests.fakeview import FakeView, container, meta, pod, run_check, workload
+from tests.fakeview import EventClient, FakeView, container, meta, pod, run_check, workload
 from tests.test_check_kueue_wait import FULL, PENDING, SERVED, _lq
 from webhook.audit.events import (
     PASSED,
@@ -109,22 +109,12 @@ def _judgement(blocking: str | None, position: str = "3") -> Judgement:
     return Judgement(REF, ev, "1", NOW, "scan")
 
 
-class _Recorder:
-    def __init__(self) -> None:
-        self.bodies: list[dict[str, Any]] = []
-
-    async def request(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
-        assert method == "POST" and path == "/api/v1/namespaces/team-a/events"
-        self.bodies.append(kw["body"])
-        return kw["body"]
-
-
 GPU = 'ClusterQueue "a100" has too little nvidia.com/gpu free for the job'
 CPU = 'ClusterQueue "a100" has too little cpu free for the job'
 
 
 async def test_preflight_waiting_only_when_what_blocks_changes() -> None:
-    client = _Recorder()
+    client = EventClient()
     sink = EventSink(client, Settings(), instance="a")
     await sink.publish(_judgement(GPU, "3"))
     await sink.publish(_judgement(GPU, "2"))  # the position moved: no Event
