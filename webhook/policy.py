@@ -173,11 +173,23 @@ def decide(
     `notes` are override notices (skipped checks, mode overrides) shown as warnings and
     audit annotations so that no override is silent.
 
-    Steps: each result's verdict (`_Verdicts`), the caveats of verdicts made from stale
-    cached data, the audit annotations, then the denial or the admission.
+    Steps, in the admission path's order: classify each result (`_classify`: its verdict and the caveats
+    of verdicts made from stale cached data), the audit annotations, then the message (`_denial`, or
+    `_admission`).
     """
     mode = mode or settings.mode
     notes = list(notes or [])
+    v = _classify(results, settings=settings, mode=mode, preexisting=preexisting, notes=notes)
+    annotations = _annotations(v.audit, notes, mode)
+    if v.deny:
+        return _denial(v, annotations, subject)
+    return _admission(v, annotations, mode)
+
+
+def _classify(
+    results: PreflightResults, *, settings: Settings, mode: str, preexisting: Set[str], notes: list[str]
+) -> _Verdicts:
+    """Each result's verdict under its action and `mode`, then the caveats of verdicts made from stale cached data."""
     v = _Verdicts(notes)
     configured, defaults = settings.checks, results.default_actions  # = settings.action_for(name, default_action)
     for r in results.checks:
@@ -193,22 +205,28 @@ def decide(
                 group = wrap(caveat, f"[{r.name}] ")
                 if group not in v.warn_lines:
                     v.warn_lines.append(group)
-    annotations = _annotations(v.audit, notes, mode)
+    return v
 
-    if v.deny:
-        n = len(v.deny)
-        header = f"{subject} failed {n} preflight check{'s' if n != 1 else ''}:"
-        body = "\n".join(f"[{r.name}] {_one_line(r.message)}" for r in v.deny)
-        annotations["decision"] = "denied"
-        return Decision(
-            allowed=False,
-            message=f"{header}\n{body}",
-            warnings=_cap_total(v.warn_lines),
-            audit_annotations=annotations,
-            outcome=Outcome.DENIED,
-            denied_checks=[r.name for r in v.deny],
-            verdicts=v.verdicts,
-        )
+
+def _denial(v: _Verdicts, annotations: dict[str, str], subject: str) -> Decision:
+    """The denial: one header line naming `subject`, then one line per failure that denies."""
+    n = len(v.deny)
+    header = f"{subject} failed {n} preflight check{'s' if n != 1 else ''}:"
+    body = "\n".join(f"[{r.name}] {_one_line(r.message)}" for r in v.deny)
+    annotations["decision"] = "denied"
+    return Decision(
+        allowed=False,
+        message=f"{header}\n{body}",
+        warnings=_cap_total(v.warn_lines),
+        audit_annotations=annotations,
+        outcome=Outcome.DENIED,
+        denied_checks=[r.name for r in v.deny],
+        verdicts=v.verdicts,
+    )
+
+
+def _admission(v: _Verdicts, annotations: dict[str, str], mode: str) -> Decision:
+    """The admission, and its outcome: audited, warned or allowed, from what the verdicts report."""
     outcome = Outcome.ALLOWED
     if v.audit:
         outcome = Outcome.AUDITED if mode == "audit" else (Outcome.WARNED if v.warn_lines else Outcome.AUDITED)
