@@ -1,0 +1,135 @@
+"""What the offline paths never import (issue 38, item 3: "Do not import what is never used").
+
+`import kubernetes_asyncio` runs its package `__init__`, which imports every generated API and
+model module (kubernetes_asyncio/__init__.py imports `client`, whose `__init__` imports all of
+them, and client/api_client.py imports `kubernetes_asyncio.client.models` itself): 61 MiB of RSS
+over a bare interpreter, 34 MiB over what `serve` loads anyway (docs/benchmarks/import-weight.md).
+Only the code that talks to a cluster needs it, so only that code imports it: a webhook or a
+`check` run `--offline` never loads it. Each check here runs in a fresh interpreter, since this
+test process may have imported anything.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import trustme
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "tests" / "oracle" / "samples" / "aiperfjob.yaml"
+HEAVY = "kubernetes_asyncio"
+
+#: prints, at exit, the loaded modules of the package HEAVY (a JSON list) as the last line
+REPORT_AT_EXIT = (
+    "import atexit, json, sys\n"
+    f"atexit.register(lambda: print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == {HEAVY!r}))))\n"
+)
+
+
+def heavy_modules(code: str, *argv: str) -> list[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", REPORT_AT_EXIT + code, *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.stdout.strip(), out.stderr
+    loaded: list[str] = json.loads(out.stdout.strip().splitlines()[-1])
+    return loaded
+
+
+def test_the_probe_sees_kubernetes_asyncio_where_it_is_imported():
+    """The cluster view needs it: the detector below is not blind."""
+    assert "kubernetes_asyncio.client.models" in heavy_modules("import webhook.cluster.live")
+
+
+def test_serve_offline_import_set_leaves_kubernetes_asyncio_out():
+    """What webhook/cli/serve.py `_serve` imports when --offline, the adapters included."""
+    code = (
+        "import webhook.cli, webhook.cli.serve, webhook.tls, webhook.listener, webhook.metrics, webhook.server\n"
+        "from webhook.workloads import import_adapters; import_adapters()\n"
+    )
+    assert heavy_modules(code) == []
+
+
+def test_check_offline_leaves_kubernetes_asyncio_out():
+    code = "import sys\nfrom webhook.cli import main\nrc = main(sys.argv[1:])\n"
+    assert heavy_modules(code, "check", "--offline", "-f", str(SAMPLE), "-o", "json") == []
+
+
+def review(obj: dict[str, Any]) -> bytes:
+    """The AdmissionReview the apiserver sends for a CREATE of `obj`."""
+    group, version = obj["apiVersion"].split("/")
+    request = {
+        "uid": "import-weight",
+        "kind": {"group": group, "version": version, "kind": obj["kind"]},
+        "resource": {"group": group, "version": version, "resource": obj["kind"].lower() + "s"},
+        "namespace": obj["metadata"].get("namespace", "default"),
+        "name": obj["metadata"]["name"],
+        "operation": "CREATE",
+        "userInfo": {"username": "test"},
+        "object": obj,
+    }
+    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}).encode()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_serving_offline_webhook_never_loads_kubernetes_asyncio(tmp_path: Path):
+    """The real command: ready, one AdmissionReview answered, SIGTERM; then its modules are read."""
+    ca = trustme.CA()
+    leaf = ca.issue_cert("127.0.0.1", "localhost")
+    crt, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    crt.write_bytes(b"".join(blob.bytes() for blob in leaf.cert_chain_pems))
+    key.write_bytes(leaf.private_key_pem.bytes())
+    ctx = ssl.create_default_context()
+    ca.configure_trust(ctx)
+    port = _free_port()
+    code = "import sys\nfrom webhook.cli import main\nrc = main(sys.argv[1:])\n"
+    argv = ["serve", "--offline", "--host", "127.0.0.1", "--port", str(port), "--tls-cert", str(crt)]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", REPORT_AT_EXIT + code, *argv, "--tls-key", str(key)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.communicate()[1]
+            assert time.monotonic() < deadline, "serve --offline was not ready within 60 s"
+            try:
+                with urllib.request.urlopen(f"https://127.0.0.1:{port}/readyz", timeout=5, context=ctx) as r:
+                    if r.status == 200:
+                        break
+            except (urllib.error.URLError, OSError):
+                time.sleep(0.1)  # retry pacing only: the loop waits on /readyz answering, with a deadline
+        req = urllib.request.Request(
+            f"https://127.0.0.1:{port}/validate?timeout=10s",
+            data=review(yaml.safe_load(SAMPLE.read_text())),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=30, context=ctx) as r:
+            assert "allowed" in json.loads(r.read())["response"]
+    finally:
+        proc.terminate()
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert json.loads(out.strip().splitlines()[-1]) == []
