@@ -157,6 +157,23 @@ async def run_checks(
     ends the run still has the failures found by then (`so_far`)."""
     ctx = CheckContext(workload=workload, deadline=deadline, settings=settings, view=view)
     by_check: dict[str, list[CheckResult]] = {} if found is None else found
+    runnable = _preconditions(checks, ctx, by_check)
+    blocking = [c for c in runnable if c.blocking]
+    rest = [c for c in runnable if not c.blocking]
+    stopped_by = await _run_blocking(blocking, ctx, by_check)
+    if stopped_by is not None:
+        for c in rest:
+            by_check[c.name] = [_not_run(c, stopped_by)]
+    elif rest:
+        await _run_rest(rest, ctx, by_check)
+    changed = await judge_admitted(ctx, checks, rest, by_check) if stopped_by is None else {}
+    out = _ordered(checks, by_check)
+    out.admitted = {name: [c.said() for c in a.changes] for name, a in changed.items()}
+    return out
+
+
+def _preconditions(checks: Sequence[Check], ctx: CheckContext, by_check: dict[str, list[CheckResult]]) -> list[Check]:
+    """The checks that can run for this request; each one that cannot gets its skip result in `by_check`."""
     runnable: list[Check] = []
     for c in checks:
         pre = _precondition(c, ctx)
@@ -165,94 +182,100 @@ async def run_checks(
             by_check[c.name] = [pre]
         else:
             runnable.append(c)
+    return runnable
 
-    blocking = [c for c in runnable if c.blocking]
-    rest = [c for c in runnable if not c.blocking]
 
+def _not_run(check: Check, stopped_by: str) -> CheckResult:
+    """The result of a check not run because the blocking check `stopped_by` failed."""
+    return CheckResult(check.name, Status.SKIP, f"Not run: blocking check {stopped_by!r} failed", duration_ms=0.0)
+
+
+def _late(name: str, deadline: Deadline) -> CheckResult:
+    """The timed-out result of a check still running at the deadline (its duration: the time elapsed)."""
+    r = timed_out_result(name, deadline.budget)
+    r.duration_ms = deadline.elapsed() * 1000.0
+    return r
+
+
+async def _run_blocking(
+    blocking: Sequence[Check], ctx: CheckContext, by_check: dict[str, list[CheckResult]]
+) -> str | None:
+    """Run the blocking checks one by one: the name of the first that failed (the others are not run), or None."""
     stopped_by: str | None = None
     for c in blocking:
         if stopped_by is not None:
-            by_check[c.name] = [
-                CheckResult(c.name, Status.SKIP, f"Not run: blocking check {stopped_by!r} failed", duration_ms=0.0)
-            ]
+            by_check[c.name] = [_not_run(c, stopped_by)]
             continue
         if c.synchronous:  # never suspends: a task would only add its own cost
             res = await _run_one(c, ctx)
-            by_check[c.name] = res
-            if any(r.status is Status.FAIL for r in res):
-                stopped_by = c.name
-            continue
-        task = asyncio.ensure_future(_run_one(c, ctx))
-        if await wait_until(deadline, {task}):
-            by_check[c.name] = [timed_out_result(c.name, deadline.budget)]
-            by_check[c.name][0].duration_ms = deadline.elapsed() * 1000.0
-            continue
-        res = task.result()
+        else:
+            task = asyncio.ensure_future(_run_one(c, ctx))
+            res = [_late(c.name, ctx.deadline)] if await wait_until(ctx.deadline, {task}) else task.result()
         by_check[c.name] = res
         if any(r.status is Status.FAIL for r in res):
             stopped_by = c.name
+    return stopped_by
 
-    if stopped_by is not None:
-        for c in rest:
-            by_check[c.name] = [
-                CheckResult(c.name, Status.SKIP, f"Not run: blocking check {stopped_by!r} failed", duration_ms=0.0)
-            ]
-    elif rest:
-        # the checks that await I/O run as tasks, and get to send their requests first (one
-        # yield); the synchronous ones then run here, in this task, while that I/O is in flight;
-        # the heavy ones start last, once the others have answered (or half the time left is gone)
-        cheap = _cheap()
 
-        def start(c: Check) -> asyncio.Future[list[CheckResult]]:
-            task = asyncio.ensure_future(_run_one(c, ctx))
-            task.add_done_callback(lambda t: _record(by_check, c.name, t))  # found as soon as it answers
-            if not c.heavy:
-                cheap.enter()
-                task.add_done_callback(lambda _: cheap.leave())
-            return task
+async def _run_rest(rest: Sequence[Check], ctx: CheckContext, by_check: dict[str, list[CheckResult]]) -> None:
+    """Run the checks that do not block, cheap before heavy, each reported by the deadline.
 
-        tasks = {start(c): c for c in rest if not c.synchronous and not c.heavy}
-        heavy = [c for c in rest if not c.synchronous and c.heavy]
-        if tasks:
-            await asyncio.sleep(0)
-        slice_start = time.perf_counter()
-        for c in rest:
-            if c.synchronous:
-                if deadline.expired:
-                    # bounded by the deadline: a check that has not started is reported as timed out
-                    r = timed_out_result(c.name, deadline.budget)
-                    r.duration_ms = 0.0
-                    by_check[c.name] = [r]
-                    continue
-                by_check[c.name] = await _run_one(c, ctx)
-                if time.perf_counter() - slice_start > YIELD_AFTER_SECONDS:
-                    # a large workload: let the loop answer the others between checks (a small one, ~1 ms
-                    # for all of them, never yields here)
-                    await asyncio.sleep(0)
-                    slice_start = time.perf_counter()
-        if heavy:
-            # the cheap ones first, this review's and the others': a heavy check's CPU and requests must not
-            # starve them; at the latest when HEAVY_RESERVE (or half the time left, if less) remains
-            left = deadline.remaining()
-            try:
-                await asyncio.wait_for(cheap.idle.wait(), timeout=left - min(HEAVY_RESERVE, left / 2))
-            except TimeoutError:
-                pass
-            for c in heavy:
-                tasks[start(c)] = c
-        if tasks:
-            pending = await wait_until(deadline, tasks.keys())
-            for t, c in tasks.items():
-                if t not in pending:
-                    by_check[c.name] = t.result()
-                else:
-                    r = timed_out_result(c.name, deadline.budget)
-                    r.duration_ms = deadline.elapsed() * 1000.0
-                    by_check[c.name] = [r]
-    changed = await judge_admitted(ctx, checks, rest, by_check) if stopped_by is None else {}
-    out = _ordered(checks, by_check)
-    out.admitted = {name: [c.said() for c in a.changes] for name, a in changed.items()}
-    return out
+    The checks that await I/O run as tasks, and get to send their requests first (one yield); the
+    synchronous ones then run here, in this task, while that I/O is in flight; the heavy ones start
+    last, once the others have answered (or half the time left is gone)."""
+    cheap = _cheap()
+
+    def start(c: Check) -> asyncio.Future[list[CheckResult]]:
+        task = asyncio.ensure_future(_run_one(c, ctx))
+        task.add_done_callback(lambda t: _record(by_check, c.name, t))  # found as soon as it answers
+        if not c.heavy:
+            cheap.enter()
+            task.add_done_callback(lambda _: cheap.leave())
+        return task
+
+    tasks = {start(c): c for c in rest if not c.synchronous and not c.heavy}
+    heavy = [c for c in rest if not c.synchronous and c.heavy]
+    if tasks:
+        await asyncio.sleep(0)
+    await _run_synchronous(rest, ctx, by_check)
+    if heavy:
+        await _cheap_answered(cheap, ctx.deadline)
+        for c in heavy:
+            tasks[start(c)] = c
+    if tasks:
+        pending = await wait_until(ctx.deadline, tasks.keys())
+        for t, c in tasks.items():
+            by_check[c.name] = t.result() if t not in pending else [_late(c.name, ctx.deadline)]
+
+
+async def _run_synchronous(rest: Sequence[Check], ctx: CheckContext, by_check: dict[str, list[CheckResult]]) -> None:
+    """Run the synchronous checks of `rest` back to back, giving the loop a turn every YIELD_AFTER_SECONDS."""
+    slice_start = time.perf_counter()
+    for c in rest:
+        if c.synchronous:
+            if ctx.deadline.expired:
+                # bounded by the deadline: a check that has not started is reported as timed out
+                r = timed_out_result(c.name, ctx.deadline.budget)
+                r.duration_ms = 0.0
+                by_check[c.name] = [r]
+                continue
+            by_check[c.name] = await _run_one(c, ctx)
+            if time.perf_counter() - slice_start > YIELD_AFTER_SECONDS:
+                # a large workload: let the loop answer the others between checks (a small one, ~1 ms
+                # for all of them, never yields here)
+                await asyncio.sleep(0)
+                slice_start = time.perf_counter()
+
+
+async def _cheap_answered(cheap: _Cheap, deadline: Deadline) -> None:
+    """Wait until no cheap check is in flight, at the latest until HEAVY_RESERVE (or half the time left) remains.
+
+    The cheap ones first, this review's and the others': a heavy check's CPU and requests must not starve them."""
+    left = deadline.remaining()
+    try:
+        await asyncio.wait_for(cheap.idle.wait(), timeout=left - min(HEAVY_RESERVE, left / 2))
+    except TimeoutError:
+        pass
 
 
 #: the one detail of a verdict that did not see the pods as admission creates them (the Dry Run's result)
