@@ -276,3 +276,161 @@ def test_the_reader_resolves_what_the_contracts_need(tmp_path: Path) -> None:
     assert (
         _kind("webhook.workloads.aiperf.env") == "webhook.workloads.aiperf" and _kind("webhook.workloads.shape") is None
     )
+
+
+# ----------------------------------------------------------------------------- no check imports another, and no cycle
+
+#: the modules of checks/ every check may import: what a check is (base), the helpers (common), the registry
+CHECKS_SHARED = {"webhook.checks", "webhook.checks.base", "webhook.checks.common"}
+#: check → other check family imports still to move under models/ (source module, target module): a
+#: shrinking list, it fails when a pair is gone too (take it off), and any import not on it fails
+KNOWN_CHECK_TO_CHECK: set[tuple[str, str]] = {
+    ("webhook.checks.controllers", "webhook.checks.kueue_queue"),
+    ("webhook.checks.dra.check", "webhook.checks.nodes"),
+    ("webhook.checks.dra.check", "webhook.checks.provisioning"),
+    ("webhook.checks.dryrun", "webhook.checks.dryrun_cache"),
+    ("webhook.checks.dryrun", "webhook.checks.dryrun_probe"),
+    ("webhook.checks.imagepull", "webhook.checks.nodes"),
+    ("webhook.checks.imagepull", "webhook.checks.secrets"),
+    ("webhook.checks.kueue", "webhook.checks.basics"),
+    ("webhook.checks.kueue", "webhook.checks.kueue_capacity"),
+    ("webhook.checks.kueue", "webhook.checks.kueue_cohort"),
+    ("webhook.checks.kueue", "webhook.checks.kueue_queue"),
+    ("webhook.checks.kueue_capacity", "webhook.checks.kueue_cohort"),
+    ("webhook.checks.kueue_capacity", "webhook.checks.kueue_queue"),
+    ("webhook.checks.kueue_capacity", "webhook.checks.kueue_wait"),
+    ("webhook.checks.kueue_queue", "webhook.checks.basics"),
+    ("webhook.checks.kueue_wait", "webhook.checks.kueue_cohort"),
+    ("webhook.checks.kueue_wait", "webhook.checks.kueue_queue"),
+    ("webhook.checks.netpol", "webhook.checks.endpoint"),
+    ("webhook.checks.netpol", "webhook.checks.netpol_eval"),
+    ("webhook.checks.nodes", "webhook.checks.provisioning"),
+    ("webhook.checks.podsecurity", "webhook.checks.podsecurity_policy"),
+    ("webhook.checks.provisioning", "webhook.checks.nodes"),
+    ("webhook.checks.quotas", "webhook.checks.quota_admission"),
+    ("webhook.checks.runtime", "webhook.checks.basics"),
+    ("webhook.checks.storage.match", "webhook.checks.nodes"),
+    ("webhook.checks.sweep", "webhook.checks.configmap"),
+    ("webhook.checks.sweep", "webhook.checks.names"),
+    ("webhook.checks.sweep", "webhook.checks.quotas"),
+}
+#: cycles among webhook modules still to break (each a sorted tuple of its modules); shrinking as above
+KNOWN_CYCLES: set[tuple[str, ...]] = {
+    ("webhook.checks.nodes", "webhook.checks.provisioning"),
+    ("webhook.schema.rules", "webhook.schema.validate"),
+}
+
+
+def _family(module: str) -> str | None:
+    """A check family: a module webhook/checks/X.py or a package webhook/checks/X/ (its modules may
+    import each other); None outside checks/ and for what every check may import (CHECKS_SHARED)."""
+    if not _under(module, "webhook.checks") or module in CHECKS_SHARED:
+        return None
+    return ".".join(module.split(".")[:3])
+
+
+def _check_to_check(module: str, targets: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The imports of `module` into another check family (every one: module level, inside a function,
+    under TYPE_CHECKING); the registry (webhook.checks) is the one module that imports every family."""
+    mine = _family(module)
+    if mine is None:
+        return []
+    return sorted({(line, t) for line, t in targets if (theirs := _family(t)) is not None and theirs != mine})
+
+
+def _graph(paths: list[Path]) -> dict[str, set[str]]:
+    """module → the webhook modules it imports (every import, module level or not). An import names its
+    module only, not the packages above it: Python runs a package's __init__ first, but a package whose
+    __init__ re-exports its modules would otherwise be a cycle with each of them."""
+    names = {_module_name(p): p for p in paths}
+    return {m: {t for _, t in _targets(p) if t in names and t != m} for m, p in names.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[tuple[str, ...]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[tuple[str, ...]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, edges = work[-1]
+            w = next(edges, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    x = stack.pop()
+                    on_stack.discard(x)
+                    comp.append(x)
+                    if x == v:
+                        break
+                if len(comp) > 1:
+                    found.append(tuple(sorted(comp)))
+    return sorted(found)
+
+
+CHECK_MODULES = [p for p in MODULES if _family(_module_name(p)) is not None]
+
+
+def test_no_check_imports_another_check_family() -> None:
+    seen: set[tuple[str, str]] = set()
+    bad = []
+    for path in CHECK_MODULES:
+        me = _module_name(path)
+        for line, target in _check_to_check(me, _targets(path)):
+            seen.add((me, target))
+            if (me, target) not in KNOWN_CHECK_TO_CHECK:
+                bad.append(
+                    f"{path.relative_to(REPO)}:{line}: the check {me} imports {target}; move what they share to webhook/models/"
+                )
+    assert bad == []
+    assert KNOWN_CHECK_TO_CHECK - seen == set(), "these are gone: take them off KNOWN_CHECK_TO_CHECK"
+
+
+def test_no_import_cycle() -> None:
+    found = set(_cycles(_graph(MODULES)))
+    assert found - KNOWN_CYCLES == set(), (
+        "an import cycle among webhook modules (break it; no import inside a function to hide it)"
+    )
+    assert KNOWN_CYCLES - found == set(), "these cycles are gone: take them off KNOWN_CYCLES"
+
+
+def test_the_check_and_cycle_readers_catch_a_violation(tmp_path: Path) -> None:
+    # a check importing another family is reported, also from inside a function and under TYPE_CHECKING
+    f = tmp_path / "m.py"
+    f.write_text(
+        "from typing import TYPE_CHECKING\nfrom webhook.checks.base import Check\nfrom webhook.checks.common import plural\n"
+        "from webhook.checks.storage.classes import pick\nfrom webhook.models import nodes\n"
+        "if TYPE_CHECKING:\n    from webhook.checks.quotas import ResourceQuotas\n"
+        "def f():\n    from webhook.checks import nodes\n",
+        encoding="utf-8",
+    )
+    assert _check_to_check("webhook.checks.storage.check", _targets(f)) == [
+        (7, "webhook.checks.quotas"),
+        (9, "webhook.checks.nodes"),
+    ]
+    assert _check_to_check("webhook.checks", _targets(f)) == []  # the registry imports every family
+    assert _family("webhook.checks.dra.check") == "webhook.checks.dra" and _family("webhook.models.nodes") is None
+    # a cycle through a function-local import is a cycle; a package re-exporting its modules is not
+    g = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "p": {"p.x"}, "p.x": set(), "e": {"e"}}
+    assert _cycles(g) == [("a", "b", "c")]
+    assert _cycles({"x": {"y"}, "y": {"x"}, "z": {"x", "w"}, "w": {"z"}}) == [("w", "z"), ("x", "y")]
