@@ -3,13 +3,16 @@
     entry points (cli/)         wire everything together
       server (server, listener, admission, metrics; certmanager beside it; audit/ beside it)
         domain (preflight, engine, policy, manifests)
-          checks/
-            workloads/   cluster/   (side by side: neither imports the other)
-              foundation (kube, config, results, deadline, quantity, tls): no project imports above it
+          checks/      (one family per module or package; no family imports another, base and common are shared)
+            models/    (what the checks share, as pure logic: node shapes, provisioning, quota admission,
+                        Kueue, the Pod Security port, DRA, NetworkPolicy, the dry-run probes)
+              workloads/   cluster/   (side by side: neither imports the other)
+                foundation (kube, config, results, deadline, quantity, tls): no project imports above it
 
 A module may import its own layer and the layers its layer lists below; every import counts,
 also one inside a function or under TYPE_CHECKING (a type is a dependency too). docs/development.md
-("Architecture") draws the same picture.
+("Architecture") draws the same picture. No import cycle among the webhook's modules, whether its
+imports are at module level or inside a function.
 
 Inside workloads/, each kind is a package of its own (aiperf, aiperf_sweep, trainjob): the shared
 modules (base, shape, walks, podspec, the registry) never import a kind, and a kind imports another only
@@ -60,6 +63,7 @@ LAYER_OF = {
     "webhook.workloads": "workloads",
     "webhook.cluster": "cluster",
     "webhook.checks": "checks",
+    "webhook.models": "models",
     "webhook.engine": "domain",
     "webhook.policy": "domain",
     "webhook.preflight": "domain",
@@ -79,14 +83,15 @@ MAY_IMPORT = {
     FOUNDATION: set(),
     "workloads": {FOUNDATION},
     "cluster": {FOUNDATION},
-    "checks": {FOUNDATION, "workloads", "cluster"},
-    "domain": {FOUNDATION, "workloads", "cluster", "checks"},
-    "server": {FOUNDATION, "workloads", "cluster", "checks", "domain"},
+    "models": {FOUNDATION, "workloads", "cluster"},
+    "checks": {FOUNDATION, "workloads", "cluster", "models"},
+    "domain": {FOUNDATION, "workloads", "cluster", "models", "checks"},
+    "server": {FOUNDATION, "workloads", "cluster", "models", "checks", "domain"},
     "certs": {FOUNDATION},
-    "audit": {FOUNDATION, "workloads", "cluster", "checks", "domain"},
-    "entry": {FOUNDATION, "workloads", "cluster", "checks", "domain", "server", "certs", "audit"},
+    "audit": {FOUNDATION, "workloads", "cluster", "models", "checks", "domain"},
+    "entry": {FOUNDATION, "workloads", "cluster", "models", "checks", "domain", "server", "certs", "audit"},
 }
-#: what the checks may know of the cluster layer: the ClusterView protocol, never the live view
+#: what the checks and the models may know of the cluster layer: the ClusterView protocol, never the live view
 CHECKS_SEE_OF_CLUSTER = {"webhook.cluster.view"}
 #: the kind packages of workloads/, and the other kinds each may render through
 KIND_PACKAGES = {
@@ -175,8 +180,8 @@ def test_imports_follow_the_layers(path: Path) -> None:
             continue
         if theirs not in MAY_IMPORT[mine]:
             bad.append(f"{path.relative_to(ROOT.parent)}:{line} ({mine}) imports {target} ({theirs})")
-        elif mine == "checks" and theirs == "cluster" and target not in CHECKS_SEE_OF_CLUSTER:
-            bad.append(f"{path.relative_to(ROOT.parent)}:{line}: a check imports {target}; checks see the ClusterView")
+        elif mine in ("checks", "models") and theirs == "cluster" and target not in CHECKS_SEE_OF_CLUSTER:
+            bad.append(f"{path.relative_to(ROOT.parent)}:{line}: {mine} imports {target}; they see the ClusterView")
     assert bad == []
 
 

@@ -8,33 +8,19 @@ results, not exceptions (404 → the check's verdict, 403 → warn "cannot verif
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from webhook.deadline import Deadline
 from webhook.kube import Permission as Permission  # re-exported: a check declares its permissions with it
+from webhook.models.context import CheckContext as CheckContext  # what run() reads (models read it too)
 from webhook.results import CheckResult
 from webhook.workloads import known_kinds
-from webhook.workloads.base import Workload
 
 if TYPE_CHECKING:  # pragma: no cover
-    from webhook.cluster.view import ClusterView
     from webhook.config import Settings
 
 AIPERFJOB = "AIPerfJob"
 AIPERFSWEEP = "AIPerfSweep"
 TRAINJOB = "TrainJob"
-
-
-@dataclass
-class CheckContext:
-    workload: Workload
-    deadline: Deadline
-    settings: Settings
-    view: ClusterView | None = None
-    #: what the Dry Run learnt of the pods as admission creates them (webhook.workloads.admitted.Admission),
-    #: set by it for the engine, which then judges the pods as admitted (engine.judge_admitted)
-    admission: Any = None
 
 
 class Check:

@@ -1,30 +1,11 @@
-"""Helpers the check modules share, that are not a check: the permissions a cached resource
-needs, the "cached data is N s old" note a verdict from a stale cache carries, and plurals."""
+"""Helpers the check modules share, that are not a check (a cluster read cut before the deadline is
+webhook.models.context.before_deadline): the permissions a cached resource needs, the "cached data is N s old" note a verdict from a stale cache carries, and plurals."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable
-from typing import TypeVar
-
 from webhook.checks.base import CheckContext
-from webhook.deadline import REPORT_MARGIN
-from webhook.kube import ApiError, Permission
+from webhook.kube import Permission
 from webhook.results import CheckResult
-
-_T = TypeVar("_T")
-
-
-async def before_deadline(ctx: CheckContext, call: Awaitable[_T]) -> _T:
-    """`call`, cut just before the deadline so the check itself says "timed out" (ApiError status 0)
-    instead of the engine reporting the whole check unfinished."""
-    # asyncio.timeout, not wait_for: the same cut without a task per call (most calls are
-    # answered from a cache without suspending)
-    try:
-        async with asyncio.timeout(max(0.0, ctx.deadline.remaining() - REPORT_MARGIN)):
-            return await call
-    except TimeoutError:
-        raise ApiError(0, "timed out") from None
 
 
 def cached(resource: str, group: str = "") -> tuple[Permission, Permission]:

@@ -32,10 +32,10 @@ from datetime import datetime
 from typing import Any
 
 from webhook.checks.base import Check, CheckContext, Permission
-from webhook.checks.common import before_deadline
 from webhook.checks.kueue_queue import _resolve
 from webhook.config import ControllerRef, Settings
 from webhook.kube import MULTIKUEUE, ApiError
+from webhook.models.context import before_deadline
 from webhook.results import CheckResult, Status
 
 #: clock for Lease ages; tests may replace it

@@ -19,8 +19,9 @@ from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
 from webhook.checks.base import AIPERFJOB, AIPERFSWEEP, Check, CheckContext
-from webhook.checks.common import before_deadline, cached, plural, with_stale
+from webhook.checks.common import cached, plural, with_stale
 from webhook.kube import ApiError, Permission
+from webhook.models.context import before_deadline
 from webhook.results import CheckResult, Status
 
 DISCOVERY_API = "discovery.k8s.io/v1"

@@ -44,9 +44,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.checks.base import CheckContext, Permission
-from webhook.checks.common import before_deadline
 from webhook.config import Settings
 from webhook.kube import ApiError
+from webhook.models.context import before_deadline
 
 KARPENTER_API = "karpenter.sh/v1"
 KUEUE_API = "kueue.x-k8s.io/v1beta2"

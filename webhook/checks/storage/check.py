@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.checks.base import Check, CheckContext
-from webhook.checks.common import before_deadline, cached, plural, with_stale
+from webhook.checks.common import cached, plural, with_stale
 from webhook.checks.storage.claims import Claim, collect
 from webhook.checks.storage.classes import (
     DELAYED_REASON,
@@ -26,6 +26,7 @@ from webhook.checks.storage.classes import (
 )
 from webhook.checks.storage.match import NODE_AFFINITY, Want, _bound_to, _pv_name, mismatch, pick
 from webhook.kube import ApiError, Permission
+from webhook.models.context import before_deadline
 from webhook.results import CheckResult, Status
 
 _SHOWN_PVS = 3  # near misses named in a message

@@ -1,0 +1,45 @@
+"""What a check reads: the job, its deadline, the settings and (online) the ClusterView.
+
+Defined below the checks because the models that read the cluster for them (provisioning, kueue/) take
+it too; webhook.checks.base names it for the checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from webhook.deadline import REPORT_MARGIN, Deadline
+from webhook.kube import ApiError
+from webhook.workloads.base import Workload
+
+if TYPE_CHECKING:  # pragma: no cover
+    from webhook.cluster.view import ClusterView
+    from webhook.config import Settings
+
+_T = TypeVar("_T")
+
+
+@dataclass
+class CheckContext:
+    workload: Workload
+    deadline: Deadline
+    settings: Settings
+    view: ClusterView | None = None
+    #: what the Dry Run learnt of the pods as admission creates them (webhook.workloads.admitted.Admission),
+    #: set by it for the engine, which then judges the pods as admitted (engine.judge_admitted)
+    admission: Any = None
+
+
+async def before_deadline(ctx: CheckContext, call: Awaitable[_T]) -> _T:
+    """`call`, cut just before the deadline so the check itself says "timed out" (ApiError status 0)
+    instead of the engine reporting the whole check unfinished."""
+    # asyncio.timeout, not wait_for: the same cut without a task per call (most calls are
+    # answered from a cache without suspending)
+    try:
+        async with asyncio.timeout(max(0.0, ctx.deadline.remaining() - REPORT_MARGIN)):
+            return await call
+    except TimeoutError:
+        raise ApiError(0, "timed out") from None
