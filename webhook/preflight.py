@@ -312,91 +312,148 @@ async def evaluate(
     UPDATE is ratcheted: a spec that did not change passes without checks, and a check
     that already failed on the old object never blocks (it becomes a warning), so a user
     can always cancel, suspend or fix a job.
+
+    Steps: build (`_build`: the Workload, or the Object Size / unreadable verdict) → dispatch
+    (`_dispatch`: the engine runs the checks) → classify (`_failing_before`: the ratchet; policy.decide)
+    → message (the Decision policy wrote).
     """
-    checks = all_checks() if checks is None else checks
-    if runtime_lookup is None and view is not None:
-        runtime_lookup = view_runtime_lookup(view)
-    if operation == "UPDATE" and isinstance(old_obj, dict) and _spec_of(old_obj) == _spec_of(obj):
+    req = _Request(
+        obj, settings, deadline, view, operation, old_obj, namespace, off_loop, within_limit, progress,
+        checks=all_checks() if checks is None else checks,
+        runtime_lookup=view_runtime_lookup(view) if runtime_lookup is None and view is not None else runtime_lookup,
+    )  # fmt: skip
+    if req.updating and _spec_of(old_obj) == _spec_of(obj):
         # status, labels, finalizers: nothing the checks judge changed
         return Evaluation(None, PreflightResults(), Decision(allowed=True, outcome=Outcome.ALLOWED))
+    try:
+        problem, wl = await _build(req)
+        if problem is not None:
+            return _oversized(req, problem)
+    except AdapterError as exc:
+        return _unreadable_evaluation(req, exc)
+    if wl is None:
+        return Evaluation(None, PreflightResults(), Decision(allowed=True, outcome=Outcome.UNHANDLED))
+    mode, skip, notes, requests = _overrides(wl, settings, view)
+    results = await _dispatch(req, wl, skip, mode, notes)
+    preexisting = await _failing_before(req, results, skip)
+    decision = decide(results, settings=settings, mode=mode, subject=_subject(wl), preexisting=preexisting, notes=notes)
+    return Evaluation(wl, results, decision, notes, skips=requests)
 
-    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+
+@dataclass(frozen=True)
+class _Request:
+    """evaluate's arguments, for its steps (build, dispatch, the ratchet), `runtime_lookup` and `checks` resolved."""
+
+    obj: dict[str, Any]
+    settings: Settings
+    deadline: Deadline
+    view: ClusterView | None
+    operation: str
+    old_obj: dict[str, Any] | None
+    namespace: str | None
+    off_loop: bool
+    within_limit: bool
+    progress: Progress | None
+    checks: list[Check]
+    runtime_lookup: RuntimeLookup | None
+
+    @property
+    def updating(self) -> bool:
+        """An UPDATE with an old object to ratchet against."""
+        return self.operation == "UPDATE" and isinstance(self.old_obj, dict)
+
+    def build(self, o: dict[str, Any]) -> Workload | None:
+        """The Workload of `o` (None: no adapter for its kind); AdapterError when it cannot be read as its kind."""
+        return build_workload(o, settings=self.settings, runtime_lookup=self.runtime_lookup, namespace=self.namespace)
+
+
+async def _build(req: _Request) -> tuple[str | None, Workload | None]:
+    """(the Object Size problem, or None; the Workload), in a worker thread when `off_loop`.
+
+    AdapterError when it cannot be read."""
+    api_version, kind = req.obj.get("apiVersion"), req.obj.get("kind")
     known = isinstance(api_version, str) and isinstance(kind, str) and adapter_for(api_version, kind) is not None
-
-    def build(o: dict[str, Any]) -> Workload | None:
-        return build_workload(o, settings=settings, runtime_lookup=runtime_lookup, namespace=namespace)
 
     def read() -> tuple[str | None, Workload | None]:
         """(the Object Size problem, or None; the Workload). AdapterError when it cannot be read."""
         plain = False
         if known:
             # the size bound (etcd's) and the adapter's plain-JSON check in one walk
-            limit = sys.maxsize if within_limit else settings.object_limits.max_bytes
-            size, plain = bounded_plain(obj, max_bytes=limit)
-            problem = None if size is None else oversize_problem(size, settings)
+            limit = sys.maxsize if req.within_limit else req.settings.object_limits.max_bytes
+            size, plain = bounded_plain(req.obj, max_bytes=limit)
+            problem = None if size is None else oversize_problem(size, req.settings)
             if problem is not None:  # before any rendering
                 return problem, None
         # nothing changes obj between the walk and the adapter; the adapter may leave out what it cannot
         # render within its share of the deadline (a sweep's later children: named "not verified")
-        with verified_plain(obj if plain else None), rendering_within(deadline):
-            return None, build(obj)
+        with verified_plain(req.obj if plain else None), rendering_within(req.deadline):
+            return None, req.build(req.obj)
 
-    try:
-        if off_loop:
-            running = _RENDERERS.submit(contextvars.copy_context().run, read)
-            if progress is not None:
-                progress.running = running
-            problem, wl = await asyncio.wrap_future(running)
-        else:
-            problem, wl = read()
-        if problem is not None:
-            # ratchet: an object already stored that large (etcd's limit raised, then lowered) can still be fixed
-            pre = operation == "UPDATE" and isinstance(old_obj, dict) and too_large(old_obj, settings) is not None
-            return too_large_evaluation(
-                problem, settings=settings, obj=obj, view=view, namespace=namespace, preexisting=pre
-            )
-    except AdapterError as exc:
-        if operation == "UPDATE" and isinstance(old_obj, dict) and _unreadable(build, old_obj):
-            # stored before this webhook could judge it: never block the fix or the cancel
-            return Evaluation(None, PreflightResults(), unreadable_before(str(exc)), unreadable=str(exc))
-        subject, ns = _raw_subject(obj, namespace)
-        kind = k if isinstance(obj, dict) and isinstance(k := obj.get("kind"), str) else "object"
-        mode, _ = _namespace_mode(view, ns, settings)
-        if (mode or settings.mode) != "enforce":
-            # warn and audit never deny (docs/configuration.md `mode`): the same finding, as Job Render's
-            text = unreadable(subject, kind, str(exc)).message or str(exc)
-            found = CheckResult(JobRender.name, Status.FAIL, text, duration_ms=0.0)
-            ev = _single_verdict(found, "deny", settings=settings, obj=obj, view=view, namespace=namespace)
-            ev.unreadable = str(exc)
-            return ev
-        return Evaluation(None, PreflightResults(), unreadable(subject, kind, str(exc)), unreadable=str(exc))
-    if wl is None:
-        return Evaluation(None, PreflightResults(), Decision(allowed=True, outcome=Outcome.UNHANDLED))
+    if not req.off_loop:
+        return read()
+    running = _RENDERERS.submit(contextvars.copy_context().run, read)
+    if req.progress is not None:
+        req.progress.running = running
+    return await asyncio.wrap_future(running)
 
-    mode, skip, notes, requests = _overrides(wl, settings, view)
-    todo = applicable(checks, wl, settings, skip)
+
+def _oversized(req: _Request, problem: str) -> Evaluation:
+    """The Object Size verdict; an UPDATE of an object already stored that large is ratcheted."""
+    # ratchet: an object already stored that large (etcd's limit raised, then lowered) can still be fixed
+    pre = req.updating and too_large(req.old_obj, req.settings) is not None
+    return too_large_evaluation(
+        problem, settings=req.settings, obj=req.obj, view=req.view, namespace=req.namespace, preexisting=pre
+    )
+
+
+def _unreadable_evaluation(req: _Request, exc: AdapterError) -> Evaluation:
+    """The verdict on an object its adapter cannot read: denied in enforce mode, a Job Render finding outside it,
+    never blocking an UPDATE of an object stored before this webhook could judge it."""
+    obj, settings = req.obj, req.settings
+    if req.updating and isinstance(req.old_obj, dict) and _unreadable(req.build, req.old_obj):
+        # stored before this webhook could judge it: never block the fix or the cancel
+        return Evaluation(None, PreflightResults(), unreadable_before(str(exc)), unreadable=str(exc))
+    subject, ns = _raw_subject(obj, req.namespace)
+    kind = k if isinstance(obj, dict) and isinstance(k := obj.get("kind"), str) else "object"
+    mode, _ = _namespace_mode(req.view, ns, settings)
+    if (mode or settings.mode) != "enforce":
+        # warn and audit never deny (docs/configuration.md `mode`): the same finding, as Job Render's
+        text = unreadable(subject, kind, str(exc)).message or str(exc)
+        found = CheckResult(JobRender.name, Status.FAIL, text, duration_ms=0.0)
+        ev = _single_verdict(found, "deny", settings=settings, obj=obj, view=req.view, namespace=req.namespace)
+        ev.unreadable = str(exc)
+        return ev
+    return Evaluation(None, PreflightResults(), unreadable(subject, kind, str(exc)), unreadable=str(exc))
+
+
+async def _dispatch(
+    req: _Request, wl: Workload, skip: set[str], mode: str | None, notes: list[str]
+) -> PreflightResults:
+    """Run the checks that apply to `wl` (not skipped), reporting them to `progress` as they come in."""
+    todo = applicable(req.checks, wl, req.settings, skip)
     so_far_found: dict[str, list[CheckResult]] | None = None
-    if progress is not None:
-        progress.workload, progress.checks, progress.mode, progress.notes = wl, todo, mode, notes
-        so_far_found = progress.found
-    results = await run_checks(wl, todo, settings=settings, deadline=deadline, view=view, found=so_far_found)
+    if req.progress is not None:
+        req.progress.workload, req.progress.checks, req.progress.mode, req.progress.notes = wl, todo, mode, notes
+        so_far_found = req.progress.found
+    return await run_checks(wl, todo, settings=req.settings, deadline=req.deadline, view=req.view, found=so_far_found)
 
-    preexisting: set[str] = set()
-    if operation == "UPDATE" and isinstance(old_obj, dict):
-        failing_now = {r.name for r in results.checks if r.status is Status.FAIL}
-        if failing_now:
-            try:
-                old_wl = build(copy.deepcopy(old_obj))
-            except AdapterError:
-                old_wl = None
-            if old_wl is None:
-                preexisting = failing_now  # the old object cannot even be read: never block the fix
-            else:
-                old_checks = [c for c in applicable(checks, old_wl, settings, skip) if c.name in failing_now]
-                old_results = await run_checks(old_wl, old_checks, settings=settings, deadline=deadline, view=view)
-                preexisting = {r.name for r in old_results.checks if r.status is Status.FAIL}
-    decision = decide(results, settings=settings, mode=mode, subject=_subject(wl), preexisting=preexisting, notes=notes)
-    return Evaluation(wl, results, decision, notes, skips=requests)
+
+async def _failing_before(req: _Request, results: PreflightResults, skip: set[str]) -> set[str]:
+    """The ratchet: the checks failing now that already failed on an UPDATE's old object (they never block)."""
+    if not req.updating or not isinstance(req.old_obj, dict):
+        return set()
+    failing_now = {r.name for r in results.checks if r.status is Status.FAIL}
+    if not failing_now:
+        return set()
+    try:
+        old_wl = req.build(copy.deepcopy(req.old_obj))
+    except AdapterError:
+        old_wl = None
+    if old_wl is None:
+        return failing_now  # the old object cannot even be read: never block the fix
+    old_checks = [c for c in applicable(req.checks, old_wl, req.settings, skip) if c.name in failing_now]
+    old_results = await run_checks(old_wl, old_checks, settings=req.settings, deadline=req.deadline, view=req.view)
+    return {r.name for r in old_results.checks if r.status is Status.FAIL}
 
 
 def _unreadable(build: Any, obj: dict[str, Any]) -> bool:
