@@ -2,7 +2,7 @@
 
 The two Node readings outside the placement checks, in process: Image Pull's platforms of the
 nodes a pod group selects (webhook/checks/imagepull.py `eligible_platforms`) and Kueue flavour
-matching's "some Node already carries the flavor's nodeLabels" (webhook/checks/provisioning.py
+matching's "some Node already carries the flavor's nodeLabels" (webhook/models/provisioning.py
 `flavors_for` through `_carried`), per shape of Node (nodes.py `per_shape`, kept per Node listing) against the
 Node-by-Node reading they replaced (issue 22).
 
@@ -30,9 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import write_section
 from bench.scale import header, load, real_node
-from webhook.checks import nodes as N
 from webhook.checks.imagepull import eligible_platforms
-from webhook.checks.provisioning import _carried
+from webhook.models import nodes as N
+from webhook.models.provisioning import _carried
 from webhook.registry.platform import node_platform
 
 SPEC = {"nodeSelector": {"nvidia.com/gpu.present": "true"}}

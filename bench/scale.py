@@ -787,8 +787,8 @@ def slice_cache_bytes(count: int) -> tuple[float, float]:
     import tracemalloc
 
     from webhook.checks.dra import allocate
-    from webhook.checks.nodes import term_matches
     from webhook.cluster import cache as cache_module
+    from webhook.models.nodes import term_matches
 
     nodes = [{"metadata": {"name": f"scale-node-{i:05d}"}} for i in range(count)]
     cache_module._VALUES.clear()  # the values shared with what was read before count too

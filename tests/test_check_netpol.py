@@ -289,7 +289,7 @@ async def test_malformed_pod_specs_are_judged_not_crashed_on() -> None:
     view = FakeView({"namespaces": NAMESPACES, "networkpolicies": [DENY_EGRESS], "nodes": []}, served=SERVED)
     r = await run_check(NetworkPolicies(), wl, view)
     assert r.status is Status.SKIP
-    from webhook.checks import provisioning
+    from webhook.models import provisioning
 
     assert provisioning.pod_requirement_options(bad)
     assert provisioning.nodepools_for(bad, []) == []

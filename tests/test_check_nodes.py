@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.fakeview import FakeView, container, meta, pod, run_check, workload
-from webhook.checks.nodes import NodeSelectorMatch, PerNodeSchedulability, Tolerations, selects, tolerates
+from webhook.checks.nodes import NodeSelectorMatch, PerNodeSchedulability, Tolerations
+from webhook.models.nodes import selects, tolerates
 from webhook.results import Status
 from webhook.workloads.base import PodGroup
 

@@ -1,4 +1,4 @@
-"""Per-Node Schedulability judges nodes alike in what it reads once (webhook/checks/nodes.py `_walk`):
+"""Per-Node Schedulability judges nodes alike in what it reads once (webhook/models/nodes.py `_walk`):
 the memoized walk must give exactly the lists the node-by-node reading gives, in the same order."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from webhook.checks import nodes as N
+from webhook.models import nodes as N
 
 KEYS = ["pool", "zone", "gpu", "kubernetes.io/hostname"]
 

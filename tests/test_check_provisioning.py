@@ -7,7 +7,9 @@ import pytest
 
 from tests.fakeview import FakeView, container, meta, pod, run_check, run_check_all, workload
 from webhook.checks.nodes import NodeSelectorMatch, PerNodeSchedulability
-from webhook.checks.provisioning import (
+from webhook.config import Settings
+from webhook.kube import ApiError
+from webhook.models.provisioning import (
     Requirement,
     flavors_for,
     from_expressions,
@@ -15,8 +17,6 @@ from webhook.checks.provisioning import (
     incompatibility,
     nodepools_for,
 )
-from webhook.config import Settings
-from webhook.kube import ApiError
 from webhook.results import Status
 from webhook.workloads.base import PodGroup
 

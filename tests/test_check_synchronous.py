@@ -28,13 +28,13 @@ def test_checks_that_do_io_stay_tasks() -> None:
         "Kueue Admission Checks",
         "Kueue Capacity",  # a job that waits: Kueue's visibility API pendingworkloads (checks/kueue_wait.py)
         "Dry Run",
-        # a group no node takes: the cluster-autoscaler status ConfigMap is read (checks/provisioning.py)
+        # a group no node takes: the cluster-autoscaler status ConfigMap is read (models/provisioning.py)
         "Node Selector Match",
         "Per-Node Schedulability",
         "Endpoint Service",  # the Service's EndpointSlices, listed on demand
         "Controllers",  # Deployments and Leases, read on demand
         "Volume Claims",  # PersistentVolumeClaims, read by name on demand
-        "Device Allocation",  # no node allocates the claims: could one be added (checks/provisioning.py)
+        "Device Allocation",  # no node allocates the claims: could one be added (models/provisioning.py)
         "Image Pull",  # pull Secrets read on demand, and the registries asked
         "ConfigMap Size",  # no I/O: the largest parts of a ConfigMap over 1 MiB are measured in a worker thread
     }

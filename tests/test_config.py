@@ -104,7 +104,7 @@ def test_bare_yaml_off_means_the_action_off(tmp_path):
 
 
 def test_node_checks_deny_by_default_and_can_be_lowered():
-    # the placement checks FAIL only when nothing could add a node (checks/provisioning.py), so they deny
+    # the placement checks FAIL only when nothing could add a node (models/provisioning.py), so they deny
     own = {c.name: c.default_action for c in all_checks()}
     s = Settings()
     assert s.action_for("Node Selector Match", own["Node Selector Match"]) == "deny"

@@ -21,8 +21,8 @@ from webhook.checks.dra import DeviceAllocation, allocate
 from webhook.checks.dra import check as check_module
 from webhook.checks.dra.allocate import SliceIndex, node_devices
 from webhook.checks.dra.cel import device_matches, matches_grouped, reads
-from webhook.checks.nodes import term_matches
 from webhook.cluster.cache import slim
+from webhook.models.nodes import term_matches
 from webhook.results import Status
 from webhook.workloads.base import PodGroup
 

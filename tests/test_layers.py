@@ -291,11 +291,8 @@ CHECKS_SHARED = {"webhook.checks", "webhook.checks.base", "webhook.checks.common
 #: shrinking list, it fails when a pair is gone too (take it off), and any import not on it fails
 KNOWN_CHECK_TO_CHECK: set[tuple[str, str]] = {
     ("webhook.checks.controllers", "webhook.checks.kueue_queue"),
-    ("webhook.checks.dra.check", "webhook.checks.nodes"),
-    ("webhook.checks.dra.check", "webhook.checks.provisioning"),
     ("webhook.checks.dryrun", "webhook.checks.dryrun_cache"),
     ("webhook.checks.dryrun", "webhook.checks.dryrun_probe"),
-    ("webhook.checks.imagepull", "webhook.checks.nodes"),
     ("webhook.checks.imagepull", "webhook.checks.secrets"),
     ("webhook.checks.kueue", "webhook.checks.basics"),
     ("webhook.checks.kueue", "webhook.checks.kueue_capacity"),
@@ -309,19 +306,15 @@ KNOWN_CHECK_TO_CHECK: set[tuple[str, str]] = {
     ("webhook.checks.kueue_wait", "webhook.checks.kueue_queue"),
     ("webhook.checks.netpol", "webhook.checks.endpoint"),
     ("webhook.checks.netpol", "webhook.checks.netpol_eval"),
-    ("webhook.checks.nodes", "webhook.checks.provisioning"),
     ("webhook.checks.podsecurity", "webhook.checks.podsecurity_policy"),
-    ("webhook.checks.provisioning", "webhook.checks.nodes"),
     ("webhook.checks.quotas", "webhook.checks.quota_admission"),
     ("webhook.checks.runtime", "webhook.checks.basics"),
-    ("webhook.checks.storage.match", "webhook.checks.nodes"),
     ("webhook.checks.sweep", "webhook.checks.configmap"),
     ("webhook.checks.sweep", "webhook.checks.names"),
     ("webhook.checks.sweep", "webhook.checks.quotas"),
 }
 #: cycles among webhook modules still to break (each a sorted tuple of its modules); shrinking as above
 KNOWN_CYCLES: set[tuple[str, ...]] = {
-    ("webhook.checks.nodes", "webhook.checks.provisioning"),
     ("webhook.schema.rules", "webhook.schema.validate"),
 }
 

@@ -1,4 +1,4 @@
-"""The other checks that read Nodes use the placement checks' grouping (webhook/checks/nodes.py
+"""The other checks that read Nodes use the placement checks' grouping (webhook/models/nodes.py
 `per_shape`, `label_values`): the Image Pull check's platforms of the selected nodes and Kueue
 flavour matching's "some node carries the flavor's labels" (provisioning.py `flavors_for`). Each is
 compared with the node-by-node reading on generated clusters, also while the Node cache changes
@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from tests.test_check_nodes_shapes import _CacheView, _node, _pod_spec
-from webhook.checks import nodes as N
 from webhook.checks.imagepull import eligible_platforms
-from webhook.checks.provisioning import flavors_for
+from webhook.models import nodes as N
+from webhook.models.provisioning import flavors_for
 from webhook.registry.platform import ARCH_LABEL, OS_LABEL, node_platform
 
 PLATFORMS = [("linux", "amd64"), ("linux", "arm64"), ("windows", "amd64"), (None, "amd64"), ("linux", None)]

@@ -15,12 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.checks import provisioning
 from webhook.checks.base import Check, CheckContext
 from webhook.checks.common import cached, plural, with_stale
 from webhook.checks.dra.allocate import Claim, Device, DeviceID, Fit, Request, SliceIndex, _attribute, fit, selectable
 from webhook.checks.dra.cel import outside_subset
-from webhook.checks.nodes import eligible_nodes, node_listing, node_name, term_matches
+from webhook.models import provisioning
+from webhook.models.nodes import eligible_nodes, node_listing, node_name, term_matches
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import PodGroup, Workload
 from webhook.workloads.podspec import PodClaim, resource_claims
@@ -155,7 +155,7 @@ def _read_group(wl: Workload, g: PodGroup, pcs: list[PodClaim], ctx: CheckContex
 
 def _eligible(g: _GroupClaims, nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Ready, schedulable nodes the pods select and tolerate (as the placement checks read them, nodes
-    alike judged once: webhook.checks.nodes.eligible_nodes), within the nodeSelector of every claim
+    alike judged once: webhook.models.nodes.eligible_nodes), within the nodeSelector of every claim
     already allocated. Read it, never change it."""
     out = eligible_nodes(nodes, g.group.pod_spec)
     if g.pins:

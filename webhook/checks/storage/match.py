@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from webhook.checks.nodes import term_matches
 from webhook.checks.storage.classes import (
     _dict,
     _str,
     pv_class,
 )
+from webhook.models.nodes import term_matches
 from webhook.quantity import format_quantity, parse_quantity
 
 

@@ -43,10 +43,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.checks.base import CheckContext, Permission
 from webhook.config import Settings
-from webhook.kube import ApiError
-from webhook.models.context import before_deadline
+from webhook.kube import ApiError, Permission
+from webhook.models.context import CheckContext, before_deadline
+from webhook.models.nodes import label_values, node_listing, tolerates
 
 KARPENTER_API = "karpenter.sh/v1"
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
@@ -261,20 +261,6 @@ def incompatibility(offered: Requirements, wanted: Requirements, *, allow_well_k
 # --- taints --------------------------------------------------------------------------------
 
 
-def tolerates(toleration: dict[str, Any], taint: dict[str, Any]) -> bool:
-    """k8s.io/api core/v1 toleration.go ToleratesTaint."""
-    effect = toleration.get("effect") or ""
-    if effect and effect != (taint.get("effect") or ""):
-        return False
-    key = toleration.get("key") or ""
-    if key and key != (taint.get("key") or ""):
-        return False
-    op = toleration.get("operator") or "Equal"
-    if op == "Equal":
-        return (toleration.get("value") or "") == (taint.get("value") or "")
-    return op == "Exists"
-
-
 def untolerated(taints: list[dict[str, Any]], tolerations: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Karpenter's Taints.Tolerates: every taint of a template (any effect) must be tolerated."""
     return [t for t in taints if isinstance(t, dict) and not any(tolerates(tol, t) for tol in tolerations)]
@@ -368,8 +354,6 @@ def _carried(nodes: list[dict[str, Any]], flavors: list[dict[str, Any]]) -> Call
     """Whether some node carries every label of a flavor's `nodeLabels`. The nodes are read once
     per kind of node for the label keys the flavors name (nodes.label_values, kept per Node
     listing), not once per Node and flavor; none are read when no flavor names a label."""
-    from webhook.checks.nodes import label_values  # here: nodes.py imports this module
-
     keys = tuple(
         sorted(
             {
@@ -444,8 +428,6 @@ async def provisioning_for(ctx: CheckContext, pod_spec: dict[str, Any]) -> Provi
         p.unreadable.append("Kueue ResourceFlavors unreadable: no list/watch permission, or not synced")
     else:
         flavors = view.list_cached("resourceflavors")
-        from webhook.checks.nodes import node_listing  # here: nodes.py imports this module
-
         names = flavors_for(pod_spec, flavors, node_listing(view))
         if names:
             p.could_add.append("Kueue ResourceFlavor " + ", ".join(f'"{n}"' for n in names[:3]))
