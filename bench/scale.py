@@ -786,8 +786,8 @@ def slice_cache_bytes(count: int) -> tuple[float, float]:
     import gc
     import tracemalloc
 
-    from webhook.checks.dra import allocate
     from webhook.cluster import cache as cache_module
+    from webhook.models.dra import allocate
     from webhook.models.nodes import term_matches
 
     nodes = [{"metadata": {"name": f"scale-node-{i:05d}"}} for i in range(count)]

@@ -9,8 +9,8 @@ import pytest
 
 from tests.fakeview import FakeView, container, meta, pod, run_check, run_check_all, workload
 from webhook.checks.dra import DeviceAllocation
-from webhook.checks.dra.allocate import Claim, Device, Request, fit
-from webhook.checks.dra.cel import device_matches, outside_subset
+from webhook.models.dra.allocate import Claim, Device, Request, fit
+from webhook.models.dra.cel import device_matches, outside_subset
 from webhook.results import Status
 from webhook.workloads.base import PodGroup
 from webhook.workloads.podspec import PodClaim, clean_pod_spec, resource_claims
@@ -205,7 +205,7 @@ async def test_a_group_takes_devices_for_its_own_pods_only_and_leaves_the_other_
 async def test_the_walk_over_the_nodes_stops_once_every_pod_is_placed_and_three_nodes_are_named(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from webhook.checks.dra.allocate import SliceIndex
+    from webhook.models.dra.allocate import SliceIndex
 
     names = [f"node-{i}" for i in range(1, 8)]
     view = _view()

@@ -6,7 +6,7 @@ import pytest
 
 from tests.fakeview import FakeView, container, meta, pod, run_check, workload
 from webhook.checks.netpol import NetworkPolicies
-from webhook.checks.netpol_eval import Labels, Port, policy_types, port_matches, selector_matches
+from webhook.models.netpol import Labels, Port, policy_types, port_matches, selector_matches
 from webhook.results import Status
 from webhook.workloads.base import PodGroup
 

@@ -12,9 +12,9 @@ import pytest
 
 from tests.fakeview import FakeView, container, pod, run_check_all, workload
 from webhook.checks import all_checks
-from webhook.checks import podsecurity_policy as P
 from webhook.checks.podsecurity import PodSecurity, as_created
 from webhook.config import ConfigError, Settings, load_settings
+from webhook.models import podsecurity as P
 from webhook.results import Status
 from webhook.workloads.base import PodGroup
 

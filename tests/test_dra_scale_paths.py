@@ -17,11 +17,12 @@ from typing import Any
 import pytest
 
 from tests.fakeview import FakeView, container, meta, pod, run_check_all, workload
-from webhook.checks.dra import DeviceAllocation, allocate
+from webhook.checks.dra import DeviceAllocation
 from webhook.checks.dra import check as check_module
-from webhook.checks.dra.allocate import SliceIndex, node_devices
-from webhook.checks.dra.cel import device_matches, matches_grouped, reads
 from webhook.cluster.cache import slim
+from webhook.models.dra import allocate
+from webhook.models.dra.allocate import SliceIndex, node_devices
+from webhook.models.dra.cel import device_matches, matches_grouped, reads
 from webhook.models.nodes import term_matches
 from webhook.results import Status
 from webhook.workloads.base import PodGroup

@@ -107,11 +107,11 @@ PACKAGE_ORDER = {
     ],
     "webhook.workloads.trainjob": ["schema", "merge", "runtime", "plugins", "jobset", "adapter"],
     "webhook.certmanager": ["layout", "store", "rotation", "manager"],
-    "webhook.checks.podsecurity_policy": [
+    "webhook.models.podsecurity": [
         "helpers", "api", "checks_host", "checks_pod", "checks_privilege", "checks_profiles", "checks_users", "registry",
     ],
     "webhook.checks.storage": ["classes", "claims", "match", "check"],
-    "webhook.checks.dra": ["cel", "allocate", "check"],
+    "webhook.models.dra": ["cel", "allocate"],
     "webhook.registry": ["keyring", "challenge", "platform", "address", "client"],
 }  # fmt: skip
 
@@ -305,9 +305,6 @@ KNOWN_CHECK_TO_CHECK: set[tuple[str, str]] = {
     ("webhook.checks.kueue_wait", "webhook.checks.kueue_cohort"),
     ("webhook.checks.kueue_wait", "webhook.checks.kueue_queue"),
     ("webhook.checks.netpol", "webhook.checks.endpoint"),
-    ("webhook.checks.netpol", "webhook.checks.netpol_eval"),
-    ("webhook.checks.podsecurity", "webhook.checks.podsecurity_policy"),
-    ("webhook.checks.quotas", "webhook.checks.quota_admission"),
     ("webhook.checks.runtime", "webhook.checks.basics"),
     ("webhook.checks.sweep", "webhook.checks.configmap"),
     ("webhook.checks.sweep", "webhook.checks.names"),

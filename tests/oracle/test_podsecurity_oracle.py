@@ -1,4 +1,4 @@
-"""Pod Security oracle: webhook.checks.podsecurity_policy against k8s.io/pod-security-admission itself.
+"""Pod Security oracle: webhook.models.podsecurity against k8s.io/pod-security-admission itself.
 
 tests/oracle/podsecurity/main.go (built against k8s.io/pod-security-admission v0.<minor>.<patch> of
 the e2e Kubernetes version by tests/oracle/podsecurity/build.sh) runs upstream's evaluator,
@@ -29,7 +29,7 @@ import random
 from typing import Any
 
 from tests.oracle._common import GoOracle
-from webhook.checks import podsecurity_policy as P
+from webhook.models import podsecurity as P
 
 ORACLE = GoOracle("podsecurity", "the Pod Security oracle")
 pytestmark = ORACLE.skip

@@ -6,7 +6,7 @@ lists the namespace's policies (operator/preflight/_infra.py `_check_network_pol
 "Ensure pod-to-pod communication is allowed"); this check evaluates them for the paths the
 job needs, as the NetworkPolicy API defines them (k8s.io/api networking/v1 types.go; the
 cases of kubernetes-sigs/network-policy-api's conformance suite follow the same rules): isolation,
-rules, peers and ports are evaluated in webhook/checks/netpol_eval.py, both sides of each
+rules, peers and ports are evaluated in webhook/models/netpol.py, both sides of each
 connection (the egress of the source pod and the ingress of the destination pod).
 
 The paths: an AIPerfJob's (and AIPerfSweep's) worker pods → the pods behind each in-cluster
@@ -37,7 +37,7 @@ from typing import Any
 from webhook.checks.base import Check, CheckContext
 from webhook.checks.common import cached, with_stale
 from webhook.checks.endpoint import endpoint_urls, service_of, url_port
-from webhook.checks.netpol_eval import Labels, Peer, Port, direction
+from webhook.models.netpol import Labels, Peer, Port, direction
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import PodGroup
 

@@ -14,7 +14,7 @@ PodSecurity admission will:
   privileged policy admits everything, an exempt runtimeClassName admits the pod, else the
   enforce level decides (`violates PodSecurity "<level>:<version>": <detail>`); warn and audit
   never refuse a pod (and, for pods the Job controller creates, nobody sees their warnings);
-* `webhook/checks/podsecurity_policy/`: the levels, versions and every check of `policy/`;
+* `webhook/models/podsecurity/`: the levels, versions and every check of `policy/`;
 * k8s.io/kubernetes `pkg/apis/core/v1/defaults.go` `SetDefaults_Pod`: the one defaulting that
   changes what Pod Security reads (with hostNetwork, a port's hostPort defaults to its
   containerPort), applied first because admission sees the defaulted pod;
@@ -40,7 +40,8 @@ from typing import Any
 
 from webhook.checks.base import Check, CheckContext
 from webhook.checks.common import cached, with_stale
-from webhook.checks.podsecurity_policy import (
+from webhook.config import PodSecuritySettings
+from webhook.models.podsecurity import (
     AUDIT_LABEL,
     AUDIT_VERSION_LABEL,
     ENFORCE_LABEL,
@@ -61,7 +62,6 @@ from webhook.checks.podsecurity_policy import (
     parse_version,
     policy_to_evaluate,
 )
-from webhook.config import PodSecuritySettings
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import PodGroup
 

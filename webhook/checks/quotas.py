@@ -4,7 +4,7 @@ A ResourceQuota is enforced when each Pod is created, one by one, with no queuei
 gang that does not fit is created in part and then waits forever. So the projection is
 `status.used` + the job's pods + the objects the job's controllers create, per quota,
 computed as the apiserver computes it (each step names the upstream file it follows; steps 1-5
-are in webhook/checks/quota_admission.py, the verdict here):
+are in webhook/models/quota.py, the verdict here):
 
 1. the pod as ResourceQuota admission sees it (`admitted_pod`): requests default from
    limits at decode (k8s.io/kubernetes pkg/apis/core/v1/defaults.go, SetDefaults_Pod),
@@ -37,7 +37,8 @@ from typing import Any
 
 from webhook.checks.base import Check, CheckContext
 from webhook.checks.common import cached, plural, with_stale
-from webhook.checks.quota_admission import (
+from webhook.kube import Permission
+from webhook.models.quota import (
     MAX_STAGE_GROUPS,
     ONE,
     POD_RESOURCES,
@@ -62,7 +63,6 @@ from webhook.checks.quota_admission import (
     stage_peak,
     tracked,
 )
-from webhook.kube import Permission
 from webhook.quantity import format_quantity, parse_quantity
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import PodGroup, Workload

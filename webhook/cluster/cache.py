@@ -156,7 +156,7 @@ def slim(resource: str, obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-#: the ResourceSlice fields Device Allocation reads (webhook/checks/dra/allocate.py: GatherPools'
+#: the ResourceSlice fields Device Allocation reads (webhook/models/dra/allocate.py: GatherPools'
 #: targeting, the pool, the devices); a device's capacity is not read (a selector naming capacity is
 #: not evaluated), nor are the metadata beyond what names one version of the slice
 SLICE_SPEC = (

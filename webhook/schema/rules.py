@@ -10,7 +10,7 @@ the apiserver runs no rule and says so (`<nil>: Invalid value: null: some valida
 because the object was invalid; ...`).
 
 The project evaluates CEL with the `cel` package (common-expression-language, already a dependency for DRA
-selectors: webhook/checks/dra/cel.py). It has CEL's standard macros and operators but none of Kubernetes' CEL
+selectors: webhook/models/dra/cel.py). It has CEL's standard macros and operators but none of Kubernetes' CEL
 libraries (k8s.io/apiserver pkg/cel/library: quantity, url, ip, cidr, lists, regex, format, semver, the
 extended strings of cel-go ext). So a rule is evaluated only when every function it calls is in
 `EVALUATED_FUNCTIONS`; any other rule, a `messageExpression`, a rule that does not parse here, and a rule whose

@@ -24,7 +24,7 @@ from typing import Any
 from tests.fakeview import FakeView, container, meta, pod, run_check, workload
 from tests.oracle._common import GoOracle
 from webhook.checks.dra import DeviceAllocation
-from webhook.checks.dra.cel import device_matches
+from webhook.models.dra.cel import device_matches
 from webhook.results import Status
 from webhook.workloads.base import PodGroup
 

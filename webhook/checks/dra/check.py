@@ -17,9 +17,9 @@ from typing import Any
 
 from webhook.checks.base import Check, CheckContext
 from webhook.checks.common import cached, plural, with_stale
-from webhook.checks.dra.allocate import Claim, Device, DeviceID, Fit, Request, SliceIndex, _attribute, fit, selectable
-from webhook.checks.dra.cel import outside_subset
 from webhook.models import provisioning
+from webhook.models.dra.allocate import Claim, Device, DeviceID, Fit, Request, SliceIndex, _attribute, fit, selectable
+from webhook.models.dra.cel import outside_subset
 from webhook.models.nodes import eligible_nodes, node_listing, node_name, term_matches
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import PodGroup, Workload

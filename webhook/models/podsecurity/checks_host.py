@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook.checks.podsecurity_policy.helpers import (
+from webhook.models.podsecurity.helpers import (
     _OK,
     Meta,
     Result,

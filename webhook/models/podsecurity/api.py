@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from webhook.checks.podsecurity_policy.helpers import go_quote
+from webhook.models.podsecurity.helpers import go_quote
 
 #: the upstream module this is a port of (its newest generation)
 MODULE = "k8s.io/pod-security-admission v0.37.2"

@@ -6,7 +6,7 @@ policy.RelaxPolicyForUserNamespacePods, read only by the `*_gated` functions (v0
 
 from __future__ import annotations
 
-from webhook.checks.podsecurity_policy.helpers import (
+from webhook.models.podsecurity.helpers import (
     _OK,
     Meta,
     Result,

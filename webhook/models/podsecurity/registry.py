@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
-from webhook.checks.podsecurity_policy.api import (
+from webhook.models.podsecurity.api import (
     BASELINE,
     LIBRARY,
     PRIVILEGED,
@@ -20,14 +20,14 @@ from webhook.checks.podsecurity_policy.api import (
     Version,
     v,
 )
-from webhook.checks.podsecurity_policy.checks_host import (
+from webhook.models.podsecurity.checks_host import (
     host_namespaces_1_0,
     host_path_volumes_1_0,
     host_ports_1_0,
     host_probes_and_host_lifecycle_1_34,
     windows_host_process_1_0,
 )
-from webhook.checks.podsecurity_policy.checks_pod import (
+from webhook.models.podsecurity.checks_pod import (
     restricted_volumes_1_0,
     sysctls_1_0,
     sysctls_1_27,
@@ -35,7 +35,7 @@ from webhook.checks.podsecurity_policy.checks_pod import (
     sysctls_1_32,
     sysctls_1_37,
 )
-from webhook.checks.podsecurity_policy.checks_privilege import (
+from webhook.models.podsecurity.checks_privilege import (
     allow_privilege_escalation_1_8,
     allow_privilege_escalation_1_25,
     capabilities_baseline_1_0,
@@ -46,7 +46,7 @@ from webhook.checks.podsecurity_policy.checks_privilege import (
     proc_mount_1_0_gated,
     proc_mount_1_35_baseline,
 )
-from webhook.checks.podsecurity_policy.checks_profiles import (
+from webhook.models.podsecurity.checks_profiles import (
     app_armor_profile_1_0,
     se_linux_options_1_0,
     se_linux_options_1_31,
@@ -55,7 +55,7 @@ from webhook.checks.podsecurity_policy.checks_profiles import (
     seccomp_profile_restricted_1_19,
     seccomp_profile_restricted_1_25,
 )
-from webhook.checks.podsecurity_policy.checks_users import (
+from webhook.models.podsecurity.checks_users import (
     run_as_non_root_1_0,
     run_as_non_root_1_0_gated,
     run_as_non_root_1_35,
@@ -63,7 +63,7 @@ from webhook.checks.podsecurity_policy.checks_users import (
     run_as_user_1_23_gated,
     run_as_user_1_35,
 )
-from webhook.checks.podsecurity_policy.helpers import CheckFn, Meta, Result, Spec
+from webhook.models.podsecurity.helpers import CheckFn, Meta, Result, Spec
 
 
 @dataclass(frozen=True)

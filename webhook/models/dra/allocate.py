@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.checks.dra.cel import matches_grouped
+from webhook.models.dra.cel import matches_grouped
 
 __all__ = ["Device", "Request", "Claim", "node_devices", "SliceIndex", "fit", "Fit", "MAX_STEPS"]
 

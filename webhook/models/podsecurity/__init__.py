@@ -52,7 +52,7 @@ This package re-exports the public names.
 
 from __future__ import annotations
 
-from webhook.checks.podsecurity_policy.api import (
+from webhook.models.podsecurity.api import (
     AUDIT_LABEL,
     AUDIT_VERSION_LABEL,
     BASELINE,
@@ -77,7 +77,7 @@ from webhook.checks.podsecurity_policy.api import (
     policy_to_evaluate,
     v,
 )
-from webhook.checks.podsecurity_policy.helpers import (
+from webhook.models.podsecurity.helpers import (
     CheckFn,
     Meta,
     Result,
@@ -86,7 +86,7 @@ from webhook.checks.podsecurity_policy.helpers import (
     join_quote,
     pluralize,
 )
-from webhook.checks.podsecurity_policy.registry import (
+from webhook.models.podsecurity.registry import (
     DEFAULT_CHECKS,
     DEFAULT_CHECKS_V034,
     MAX_VERSION,
