@@ -21,7 +21,7 @@ from webhook.audit.events import (
     waiting_to_write,
 )
 from webhook.audit.sink import JobRef, Judgement
-from webhook.checks.kueue_capacity import KueueCapacity
+from webhook.checks.kueue.capacity import KueueCapacity
 from webhook.config import Settings
 from webhook.policy import Decision
 from webhook.preflight import Evaluation

@@ -8,9 +8,10 @@ import pytest
 
 from tests.fakeview import FakeView, container, meta, pod, run_check, workload
 from webhook.checks import all_checks, kueue
-from webhook.checks.kueue import KueueAdmissionChecks, KueueCapacity, KueueQueue, selector_matches
+from webhook.checks.kueue import KueueAdmissionChecks, KueueCapacity, KueueQueue
 from webhook.cluster.view import ApiError
 from webhook.config import Settings
+from webhook.models.kueue.queue import selector_matches
 from webhook.results import Status
 from webhook.workloads.base import PodGroup
 
@@ -651,7 +652,7 @@ UPSTREAM_TREES = {
 def test_cohort_tree_matches_kueues_own_test_table(case: str) -> None:
     from decimal import Decimal
 
-    from webhook.checks.kueue import CohortTree
+    from webhook.models.kueue.cohort import CohortTree
 
     cq_rows, cohorts, want = UPSTREAM_TREES[case]
     cqs = [_tree_cq(*row) for row in cq_rows]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.fakeview import FakeView, container, meta, pod, run_check, workload
-from webhook.checks.kueue_capacity import KueueCapacity
+from webhook.checks.kueue.capacity import KueueCapacity
 from webhook.cluster.reads import DeclaredReads
 from webhook.kube import ApiError, Permission
 from webhook.results import Status
@@ -197,8 +197,8 @@ def test_only_a_declared_subresource_is_read() -> None:
 async def test_the_live_view_gets_the_pending_workloads_subresource_once_per_ttl() -> None:
     """GET /apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/<name>/pendingworkloads, reused PENDING_TTL."""
     from tests.test_cluster_scope import view
-    from webhook.checks.kueue_wait import PENDING_TTL
     from webhook.deadline import Deadline
+    from webhook.models.kueue.wait import PENDING_TTL
 
     v, rc = view()
     for _ in range(3):

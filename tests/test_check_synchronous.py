@@ -26,7 +26,7 @@ def test_checks_that_do_io_stay_tasks() -> None:
     assert {c.name for c in all_checks() if not c.synchronous} == {
         "Secrets",
         "Kueue Admission Checks",
-        "Kueue Capacity",  # a job that waits: Kueue's visibility API pendingworkloads (checks/kueue_wait.py)
+        "Kueue Capacity",  # a job that waits: Kueue's visibility API pendingworkloads (models/kueue/wait.py)
         "Dry Run",
         # a group no node takes: the cluster-autoscaler status ConfigMap is read (models/provisioning.py)
         "Node Selector Match",

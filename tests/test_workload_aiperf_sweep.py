@@ -426,7 +426,7 @@ async def test_dry_run_probes_child_pods_as_the_child_jobset_creates_them():
 
 
 async def test_kueue_capacity_counts_the_child_not_the_unqueued_sweep_controller():
-    from webhook.checks.kueue_capacity import KueueCapacity
+    from webhook.checks.kueue.capacity import KueueCapacity
 
     wl = build(sweep_obj(values=[100], scheduling={"queueName": "lq"}), settings=S)
     assert wl.queue_name == "lq" and [g.queued for g in wl.pod_groups] == [False, True, True]

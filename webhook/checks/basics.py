@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from webhook.checks.base import AIPERFJOB, TRAINJOB, Check, CheckContext
 from webhook.kube import JOBSET_API_VERSION
+from webhook.models.apis import TRAINER_API
 from webhook.results import CheckResult, Status
-
-TRAINER_API = "trainer.kubeflow.org/v1alpha1"
-KUEUE_API = "kueue.x-k8s.io/v1beta2"
 
 JOBSET_INSTALL = (
     "kubectl apply --server-side -f https://github.com/kubernetes-sigs/jobset/releases/download/v0.12.0/manifests.yaml"
@@ -113,7 +111,5 @@ def parse_version(text: str) -> tuple[int, int]:
 __all__ = [
     "AIPERFJOB",
     "CHECKS",
-    "KUEUE_API",
-    "TRAINER_API",
     "parse_version",
 ]

@@ -32,10 +32,10 @@ from datetime import datetime
 from typing import Any
 
 from webhook.checks.base import Check, CheckContext, Permission
-from webhook.checks.kueue_queue import _resolve
 from webhook.config import ControllerRef, Settings
 from webhook.kube import MULTIKUEUE, ApiError
 from webhook.models.context import before_deadline
+from webhook.models.kueue.queue import find_queue
 from webhook.results import CheckResult, Status
 
 #: clock for Lease ages; tests may replace it
@@ -76,7 +76,7 @@ def needed(ctx: CheckContext) -> list[tuple[str, ControllerRef]]:
     remote = wl.managed_by == MULTIKUEUE  # runs in another cluster: only Kueue acts here
     # the controllers the kind's adapter names (webhook/workloads/base.py KindFacts)
     out: list[tuple[str, ControllerRef]] = [(label, getattr(cfg, _key(label))) for label in wl.facts.controllers]
-    q, _ = _resolve(ctx)
+    q, _ = find_queue(ctx)
     if q is not None or remote:
         out.append(("Kueue", cfg.kueue))
     return out

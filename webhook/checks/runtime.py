@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from webhook.checks.base import TRAINJOB, Check, CheckContext
-from webhook.checks.basics import TRAINER_API
 from webhook.checks.common import cached, with_stale
+from webhook.models.apis import TRAINER_API
 from webhook.results import CheckResult, Status
 
 GROUP = "trainer.kubeflow.org"

@@ -45,11 +45,11 @@ from typing import Any
 
 from webhook.config import Settings
 from webhook.kube import ApiError, Permission
+from webhook.models.apis import KUEUE_API
 from webhook.models.context import CheckContext, before_deadline
 from webhook.models.nodes import label_values, node_listing, tolerates
 
 KARPENTER_API = "karpenter.sh/v1"
-KUEUE_API = "kueue.x-k8s.io/v1beta2"
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
 
 #: karpenter v1.13.0 pkg/apis/v1/labels.go WellKnownLabels

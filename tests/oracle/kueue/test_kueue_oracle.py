@@ -1,4 +1,4 @@
-"""Kueue oracle: our cohort-tree arithmetic (webhook.checks.kueue.CohortTree) against Kueue
+"""Kueue oracle: our cohort-tree arithmetic (webhook.models.kueue.cohort.CohortTree) against Kueue
 v0.17.0's own scheduler cache (pkg/cache/scheduler, driven in process by main.go).
 
 Generated ClusterQueue/Cohort trees — nested Cohorts with their own nominalQuota, implicit
@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from tests.oracle._common import GoOracle
-from webhook.checks.kueue import CohortTree
+from webhook.models.kueue.cohort import CohortTree
 
 ORACLE = GoOracle("kueue", "the Kueue oracle")
 pytestmark = ORACLE.skip

@@ -11,7 +11,7 @@ checks, each a separate verdict so policy can tune them:
   belongs to the configured controller and that controller's Lease is fresh (a controller that
   stopped renewing its Lease readmits nothing: the job would wait forever). The Lease read is
   reused for kueue.leaseTtlSeconds, so the audit controller judges this check in its cheap pass.
-* Kueue Capacity (kueue_capacity.py): the job's total requests (all pods at once: Kueue charges the whole
+* Kueue Capacity (capacity.py): the job's total requests (all pods at once: Kueue charges the whole
   gang, initializers included) fit what the ClusterQueue could ever get in some flavor —
   Kueue v0.17.0's potentialAvailable over the whole cohort tree (pkg/cache/scheduler/
   resource_node.go: Cohort objects' own nominalQuota, nested Cohorts, lending and borrowing
@@ -33,22 +33,22 @@ from datetime import datetime
 from typing import Any
 
 from webhook.checks.base import Check, CheckContext
-from webhook.checks.basics import KUEUE_API
 from webhook.checks.common import cached, with_stale
-from webhook.checks.kueue_capacity import KueueCapacity
-from webhook.checks.kueue_cohort import CohortTree
-from webhook.checks.kueue_queue import (
+from webhook.checks.kueue.capacity import KueueCapacity
+from webhook.config import Settings
+from webhook.kube import ApiError, Permission
+from webhook.models.apis import KUEUE_API
+from webhook.models.kueue.cohort import CohortTree
+from webhook.models.kueue.queue import (
     GROUP,
     Queue,
     _cond_text,
-    _resolve,
     condition,
+    find_queue,
     resolve_queue,
     selector_matches,
     selector_text,
 )
-from webhook.config import Settings
-from webhook.kube import ApiError, Permission
 from webhook.results import CheckResult, Status
 
 #: clock for Lease ages; tests may replace it
@@ -87,7 +87,7 @@ class KueueQueue(Check):
         assert ctx.view is not None
         view, wl = ctx.view, ctx.workload
         ns = wl.namespace
-        q, reason = _resolve(ctx)
+        q, reason = find_queue(ctx)
         if q is None:
             return CheckResult(self.name, Status.SKIP, reason or "No Kueue queue")
         if not view.served(KUEUE_API):
@@ -375,8 +375,8 @@ class KueueAdmissionChecks(Check):
 
 CHECKS = [KueueQueue(), KueueAdmissionChecks(), KueueCapacity()]
 
-#: the family's names, wherever they live (Kueue Capacity: kueue_capacity.py; the cohort tree:
-#: kueue_cohort.py; queue resolution: kueue_queue.py)
+#: the family's names, wherever they live (Kueue Capacity: capacity.py; the cohort tree:
+#: webhook/models/kueue/cohort.py; queue resolution: webhook/models/kueue/queue.py)
 __all__ = [
     "CHECKS",
     "GROUP",

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.checks.base import CheckContext
-from webhook.checks.basics import KUEUE_API
 from webhook.kube import QUEUE_LABEL
+from webhook.models.apis import KUEUE_API
+from webhook.models.context import CheckContext
 from webhook.workloads.base import Workload
 
 GROUP = "kueue.x-k8s.io"
@@ -90,7 +90,7 @@ class Resolved:
     cluster_queue: dict[str, Any]
 
 
-def _resolve(ctx: CheckContext) -> tuple[Queue | None, str | None]:
+def find_queue(ctx: CheckContext) -> tuple[Queue | None, str | None]:
     """(queue, skip reason). The queue is None with a reason when there is nothing to check."""
     assert ctx.view is not None
     wl = ctx.workload
@@ -110,7 +110,7 @@ def _resolve(ctx: CheckContext) -> tuple[Queue | None, str | None]:
 def resolve_queue(ctx: CheckContext) -> tuple[Resolved | None, str | None]:
     """For the follow-up checks: the LocalQueue and ClusterQueue, or why to skip."""
     assert ctx.view is not None
-    q, reason = _resolve(ctx)
+    q, reason = find_queue(ctx)
     if q is None:
         return None, reason
     if not ctx.view.served(KUEUE_API):

@@ -1,8 +1,8 @@
 """Kueue Capacity: the job's total requests (the whole gang, initializers included) against what
 its ClusterQueue could ever get in some flavor (never → fail, or warn where the cohort tree
 cannot be read fully) and against what is free now (→ warn: it waits in the queue). The cohort
-tree's arithmetic (Kueue v0.17.0 potentialAvailable and available) is kueue_cohort.py; the
-queue resolution is kueue_queue.py.
+tree's arithmetic (Kueue v0.17.0 potentialAvailable and available) is webhook/models/kueue/cohort.py;
+the queue resolution is webhook/models/kueue/queue.py.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import Any
 
 from webhook.checks.base import Check, CheckContext
 from webhook.checks.common import cached, with_stale
-from webhook.checks.kueue_cohort import ZERO, CohortTree, flavor_limits
-from webhook.checks.kueue_queue import GROUP, resolve_queue
-from webhook.checks.kueue_wait import PENDING_PERMISSION, alternatives, job_priority, pending_ahead, wait_message
 from webhook.config import Settings
+from webhook.models.kueue.cohort import ZERO, CohortTree, flavor_limits
+from webhook.models.kueue.queue import GROUP, resolve_queue
+from webhook.models.kueue.wait import PENDING_PERMISSION, alternatives, job_priority, pending_ahead, wait_message
 from webhook.quantity import format_quantity
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import Workload

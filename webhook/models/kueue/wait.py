@@ -1,6 +1,6 @@
 """Why a job waits in its ClusterQueue, and behind whom (issue 39): the facts of Kueue Capacity's
 "will wait" warning. Only a job that would not be admitted now gets it (the zero-noise rule:
-kueue_capacity.py decides that with Kueue v0.17.0's `available` over the cohort tree).
+webhook/checks/kueue/capacity.py decides that with Kueue v0.17.0's `available` over the cohort tree).
 
 What it says, each from Kueue v0.17.0's own view:
 
@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from webhook.checks.base import CheckContext
-from webhook.checks.kueue_cohort import ZERO, CohortTree
-from webhook.checks.kueue_queue import condition, selector_matches
 from webhook.kube import ApiError, Permission
+from webhook.models.context import CheckContext
+from webhook.models.kueue.cohort import ZERO, CohortTree
+from webhook.models.kueue.queue import condition, selector_matches
 from webhook.quantity import format_quantity, parse_quantity
 from webhook.workloads.base import Workload
 
