@@ -46,6 +46,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from webhook.audit.deps import ANY, Dep, RecordingView, ReverseIndex
@@ -327,6 +328,22 @@ class _ViewWait:
     def change(self, event_type: str, obj: dict[str, Any], reason: str, keys: list[JobKey]) -> None:
         self.event_type, self.obj, self.reason = event_type, obj, reason
         self.keys.update(keys)
+
+
+@dataclass(frozen=True)
+class _Pass:
+    """What the judgements of one job's targets share: its key, the reverse index its reads go into (the one
+    in place when the judgement began), the reads found so far, the job's versions, why it runs, and whether
+    the checks that send requests are left out (the cheap pass of a scan)."""
+
+    key: JobKey
+    index: ReverseIndex
+    reads: set[Dep]
+    version: str
+    generation: str
+    reason: str
+    why: str
+    cheap: bool
 
 
 class AuditController:
@@ -683,103 +700,131 @@ class AuditController:
             if obj is None or kind is None or kind.skipped(obj):  # gone, or no job of its own (its owner is)
                 await self._forget(key, "deleted")
                 return "deleted"
-            state, why = self.state_of(key[0], obj)
-            if key[1] in self.view.never_read:
-                # the webhook's configuration does not judge these namespaces (excludedNamespaces, kube-system,
-                # its own): neither does the controller, and it never reads their Secrets
-                state = EXCLUDED
-            children: list[RemainingChild] | None = None
-            if state == JUDGED and key[0] == AIPERFSWEEP.resource:
-                jobs = self.reflectors.get(AIPERFJOB.resource)
-                created = [] if jobs is None else jobs.cache.objects(key[1])
-                children = remaining_children(obj, created, self.settings)
-                if children == []:
-                    state, why = RUNNING, "every child created"
+            state, why, children = self._judged_state(key, obj)
             if state != JUDGED:
                 if key in self.judged:
                     await self._forget(key, state)
                 return state
-            m = _meta(obj)
             ref = JobRef(kind.api_version, kind.kind, key[1], key[2], uid_of(obj))
-            gen = m.get("generation")
-            generation = str(gen if gen is not None else m.get("resourceVersion") or "")
-            # (what is judged, its JobRef): the job, or each child its sweep controller creates later
-            targets = [(obj, ref)]
-            if children is not None:
-                targets = [
-                    (c.obj, JobRef(AIPERFJOB.api_version, AIPERFJOB.kind, key[1], c.name, "", parent=ref))
-                    for c in children
-                ]
-            version = str(m.get("resourceVersion") or "")
-            # each read is indexed as it is made, not when the judgement ends: a change of what this
-            # evaluation already read (while it still runs, or while the sinks publish) re-checks the job
-            index = self.index
-            reads: set[Dep] = set()
-            self.judged[key] = ref
-            before = self.published.get(key, {})
-            now: dict[str, JobRef] = {}
-            partial = False
-            for target, tref in targets:
-                tk = _ref_key(tref)
-                recording = RecordingView(
-                    self.view, on_read=lambda dep: index.add(key, dep), stamp=self.version_of, canonical=index.canonical
-                )
-                pending: set[str] = set()
-                ran: dict[str, list[CheckResult]] = {}
-                kept = self.kept.get(tk, {})
-                checks = checks_for(
-                    self.checks, kept, cheap=cheap, pending=pending, ran=ran, job_version=version,
-                    version_of=self.version_of, now=self._clock(), max_age=self.audit.request_checks_reuse_seconds,
-                    settings=self.settings,
-                )  # fmt: skip
-                for c in checks:  # a kept result stands for its reads: a change of one of them re-checks the job
-                    if isinstance(c, Remembered):
-                        for dep in kept[c.name].reads:
-                            reads.add(dep)
-                            index.add(key, dep)
-                ev = await evaluate(
-                    copy.deepcopy(target),
-                    settings=self.settings,
-                    deadline=Deadline(self.audit.budget_seconds),
-                    view=recording,
-                    checks=checks,
-                )
-                self.evaluations[reason.split(" ", 1)[0]] += 1
-                reads |= recording.reads
-                if ran:
-                    at = self._clock()
-                    fresh = {
-                        n: Kept(version, shared_reads(recording.by_reader.get(n, {})), at, shared_results(r))
-                        for n, r in ran.items()
-                    }
-                    self.kept[tk] = {**kept, **fresh}
-                now[tk] = tref
-                complete = not pending
-                partial = partial or not complete
-                if not complete and tk in self.complete:
-                    continue  # the last complete judgement stands until the request pass gives the next one
-                if complete:
-                    self.complete.add(tk)
-                judgement = Judgement(
-                    tref, ev, generation, dt.datetime.now(dt.UTC), f"{reason} ({why})", complete=complete
-                )
-                for sink in self.sinks:
-                    try:
-                        await sink.publish(judgement)
-                    except Exception:
-                        log.exception("audit: sink %s failed to publish %s %s/%s", type(sink).__name__, *key)
-            index.replace(key, reads)
-            self.published[key] = now
-            if partial:
-                self.partial.add(key)
-            else:
-                self.partial.discard(key)
-            for k, gone in before.items():  # a child created meanwhile (judged as an AIPerfJob now), or the sweep
-                if k not in now:
-                    self.kept.pop(k, None)
-                    self.complete.discard(k)
-                    await self._tell_forget(gone, "created" if gone.parent is not None else "judged per child")
+            await self._judge_targets(key, obj, ref, children, reason=reason, why=why, cheap=cheap)
             return state
+
+    def _judged_state(self, key: JobKey, obj: dict[str, Any]) -> tuple[str, str, list[RemainingChild] | None]:
+        """(the state the job is in, why, the children its sweep controller has still to create, or None).
+
+        A namespace the webhook does not judge is EXCLUDED; a sweep whose children are all created runs."""
+        state, why = self.state_of(key[0], obj)
+        if key[1] in self.view.never_read:
+            # the webhook's configuration does not judge these namespaces (excludedNamespaces, kube-system,
+            # its own): neither does the controller, and it never reads their Secrets
+            state = EXCLUDED
+        children: list[RemainingChild] | None = None
+        if state == JUDGED and key[0] == AIPERFSWEEP.resource:
+            jobs = self.reflectors.get(AIPERFJOB.resource)
+            created = [] if jobs is None else jobs.cache.objects(key[1])
+            children = remaining_children(obj, created, self.settings)
+            if children == []:
+                state, why = RUNNING, "every child created"
+        return state, why, children
+
+    async def _judge_targets(
+        self,
+        key: JobKey,
+        obj: dict[str, Any],
+        ref: JobRef,
+        children: list[RemainingChild] | None,
+        *,
+        reason: str,
+        why: str,
+        cheap: bool,
+    ) -> None:
+        """Judge the job, or each child its sweep controller creates later, and publish each judgement."""
+        m = _meta(obj)
+        gen = m.get("generation")
+        generation = str(gen if gen is not None else m.get("resourceVersion") or "")
+        # (what is judged, its JobRef): the job, or each child its sweep controller creates later
+        targets = [(obj, ref)]
+        if children is not None:
+            targets = [
+                (c.obj, JobRef(AIPERFJOB.api_version, AIPERFJOB.kind, key[1], c.name, "", parent=ref)) for c in children
+            ]
+        version = str(m.get("resourceVersion") or "")
+        # each read is indexed as it is made, not when the judgement ends: a change of what this
+        # evaluation already read (while it still runs, or while the sinks publish) re-checks the job
+        index = self.index
+        reads: set[Dep] = set()
+        self.judged[key] = ref
+        before = self.published.get(key, {})
+        now: dict[str, JobRef] = {}
+        partial = False
+        pass_ = _Pass(key, index, reads, version, generation, reason, why, cheap)
+        for target, tref in targets:
+            complete = await self._judge_target(pass_, target, tref)
+            now[_ref_key(tref)] = tref
+            partial = partial or not complete
+        index.replace(key, reads)
+        self.published[key] = now
+        if partial:
+            self.partial.add(key)
+        else:
+            self.partial.discard(key)
+        for k, gone in before.items():  # a child created meanwhile (judged as an AIPerfJob now), or the sweep
+            if k not in now:
+                self.kept.pop(k, None)
+                self.complete.discard(k)
+                await self._tell_forget(gone, "created" if gone.parent is not None else "judged per child")
+
+    async def _judge_target(self, p: _Pass, target: dict[str, Any], tref: JobRef) -> bool:
+        """Evaluate one target with its kept results standing for the checks not run, and publish the
+        judgement (a partial one only when no complete one stands); whether it was complete."""
+        tk = _ref_key(tref)
+        index, key = p.index, p.key
+        recording = RecordingView(
+            self.view, on_read=lambda dep: index.add(key, dep), stamp=self.version_of, canonical=index.canonical
+        )
+        pending: set[str] = set()
+        ran: dict[str, list[CheckResult]] = {}
+        kept = self.kept.get(tk, {})
+        checks = checks_for(
+            self.checks, kept, cheap=p.cheap, pending=pending, ran=ran, job_version=p.version,
+            version_of=self.version_of, now=self._clock(), max_age=self.audit.request_checks_reuse_seconds,
+            settings=self.settings,
+        )  # fmt: skip
+        for c in checks:  # a kept result stands for its reads: a change of one of them re-checks the job
+            if isinstance(c, Remembered):
+                for dep in kept[c.name].reads:
+                    p.reads.add(dep)
+                    index.add(key, dep)
+        ev = await evaluate(
+            copy.deepcopy(target),
+            settings=self.settings,
+            deadline=Deadline(self.audit.budget_seconds),
+            view=recording,
+            checks=checks,
+        )
+        self.evaluations[p.reason.split(" ", 1)[0]] += 1
+        p.reads.update(recording.reads)
+        if ran:
+            at = self._clock()
+            fresh = {
+                n: Kept(p.version, shared_reads(recording.by_reader.get(n, {})), at, shared_results(r))
+                for n, r in ran.items()
+            }
+            self.kept[tk] = {**kept, **fresh}
+        complete = not pending
+        if not complete and tk in self.complete:
+            return False  # the last complete judgement stands until the request pass gives the next one
+        if complete:
+            self.complete.add(tk)
+        judgement = Judgement(
+            tref, ev, p.generation, dt.datetime.now(dt.UTC), f"{p.reason} ({p.why})", complete=complete
+        )
+        for sink in self.sinks:
+            try:
+                await sink.publish(judgement)
+            except Exception:
+                log.exception("audit: sink %s failed to publish %s %s/%s", type(sink).__name__, *key)
+        return complete
 
     async def _forget(self, key: JobKey, why: str) -> None:
         self.judged.pop(key, None)
