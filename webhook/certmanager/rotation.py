@@ -114,8 +114,10 @@ def plan(
     CA with the three-step overlap; the Secret holds only what a serving replica holds
     anyway (its own pair) plus public CA certificates. Keys written by older versions
     (ca.key, ca-next.key) are removed on the next pass.
+
+    Steps: `_afresh` when nothing usable is stored; else the rotation in flight (`_next_ca_step`: 1 → 2,
+    `_previous_ca_step`: 2 → steady), else `_steady` (which may begin one: → 1).
     """
-    renew_at = dt.timedelta(days=settings.renew_before_days)
     since = _parse_since(annotations)
     rotate_requested = ROTATE_REQUEST in annotations
     ca = _load_cert(data.get(CA_CRT))
@@ -124,17 +126,40 @@ def plan(
     out = {k: v for k, v in data.items() if k not in (CA_KEY, NEXT_KEY)}
 
     if ca is None or leaf is None or not _pair_ok(data, CA_CRT, TLS_CRT, TLS_KEY):
-        # nothing usable (first start, or someone broke the Secret): issue afresh
-        new_ca = _new_ca(settings)
-        pair = _issue(settings, new_ca)
-        fresh = {CA_CRT: new_ca.cert_pem, TLS_CRT: pair.cert_pem, TLS_KEY: pair.key_pem}
-        reason = (
-            "issued a new CA and serving certificate"
-            if not data
-            else "the stored certificate was unusable; issued a new CA and serving certificate"
-        )
-        return Plan(fresh, STEADY, None, reason, now + renew_due(pair.cert_pem, renew_at, now), rotate_requested)
+        return _afresh(data, now, settings, rotate_requested)
+    step = _next_ca_step(data, out, now, since, settings, stored_keys, rotate_requested)
+    if step is None:
+        step = _previous_ca_step(data, out, now, since, settings, stored_keys, rotate_requested)
+    if step is not None:
+        return step
+    return _steady(out, ca, leaf, now, settings, stored_keys, rotate_requested)
 
+
+def _afresh(data: dict[str, bytes], now: dt.datetime, settings: RotationSettings, rotate_requested: bool) -> Plan:
+    """Nothing usable is stored (first start, or someone broke the Secret): a new CA and serving pair."""
+    renew_at = dt.timedelta(days=settings.renew_before_days)
+    new_ca = _new_ca(settings)
+    pair = _issue(settings, new_ca)
+    fresh = {CA_CRT: new_ca.cert_pem, TLS_CRT: pair.cert_pem, TLS_KEY: pair.key_pem}
+    reason = (
+        "issued a new CA and serving certificate"
+        if not data
+        else "the stored certificate was unusable; issued a new CA and serving certificate"
+    )
+    return Plan(fresh, STEADY, None, reason, now + renew_due(pair.cert_pem, renew_at, now), rotate_requested)
+
+
+def _next_ca_step(
+    data: dict[str, bytes],
+    out: dict[str, bytes],
+    now: dt.datetime,
+    since: dt.datetime | None,
+    settings: RotationSettings,
+    stored_keys: list[str],
+    rotate_requested: bool,
+) -> Plan | None:
+    """Step 1 → 2 when a next CA and its pair are stored: switch to them once the bundle has had time to
+    propagate, else wait; None (the next CA's leftovers dropped from `out`) when there is none."""
     # an in-flight rotation from an older version still holds the next CA's key: use it once
     nxt = _load_cert(data.get(NEXT_CRT))
     legacy_next = (
@@ -160,16 +185,41 @@ def plan(
         return Plan(out, CA_ADDED, since, _dropped(stored_keys), due, False)
     for k in (NEXT_CRT, NEXT_TLS_CRT, NEXT_TLS_KEY):
         out.pop(k, None)
+    return None
 
-    if PREV_CRT in data:
-        due = (since or now) + dt.timedelta(seconds=settings.cert_propagation_seconds)
-        if since is None or now >= due:
-            out.pop(PREV_CRT)
-            return Plan(out, STEADY, None, "dropped the previous CA from the bundle", None, rotate_requested)
-        return Plan(out, SWITCHED, since, _dropped(stored_keys), due, False)
 
-    # steady: rotate on request, when the CA or the leaf nears its end, or when the leaf names
-    # the wrong service (re-issuing under the same CA would need its key, which is not kept)
+def _previous_ca_step(
+    data: dict[str, bytes],
+    out: dict[str, bytes],
+    now: dt.datetime,
+    since: dt.datetime | None,
+    settings: RotationSettings,
+    stored_keys: list[str],
+    rotate_requested: bool,
+) -> Plan | None:
+    """Step 2 → steady when the previous CA is still in the bundle: drop it once the new serving certificate
+    has had time to propagate, else wait; None when there is none."""
+    if PREV_CRT not in data:
+        return None
+    due = (since or now) + dt.timedelta(seconds=settings.cert_propagation_seconds)
+    if since is None or now >= due:
+        out.pop(PREV_CRT)
+        return Plan(out, STEADY, None, "dropped the previous CA from the bundle", None, rotate_requested)
+    return Plan(out, SWITCHED, since, _dropped(stored_keys), due, False)
+
+
+def _steady(
+    out: dict[str, bytes],
+    ca: x509.Certificate,
+    leaf: x509.Certificate,
+    now: dt.datetime,
+    settings: RotationSettings,
+    stored_keys: list[str],
+    rotate_requested: bool,
+) -> Plan:
+    """Steady: add a new CA to the bundle (step 1) on request, when the CA or the leaf nears its end, or when
+    the leaf names the wrong service (re-issuing under the same CA would need its key, which is not kept)."""
+    renew_at = dt.timedelta(days=settings.renew_before_days)
     ca_left = ca.not_valid_after_utc - now
     leaf_left = leaf.not_valid_after_utc - now
     names_ok = _names_ok(leaf, settings)
@@ -185,7 +235,6 @@ def plan(
         out[NEXT_CRT], out[NEXT_TLS_CRT], out[NEXT_TLS_KEY] = new_ca.cert_pem, pair.cert_pem, pair.key_pem
         nd = now + dt.timedelta(seconds=settings.bundle_propagation_seconds)
         return Plan(out, CA_ADDED, now, f"added a new CA to the bundle ({why})", nd, rotate_requested)
-
     nd = now + min(ca_left, leaf_left) - renew_at
     return Plan(out, STEADY, None, _dropped(stored_keys), nd, False)
 
