@@ -36,9 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import write_section
 from webhook import admission, imageref, quantity
-from webhook.checks import dryrun, endpoint, names
+from webhook.checks import dryrun, names
 from webhook.cluster import names as kube_names
 from webhook.kube import ApiError
+from webhook.models import endpoint
 from webhook.models import quota as quota_admission
 from webhook.workloads import podspec, shape
 from webhook.workloads.aiperf import typed

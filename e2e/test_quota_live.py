@@ -27,11 +27,12 @@ import pytest
 
 from e2e.harness.controlplane import ControlPlane
 from webhook.checks import all_checks
-from webhook.checks import quotas as Q
 from webhook.checks.base import CheckContext
+from webhook.checks.quotas import ResourceQuotas
 from webhook.cluster.live import LiveClusterView, open_cluster_view
 from webhook.config import Settings
 from webhook.deadline import Deadline
+from webhook.models import quota as Q
 from webhook.quantity import parse_quantity
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import PodGroup, Workload
@@ -115,7 +116,7 @@ async def _wait_cached(view: LiveClusterView, resource: str, ns: str | None, nam
 
 async def _run(view: LiveClusterView, wl: Workload) -> list[CheckResult]:
     ctx = CheckContext(workload=wl, deadline=Deadline(10), settings=Settings(), view=view)
-    out = await Q.ResourceQuotas().run(ctx)
+    out = await ResourceQuotas().run(ctx)
     return out if isinstance(out, list) else [out]
 
 

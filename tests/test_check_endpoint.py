@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.fakeview import FakeView, meta, run_check, workload
-from webhook.checks.endpoint import EndpointService, service_of
+from webhook.checks.endpoint import EndpointService
+from webhook.models.endpoint import service_of
 from webhook.results import Status
 
 
@@ -130,7 +131,7 @@ async def test_a_list_that_never_answers_is_cut_before_the_deadline() -> None:
 def test_a_url_whose_host_part_is_longer_than_any_host_is_not_read_whole() -> None:
     """Only scheme://authority is split, at most 1 KiB of it (issue 25: urlsplit's IPv6 check took
     132 ms on a 1 MB "http://[:::…]"); a long path or query is never read."""
-    from webhook.checks.endpoint import service_of, url_port
+    from webhook.models.endpoint import service_of, url_port
 
     assert service_of("http://[" + ":" * 1_000_000 + "]") is None
     assert url_port("http://[" + ":" * 1_000_000 + "]") is None

@@ -1,9 +1,10 @@
 """Name Length: every status and its exact wording, on JobSet's own naming rule."""
 
 from webhook.checks.base import CheckContext
-from webhook.checks.names import NameLength, jobset_name, replicated_jobs
+from webhook.checks.names import NameLength
 from webhook.config import Settings
 from webhook.deadline import Deadline
+from webhook.models.jobset_names import jobset_name, replicated_jobs
 from webhook.results import Status
 from webhook.workloads.aiperf import FACTS as AIPERF_FACTS
 from webhook.workloads.base import PodGroup, Workload

@@ -8,8 +8,8 @@ from decimal import Decimal as D
 import pytest
 
 from tests.fakeview import FakeView, container, meta, pod, run_check, workload
-from webhook.checks.quotas import (
-    ResourceQuotas,
+from webhook.checks.quotas import ResourceQuotas
+from webhook.models.quota import (
     admitted_pod,
     concurrent_sets,
     constraint_error,

@@ -292,11 +292,6 @@ CHECKS_SHARED = {"webhook.checks", "webhook.checks.base", "webhook.checks.common
 KNOWN_CHECK_TO_CHECK: set[tuple[str, str]] = {
     ("webhook.checks.dryrun", "webhook.checks.dryrun_cache"),
     ("webhook.checks.dryrun", "webhook.checks.dryrun_probe"),
-    ("webhook.checks.imagepull", "webhook.checks.secrets"),
-    ("webhook.checks.netpol", "webhook.checks.endpoint"),
-    ("webhook.checks.sweep", "webhook.checks.configmap"),
-    ("webhook.checks.sweep", "webhook.checks.names"),
-    ("webhook.checks.sweep", "webhook.checks.quotas"),
 }
 #: cycles among webhook modules still to break (each a sorted tuple of its modules); shrinking as above
 KNOWN_CYCLES: set[tuple[str, ...]] = {

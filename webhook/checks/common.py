@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from webhook.checks.base import CheckContext
 from webhook.kube import Permission
-from webhook.results import CheckResult
+from webhook.results import CheckResult, Status
 
 
 def cached(resource: str, group: str = "") -> tuple[Permission, Permission]:
@@ -39,5 +39,18 @@ def with_stale(result: CheckResult, ctx: CheckContext, *resources: str) -> Check
     return result
 
 
+def kib(n: int) -> str:
+    return f"{n / 1024:.1f} KiB"
+
+
 def plural(n: int, word: str, suffix: str = "s") -> str:
     return f"{n} {word}{'' if n == 1 else suffix}"
+
+
+def no_quota(check: str, ctx: CheckContext) -> CheckResult:
+    """The PASS of a quota check in a namespace without a ResourceQuota (the cache's age noted)."""
+    return with_stale(
+        CheckResult(check, Status.PASS, f'No ResourceQuota in namespace "{ctx.workload.namespace}"'),
+        ctx,
+        "resourcequotas",
+    )

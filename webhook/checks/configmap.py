@@ -18,6 +18,7 @@ import json
 from typing import Any
 
 from webhook.checks.base import AIPERFJOB, Check, CheckContext
+from webhook.checks.common import kib
 from webhook.config import Settings
 from webhook.deadline import Deadline
 from webhook.kube import CONFIGMAP_MAX_BYTES
@@ -42,10 +43,6 @@ def payload_bytes(configmap: dict[str, Any]) -> int:
         except (binascii.Error, ValueError):
             total += len(str(value).encode("utf-8"))
     return total
-
-
-def kib(n: int) -> str:
-    return f"{n / 1024:.1f} KiB"
 
 
 def largest_parts(configmap: dict[str, Any], top: int = _TOP_N) -> list[tuple[str, int]]:

@@ -36,12 +36,12 @@ from functools import partial
 from typing import Any
 
 from webhook.checks.base import Check, CheckContext, Permission
-from webhook.checks.secrets import grant_fix, not_granted
 from webhook.config import RegistryAccessSettings
 from webhook.deadline import REPORT_MARGIN
 from webhook.imageref import ImageRef, parse
 from webhook.kube import ApiError
 from webhook.models.context import before_deadline
+from webhook.models.grants import grant_fix, not_granted
 from webhook.models.nodes import node_listing, per_shape, selects
 from webhook.registry import client as registry
 from webhook.registry.keyring import Credential, Keyring, PullSecret

@@ -36,7 +36,7 @@ from typing import Any
 
 from webhook.checks.base import Check, CheckContext
 from webhook.checks.common import cached, with_stale
-from webhook.checks.endpoint import endpoint_urls, service_of, url_port
+from webhook.models.endpoint import endpoint_urls, service_of, url_port
 from webhook.models.netpol import Labels, Peer, Port, direction
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import PodGroup

@@ -31,43 +31,25 @@ are in webhook/models/quota.py, the verdict here):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from webhook.checks.base import Check, CheckContext
-from webhook.checks.common import cached, plural, with_stale
-from webhook.kube import Permission
+from webhook.checks.common import no_quota, plural, with_stale
 from webhook.models.quota import (
-    MAX_STAGE_GROUPS,
-    ONE,
-    POD_RESOURCES,
-    VALIDATION_SET,
+    PRIORITY_CLASS_READS,
+    QUOTA_READS,
     ZERO,
+    admission_inputs,
     admitted_pod,
-    best_effort,
-    concurrent_sets,
-    constraint_error,
-    covers,
-    finishes_before,
     is_extended,
-    is_native,
-    job_objects,
-    limit_range_defaults,
-    missing_by_resource,
     pod_level_resources,
-    pod_usage,
-    quota_hard,
+    project,
     quota_scopes,
-    scope_matches,
-    stage_peak,
-    tracked,
 )
-from webhook.quantity import format_quantity, parse_quantity
+from webhook.quantity import format_quantity
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import PodGroup, Workload
-
-PRIORITY_API = "scheduling.k8s.io"
 
 # --- the verdict ----------------------------------------------------------------------------
 
@@ -75,16 +57,6 @@ PRIORITY_API = "scheduling.k8s.io"
 def _fmt(resource: str, value: Decimal) -> str:
     base = resource.split(".", 1)[1] if resource.startswith(("requests.", "limits.")) else resource
     return format_quantity(value, base)
-
-
-def _parse_list(raw: dict[str, Any] | None, problems: list[str], where: str) -> dict[str, Decimal]:
-    out: dict[str, Decimal] = {}
-    for k, v in (raw or {}).items():
-        try:
-            out[str(k)] = parse_quantity(v)
-        except ValueError as exc:
-            problems.append(f"{where} {k} ignored: {exc}")
-    return out
 
 
 def _fix_for_missing(wl: Workload, which: str, resource: str) -> str:
@@ -100,58 +72,6 @@ def _which(res_name: str) -> tuple[str, str]:
         which, resource = res_name.split(".", 1)
         return which, resource
     return "requests", res_name
-
-
-@dataclass
-class Projection:
-    """One quota against the job: what admission would see and charge."""
-
-    name: str
-    hard: dict[str, Decimal]
-    used: dict[str, Decimal]
-    scoped: bool
-    #: the groups whose pods the quota sees, with their admitted pod specs
-    covered: list[tuple[PodGroup, dict[str, Any]]]
-    #: quota resource (cpu/memory) → [(group, containers that do not set it)]
-    lacking: dict[str, list[tuple[PodGroup, list[str]]]]
-    #: what the job adds at its peak (count/pods and objects: the total)
-    job: dict[str, Decimal]
-    #: what the job adds if every group ran at once
-    summed: dict[str, Decimal]
-    problems: list[str]
-
-    def exceeded(self) -> list[str]:
-        """Hard resources the job would push over (only those it adds to: admission checks no others)."""
-        return [
-            r
-            for r in sorted(self.hard)
-            if self.job.get(r, ZERO) > 0 and self.used.get(r, ZERO) + self.job[r] > self.hard[r]
-        ]
-
-
-def project(quota: dict[str, Any], wl: Workload, specs: list[tuple[PodGroup, dict[str, Any]]]) -> Projection:
-    """The numbers behind one quota's verdict; `specs` are the admitted pod specs (admitted_pod)."""
-    name = str((quota.get("metadata") or {}).get("name", "?"))
-    problems: list[str] = []
-    hard = _parse_list(quota_hard(quota), problems, f'ResourceQuota "{name}": hard')
-    used = _parse_list((quota.get("status") or {}).get("used"), problems, f'ResourceQuota "{name}": used')
-    scoped = bool(quota_scopes(quota))
-    covered = [(g, s) for g, s in specs if g.pods > 0 and covers(quota, s)]
-    lacking: dict[str, list[tuple[PodGroup, list[str]]]] = {}
-    for g, s in covered:
-        for res_name, containers in missing_by_resource(quota, s).items():
-            lacking.setdefault(res_name, []).append((g, containers))
-    totals = {g.name: {k: v * g.pods for k, v in pod_usage(s).items()} for g, s in covered}
-    job = stage_peak([g for g, _ in covered], totals)
-    summed: dict[str, Decimal] = {}
-    for t in totals.values():
-        for k, v in t.items():
-            summed[k] = summed.get(k, ZERO) + v
-    if not scoped:  # object-count evaluators match no scope
-        for k, v in job_objects(wl).items():
-            job[k] = job.get(k, ZERO) + v
-            summed[k] = summed.get(k, ZERO) + v
-    return Projection(name, hard, used, scoped, covered, lacking, job, summed, problems)
 
 
 def evaluate_quota(
@@ -207,40 +127,6 @@ def evaluate_quota(
     return violations, details
 
 
-def default_priority_class(priority_classes: list[dict[str, Any]]) -> str:
-    """The globalDefault PriorityClass's name ("" if none); the lowest value wins a tie
-    (plugin/pkg/admission/priority getDefaultPriorityClass)."""
-    best: tuple[int, str] | None = None
-    for pc in priority_classes:
-        if pc.get("globalDefault") is True:
-            value = pc.get("value", 0)
-            key = (value if isinstance(value, int) else 0, str((pc.get("metadata") or {}).get("name", "")))
-            if best is None or key[0] < best[0]:
-                best = key
-    return best[1] if best else ""
-
-
-def admission_inputs(view: Any, namespace: str) -> tuple[list[dict[str, Any]], bool, str]:
-    """What the apiserver's admission chain reads besides the pod, from the watch caches: the
-    namespace's LimitRanges by name (LimitRanger applies them in that order), whether
-    PriorityClasses can be read, and the globalDefault PriorityClass ("" if none or unknown)."""
-    limit_ranges = sorted(
-        view.list_cached("limitranges", namespace), key=lambda lr: (lr.get("metadata") or {}).get("name", "")
-    )
-    pc_known = view.cache_age("priorityclasses") is not None
-    default_pc = default_priority_class(view.list_cached("priorityclasses")) if pc_known else ""
-    return limit_ranges, pc_known, default_pc
-
-
-def no_quota(check: str, ctx: CheckContext) -> CheckResult:
-    """The PASS of a quota check in a namespace without a ResourceQuota (the cache's age noted)."""
-    return with_stale(
-        CheckResult(check, Status.PASS, f'No ResourceQuota in namespace "{ctx.workload.namespace}"'),
-        ctx,
-        "resourcequotas",
-    )
-
-
 def _uses_priority_scope(quota: dict[str, Any]) -> bool:
     return any(s == "PriorityClass" for s, _, _ in quota_scopes(quota))
 
@@ -250,12 +136,9 @@ class ResourceQuotas(Check):
     synchronous = True  # reads only the Workload and cached state
     needs_cluster = True
     local_capacity = True
-    permissions = (*cached("resourcequotas"), *cached("limitranges"))
+    permissions = QUOTA_READS
     #: the globalDefault PriorityClass; without it PriorityClass-scoped quotas are "cannot verify"
-    optional_permissions = (
-        Permission("list", "priorityclasses", PRIORITY_API),
-        Permission("watch", "priorityclasses", PRIORITY_API),
-    )
+    optional_permissions = PRIORITY_CLASS_READS
     apis = ("v1",)
     summary = (
         "status.used plus the job's pods (peak over JobSet dependsOn stages) and the objects it creates fit each "
@@ -327,37 +210,3 @@ class ResourceQuotas(Check):
 
 
 CHECKS = [ResourceQuotas()]
-
-#: the admission arithmetic (quota_admission.py) stays importable from here
-__all__ = [
-    "CHECKS",
-    "MAX_STAGE_GROUPS",
-    "ONE",
-    "POD_RESOURCES",
-    "PRIORITY_API",
-    "Projection",
-    "ResourceQuotas",
-    "VALIDATION_SET",
-    "ZERO",
-    "admitted_pod",
-    "best_effort",
-    "concurrent_sets",
-    "constraint_error",
-    "covers",
-    "default_priority_class",
-    "evaluate_quota",
-    "finishes_before",
-    "is_extended",
-    "is_native",
-    "job_objects",
-    "limit_range_defaults",
-    "missing_by_resource",
-    "pod_level_resources",
-    "pod_usage",
-    "project",
-    "quota_hard",
-    "quota_scopes",
-    "scope_matches",
-    "stage_peak",
-    "tracked",
-]

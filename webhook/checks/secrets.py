@@ -33,6 +33,7 @@ from webhook.cluster.names import is_dns1123_subdomain
 from webhook.deadline import REPORT_MARGIN, wait_until
 from webhook.imageref import parse
 from webhook.kube import ApiError, Permission
+from webhook.models.grants import grant_fix, not_granted
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import Workload
 from webhook.workloads.podspec import SecretRef, describe_path, secret_refs
@@ -183,19 +184,6 @@ def _missing_key(use: _Use, ns: str, key: str, refs: list[tuple[SecretRef, str]]
     return (
         f'Secret "{use.name}" in namespace "{ns}" has no key "{key}" (referenced by {_by(refs)}). '
         f'Fix: kubectl patch secret {use.name} -n {ns} --type merge -p \'{{"stringData":{{"{key}":"…"}}}}\''
-    )
-
-
-def not_granted(exc: BaseException) -> bool:
-    """A 403 of RBAC: the namespace lacks the grant (not a never-read namespace, where none is due)."""
-    return isinstance(exc, ApiError) and exc.forbidden and "(never-read namespace)" not in exc.message
-
-
-def grant_fix(ns: str) -> str:
-    """How to let the webhook read there: the chart grants `get secrets` per namespace (a RoleBinding each)."""
-    return (
-        f'Fix: add "{ns}" to the chart\'s rbac.jobNamespaces and run helm upgrade '
-        "(the webhook may get Secrets only in the namespaces listed there)"
     )
 
 

@@ -15,15 +15,15 @@ import json
 from typing import Any
 
 from webhook.checks.base import AIPERFSWEEP, Check, CheckContext
-from webhook.checks.common import with_stale
-from webhook.checks.configmap import CONFIGMAP_MAX_BYTES, kib
-from webhook.checks.names import MAX_LABEL, jobset_name, longest_names, replicated_jobs
-from webhook.checks.quotas import (
+from webhook.checks.common import kib, no_quota, with_stale
+from webhook.kube import CONFIGMAP_MAX_BYTES
+from webhook.models.jobset_names import MAX_LABEL, jobset_name, longest_names, replicated_jobs
+from webhook.models.quota import (
+    PRIORITY_CLASS_READS,
+    QUOTA_READS,
     ZERO,
-    ResourceQuotas,
     admission_inputs,
     admitted_pod,
-    no_quota,
     pod_level_resources,
     project,
     quota_hard,
@@ -188,7 +188,7 @@ class SweepChildQuotas(Check):
 
     Children run one at a time, so a child fits when status.used + the controller pod + that
     child's pods and objects stay within hard. The arithmetic is the Resource Quotas check's
-    (`quotas.project`: LimitRange defaults, globalDefault PriorityClass, scopes); children whose
+    (`webhook.models.quota.project`: LimitRange defaults, globalDefault PriorityClass, scopes); children whose
     pods request the same resources share one evaluation.
     """
 
@@ -196,8 +196,8 @@ class SweepChildQuotas(Check):
     synchronous = True
     needs_cluster = True
     local_capacity = True
-    permissions = ResourceQuotas.permissions
-    optional_permissions = ResourceQuotas.optional_permissions
+    permissions = QUOTA_READS
+    optional_permissions = PRIORITY_CLASS_READS
     apis = ("v1",)
     kinds = frozenset({AIPERFSWEEP})
     summary = "Every child of an AIPerfSweep fits each ResourceQuota next to the sweep-controller pod (children run one at a time)."

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from webhook.kube import Permission
 from webhook.quantity import parse_quantity, parse_resources, pod_resources
 from webhook.workloads.base import PodGroup, Workload
 from webhook.workloads.podspec import all_containers, containers_copy
@@ -369,3 +371,107 @@ def stage_peak(groups: list[PodGroup], totals: dict[str, dict[str, Decimal]]) ->
                 peak[k] = v
     peak["count/pods"] = summed.get("count/pods", ZERO)
     return {k: v for k, v in peak.items() if k in summed}
+
+
+# --- one quota against the job, and what admission reads besides the quotas ------------------------------
+
+PRIORITY_API = "scheduling.k8s.io"
+#: the cached reads a projection needs (list and watch): the namespace's ResourceQuotas and LimitRanges
+QUOTA_READS = (
+    Permission("list", "resourcequotas"),
+    Permission("watch", "resourcequotas"),
+    Permission("list", "limitranges"),
+    Permission("watch", "limitranges"),
+)
+#: the globalDefault PriorityClass (Priority admission); without it PriorityClass scopes are unknown
+PRIORITY_CLASS_READS = (
+    Permission("list", "priorityclasses", PRIORITY_API),
+    Permission("watch", "priorityclasses", PRIORITY_API),
+)
+
+
+def _parse_list(raw: dict[str, Any] | None, problems: list[str], where: str) -> dict[str, Decimal]:
+    out: dict[str, Decimal] = {}
+    for k, v in (raw or {}).items():
+        try:
+            out[str(k)] = parse_quantity(v)
+        except ValueError as exc:
+            problems.append(f"{where} {k} ignored: {exc}")
+    return out
+
+
+@dataclass
+class Projection:
+    """One quota against the job: what admission would see and charge."""
+
+    name: str
+    hard: dict[str, Decimal]
+    used: dict[str, Decimal]
+    scoped: bool
+    #: the groups whose pods the quota sees, with their admitted pod specs
+    covered: list[tuple[PodGroup, dict[str, Any]]]
+    #: quota resource (cpu/memory) → [(group, containers that do not set it)]
+    lacking: dict[str, list[tuple[PodGroup, list[str]]]]
+    #: what the job adds at its peak (count/pods and objects: the total)
+    job: dict[str, Decimal]
+    #: what the job adds if every group ran at once
+    summed: dict[str, Decimal]
+    problems: list[str]
+
+    def exceeded(self) -> list[str]:
+        """Hard resources the job would push over (only those it adds to: admission checks no others)."""
+        return [
+            r
+            for r in sorted(self.hard)
+            if self.job.get(r, ZERO) > 0 and self.used.get(r, ZERO) + self.job[r] > self.hard[r]
+        ]
+
+
+def project(quota: dict[str, Any], wl: Workload, specs: list[tuple[PodGroup, dict[str, Any]]]) -> Projection:
+    """The numbers behind one quota's verdict; `specs` are the admitted pod specs (admitted_pod)."""
+    name = str((quota.get("metadata") or {}).get("name", "?"))
+    problems: list[str] = []
+    hard = _parse_list(quota_hard(quota), problems, f'ResourceQuota "{name}": hard')
+    used = _parse_list((quota.get("status") or {}).get("used"), problems, f'ResourceQuota "{name}": used')
+    scoped = bool(quota_scopes(quota))
+    covered = [(g, s) for g, s in specs if g.pods > 0 and covers(quota, s)]
+    lacking: dict[str, list[tuple[PodGroup, list[str]]]] = {}
+    for g, s in covered:
+        for res_name, containers in missing_by_resource(quota, s).items():
+            lacking.setdefault(res_name, []).append((g, containers))
+    totals = {g.name: {k: v * g.pods for k, v in pod_usage(s).items()} for g, s in covered}
+    job = stage_peak([g for g, _ in covered], totals)
+    summed: dict[str, Decimal] = {}
+    for t in totals.values():
+        for k, v in t.items():
+            summed[k] = summed.get(k, ZERO) + v
+    if not scoped:  # object-count evaluators match no scope
+        for k, v in job_objects(wl).items():
+            job[k] = job.get(k, ZERO) + v
+            summed[k] = summed.get(k, ZERO) + v
+    return Projection(name, hard, used, scoped, covered, lacking, job, summed, problems)
+
+
+def default_priority_class(priority_classes: list[dict[str, Any]]) -> str:
+    """The globalDefault PriorityClass's name ("" if none); the lowest value wins a tie
+    (plugin/pkg/admission/priority getDefaultPriorityClass)."""
+    best: tuple[int, str] | None = None
+    for pc in priority_classes:
+        if pc.get("globalDefault") is True:
+            value = pc.get("value", 0)
+            key = (value if isinstance(value, int) else 0, str((pc.get("metadata") or {}).get("name", "")))
+            if best is None or key[0] < best[0]:
+                best = key
+    return best[1] if best else ""
+
+
+def admission_inputs(view: Any, namespace: str) -> tuple[list[dict[str, Any]], bool, str]:
+    """What the apiserver's admission chain reads besides the pod, from the watch caches: the
+    namespace's LimitRanges by name (LimitRanger applies them in that order), whether
+    PriorityClasses can be read, and the globalDefault PriorityClass ("" if none or unknown)."""
+    limit_ranges = sorted(
+        view.list_cached("limitranges", namespace), key=lambda lr: (lr.get("metadata") or {}).get("name", "")
+    )
+    pc_known = view.cache_age("priorityclasses") is not None
+    default_pc = default_priority_class(view.list_cached("priorityclasses")) if pc_known else ""
+    return limit_ranges, pc_known, default_pc

@@ -3,7 +3,7 @@
 tests/oracle/quota/main.go (built against k8s.io/kubernetes at the e2e version by
 tests/oracle/quota/build.sh) applies the v1 defaulting, LimitRanger, the globalDefault
 PriorityClass and then `resourcequota.CheckRequest` with the core pod evaluator, one pod
-create after another. Here the same generated cases go through webhook.checks.quotas and
+create after another. Here the same generated cases go through webhook.models.quota and
 every answer is compared: the admitted pod's priority class, the pod's charge (PodUsageFunc),
 which quotas see it (Matches), the must-specify text (Constraints), the verdict of creating
 the whole job pod by pod, and the peak of status.used (with JobSet "Complete" stages).
@@ -22,7 +22,7 @@ from decimal import Decimal
 from typing import Any
 
 from tests.oracle._common import GoOracle
-from webhook.checks import quotas as Q
+from webhook.models import quota as Q
 from webhook.quantity import parse_quantity
 from webhook.workloads.base import PodGroup, Workload
 
