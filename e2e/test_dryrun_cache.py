@@ -1,5 +1,5 @@
 """Dry Run sends its dry runs once for the most common pair: `kubectl apply --dry-run=server`
-followed by the real apply of the same TrainJob (webhook.checks.dryrun_cache), and one Pod per
+followed by the real apply of the same TrainJob (webhook.models.dryrun_cache), and one Pod per
 distinct pod template (pod groups with the same Job template share one).
 
 Counted at the apiserver: its audit log records every create of jobsets and pods, the dry

@@ -25,9 +25,9 @@ import yaml
 from e2e.harness.controlplane import ControlPlane
 from e2e.harness.live import live_evaluate, result_of
 from e2e.harness.vap import deny_policy
-from webhook.checks.dryrun_probe import pod_for
 from webhook.config import Settings
 from webhook.kube import placeholder_uid
+from webhook.models.dryrun_probe import pod_for
 from webhook.results import Status
 from webhook.workloads import build_workload
 

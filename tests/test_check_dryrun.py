@@ -8,9 +8,9 @@ from typing import Any
 
 from tests.fakeview import FakeView, container, pod, run_check, run_check_all, workload
 from webhook.checks.dryrun import DryRun, _same_content, fix_for
-from webhook.checks.dryrun_probe import job_for, jobset_for, pod_for
 from webhook.cluster.view import ApiError
 from webhook.kube import placeholder_uid
+from webhook.models.dryrun_probe import job_for, jobset_for, pod_for
 from webhook.results import Status
 from webhook.workloads.base import PodGroup
 

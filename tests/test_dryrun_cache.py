@@ -14,9 +14,9 @@ import pytest
 
 from tests.fakeview import FakeView, container, meta, pod, run_check, workload
 from webhook.checks.dryrun import DryRun
-from webhook.checks.dryrun_cache import DigestMemo, DryRunCache, body_digest, content_key, keyed
 from webhook.cluster.view import ApiError
 from webhook.config import Settings
+from webhook.models.dryrun_cache import DigestMemo, DryRunCache, body_digest, content_key, keyed
 from webhook.results import Status
 from webhook.workloads.base import PodGroup
 
@@ -288,8 +288,8 @@ async def test_check_with_the_cache_off_dry_runs_every_time() -> None:
 
 
 def test_twin_memo_remembers_a_refusal_for_its_lifetime_only() -> None:
-    from webhook.checks.dryrun_cache import TWIN_MEMO_SECONDS, TwinMemo, twin_key
     from webhook.kube import ApiError
+    from webhook.models.dryrun_cache import TWIN_MEMO_SECONDS, TwinMemo, twin_key
 
     now = [100.0]
     memo = TwinMemo(TWIN_MEMO_SECONDS, clock=lambda: now[0])
@@ -319,8 +319,8 @@ def test_twin_memo_remembers_a_refusal_for_its_lifetime_only() -> None:
 
 
 def test_twin_memo_is_bounded() -> None:
-    from webhook.checks.dryrun_cache import MAX_ENTRIES, TwinMemo
     from webhook.kube import ApiError
+    from webhook.models.dryrun_cache import MAX_ENTRIES, TwinMemo
 
     memo = TwinMemo(60)
     refusal = ApiError(403, "workload owner not found")

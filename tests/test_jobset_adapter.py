@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from webhook.checks.dryrun_probe import jobset_for, pod_for
 from webhook.config import Settings
 from webhook.deadline import Deadline
+from webhook.models.dryrun_probe import jobset_for, pod_for
 from webhook.policy import Outcome
 from webhook.preflight import evaluate
 from webhook.workloads import build_workload, known_kinds

@@ -8,7 +8,7 @@ webhook ever sends. (A dry-run Pod is not one of our kinds: no recursion.)
 
 The representative Pod is the first pod of the group's first Job exactly as the controllers
 will create it, and the JobSet is owned by the job as its controller creates it
-(webhook.checks.dryrun_probe builds both, following the upstream controllers line by line).
+(webhook.models.dryrun_probe builds both, following the upstream controllers line by line).
 A mutating webhook that refuses ends the apiserver's admission chain (k8s.io/apiserver
 pkg/endpoints/handlers/create.go: mutating admission first; pkg/registry/generic/registry/store.go
 Create: validation and validating admission after), so a webhook that looks up the probe's owner
@@ -20,7 +20,7 @@ later layer judged it. A rejection that only concerns the probe object (its owne
 absent owner, its name, or a twin refused in words about owners) is "cannot verify" (warn), never
 a deny. What stays unverified is declared once (`DryRun.unverified`), not warned on each apply.
 That a namespace's webhooks refuse such probes is remembered for TWIN_MEMO_SECONDS (per probe kind
-and owner kind, webhook.checks.dryrun_cache.TwinMemo): the next reviews send the twin at once, one
+and owner kind, webhook.models.dryrun_cache.TwinMemo): the next reviews send the twin at once, one
 dry run per object instead of two.
 
 Pod groups of one JobSet whose Job templates are the same content (e.g. two replicatedJobs of
@@ -31,7 +31,7 @@ and findings name every group of the set ("Pod for a and b (same pod template)")
 
 Each distinct object is dry-run at most once per review, all of them concurrently, and an
 outcome is remembered for `dryRunCacheSeconds` keyed by the object's content and the
-resourceVersions of the cached objects its admission reads (webhook.checks.dryrun_cache):
+resourceVersions of the cached objects its admission reads (webhook.models.dryrun_cache):
 a `kubectl apply --dry-run=server` followed by the real apply sends the dry runs once.
 """
 
@@ -45,11 +45,11 @@ from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
 from webhook.checks.base import Check, CheckContext
-from webhook.checks.dryrun_cache import TWIN_MEMO_SECONDS, DigestMemo, DryRunCache, TwinMemo, keyed, twin_key
-from webhook.checks.dryrun_probe import job_for, jobset_for, pod_for, twin_of
 from webhook.cluster.view import ClusterView
 from webhook.deadline import REPORT_MARGIN, wait_until
 from webhook.kube import JOBSET_API_VERSION, ApiError, Permission
+from webhook.models.dryrun_cache import TWIN_MEMO_SECONDS, DigestMemo, DryRunCache, TwinMemo, keyed, twin_key
+from webhook.models.dryrun_probe import job_for, jobset_for, pod_for, twin_of
 from webhook.results import CheckResult, Status
 from webhook.workloads.admitted import Admission, kept_answer
 from webhook.workloads.base import PodGroup, Workload
@@ -150,7 +150,7 @@ def fix_for(text: str, ns: str) -> str:
 
 #: one cache per cluster view (a view is one cluster; a test's fake view starts empty)
 _CACHES: weakref.WeakKeyDictionary[Any, DryRunCache] = weakref.WeakKeyDictionary()
-#: one twin memo per cluster view (webhook.checks.dryrun_cache.TwinMemo)
+#: one twin memo per cluster view (webhook.models.dryrun_cache.TwinMemo)
 _MEMOS: weakref.WeakKeyDictionary[Any, TwinMemo] = weakref.WeakKeyDictionary()
 
 _Kept = TypeVar("_Kept", DryRunCache, TwinMemo)

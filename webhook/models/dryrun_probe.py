@@ -12,7 +12,7 @@ Job, the job-tracking finalizer, completion index 0, hostname and subdomain, gen
 Owners do not exist yet, so their uids are placeholders; the apiserver accepts an
 ownerReference to an absent owner on create (the garbage collector acts later).
 
-Used by webhook.checks.dryrun.
+Used by the Dry Run check (webhook/checks/dryrun.py).
 """
 
 from __future__ import annotations

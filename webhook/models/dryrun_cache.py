@@ -86,7 +86,7 @@ class DigestMemo:
     Keyed by the render's id (webhook/workloads/render_cache.py: one per cached render, never
     reused: the same id is the same render of the same object content, settings and environment)
     and the probe (kind, name, the pod groups it stands for, twin or not), which the probe builders
-    (webhook.checks.dryrun_probe) make from the render alone. Reviews of one render differ only in
+    (webhook.models.dryrun_probe) make from the render alone. Reviews of one render differ only in
     the job's own uid (an AIPerfJob's AIPERF_JOB_UID; its run epoch is in no probe), which
     :func:`body_digest` reads as "this job" anyway; a uid it would not replace (under 8 characters)
     is never memoized. At most MAX_ENTRIES, the oldest dropped first."""
