@@ -565,6 +565,33 @@ class _Frame:
         self.items = items
 
 
+class _Doc:
+    """One document's state while measuring: bytes so far (merged content not counted), the depth of `<<`
+    values being read (not counted), the current item (`unit_start`: `total` when it began, -1: not in one),
+    the bytes of the items already read, the root (line, a mapping?, its kind; `whole`: one object, not a
+    List), whether an alias counted, each anchor's size and the anchors still open, the open frames."""
+
+    __slots__ = (
+        "total", "hidden", "unit_start", "unit_line", "items_done", "whole", "top_kind",
+        "root_line", "root_map", "aliased", "anchors", "open_anchors", "stack",
+    )  # fmt: skip
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.hidden = 0
+        self.unit_start = -1
+        self.unit_line = 0
+        self.items_done = 0
+        self.whole = False
+        self.top_kind: str | None = None
+        self.root_line = 0
+        self.root_map = False
+        self.aliased = False
+        self.anchors: dict[str, int] = {}
+        self.open_anchors: set[str] = set()
+        self.stack: list[_Frame] = []
+
+
 def _scalar_bytes(ev: Any) -> tuple[int, bool]:
     """(the least the scalar takes as compact JSON, whether it is a merge key `<<`)."""
     value: str = ev.value
@@ -618,75 +645,24 @@ class _Meter:
                     return refusal
 
     def _document(self, parser: Any, doc: int) -> _Refusal | None:
-        limit = self.limit
+        """The refusal of document `doc` (the first unit found over the limit), or None: each event closes a
+        node (`_close`), ends the document, or is a node placed (`_place`), sized (`_size`) and counted (`_count`)."""
+        st = _Doc()
         get = parser.get_event
-        total = 0  # bytes so far (merged content not counted)
-        hidden = 0  # depth of `<<` values being read (not counted)
-        unit_start = -1  # `total` when the current item began (-1: not in an item)
-        unit_line = 0
-        items_done = 0  # bytes of the items already read
-        whole = False  # the document is one object (a mapping whose kind is not List)
-        top_kind: str | None = None
-        root_line = 0
-        root_map = False
-        aliased = False
-        anchors: dict[str, int] = {}
-        open_anchors: set[str] = set()
-        stack: list[_Frame] = []
         while True:
             ev: Any = get()
             cls = ev.__class__
             if cls is _END_MAP or cls is _END_SEQ:
-                frame = stack.pop()
-                if frame.anchor is not None:
-                    anchors[frame.anchor] = total - frame.start
-                    open_anchors.discard(frame.anchor)
-                if frame.hides:
-                    hidden -= 1
-                if unit_start >= 0 and self._is_unit(stack, root_map):
-                    items_done += total - unit_start
-                    unit_start = -1
+                self._close(st)
                 continue
             if cls is _END_DOC:
-                if root_map and top_kind != "List" and total > limit:
-                    return self._refusal(doc, root_line, ev, stack, aliased)
+                if st.root_map and st.top_kind != "List" and st.total > self.limit:
+                    return self._refusal(doc, st.root_line, ev, st.stack, st.aliased)
                 return None
-            # a node: where it sits in its parent
-            sep = 0
-            hide = is_key = False
-            if stack:
-                parent = stack[-1]
-                if parent.is_map:
-                    if parent.want_key:
-                        is_key = True
-                        parent.want_key = False
-                    else:
-                        parent.want_key = True
-                        if parent.merge:
-                            hide = True
-                            parent.merge = False
-                else:
-                    sep = 1 if parent.n else 0
-                    parent.key = parent.n
-                    parent.n += 1
-            else:
-                parent = None
-                root_line = _line_of(ev)
-            anchor = ev.anchor
-            opens = False
-            if cls is _SCALAR:
-                size, merge = _scalar_bytes(ev)
-                if anchor is not None:
-                    anchors[anchor] = size
-            elif cls is _ALIAS:
-                if anchor in open_anchors:
-                    return self._refusal(doc, root_line, ev, stack, aliased, recursive=True)
-                if anchor not in anchors:
-                    raise _Unmeasurable()
-                size, merge = anchors[anchor], False
-                aliased = aliased or size > 0
-            else:  # a mapping or a list opens
-                size, merge, opens = 2, False, True
+            parent, sep, hide, is_key = self._place(st, ev)
+            if cls is _ALIAS and ev.anchor in st.open_anchors:
+                return self._refusal(doc, st.root_line, ev, st.stack, st.aliased, recursive=True)
+            size, merge, opens = self._size(st, ev, cls)
             if is_key:
                 assert parent is not None
                 if merge:
@@ -695,47 +671,119 @@ class _Meter:
                 sep = 2 if parent.n else 1  # `,` and `:`
                 parent.n += 1
                 parent.key = ev.value if cls is _SCALAR else None
-            elif parent is not None and len(stack) == 1 and parent.key == "kind" and cls is _SCALAR:
-                top_kind = ev.value
-                whole = root_map and top_kind != "List"
-            if not opens and not hidden and not hide and self._is_unit(stack, root_map):
-                # an item that is a scalar or an alias (a list of the same anchored object): its own unit
-                total += sep + size
-                items_done += sep + size
-                if size > limit:
-                    return self._refusal(doc, _line_of(ev), ev, stack, aliased)
-                continue
-            if opens:
-                if parent is None:
-                    root_map = cls is _START_MAP
-                if hide:
-                    hidden += 1
-                if not hidden:
-                    total += sep
-                    if self._is_unit(stack, root_map):
-                        unit_start, unit_line = total, _line_of(ev)
-                items = (
-                    parent is not None and len(stack) == 1 and root_map and parent.key == "items"
-                    and cls is _START_SEQ
-                )  # fmt: skip
-                stack.append(_Frame(cls is _START_MAP, total, anchor, hide, items))
-                if anchor is not None:
-                    open_anchors.add(anchor)
-                sep = 0
-            elif hide:
-                continue
-            if hidden:
-                continue
-            total += sep + size
-            # the checks: the current item, the rest of the document, the whole (not a List)
-            if unit_start >= 0:
-                if total - unit_start > limit:
-                    return self._refusal(doc, unit_line, ev, stack, aliased)
-                outside = unit_start - items_done
-            else:
-                outside = total - items_done
-            if outside > limit or (whole and total > limit):
-                return self._refusal(doc, root_line, ev, stack, aliased)
+            elif parent is not None and len(st.stack) == 1 and parent.key == "kind" and cls is _SCALAR:
+                st.top_kind = ev.value
+                st.whole = st.root_map and st.top_kind != "List"
+            refusal = self._count(st, doc, ev, cls, parent, sep, size, hide=hide, opens=opens)
+            if refusal is not None:
+                return refusal
+
+    def _close(self, st: _Doc) -> None:
+        """A mapping or list ends: its anchor's size is known, a `<<` value ends, an item ends."""
+        frame = st.stack.pop()
+        if frame.anchor is not None:
+            st.anchors[frame.anchor] = st.total - frame.start
+            st.open_anchors.discard(frame.anchor)
+        if frame.hides:
+            st.hidden -= 1
+        if st.unit_start >= 0 and self._is_unit(st.stack, st.root_map):
+            st.items_done += st.total - st.unit_start
+            st.unit_start = -1
+
+    @staticmethod
+    def _place(st: _Doc, ev: Any) -> tuple[_Frame | None, int, bool, bool]:
+        """Where a node sits in its parent: (the parent, its separator's bytes, whether it is a `<<` value (not
+        counted), whether it is a key); the root's line is kept."""
+        if not st.stack:
+            st.root_line = _line_of(ev)
+            return None, 0, False, False
+        parent = st.stack[-1]
+        if not parent.is_map:
+            sep = 1 if parent.n else 0
+            parent.key = parent.n
+            parent.n += 1
+            return parent, sep, False, False
+        if parent.want_key:
+            parent.want_key = False
+            return parent, 0, False, True
+        parent.want_key = True
+        if parent.merge:
+            parent.merge = False
+            return parent, 0, True, False
+        return parent, 0, False, False
+
+    @staticmethod
+    def _size(st: _Doc, ev: Any, cls: Any) -> tuple[int, bool, bool]:
+        """(the node's bytes, whether it is a merge key `<<`, whether it opens a mapping or a list); an alias
+        counts as what its anchor expands to (_Unmeasurable: an anchor not seen)."""
+        if cls is _SCALAR:
+            size, merge = _scalar_bytes(ev)
+            if ev.anchor is not None:
+                st.anchors[ev.anchor] = size
+            return size, merge, False
+        if cls is _ALIAS:
+            if ev.anchor not in st.anchors:
+                raise _Unmeasurable()
+            size = st.anchors[ev.anchor]
+            st.aliased = st.aliased or size > 0
+            return size, False, False
+        return 2, False, True  # a mapping or a list opens
+
+    def _count(
+        self,
+        st: _Doc,
+        doc: int,
+        ev: Any,
+        cls: Any,
+        parent: _Frame | None,
+        sep: int,
+        size: int,
+        *,
+        hide: bool,
+        opens: bool,
+    ) -> _Refusal | None:
+        """Count a placed node's bytes (a scalar item is its own unit; a mapping or list opens its frame), then
+        the checks: the current item, the rest of the document, the whole (not a List)."""
+        limit = self.limit
+        if not opens and not st.hidden and not hide and self._is_unit(st.stack, st.root_map):
+            # an item that is a scalar or an alias (a list of the same anchored object): its own unit
+            st.total += sep + size
+            st.items_done += sep + size
+            return self._refusal(doc, _line_of(ev), ev, st.stack, st.aliased) if size > limit else None
+        if opens:
+            self._open(st, ev, cls, parent, sep, hide)
+            sep = 0
+        elif hide:
+            return None
+        if st.hidden:
+            return None
+        st.total += sep + size
+        if st.unit_start >= 0:
+            if st.total - st.unit_start > limit:
+                return self._refusal(doc, st.unit_line, ev, st.stack, st.aliased)
+            outside = st.unit_start - st.items_done
+        else:
+            outside = st.total - st.items_done
+        if outside > limit or (st.whole and st.total > limit):
+            return self._refusal(doc, st.root_line, ev, st.stack, st.aliased)
+        return None
+
+    def _open(self, st: _Doc, ev: Any, cls: Any, parent: _Frame | None, sep: int, hide: bool) -> None:
+        """A mapping or list opens: the root's type, a `<<` value begins, an item begins, its frame."""
+        if parent is None:
+            st.root_map = cls is _START_MAP
+        if hide:
+            st.hidden += 1
+        if not st.hidden:
+            st.total += sep
+            if self._is_unit(st.stack, st.root_map):
+                st.unit_start, st.unit_line = st.total, _line_of(ev)
+        items = (
+            parent is not None and len(st.stack) == 1 and st.root_map and parent.key == "items" and cls is _START_SEQ
+        )
+        st.stack.append(_Frame(cls is _START_MAP, st.total, ev.anchor, hide, items))
+        if ev.anchor is not None:
+            st.open_anchors.add(ev.anchor)
 
     @staticmethod
     def _is_unit(stack: list[_Frame], root_map: bool) -> bool:
