@@ -22,8 +22,8 @@ from tests.test_cmd_check_ci import junit_schema, sarif_validator
 from tests.test_cmd_check_pipeline import REPORT_SCHEMA
 from webhook.cli.schema_check import NOTHING_CHECKED
 from webhook.schema import validate
+from webhook.schema.errors import SchemaVerdict
 from webhook.schema.rules import run_rules
-from webhook.schema.validate import SchemaVerdict
 
 __all__ = ["junit_schema", "sarif_validator"]
 

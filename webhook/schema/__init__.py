@@ -23,6 +23,7 @@ named, never reported as failures; transition rules (`oldSelf`) do not apply to 
 
 from __future__ import annotations
 
-from webhook.schema.validate import FieldError, SchemaVerdict, known, validate
+from webhook.schema.errors import FieldError, SchemaVerdict
+from webhook.schema.validate import known, validate
 
 __all__ = ["FieldError", "SchemaVerdict", "known", "validate"]

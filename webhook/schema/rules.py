@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 import cel
 
-from webhook.schema.validate import INVALID, OMIT, FieldError
+from webhook.schema.errors import INVALID, OMIT, FieldError
 
 if TYPE_CHECKING:
-    from webhook.schema.validate import SchemaVerdict
+    from webhook.schema.errors import SchemaVerdict
 
 #: the functions (as the `cel` package names them) whose meaning is the same as in the apiserver's CEL
 EVALUATED_FUNCTIONS = frozenset(
