@@ -82,9 +82,7 @@ def build(
         r = Renderer(spec, template, name, ns, uid, env)
         worker_containers = r.worker_containers(per_pod, rp_per_pod)
     except RenderError as exc:
-        wl.render_errors.append(f"The AIPerf operator would refuse to render this job: {exc}")
-        wl.incomplete_reason = "the AIPerf operator cannot render this AIPerfJob"
-        return wl
+        return _refused(wl, exc)
     jobset = _jobset(spec, r, env, ns, name, pods, worker_containers, queue, prio)
     try:
         # the text when it fits the 1 MiB ConfigMap, else its document and size (ConfigMap Size reports it)
@@ -92,23 +90,39 @@ def build(
             spec, obj, name, ns, pods, per_pod, rp_per_pod, key=CONFIGMAP_KEY, limit=CONFIGMAP_MAX_BYTES, epoch=epoch
         )
     except RenderError as exc:
-        wl.render_errors.append(f"The AIPerf operator would refuse to render this job: {exc}")
-        wl.incomplete_reason = "the AIPerf operator cannot render this AIPerfJob"
-        return wl
-    configmap = {
+        return _refused(wl, exc)
+    wl.derived = {"jobSet": jobset, "configMap": _configmap(r.name, ns, name, run_config)}
+    wl.pod_groups.extend(_pod_groups(jobset))
+    return wl
+
+
+def _refused(wl: Workload, exc: RenderError) -> Workload:
+    """`wl` with the render error the operator would refuse the job with: incomplete, no pod groups."""
+    wl.render_errors.append(f"The AIPerf operator would refuse to render this job: {exc}")
+    wl.incomplete_reason = "the AIPerf operator cannot render this AIPerfJob"
+    return wl
+
+
+def _configmap(rendered_name: str, ns: str, name: str, run_config: Any) -> dict[str, Any]:
+    """The ConfigMap the operator creates beside the JobSet: the run configuration under CONFIGMAP_KEY."""
+    return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {
-            "name": f"{r.name}-config",
+            "name": f"{rendered_name}-config",
             "namespace": ns,
             "labels": {"app": "aiperf", "aiperf.nvidia.com/job-id": name},
         },
         "data": {CONFIGMAP_KEY: run_config},
     }
-    wl.derived = {"jobSet": jobset, "configMap": configmap}
+
+
+def _pod_groups(jobset: dict[str, Any]) -> list[PodGroup]:
+    """One pod group per replicated job of the rendered JobSet."""
+    groups: list[PodGroup] = []
     for rj in jobset["spec"]["replicatedJobs"]:
         tmpl = rj["template"]["spec"]["template"]
-        wl.pod_groups.append(
+        groups.append(
             PodGroup(
                 name=rj["name"],
                 pods=rj["replicas"],
@@ -117,7 +131,7 @@ def build(
                 role=rj["name"],
             )
         )
-    return wl
+    return groups
 
 
 def read_metadata(obj: dict[str, Any], namespace: str | None) -> tuple[str, str, dict[str, str], str | None]:
