@@ -296,51 +296,54 @@ class Renderer:
         if server_metrics:
             out.append(self.service("server-metrics-manager", "server_metrics_manager", _PORTS["SERVER_METRICS_MANAGER_HEALTH"],
                                     self.res("SERVER_METRICS_MANAGER"), service_id="server_metrics_manager", **ctl))  # fmt: skip
+        out.append(self._results_sidecar())
+        if sidecar_enabled:
+            out.insert(0, self._event_bus_proxy())
+        return out
+
+    def _results_sidecar(self) -> dict[str, Any]:
+        """The controller pod's results sidecar container (results_sidecar), probed on RESULTS_SIDECAR_PORT."""
         port = RESULTS_SIDECAR_PORT
         sidecar = results_sidecar(self.image, self.env)
-        out.append(
-            self._container(
-                sidecar["name"],
-                sidecar["command"],
-                None,
-                sidecar["env"],
-                self.res("RESULTS_SIDECAR"),
-                sidecar["ports"],
-                self._startup(port),
-                self._probe(port),
-                self._probe(port),
-                volume_mounts=sidecar["volumeMounts"],
-            )
+        return self._container(
+            sidecar["name"],
+            sidecar["command"],
+            None,
+            sidecar["env"],
+            self.res("RESULTS_SIDECAR"),
+            sidecar["ports"],
+            self._startup(port),
+            self._probe(port),
+            self._probe(port),
+            volume_mounts=sidecar["volumeMounts"],
         )
-        if sidecar_enabled:
-            hp = _PORTS["EVENT_BUS_PROXY_HEALTH"]
-            out.insert(
-                0,
-                self._container(
-                    "event-bus-proxy",
-                    ["aiperf"],
-                    [
-                        "proxy",
-                        "--kind",
-                        "event_bus",
-                        "--benchmark-run",
-                        f"{self.config_path}/run_config.json",
-                        "--health-port",
-                        str(hp),
-                    ],  # fmt: skip
-                    self.env_vars(pod_index=False, controller_pod=True),
-                    self.res("EVENT_BUS_PROXY"),
-                    [
-                        {"containerPort": hp, "name": "health"},
-                        {"containerPort": _PORTS["EVENT_BUS_PROXY_PUB_FRONTEND"], "name": "pub-frontend"},
-                        {"containerPort": _PORTS["EVENT_BUS_PROXY_SUB_BACKEND"], "name": "sub-backend"},
-                    ],
-                    self._startup(hp),
-                    self._probe(hp),
-                    self._probe(hp, "/readyz"),
-                ),
-            )
-        return out
+
+    def _event_bus_proxy(self) -> dict[str, Any]:
+        """The event-bus proxy container, first in the controller pod when the event-bus sidecar is enabled."""
+        hp = _PORTS["EVENT_BUS_PROXY_HEALTH"]
+        return self._container(
+            "event-bus-proxy",
+            ["aiperf"],
+            [
+                "proxy",
+                "--kind",
+                "event_bus",
+                "--benchmark-run",
+                f"{self.config_path}/run_config.json",
+                "--health-port",
+                str(hp),
+            ],  # fmt: skip
+            self.env_vars(pod_index=False, controller_pod=True),
+            self.res("EVENT_BUS_PROXY"),
+            [
+                {"containerPort": hp, "name": "health"},
+                {"containerPort": _PORTS["EVENT_BUS_PROXY_PUB_FRONTEND"], "name": "pub-frontend"},
+                {"containerPort": _PORTS["EVENT_BUS_PROXY_SUB_BACKEND"], "name": "sub-backend"},
+            ],
+            self._startup(hp),
+            self._probe(hp),
+            self._probe(hp, "/readyz"),
+        )
 
     def worker_containers(self, workers: int, rps: int) -> list[dict[str, Any]]:
         dns = f"{self.name}-controller-0-0.{self.name}.{self.ns}.svc.cluster.local"
