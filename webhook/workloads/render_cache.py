@@ -255,6 +255,22 @@ def _environ() -> Hashable:
 _RENDER_IDS = itertools.count(1)
 
 
+def _cache_text(
+    obj: dict[str, Any], group_kind: tuple[str, str], namespace: str | None
+) -> tuple[bytes, _Create | None]:
+    """(the text the cache key is the digest of, the per-create values when the render is made with
+    placeholders for them; None: with the object's own values)."""
+    create = _per_create(obj, group_kind)
+    if create is not None:
+        # the epoch's length and whether there is a uid: what the render reads of the two
+        text = b"p%d:%d:" % (len(create.epoch), create.uid is not None) + canonical(obj, create.unread, namespace)
+        if UID_MARK.encode() in text or create.epoch_mark.encode() in text:
+            create = None  # the object holds a placeholder: rendered with its own values
+    if create is None:
+        text = canonical(obj, _unread_metadata(group_kind), namespace)
+    return text, create
+
+
 class RenderCache:
     """A bounded LRU of renders by content (see the module docstring). Thread-safe: the server renders
     a large object in a worker thread."""
@@ -288,14 +304,7 @@ class RenderCache:
         limit = settings.render_cache_entries
         if limit <= 0 or not is_plain(obj):
             return build(runtime_lookup)
-        create = _per_create(obj, group_kind)
-        if create is not None:
-            # the epoch's length and whether there is a uid: what the render reads of the two
-            text = b"p%d:%d:" % (len(create.epoch), create.uid is not None) + canonical(obj, create.unread, namespace)
-            if UID_MARK.encode() in text or create.epoch_mark.encode() in text:
-                create = None  # the object holds a placeholder: rendered with its own values
-        if create is None:
-            text = canonical(obj, _unread_metadata(group_kind), namespace)
+        text, create = _cache_text(obj, group_kind, namespace)
         key = hashlib.sha256(text).digest()
         environ = _environ()
         with self._lock:
@@ -329,16 +338,21 @@ class RenderCache:
             if wl.cut_short:  # a render cut short by one review's deadline is not the object's render
                 return _fresh(wl, obj, fill, create)
             wl.render_id = next(_RENDER_IDS)
-            old = self._entries.pop(key, None)
-            if old is not None:
-                self._bytes -= old.nbytes
-            if len(text) <= MAX_BYTES:
-                self._entries[key] = _Entry(settings, environ, recorded, wl, len(text), fill)
-                self._bytes += len(text)
-            while self._entries and (len(self._entries) > limit or self._bytes > MAX_BYTES):
-                _, dropped = self._entries.popitem(last=False)
-                self._bytes -= dropped.nbytes
+            self._keep(key, _Entry(settings, environ, recorded, wl, len(text), fill), limit)
         return _fresh(wl, obj, fill, create)
+
+    def _keep(self, key: bytes, entry: _Entry, limit: int) -> None:
+        """Store `entry` under `key` when its text is within MAX_BYTES, then drop the least recently used
+        entries over `limit` or MAX_BYTES (the lock held)."""
+        old = self._entries.pop(key, None)
+        if old is not None:
+            self._bytes -= old.nbytes
+        if entry.nbytes <= MAX_BYTES:
+            self._entries[key] = entry
+            self._bytes += entry.nbytes
+        while self._entries and (len(self._entries) > limit or self._bytes > MAX_BYTES):
+            _, dropped = self._entries.popitem(last=False)
+            self._bytes -= dropped.nbytes
 
     @staticmethod
     def _valid(entry: _Entry, settings: Settings, environ: Hashable, runtime_lookup: RuntimeLookup | None) -> bool:
