@@ -90,24 +90,7 @@ def build(
     )
     # a TrainJob MultiKueue dispatches runs in another cluster: here only Kueue acts on it
     wl.facts = FACTS if wl.managed_by != MULTIKUEUE else replace(FACTS, controllers=())
-    ref = spec.get("runtimeRef") or {}
-    rt_name = ref.get("name")
-    rt_kind = ref.get("kind") or "ClusterTrainingRuntime"
-    rt_group = ref.get("apiGroup") or API_GROUP
-    runtime = None
-    if not rt_name:
-        wl.incomplete_reason = "spec.runtimeRef.name is not set"
-    elif rt_group != API_GROUP or rt_kind not in RUNTIME_KINDS:
-        wl.incomplete_reason = f"unsupported runtime: {rt_kind}.{rt_group}"
-    elif runtime_lookup is None:
-        wl.incomplete_reason = f'{rt_kind} "{rt_name}" was not available (offline: put it in the same input file)'
-    else:
-        runtime = runtime_lookup(rt_kind, ns if rt_kind == "TrainingRuntime" else "", rt_name)
-        if runtime is None:
-            where = f' in namespace "{ns}"' if rt_kind == "TrainingRuntime" else ""
-            wl.incomplete_reason = (
-                f'{rt_kind} "{rt_name}"{where} was not found (offline: put it in the same input file)'
-            )
+    rt_kind, rt_name, runtime = _runtime(wl, spec, runtime_lookup)
     if runtime is None:
         wl.extra_secret_refs = _own_secret_refs(spec)
         return wl
@@ -129,3 +112,30 @@ def build(
     # content is the runtime itself; only its identity matters to the checks (count/configmaps).
     wl.derived["runtimeSnapshot"] = config_map(wl, RUNTIME_SNAPSHOT_SUFFIX)
     return wl
+
+
+def _runtime(
+    wl: Workload, spec: dict[str, Any], runtime_lookup: RuntimeLookup | None
+) -> tuple[str, Any, dict[str, Any] | None]:
+    """(the runtime's kind, its name, the runtime spec.runtimeRef names, or None: then why is `wl`'s
+    incomplete_reason: no name, an unsupported kind, offline, or not found)."""
+    ref = spec.get("runtimeRef") or {}
+    rt_name = ref.get("name")
+    rt_kind = ref.get("kind") or "ClusterTrainingRuntime"
+    rt_group = ref.get("apiGroup") or API_GROUP
+    runtime = None
+    ns = wl.namespace
+    if not rt_name:
+        wl.incomplete_reason = "spec.runtimeRef.name is not set"
+    elif rt_group != API_GROUP or rt_kind not in RUNTIME_KINDS:
+        wl.incomplete_reason = f"unsupported runtime: {rt_kind}.{rt_group}"
+    elif runtime_lookup is None:
+        wl.incomplete_reason = f'{rt_kind} "{rt_name}" was not available (offline: put it in the same input file)'
+    else:
+        runtime = runtime_lookup(rt_kind, ns if rt_kind == "TrainingRuntime" else "", rt_name)
+        if runtime is None:
+            where = f' in namespace "{ns}"' if rt_kind == "TrainingRuntime" else ""
+            wl.incomplete_reason = (
+                f'{rt_kind} "{rt_name}"{where} was not found (offline: put it in the same input file)'
+            )
+    return rt_kind, rt_name, runtime
