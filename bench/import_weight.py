@@ -1,4 +1,6 @@
-"""What does the webhook hold before it has cached anything, and which imports make it up? (issue 38, item 3)
+"""What does the webhook hold before it has cached anything, and which imports make it up?
+
+Issue 38, item 3 ("Do not import what is never used").
 
     .venv/bin/python bench/import_weight.py [--runs 5] [--cluster] [--write | --quick]
 
@@ -82,8 +84,7 @@ STEPS: list[tuple[str, str]] = [
     ("prometheus_client (webhook.metrics)", "import webhook.metrics"),
     ("webhook.server, webhook.listener", "import webhook.server, webhook.listener"),
     ("the workload adapters", "from webhook.workloads import import_adapters; import_adapters()"),
-    ("kubernetes_asyncio", "import kubernetes_asyncio"),
-    ("webhook.cluster.live (the view, caches, client)", "import webhook.cluster.live"),
+    ("webhook.cluster.live (the view, caches, client, kubeconfig loader)", "import webhook.cluster.live"),
 ]
 
 RSS_FN = (
@@ -244,15 +245,19 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=5, help="fresh processes per figure (default 5)")
     ap.add_argument("--cluster", action="store_true", help="also measure serve against a local control plane")
+    ap.add_argument("--commit", help="the code's commit to record, when this checkout has no .git (an export)")
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--write", action="store_true", help="write docs/benchmarks/import-weight.md's section")
     g.add_argument("--quick", action="store_true", help="one run each, write nothing")
     args = ap.parse_args()
     runs = 1 if args.quick else args.runs
     load = os.getloadavg()[0]
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
-    ).stdout.strip()
+    commit = (
+        args.commit
+        or subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
+        ).stdout.strip()
+    )
 
     rows: list[tuple[str, list[float]]] = []
     for label, code in IMPORT_SETS:
@@ -281,7 +286,7 @@ def main() -> int:
         "## Resident memory of imports and of the idle webhook (`bench/import_weight.py`)",
         "",
         f"`python bench/import_weight.py --runs {runs}{' --cluster' if args.cluster else ''}"
-        f"{' --write' if args.write else ''}` ({date.today().isoformat()}, Python {platform.python_version()}, "
+        f"{' --write' if args.write else ''}{f' --commit {args.commit}' if args.commit else ''}` ({date.today().isoformat()}, Python {platform.python_version()}, "
         f"{os.cpu_count()} cores, load average {load:.1f}; code: {commit}). VmRSS in MiB, the median of {runs} "
         "fresh processes (min–max in parentheses).",
         "",

@@ -4,8 +4,9 @@
 model module (kubernetes_asyncio/__init__.py imports `client`, whose `__init__` imports all of
 them, and client/api_client.py imports `kubernetes_asyncio.client.models` itself): 61 MiB of RSS
 over a bare interpreter, 34 MiB over what `serve` loads anyway (docs/benchmarks/import-weight.md).
-Only the code that talks to a cluster needs it, so only that code imports it: a webhook or a
-`check` run `--offline` never loads it. Each check here runs in a fresh interpreter, since this
+The webhook uses it for its configuration and transport only, which webhook/cluster/kubeconfig.py
+and KubeClient now do themselves: neither a webhook (offline or not) nor the audit controller loads
+it; only `certs manage` and a kubeconfig user with an auth-provider (gcp, oidc) still do. Each check here runs in a fresh interpreter, since this
 test process may have imported anything.
 """
 
@@ -51,8 +52,13 @@ def heavy_modules(code: str, *argv: str) -> list[str]:
 
 
 def test_the_probe_sees_kubernetes_asyncio_where_it_is_imported():
-    """The cluster view needs it: the detector below is not blind."""
-    assert "kubernetes_asyncio.client.models" in heavy_modules("import webhook.cluster.live")
+    """`certs manage` still uses the library (webhook/cli/certs_manage.py): the detector is not blind."""
+    assert "kubernetes_asyncio.client.models" in heavy_modules("import kubernetes_asyncio.config")
+
+
+def test_the_cluster_view_and_the_audit_controller_leave_kubernetes_asyncio_out():
+    """webhook/cluster/kubeconfig.py loads the configuration and KubeClient sends the requests itself."""
+    assert heavy_modules("import webhook.cluster.live, webhook.cluster.client, webhook.audit.runner") == []
 
 
 def test_serve_offline_import_set_leaves_kubernetes_asyncio_out():

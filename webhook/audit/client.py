@@ -34,8 +34,6 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextvars import ContextVar
 from typing import Any
 
-from kubernetes_asyncio import client as k8s_client
-
 from webhook.cluster.client import WATCH_CONNECTIONS, KubeClient, assert_no_write
 
 #: the paths the audit controller may write (POST, PUT, PATCH, DELETE): its Events, its Lease, its reports
@@ -155,7 +153,7 @@ class AuditClient(KubeClient):
 
     def __init__(
         self,
-        configuration: k8s_client.Configuration,
+        configuration: Any,  # a ClusterConfig, or kubernetes_asyncio's Configuration (KubeClient)
         concurrency: int = 16,
         *,
         qps: float = 20.0,

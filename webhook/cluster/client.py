@@ -1,14 +1,16 @@
 """One shared connection to the apiserver, bounded and coalesced.
 
-Everything the webhook sends goes through `KubeClient`: one kubernetes_asyncio ApiClient
-(one aiohttp session, one TLS setup, token refresh handled by the library), a semaphore
+Everything the webhook sends goes through `KubeClient`: one aiohttp session (one TLS setup, the
+credentials of webhook/cluster/kubeconfig.py, refreshed as they expire), a semaphore
 that caps how many request/response calls are in flight (Settings.api_concurrency), a
 per-call timeout taken from the request's deadline, and `Coalescer` so identical reads
 issued during a burst share one request. Long-lived watch streams do not take a
 semaphore slot (they would starve it); they have their own connections.
 
-Objects stay plain JSON dicts: we use the ApiClient only for transport and auth, never
-its generated models.
+Objects stay plain JSON dicts. The requests are the ones kubernetes_asyncio's
+`ApiClient.call_api` sent for us before (client/api_client.py, client/rest.py: the host plus the
+path, the query urlencoded, a JSON body, the Authorization header), without importing the library,
+whose package imports every generated model (docs/benchmarks/import-weight.md).
 """
 
 from __future__ import annotations
@@ -22,11 +24,19 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from pathlib import Path
 from typing import Any, Generic, TypeVar
+from urllib.parse import urlencode
 
 import aiohttp
-from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
 
+from webhook import __version__
+from webhook.cluster.kubeconfig import (
+    ClusterConfig,
+    KubeconfigError,
+    from_kubeconfig,
+    from_library,
+    in_cluster,
+    uses_auth_provider,
+)
 from webhook.kube import ApiError
 
 log = logging.getLogger(__name__)
@@ -35,6 +45,9 @@ T = TypeVar("T")
 
 #: extra connections kept for watch streams on top of api_concurrency
 WATCH_CONNECTIONS = 24
+USER_AGENT = f"preflight-webhook/{__version__}"
+#: aiohttp's read buffer: a watch event of a large object exceeds its default (kubernetes_asyncio client/rest.py)
+READ_BUFSIZE = 2**21
 
 
 def default_kubeconfig() -> str:
@@ -42,17 +55,21 @@ def default_kubeconfig() -> str:
     return os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
 
 
-async def load_configuration(kubeconfig: str | None = None, context: str | None = None) -> k8s_client.Configuration:
+async def load_configuration(kubeconfig: str | None = None, context: str | None = None) -> ClusterConfig:
     """In-cluster config when no kubeconfig (nor context) is given and we run in a pod; else the kubeconfig,
-    at `context` or its current-context."""
-    cfg = k8s_client.Configuration()
+    at `context` or its current-context (webhook/cluster/kubeconfig.py). A user with an `auth-provider`
+    (gcp, oidc) is left to kubernetes_asyncio, imported for that process only."""
     if kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-    else:
-        await k8s_config.load_kube_config(
-            config_file=kubeconfig or default_kubeconfig(), context=context, client_configuration=cfg
-        )
-    return cfg
+        return in_cluster()
+    paths = kubeconfig or default_kubeconfig()
+    if uses_auth_provider(paths, context):
+        from kubernetes_asyncio import client as k8s_client
+        from kubernetes_asyncio import config as k8s_config
+
+        cfg = k8s_client.Configuration()
+        await k8s_config.load_kube_config(config_file=paths, context=context, client_configuration=cfg)
+        return from_library(cfg)
+    return await from_kubeconfig(paths, context)
 
 
 def status_message(status: int, body: bytes | str) -> tuple[str, str]:
@@ -147,13 +164,16 @@ def assert_no_write(method: str, path: str, query: dict[str, Any] | None) -> Non
 class KubeClient:
     """Transport: JSON in, JSON out, ApiError for everything that is not a 2xx."""
 
-    def __init__(
-        self, configuration: k8s_client.Configuration, concurrency: int = 16, *, watches: int = WATCH_CONNECTIONS
-    ) -> None:
+    def __init__(self, configuration: Any, concurrency: int = 16, *, watches: int = WATCH_CONNECTIONS) -> None:
+        """`configuration`: a ClusterConfig (load_configuration), or a kubernetes_asyncio client.Configuration,
+        read through its public attributes (kubeconfig.from_library)."""
         # each open watch holds a connection of the pool: `watches` of them on top of the requests' `concurrency`
         configuration.connection_pool_maxsize = concurrency + max(watches, WATCH_CONNECTIONS)
         self.configuration = configuration
-        self.api = k8s_client.ApiClient(configuration)
+        self.cluster = configuration if isinstance(configuration, ClusterConfig) else from_library(configuration)
+        self._ssl = self.cluster.ssl_context()  # a bad certificate or key fails here, at start-up
+        self._pool = configuration.connection_pool_maxsize  # read now: two clients may share one configuration
+        self._session: aiohttp.ClientSession | None = None
         self.semaphore = asyncio.BoundedSemaphore(concurrency)
         self.requests: Counter[str] = Counter()  # "GET /api/v1/secrets" style keys, no names
         self._closed = False
@@ -168,7 +188,16 @@ class KubeClient:
     async def close(self) -> None:
         if not self._closed:
             self._closed = True
-            await self.api.close()
+            if self._session is not None:
+                await self._session.close()
+
+    def session(self) -> aiohttp.ClientSession:
+        """The one session, made inside the loop on first use (kubernetes_asyncio client/rest.py's settings:
+        the pool's limit, trust_env for HTTP(S)_PROXY, a 2 MiB read buffer)."""
+        if self._session is None:
+            connector = aiohttp.TCPConnector(limit=self._pool, ssl=self._ssl)
+            self._session = aiohttp.ClientSession(connector=connector, trust_env=True, read_bufsize=READ_BUFSIZE)
+        return self._session
 
     async def _send(
         self,
@@ -181,16 +210,20 @@ class KubeClient:
         timeout: aiohttp.ClientTimeout | float | None = None,
     ) -> aiohttp.ClientResponse:
         params = [(k, v) for k, v in (query or {}).items() if v is not None]
-        return await self.api.call_api(
-            path,
-            method,
-            query_params=params,
-            header_params={"Accept": accept, "Content-Type": "application/json"},
-            body=body,
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=timeout,
-        )
+        url = self.cluster.host + path + (f"?{urlencode(params)}" if params else "")
+        headers = {"Accept": accept, "Content-Type": "application/json", "User-Agent": USER_AGENT}
+        authorization = await self.cluster.authorization()
+        if authorization:
+            headers["Authorization"] = authorization
+        data = body if body is None or isinstance(body, bytes | str) else json.dumps(body)
+        if isinstance(timeout, int | float):
+            timeout = aiohttp.ClientTimeout(total=timeout)
+        kw: dict[str, Any] = {"timeout": timeout or aiohttp.ClientTimeout(), "headers": headers, "data": data}
+        if self.cluster.proxy:
+            kw["proxy"] = self.cluster.proxy
+        if self.cluster.tls_server_name:
+            kw["server_hostname"] = self.cluster.tls_server_name
+        return await self.session().request(method, url, **kw)
 
     async def request(
         self,
@@ -223,8 +256,8 @@ class KubeClient:
             raise ApiError(0, f"timed out after {timeout:.1f}s waiting for the apiserver") from None
         except (aiohttp.ClientError, OSError) as exc:
             raise ApiError(0, f"cannot reach the apiserver: {type(exc).__name__}: {exc}") from None
-        except k8s_client.ApiException as exc:  # raised by auth hooks, not for HTTP errors here
-            raise ApiError(exc.status or 0, str(exc.reason)) from None
+        except KubeconfigError as exc:  # the credentials could not be had (an exec plugin failed)
+            raise ApiError(0, f"no credentials for the apiserver: {exc}") from None
         if not 200 <= resp.status < 300:
             message, reason = status_message(resp.status, raw)
             raise ApiError(resp.status, message, reason)
@@ -257,6 +290,8 @@ class KubeClient:
             raise ApiError(0, "timed out opening a watch") from None
         except (aiohttp.ClientError, OSError) as exc:
             raise ApiError(0, f"cannot reach the apiserver: {type(exc).__name__}: {exc}") from None
+        except KubeconfigError as exc:
+            raise ApiError(0, f"no credentials for the apiserver: {exc}") from None
         try:
             if not 200 <= resp.status < 300:
                 message, reason = status_message(resp.status, await resp.read())
