@@ -99,6 +99,16 @@ class Metrics:
     ) -> None:
         self.registry = registry or CollectorRegistry(auto_describe=True)
         self.known_kinds = frozenset(known_kinds)
+        # registered in this order, the order /metrics shows them in
+        self._add_review_metrics()
+        self._add_certificate_metrics()
+        self._add_unverified(unverified)
+        self.registry.register(_RenderCacheCollector())
+        # labelled children, looked up once: prometheus-client's labels() costs more than the increment
+        self._request_children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+
+    def _add_review_metrics(self) -> None:
+        """The admission requests: answered, their latency, each check's, the budget, those in flight."""
         self.requests = Counter(
             "preflight_webhook_requests",
             "Admission requests answered, by kind, operation and decision.",
@@ -130,6 +140,9 @@ class Metrics:
             "Admission requests being worked on now.",
             registry=self.registry,
         )
+
+    def _add_certificate_metrics(self) -> None:
+        """The serving certificate: its expiry, its reloads by result (both at 0 from the start)."""
         self.cert_expiry = Gauge(
             "preflight_webhook_certificate_expiry_timestamp_seconds",
             "Unix time at which the serving certificate expires.",
@@ -146,6 +159,8 @@ class Metrics:
         for result in ("ok", "error"):
             self.cert_reloads.labels(result)
 
+    def _add_unverified(self, unverified: Iterable[tuple[str, str]]) -> None:
+        """What a check cannot verify on any cluster, by design: one series at 1 each."""
         self.unverified = Gauge(
             "preflight_webhook_check_unverified",
             "1 for each thing a check cannot verify on any cluster, by design (check, what: ids of ours; "
@@ -155,11 +170,6 @@ class Metrics:
         )
         for check, what in unverified:
             self.unverified.labels(check, what).set(1)
-
-        self.registry.register(_RenderCacheCollector())
-
-        # labelled children, looked up once: prometheus-client's labels() costs more than the increment
-        self._request_children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
 
     def kind_label(self, kind: str) -> str:
         """A handled kind keeps its name; anything else is "other" (bounded cardinality)."""
