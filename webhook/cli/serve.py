@@ -10,10 +10,14 @@ import signal
 import ssl
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from webhook.checks import all_checks, check_names
 from webhook.config import ConfigError, Settings, load_settings
+
+if TYPE_CHECKING:
+    from webhook.cluster.live import LiveClusterView
+    from webhook.metrics import Metrics
 
 log = logging.getLogger("webhook.serve")
 
@@ -160,42 +164,17 @@ def _freeze_startup_objects() -> None:
 
 
 async def _serve(args: argparse.Namespace, settings: Settings, ctx: ssl.SSLContext, reloader: Any) -> int:
+    """Serve until SIGTERM or SIGINT: the cluster view, the metrics, the TLS listener and the /metrics one;
+    1 when one of them cannot start."""
     from webhook.listener import WebhookServer
-    from webhook.metrics import Metrics
     from webhook.server import WebhookApp
-    from webhook.workloads import known_kinds
 
     view = None
     if not args.offline:
-        from webhook.cluster.live import open_cluster_view
-
-        try:
-            view = await open_cluster_view(
-                settings, kubeconfig=args.kubeconfig, checks=all_checks(), freeze_after_lists=True
-            )
-        except Exception as exc:
-            log.error("cannot connect to the cluster: %s: %s", type(exc).__name__, exc)
-            print("error: cannot connect to the cluster; check --kubeconfig, or pass --offline", file=sys.stderr)
+        view = await _open_view(args, settings)
+        if view is None:
             return 1
-
-    metrics = Metrics(
-        known_kinds=known_kinds(), unverified=[(c.name, what) for c in all_checks() for what, _ in c.unverified]
-    )
-
-    if view is not None:
-        live_view = view
-        resources = sorted(getattr(view, "reflectors", {}))
-        metrics.track_caches(lambda: [(r, live_view.cache_age(r)) for r in resources])
-
-    def on_reload(info: Any) -> None:
-        metrics.cert_reloads.labels("ok").inc()
-        metrics.cert_expiry.set(info.not_after.timestamp())
-
-    reloader.on_reload = on_reload
-    reloader.on_error = lambda exc: metrics.cert_reloads.labels("error").inc()
-    if reloader.info is not None:
-        metrics.cert_expiry.set(reloader.info.not_after.timestamp())
-
+    metrics = _metrics(view, reloader)
     webhook = WebhookApp(settings, view=view, metrics=metrics)
     server = WebhookServer(
         webhook, ssl_context=ctx, host=args.host, port=args.port, reloader=reloader, access_log=args.access_log
@@ -229,6 +208,44 @@ async def _serve(args: argparse.Namespace, settings: Settings, ctx: ssl.SSLConte
     if view is not None:
         await view.close()
     return 0
+
+
+async def _open_view(args: argparse.Namespace, settings: Settings) -> LiveClusterView | None:
+    """The live cluster view, its lists read; None (the error logged and printed) when the cluster cannot be reached."""
+    from webhook.cluster.live import open_cluster_view
+
+    try:
+        return await open_cluster_view(
+            settings, kubeconfig=args.kubeconfig, checks=all_checks(), freeze_after_lists=True
+        )
+    except Exception as exc:
+        log.error("cannot connect to the cluster: %s: %s", type(exc).__name__, exc)
+        print("error: cannot connect to the cluster; check --kubeconfig, or pass --offline", file=sys.stderr)
+        return None
+
+
+def _metrics(view: LiveClusterView | None, reloader: Any) -> Metrics:
+    """The webhook's Metrics, following the view's cache ages and the certificate reloader's reloads."""
+    from webhook.metrics import Metrics
+    from webhook.workloads import known_kinds
+
+    metrics = Metrics(
+        known_kinds=known_kinds(), unverified=[(c.name, what) for c in all_checks() for what, _ in c.unverified]
+    )
+    if view is not None:
+        live_view = view
+        resources = sorted(getattr(view, "reflectors", {}))
+        metrics.track_caches(lambda: [(r, live_view.cache_age(r)) for r in resources])
+
+    def on_reload(info: Any) -> None:
+        metrics.cert_reloads.labels("ok").inc()
+        metrics.cert_expiry.set(info.not_after.timestamp())
+
+    reloader.on_reload = on_reload
+    reloader.on_error = lambda exc: metrics.cert_reloads.labels("error").inc()
+    if reloader.info is not None:
+        metrics.cert_expiry.set(reloader.info.not_after.timestamp())
+    return metrics
 
 
 async def start_metrics_listener(metrics: Any, host: str, port: int) -> Any:
