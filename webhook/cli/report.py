@@ -19,11 +19,14 @@ import asyncio
 import json
 import sys
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from webhook.audit.jobs import JUDGED, RUNNING, job_kinds
 from webhook.cli.session import live_view, settings_and_budget
 from webhook.config import Settings
+
+if TYPE_CHECKING:
+    from webhook.cluster.view import ClusterView
 
 EXIT_OK, EXIT_DENIED, EXIT_USAGE = 0, 1, 2
 
@@ -215,11 +218,6 @@ async def compute_live(
     args: argparse.Namespace, settings: Settings, namespace: str | None, timeout: float, err: TextIO
 ) -> Answer | None:
     """Every job listed, judged now through webhook.preflight.evaluate with the live ClusterView."""
-    from webhook.audit.findings import findings
-    from webhook.audit.sweeps import remaining_children
-    from webhook.deadline import Deadline
-    from webhook.preflight import evaluate
-
     async with live_view(settings, args.kubeconfig, err) as view:
         if view is None:
             return None
@@ -242,43 +240,70 @@ async def compute_live(
                     continue  # a JobSet a judged job owns: its owner is the job
                 obj.setdefault("apiVersion", jk.api_version)
                 obj.setdefault("kind", jk.kind)
-                meta = obj.get("metadata") or {}
                 state, _ = await _state(view.client, jk.resource, obj)
-                # a sweep: each child its controller creates later (webhook/audit/sweeps.py), as the controller judges
-                targets: list[tuple[dict[str, Any], str]] = [(obj, "")]
-                if state == JUDGED and jk.resource == "aiperfsweeps":
-                    ns = meta.get("namespace")
-                    mine = [j for j in aiperfjobs if (j.get("metadata") or {}).get("namespace") == ns]
-                    children = remaining_children(obj, mine, settings)
-                    if children == []:
-                        state = RUNNING
-                    elif children is not None:
-                        targets = [(c.obj, c.name) for c in children]
+                state, targets = _targets(state, jk.resource, obj, aiperfjobs, settings)
                 if state != JUDGED:
                     skipped[state] = skipped.get(state, 0) + 1
                     continue
                 for target, child in targets:
-                    ev = await evaluate(target, settings=settings, deadline=Deadline(timeout), view=view)
-                    for f in findings(ev, settings):
-                        answer.rows.append(
-                            Row(
-                                namespace=str(meta.get("namespace") or ""),
-                                kind=str(obj["kind"]),
-                                name=str(meta.get("name") or ""),
-                                check=f.check,
-                                result=f.result,
-                                message=f.message,
-                                enforce=f.enforce or "none",
-                                now=f.now,
-                                child=child,
-                            )
-                        )
+                    await _judge_live(answer, obj, target, child, settings, view, timeout)
     if skipped:
         answer.notes.append(
             "not judged (started jobs already met the cluster): "
             + ", ".join(f"{n} {state}" for state, n in sorted(skipped.items()))
         )
     return answer
+
+
+def _targets(
+    state: str, resource: str, obj: dict[str, Any], aiperfjobs: list[dict[str, Any]], settings: Settings
+) -> tuple[str, list[tuple[dict[str, Any], str]]]:
+    """(the job's state, what is judged of it: the job, or each child a sweep's controller creates later,
+    as the controller judges (webhook/audit/sweeps.py); a sweep with every child created runs)."""
+    from webhook.audit.sweeps import remaining_children
+
+    targets: list[tuple[dict[str, Any], str]] = [(obj, "")]
+    if state == JUDGED and resource == "aiperfsweeps":
+        ns = (obj.get("metadata") or {}).get("namespace")
+        mine = [j for j in aiperfjobs if (j.get("metadata") or {}).get("namespace") == ns]
+        children = remaining_children(obj, mine, settings)
+        if children == []:
+            state = RUNNING
+        elif children is not None:
+            targets = [(c.obj, c.name) for c in children]
+    return state, targets
+
+
+async def _judge_live(
+    answer: Answer,
+    obj: dict[str, Any],
+    target: dict[str, Any],
+    child: str,
+    settings: Settings,
+    view: ClusterView,
+    timeout: float,
+) -> None:
+    """Judge `target` (the job `obj`, or one of its sweep's children) now; one row per finding."""
+    from webhook.audit.findings import findings
+    from webhook.deadline import Deadline
+    from webhook.preflight import evaluate
+
+    meta = obj.get("metadata") or {}
+    ev = await evaluate(target, settings=settings, deadline=Deadline(timeout), view=view)
+    for f in findings(ev, settings):
+        answer.rows.append(
+            Row(
+                namespace=str(meta.get("namespace") or ""),
+                kind=str(obj["kind"]),
+                name=str(meta.get("name") or ""),
+                check=f.check,
+                result=f.result,
+                message=f.message,
+                enforce=f.enforce or "none",
+                now=f.now,
+                child=child,
+            )
+        )
 
 
 async def _list(
