@@ -62,6 +62,29 @@ def kubeconfig_problem(kubeconfig: str | None, context: str | None) -> str | Non
     else:
         home = str(Path.home() / ".kube" / "config")
         paths, named = [home], home
+    docs = _kubeconfig_docs(paths, fix)
+    if isinstance(docs, str):
+        return docs
+    if not docs:
+        missing = "does not exist" if len(paths) == 1 else "names no file that exists"
+        unset = " and $KUBECONFIG is not set" if kubeconfig is None and not os.environ.get("KUBECONFIG") else ""
+        return f"no kubeconfig: {named} {missing}{unset}. {fix}"
+    where = docs[0][0] if len(docs) == 1 else named
+    contexts = [n for _, d in docs for n in _names(d.get("contexts"))]
+    known = f" (it has: {', '.join(contexts)})" if contexts else " (it has none)"
+    current = next((str(d["current-context"]) for _, d in docs if d.get("current-context")), None)
+    chosen = context or current
+    if not chosen:
+        return f"the kubeconfig {where} has no current-context. Fix: give --context NAME{known}"
+    if chosen not in contexts:
+        how = "--context" if context else "its current-context"
+        return f"the kubeconfig {where} has no context {chosen!r}, named by {how}{known}. Fix: give --context NAME"
+    return _context_refs_problem(docs, where, chosen)
+
+
+def _kubeconfig_docs(paths: list[str], fix: str) -> list[tuple[str, dict[str, Any]]] | str:
+    """(path, document) of each kubeconfig file of `paths` that exists and is not empty; or why one of them
+    cannot be read as a kubeconfig, ending with `fix`."""
     docs: list[tuple[str, dict[str, Any]]] = []
     for path in paths:
         p = Path(path)
@@ -80,20 +103,11 @@ def kubeconfig_problem(kubeconfig: str | None, context: str | None) -> str | Non
         if not isinstance(doc, dict):
             return f"the kubeconfig {path} is not a kubeconfig (a mapping with clusters, users and contexts). {fix}"
         docs.append((path, doc))
-    if not docs:
-        missing = "does not exist" if len(paths) == 1 else "names no file that exists"
-        unset = " and $KUBECONFIG is not set" if kubeconfig is None and not os.environ.get("KUBECONFIG") else ""
-        return f"no kubeconfig: {named} {missing}{unset}. {fix}"
-    where = docs[0][0] if len(docs) == 1 else named
-    contexts = [n for _, d in docs for n in _names(d.get("contexts"))]
-    known = f" (it has: {', '.join(contexts)})" if contexts else " (it has none)"
-    current = next((str(d["current-context"]) for _, d in docs if d.get("current-context")), None)
-    chosen = context or current
-    if not chosen:
-        return f"the kubeconfig {where} has no current-context. Fix: give --context NAME{known}"
-    if chosen not in contexts:
-        how = "--context" if context else "its current-context"
-        return f"the kubeconfig {where} has no context {chosen!r}, named by {how}{known}. Fix: give --context NAME"
+    return docs
+
+
+def _context_refs_problem(docs: list[tuple[str, dict[str, Any]]], where: str, chosen: str) -> str | None:
+    """Why context `chosen` cannot be used: it names no cluster, or a cluster or user the kubeconfig lacks; else None."""
     entry = next(e for _, d in docs for e in d.get("contexts") or [] if isinstance(e, dict) and e.get("name") == chosen)
     spec: dict[str, Any] = c if isinstance(c := entry.get("context"), dict) else {}
     for field, plural in (("cluster", "clusters"), ("user", "users")):
