@@ -49,14 +49,14 @@ class KueueSettings(_Model):
     #: the Lease must have been renewed within this many seconds
     lease_max_age_seconds: float = Field(60.0, gt=0, alias="leaseMaxAgeSeconds")
     #: a read of admissionLease is reused this long (0: read for every job); the staleness bound
-    #: widens by as much, so a reused read never looks stale by itself (checks/kueue.py)
+    #: widens by as much, so a reused read never looks stale by itself (checks/kueue/)
     lease_ttl_seconds: float = Field(5.0, ge=0, le=300, alias="leaseTtlSeconds")
     #: LocalQueue name used when a job names none (AIPERF_K8S_JOBSET_KUEUE_DEFAULT_QUEUE_NAME)
     default_queue_name: str | None = Field(None, alias="defaultQueueName")
 
 
 class NodeProvisioningSettings(_Model):
-    """Where the placement checks look for something that could add a node (checks/provisioning.py)."""
+    """Where the placement checks look for something that could add a node (models/provisioning.py)."""
 
     #: "namespace/name" of cluster-autoscaler's status ConfigMap (its --namespace and
     #: --status-config-map-name); "" = do not look for cluster-autoscaler
