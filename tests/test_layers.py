@@ -396,3 +396,33 @@ def test_the_check_and_cycle_readers_catch_a_violation(tmp_path: Path) -> None:
     g = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "p": {"p.x"}, "p.x": set(), "e": {"e"}}
     assert _cycles(g) == [("a", "b", "c")]
     assert _cycles({"x": {"y"}, "y": {"x"}, "z": {"x", "w"}, "w": {"z"}}) == [("w", "z"), ("x", "y")]
+
+
+def _models_reexported(tree: ast.Module) -> list[str]:
+    """The names a module imports from webhook.models and lists in its __all__ (a re-export)."""
+    from_models = {
+        a.asname or a.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module and _under(node.module, "webhook.models")
+        for a in node.names
+    }
+    listed: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            listed |= {e.value for e in getattr(node.value, "elts", []) if isinstance(e, ast.Constant)}
+    return sorted(from_models & listed)
+
+
+def test_no_check_reexports_a_model() -> None:
+    # a check importing a model's names for others would hide where they live (and let a check reach another
+    # check's models through it): importers name webhook.models
+    bad = {
+        str(p.relative_to(REPO)): names
+        for p in CHECK_MODULES
+        if (names := _models_reexported(ast.parse(p.read_text(encoding="utf-8"))))
+    }
+    assert bad == {}
+    tree = ast.parse(
+        "from webhook.models.quota import ZERO, project\nfrom webhook.kube import X\n__all__ = ['ZERO', 'X']\n"
+    )
+    assert _models_reexported(tree) == ["ZERO"]

@@ -38,7 +38,6 @@ from webhook.checks.kueue.capacity import KueueCapacity
 from webhook.config import Settings
 from webhook.kube import ApiError, Permission
 from webhook.models.apis import KUEUE_API
-from webhook.models.kueue.cohort import CohortTree
 from webhook.models.kueue.queue import (
     GROUP,
     Queue,
@@ -375,17 +374,6 @@ class KueueAdmissionChecks(Check):
 
 CHECKS = [KueueQueue(), KueueAdmissionChecks(), KueueCapacity()]
 
-#: the family's names, wherever they live (Kueue Capacity: capacity.py; the cohort tree:
-#: webhook/models/kueue/cohort.py; queue resolution: webhook/models/kueue/queue.py)
-__all__ = [
-    "CHECKS",
-    "GROUP",
-    "CohortTree",
-    "KueueAdmissionChecks",
-    "KueueCapacity",
-    "KueueQueue",
-    "admission_checks",
-    "now",
-    "parse_time",
-    "selector_matches",
-]
+#: the family's checks (Kueue Capacity lives in capacity.py; the cohort tree and queue resolution they read
+#: are webhook/models/kueue/)
+__all__ = ["CHECKS", "KueueAdmissionChecks", "KueueCapacity", "KueueQueue", "admission_checks", "now", "parse_time"]
