@@ -12,6 +12,11 @@ scheduler or kubelet is needed, ResourceQuota admission charges (or refuses) a p
   says the sidecar was set by admission; the apiserver refuses the second pod.
 - an env var from a Secret that does not exist, added by admission: denied by Secrets (the
   apiserver creates such a pod; its kubelet could never start it: CreateContainerConfigError).
+- the layer, where the apiserver's answer names it: a Kyverno ClusterPolicy ``mutate`` rule with
+  ``emitWarning`` (Kyverno v1.19.1's admission controller out of cluster against this control plane,
+  e2e/harness/kyverno.py) says so in a ``Warning`` header, which ``plan --cluster`` lists after the
+  changes and a refusal quotes; a MutatingAdmissionPolicy says nothing (the tests above: "set by
+  admission" alone).
 """
 
 from __future__ import annotations
@@ -25,7 +30,9 @@ from typing import Any
 import pytest
 import yaml
 
+from e2e.fidelity.mutation_scenarios import kyverno_sidecar
 from e2e.harness.controlplane import ControlPlane
+from e2e.harness.kyverno import Kyverno
 from e2e.harness.vap import mutate_policy
 from e2e.test_quota_live import _quota, _used, _wait_cached
 from webhook.checks import all_checks
@@ -252,3 +259,84 @@ def test_plan_against_the_cluster_lists_what_admission_changes_per_pod_group(
         },
         "unseen": None,
     }
+
+
+#: the Kyverno ClusterPolicy adding the sidecar, acting in the namespaces labelled kyverno_label(KYVERNO_SLUG)
+KYVERNO_SLUG = "e2e-sidecar"
+
+
+@pytest.fixture(scope="module")
+def kyverno(control_plane: ControlPlane) -> Any:
+    """Kyverno's admission controller and its sidecar ClusterPolicy (e2e/fidelity/mutation_scenarios.py
+    kyverno_sidecar: emitWarning, Pods only), removed afterwards (its webhook configurations with it)."""
+    cp = control_plane
+    policy = kyverno_sidecar(KYVERNO_SLUG)
+    with Kyverno(cp) as ky:
+        cp.kubectl("apply", "-f", "-", input=json.dumps(policy))
+        ky.wait_policies([policy["metadata"]["name"]])
+        yield cp
+        cp.kubectl("delete", "clusterpolicy.kyverno.io", policy["metadata"]["name"], "--ignore-not-found")
+
+
+def _kyverno_namespace(cp: ControlPlane, ns: str) -> None:
+    from e2e.fidelity.kyverno_scenarios import kyverno_label
+
+    cp.ensure_namespace(ns)
+    ((key, value),) = kyverno_label(KYVERNO_SLUG).items()
+    cp.kubectl("label", "namespace", ns, f"{key}={value}", "--overwrite")
+
+
+def _said(ns: str, pod: str) -> str:
+    """Kyverno's warning for its rule applied to `pod` (kyverno pkg/webhooks/utils/warning.go,
+    pkg/engine/handlers/mutation/common.go buildSuccessMessage)."""
+    return f"policy fx-{KYVERNO_SLUG}.add-sidecar: mutated Pod/{pod} in namespace {ns}"
+
+
+def test_plan_names_the_layer_that_names_itself_in_a_warning(kyverno: ControlPlane, tmp_path: Any) -> None:
+    """The apiserver passes a mutating webhook's warnings on (k8s.io/apiserver
+    pkg/admission/plugin/webhook/mutating/dispatcher.go warning.AddWarning): `plan --cluster` lists them
+    after the changes of the pod they came with."""
+    cp, ns = kyverno, "chk-admit-kyverno"
+    _kyverno_namespace(cp, ns)
+    requests = {"cpu": "100m"}
+    _admits(cp, ns, requests)  # Kyverno's namespace informer has the label: it mutates
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(_jobset(ns, "plan-job", 2, requests)))
+    argv = [sys.executable, "-m", "webhook", "plan", "--cluster", "--kubeconfig", str(cp.kubeconfig)]
+    out = subprocess.run([*argv, "-o", "json", "-f", str(job)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)["admission"]
+    (probe,) = {w.split("mutated Pod/")[1].split(" ")[0] for w in got["changed"]["node"] if "mutated Pod/" in w}
+    assert got == {
+        "changed": {
+            "node": [
+                'container "proxy" added (requests cpu 500m, memory 32Mi), set by admission',
+                f'admission warned: "{_said(ns, probe)}"',
+            ]
+        },
+        "unseen": None,
+    }
+
+
+async def test_a_refusal_after_a_layer_that_names_itself_quotes_it(
+    kyverno: ControlPlane, view: LiveClusterView
+) -> None:
+    """The sidecar pushes each pod over a requests quota: the apiserver refuses the Dry Run's pod (ResourceQuota
+    admission runs after every mutating layer), and its answer still carries Kyverno's warning, which the
+    Dry Run's denial quotes. The apiserver refuses the real pod the same way."""
+    cp, ns, name = kyverno, "chk-admit-kyverno-quota", "kyverno-job"
+    _kyverno_namespace(cp, ns)
+    requests = {"cpu": "100m"}
+    _admits(cp, ns, requests)
+    _quota(cp, ns, "cpu", {"requests.cpu": "250m"})
+    await _wait_cached(view, "resourcequotas", ns, {"cpu"})
+
+    ev = await _judge(view, _jobset(ns, name, 2, requests))
+    by = {r.name: r for r in ev.results.checks}
+    assert not ev.decision.allowed
+    dry = by["Dry Run"]
+    assert dry.status is Status.FAIL
+    assert "exceeded quota: cpu, requested: requests.cpu=600m" in dry.message
+    assert f'Admission warned: "{_said(ns, f"{name}-node-0-0-dryrn")}". Fix: ' in dry.message, dry.message
+    (created,) = _create_pods(cp, ns, name, requests, 1)
+    assert created.returncode != 0 and "exceeded quota: cpu" in created.stderr

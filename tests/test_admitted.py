@@ -306,3 +306,56 @@ async def test_plan_against_a_cluster_lists_what_admission_changes_or_why_it_was
         "changed": {},
         "unseen": "the node pods (their dry run was not accepted)",
     }
+
+
+# --- the layer, where the apiserver's answer names it: its Warning headers ---
+
+#: what Kyverno says of a mutate rule it applied with emitWarning (kyverno pkg/webhooks/utils/warning.go)
+KYVERNO_SAID = "policy add-sidecar.proxy: mutated Pod/llama-ft-node-0-0-dryrn in namespace team-a"
+
+
+def test_the_warning_headers_are_read_as_the_apiserver_writes_them() -> None:
+    """k8s.io/apimachinery pkg/util/net/http.go NewWarningHeader: `299 - "<text>"`, `"` and `\\` escaped."""
+    from webhook.kube import warning_texts
+
+    headers = [f'299 - "{KYVERNO_SAID}"', '299 - "a \\"quoted\\" \\\\ word"', f'299 - "{KYVERNO_SAID}"', "not a header"]
+    assert warning_texts(headers) == (KYVERNO_SAID, 'a "quoted" \\ word', "not a header")
+
+
+async def test_a_layer_that_names_itself_in_a_warning_is_listed_after_the_changes() -> None:
+    from webhook.cli.plan import admission
+    from webhook.kube import WARNINGS_KEY
+
+    view = _view({})
+
+    def sidecar_said(kind: str, body: dict[str, Any]) -> dict[str, Any] | None:
+        if kind != "Pod":
+            return None
+        body["spec"]["containers"].append(container("proxy", {"cpu": "500m"}))
+        return {**_defaulted(body), WARNINGS_KEY: [KYVERNO_SAID]}
+
+    view.admit = sidecar_said
+    assert await admission(_jobset_doc(), view, Settings(), 5.0) == {
+        "changed": {
+            "node": [
+                'container "proxy" added (requests cpu 500m), set by admission',
+                f'admission warned: "{KYVERNO_SAID}"',
+            ]
+        },
+        "unseen": None,
+    }
+    # warnings on a pod admission did not change: nothing changed, nothing listed
+    view = _view({})
+    view.admit = lambda kind, body: {**_defaulted(body), WARNINGS_KEY: ["x"]} if kind == "Pod" else None
+    assert await admission(_jobset_doc(), view, Settings(), 5.0) == {"changed": {}, "unseen": None}
+
+
+async def test_a_refusal_says_what_the_layers_before_it_warned() -> None:
+    """A pod refused after a mutating layer (a quota over the sidecar): the refusal quotes that layer's warning."""
+    from webhook.cluster.view import ApiError
+
+    refused = ApiError(403, "exceeded quota: q, requested: requests.cpu=600m", "Forbidden", (KYVERNO_SAID,))
+    got = await _run(_gang({"cpu": "100m"}), _view({}, dry_run_errors={("Pod", "*"): refused}), [DryRun()])
+    dry = _by(got, "Dry Run")
+    assert dry.status is Status.FAIL
+    assert f'requested: requests.cpu=600m. Admission warned: "{KYVERNO_SAID}". Fix: ' in dry.message

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 #: the label Kueue reads a job's LocalQueue from (kueue pkg/controller/constants QueueLabel)
@@ -58,13 +59,16 @@ class ApiError(Exception):
     #: checks classify it and quote it in a denial (bench/fuzz_parsers.py: "apiserver message")
     MESSAGE_MAX = 8192
 
-    def __init__(self, status: int, message: str, reason: str = "") -> None:
+    def __init__(self, status: int, message: str, reason: str = "", warnings: tuple[str, ...] = ()) -> None:
         if len(message) > self.MESSAGE_MAX:
             message = f"{message[: self.MESSAGE_MAX]}… ({len(message)} characters)"
         super().__init__(message)
         self.status = status
         self.message = message
         self.reason = reason
+        #: the texts of the answer's `Warning` headers (:func:`warning_texts`): what admission layers said
+        #: before the refusal (a mutating webhook's warnings, a ValidatingAdmissionPolicy's Warn)
+        self.warnings = warnings
 
     @property
     def transient(self) -> bool:
@@ -77,6 +81,47 @@ class ApiError(Exception):
     @property
     def not_found(self) -> bool:
         return self.status == 404
+
+
+#: where a dry run's answer (webhook/cluster/live.py dry_run_create) keeps the texts of its `Warning`
+#: headers: a key no Kubernetes object has, read by webhook/workloads/admitted.py
+WARNINGS_KEY = "preflight.webhook.io/warnings"
+#: the most warnings kept of one answer, and of each its length (the apiserver caps them at 4 KiB in all,
+#: k8s.io/apiserver pkg/endpoints/filters/warning.go truncateAtTotalRunes)
+WARNINGS_MAX = 16
+WARNING_MAX = 512
+
+
+def warning_texts(headers: Iterable[str]) -> tuple[str, ...]:
+    """The texts of an apiserver answer's `Warning` headers, in order, without duplicates.
+
+    The apiserver writes each warning an admission layer adds (`warning.AddWarning`) as its own header
+    `299 - "<text>"`, `"` and `\\` escaped by a backslash (k8s.io/apimachinery pkg/util/net/http.go
+    `NewWarningHeader`, `makeQuotedString`), on a refusal too (the header is written as the warning is
+    added, k8s.io/apiserver pkg/endpoints/filters/warning.go). A header that is not in that form is kept
+    as it is."""
+    out: list[str] = []
+    for header in headers:
+        code, _, rest = header.strip().partition(" ")
+        _, _, quoted = rest.partition(" ")
+        if code.isdigit() and len(quoted) >= 2 and quoted[0] == '"' and quoted[-1] == '"':
+            text, escaping = [], False
+            for ch in quoted[1:-1]:
+                if ch == "\\" and not escaping:
+                    escaping = True
+                    continue
+                text.append(ch)
+                escaping = False
+            value = "".join(text)
+        else:
+            value = header.strip()
+        if len(value) > WARNING_MAX:
+            value = value[: WARNING_MAX - 1] + "…"
+        if value and value not in out:
+            out.append(value)
+        if len(out) >= WARNINGS_MAX:
+            break
+    return tuple(out)
 
 
 _UID_SPACE = uuid.UUID("6f1c2a4e-9b3d-5e7f-8a1b-2c3d4e5f6a7b")

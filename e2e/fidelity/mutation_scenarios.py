@@ -10,7 +10,10 @@ Each policy is bound to the namespaces carrying its label, so it acts on its own
   and the mutation is unseen; a quota a pod fits but the gang does not would run here, pod after pod, as
   the known limitation no-gang says; e2e/test_admitted_live.py asserts that case's "set by admission");
 - a nodeSelector that no node matches: it never starts, denied;
-- a label that a ValidatingAdmissionPolicy on pods requires: it runs, admitted.
+- a label that a ValidatingAdmissionPolicy on pods requires: it runs, admitted;
+- the same sidecar added by a Kyverno ClusterPolicy ``mutate`` rule (Kyverno v1.19.1's admission
+  controller on the node, as the kyverno-* rows run it: e2e/harness/kyverno.py): it never starts,
+  denied (:func:`kyverno_sidecar`).
 
 Left out: a toleration added that lets the pods onto a tainted node. The matrix has one node, and
 tainting it would disturb every other scenario; e2e/test_admitted_live.py and tests/test_admitted.py
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from e2e.fidelity.kyverno_scenarios import kyverno_label
 from e2e.fidelity.scenarios_base import WORKLOAD_IMAGE, Scenario, quota, trainjob
 from e2e.harness.vap import deny_policy, mutate_policy
 
@@ -48,6 +52,56 @@ ADD_SIDECAR = (
 #: maps or structs: .spec.nodeSelector", the apiserver's words)
 ADD_NODE_SELECTOR = '[JSONPatch{op: "add", path: "/spec/nodeSelector", value: {"preflight-fidelity/pool": "none"}}]'
 ADD_TEAM_LABEL = 'Object{metadata: Object.metadata{labels: {"preflight-fidelity/team": "ml"}}}'
+
+
+#: the sidecar both layers add: its requests alone are over the rows' 250m quota
+SIDECAR = {"name": "proxy", "image": WORKLOAD_IMAGE, "resources": {"requests": {"cpu": "500m", "memory": "32Mi"}}}
+
+
+def kyverno_sidecar(slug: str = "mutate-sidecar") -> dict[str, Any]:
+    """A Kyverno ClusterPolicy whose ``mutate`` rule (``patchStrategicMerge``, containers merged by name)
+    adds :data:`SIDECAR` to the Pods created in the namespaces labelled ``kyverno_label(slug)``.
+
+    Whether Kyverno mutates a dry run (kyverno/kyverno release-1.19, v1.19.1): yes, like any other
+    request. Its webhook controller registers ``kyverno-resource-mutating-webhook-cfg`` with
+    ``sideEffects: NoneOnDryRun`` (pkg/controllers/webhook/controller.go, ``buildResourceMutatingWebhookRules``
+    is passed ``&noneOnDryRun``), so the apiserver calls it for ``dryRun=All``; its handler
+    (pkg/webhooks/resource/handlers.go ``Mutate`` → pkg/webhooks/resource/mutation/mutation.go
+    ``applyMutations``) returns the same patches for a dry run, and only skips the reports
+    (mutation/utils.go ``needsReports``: ``IsDryRun`` → no report). So the Dry Run's answer is the pod
+    with the sidecar, as the Job controller's pods will be.
+
+    ``emitWarning: true`` (api/kyverno/v1/spec_types.go): Kyverno returns one AdmissionResponse warning
+    per applied rule, ``policy <name>.<rule>: mutated Pod/<pod> in namespace <ns>``
+    (pkg/webhooks/utils/warning.go ``GetWarningMessages``, pkg/engine/handlers/mutation/common.go
+    ``buildSuccessMessage``), which the apiserver passes on as a ``Warning`` header
+    (k8s.io/apiserver pkg/admission/plugin/webhook/mutating/dispatcher.go ``warning.AddWarning``), on a
+    refused request too: the one place the apiserver's answer names the layer (docs/mutations.md).
+    ``autogen-controllers: none``: the rule acts on Pods only, as the MutatingAdmissionPolicy rows do (else
+    Kyverno also generates it for the Job template, pkg/autogen)."""
+    return {
+        "apiVersion": "kyverno.io/v1",
+        "kind": "ClusterPolicy",
+        "metadata": {
+            "name": f"fx-{slug}",
+            "annotations": {"pod-policies.kyverno.io/autogen-controllers": "none"},
+        },
+        "spec": {
+            "background": False,
+            "emitWarning": True,
+            "rules": [
+                {
+                    "name": "add-sidecar",
+                    "match": {
+                        "any": [
+                            {"resources": {"kinds": ["Pod"], "namespaceSelector": {"matchLabels": kyverno_label(slug)}}}
+                        ]
+                    },
+                    "mutate": {"patchStrategicMerge": {"spec": {"containers": [dict(SIDECAR)]}}},
+                }
+            ],
+        },
+    }
 
 
 def _scenarios() -> list[Scenario]:
@@ -97,6 +151,16 @@ def _scenarios() -> list[Scenario]:
             cluster_prereqs=[*mutating_policy("team-label", ADD_TEAM_LABEL), *team_vap],
             namespace_labels=_label("team-label"),
             covers="MutatingAdmissionPolicy: a label a ValidatingAdmissionPolicy requires",
+        ),
+        Scenario(
+            "kyverno-mutate-sidecar-over-quota",
+            "a requests.cpu quota 250m the job's 2 pods fit (2 x 100m); a Kyverno ClusterPolicy mutate rule adds a "
+            "sidecar asking 500m to each pod",
+            trainjob(num_nodes=2, resources={"requests": dict(small), "limits": dict(small)}),
+            prereqs=[quota({"requests.cpu": "250m"})],
+            cluster_prereqs=[kyverno_sidecar()],
+            namespace_labels=kyverno_label("mutate-sidecar"),
+            covers="Kyverno ClusterPolicy mutate rule: a sidecar over a requests quota",
         ),
     ]
 

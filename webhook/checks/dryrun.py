@@ -461,7 +461,10 @@ class DryRun(Check):
                 )
             else:
                 text = exc.message.strip().rstrip(".")
-                fails.append(f"{subject} rejected by the apiserver: {text}. Fix: {fix_for(text, ns)}.")
+                # what the layers before the refusal said (a mutating webhook naming itself, e.g. Kyverno's
+                # emitWarning): the pod refused is the pod as they changed it (docs/mutations.md)
+                said = f" Admission warned: {'; '.join(_quoted(w) for w in exc.warnings)}." if exc.warnings else ""
+                fails.append(f"{subject} rejected by the apiserver: {text}.{said} Fix: {fix_for(text, ns)}.")
 
         out: list[CheckResult] = []
         if fails:
@@ -507,6 +510,10 @@ def _admission(
         if answer is not None:
             pods.update((g, (sent, answer)) for g in groups)
     return Admission(pods, seen, unseen)
+
+
+def _quoted(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
 
 
 def _twin_memo(memo_key: tuple[Any, ...] | None, twin: bool) -> tuple[Any, ...] | None:

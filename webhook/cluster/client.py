@@ -37,7 +37,7 @@ from webhook.cluster.kubeconfig import (
     in_cluster,
     uses_auth_provider,
 )
-from webhook.kube import ApiError
+from webhook.kube import ApiError, warning_texts
 
 log = logging.getLogger(__name__)
 
@@ -235,8 +235,11 @@ class KubeClient:
         body: Any = None,
         accept: str = "application/json",
         kind: str = "",
+        warnings: list[str] | None = None,
     ) -> dict[str, Any]:
-        """One bounded call. `timeout` covers the wait for a slot and the whole exchange."""
+        """One bounded call. `timeout` covers the wait for a slot and the whole exchange. `warnings`: filled
+        with the texts of the answer's `Warning` headers (webhook.kube.warning_texts), which an ApiError
+        carries too."""
         self.check_write(method, path, query)
         check_path(path)
         if timeout <= 0:
@@ -250,6 +253,7 @@ class KubeClient:
                         raw = await resp.read()
                     finally:
                         resp.release()
+                    said = warning_texts(resp.headers.getall("Warning", ())) if warnings is not None else ()
         except ApiError:
             raise
         except TimeoutError:
@@ -258,9 +262,11 @@ class KubeClient:
             raise ApiError(0, f"cannot reach the apiserver: {type(exc).__name__}: {exc}") from None
         except KubeconfigError as exc:  # the credentials could not be had (an exec plugin failed)
             raise ApiError(0, f"no credentials for the apiserver: {exc}") from None
+        if warnings is not None:
+            warnings.extend(said)
         if not 200 <= resp.status < 300:
             message, reason = status_message(resp.status, raw)
-            raise ApiError(resp.status, message, reason)
+            raise ApiError(resp.status, message, reason, said)
         try:
             doc = json.loads(raw) if raw else {}
         except ValueError:

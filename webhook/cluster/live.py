@@ -41,7 +41,7 @@ from webhook.cluster.reads import DeclaredReads, never_read_namespaces, own_name
 from webhook.cluster.view import CheckNeeds
 from webhook.config import Settings
 from webhook.deadline import Deadline
-from webhook.kube import ApiError, Permission
+from webhook.kube import WARNINGS_KEY, ApiError, Permission
 from webhook.registry.keyring import PullSecret, read_pull_secret
 
 log = logging.getLogger(__name__)
@@ -478,7 +478,9 @@ class LiveClusterView:
     ) -> dict[str, Any] | None:
         """The only write the webhook sends, and it is always dryRun=All (nothing is persisted). The answer
         is the object as the apiserver would store it, after every mutating admission layer
-        (k8s.io/apiserver pkg/endpoints/handlers/create.go), its managedFields left out."""
+        (k8s.io/apiserver pkg/endpoints/handlers/create.go), its managedFields left out. What the admission
+        layers said (the answer's `Warning` headers, webhook.kube.warning_texts) is kept under
+        webhook.kube.WARNINGS_KEY, and on the ApiError of a refusal."""
         if not is_dns1123_label(namespace):
             raise ApiError(404, f'namespace "{namespace}" cannot exist (not a DNS-1123 label)', "NotFound")
         res = await self.discovery.resource(api_version, kind, deadline.timeout(LIVE_CALL_CEILING))
@@ -490,6 +492,7 @@ class LiveClusterView:
             path += f"/namespaces/{_q(namespace)}"
             obj["metadata"] = {**(obj.get("metadata") or {}), "namespace": namespace}
         path += f"/{res.name}"
+        warnings: list[str] = []
         doc = await self.client.request(
             "POST",
             path,
@@ -497,8 +500,11 @@ class LiveClusterView:
             body=obj,
             timeout=deadline.timeout(LIVE_CALL_CEILING),
             kind=f"DRYRUN {res.name}",
+            warnings=warnings,
         )
         (doc.get("metadata") or {}).pop("managedFields", None)
+        if warnings:
+            doc[WARNINGS_KEY] = warnings
         return doc
 
     # ------------------------------------------------------------------ discovery, capabilities

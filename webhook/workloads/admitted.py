@@ -24,6 +24,14 @@ MutatingAdmissionPolicy's patches are applied to the object without a manager of
 admission left invalid). The `mutated` annotations of mutating webhooks go to the audit log only.
 So a change is named "set by admission", except a resource equal to the default of the namespace's
 LimitRange (LimitRanger, plugin/pkg/admission/limitranger), named by that LimitRange.
+
+What the answer does carry is the `Warning` headers: each warning a mutating webhook returns
+(staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/mutating/dispatcher.go: `warning.AddWarning(ctx,
+"", w)`, without the webhook's name) and a ValidatingAdmissionPolicy's `Warn`. A layer that names itself
+there is named: Kyverno with `emitWarning: true` says `policy <policy>.<rule>: mutated Pod/<name> in
+namespace <ns>` for each mutate rule it applied (kyverno pkg/webhooks/utils/warning.go). The warnings of
+a changed pod are listed after its changes, as they were said (`admission warned: "..."`); they are
+not tied to one change, since a warning need not say what it changed.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.kube import WARNINGS_KEY
 from webhook.quantity import parse_quantity
 from webhook.workloads.base import PodGroup, Workload
 
@@ -69,12 +78,25 @@ class Change:
     path: str
     #: e.g. `limits.cpu 500m on container "main"`, `container "istio-proxy" added (requests cpu 100m)`
     text: str
-    #: `admission` or `LimitRange "defaults"`
+    #: `admission` or `LimitRange "defaults"`; empty for what admission said rather than changed (its warnings)
     by: str = BY_ADMISSION
 
     def said(self) -> str:
         """`limits.cpu 500m on container "main", set by admission`."""
-        return f"{self.text}, set by {self.by}"
+        return f"{self.text}, set by {self.by}" if self.by else self.text
+
+
+#: the path of the Change that carries a dry run's warnings
+WARNED = "warnings"
+
+
+def warned(answer: Mapping[str, Any]) -> list[Change]:
+    """The admission layers' warnings on a dry run's answer (webhook.kube.WARNINGS_KEY), as one Change:
+    `admission warned: "policy add-sidecar.proxy: mutated Pod/x in namespace y"`; none when it has none."""
+    said = [w for w in answer.get(WARNINGS_KEY) or () if isinstance(w, str)]
+    if not said:
+        return []
+    return [Change(WARNED, "admission warned: " + "; ".join(json.dumps(w, ensure_ascii=False) for w in said), "")]
 
 
 def _short(value: Any, limit: int = 80) -> str:
@@ -293,6 +315,7 @@ def admitted_group(
     found = changes(sent, admitted, limit_ranges)
     if not found:
         return AdmittedGroup(group.pod_spec, group.pod_metadata, [])
+    found += warned(admitted)
     meta = copy.deepcopy(group.pod_metadata or {})
     a_meta, s_meta = admitted.get("metadata") or {}, sent.get("metadata") or {}
     for field in ("labels", "annotations"):
