@@ -52,6 +52,25 @@ place at a time: the others are deleted and re-created from what helm made (caBu
 a registration counts once the release's pods' ``preflight_webhook_requests_total`` (read from
 each pod's IP over the bridge) moves for a probe. The clients and the table are the
 same as the local way's. Needs root (the node).
+
+--admitted (issue 35: the latency judging the pods as admitted adds)
+The same clients and samples, with the webhook's Dry Run on, and a MutatingAdmissionPolicy that changes
+the pods (it adds the label ``preflight-bench/admitted=true`` to every Pod created in the sample
+namespaces, bench/apply_latency.py ``ADMITTED_POLICY``) bound or not. The Dry Run's dry-run Pods are then
+changed by admission, and every check runs a second time on the admitted pods (docs/mutations.md).
+The policy acts on Pods only, which only the webhook's dry runs create here: the apiserver's own
+work on the applied job is the same in both ways. Modes, measured in turn in each run:
+
+no webhook                          the baseline
+Dry Run on / + mutated              the default config (dryRunCacheSeconds 10: an identical job's
+                                    dry runs are reused, its second run of the checks is not)
+Dry Run on, cache off / + mutated   ``dryRunCacheSeconds: 0``: every review sends its dry runs
+
+A switch of the policy counts once a dry-run Pod in each sample namespace shows the label (bound) or
+does not (unbound): the apiserver loads policies from its informer. ``--on node``: two helm releases
+(``pf-on``, ``pf-cold``) as above; ``--on local``: two RunningWebhooks on one control plane. Each run
+(``--rounds``, 3 by default here) is listed with its own p50/p95/p99; the section is
+``admitted-latency-node`` or ``admitted-latency-local`` of docs/benchmarks/admitted-latency.md.
 """
 
 from __future__ import annotations
@@ -75,6 +94,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.cluster_bench import (  # noqa: E402
     SAMPLE_SELECTOR,
+    SAMPLES,
     direct_dry_runs,
     header,
     load,
@@ -287,10 +307,11 @@ PORT = 8443  # the chart's containerPort
 class Release:
     """One helm release of the chart on the node, its VWC switchable on and off."""
 
-    def __init__(self, node: Node, mode: str) -> None:
+    def __init__(self, node: Node, mode: str, name: str | None = None, config: dict[str, Any] | None = None) -> None:
         self.node = node
         self.mode = mode
-        self.name = RELEASES[mode]
+        self.name = name or RELEASES[mode]
+        self.config = config if config is not None else CONFIGS[mode]
         self.namespace = self.name
         self.vwc_name = ""
         self.saved: dict[str, Any] = {}
@@ -302,7 +323,7 @@ class Release:
         return self.node.cp.kubectl(*args, input=input).stdout  # type: ignore[union-attr]
 
     def install(self) -> None:
-        self.node.install_webhook_chart(self.name, self.namespace, values={"config": CONFIGS[self.mode]})
+        self.node.install_webhook_chart(self.name, self.namespace, values={"config": self.config})
         vwcs = json.loads(self.kubectl("get", "validatingwebhookconfiguration", "-o", "json"))["items"]
         (vwc,) = [v for v in vwcs if v["metadata"].get("annotations", {}).get("meta.helm.sh/release-name") == self.name]
         self.vwc_name = vwc["metadata"]["name"]
@@ -455,9 +476,21 @@ def main() -> int:
     p.add_argument(
         "--section", help="the section of docs/benchmarks/apply-latency.md to write (default: apply-latency[-node])"
     )
+    p.add_argument(
+        "--admitted",
+        action="store_true",
+        help="the latency a MutatingAdmissionPolicy that changes the pods adds (the webhook judges the pods as "
+        "admitted): Dry Run on, cache on and off, the policy bound or not; p50/p95/p99 of each run "
+        "(--rounds, default 3 here) into docs/benchmarks/admitted-latency.md (see above)",
+    )
     args = p.parse_args()
     levels = [int(c) for c in args.clients.split(",")]
     command = " ".join([".venv/bin/python bench/apply_latency.py", *(shlex.quote(a) for a in sys.argv[1:])])
+    if args.admitted:
+        if "--rounds" not in sys.argv:
+            args.rounds = 3
+        args.section = args.section or f"admitted-latency-{args.on}"
+        return run_admitted(args, levels, command)
     if args.section is None:
         args.section = "apply-latency" if args.on == "local" else "apply-latency-node"
     if args.on == "node":
@@ -522,6 +555,226 @@ def run_local(args: argparse.Namespace, levels: list[int], command: str) -> int:
         "certificates, failurePolicy Fail, timeoutSeconds 10, rules, namespaceSelector); one VWC in place at a time.",
     )
     return 0
+
+
+MUTATED = ", pods mutated"
+ADMITTED_MODES = [NONE, ON, ON + MUTATED, COLD, COLD + MUTATED]
+ADMITTED_CONFIGS: dict[str, dict[str, Any]] = {ON: {}, COLD: {"dryRunCacheSeconds": 0}}
+ADMITTED_LABEL = "preflight-bench/admitted"
+
+
+def admitted_policy() -> list[dict[str, Any]]:
+    """The MutatingAdmissionPolicy ``bench-admitted`` and its binding (e2e/harness/vap.py mutate_policy): the
+    label ADMITTED_LABEL=true on every Pod created in the sample namespaces."""
+    from e2e.harness.vap import mutate_policy
+
+    expression = f'Object{{metadata: Object.metadata{{labels: {{"{ADMITTED_LABEL}": "true"}}}}}}'
+    return mutate_policy("bench-admitted", expression, namespace_labels=SAMPLE_SELECTOR["matchLabels"])
+
+
+class Mutation:
+    """ADMITTED_POLICY bound or not: the binding created or deleted, then a dry-run Pod in each sample
+    namespace polled until it shows the label (bound) or does not (unbound)."""
+
+    def __init__(self, cp: ControlPlane) -> None:
+        self.cp = cp
+        self.policy, self.binding = admitted_policy()
+        cp.kubectl("apply", "-f", "-", input=json.dumps(self.policy))
+        self.namespaces = sorted({sample(n)["metadata"]["namespace"] for n in PATHS})
+
+    def _labelled(self, ns: str) -> bool:
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "bench-admitted-probe", "namespace": ns},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "registry.k8s.io/pause:3.10",
+                        # the sample namespaces' quotas (bench/cluster_bench.py setup_samples) need both
+                        "resources": {
+                            "requests": {"cpu": "1m", "memory": "1Mi"},
+                            "limits": {"cpu": "1m", "memory": "1Mi"},
+                        },
+                    }
+                ]
+            },
+        }
+        out = self.cp.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(pod))
+        return ADMITTED_LABEL in (json.loads(out.stdout)["metadata"].get("labels") or {})
+
+    def set(self, on: bool) -> None:
+        exists = self.cp.kubectl("get", "mutatingadmissionpolicybinding", "bench-admitted", check=False).returncode == 0
+        if on and not exists:
+            self.cp.kubectl("create", "-f", "-", input=json.dumps(self.binding))
+        elif not on and exists:
+            self.cp.kubectl("delete", "mutatingadmissionpolicybinding", "bench-admitted")
+        what = "bound" if on else "unbound"
+        wait_until(
+            f"MutatingAdmissionPolicy bench-admitted {what} in {', '.join(self.namespaces)}",
+            lambda: all(self._labelled(ns) == on for ns in self.namespaces),
+            timeout=60,
+            every=0.2,
+        )
+
+
+Runs = dict[tuple[str, str, int, int], list[float]]
+
+
+def admission_seen(cp: ControlPlane, name: str) -> Any:
+    """`preflight-webhook plan --cluster -o json` of the sample: its `admission` (docs/mutations.md), the proof
+    that the Dry Run's pods are changed by admission while the policy is bound."""
+    argv = [sys.executable, "-m", "webhook", "plan", "--cluster", "--kubeconfig", str(cp.kubeconfig), "-o", "json"]
+    # a TrainJob's runtime read from the same input (plan reads no ClusterTrainingRuntime from the cluster)
+    text = (SAMPLES / f"{name}.yaml").read_text()
+    if name.startswith("trainjob"):
+        text = (SAMPLES / "01-clustertrainingruntime.yaml").read_text() + "\n---\n" + text
+    out = subprocess.run([*argv, "-f", "-"], input=text, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    if out.returncode != 0:
+        return f"plan failed: {out.stderr.strip()[-300:]}"
+    got = json.loads(out.stdout)
+    adm = (got[0] if isinstance(got, list) else got).get("admission") or {}
+    if adm.get("unseen"):
+        return f"not seen: {adm['unseen']}"
+    # the changes only: its warnings (AIPerf's pods: duplicate port names) say nothing of the policy
+    return {g: [c for c in cs if not c.startswith("the dry run warned")] for g, cs in adm.get("changed", {}).items()}
+
+
+def run_admitted(args: argparse.Namespace, levels: list[int], command: str) -> int:
+    """--admitted: see the module docstring."""
+    with contextlib.ExitStack() as stack:
+        if args.on == "node":
+            from e2e.harness.node import SAMPLES_DIR, Node
+
+            node = stack.enter_context(Node(start_timeout=180))
+            cp = node.cp
+            assert cp is not None
+            cp.apply_samples_prerequisites(SAMPLES_DIR)
+            releases = {
+                m: Release(node, m, name="pf-on" if m == ON else "pf-cold", config={"mode": "warn", **c})
+                for m, c in ADMITTED_CONFIGS.items()
+            }
+            for r in releases.values():
+                t0 = time.monotonic()
+                r.install()
+                print(f"==> {r.name} installed in {time.monotonic() - t0:.0f}s", file=sys.stderr, flush=True)
+            registered: dict[str, Callable[[bool], None]] = {m: r.set_registered for m, r in releases.items()}
+            counted: dict[str, Callable[[], float]] = {m: r.requests_total for m, r in releases.items()}
+        else:
+            cp = stack.enter_context(ControlPlane())
+            setup_samples(cp)
+            common: dict[str, Any] = {"namespace_selector": SAMPLE_SELECTOR, "probe_namespace": "demo-bench"}
+            hooks = {
+                m: stack.enter_context(
+                    RunningWebhook(cp, vwc_name=f"admitted-bench-{i}", config=c, log_level="warning", **common)
+                )
+                for i, (m, c) in enumerate(ADMITTED_CONFIGS.items())
+            }
+            registered = {m: (lambda on, h=h: set_registered(h, on)) for m, h in hooks.items()}
+            counted = {m: h.requests_total for m, h in hooks.items()}
+        mutation = Mutation(cp)
+        answered0 = {m: f() for m, f in counted.items()}
+        runs: Runs = {}
+        errors: dict[tuple[str, str, int], int] = {}
+        loads: list[str] = []
+        seen: dict[str, Any] = {}
+        for rnd in range(args.rounds):
+            for mode in ADMITTED_MODES if rnd % 2 == 0 else list(reversed(ADMITTED_MODES)):
+                base = mode.removesuffix(MUTATED)
+                for other, reg in registered.items():
+                    if other != base:
+                        reg(False)
+                if base in registered:
+                    registered[base](True)
+                mutation.set(mode.endswith(MUTATED))
+                if mode.endswith(MUTATED) and not seen:
+                    seen.update((name, admission_seen(cp, name)) for name in PATHS)
+                loads.append(load())
+                for name in PATHS:
+                    job = sample(name)
+                    path = PATHS[name].format(ns=job["metadata"]["namespace"])
+                    for c in levels:
+                        res = direct_dry_runs(cp, job, c, args.per_client, path=path, duration=300)
+                        runs[(mode, name, c, rnd)] = res.latencies_ms
+                        errors[(mode, name, c)] = errors.get((mode, name, c), 0) + res.errors
+                        xs = res.latencies_ms
+                        print(
+                            f"run {rnd} {mode} {name} c={c}: p50 {pct(xs, 50):.1f} p95 {pct(xs, 95):.1f} "
+                            f"p99 {pct(xs, 99):.1f} errors {res.errors} load {load()}",
+                            flush=True,
+                        )
+        answered = {m: f() - answered0[m] for m, f in counted.items()}
+    where = (
+        "the real node's kube-apiserver, which calls each webhook through its Service (kube-proxy, two pods); "
+        "each webhook a `helm install` of the chart in warn mode"
+        if args.on == "node"
+        else "one local control plane; each webhook `python -m webhook serve` (RunningWebhook), default config"
+    )
+    text = render_admitted(args, command, levels, runs, errors, loads, answered, where)
+    text += "\n\nWhat admission changes in each sample's pods with the policy bound (`plan --cluster -o json`, " + (
+        "admin kubeconfig): " + "; ".join(f"{n}: `{json.dumps(a, sort_keys=True)}`" for n, a in seen.items()) + "."
+    )
+    print(text, flush=True)
+    if not args.no_write:
+        write_section(args.section, text)
+    return 0
+
+
+def render_admitted(
+    args: argparse.Namespace,
+    command: str,
+    levels: list[int],
+    runs: Runs,
+    errors: dict[tuple[str, str, int], int],
+    loads: list[str],
+    answered: dict[str, float],
+    where: str,
+) -> str:
+    """The admitted-latency section: per sample, clients and mode, p50/p95/p99 of all runs and of each,
+    and what the mutation adds over the same mode with the policy unbound."""
+
+    def pooled(mode: str, name: str, c: int) -> list[float]:
+        return [x for r in range(args.rounds) for x in runs[(mode, name, c, r)]]
+
+    lines = [
+        f"## {'Real node' if args.on == 'node' else 'Local control plane'}: the latency judging the pods as "
+        "admitted adds",
+        "",
+        *header(command),
+        f"Clients: bench/loadgen.py POSTing the sample to its collection with `?dryRun=All` through {where}; "
+        f"{args.per_client} requests per client per run and level, {args.rounds} runs (mode order reversed every other "
+        "run). Mutated = the MutatingAdmissionPolicy `bench-admitted` bound (a label on every Pod of the sample "
+        "namespaces): the Dry Run's pods are changed by admission and every check runs again on them. Added by the "
+        "mutation = the mode's percentile minus the same mode's with the policy unbound.",
+        "",
+        "| sample | clients | mode | calls | p50 | p95 | p99 | each run p50 / p95 / p99 | added by the mutation "
+        "p50 / p95 / p99 | errors |",
+        "|---|---:|---|---:|---:|---:|---:|---|---|---:|",
+    ]
+    for name in PATHS:
+        for c in levels:
+            for mode in ADMITTED_MODES:
+                xs = pooled(mode, name, c)
+                each = "; ".join(
+                    " / ".join(f"{pct(runs[(mode, name, c, r)], q):.1f}" for q in (50, 95, 99))
+                    for r in range(args.rounds)
+                )
+                added = ""
+                if mode.endswith(MUTATED):
+                    ys = pooled(mode.removesuffix(MUTATED), name, c)
+                    added = " / ".join(f"{pct(xs, q) - pct(ys, q):+.1f}" for q in (50, 95, 99))
+                lines.append(
+                    f"| {name} | {c} | {mode} | {len(xs)} | {pct(xs, 50):.1f} | {pct(xs, 95):.1f} | "
+                    f"{pct(xs, 99):.1f} | {each} | {added} | {errors[(mode, name, c)]} |"
+                )
+    lines += [
+        "",
+        f"Load average at the start of each phase: {', '.join(loads)}. Reviews answered: "
+        + ", ".join(f"{m}: {n:.0f}" for m, n in answered.items())
+        + ".",
+    ]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ STUDIES = {
     "hostile": "hostile",
     "sweep": "sweep",
     "apply-latency": "apply-latency",
+    "admitted-latency": "admitted-latency",
     "inproc": "inproc",
     "loop-stall": "large-objects",
     "large": "large-objects",

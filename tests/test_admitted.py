@@ -339,7 +339,7 @@ async def test_a_layer_that_names_itself_in_a_warning_is_listed_after_the_change
         "changed": {
             "node": [
                 'container "proxy" added (requests cpu 500m), set by admission',
-                f'admission warned: "{KYVERNO_SAID}"',
+                f'the dry run warned: "{KYVERNO_SAID}"',
             ]
         },
         "unseen": None,
@@ -358,4 +358,4 @@ async def test_a_refusal_says_what_the_layers_before_it_warned() -> None:
     got = await _run(_gang({"cpu": "100m"}), _view({}, dry_run_errors={("Pod", "*"): refused}), [DryRun()])
     dry = _by(got, "Dry Run")
     assert dry.status is Status.FAIL
-    assert f'requested: requests.cpu=600m. Admission warned: "{KYVERNO_SAID}". Fix: ' in dry.message
+    assert f'requested: requests.cpu=600m. The dry run warned: "{KYVERNO_SAID}". Fix: ' in dry.message

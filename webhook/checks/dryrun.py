@@ -463,7 +463,7 @@ class DryRun(Check):
                 text = exc.message.strip().rstrip(".")
                 # what the layers before the refusal said (a mutating webhook naming itself, e.g. Kyverno's
                 # emitWarning): the pod refused is the pod as they changed it (docs/mutations.md)
-                said = f" Admission warned: {'; '.join(_quoted(w) for w in exc.warnings)}." if exc.warnings else ""
+                said = f" The dry run warned: {'; '.join(_quoted(w) for w in exc.warnings)}." if exc.warnings else ""
                 fails.append(f"{subject} rejected by the apiserver: {text}.{said} Fix: {fix_for(text, ns)}.")
 
         out: list[CheckResult] = []

@@ -29,8 +29,10 @@ What the answer does carry is the `Warning` headers: each warning a mutating web
 (staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/mutating/dispatcher.go: `warning.AddWarning(ctx,
 "", w)`, without the webhook's name) and a ValidatingAdmissionPolicy's `Warn`. A layer that names itself
 there is named: Kyverno with `emitWarning: true` says `policy <policy>.<rule>: mutated Pod/<name> in
-namespace <ns>` for each mutate rule it applied (kyverno pkg/webhooks/utils/warning.go). The warnings of
-a changed pod are listed after its changes, as they were said (`admission warned: "..."`); they are
+namespace <ns>` for each mutate rule it applied (kyverno pkg/webhooks/utils/warning.go). The same headers
+carry the apiserver's own warnings on the pod (pkg/api/pod/warnings.go, e.g. a duplicate port name), so
+they are said to be what the dry run warned, not what a mutating layer said. The warnings of
+a changed pod are listed after its changes, as they were said (`the dry run warned: "..."`); they are
 not tied to one change, since a warning need not say what it changed.
 """
 
@@ -92,11 +94,11 @@ WARNED = "warnings"
 
 def warned(answer: Mapping[str, Any]) -> list[Change]:
     """The admission layers' warnings on a dry run's answer (webhook.kube.WARNINGS_KEY), as one Change:
-    `admission warned: "policy add-sidecar.proxy: mutated Pod/x in namespace y"`; none when it has none."""
+    `the dry run warned: "policy add-sidecar.proxy: mutated Pod/x in namespace y"`; none when it has none."""
     said = [w for w in answer.get(WARNINGS_KEY) or () if isinstance(w, str)]
     if not said:
         return []
-    return [Change(WARNED, "admission warned: " + "; ".join(json.dumps(w, ensure_ascii=False) for w in said), "")]
+    return [Change(WARNED, "the dry run warned: " + "; ".join(json.dumps(w, ensure_ascii=False) for w in said), "")]
 
 
 def _short(value: Any, limit: int = 80) -> str:
