@@ -110,6 +110,7 @@ bench-cluster: install build-cluster ## the cluster benchmarks on the local cont
 	$(PY) bench/apply_latency.py
 	$(PY) bench/audit_scale.py $(if $(QUICK),--quick,--write)
 	$(PY) bench/vs_kyverno.py $(if $(QUICK),--quick,--profile)
+	$(PY) bench/import_weight.py --cluster $(if $(QUICK),--quick,--write)
 	$(if $(NODE),$(PY) bench/apply_latency.py --on node,)
 
 bench-scale: install build-control-plane ## the webhook and audit controller at 1 and 10 % of Kubernetes' scalability thresholds (~25 min; SCALE=1,10,100 for the full run)
