@@ -14,7 +14,7 @@ read without conversion, so that is the shape written here.
   also while the job's mode is warn or audit (then it says what a switch to enforce refuses).
 - `PreflightPassed` (Normal): a job this controller reported as failed passes again.
 - `PreflightWaiting` (Normal): the job waits in its Kueue queue (Kueue Capacity's warning on a
-  job whose Workload is pending, webhook/checks/kueue_wait.py), with what blocks it and its
+  job whose Workload is pending, webhook/models/kueue/wait.py), with what blocks it and its
   position; written again only when what blocks it changes, never when only the position moves
   (no Event storm on a busy queue). Its own sequence: it neither replaces nor repeats the
   PreflightFailed/PreflightPassed state.
@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 COMPONENT = "preflight-webhook-audit"
 FAILED, PASSED = "PreflightFailed", "PreflightPassed"
 WAITING = "PreflightWaiting"
-#: the check whose details say what blocks a waiting job and where it stands (checks/kueue_wait.py)
+#: the check whose details say what blocks a waiting job and where it stands (models/kueue/wait.py)
 KUEUE_CAPACITY = "Kueue Capacity"
 BLOCKING, POSITION = "blocking: ", "position: "
 #: events.k8s.io/v1 refuses a note over 1 kB; a core/v1 message is kept within the same bound

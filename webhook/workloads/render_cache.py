@@ -34,7 +34,7 @@ a bounded LRU of renders, keyed by what the render reads:
 Only an object the plain-JSON test accepts (webhook.workloads.walks) is cached. A render that raised is never cached, nor one an adapter cut short to keep a review
 within its deadline (``Workload.cut_short``). A hit returns a new Workload
 around the shared render (its own object, and its own lists and dicts at the top: the checks never
-change what is under them, webhook.checks.dryrun_probe), so one review cannot change what another
+change what is under them, webhook.models.dryrun_probe), so one review cannot change what another
 sees.
 
 Bounded twice: at most ``renderCacheEntries`` renders (the setting; 0 turns the cache off) and at
@@ -369,7 +369,7 @@ def canonical(obj: dict[str, Any], unread: frozenset[str], namespace: str | None
     """The key's bytes: the request's namespace and ``obj`` without the metadata its render does not read.
 
     marshal (format 2: no back-references, so the bytes depend on the values, their types and their
-    order only), as the Dry Run cache keys its bodies (webhook/checks/dryrun_cache.py content_key):
+    order only), as the Dry Run cache keys its bodies (webhook/models/dryrun_cache.py content_key):
     several times faster than sorted JSON, which cost 2.6 % of the webhook's CPU in the Kyverno run
     (docs/benchmarks/vs-kyverno.md). It is order-sensitive: the same maps in another key order are a
     miss, never a false hit (the apiserver sends one order). Anything marshal cannot write falls back

@@ -91,7 +91,7 @@ class ChildPlan:
             child_spec["randomSeed"] = seed
         # the child's uid is the apiserver's once the controller creates it; a stand-in until then,
         # so the render holds AIPERF_JOB_UID as the operator writes it for the child and Dry Run
-        # keys the child's objects as the child's own review will (webhook.checks.dryrun_cache).
+        # keys the child's objects as the child's own review will (webhook.models.dryrun_cache).
         # Not the stand-in Dry Run gives an absent owner (placeholder_uid("AIPerfJob", ...)): that
         # one stays in the JobSet's ownerReference in both reviews, this one is "this job".
         meta: dict[str, Any] = {

@@ -37,7 +37,7 @@ def owned_by_a_judged_job(obj: dict[str, Any]) -> bool:
     apiserver's matchConditions say the same).
 
     With it: the JobSet Trainer or the AIPerf operator makes. Without it: the Dry Run check's twin of
-    that JobSet (webhook/checks/dryrun_probe.py ``twin_of``, sent when Kueue's ``mjobset.kb.io``
+    that JobSet (webhook/models/dryrun_probe.py ``twin_of``, sent when Kueue's ``mjobset.kb.io``
     refuses the probe for its absent owner), which would otherwise reach this webhook as a JobSet
     applied directly and be judged inside the job's own review (the fidelity matrix found it: a
     job whose pods a Kyverno policy refuses was denied and also warned "Cannot verify the JobSet",
