@@ -21,6 +21,7 @@ apiserver. Marked ``node``.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -49,7 +50,32 @@ def stack(shared_stack: SharedStack) -> Iterator[Stack]:
     with shared_stack.borrowed(namespaces=[NS], objects=VAP) as st:
         st.cp.apply(VAP)
         st.namespace(NS, {"preflight-e2e/no-forbidden-env": "true"})
+        _wait_enforced(st)
         yield st
+
+
+def _direct_pod() -> dict[str, Any]:
+    """A plain pod in NS with the env var the policy forbids."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "direct", "namespace": NS},
+        "spec": {"containers": [{"name": "c", "image": "x", "env": [{"name": "FORBIDDEN", "value": "1"}]}]},
+    }
+
+
+def _wait_enforced(st: Stack, timeout: float = 60.0) -> None:
+    """Until the apiserver enforces the new policy: its admission plugin takes a created
+    ValidatingAdmissionPolicy and binding up from its informers, after the create returns
+    (k8s.io/apiserver pkg/admission/plugin/policy/generic), so a dry run sent right after the apply
+    may pass it by; seen in make conformance. A condition wait: a plain pod's server-side dry run."""
+    deadline = time.monotonic() + timeout
+    while True:
+        out = st.cp.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(_direct_pod()), check=False)
+        if "pods may not set the env var FORBIDDEN" in out.stderr:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"the policy {POLICY} was not enforced within {timeout:.0f}s: {out.stderr or out.stdout}")
 
 
 def _job(name: str, **kw: Any) -> dict[str, Any]:
@@ -98,7 +124,7 @@ async def test_a_good_trainjob_gets_no_dry_run_warning(stack: Stack) -> None:
 async def test_a_policy_on_pods_behind_kueues_webhook_denies_with_its_words(stack: Stack) -> None:
     ev = await _evaluate(stack, _job("bad", env=[{"name": "FORBIDDEN", "value": "1"}]))
     r = result_of(ev, "Dry Run")
-    assert r.status is Status.FAIL
+    assert r.status is Status.FAIL, (r.message, r.details)
     assert r.message == (
         'Pod for node rejected by the apiserver: pods "bad-node-0-0-dryrn" is forbidden: '
         f"ValidatingAdmissionPolicy '{POLICY}' with binding '{POLICY}' denied request: "
@@ -107,12 +133,6 @@ async def test_a_policy_on_pods_behind_kueues_webhook_denies_with_its_words(stac
     assert not ev.decision.allowed
     assert f"ValidatingAdmissionPolicy '{POLICY}'" in (ev.decision.message or "")
     # the policy's own answer for a plain pod with that env var, as kubectl gets it
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "direct", "namespace": NS},
-        "spec": {"containers": [{"name": "c", "image": "x", "env": [{"name": "FORBIDDEN", "value": "1"}]}]},
-    }
-    out = stack.cp.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(pod), check=False)
+    out = stack.cp.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(_direct_pod()), check=False)
     assert out.returncode != 0
     assert "pods may not set the env var FORBIDDEN" in out.stderr, out.stderr

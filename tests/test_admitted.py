@@ -359,3 +359,20 @@ async def test_a_refusal_says_what_the_layers_before_it_warned() -> None:
     dry = _by(got, "Dry Run")
     assert dry.status is Status.FAIL
     assert f'requested: requests.cpu=600m. The dry run warned: "{KYVERNO_SAID}". Fix: ' in dry.message
+
+
+def test_the_priority_label_jobsets_own_pod_webhook_sets_is_no_change() -> None:
+    """jobset v0.12.0 pkg/webhooks/pod_webhook.go Default: `jobset.sigs.k8s.io/priority=<spec.priority>` on
+    every JobSet pod; seen on the real stack (e2e/test_dryrun_stack.py)."""
+    sent = _sent()
+    sent["metadata"]["annotations"] = {"jobset.sigs.k8s.io/jobset-name": "train"}
+    got = _defaulted(sent)
+    got["metadata"]["labels"]["jobset.sigs.k8s.io/priority"] = "0"
+    assert changes(sent, got) == []
+    # another value than the pod's priority, or on a pod that is not a JobSet's, is a change admission made
+    got["metadata"]["labels"]["jobset.sigs.k8s.io/priority"] = "7"
+    assert [c.text for c in changes(sent, got)] == ["label jobset.sigs.k8s.io/priority=7 added"]
+    got["metadata"]["labels"]["jobset.sigs.k8s.io/priority"] = "0"
+    plain, plain_got = copy.deepcopy(sent), copy.deepcopy(got)
+    del plain["metadata"]["annotations"], plain_got["metadata"]["annotations"]
+    assert [c.text for c in changes(plain, plain_got)] == ["label jobset.sigs.k8s.io/priority=0 added"]

@@ -13,7 +13,10 @@ terminationGracePeriodSeconds, schedulerName, enableServiceLinks, an empty secur
 defaulted to limits), the ServiceAccount plugin's token volume `kube-api-access-*` and its mounts
 (plugin/pkg/admission/serviceaccount/admission.go), DefaultTolerationSeconds' not-ready/unreachable
 tolerations (plugin/pkg/admission/defaulttolerationseconds), and Priority's `priority` and
-`preemptionPolicy` (plugin/pkg/admission/priority).
+`preemptionPolicy` (plugin/pkg/admission/priority). It leaves out, too, the label JobSet's own pod
+webhook puts on every JobSet pod: `jobset.sigs.k8s.io/priority=<spec.priority>` (jobset v0.12.0
+pkg/webhooks/pod_webhook.go Default, for exclusive placement; pkg/constants/constants.go PriorityKey),
+when its value is the pod's admitted priority: the job's own stack sets it, on the real pods too.
 
 Who made a change: the apiserver does not say in the answer. Its field manager records the fields
 of the request under the request's manager *before* mutating admission runs (create.go:
@@ -66,6 +69,10 @@ POD_DEFAULTS: dict[str, Any] = {
     "priority": None,
     "preemptionPolicy": None,
 }
+#: JobSet's pod webhook records the pod's priority under this label on every JobSet pod (see the docstring)
+JOBSET_PRIORITY_LABEL = "jobset.sigs.k8s.io/priority"
+#: the annotation JobSet's pod webhook reads to know a pod is a JobSet's (jobset.JobSetNameKey)
+JOBSET_NAME_KEY = "jobset.sigs.k8s.io/jobset-name"
 #: pod spec fields compared one by one below (not as a whole)
 _WALKED = {"containers", "initContainers", "volumes", "tolerations", "nodeSelector", "imagePullSecrets", "hostname"}
 #: the text said of a change whose layer the apiserver does not report
@@ -208,6 +215,15 @@ def _container_changes(
     return out
 
 
+def _jobset_priority(admitted: Mapping[str, Any]) -> dict[str, str]:
+    """The label JobSet's pod webhook sets on `admitted` if it is a JobSet pod with a priority, else none."""
+    meta = admitted.get("metadata") or {}
+    priority = (admitted.get("spec") or {}).get("priority")
+    if JOBSET_NAME_KEY not in (meta.get("annotations") or {}) or not isinstance(priority, int):
+        return {}
+    return {JOBSET_PRIORITY_LABEL: str(priority)}
+
+
 def changes(
     sent: Mapping[str, Any], admitted: Mapping[str, Any], limit_ranges: Iterable[Mapping[str, Any]] = ()
 ) -> list[Change]:
@@ -216,10 +232,12 @@ def changes(
     lrs = list(limit_ranges)
     out: list[Change] = []
     s_meta, a_meta = sent.get("metadata") or {}, admitted.get("metadata") or {}
+    stack_own = _jobset_priority(admitted)
     for field, label in (("labels", "label"), ("annotations", "annotation")):
         was, now = s_meta.get(field) or {}, a_meta.get(field) or {}
         for k, v in sorted(now.items()):
-            if was.get(k) != v:
+            added_by_stack = field == "labels" and k not in was and stack_own.get(k) == v
+            if was.get(k) != v and not added_by_stack:
                 out.append(
                     Change(f"metadata.{field}[{k}]", f"{label} {k}={v} {'added' if k not in was else 'changed'}")
                 )
