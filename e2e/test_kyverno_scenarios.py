@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 from e2e.fidelity.jobset_scenarios import JOBSET_SCENARIOS
-from e2e.fidelity.mutation_scenarios import MUTATION_SCENARIOS
 from e2e.fidelity.kyverno_scenarios import (
     KYVERNO_SCENARIOS,
     PRIVILEGED_MESSAGE,
@@ -16,6 +15,7 @@ from e2e.fidelity.kyverno_scenarios import (
     no_forbidden_env,
     policy_names,
 )
+from e2e.fidelity.mutation_scenarios import MUTATION_SCENARIOS
 from e2e.fidelity.policy_scenarios import no_forbidden_env as vap_no_forbidden_env
 from e2e.fidelity.run import select
 from e2e.fidelity.scenarios import SCENARIOS
