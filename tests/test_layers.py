@@ -56,6 +56,8 @@ LAYER_OF = {
     "webhook.cluster.names": FOUNDATION,
     # a CRD's structural schema as the apiserver validates it (the cel library, no project imports above it)
     "webhook.schema": FOUNDATION,
+    # CEL compiled and run for the subsets evaluated here (schema rules, DRA selectors): the cel library only
+    "webhook.celsubset": FOUNDATION,
     # the stdlib JSON decoder a slice at a time, and the cyclic collector kept out of a large decode (issue 33's
     # loop stall): no project imports
     "webhook.jsonslices": FOUNDATION,

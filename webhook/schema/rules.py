@@ -23,8 +23,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-import cel
-
+from webhook.celsubset import compile_within, run
 from webhook.schema.errors import INVALID, OMIT, FieldError
 
 if TYPE_CHECKING:
@@ -54,14 +53,12 @@ _REASONS = {
 @lru_cache(maxsize=256)
 def _compiled(rule: str) -> tuple[Any, str]:
     """(program, "") or (None, why the rule is not evaluated here)."""
-    try:
-        program = cel.compile(rule)
-    except Exception:  # the library raises its own parse errors
+    got = compile_within(rule, EVALUATED_FUNCTIONS)
+    if got.unparsed:
         return None, "it does not parse with the project's CEL library"
-    outside = sorted(set(program.functions()) - EVALUATED_FUNCTIONS)
-    if outside:
-        return None, f"it calls {', '.join(outside)}, a Kubernetes CEL library function"
-    return program, ""
+    if got.outside:
+        return None, f"it calls {', '.join(got.outside)}, a Kubernetes CEL library function"
+    return got.program, ""
 
 
 def _reads_old_self(rule: str) -> bool:
@@ -137,10 +134,8 @@ def _run(r: dict[str, Any], value: Any, path: str, verdict: SchemaVerdict) -> No
     if program is None:
         verdict.not_evaluated.append(f"{where}: {rule} ({why})")
         return
-    ctx = cel.Context()
-    ctx.add_variable("self", value)
     try:
-        answer = program.execute(ctx)
+        answer = run(program, self=value)
     except Exception as e:  # an absent field, a type the library sees otherwise: the apiserver may differ
         verdict.not_evaluated.append(f"{where}: {rule} (its evaluation failed here: {e})")
         return

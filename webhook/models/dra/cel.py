@@ -30,7 +30,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
-import cel
+from webhook.celsubset import compile_within, run
 
 __all__ = ["SUBSET_FUNCTIONS", "outside_subset", "device_matches", "device_vars", "reads", "matches_grouped"]
 
@@ -51,14 +51,12 @@ def _compiled(expression: str) -> tuple[Any, str]:
     """(program, "") or (None, why it is outside the subset)."""
     if _OUTSIDE_NAMES.search(expression):
         return None, "it reads device capacity"
-    try:
-        program = cel.compile(expression)
-    except Exception:  # the library raises its own parse errors
+    got = compile_within(expression, SUBSET_FUNCTIONS)
+    if got.unparsed:
         return None, "it does not parse here"
-    outside = sorted(set(program.functions()) - SUBSET_FUNCTIONS)
-    if outside:
-        return None, f"it calls {', '.join(outside)}"
-    return program, ""
+    if got.outside:
+        return None, f"it calls {', '.join(got.outside)}"
+    return got.program, ""
 
 
 def outside_subset(expression: str) -> str:
@@ -102,10 +100,8 @@ def device_matches(expression: str, driver: str, attributes: dict[str, Any]) -> 
         return None
     for lit in literals:  # a domain the device lacks reads as an empty map (compile.go)
         attrs.setdefault(lit, {})
-    ctx = cel.Context()
-    ctx.add_variable("device", {"driver": driver, "attributes": attrs})
     try:
-        result = program.execute(ctx)
+        result = run(program, device={"driver": driver, "attributes": attrs})
     except Exception:  # a runtime error: the allocator aborts the attempt, never a verdict here
         return None
     return result if isinstance(result, bool) else None
