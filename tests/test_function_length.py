@@ -22,7 +22,6 @@ LIMIT = 60
 ALLOWED: dict[str, int] = {
     "webhook/checks/dra/check.py::DeviceAllocation.run": 116,
     "webhook/checks/dryrun.py::DryRun.run": 167,
-    "webhook/checks/image.py::ImageReference.run": 74,
     "webhook/checks/imagepull.py::ImagePull._judge": 72,
     "webhook/checks/kueue/__init__.py::KueueAdmissionChecks.run": 64,
     "webhook/checks/kueue/capacity.py::KueueCapacity.run": 61,

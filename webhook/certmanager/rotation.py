@@ -4,6 +4,7 @@ package docstring for the three steps). Pure but for key generation; no CA key i
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
@@ -118,48 +119,60 @@ def plan(
     Steps: `_afresh` when nothing usable is stored; else the rotation in flight (`_next_ca_step`: 1 → 2,
     `_previous_ca_step`: 2 → steady), else `_steady` (which may begin one: → 1).
     """
-    since = _parse_since(annotations)
-    rotate_requested = ROTATE_REQUEST in annotations
+    p = _Pass(
+        data=data,
+        out={k: v for k, v in data.items() if k not in (CA_KEY, NEXT_KEY)},
+        now=now,
+        since=_parse_since(annotations),
+        settings=settings,
+        stored_keys=[k for k in (CA_KEY, NEXT_KEY) if k in data],
+        rotate_requested=ROTATE_REQUEST in annotations,
+    )
     ca = _load_cert(data.get(CA_CRT))
     leaf = _load_cert(data.get(TLS_CRT))
-    stored_keys = [k for k in (CA_KEY, NEXT_KEY) if k in data]
-    out = {k: v for k, v in data.items() if k not in (CA_KEY, NEXT_KEY)}
-
     if ca is None or leaf is None or not _pair_ok(data, CA_CRT, TLS_CRT, TLS_KEY):
-        return _afresh(data, now, settings, rotate_requested)
-    step = _next_ca_step(data, out, now, since, settings, stored_keys, rotate_requested)
-    if step is None:
-        step = _previous_ca_step(data, out, now, since, settings, stored_keys, rotate_requested)
-    if step is not None:
-        return step
-    return _steady(out, ca, leaf, now, settings, stored_keys, rotate_requested)
+        return _afresh(p)
+    return _next_ca_step(p) or _previous_ca_step(p) or _steady(p, ca, leaf)
 
 
-def _afresh(data: dict[str, bytes], now: dt.datetime, settings: RotationSettings, rotate_requested: bool) -> Plan:
+@dataclass
+class _Pass:
+    """What one `plan` reads (the stored Secret, the clock, the settings) and the data it builds up."""
+
+    data: dict[str, bytes]
+    #: the Secret's data being planned: the stored one without the CA keys older versions kept
+    out: dict[str, bytes]
+    now: dt.datetime
+    #: when the rotation step in flight began (the Secret's annotation), if one is
+    since: dt.datetime | None
+    settings: RotationSettings
+    #: the CA keys an older version stored, removed by this pass
+    stored_keys: list[str]
+    rotate_requested: bool
+
+    def due(self, seconds: float) -> dt.datetime:
+        """When the step in flight may go on: `seconds` after it began (now when that is unknown)."""
+        return (self.since or self.now) + dt.timedelta(seconds=seconds)
+
+
+def _afresh(p: _Pass) -> Plan:
     """Nothing usable is stored (first start, or someone broke the Secret): a new CA and serving pair."""
-    renew_at = dt.timedelta(days=settings.renew_before_days)
-    new_ca = _new_ca(settings)
-    pair = _issue(settings, new_ca)
+    renew_at = dt.timedelta(days=p.settings.renew_before_days)
+    new_ca = _new_ca(p.settings)
+    pair = _issue(p.settings, new_ca)
     fresh = {CA_CRT: new_ca.cert_pem, TLS_CRT: pair.cert_pem, TLS_KEY: pair.key_pem}
     reason = (
         "issued a new CA and serving certificate"
-        if not data
+        if not p.data
         else "the stored certificate was unusable; issued a new CA and serving certificate"
     )
-    return Plan(fresh, STEADY, None, reason, now + renew_due(pair.cert_pem, renew_at, now), rotate_requested)
+    return Plan(fresh, STEADY, None, reason, p.now + renew_due(pair.cert_pem, renew_at, p.now), p.rotate_requested)
 
 
-def _next_ca_step(
-    data: dict[str, bytes],
-    out: dict[str, bytes],
-    now: dt.datetime,
-    since: dt.datetime | None,
-    settings: RotationSettings,
-    stored_keys: list[str],
-    rotate_requested: bool,
-) -> Plan | None:
+def _next_ca_step(p: _Pass) -> Plan | None:
     """Step 1 → 2 when a next CA and its pair are stored: switch to them once the bundle has had time to
-    propagate, else wait; None (the next CA's leftovers dropped from `out`) when there is none."""
+    propagate, else wait; None (the next CA's leftovers dropped from `p.out`) when there is none."""
+    data, out = p.data, p.out
     # an in-flight rotation from an older version still holds the next CA's key: use it once
     nxt = _load_cert(data.get(NEXT_CRT))
     legacy_next = (
@@ -168,75 +181,60 @@ def _next_ca_step(
         and not _pair_ok(data, NEXT_CRT, NEXT_TLS_CRT, NEXT_TLS_KEY)
     )
     if legacy_next:
-        pair = _issue(settings, KeyPair(data[NEXT_CRT], data[NEXT_KEY]))
+        pair = _issue(p.settings, KeyPair(data[NEXT_CRT], data[NEXT_KEY]))
         out[NEXT_TLS_CRT], out[NEXT_TLS_KEY] = pair.cert_pem, pair.key_pem
     if nxt is not None and _pair_ok(out, NEXT_CRT, NEXT_TLS_CRT, NEXT_TLS_KEY):
         # step 1 → 2 once the apiserver has had time to trust the new CA
-        due = (since or now) + dt.timedelta(seconds=settings.bundle_propagation_seconds)
-        if since is None or now >= due:
+        due = p.due(p.settings.bundle_propagation_seconds)
+        if p.since is None or p.now >= due:
             switched = {
                 PREV_CRT: out[CA_CRT],
                 CA_CRT: out[NEXT_CRT],
                 TLS_CRT: out[NEXT_TLS_CRT],
                 TLS_KEY: out[NEXT_TLS_KEY],
             }
-            nd = now + dt.timedelta(seconds=settings.cert_propagation_seconds)
-            return Plan(switched, SWITCHED, now, "switched the serving certificate to the new CA", nd, rotate_requested)
-        return Plan(out, CA_ADDED, since, _dropped(stored_keys), due, False)
+            nd = p.now + dt.timedelta(seconds=p.settings.cert_propagation_seconds)
+            said = "switched the serving certificate to the new CA"
+            return Plan(switched, SWITCHED, p.now, said, nd, p.rotate_requested)
+        return Plan(out, CA_ADDED, p.since, _dropped(p.stored_keys), due, False)
     for k in (NEXT_CRT, NEXT_TLS_CRT, NEXT_TLS_KEY):
         out.pop(k, None)
     return None
 
 
-def _previous_ca_step(
-    data: dict[str, bytes],
-    out: dict[str, bytes],
-    now: dt.datetime,
-    since: dt.datetime | None,
-    settings: RotationSettings,
-    stored_keys: list[str],
-    rotate_requested: bool,
-) -> Plan | None:
+def _previous_ca_step(p: _Pass) -> Plan | None:
     """Step 2 → steady when the previous CA is still in the bundle: drop it once the new serving certificate
     has had time to propagate, else wait; None when there is none."""
-    if PREV_CRT not in data:
+    if PREV_CRT not in p.data:
         return None
-    due = (since or now) + dt.timedelta(seconds=settings.cert_propagation_seconds)
-    if since is None or now >= due:
-        out.pop(PREV_CRT)
-        return Plan(out, STEADY, None, "dropped the previous CA from the bundle", None, rotate_requested)
-    return Plan(out, SWITCHED, since, _dropped(stored_keys), due, False)
+    due = p.due(p.settings.cert_propagation_seconds)
+    if p.since is None or p.now >= due:
+        p.out.pop(PREV_CRT)
+        return Plan(p.out, STEADY, None, "dropped the previous CA from the bundle", None, p.rotate_requested)
+    return Plan(p.out, SWITCHED, p.since, _dropped(p.stored_keys), due, False)
 
 
-def _steady(
-    out: dict[str, bytes],
-    ca: x509.Certificate,
-    leaf: x509.Certificate,
-    now: dt.datetime,
-    settings: RotationSettings,
-    stored_keys: list[str],
-    rotate_requested: bool,
-) -> Plan:
+def _steady(p: _Pass, ca: x509.Certificate, leaf: x509.Certificate) -> Plan:
     """Steady: add a new CA to the bundle (step 1) on request, when the CA or the leaf nears its end, or when
     the leaf names the wrong service (re-issuing under the same CA would need its key, which is not kept)."""
-    renew_at = dt.timedelta(days=settings.renew_before_days)
-    ca_left = ca.not_valid_after_utc - now
-    leaf_left = leaf.not_valid_after_utc - now
-    names_ok = _names_ok(leaf, settings)
-    if rotate_requested or ca_left <= renew_at or leaf_left <= renew_at or not names_ok:
-        if rotate_requested:
+    renew_at = dt.timedelta(days=p.settings.renew_before_days)
+    ca_left = ca.not_valid_after_utc - p.now
+    leaf_left = leaf.not_valid_after_utc - p.now
+    names_ok = _names_ok(leaf, p.settings)
+    if p.rotate_requested or ca_left <= renew_at or leaf_left <= renew_at or not names_ok:
+        if p.rotate_requested:
             why = "rotation requested"
         elif not names_ok:
             why = "the serving certificate names another service"
         else:
             why = "the certificate expires within renew-before"
-        new_ca = _new_ca(settings)
-        pair = _issue(settings, new_ca)  # the new CA's key goes out of scope here, unstored
-        out[NEXT_CRT], out[NEXT_TLS_CRT], out[NEXT_TLS_KEY] = new_ca.cert_pem, pair.cert_pem, pair.key_pem
-        nd = now + dt.timedelta(seconds=settings.bundle_propagation_seconds)
-        return Plan(out, CA_ADDED, now, f"added a new CA to the bundle ({why})", nd, rotate_requested)
-    nd = now + min(ca_left, leaf_left) - renew_at
-    return Plan(out, STEADY, None, _dropped(stored_keys), nd, False)
+        new_ca = _new_ca(p.settings)
+        pair = _issue(p.settings, new_ca)  # the new CA's key goes out of scope here, unstored
+        p.out[NEXT_CRT], p.out[NEXT_TLS_CRT], p.out[NEXT_TLS_KEY] = new_ca.cert_pem, pair.cert_pem, pair.key_pem
+        nd = p.now + dt.timedelta(seconds=p.settings.bundle_propagation_seconds)
+        return Plan(p.out, CA_ADDED, p.now, f"added a new CA to the bundle ({why})", nd, p.rotate_requested)
+    nd = p.now + min(ca_left, leaf_left) - renew_at
+    return Plan(p.out, STEADY, None, _dropped(p.stored_keys), nd, False)
 
 
 def _dropped(keys: list[str]) -> str:

@@ -101,79 +101,101 @@ class ImageReference(Check):
     summary = "Every container image is a valid reference; warns on the moving 'latest' tag and on private registries without imagePullSecrets."
 
     async def run(self, ctx: CheckContext) -> list[CheckResult]:
-        uses: dict[str, _Use] = {}
-        for group in ctx.workload.pod_groups:
-            pull_ok = _has_pull_secrets(group.pod_spec, ctx)
-            inits = {id(c) for c in group.pod_spec.get("initContainers") or []}
-            for c in group.containers(init=True):
-                image = c.get("image")
-                image = image if isinstance(image, str) else ""
-                use = uses.get(image)
-                if use is None:  # not setdefault: building a _Use per container costs more than the check
-                    use = uses[image] = _Use(image)
-                use.where.append((group.name, str(c.get("name") or "?"), id(c) in inits))
-                if not pull_ok and group.name not in use.groups_without_pull_secrets:
-                    use.groups_without_pull_secrets.append(group.name)
-
-        fails: list[tuple[str, str]] = []
-        warns: list[tuple[str, str]] = []
-        pinned = 0
+        """Steps: the images and where each is used (`_collect`), each image judged (`_judge`), then one
+        FAIL, one WARN, both, or the PASS (`_results`)."""
+        uses = _collect(ctx)
+        found = _Findings()
         public = {r.lower() for r in ctx.settings.public_registries}
         for use in uses.values():
-            # where the image is used: written only for a message (a passing image needs none)
-            if use.image == "":
-                fails.append((f"{_capitalized(describe_uses(use.where))} has no image", "set the container's image"))
-                continue
-            try:
-                ref = parse_image(use.image)
-            except ValueError as exc:
-                fails.append(
-                    (
-                        f"Image {quoted(use.image)} used by {describe_uses(use.where)} is invalid: {exc}",
-                        f'use [registry[:port]/]repository[:tag][@digest] with a lowercase repository, e.g. "{EXAMPLE}"',
-                    )
-                )
-                continue
-            if ref.digest:
-                pinned += 1
-            else:
-                if ref.tag is None:
-                    warns.append(
-                        (
-                            f'Image "{use.image}" has no tag, so it pulls whatever "latest" is when each pod starts (used by {describe_uses(use.where)})',
-                            "pin a version tag or a digest",
-                        )
-                    )
-                elif ref.tag == "latest":
-                    warns.append(
-                        (
-                            f'Image "{use.image}" uses the moving tag "latest"; pods can start different builds (used by {describe_uses(use.where)})',
-                            "pin a version tag or a digest",
-                        )
-                    )
-            if use.groups_without_pull_secrets and ref.registry.lower() not in public:
-                groups = _quote_list(use.groups_without_pull_secrets)
-                label = "pod group" if len(use.groups_without_pull_secrets) == 1 else "pod groups"
-                warns.append(
-                    (
-                        f'Registry "{ref.registry}" of image "{use.image}" may need a login, but {label} {groups} has no imagePullSecrets',
-                        _pull_secret_fix(ctx.workload),
-                    )
-                )
+            _judge(use, public, ctx.workload, found)
+        return _results(self.name, len(uses), found)
 
-        results: list[CheckResult] = []
-        if fails:
-            results.append(_combine(self.name, Status.FAIL, fails))
-        if warns:
-            results.append(_combine(self.name, Status.WARN, warns))
-        if not results:
-            n = len(uses)
-            if n == 0:
-                return [CheckResult(self.name, Status.PASS, "No containers to check")]
-            noun = "image is a valid reference" if n == 1 else f"{n} images are valid references"
-            prefix = "The" if n == 1 else "All"
-            results.append(CheckResult(self.name, Status.PASS, f"{prefix} {noun} ({pinned} pinned by digest)"))
-        return results
+
+def _collect(ctx: CheckContext) -> dict[str, _Use]:
+    """Each distinct image string, where it is used, and the pod groups using it without pull Secrets."""
+    uses: dict[str, _Use] = {}
+    for group in ctx.workload.pod_groups:
+        pull_ok = _has_pull_secrets(group.pod_spec, ctx)
+        inits = {id(c) for c in group.pod_spec.get("initContainers") or []}
+        for c in group.containers(init=True):
+            image = c.get("image")
+            image = image if isinstance(image, str) else ""
+            use = uses.get(image)
+            if use is None:  # not setdefault: building a _Use per container costs more than the check
+                use = uses[image] = _Use(image)
+            use.where.append((group.name, str(c.get("name") or "?"), id(c) in inits))
+            if not pull_ok and group.name not in use.groups_without_pull_secrets:
+                use.groups_without_pull_secrets.append(group.name)
+    return uses
+
+
+@dataclass
+class _Findings:
+    """The (what, fix) findings of every image, and how many are pinned by digest."""
+
+    fails: list[tuple[str, str]] = field(default_factory=list)
+    warns: list[tuple[str, str]] = field(default_factory=list)
+    pinned: int = 0
+
+
+def _judge(use: _Use, public: set[str], wl: Workload, found: _Findings) -> None:
+    """One image: missing or invalid (FAIL), unpinned or "latest" (WARN), a private registry without
+    imagePullSecrets (WARN)."""
+    # where the image is used: written only for a message (a passing image needs none)
+    if use.image == "":
+        found.fails.append((f"{_capitalized(describe_uses(use.where))} has no image", "set the container's image"))
+        return
+    try:
+        ref = parse_image(use.image)
+    except ValueError as exc:
+        found.fails.append(
+            (
+                f"Image {quoted(use.image)} used by {describe_uses(use.where)} is invalid: {exc}",
+                f'use [registry[:port]/]repository[:tag][@digest] with a lowercase repository, e.g. "{EXAMPLE}"',
+            )
+        )
+        return
+    if ref.digest:
+        found.pinned += 1
+    elif ref.tag is None:
+        found.warns.append(
+            (
+                f'Image "{use.image}" has no tag, so it pulls whatever "latest" is when each pod starts (used by {describe_uses(use.where)})',
+                "pin a version tag or a digest",
+            )
+        )
+    elif ref.tag == "latest":
+        found.warns.append(
+            (
+                f'Image "{use.image}" uses the moving tag "latest"; pods can start different builds (used by {describe_uses(use.where)})',
+                "pin a version tag or a digest",
+            )
+        )
+    if use.groups_without_pull_secrets and ref.registry.lower() not in public:
+        groups = _quote_list(use.groups_without_pull_secrets)
+        label = "pod group" if len(use.groups_without_pull_secrets) == 1 else "pod groups"
+        found.warns.append(
+            (
+                f'Registry "{ref.registry}" of image "{use.image}" may need a login, but {label} {groups} has no imagePullSecrets',
+                _pull_secret_fix(wl),
+            )
+        )
+
+
+def _results(name: str, n: int, found: _Findings) -> list[CheckResult]:
+    """One FAIL (every failure), one WARN (every warning), both, or the PASS over the `n` images."""
+    results: list[CheckResult] = []
+    if found.fails:
+        results.append(_combine(name, Status.FAIL, found.fails))
+    if found.warns:
+        results.append(_combine(name, Status.WARN, found.warns))
+    if not results:
+        if n == 0:
+            return [CheckResult(name, Status.PASS, "No containers to check")]
+        noun = "image is a valid reference" if n == 1 else f"{n} images are valid references"
+        prefix = "The" if n == 1 else "All"
+        results.append(CheckResult(name, Status.PASS, f"{prefix} {noun} ({found.pinned} pinned by digest)"))
+    return results
 
 
 CHECKS = [ImageReference()]
