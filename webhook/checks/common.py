@@ -54,3 +54,24 @@ def no_quota(check: str, ctx: CheckContext) -> CheckResult:
         ctx,
         "resourcequotas",
     )
+
+
+def fail_and_warn(
+    check: str,
+    fails: list[str],
+    warns: list[str],
+    *,
+    fail_details: list[str] | None = None,
+    warn_sep: str = "; ",
+    warn_tail: str = "",
+) -> list[CheckResult]:
+    """One FAIL (every failure, joined by a space; its details `fail_details`, else the failures) and
+    one WARN (every warning joined by `warn_sep`, then `warn_tail`; next to the failures, never instead
+    of them): both, one, or none (the caller's PASS)."""
+    out: list[CheckResult] = []
+    if fails:
+        details = list(fails if fail_details is None else fail_details)
+        out.append(CheckResult(check, Status.FAIL, " ".join(fails), details=details))
+    if warns:
+        out.append(CheckResult(check, Status.WARN, warn_sep.join(warns) + warn_tail, details=list(warns)))
+    return out

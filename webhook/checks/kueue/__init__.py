@@ -29,11 +29,12 @@ asked for on a cluster without Kueue is a FAIL here, not a skip. A 403 is never 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from webhook.checks.base import Check, CheckContext
-from webhook.checks.common import cached, with_stale
+from webhook.checks.common import cached, fail_and_warn, with_stale
 from webhook.checks.kueue.capacity import KueueCapacity
 from webhook.config import Settings
 from webhook.kube import ApiError, Permission
@@ -58,11 +59,7 @@ def _result(
     name: str, fails: list[str], warns: list[str], ok: str, ctx: CheckContext, *caches: str
 ) -> CheckResult | list[CheckResult]:
     """One FAIL (all failures), one WARN (all warnings), both, or one PASS."""
-    out: list[CheckResult] = []
-    if fails:
-        out.append(with_stale(CheckResult(name, Status.FAIL, " ".join(fails), details=list(fails)), ctx, *caches))
-    if warns:
-        out.append(with_stale(CheckResult(name, Status.WARN, "; ".join(warns), details=list(warns)), ctx, *caches))
+    out = [with_stale(r, ctx, *caches) for r in fail_and_warn(name, fails, warns)]
     if not out:
         return with_stale(CheckResult(name, Status.PASS, ok), ctx, *caches)
     return out[0] if len(out) == 1 else out
@@ -240,6 +237,18 @@ def admission_lease_ref(settings: Settings) -> tuple[str, str] | None:
     return lns, lname
 
 
+@dataclass
+class _Listed:
+    """The AdmissionChecks a ClusterQueue lists, those that exist, and what the steps found."""
+
+    cq_name: str
+    #: (name, onFlavors), as admission_checks reads them
+    listed: list[tuple[str, list[str]]]
+    objs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    fails: list[str] = field(default_factory=list)
+    warns: list[str] = field(default_factory=list)
+
+
 class KueueAdmissionChecks(Check):
     name = "Kueue Admission Checks"
     needs_cluster = True
@@ -264,69 +273,80 @@ class KueueAdmissionChecks(Check):
         )
 
     async def run(self, ctx: CheckContext) -> CheckResult | list[CheckResult]:
+        """Steps: each AdmissionCheck the ClusterQueue lists exists and is Active (`_exist`), one of them is
+        the configured controller's (`_controller`), that controller's Lease is fresh (`_lease`), then the verdict."""
         assert ctx.view is not None
         resolved, reason = resolve_queue(ctx)
         if resolved is None:
             return CheckResult(self.name, Status.SKIP, f"Skipped: {reason}")
-        view, kcfg = ctx.view, ctx.settings.kueue
         cq = resolved.cluster_queue
-        cq_name = (cq.get("metadata") or {}).get("name", "?")
-        listed = admission_checks(cq)
-        fails: list[str] = []
-        warns: list[str] = []
-        objs: dict[str, dict[str, Any]] = {}
-        for name, _ in listed:
-            ac = view.get_cached("admissionchecks", None, name)
-            if ac is None:
-                fails.append(
-                    f'AdmissionCheck "{name}" (listed by ClusterQueue "{cq_name}") does not exist, so Kueue never admits the job. '
-                    f'Fix: create AdmissionCheck "{name}", or remove it from spec.admissionChecksStrategy of ClusterQueue "{cq_name}".'
-                )
-                continue
-            objs[name] = ac
-            controller = (ac.get("spec") or {}).get("controllerName", "")
-            c = condition(ac, "Active")
-            if c is None:
-                warns.append(
-                    f'AdmissionCheck "{name}" has no Active condition yet (is controller "{controller}" running?)'
-                )
-            elif c.get("status") != "True":
-                fails.append(
-                    f'AdmissionCheck "{name}" is not Active ({_cond_text(c)}): its controller "{controller}" has not started. '
-                    f'Fix: deploy or start the controller "{controller}".'
-                )
+        found = _Listed((cq.get("metadata") or {}).get("name", "?"), admission_checks(cq))
+        self._exist(ctx, found)
         gate = "the readmission gate is not proven: "
-        want = kcfg.admission_check_controller
-        if want:
-            mine = [
-                (n, flv) for n, flv in listed if n in objs and (objs[n].get("spec") or {}).get("controllerName") == want
-            ]
-            if not mine:
-                named = ", ".join(
-                    f'"{n}" names controller "{(o.get("spec") or {}).get("controllerName", "")}"'
-                    for n, o in objs.items()
-                )
-                fails.append(
-                    f'{gate}ClusterQueue "{cq_name}" lists no AdmissionCheck of controller "{want}"'
-                    + (f" (AdmissionCheck {named})" if named else "")
-                    + f'. Fix: list an AdmissionCheck with controllerName "{want}" in spec.admissionChecksStrategy of ClusterQueue "{cq_name}".'
-                )
-            elif all(flv for _, flv in mine):
-                n, flv = mine[0]
-                fails.append(
-                    f'{gate}ClusterQueue "{cq_name}" lists AdmissionCheck "{n}" only on flavors {", ".join(flv)}. '
-                    "Fix: list it without onFlavors."
-                )
-        if kcfg.admission_lease and listed:
-            await self._lease(ctx, gate, fails, warns)
-        if not listed and not fails:
+        self._controller(ctx.settings.kueue.admission_check_controller, found, gate)
+        if ctx.settings.kueue.admission_lease and found.listed:
+            await self._lease(ctx, gate, found.fails, found.warns)
+        cq_name, listed = found.cq_name, found.listed
+        if not listed and not found.fails:
             return with_stale(
                 CheckResult(self.name, Status.SKIP, f'ClusterQueue "{cq_name}" uses no AdmissionChecks'),
                 ctx,
                 "clusterqueues",
             )
         ok = f'{len(listed)} AdmissionCheck(s) of ClusterQueue "{cq_name}" exist and are Active: {", ".join(n for n, _ in listed)}'
-        return _result(self.name, fails, warns, ok, ctx, "clusterqueues", "admissionchecks")
+        return _result(self.name, found.fails, found.warns, ok, ctx, "clusterqueues", "admissionchecks")
+
+    @staticmethod
+    def _exist(ctx: CheckContext, found: _Listed) -> None:
+        """Each listed AdmissionCheck exists (else FAIL) and is Active (no condition yet: WARN; not True: FAIL)."""
+        assert ctx.view is not None
+        cq_name = found.cq_name
+        for name, _ in found.listed:
+            ac = ctx.view.get_cached("admissionchecks", None, name)
+            if ac is None:
+                found.fails.append(
+                    f'AdmissionCheck "{name}" (listed by ClusterQueue "{cq_name}") does not exist, so Kueue never admits the job. '
+                    f'Fix: create AdmissionCheck "{name}", or remove it from spec.admissionChecksStrategy of ClusterQueue "{cq_name}".'
+                )
+                continue
+            found.objs[name] = ac
+            controller = (ac.get("spec") or {}).get("controllerName", "")
+            c = condition(ac, "Active")
+            if c is None:
+                found.warns.append(
+                    f'AdmissionCheck "{name}" has no Active condition yet (is controller "{controller}" running?)'
+                )
+            elif c.get("status") != "True":
+                found.fails.append(
+                    f'AdmissionCheck "{name}" is not Active ({_cond_text(c)}): its controller "{controller}" has not started. '
+                    f'Fix: deploy or start the controller "{controller}".'
+                )
+
+    @staticmethod
+    def _controller(want: str | None, found: _Listed, gate: str) -> None:
+        """With kueue.admissionCheckController set: an existing AdmissionCheck of that controller is listed,
+        and not only on some flavors (else FAIL: the readmission gate is not proven)."""
+        if not want:
+            return
+        cq_name, listed, objs = found.cq_name, found.listed, found.objs
+        mine = [
+            (n, flv) for n, flv in listed if n in objs and (objs[n].get("spec") or {}).get("controllerName") == want
+        ]
+        if not mine:
+            named = ", ".join(
+                f'"{n}" names controller "{(o.get("spec") or {}).get("controllerName", "")}"' for n, o in objs.items()
+            )
+            found.fails.append(
+                f'{gate}ClusterQueue "{cq_name}" lists no AdmissionCheck of controller "{want}"'
+                + (f" (AdmissionCheck {named})" if named else "")
+                + f'. Fix: list an AdmissionCheck with controllerName "{want}" in spec.admissionChecksStrategy of ClusterQueue "{cq_name}".'
+            )
+        elif all(flv for _, flv in mine):
+            n, flv = mine[0]
+            found.fails.append(
+                f'{gate}ClusterQueue "{cq_name}" lists AdmissionCheck "{n}" only on flavors {", ".join(flv)}. '
+                "Fix: list it without onFlavors."
+            )
 
     @staticmethod
     async def _lease(ctx: CheckContext, gate: str, fails: list[str], warns: list[str]) -> None:
