@@ -2,7 +2,7 @@
 
 The control plane (etcd + kube-apiserver + CRDs) is started once per session and torn
 down by PID at the end, even when tests fail. A cold cache makes the first session build
-the binaries (e2e/build.sh; docs/development.md's Timings; its progress lines are shown live);
+the binaries (e2e/build.sh; docs/benchmarks/build-and-test-times.md; its progress lines are shown live);
 a missing or broken build fails the session loudly instead of skipping it.
 """
 

@@ -107,7 +107,8 @@ def up() -> int:
         step(1, total, "Building or reusing kube-apiserver, etcd, kubectl and the CRDs (e2e/build.sh control-plane)")
         note(
             "a cold cache builds them from source in one go build: 13 min of CPU (kube-apiserver is most of it),"
-            " so ~9-11 min on 2 idle cores and longer on busy ones (measured: docs/development.md#timings);"
+            " so ~9-11 min on 2 idle cores and longer on busy ones"
+            " (measured: docs/benchmarks/build-and-test-times.md#current-figures);"
             " a warm one takes seconds"
         )
         ensure_built(what="control-plane")

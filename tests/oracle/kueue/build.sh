@@ -2,7 +2,7 @@
 # Build (once) the Kueue v0.17.0 capacity oracle (main.go: Kueue's own scheduler cache driven in
 # process) into ~/.cache/preflight-webhook/kueue-oracle/. Prints the binary's path on stdout;
 # progress goes to stderr. Idempotent: a stamp records the sources it was built from, so a warm
-# run takes well under a second. Cold build: see docs/development.md.
+# run takes well under a second. Cold build: see docs/benchmarks/build-and-test-times.md.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 DIR="${PREFLIGHT_KUEUE_ORACLE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/preflight-webhook/kueue-oracle}"
