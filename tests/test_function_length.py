@@ -23,7 +23,6 @@ ALLOWED: dict[str, int] = {
     "webhook/checks/dra/check.py::DeviceAllocation.run": 116,
     "webhook/checks/dryrun.py::DryRun.run": 167,
     "webhook/checks/imagepull.py::ImagePull._judge": 72,
-    "webhook/checks/kueue/capacity.py::KueueCapacity.run": 61,
     "webhook/checks/netpol.py::NetworkPolicies.run": 77,
     "webhook/checks/netpol.py::job_paths": 109,
     "webhook/checks/nodes.py::PerNodeSchedulability.run": 78,

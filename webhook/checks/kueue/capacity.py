@@ -64,10 +64,7 @@ class KueueCapacity(Check):
             podsets = _podset_needs(ctx.workload, covered_by)
         except ValueError as exc:
             return CheckResult(self.name, Status.WARN, f"Could not compute the job's requests: {exc}")
-        total: dict[str, Decimal] = {}
-        for _, need in podsets:
-            for r, v in need.items():
-                total[r] = total.get(r, ZERO) + v
+        total = _total(podsets)
         if not total:
             return CheckResult(self.name, Status.SKIP, "The job requests no resources")
 
@@ -84,10 +81,7 @@ class KueueCapacity(Check):
                 "clusterqueues",
             )
 
-        readable = ctx.view.cache_age("cohorts") is not None
-        tree = CohortTree(
-            cq, ctx.view.list_cached("clusterqueues"), ctx.view.list_cached("cohorts") if readable else None
-        )
+        readable, tree = _tree(ctx, cq)
         caches = ("clusterqueues", "cohorts") if tree.path and readable else ("clusterqueues",)
         in_cohort = f"cohort {' → '.join(chr(34) + n + chr(34) for n in tree.cohort_names)}" if tree.path else ""
         issues = "; ".join(dict.fromkeys(tree.issues))
@@ -158,15 +152,29 @@ def _fits_now(ctx: CheckContext, cq: dict[str, Any]) -> bool:
         podsets = _podset_needs(ctx.workload, covered_by)
     except ValueError:
         return False
+    total = _total(podsets)
+    if any(r not in covered_by for r in total):
+        return False
+    _, tree = _tree(ctx, cq)
+    return not tree.issues and _shortfall(tree, total, podsets, covered_by, free=True) is None
+
+
+def _tree(ctx: CheckContext, cq: dict[str, Any]) -> tuple[bool, CohortTree]:
+    """(whether the Cohort objects can be read, the cohort tree of `cq` over the cached ClusterQueues and
+    Cohorts): without the Cohorts cache the tree is read from the ClusterQueues alone, its issues say so."""
+    assert ctx.view is not None
+    readable = ctx.view.cache_age("cohorts") is not None
+    tree = CohortTree(cq, ctx.view.list_cached("clusterqueues"), ctx.view.list_cached("cohorts") if readable else None)
+    return readable, tree
+
+
+def _total(podsets: list[tuple[str, dict[str, Decimal]]]) -> dict[str, Decimal]:
+    """The whole job's requests: the pod groups' needs summed per resource (Kueue charges the whole gang)."""
     total: dict[str, Decimal] = {}
     for _, need in podsets:
         for r, v in need.items():
             total[r] = total.get(r, ZERO) + v
-    if any(r not in covered_by for r in total):
-        return False
-    readable = ctx.view.cache_age("cohorts") is not None
-    tree = CohortTree(cq, ctx.view.list_cached("clusterqueues"), ctx.view.list_cached("cohorts") if readable else None)
-    return not tree.issues and _shortfall(tree, total, podsets, covered_by, free=True) is None
+    return total
 
 
 #: (resource, needed, available, pod group or None for the whole job) of a shortfall
