@@ -42,6 +42,7 @@ import json
 import re
 import weakref
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from webhook.checks.base import Check, CheckContext
@@ -310,195 +311,285 @@ class DryRun(Check):
     )
 
     async def run(self, ctx: CheckContext) -> CheckResult | list[CheckResult]:
+        """Steps: build (`_plan`: the probes) → dispatch (`_dry_run`: each probe, then the twins of those refused
+        for their owner) → classify (`_classify`: each probe's outcome) → message (`_message`)."""
         assert ctx.view is not None
-        wl = ctx.workload
-        ns = wl.namespace
-        # (apiVersion, kind, name, the pod groups a Pod stands for (None for a JobSet), body,
-        # the uid of the job that owns it: the judged job, or the sweep child whose objects these are)
-        bodies: list[tuple[str, str, str, list[str] | None, dict[str, Any], str | None]] = []
-        # who creates each group's pods: the job itself, or (AIPerfSweep) the child whose JobSet does
-        source = getattr(wl, "group_source", None)
-        owned = [(g, *(source(g) if source else (wl, g))) for g in wl.pod_groups]
-        owners = list({id(o): o for o in [wl, *(o for _, o, _ in owned)]}.values())
-        for owner in owners:
-            js = jobset_for(owner)
-            if js is not None:
-                bodies.append(
-                    (js["apiVersion"], "JobSet", js["metadata"].get("name", owner.name), None, js, _uid(owner))
-                )
-        jobs: list[tuple[str, str, str, list[str] | None, dict[str, Any], str | None]] = []
-        for members in same_template(owned):
-            # the longest group name makes the longest pod, Job and label names: the one a length rule rejects
-            _, owner, own_group = max(members, key=lambda m: len(m[2].name))
-            pod = pod_for(owner, own_group)
-            bodies.append(("v1", "Pod", pod["metadata"]["name"], [g.name for g, _, _ in members], pod, _uid(owner)))
-            job = job_for(owner, own_group)
-            if job is not None:
-                jobs.append(
-                    ("batch/v1", "Job", job["metadata"]["name"], [g.name for g, _, _ in members], job, _uid(owner))
-                )
-        bodies.extend(jobs)
-        if not bodies:
+        plan = _plan(ctx.workload)
+        if not plan.probes:
             return CheckResult(self.name, Status.SKIP, "Nothing to dry-run: the job derives no JobSet and no pods")
+        sent = await _dry_run(ctx, ctx.view, plan)
+        ctx.admission = _admission(plan.probes, sent)
+        found = _Findings()
+        for i, probe in enumerate(plan.probes):
+            _classify(probe, i, sent, ctx.workload.namespace, found)
+        return self._message(found)
 
-        view = ctx.view
-        cache = cache_for(view, ctx.settings.dry_run_cache_seconds)
-        # a probe that this namespace's webhooks refused for its owner a moment ago goes as its twin
-        # at once (TwinMemo): the remembered refusal stands for the first answer
-        memo = memo_for(view, ctx.settings.dry_run_cache_seconds)
-        keys = [twin_key(ns, kind, body) for _, kind, _, _, body, _ in bodies]
-        remembered = {i: r for i, k in enumerate(keys) if (r := memo.get(k)) is not None}
-        twins: dict[int, dict[str, Any]] = {i: twin_of(bodies[i][4]) for i in remembered}
-        # the probes of a cached render of the job itself are the same for every review of it: their
-        # digests are memoized by (render, probe) (DigestMemo); a sweep child's are hashed each time
-        rid = wl.render_id if all(o is wl for o in owners) else None
-        memo_keys = [
-            None if rid is None else (rid, ns, kind, name, None if groups is None else tuple(groups))
-            for _, kind, name, groups, _, _ in bodies
-        ]
-        sent = [
-            (av, kind, twins.get(i, body), own_uid, _twin_memo(memo_keys[i], i in twins))
-            for i, (av, kind, _, _, body, own_uid) in enumerate(bodies)
-        ]
-        answers: dict[int, dict[str, Any]] = {}
-        twin_answers: dict[int, dict[str, Any]] = {}
-        outcomes = await _dry_run_all(view, cache, ns, sent, ctx, answers)
-        twin_answers.update((i, answers.pop(i)) for i in remembered if i in answers)
-        twin_outcomes: dict[int, BaseException | None] = {i: outcomes.pop(i) for i in remembered if i in outcomes}
-        outcomes.update(remembered)
-
-        # the probes a webhook refused for an owner that exists only once the job is stored: their
-        # twins (no controller flag, so no owner lookup) are judged by that webhook and every later layer
-        for i, (_, kind, _, _, body, _) in enumerate(bodies):
-            if i in remembered:
-                continue
-            exc = outcomes.get(i)
-            if i in outcomes and exc is None:
-                memo.forget(keys[i])  # accepted with its controller flag: no owner lookup refuses it
-            if (
-                isinstance(exc, ApiError)
-                and not exc.transient
-                and not (exc.status == 409 and kind == "JobSet")
-                and not (exc.forbidden and _RBAC_DENIED.search(exc.message))
-                and owner_refused(exc.message, body) is not None
-                and any(
-                    isinstance(o, dict) and o.get("controller") for o in body["metadata"].get("ownerReferences") or []
-                )
-            ):
-                twins[i] = twin_of(body)
-                memo.remember(keys[i], exc)
-        order = [i for i in twins if i not in remembered]
-        if order:
-            got_answers: dict[int, dict[str, Any]] = {}
-            got = await _dry_run_all(
-                view,
-                cache,
-                ns,
-                [(bodies[i][0], bodies[i][1], twins[i], bodies[i][5], _twin_memo(memo_keys[i], True)) for i in order],
-                ctx,
-                got_answers,
-            )
-            twin_outcomes.update((order[j], exc) for j, exc in got.items())
-            twin_answers.update((order[j], a) for j, a in got_answers.items())
-        ctx.admission = _admission(bodies, outcomes, answers, twins, twin_outcomes, twin_answers)
-
-        fails: list[str] = []
-        unknown: list[str] = []
-        accepted: list[str] = []
-        job_groups: list[str] = []
-        twinned: list[str] = []
-        for i, (_, kind, name, groups, body, _) in enumerate(bodies):
-            subject = _subject(kind, name, groups)
-            job_probe = kind == "Job"
-            if i in twins:
-                first = outcomes[i]
-                assert isinstance(first, ApiError)
-                who = _refuser(first.message)
-                if i not in twin_outcomes:
-                    unknown.append(f"Could not dry-run the {subject} without the owner lookup of {who} (timed out)")
-                    continue
-                exc = twin_outcomes[i]
-                if exc is None:
-                    (job_groups if job_probe else accepted).extend([subject] if groups is None else groups)
-                    twinned.append(
-                        f"{subject}: {who} looks up its owner, which exists only once the job runs; every later "
-                        "admission layer accepts its twin without the controller flag of its ownerReference"
-                    )
-                    continue
-                if (
-                    isinstance(exc, ApiError)
-                    and not exc.transient
-                    and probe_only(exc.message, exc.status, kind, twins[i]) is None
-                    and speaks_of_owners(exc.message, _names_of(twins[i]))
-                ):
-                    text = exc.message.strip().rstrip(".")
-                    unknown.append(
-                        f"Cannot verify the {subject}: {who} looks up its owner, which exists only once the job runs, "
-                        f"and its twin without the controller flag of its ownerReference is refused: {text}"
-                    )
-                    continue
-                body = twins[i]
-            elif i not in outcomes:
-                unknown.append(f"Could not dry-run the {subject} (timed out)")
-                continue
-            else:
-                exc = outcomes[i]
-            if exc is None:
-                (job_groups if job_probe else accepted).extend([subject] if groups is None else groups)
-                continue
-            if not isinstance(exc, ApiError):
-                unknown.append(f"Could not dry-run the {subject}: {exc or type(exc).__name__}")
-            elif exc.transient:
-                unknown.append(f"Could not dry-run the {subject} (transient error): {exc.message}")
-            elif exc.forbidden and _RBAC_DENIED.search(exc.message):
-                unknown.append(f"Cannot verify the {subject} (not permitted to create {kind.lower()}s with dryRun)")
-            elif exc.status == 409 and kind == "JobSet":
-                accepted.append(f"{subject} (already exists)")
-            elif (why := probe_only(exc.message, exc.status, kind, body)) is not None:
-                text = exc.message.strip().rstrip(".")
-                unknown.append(
-                    f"Cannot verify the {subject}: the rejection concerns only the dry-run probe ({why}): {text}"
-                )
-            else:
-                text = exc.message.strip().rstrip(".")
-                # what the layers before the refusal said (a mutating webhook naming itself, e.g. Kyverno's
-                # emitWarning): the pod refused is the pod as they changed it (docs/mutations.md)
-                said = f" The dry run warned: {'; '.join(_quoted(w) for w in exc.warnings)}." if exc.warnings else ""
-                fails.append(f"{subject} rejected by the apiserver: {text}.{said} Fix: {fix_for(text, ns)}.")
-
+    def _message(self, found: _Findings) -> CheckResult | list[CheckResult]:
+        """FAIL with the rejections and WARN with what could not be verified, else PASS naming what was accepted."""
         out: list[CheckResult] = []
-        if fails:
-            out.append(CheckResult(self.name, Status.FAIL, " ".join(fails), details=fails))
-        if unknown:  # reported next to the rejections, never instead of them
-            out.append(CheckResult(self.name, Status.WARN, "; ".join(unknown), details=unknown))
+        if found.fails:
+            out.append(CheckResult(self.name, Status.FAIL, " ".join(found.fails), details=found.fails))
+        if found.unknown:  # reported next to the rejections, never instead of them
+            out.append(CheckResult(self.name, Status.WARN, "; ".join(found.unknown), details=found.unknown))
         if out:
             return out
-        objects = [a for a in accepted if a.startswith("JobSet")]
-        names = [a for a in accepted if not a.startswith("JobSet")]
+        objects = [a for a in found.accepted if a.startswith("JobSet")]
+        names = [a for a in found.accepted if not a.startswith("JobSet")]
+        job_groups = found.job_groups
         parts = objects + ([f"a Job of each replicatedJob ({', '.join(job_groups)})"] if job_groups else [])
         parts += [f"a pod of each group ({', '.join(names)})"] if names else []
         said = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
-        return CheckResult(self.name, Status.PASS, f"The apiserver accepts (dryRun=All) {said}", details=twinned)
+        return CheckResult(self.name, Status.PASS, f"The apiserver accepts (dryRun=All) {said}", details=found.twinned)
 
 
-def _admission(
-    bodies: list[tuple[str, str, str, list[str] | None, dict[str, Any], str | None]],
-    outcomes: dict[int, BaseException | None],
-    answers: dict[int, dict[str, Any]],
-    twins: dict[int, dict[str, Any]],
-    twin_outcomes: dict[int, BaseException | None],
-    twin_answers: dict[int, dict[str, Any]],
-) -> Admission:
+@dataclass(frozen=True)
+class _Probe:
+    """One object to dry-run: a JobSet the job becomes, or the Pod or Job of a set of pod groups."""
+
+    api_version: str
+    kind: str
+    name: str
+    #: the pod groups a Pod or Job stands for (None for a JobSet)
+    groups: list[str] | None
+    body: dict[str, Any]
+    #: the uid of the job that owns it: the judged job, or the sweep child whose objects these are
+    uid: str | None
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The probes of one review (the JobSets, then the Pods, then the Jobs) and the render they come from."""
+
+    probes: list[_Probe]
+    #: the job's render when every probe is the job's own (a sweep child's probes: None)
+    render_id: int | None
+
+    def memo_keys(self, ns: str) -> list[tuple[Any, ...] | None]:
+        """Each probe's DigestMemo key (without the twin flag); None: its digest is hashed each time."""
+        rid = self.render_id
+        return [
+            None if rid is None else (rid, ns, p.kind, p.name, None if p.groups is None else tuple(p.groups))
+            for p in self.probes
+        ]
+
+
+def _plan(wl: Workload) -> _Plan:
+    """The JobSet of the job and of each sweep child that creates pods, then per set of groups with the same pod
+    template (same_template) the Pod of the group with the longest name, then the Jobs of those groups."""
+    # who creates each group's pods: the job itself, or (AIPerfSweep) the child whose JobSet does
+    source = getattr(wl, "group_source", None)
+    owned = [(g, *(source(g) if source else (wl, g))) for g in wl.pod_groups]
+    owners = list({id(o): o for o in [wl, *(o for _, o, _ in owned)]}.values())
+    probes: list[_Probe] = []
+    for owner in owners:
+        js = jobset_for(owner)
+        if js is not None:
+            probes.append(
+                _Probe(js["apiVersion"], "JobSet", js["metadata"].get("name", owner.name), None, js, _uid(owner))
+            )
+    jobs: list[_Probe] = []
+    for members in same_template(owned):
+        # the longest group name makes the longest pod, Job and label names: the one a length rule rejects
+        _, owner, own_group = max(members, key=lambda m: len(m[2].name))
+        pod = pod_for(owner, own_group)
+        probes.append(_Probe("v1", "Pod", pod["metadata"]["name"], [g.name for g, _, _ in members], pod, _uid(owner)))
+        job = job_for(owner, own_group)
+        if job is not None:
+            jobs.append(
+                _Probe("batch/v1", "Job", job["metadata"]["name"], [g.name for g, _, _ in members], job, _uid(owner))
+            )
+    # the probes of a cached render of the job itself are the same for every review of it: their
+    # digests are memoized by (render, probe) (DigestMemo); a sweep child's are hashed each time
+    return _Plan(probes + jobs, wl.render_id if all(o is wl for o in owners) else None)
+
+
+@dataclass
+class _Sent:
+    """What each probe was sent as and what came back, by probe index (an index missing from an outcome
+    map: its dry run timed out; an outcome None: accepted)."""
+
+    #: the probes this namespace's webhooks refused for their owner a moment ago (TwinMemo): sent as their
+    #: twin at once, the remembered refusal standing for the first answer
+    remembered: dict[int, ApiError]
+    #: the twin's body of each probe sent as its twin (remembered, or refused for its owner)
+    twins: dict[int, dict[str, Any]]
+    outcomes: dict[int, BaseException | None] = field(default_factory=dict)
+    answers: dict[int, dict[str, Any]] = field(default_factory=dict)
+    twin_outcomes: dict[int, BaseException | None] = field(default_factory=dict)
+    twin_answers: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+
+async def _dry_run(ctx: CheckContext, view: ClusterView, plan: _Plan) -> _Sent:
+    """Every probe dry-run, concurrently (as its twin at once when its refusal is remembered), then the
+    twins of the probes a webhook refused for their owner (`_twin_the_refused`)."""
+    ns = ctx.workload.namespace
+    cache = cache_for(view, ctx.settings.dry_run_cache_seconds)
+    # a probe that this namespace's webhooks refused for its owner a moment ago goes as its twin
+    # at once (TwinMemo): the remembered refusal stands for the first answer
+    memo = memo_for(view, ctx.settings.dry_run_cache_seconds)
+    keys = [twin_key(ns, p.kind, p.body) for p in plan.probes]
+    remembered = {i: r for i, k in enumerate(keys) if (r := memo.get(k)) is not None}
+    sent = _Sent(remembered, {i: twin_of(plan.probes[i].body) for i in remembered})
+    memo_keys = plan.memo_keys(ns)
+    first = [
+        (p.api_version, p.kind, sent.twins.get(i, p.body), p.uid, _twin_memo(memo_keys[i], i in sent.twins))
+        for i, p in enumerate(plan.probes)
+    ]
+    outcomes = await _dry_run_all(view, cache, ns, first, ctx, sent.answers)
+    sent.twin_answers.update((i, sent.answers.pop(i)) for i in remembered if i in sent.answers)
+    sent.twin_outcomes.update((i, outcomes.pop(i)) for i in remembered if i in outcomes)
+    outcomes.update(remembered)
+    sent.outcomes = outcomes
+    _twin_the_refused(plan.probes, sent, memo, keys)
+    order = [i for i in sent.twins if i not in remembered]
+    if order:
+        got_answers: dict[int, dict[str, Any]] = {}
+        twins = [(plan.probes[i], sent.twins[i], _twin_memo(memo_keys[i], True)) for i in order]
+        got = await _dry_run_all(
+            view, cache, ns, [(p.api_version, p.kind, twin, p.uid, key) for p, twin, key in twins], ctx, got_answers
+        )
+        sent.twin_outcomes.update((order[j], exc) for j, exc in got.items())
+        sent.twin_answers.update((order[j], a) for j, a in got_answers.items())
+    return sent
+
+
+def _twin_the_refused(
+    probes: list[_Probe], sent: _Sent, memo: TwinMemo, keys: list[tuple[str, str, str, str] | None]
+) -> None:
+    """The probes a webhook refused for an owner that exists only once the job is stored get their twin (no
+    controller flag, so no owner lookup: judged by that webhook and every later layer), and the refusal is
+    remembered (TwinMemo); a probe accepted with its controller flag is forgotten."""
+    for i, probe in enumerate(probes):
+        if i in sent.remembered:
+            continue
+        exc = sent.outcomes.get(i)
+        if i in sent.outcomes and exc is None:
+            memo.forget(keys[i])  # accepted with its controller flag: no owner lookup refuses it
+        body = probe.body
+        if (
+            isinstance(exc, ApiError)
+            and not exc.transient
+            and not (exc.status == 409 and probe.kind == "JobSet")
+            and not (exc.forbidden and _RBAC_DENIED.search(exc.message))
+            and owner_refused(exc.message, body) is not None
+            and any(isinstance(o, dict) and o.get("controller") for o in body["metadata"].get("ownerReferences") or [])
+        ):
+            sent.twins[i] = twin_of(body)
+            memo.remember(keys[i], exc)
+
+
+@dataclass
+class _Findings:
+    """What the probes' outcomes say, in the probes' order."""
+
+    #: the rejections (FAIL)
+    fails: list[str] = field(default_factory=list)
+    #: what could not be verified (WARN, next to the rejections, never instead of them)
+    unknown: list[str] = field(default_factory=list)
+    #: the JobSets and the pod groups whose Pod was accepted
+    accepted: list[str] = field(default_factory=list)
+    #: the pod groups whose Job was accepted
+    job_groups: list[str] = field(default_factory=list)
+    #: the probes accepted as their twin (the PASS's details)
+    twinned: list[str] = field(default_factory=list)
+
+    def accept(self, probe: _Probe, subject: str) -> None:
+        """The probe was accepted: its JobSet or its groups."""
+        (self.job_groups if probe.kind == "Job" else self.accepted).extend(
+            [subject] if probe.groups is None else probe.groups
+        )
+
+
+def _classify(probe: _Probe, i: int, sent: _Sent, ns: str, found: _Findings) -> None:
+    """The finding on one probe: from its twin's outcome when it was sent as its twin, else from its own."""
+    subject = _subject(probe.kind, probe.name, probe.groups)
+    if i in sent.twins:
+        if _settled_by_twin(probe, i, sent, subject, found):
+            return
+        exc, body = sent.twin_outcomes[i], sent.twins[i]
+    elif i not in sent.outcomes:
+        found.unknown.append(f"Could not dry-run the {subject} (timed out)")
+        return
+    else:
+        exc, body = sent.outcomes[i], probe.body
+    _judge(probe, subject, exc, body, ns, found)
+
+
+def _settled_by_twin(probe: _Probe, i: int, sent: _Sent, subject: str, found: _Findings) -> bool:
+    """The finding on a probe sent as its twin when the twin timed out, was accepted or was refused in
+    words about owners (the flag it lacks); False: the twin's rejection is judged as the probe's."""
+    first = sent.outcomes[i]
+    assert isinstance(first, ApiError)
+    who = _refuser(first.message)
+    if i not in sent.twin_outcomes:
+        found.unknown.append(f"Could not dry-run the {subject} without the owner lookup of {who} (timed out)")
+        return True
+    exc = sent.twin_outcomes[i]
+    if exc is None:
+        found.accept(probe, subject)
+        found.twinned.append(
+            f"{subject}: {who} looks up its owner, which exists only once the job runs; every later "
+            "admission layer accepts its twin without the controller flag of its ownerReference"
+        )
+        return True
+    if (
+        isinstance(exc, ApiError)
+        and not exc.transient
+        and probe_only(exc.message, exc.status, probe.kind, sent.twins[i]) is None
+        and speaks_of_owners(exc.message, _names_of(sent.twins[i]))
+    ):
+        text = exc.message.strip().rstrip(".")
+        found.unknown.append(
+            f"Cannot verify the {subject}: {who} looks up its owner, which exists only once the job runs, "
+            f"and its twin without the controller flag of its ownerReference is refused: {text}"
+        )
+        return True
+    return False
+
+
+def _judge(
+    probe: _Probe, subject: str, exc: BaseException | None, body: dict[str, Any], ns: str, found: _Findings
+) -> None:
+    """The finding on a dry run's outcome (of `body`: the probe or its twin): accepted, a rejection, or
+    not verified (an error, a timeout, no permission, a rejection that concerns only the probe)."""
+    kind = probe.kind
+    if exc is None:
+        found.accept(probe, subject)
+    elif not isinstance(exc, ApiError):
+        found.unknown.append(f"Could not dry-run the {subject}: {exc or type(exc).__name__}")
+    elif exc.transient:
+        found.unknown.append(f"Could not dry-run the {subject} (transient error): {exc.message}")
+    elif exc.forbidden and _RBAC_DENIED.search(exc.message):
+        found.unknown.append(f"Cannot verify the {subject} (not permitted to create {kind.lower()}s with dryRun)")
+    elif exc.status == 409 and kind == "JobSet":
+        found.accepted.append(f"{subject} (already exists)")
+    elif (why := probe_only(exc.message, exc.status, kind, body)) is not None:
+        text = exc.message.strip().rstrip(".")
+        found.unknown.append(
+            f"Cannot verify the {subject}: the rejection concerns only the dry-run probe ({why}): {text}"
+        )
+    else:
+        text = exc.message.strip().rstrip(".")
+        # what the layers before the refusal said (a mutating webhook naming itself, e.g. Kyverno's
+        # emitWarning): the pod refused is the pod as they changed it (docs/mutations.md)
+        said = f" The dry run warned: {'; '.join(_quoted(w) for w in exc.warnings)}." if exc.warnings else ""
+        found.fails.append(f"{subject} rejected by the apiserver: {text}.{said} Fix: {fix_for(text, ns)}.")
+
+
+def _admission(probes: list[_Probe], sent: _Sent) -> Admission:
     """The pod groups as admitted (for the engine, CheckContext.admission): each accepted Pod probe's answer
     (its twin's, when it was sent as its twin), and why the others were not seen."""
     pods: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
     seen: list[str] = []
     unseen: list[str] = []
-    for i, (_, kind, _, groups, body, _) in enumerate(bodies):
-        if kind != "Pod" or groups is None:
+    for i, probe in enumerate(probes):
+        groups = probe.groups
+        if probe.kind != "Pod" or groups is None:
             continue
-        done, answer, sent = (
-            (twin_outcomes, twin_answers.get(i), twins[i]) if i in twins else (outcomes, answers.get(i), body)
+        done, answer, body = (
+            (sent.twin_outcomes, sent.twin_answers.get(i), sent.twins[i])
+            if i in sent.twins
+            else (sent.outcomes, sent.answers.get(i), probe.body)
         )
         if i not in done:
             unseen.append(f"the {' and '.join(groups)} pods (their dry run timed out)")
@@ -508,7 +599,7 @@ def _admission(
             continue
         seen.extend(groups)
         if answer is not None:
-            pods.update((g, (sent, answer)) for g in groups)
+            pods.update((g, (body, answer)) for g in groups)
     return Admission(pods, seen, unseen)
 
 
