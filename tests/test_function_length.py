@@ -24,7 +24,6 @@ ALLOWED: dict[str, int] = {
     "webhook/checks/imagepull.py::ImagePull._judge": 72,
     "webhook/checks/netpol.py::NetworkPolicies.run": 77,
     "webhook/checks/netpol.py::job_paths": 109,
-    "webhook/checks/nodes.py::PerNodeSchedulability.run": 78,
     "webhook/checks/podsecurity.py::PodSecurity.run": 105,
     "webhook/checks/quotas.py::ResourceQuotas.run": 61,
     "webhook/checks/secrets.py::Secrets.run": 66,

@@ -22,10 +22,12 @@ are a warning: they may come back.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from webhook.checks.base import Check, CheckContext, Permission
-from webhook.checks.common import cached, plural, with_stale
+from webhook.checks.common import cached, fail_and_warn, plural, with_stale
 from webhook.config import Settings
 from webhook.models import provisioning
 from webhook.models.nodes import (
@@ -65,13 +67,10 @@ def _results(
     name: str, fails: list[str], warns: list[str], passes: list[str], ok: str, ctx: CheckContext
 ) -> CheckResult | list[CheckResult]:
     """One FAIL (all failures), one WARN (all warnings), both, or the PASS `ok`."""
-    out: list[CheckResult] = []
-    if fails:
-        out.append(
-            with_stale(CheckResult(name, Status.FAIL, " ".join(fails), details=fails + warns + passes), ctx, "nodes")
-        )
-    if warns:
-        out.append(with_stale(CheckResult(name, Status.WARN, " ".join(warns), details=list(warns)), ctx, "nodes"))
+    out = [
+        with_stale(r, ctx, "nodes")
+        for r in fail_and_warn(name, fails, warns, fail_details=fails + warns + passes, warn_sep=" ")
+    ]
     if not out:
         return with_stale(CheckResult(name, Status.PASS, ok), ctx, "nodes")
     return out[0] if len(out) == 1 else out
@@ -175,83 +174,107 @@ class PerNodeSchedulability(_ProvisionableNodeCheck):
     )
 
     async def run(self, ctx: CheckContext) -> CheckResult | list[CheckResult]:
+        """Steps: each pod group's requests against the nodes it may use (`_group`), then the verdict (`_verdict`)."""
         assert ctx.view is not None
-        wl = ctx.workload
         nodes = _listing(ctx.view)
         if not nodes:
             return with_stale(CheckResult(self.name, Status.SKIP, "No nodes are visible"), ctx, "nodes")
-        fails: list[str] = []
-        warns: list[str] = []
-        passes: list[str] = []
-        unselected: list[str] = []
-        for g in wl.pod_groups:
+        found = _Found()
+        for g in ctx.workload.pod_groups:
             try:
                 req = pod_requests(g.pod_spec)
             except ValueError as exc:
                 return CheckResult(
                     self.name, Status.WARN, f"Could not compute the requests of the {g.name} pods: {exc}"
                 )
-            need = {r: v for r, v in req.items() if v > 0}
-            selected, eligible, fits = _walk(nodes, g.pod_spec, need)
-            if not selected:
-                unselected.append(g.name)
-                continue
-            if not eligible:
-                sample = selected[0]
-                bt = blocking_taints(g.pod_spec, sample)
-                t = bt[0]
-                tol = f"{{key: {t.get('key', '')}, operator: Exists, effect: {t.get('effect', '')}}}"
-                await _judged(
-                    ctx,
-                    g,
-                    f"Every Ready node the {g.name} pods may use has a taint they do not tolerate "
-                    f"({node_name(sample)}: {', '.join(taint_text(x) for x in bt)})",
-                    f"Fix: add a toleration such as {tol} to {pod_field(wl, 'tolerations')}, or use untainted nodes.",
-                    fails,
-                    warns,
-                )
-                continue
-            if fits:
-                passes.append(
-                    f"{g.name} ({_fmt_resources(need)}) fits {len(fits)} of {plural(len(eligible), 'eligible node')}"
-                )
-                continue
-            short = []
-            for r, v in sorted(need.items()):
-                best = max(eligible, key=lambda n: _alloc(n, r))
-                if _alloc(best, r) < v:
-                    short.append(f"{r} {format_quantity(_alloc(best, r), r)} ({node_name(best)})")
-            offer = (
-                f"the most any of the {plural(len(eligible), 'eligible node')} offers is {', '.join(short)}"
-                if short
-                else f"none of the {plural(len(eligible), 'eligible node')} has all of it at once"
-            )
+            await self._group(ctx, g, nodes, {r: v for r, v in req.items() if v > 0}, found)
+        return self._verdict(ctx, found)
+
+    @staticmethod
+    async def _group(
+        ctx: CheckContext, g: PodGroup, nodes: list[dict[str, Any]], need: dict[str, Decimal], found: _Found
+    ) -> None:
+        """One pod group: no node selects it (Node Selector Match says why), every node it selects has a taint
+        it does not tolerate, it fits one of the eligible nodes, or none of them alone can fit it."""
+        wl = ctx.workload
+        selected, eligible, fits = _walk(nodes, g.pod_spec, need)
+        if not selected:
+            found.unselected.append(g.name)
+            return
+        if not eligible:
+            sample = selected[0]
+            bt = blocking_taints(g.pod_spec, sample)
+            t = bt[0]
+            tol = f"{{key: {t.get('key', '')}, operator: Exists, effect: {t.get('effect', '')}}}"
             await _judged(
                 ctx,
                 g,
-                f"No single node can fit a {g.name} pod ({_fmt_resources(need)}): {offer}",
-                "Fix: add nodes with that much allocatable, or reduce the pod's requests.",
-                fails,
-                warns,
+                f"Every Ready node the {g.name} pods may use has a taint they do not tolerate "
+                f"({node_name(sample)}: {', '.join(taint_text(x) for x in bt)})",
+                f"Fix: add a toleration such as {tol} to {pod_field(wl, 'tolerations')}, or use untainted nodes.",
+                found.fails,
+                found.warns,
             )
-        if fails or warns:
-            return _results(self.name, fails, warns, passes, "", ctx)
-        if not passes:
+            return
+        if fits:
+            found.passes.append(
+                f"{g.name} ({_fmt_resources(need)}) fits {len(fits)} of {plural(len(eligible), 'eligible node')}"
+            )
+            return
+        await _judged(
+            ctx,
+            g,
+            f"No single node can fit a {g.name} pod ({_fmt_resources(need)}): {_most_offered(need, eligible)}",
+            "Fix: add nodes with that much allocatable, or reduce the pod's requests.",
+            found.fails,
+            found.warns,
+        )
+
+    def _verdict(self, ctx: CheckContext, found: _Found) -> CheckResult | list[CheckResult]:
+        """FAIL and WARN as found; no group selected by any node: SKIP; else the PASS naming each group's fit."""
+        if found.fails or found.warns:
+            return _results(self.name, found.fails, found.warns, found.passes, "", ctx)
+        if not found.passes:
             return with_stale(
                 CheckResult(
                     self.name,
                     Status.SKIP,
-                    f"No Ready, schedulable node matches the node selection of the {', '.join(unselected)} pods (see Node Selector Match)",
+                    f"No Ready, schedulable node matches the node selection of the {', '.join(found.unselected)} pods (see Node Selector Match)",
                 ),
                 ctx,
                 "nodes",
             )
-        details = [f"{name}: no Ready, schedulable node matches its node selection" for name in unselected]
+        details = [f"{name}: no Ready, schedulable node matches its node selection" for name in found.unselected]
         return with_stale(
-            CheckResult(self.name, Status.PASS, "Each pod fits a node: " + "; ".join(passes), details=details),
+            CheckResult(self.name, Status.PASS, "Each pod fits a node: " + "; ".join(found.passes), details=details),
             ctx,
             "nodes",
         )
+
+
+@dataclass
+class _Found:
+    """What Per-Node Schedulability found, pod group by pod group."""
+
+    fails: list[str] = field(default_factory=list)
+    warns: list[str] = field(default_factory=list)
+    passes: list[str] = field(default_factory=list)
+    #: the pod groups no Ready, schedulable node selects (left to Node Selector Match)
+    unselected: list[str] = field(default_factory=list)
+
+
+def _most_offered(need: dict[str, Decimal], eligible: list[dict[str, Any]]) -> str:
+    """Per resource short on every eligible node, the most one of them offers (or: none has all of it at once)."""
+    short = []
+    for r, v in sorted(need.items()):
+        best = max(eligible, key=lambda n: _alloc(n, r))
+        if _alloc(best, r) < v:
+            short.append(f"{r} {format_quantity(_alloc(best, r), r)} ({node_name(best)})")
+    return (
+        f"the most any of the {plural(len(eligible), 'eligible node')} offers is {', '.join(short)}"
+        if short
+        else f"none of the {plural(len(eligible), 'eligible node')} has all of it at once"
+    )
 
 
 class Tolerations(Check):
