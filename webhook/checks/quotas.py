@@ -31,11 +31,12 @@ are in webhook/models/quota.py, the verdict here):
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 from webhook.checks.base import Check, CheckContext
-from webhook.checks.common import no_quota, plural, with_stale
+from webhook.checks.common import fail_and_warn, no_quota, plural, with_stale
 from webhook.models.quota import (
     PRIORITY_CLASS_READS,
     QUOTA_READS,
@@ -147,14 +148,15 @@ class ResourceQuotas(Check):
     )
 
     async def run(self, ctx: CheckContext) -> CheckResult | list[CheckResult]:
+        """Steps: what admission reads besides the pod (`_Admission`), each quota against the admitted pods
+        (`_evaluate`), then one FAIL, one WARN, both, or the PASS (`_verdict`)."""
         assert ctx.view is not None
         wl = ctx.workload
-        view = ctx.view
-        quotas = view.list_cached("resourcequotas", wl.namespace)
+        quotas = ctx.view.list_cached("resourcequotas", wl.namespace)
         if not quotas:
             return no_quota(self.name, ctx)
-        limit_ranges, pc_known, default_pc = admission_inputs(view, wl.namespace)
         unnamed = [g.name for g in wl.pod_groups if not g.pod_spec.get("priorityClassName")]
+        adm = _Admission(*admission_inputs(ctx.view, wl.namespace), unnamed=unnamed)
         pod_level = [g.name for g in wl.pod_groups if pod_level_resources(g.pod_spec)]
         if pod_level:
             return CheckResult(
@@ -163,50 +165,80 @@ class ResourceQuotas(Check):
                 f"Cannot verify ResourceQuotas: the {', '.join(pod_level)} pods set pod-level resources (spec.resources), "
                 "which this check does not model; the Dry Run check still sees the apiserver's answer for one pod",
             )
-        violations: list[str] = []
-        unverifiable: list[str] = []
-        details: list[str] = []
         try:
-            specs = [(g, admitted_pod(g.pod_spec, limit_ranges, default_pc)) for g in wl.pod_groups]
-            for q in sorted(quotas, key=lambda q: (q.get("metadata") or {}).get("name", "")):
-                v, d = evaluate_quota(q, wl, specs)
-                qname = (q.get("metadata") or {}).get("name", "?")
-                if not pc_known and unnamed and _uses_priority_scope(q):
-                    # which quotas see those pods depends on the globalDefault PriorityClass
-                    unverifiable.append(
-                        f'Cannot verify ResourceQuota "{qname}" (PriorityClass scope) for the {", ".join(unnamed)} pods: '
-                        "the cluster's globalDefault PriorityClass cannot be read (not permitted to list "
-                        "priorityclasses.scheduling.k8s.io)"
-                    )
-                    details += v + d
-                    continue
-                violations += v
-                details += d
+            found = _evaluate(quotas, wl, adm)
         except ValueError as exc:
             return CheckResult(self.name, Status.WARN, f"Could not compute the job's resources: {exc}")
-        if default_pc and unnamed and any(_uses_priority_scope(q) for q in quotas):
-            details.append(
+        if adm.default_pc and unnamed and any(_uses_priority_scope(q) for q in quotas):
+            found.details.append(
                 f"The {', '.join(unnamed)} pods set no priorityClassName: admission gives them the globalDefault "
-                f'PriorityClass "{default_pc}", which the PriorityClass scopes see'
+                f'PriorityClass "{adm.default_pc}", which the PriorityClass scopes see'
             )
+        return self._verdict(ctx, quotas, found)
+
+    def _verdict(
+        self, ctx: CheckContext, quotas: list[dict[str, Any]], found: _Found
+    ) -> CheckResult | list[CheckResult]:
+        """One FAIL (every violation), one WARN (every quota that cannot be verified), both, or the PASS."""
         names = ", ".join(sorted((q.get("metadata") or {}).get("name", "?") for q in quotas))
-        out: list[CheckResult] = []
-        if violations:
-            out.append(CheckResult(self.name, Status.FAIL, " ".join(violations), details=violations + details))
-        if unverifiable:
-            out.append(CheckResult(self.name, Status.WARN, "; ".join(unverifiable), details=unverifiable))
+        out = fail_and_warn(
+            self.name, found.violations, found.unverifiable, fail_details=found.violations + found.details
+        )
         if not out:
             out.append(
                 CheckResult(
                     self.name,
                     Status.PASS,
-                    f'The job fits {plural(len(quotas), "ResourceQuota")} in namespace "{wl.namespace}": {names}',
-                    details=details,
+                    f'The job fits {plural(len(quotas), "ResourceQuota")} in namespace "{ctx.workload.namespace}": {names}',
+                    details=found.details,
                 )
             )
         for r in out:
             with_stale(r, ctx, "resourcequotas", "limitranges")
         return out if len(out) > 1 else out[0]
+
+
+@dataclass
+class _Admission:
+    """What admission reads besides the pod (models/quota.py admission_inputs: the LimitRanges, whether
+    PriorityClasses can be read, the globalDefault PriorityClass), and the pod groups without a priorityClassName."""
+
+    limit_ranges: list[dict[str, Any]]
+    pc_known: bool
+    default_pc: str
+    unnamed: list[str]
+
+
+@dataclass
+class _Found:
+    """The violations, the quotas that cannot be verified, and the details of every quota."""
+
+    violations: list[str] = field(default_factory=list)
+    unverifiable: list[str] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)
+
+
+def _evaluate(quotas: list[dict[str, Any]], wl: Workload, adm: _Admission) -> _Found:
+    """Each quota, by name, against the admitted pods (`evaluate_quota`); a PriorityClass-scoped one is "cannot
+    verify" for pods without a priorityClassName while the globalDefault PriorityClass cannot be read. Raises
+    ValueError."""
+    found = _Found()
+    specs = [(g, admitted_pod(g.pod_spec, adm.limit_ranges, adm.default_pc)) for g in wl.pod_groups]
+    for q in sorted(quotas, key=lambda q: (q.get("metadata") or {}).get("name", "")):
+        v, d = evaluate_quota(q, wl, specs)
+        qname = (q.get("metadata") or {}).get("name", "?")
+        if not adm.pc_known and adm.unnamed and _uses_priority_scope(q):
+            # which quotas see those pods depends on the globalDefault PriorityClass
+            found.unverifiable.append(
+                f'Cannot verify ResourceQuota "{qname}" (PriorityClass scope) for the {", ".join(adm.unnamed)} pods: '
+                "the cluster's globalDefault PriorityClass cannot be read (not permitted to list "
+                "priorityclasses.scheduling.k8s.io)"
+            )
+            found.details += v + d
+            continue
+        found.violations += v
+        found.details += d
+    return found
 
 
 CHECKS = [ResourceQuotas()]
