@@ -291,6 +291,160 @@ def _per_pod_min(claims: list[Claim]) -> tuple[int, bool]:
     return total, every
 
 
+@dataclass
+class _Findings:
+    """The check's lines so far, group by group: FAIL, WARN and PASS."""
+
+    fails: list[str] = field(default_factory=list)
+    warns: list[str] = field(default_factory=list)
+    passes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Cluster:
+    """What every group is judged against: the nodes, their ResourceSlices, the devices already allocated."""
+
+    nodes: list[dict[str, Any]]
+    slices: SliceIndex
+    in_use: set[DeviceID]
+    #: each node's devices and its pools' notes, read once per review
+    devices_of: dict[str, tuple[list[Device], list[str]]] = field(default_factory=dict)
+    #: what the groups before took (greedy, pessimistic)
+    taken: set[DeviceID] = field(default_factory=set)
+
+
+@dataclass
+class _Walk:
+    """What the eligible nodes offer one group's claims, node by node (`_walk`)."""
+
+    claims: list[Claim]
+    #: how many nodes are eligible
+    eligible: int
+    #: the fewest devices one pod takes, and whether some request takes All (_per_pod_min)
+    min_need: int
+    every: bool
+    #: (matching devices, node, matching devices by request) of the node that offers the most
+    best: tuple[int, str, dict[str, int]] = (-1, "", {})
+    fits_on: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+    #: the pods surely placed (greedy: each a real allocation), and at most (free devices over the fewest a pod takes)
+    lo: int = 0
+    hi: int = 0
+    incomplete: list[str] = field(default_factory=list)
+    any_device: bool = False
+
+
+async def _judge_group(ctx: CheckContext, gc: _GroupClaims, cluster: _Cluster, found: _Findings) -> None:
+    """The finding on one group: its claims fit at once, cannot be allocated on any node (`_none_fits`), or
+    all its pods cannot hold theirs together (`_all_pods`); a warning when that cannot be verified."""
+    g = gc.group
+    claims = gc.shared + gc.per_pod
+    if not claims:
+        found.passes.append(f"the {g.name} pods' claims are already allocated")
+        return
+    notes = _selector_notes(claims)
+    eligible = _eligible(gc, cluster.nodes)
+    if not eligible:
+        found.warns.append(
+            f"No Ready node the {g.name} pods may use to allocate their claims on (see Node Selector Match)"[:120]
+        )
+        return
+    walk = _walk(gc, claims, eligible, cluster)
+    if not walk.fits_on and not walk.unknown:
+        await _none_fits(ctx, gc, walk, notes, found)
+        return
+    if not walk.fits_on:
+        why = notes[0] if notes else walk.unknown[0]
+        found.warns.append(f"Cannot verify the claims of the {g.name} pods: {why}"[:120])
+        return
+    _all_pods(gc, walk, found)
+
+
+def _walk(gc: _GroupClaims, claims: list[Claim], eligible: list[dict[str, Any]], cluster: _Cluster) -> _Walk:
+    """The eligible nodes in order, each judged as the allocator would (`_Shapes`) for the pods still to place;
+    the devices they take greedily are taken from the groups after. Stops once every pod is placed and three
+    nodes fit."""
+    g = gc.group
+    shapes = _Shapes(claims, gc.per_pod)
+    min_need, every = _per_pod_min(gc.per_pod)
+    w = _Walk(claims, len(eligible), min_need, every)
+    for n in eligible:
+        nn = node_name(n)
+        if nn not in cluster.devices_of:
+            cluster.devices_of[nn] = cluster.slices.devices(n, term_matches)
+        devs, pool_notes = cluster.devices_of[nn]
+        w.incomplete.extend(pool_notes)
+        w.any_device = w.any_device or bool(devs)
+        # the pods still to place: a node takes devices for those only (the scheduler puts
+        # each pod on one node; devices for more pods than the group has are not taken)
+        f, k, got, free = shapes.judge(devs, cluster.in_use, cluster.taken, g.pods - w.lo)
+        score = sum(f.matching.values())
+        if score > w.best[0]:
+            w.best = (score, nn, f.matching)
+        if f.ok is None:
+            w.unknown.append(f"{nn}: {f.why_unknown}")
+        if f.ok is False:
+            continue
+        if f.ok:
+            w.fits_on.append(nn)
+        w.lo += k
+        cluster.taken.update(got)
+        if not gc.per_pod:
+            w.hi = g.pods
+        elif every:
+            w.hi += 1  # a request for All devices leaves nothing on the node for a second pod
+        else:
+            w.hi += free // max(1, min_need)
+        if w.lo >= g.pods and len(w.fits_on) >= 3:
+            break  # every pod placed and the three nodes the verdict names found: no later node changes it
+    return w
+
+
+async def _none_fits(ctx: CheckContext, gc: _GroupClaims, walk: _Walk, notes: list[str], found: _Findings) -> None:
+    """No eligible node can allocate the group's claims at once (the scheduler: cannot allocate all claims): a
+    FAIL when provisioning surely adds no such node, else a warning (also when a selector or a pool is not read)."""
+    g = gc.group
+    offer = ", ".join(f"{v} free matching devices for {k}" for k, v in walk.best[2].items())
+    finding = (
+        f"No node can allocate the claims of the {g.name} pods at once (the scheduler: cannot allocate all "
+        f"claims): {_demand(walk.claims)}; the best of {plural(walk.eligible, 'eligible node')}, {walk.best[1]}, "
+        f"offers {offer or 'no devices'}"
+    )
+    fix = "Fix: ask for what one node offers (count, selectors), or add nodes whose DRA driver publishes such devices."
+    if notes:
+        found.warns.append(f"Cannot verify the claims of the {g.name} pods: {notes[0]}"[:120])
+    elif walk.incomplete or not walk.any_device:
+        why = walk.incomplete[0] if walk.incomplete else "no ResourceSlice offers devices on them yet"
+        found.warns.append(f"Cannot verify the claims of the {g.name} pods: {why}"[:120])
+    else:
+        prov = await provisioning.provisioning_for(ctx, g.pod_spec)
+        line = f"{finding}, {prov.clause()}. {fix}"
+        (found.fails if prov.certain_none else found.warns).append(line)
+
+
+def _all_pods(gc: _GroupClaims, walk: _Walk, found: _Findings) -> None:
+    """Some node fits the group's claims: do all its pods hold theirs at once? A FAIL when the eligible nodes
+    hold devices for fewer pods than the group (the JobSet's pods would wait for each other forever)."""
+    g = gc.group
+    if walk.lo >= g.pods:
+        at_once = f"all {g.pods} {g.name} pods' claims fit at once" if g.pods > 1 else f"the {g.name} pods' claims fit"
+        found.passes.append(f"{at_once} on {', '.join(walk.fits_on[:3])}")
+    elif g.pods > 1 and gc.per_pod and walk.hi < g.pods:
+        found.fails.append(
+            f"The {g.pods} {g.name} pods need their claims allocated at once, at least "
+            f"{plural(walk.min_need * g.pods, 'device')} ({_demand(gc.per_pod)} per pod), but the eligible nodes "
+            f"hold devices for at most {walk.hi} of them (devices already allocated excluded): the JobSet's pods "
+            f"would wait for each other forever. Fix: lower the number of pods or the devices per pod, "
+            f"or add nodes with such devices."
+        )
+    else:  # short only after the groups before took theirs, or the greedy count is not sure
+        found.warns.append(
+            f"Cannot verify that all {g.pods} {g.name} pods' claims fit beside the job's other pods ({walk.lo} surely do)"[
+                :120
+            ]
+        )
+
+
 class DeviceAllocation(Check):
     name = "Device Allocation"
     default_action = "deny"
@@ -315,121 +469,24 @@ class DeviceAllocation(Check):
         return provisioning.autoscaler_permissions(settings)
 
     async def run(self, ctx: CheckContext) -> CheckResult | list[CheckResult]:
+        """Steps: build (`_read_group`: each group's claims; a missing class, claim or template is a FAIL) →
+        dispatch (`_walk`: the group's eligible nodes, after what the groups before took) → classify
+        (`_judge_group`) → message (`_result`)."""
         assert ctx.view is not None
         wl = ctx.workload
         groups = [(g, resource_claims(g.pod_spec)) for g in wl.pod_groups]
         groups = [(g, pcs) for g, pcs in groups if pcs]
         if not groups:
             return CheckResult(self.name, Status.SKIP, "No pod uses a DRA ResourceClaim")
-        fails: list[str] = []
-        warns: list[str] = []
-        passes: list[str] = []
-        read = [_read_group(wl, g, pcs, ctx, fails) for g, pcs in groups]
-        if fails:
-            return self._result(fails, warns, passes, ctx)
+        found = _Findings()
+        read = [_read_group(wl, g, pcs, ctx, found.fails) for g, pcs in groups]
+        if found.fails:
+            return self._result(found.fails, found.warns, found.passes, ctx)
         view = ctx.view
-        nodes = node_listing(view)
-        slices = _slice_index(view)
-        in_use = _in_use(view.list_cached("resourceclaims"))
-        devices_of: dict[str, tuple[list[Device], list[str]]] = {}
-        taken: set[DeviceID] = set()  # what the groups before took (greedy, pessimistic)
+        cluster = _Cluster(node_listing(view), _slice_index(view), _in_use(view.list_cached("resourceclaims")))
         for gc in read:
-            g = gc.group
-            claims = gc.shared + gc.per_pod
-            if not claims:
-                passes.append(f"the {g.name} pods' claims are already allocated")
-                continue
-            notes = _selector_notes(claims)
-            eligible = _eligible(gc, nodes)
-            if not eligible:
-                warns.append(
-                    f"No Ready node the {g.name} pods may use to allocate their claims on (see Node Selector Match)"[
-                        :120
-                    ]
-                )
-                continue
-            best: tuple[int, str, dict[str, int]] = (-1, "", {})
-            fits_on: list[str] = []
-            unknown: list[str] = []
-            lo = hi = 0
-            shapes = _Shapes(claims, gc.per_pod)
-            min_need, every = _per_pod_min(gc.per_pod)
-            incomplete: list[str] = []
-            any_device = False
-            for n in eligible:
-                nn = node_name(n)
-                if nn not in devices_of:
-                    devices_of[nn] = slices.devices(n, term_matches)
-                devs, pool_notes = devices_of[nn]
-                incomplete.extend(pool_notes)
-                any_device = any_device or bool(devs)
-                # the pods still to place: a node takes devices for those only (the scheduler puts
-                # each pod on one node; devices for more pods than the group has are not taken)
-                f, k, got, free = shapes.judge(devs, in_use, taken, g.pods - lo)
-                score = sum(f.matching.values())
-                if score > best[0]:
-                    best = (score, nn, f.matching)
-                if f.ok is None:
-                    unknown.append(f"{nn}: {f.why_unknown}")
-                if f.ok is False:
-                    continue
-                if f.ok:
-                    fits_on.append(nn)
-                lo += k
-                taken.update(got)
-                if not gc.per_pod:
-                    hi = g.pods
-                elif every:
-                    hi += 1  # a request for All devices leaves nothing on the node for a second pod
-                else:
-                    hi += free // max(1, min_need)
-                if lo >= g.pods and len(fits_on) >= 3:
-                    break  # every pod placed and the three nodes the verdict names found: no later node changes it
-            demand = _demand(claims)
-            if not fits_on and not unknown:
-                offer = ", ".join(f"{v} free matching devices for {k}" for k, v in best[2].items())
-                finding = (
-                    f"No node can allocate the claims of the {g.name} pods at once (the scheduler: cannot allocate all "
-                    f"claims): {demand}; the best of {plural(len(eligible), 'eligible node')}, {best[1]}, offers "
-                    f"{offer or 'no devices'}"
-                )
-                fix = "Fix: ask for what one node offers (count, selectors), or add nodes whose DRA driver publishes such devices."
-                if notes:
-                    warns.append(f"Cannot verify the claims of the {g.name} pods: {notes[0]}"[:120])
-                elif incomplete or not any_device:
-                    why = incomplete[0] if incomplete else "no ResourceSlice offers devices on them yet"
-                    warns.append(f"Cannot verify the claims of the {g.name} pods: {why}"[:120])
-                else:
-                    prov = await provisioning.provisioning_for(ctx, g.pod_spec)
-                    line = f"{finding}, {prov.clause()}. {fix}"
-                    (fails if prov.certain_none else warns).append(line)
-                continue
-            if not fits_on:
-                why = notes[0] if notes else unknown[0]
-                warns.append(f"Cannot verify the claims of the {g.name} pods: {why}"[:120])
-                continue
-            if lo >= g.pods:
-                at_once = (
-                    f"all {g.pods} {g.name} pods' claims fit at once"
-                    if g.pods > 1
-                    else f"the {g.name} pods' claims fit"
-                )
-                passes.append(f"{at_once} on {', '.join(fits_on[:3])}")
-            elif g.pods > 1 and gc.per_pod and hi < g.pods:
-                fails.append(
-                    f"The {g.pods} {g.name} pods need their claims allocated at once, at least "
-                    f"{plural(min_need * g.pods, 'device')} ({_demand(gc.per_pod)} per pod), but the eligible nodes "
-                    f"hold devices for at most {hi} of them (devices already allocated excluded): the JobSet's pods "
-                    f"would wait for each other forever. Fix: lower the number of pods or the devices per pod, "
-                    f"or add nodes with such devices."
-                )
-            else:  # short only after the groups before took theirs, or the greedy count is not sure
-                warns.append(
-                    f"Cannot verify that all {g.pods} {g.name} pods' claims fit beside the job's other pods ({lo} surely do)"[
-                        :120
-                    ]
-                )
-        return self._result(fails, warns, passes, ctx)
+            await _judge_group(ctx, gc, cluster, found)
+        return self._result(found.fails, found.warns, found.passes, ctx)
 
     def _result(
         self, fails: list[str], warns: list[str], passes: list[str], ctx: CheckContext
