@@ -29,6 +29,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from webhook.checks.base import Check, CheckContext
+from webhook.checks.common import fail_and_warn
 from webhook.cluster.names import is_dns1123_subdomain
 from webhook.deadline import REPORT_MARGIN, wait_until
 from webhook.imageref import parse
@@ -208,6 +209,8 @@ class Secrets(Check):
     )
 
     async def run(self, ctx: CheckContext) -> CheckResult | list[CheckResult]:
+        """Steps: the references (`collect`), the Secrets the kubelet needs read concurrently until the
+        deadline, each answer judged (`_Reads.judge`), then one FAIL, one WARN, both, or the PASS."""
         assert ctx.view is not None
         wl = ctx.workload
         ns = wl.namespace
@@ -218,52 +221,19 @@ class Secrets(Check):
         to_read = [u for u in uses.values() if u.required]
         not_read = _not_read(uses)
         if not to_read:
-            if not not_read:
-                return CheckResult(
-                    self.name, Status.PASS, f"Only optional Secret references ({', '.join(sorted(uses))})"
-                )
-            optional = sorted(n for n, u in uses.items() if all(r.optional for r, _ in u.refs))
-            parts = not_read + ([f"optional: {', '.join(optional)}"] if optional else [])
-            return CheckResult(
-                self.name, Status.PASS, f"No referenced Secret is required: {'; '.join(parts)}", details=not_read
-            )
+            return _none_required(self.name, uses, not_read)
 
         view = ctx.view
         tasks = {asyncio.ensure_future(view.secret_keys(ns, u.name, ctx.deadline)): u for u in to_read}
         pending = await wait_until(ctx.deadline, tasks.keys(), margin=REPORT_MARGIN)
-
-        fails: list[str] = []
-        unknown: list[str] = []
-        denied = False  # a 403 of RBAC: the fix is to grant the namespace
+        found = _Reads(ns, ctx.settings.private_registries)
         for task, use in sorted(tasks.items(), key=lambda kv: kv[1].name):
-            if task in pending:
-                unknown.append(_cannot_verify(use.name, ns, TimeoutError()))
-                continue
-            exc = task.exception()
-            if exc is not None and not (isinstance(exc, ApiError) and exc.not_found):
-                unknown.append(_cannot_verify(use.name, ns, exc))
-                denied = denied or not_granted(exc)
-                continue
-            keys = task.result() if exc is None else None
-            if keys is None:
-                if use.blocking:
-                    fails.append(_missing_secret(use, ns))
-                else:
-                    status, text = _missing_pull_secret(use, ns, ctx.settings.private_registries)
-                    (fails if status is Status.FAIL else unknown).append(text)
-                continue
-            by_key: dict[str, list[tuple[SecretRef, str]]] = {}
-            for ref, where in use.required:
-                if ref.key is not None and ref.key not in keys:
-                    by_key.setdefault(ref.key, []).append((ref, where))
-            fails += [_missing_key(use, ns, k, refs) for k, refs in sorted(by_key.items())]
+            found.judge(use, None if task in pending else task)
 
-        out: list[CheckResult] = []
-        if fails:
-            out.append(CheckResult(self.name, Status.FAIL, " ".join(fails), details=fails))
-        if unknown:  # reported next to the failures, never instead of them
-            text = "; ".join(unknown) + (f". {grant_fix(ns)}" if denied else "")
-            out.append(CheckResult(self.name, Status.WARN, text, details=unknown))
+        # the cannot-verify are reported next to the failures, never instead of them
+        out = fail_and_warn(
+            self.name, found.fails, found.unknown, warn_tail=f". {grant_fix(ns)}" if found.denied else ""
+        )
         if out:
             return out
         n = len(to_read)
@@ -273,6 +243,53 @@ class Secrets(Check):
             f"{n} Secret{'s exist' if n != 1 else ' exists'} with the keys used: {', '.join(sorted(u.name for u in to_read))}",
             details=not_read,
         )
+
+
+def _none_required(check: str, uses: dict[str, _Use], not_read: list[str]) -> CheckResult:
+    """The PASS when no reference is one the kubelet reads and needs (all optional, or in unused volumes)."""
+    if not not_read:
+        return CheckResult(check, Status.PASS, f"Only optional Secret references ({', '.join(sorted(uses))})")
+    optional = sorted(n for n, u in uses.items() if all(r.optional for r, _ in u.refs))
+    parts = not_read + ([f"optional: {', '.join(optional)}"] if optional else [])
+    return CheckResult(check, Status.PASS, f"No referenced Secret is required: {'; '.join(parts)}", details=not_read)
+
+
+@dataclass
+class _Reads:
+    """The Secrets' reads judged one by one: missing Secrets and keys, those that cannot be verified."""
+
+    ns: str
+    #: settings.private_registries: a missing imagePullSecret of an image there denies
+    private: list[str]
+    fails: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+    denied: bool = False  # a 403 of RBAC: the fix is to grant the namespace
+
+    def judge(self, use: _Use, task: asyncio.Future[set[str] | None] | None) -> None:
+        """One Secret's read (None: not answered by the deadline): cannot verify, missing (a missing pull
+        Secret as `_missing_pull_secret` judges it), or the keys its references need that it lacks."""
+        ns = self.ns
+        if task is None:
+            self.unknown.append(_cannot_verify(use.name, ns, TimeoutError()))
+            return
+        exc = task.exception()
+        if exc is not None and not (isinstance(exc, ApiError) and exc.not_found):
+            self.unknown.append(_cannot_verify(use.name, ns, exc))
+            self.denied = self.denied or not_granted(exc)
+            return
+        keys = task.result() if exc is None else None
+        if keys is None:
+            if use.blocking:
+                self.fails.append(_missing_secret(use, ns))
+            else:
+                status, text = _missing_pull_secret(use, ns, self.private)
+                (self.fails if status is Status.FAIL else self.unknown).append(text)
+            return
+        by_key: dict[str, list[tuple[SecretRef, str]]] = {}
+        for ref, where in use.required:
+            if ref.key is not None and ref.key not in keys:
+                by_key.setdefault(ref.key, []).append((ref, where))
+        self.fails += [_missing_key(use, ns, k, refs) for k, refs in sorted(by_key.items())]
 
 
 def _not_read(uses: dict[str, _Use]) -> list[str]:
