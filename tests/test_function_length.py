@@ -24,7 +24,6 @@ ALLOWED: dict[str, int] = {
     "webhook/checks/netpol.py::NetworkPolicies.run": 77,
     "webhook/checks/netpol.py::job_paths": 109,
     "webhook/checks/podsecurity.py::PodSecurity.run": 105,
-    "webhook/checks/storage/check.py::VolumeClaims.run": 71,
     "webhook/checks/sweep.py::SweepChildQuotas.run": 83,
     "webhook/models/kueue/cohort.py::CohortTree.__init__": 84,
 }

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.checks.base import Check, CheckContext
-from webhook.checks.common import cached, plural, with_stale
+from webhook.checks.common import cached, fail_and_warn, plural, with_stale
 from webhook.checks.storage.claims import Claim, collect
 from webhook.checks.storage.classes import (
     DELAYED_REASON,
@@ -25,6 +25,7 @@ from webhook.checks.storage.classes import (
     pv_class,
 )
 from webhook.checks.storage.match import NODE_AFFINITY, Want, _bound_to, _pv_name, mismatch, pick
+from webhook.cluster.view import ClusterView
 from webhook.kube import ApiError, Permission
 from webhook.models.context import before_deadline
 from webhook.results import CheckResult, Status
@@ -268,63 +269,30 @@ class VolumeClaims(Check):
     )
 
     async def run(self, ctx: CheckContext) -> CheckResult | list[CheckResult]:
+        """Steps: the claims the pods use (`collect`), the cached StorageClasses, PersistentVolumes and Nodes
+        (`_cluster`), the named claims read (`_read`), each claim's plan (`_plan_for`), the PersistentVolumes
+        the waiting ones take (`_assign`), then one FAIL, one WARN, both, or the PASS (`_verdict`)."""
         assert ctx.view is not None
-        view = ctx.view
-        wl = ctx.workload
-        ns = wl.namespace
-        claims = collect(wl)
+        ns = ctx.workload.namespace
+        claims = collect(ctx.workload)
         if not claims:
             return CheckResult(self.name, Status.SKIP, "No PersistentVolumeClaims used by the pods")
-        cl = _Cluster(
-            classes=view.list_cached("storageclasses") if view.cache_age("storageclasses") is not None else None,
-            pvs=view.list_cached("persistentvolumes") if view.cache_age("persistentvolumes") is not None else None,
-            nodes=view.list_cached("nodes") if view.cache_age("nodes") is not None else None,
-        )
-
-        async def read(c: Claim) -> dict[str, Any] | None | BaseException:
-            try:
-                return await before_deadline(
-                    ctx, view.get_object("v1", "persistentvolumeclaims", ns, c.name, ctx.deadline)
-                )
-            except ApiError as exc:
-                return exc
-
+        cl = _cluster(ctx.view)
         named = [c for c in claims if c.kind != "ephemeral"]
-        got = dict(zip((c.name for c in named), await asyncio.gather(*(read(c) for c in named))))
-        plans: list[Verdict | _Need] = []
-        for c in claims:
-            if c.kind == "ephemeral":
-                plans.append(
-                    _plan(
-                        c, ns, "", _dict(c.template.get("metadata")), _dict(c.template.get("spec")), cl, existing=False
-                    )
-                )
-                continue
-            pvc = got[c.name]
-            if isinstance(pvc, BaseException):
-                plans.append(_cannot_read(c, ns, pvc))
-            elif pvc is not None:
-                v = _existing(c, pvc, cl, ns)
-                if c.kind == "template" and isinstance(v, Verdict) and v.status is Status.PASS:
-                    v.text += " (exists already: JobSet keeps it)"
-                plans.append(v)
-            elif c.kind == "template":
-                meta, spec = _dict(c.template.get("metadata")), _dict(c.template.get("spec"))
-                plans.append(_plan(c, ns, c.name, meta, spec, cl, existing=False))
-            else:
-                plans.append(_missing(c, ns))
+        got = dict(zip((c.name for c in named), await asyncio.gather(*(_read(ctx, c) for c in named))))
+        plans = [_plan_for(c, got, cl, ns) for c in claims]
         needs = [p for p in plans if isinstance(p, _Need)]
         assigned = _assign(needs, cl)
         verdicts = [assigned[needs.index(p)] if isinstance(p, _Need) else p for p in plans]
+        return self._verdict(ctx, verdicts, cl)
 
+    def _verdict(self, ctx: CheckContext, verdicts: list[Verdict], cl: _Cluster) -> list[CheckResult]:
+        """One FAIL (every failure), one WARN (every warning, next to the failures, never instead of them),
+        both, or the PASS; the age of the caches read noted."""
         fails = [v.text for v in verdicts if v.status is Status.FAIL]
         warns = [v.text for v in verdicts if v.status is Status.WARN]
         passes = [v.text for v in verdicts if v.status is Status.PASS]
-        out: list[CheckResult] = []
-        if fails:
-            out.append(CheckResult(self.name, Status.FAIL, " ".join(fails), details=fails + passes))
-        if warns:  # next to the failures, never instead of them
-            out.append(CheckResult(self.name, Status.WARN, "; ".join(warns), details=warns))
+        out = fail_and_warn(self.name, fails, warns, fail_details=fails + passes)
         if not out:
             out.append(
                 CheckResult(
@@ -338,6 +306,47 @@ class VolumeClaims(Check):
             r for r, objs in (("storageclasses", cl.classes), ("persistentvolumes", cl.pvs)) if objs is not None
         ]
         return [with_stale(r, ctx, *cached_read) for r in out]
+
+
+def _cluster(view: ClusterView) -> _Cluster:
+    """The cached StorageClasses, PersistentVolumes and Nodes; None for a cache that cannot be read."""
+    return _Cluster(
+        classes=view.list_cached("storageclasses") if view.cache_age("storageclasses") is not None else None,
+        pvs=view.list_cached("persistentvolumes") if view.cache_age("persistentvolumes") is not None else None,
+        nodes=view.list_cached("nodes") if view.cache_age("nodes") is not None else None,
+    )
+
+
+async def _read(ctx: CheckContext, c: Claim) -> dict[str, Any] | None | BaseException:
+    """A named claim, None when it does not exist, or the ApiError of its read (cut at the deadline)."""
+    assert ctx.view is not None
+    try:
+        return await before_deadline(
+            ctx, ctx.view.get_object("v1", "persistentvolumeclaims", ctx.workload.namespace, c.name, ctx.deadline)
+        )
+    except ApiError as exc:
+        return exc
+
+
+def _plan_for(
+    c: Claim, got: dict[str, dict[str, Any] | None | BaseException], cl: _Cluster, ns: str
+) -> Verdict | _Need:
+    """One claim: an ephemeral volume's or a JobSet template's that does not exist yet planned from its template,
+    an existing one as `_existing` sees it, a named one missing or that cannot be read."""
+    if c.kind == "ephemeral":
+        return _plan(c, ns, "", _dict(c.template.get("metadata")), _dict(c.template.get("spec")), cl, existing=False)
+    pvc = got[c.name]
+    if isinstance(pvc, BaseException):
+        return _cannot_read(c, ns, pvc)
+    if pvc is not None:
+        v = _existing(c, pvc, cl, ns)
+        if c.kind == "template" and isinstance(v, Verdict) and v.status is Status.PASS:
+            v.text += " (exists already: JobSet keeps it)"
+        return v
+    if c.kind == "template":
+        meta, spec = _dict(c.template.get("metadata")), _dict(c.template.get("spec"))
+        return _plan(c, ns, c.name, meta, spec, cl, existing=False)
+    return _missing(c, ns)
 
 
 CHECKS = [VolumeClaims()]
