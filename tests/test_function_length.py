@@ -23,7 +23,6 @@ ALLOWED: dict[str, int] = {
     "webhook/checks/imagepull.py::ImagePull._judge": 72,
     "webhook/checks/netpol.py::NetworkPolicies.run": 77,
     "webhook/checks/netpol.py::job_paths": 109,
-    "webhook/checks/podsecurity.py::PodSecurity.run": 105,
     "webhook/checks/sweep.py::SweepChildQuotas.run": 83,
     "webhook/models/kueue/cohort.py::CohortTree.__init__": 84,
 }

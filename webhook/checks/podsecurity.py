@@ -36,6 +36,7 @@ than the rules ported here (v1.37), or of unknown version, turns a violation int
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.checks.base import Check, CheckContext
@@ -153,24 +154,15 @@ class PodSecurity(Check):
     summary = "The pods meet the Pod Security level their namespace enforces (k8s.io/pod-security-admission)."
 
     async def run(self, ctx: CheckContext) -> CheckResult | list[CheckResult]:
+        """Steps, as admission/admission.go ValidatePod reads them: the exempt namespaces and users
+        (`_exemption`) → the namespace's policy (`_Namespace.read`: PolicyToEvaluate; a fully privileged
+        policy admits everything) → each group evaluated (`_judge`) → message (`_message`)."""
         assert ctx.view is not None
-        wl = ctx.workload
-        ns = wl.namespace
+        ns = ctx.workload.namespace
         ps = ctx.settings.pod_security
-        if ns in ps.exemptions.namespaces:
-            return CheckResult(
-                NAME,
-                Status.PASS,
-                f'Namespace "{ns}" is exempt from Pod Security (podSecurity.exemptions.namespaces): its pods are '
-                "not judged",
-            )
-        if ps.pod_creator in ps.exemptions.usernames:
-            return CheckResult(
-                NAME,
-                Status.PASS,
-                f'The Job controller\'s user "{ps.pod_creator}" is exempt from Pod Security '
-                "(podSecurity.exemptions.usernames): the pods it creates are not judged",
-            )
+        exempt = _exemption(ns, ps)
+        if exempt is not None:
+            return exempt
         nso = ctx.view.get_cached("namespaces", None, ns)
         if nso is None:
             return with_stale(
@@ -182,81 +174,68 @@ class PodSecurity(Check):
                 ctx,
                 "namespaces",
             )
-        raw = (nso.get("metadata") or {}).get("labels") or {}
-        labels = {str(k): str(val) for k, val in raw.items()} if isinstance(raw, dict) else {}
-        policy, errs = policy_to_evaluate(labels, defaults_policy(ps))
-        enforce_src = _source(labels, ENFORCE_LABEL, ENFORCE_VERSION_LABEL, "enforce")
-        if not errs and policy.fully_privileged():
+        nsp = _Namespace.read(ns, nso, ps)
+        policy = nsp.policy
+        if not nsp.errs and policy.fully_privileged():
             return with_stale(
                 CheckResult(
                     NAME,
                     Status.PASS,
-                    f'Namespace "{ns}" enforces Pod Security "{policy.enforce}" ({enforce_src}): every pod is admitted',
+                    f'Namespace "{ns}" enforces Pod Security "{policy.enforce}" ({nsp.enforce_src}): every pod is '
+                    "admitted",
                 ),
                 ctx,
                 "namespaces",
             )
-        groups = [g for g in wl.pod_groups if g.pods > 0]
+        return _message(ctx, nsp, self._judge(ctx, nsp))
+
+    def _judge(self, ctx: CheckContext, nsp: _Namespace) -> _Judged:
+        """Each group with pods, its runtimeClassName not exempt, evaluated at the enforce level (admission.go
+        EvaluatePod): a violation is a finding; a pod admitted is also evaluated at the warn and audit levels."""
+        ps = ctx.settings.pod_security
+        groups = [g for g in ctx.workload.pod_groups if g.pods > 0]
         exempt_rc = [g for g in groups if _runtime_class(g) in ps.exemptions.runtime_classes]
         judged = [g for g in groups if g not in exempt_rc]
-        enforce, doubt = self._effective(ctx, policy.enforce)
-        relax = ps.relax_for_user_namespaces  # read by the v0.34 generation only (apiservers <= v1.34)
-        library = _library(ctx)
-        assumed = _assumed(ns, ps, judged)
-
-        findings: list[tuple[str, str]] = []  # (line, fix)
-        notes: list[str] = []
+        enforce, doubt = self._effective(ctx, nsp.policy.enforce)
+        # the relaxation is read by the v0.34 generation only (apiservers <= v1.34)
+        ev = _Evaluator(ps.relax_for_user_namespaces, _library(ctx))
+        out = _Judged(judged, exempt_rc, doubt, _assumed(nsp.name, ps, judged))
         for g in judged:
             spec = as_created(g.pod_spec)
             meta = g.pod_metadata if isinstance(g.pod_metadata, dict) else {}
-            bad = failing(evaluate_pod(enforce, meta, spec, relax_user_namespaces=relax, library=library))
+            bad = ev.failing(enforce, meta, spec)
             if bad:
-                findings.append(self._finding(ns, policy.enforce, enforce_src, g, bad))
+                out.findings.append(self._finding(nsp.name, nsp.policy.enforce, nsp.enforce_src, g, bad))
                 continue
-            for mode, lv, label, vlabel, effect in (
-                ("warn", policy.warn, WARN_LABEL, WARN_VERSION_LABEL, "would warn about"),
-                ("audit", policy.audit, AUDIT_LABEL, AUDIT_VERSION_LABEL, "would annotate the audit events of"),
-            ):
-                if lv.level == PRIVILEGED:
-                    continue
-                eff, _ = self._effective(ctx, lv)
-                other = failing(evaluate_pod(eff, meta, spec, relax_user_namespaces=relax, library=library))
-                if other:
-                    notes.append(
-                        f'Pod Security "{lv}" of namespace "{ns}" ({_source(labels, label, vlabel, mode)}) {effect} '
-                        f"the {g.name} pods: {forbidden_detail(other)}; they are created anyway"
-                    )
+            out.notes.extend(self._warned(ctx, nsp, g, ev, meta, spec))
+        return out
 
-        out: list[CheckResult] = []
-        if findings:
-            why = f" ({doubt})" if doubt else ""
-            lines = [f"{line}{why}. Fix: {fix}." for line, fix in findings]
-            message = " ".join(lines) + f" Assumed: {assumed}.{_label_errors(errs)}"
-            out.append(
-                CheckResult(
-                    NAME,
-                    Status.WARN if doubt else Status.FAIL,
-                    message,
-                    details=[*lines, f"assumed: {assumed}"] + ([f"label errors: {'; '.join(errs)}"] if errs else []),
+    def _warned(
+        self,
+        ctx: CheckContext,
+        nsp: _Namespace,
+        g: PodGroup,
+        ev: _Evaluator,
+        meta: dict[str, Any],
+        spec: dict[str, Any],
+    ) -> list[str]:
+        """What the warn and audit levels say of a group the enforce level admits: they never refuse a pod."""
+        notes: list[str] = []
+        policy = nsp.policy
+        for mode, lv, label, vlabel, effect in (
+            ("warn", policy.warn, WARN_LABEL, WARN_VERSION_LABEL, "would warn about"),
+            ("audit", policy.audit, AUDIT_LABEL, AUDIT_VERSION_LABEL, "would annotate the audit events of"),
+        ):
+            if lv.level == PRIVILEGED:
+                continue
+            eff, _ = self._effective(ctx, lv)
+            other = ev.failing(eff, meta, spec)
+            if other:
+                notes.append(
+                    f'Pod Security "{lv}" of namespace "{nsp.name}" ({_source(nsp.labels, label, vlabel, mode)}) '
+                    f"{effect} the {g.name} pods: {forbidden_detail(other)}; they are created anyway"
                 )
-            )
-        else:
-            names = ", ".join(g.name for g in judged) or "none"
-            text = f'Pod Security "{policy.enforce}" of namespace "{ns}" ({enforce_src}) admits the pods of {names}'
-            if exempt_rc:
-                text += "; not judged (exempt runtimeClassName): " + ", ".join(
-                    f"{g.name} ({_runtime_class(g)})" for g in exempt_rc
-                )
-            if doubt:
-                text += f" ({doubt})"
-            out.append(
-                CheckResult(NAME, Status.PASS, text + _label_errors(errs), details=[f"assumed: {assumed}"] + errs)
-            )
-        if notes:
-            out.append(CheckResult(NAME, Status.INFO, " ".join(notes), details=notes))
-        for r in out:
-            with_stale(r, ctx, "namespaces")
-        return out if len(out) > 1 else out[0]
+        return notes
 
     @staticmethod
     def _effective(ctx: CheckContext, lv: LevelVersion) -> tuple[LevelVersion, str]:
@@ -289,6 +268,112 @@ class PodSecurity(Check):
             f'on namespace "{ns}")'
         )
         return line, fix
+
+
+def _exemption(ns: str, ps: PodSecuritySettings) -> CheckResult | None:
+    """admission.go: an exempt namespace, or an exempt user creating the pods, admits them unjudged."""
+    if ns in ps.exemptions.namespaces:
+        return CheckResult(
+            NAME,
+            Status.PASS,
+            f'Namespace "{ns}" is exempt from Pod Security (podSecurity.exemptions.namespaces): its pods are '
+            "not judged",
+        )
+    if ps.pod_creator in ps.exemptions.usernames:
+        return CheckResult(
+            NAME,
+            Status.PASS,
+            f'The Job controller\'s user "{ps.pod_creator}" is exempt from Pod Security '
+            "(podSecurity.exemptions.usernames): the pods it creates are not judged",
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class _Namespace:
+    """The namespace's Pod Security policy as admission reads it (admission.go PolicyToEvaluate)."""
+
+    name: str
+    labels: dict[str, str]
+    policy: Policy
+    #: the invalid labels (read as Pod Security reads them)
+    errs: list[str]
+    #: where the enforce level came from, for messages
+    enforce_src: str
+
+    @classmethod
+    def read(cls, ns: str, nso: dict[str, Any], ps: PodSecuritySettings) -> _Namespace:
+        """The policy of namespace object `nso`: its labels over the configured defaults."""
+        raw = (nso.get("metadata") or {}).get("labels") or {}
+        labels = {str(k): str(val) for k, val in raw.items()} if isinstance(raw, dict) else {}
+        policy, errs = policy_to_evaluate(labels, defaults_policy(ps))
+        return cls(ns, labels, policy, errs, _source(labels, ENFORCE_LABEL, ENFORCE_VERSION_LABEL, "enforce"))
+
+
+@dataclass(frozen=True)
+class _Evaluator:
+    """The apiserver's evaluator: its library generation and the user-namespace relaxation setting."""
+
+    relax: bool
+    library: int
+
+    def failing(self, lv: LevelVersion, meta: dict[str, Any], spec: dict[str, Any]) -> list[Result]:
+        """The checks of level `lv` the pod fails."""
+        return failing(evaluate_pod(lv, meta, spec, relax_user_namespaces=self.relax, library=self.library))
+
+
+@dataclass
+class _Judged:
+    """The groups judged at the enforce level and what their evaluation found."""
+
+    judged: list[PodGroup]
+    #: the groups not judged: their runtimeClassName is exempt
+    exempt_rc: list[PodGroup]
+    #: why the verdict may be uncertain ("" if not): a violation is then a warning
+    doubt: str
+    #: what the verdict took from the settings (_assumed)
+    assumed: str
+    #: (line, fix) per group the enforce level refuses
+    findings: list[tuple[str, str]] = field(default_factory=list)
+    #: what the warn and audit levels say of the groups admitted
+    notes: list[str] = field(default_factory=list)
+
+
+def _message(ctx: CheckContext, nsp: _Namespace, j: _Judged) -> CheckResult | list[CheckResult]:
+    """FAIL (WARN when in doubt) with each group refused, else PASS naming the groups admitted; INFO with the
+    warn and audit levels' notes."""
+    errs, assumed = nsp.errs, j.assumed
+    out: list[CheckResult] = []
+    if j.findings:
+        why = f" ({j.doubt})" if j.doubt else ""
+        lines = [f"{line}{why}. Fix: {fix}." for line, fix in j.findings]
+        message = " ".join(lines) + f" Assumed: {assumed}.{_label_errors(errs)}"
+        out.append(
+            CheckResult(
+                NAME,
+                Status.WARN if j.doubt else Status.FAIL,
+                message,
+                details=[*lines, f"assumed: {assumed}"] + ([f"label errors: {'; '.join(errs)}"] if errs else []),
+            )
+        )
+    else:
+        names = ", ".join(g.name for g in j.judged) or "none"
+        text = (
+            f'Pod Security "{nsp.policy.enforce}" of namespace "{nsp.name}" ({nsp.enforce_src}) admits the pods of '
+            f"{names}"
+        )
+        if j.exempt_rc:
+            text += "; not judged (exempt runtimeClassName): " + ", ".join(
+                f"{g.name} ({_runtime_class(g)})" for g in j.exempt_rc
+            )
+        if j.doubt:
+            text += f" ({j.doubt})"
+        out.append(CheckResult(NAME, Status.PASS, text + _label_errors(errs), details=[f"assumed: {assumed}"] + errs))
+    if j.notes:
+        out.append(CheckResult(NAME, Status.INFO, " ".join(j.notes), details=j.notes))
+    for r in out:
+        with_stale(r, ctx, "namespaces")
+    return out if len(out) > 1 else out[0]
 
 
 def _library(ctx: CheckContext) -> int:
