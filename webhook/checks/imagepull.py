@@ -247,15 +247,11 @@ class ImagePull(Check):
         need: _Need,
         secrets: dict[str, PullSecret | None | ApiError],
     ) -> _Verdict | None:
-        ref, ns = need.ref, ctx.workload.namespace
-        keyring = Keyring()
-        unreadable: list[str] = []
-        for name in need.secrets:
-            s = secrets.get(name)
-            if isinstance(s, ApiError) or (isinstance(s, PullSecret) and s.error):
-                unreadable.append(name)
-            elif isinstance(s, PullSecret) and s.entries:
-                keyring.add(name, s.entries)
+        """Steps: the keyring of the pods' readable pull Secrets (`_keyring`), the manifest asked with each
+        matching credential, most specific first (an anonymous pull when none matches), until one finds it
+        (`_platform` judges an index), else what the answers say (`_not_pulled`)."""
+        ref = need.ref
+        keyring, unreadable = _keyring(need, secrets)
         creds: list[Credential | None] = list(keyring.lookup(f"{ref.registry}/{ref.path}")) or [None]
         answers: list[tuple[Credential | None, registry.Answer]] = []
         for cred in creds:
@@ -264,17 +260,18 @@ class ImagePull(Check):
             answers.append((cred, answer))
             if answer.outcome == registry.FOUND:
                 return self._platform(ctx, need, answer)
-        where = f'image "{need.image}" ({_groups(need)})'
+        return self._not_pulled(_Asked(need, answers, unreadable), ctx.workload.namespace, ra, secrets)
+
+    def _not_pulled(
+        self, asked: _Asked, ns: str, ra: RegistryAccessSettings, secrets: dict[str, PullSecret | None | ApiError]
+    ) -> _Verdict:
+        """No credential found the manifest: unreachable or not asked → WARN; manifest unknown → FAIL;
+        refused with the pods' credentials → FAIL; a login the nodes may hold or a Secret that could not be
+        read → WARN; refused anonymously → FAIL."""
+        need, answers = asked.need, asked.answers
         unsure = [a for _, a in answers if a.outcome in (registry.UNREACHABLE, registry.NOT_ASKED)]
         if unsure:
-            detail = unsure[0].detail
-            if detail == registry.UNTRUSTED_CERTIFICATE:
-                return _Verdict(
-                    Status.WARN,
-                    f'Cannot verify {where}: the TLS certificate of "{ref.registry}" is not trusted; '
-                    "add its CA (registryAccess.caFile; chart: registryCA).",
-                )
-            return _Verdict(Status.WARN, f'Cannot verify {where}: registry "{ref.registry}" {detail}.')
+            return _unsure(asked, unsure[0].detail)
         unknown = [a for _, a in answers if a.outcome == registry.UNKNOWN]
         if unknown:
             return _Verdict(Status.FAIL, self._unknown(need, unknown[0]))
@@ -282,36 +279,10 @@ class ImagePull(Check):
         tried = list(dict.fromkeys(tried))
         status = answers[-1][1].status
         if tried:
-            return _Verdict(
-                Status.FAIL,
-                f'Registry "{ref.registry}" refused {where} (HTTP {status}) with the credentials of Secret '
-                f"{_secrets_text(tried)} (from {need.source}); the kubelet would fail the pull. Fix: update Secret "
-                f'{_secrets_text(tried)} in namespace "{ns}" with credentials that can pull "{ref.registry}/{ref.path}" '
-                f"(kubectl create secret docker-registry NAME --docker-server={ref.registry} ...).",
-            )
-        if ref.registry.lower() in {r.lower() for r in ra.node_credentials} or unreadable:
-            why = (
-                "the nodes may hold credentials for it (registryAccess.nodeCredentials)"
-                if not unreadable
-                else f"Secret {_secrets_text(unreadable)} could not be read"
-            )
-            if any(isinstance(e := secrets.get(n), ApiError) and not_granted(e) for n in unreadable):
-                why += f" (not permitted to get secrets). {grant_fix(ns)}"
-            return _Verdict(Status.WARN, f'Cannot verify {where}: registry "{ref.registry}" needs a login; {why}.')
-        if need.secrets:
-            has = f"imagePullSecrets {_secrets_text(list(need.secrets))} (from {need.source}) have no entry for it"
-        else:
-            has = (
-                f"the pods have no imagePullSecrets (nor has {need.source})"
-                if need.source != "imagePullSecrets"
-                else ("the pods have no imagePullSecrets")
-            )
-        return _Verdict(
-            Status.FAIL,
-            f'Registry "{ref.registry}" refused anonymous access to {where} (HTTP {status}), and {has}; '
-            f"the kubelet would pull without credentials and fail. Fix: kubectl create secret docker-registry NAME "
-            f"-n {ns} --docker-server={ref.registry} ... and list it in the pods' imagePullSecrets.",
-        )
+            return _refused(asked, tried, status, ns)
+        if need.ref.registry.lower() in {r.lower() for r in ra.node_credentials} or asked.unreadable:
+            return _needs_login(asked, ns, secrets)
+        return _anonymous(asked, status, ns)
 
     def _unknown(self, need: _Need, answer: registry.Answer) -> str:
         ref = need.ref
@@ -356,6 +327,94 @@ class ImagePull(Check):
                 f'Pods of "{group}" may land on {missing} nodes; image "{need.image}" offers only {offered_text}.',
             )
         return None
+
+
+@dataclass
+class _Asked:
+    """One image's lookups that found no manifest: each credential tried with its answer, and the pull
+    Secrets that could not be read."""
+
+    need: _Need
+    answers: list[tuple[Credential | None, registry.Answer]]
+    unreadable: list[str]
+
+    @property
+    def where(self) -> str:
+        return f'image "{self.need.image}" ({_groups(self.need)})'
+
+
+def _keyring(need: _Need, secrets: dict[str, PullSecret | None | ApiError]) -> tuple[Keyring, list[str]]:
+    """(the keyring of the image's pull Secrets that were read, the names of those that could not be); a
+    Secret that does not exist is skipped, as the kubelet skips it (kubelet_pods.go getPullSecretsForPod)."""
+    keyring = Keyring()
+    unreadable: list[str] = []
+    for name in need.secrets:
+        s = secrets.get(name)
+        if isinstance(s, ApiError) or (isinstance(s, PullSecret) and s.error):
+            unreadable.append(name)
+        elif isinstance(s, PullSecret) and s.entries:
+            keyring.add(name, s.entries)
+    return keyring, unreadable
+
+
+def _unsure(asked: _Asked, detail: str) -> _Verdict:
+    """Unreachable, or not asked by the client's own rules: cannot verify (an untrusted certificate names its fix)."""
+    registry_name = asked.need.ref.registry
+    if detail == registry.UNTRUSTED_CERTIFICATE:
+        return _Verdict(
+            Status.WARN,
+            f'Cannot verify {asked.where}: the TLS certificate of "{registry_name}" is not trusted; '
+            "add its CA (registryAccess.caFile; chart: registryCA).",
+        )
+    return _Verdict(Status.WARN, f'Cannot verify {asked.where}: registry "{registry_name}" {detail}.')
+
+
+def _refused(asked: _Asked, tried: list[str], status: int, ns: str) -> _Verdict:
+    """Refused with the credentials of the pods' pull Secrets: the kubelet's pull fails too."""
+    need, ref = asked.need, asked.need.ref
+    return _Verdict(
+        Status.FAIL,
+        f'Registry "{ref.registry}" refused {asked.where} (HTTP {status}) with the credentials of Secret '
+        f"{_secrets_text(tried)} (from {need.source}); the kubelet would fail the pull. Fix: update Secret "
+        f'{_secrets_text(tried)} in namespace "{ns}" with credentials that can pull "{ref.registry}/{ref.path}" '
+        f"(kubectl create secret docker-registry NAME --docker-server={ref.registry} ...).",
+    )
+
+
+def _needs_login(asked: _Asked, ns: str, secrets: dict[str, PullSecret | None | ApiError]) -> _Verdict:
+    """Refused anonymously, but the nodes may hold credentials (registryAccess.nodeCredentials) or a pull
+    Secret could not be read: cannot verify."""
+    unreadable = asked.unreadable
+    why = (
+        "the nodes may hold credentials for it (registryAccess.nodeCredentials)"
+        if not unreadable
+        else f"Secret {_secrets_text(unreadable)} could not be read"
+    )
+    if any(isinstance(e := secrets.get(n), ApiError) and not_granted(e) for n in unreadable):
+        why += f" (not permitted to get secrets). {grant_fix(ns)}"
+    return _Verdict(
+        Status.WARN, f'Cannot verify {asked.where}: registry "{asked.need.ref.registry}" needs a login; {why}.'
+    )
+
+
+def _anonymous(asked: _Asked, status: int, ns: str) -> _Verdict:
+    """Refused anonymously and no pull Secret has an entry for the registry: the kubelet pulls without
+    credentials (kuberuntime_image.go PullImage) and fails."""
+    need, ref = asked.need, asked.need.ref
+    if need.secrets:
+        has = f"imagePullSecrets {_secrets_text(list(need.secrets))} (from {need.source}) have no entry for it"
+    else:
+        has = (
+            f"the pods have no imagePullSecrets (nor has {need.source})"
+            if need.source != "imagePullSecrets"
+            else ("the pods have no imagePullSecrets")
+        )
+    return _Verdict(
+        Status.FAIL,
+        f'Registry "{ref.registry}" refused anonymous access to {asked.where} (HTTP {status}), and {has}; '
+        f"the kubelet would pull without credentials and fail. Fix: kubectl create secret docker-registry NAME "
+        f"-n {ns} --docker-server={ref.registry} ... and list it in the pods' imagePullSecrets.",
+    )
 
 
 def eligible_platforms(nodes: list[dict[str, Any]], pod_spec: dict[str, Any]) -> set[tuple[str, str]]:
