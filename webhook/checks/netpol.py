@@ -31,13 +31,13 @@ names the policy, the path and the fix.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.checks.base import Check, CheckContext
 from webhook.checks.common import cached, with_stale
 from webhook.models.endpoint import endpoint_urls, service_of, url_port
-from webhook.models.netpol import Labels, Peer, Port, direction
+from webhook.models.netpol import Labels, Peer, Port, Side, direction
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import PodGroup
 
@@ -122,6 +122,9 @@ class Path:
 
 
 def job_paths(ctx: CheckContext) -> list[Path]:
+    """The paths the job needs, in order: to the endpoint Services and to kube-dns (`_service_paths`,
+    `_dns_paths`), from the AIPerf operator (`_operator_paths`), between the job's pods (`_peer_paths`),
+    and a TrainJob's collective traffic on any port (`_collective_paths`)."""
     wl = ctx.workload
     nsl = _ns_labels(ctx, wl.namespace)
     # hostNetwork pods: "NetworkPolicy behaviour for hostNetwork pods is undefined" (the API's
@@ -131,78 +134,108 @@ def job_paths(ctx: CheckContext) -> list[Path]:
     out: list[Path] = []
     if wl.facts.calls_endpoints:
         workers = [g for g in groups if g.role.startswith("workers")] or groups
-        for url in endpoint_urls(wl.obj):
-            svc_ns = service_of(url)
-            if svc_ns is None:
-                continue
-            svc, ns = svc_ns
-            obj = ctx.view.get_cached("services", ns, svc) if ctx.view is not None else None
-            if obj is None:
-                continue  # Endpoint Service reports it
-            spec = obj.get("spec") or {}
-            if spec.get("type") == "ExternalName":
-                continue
-            port = _target_port(spec, url_port(url))
-            dst = Peer(
-                f'Service "{svc}" in "{ns}"',
-                ns,
-                Labels({str(k): str(v) for k, v in (spec.get("selector") or {}).items()}, complete=False),
-                _ns_labels(ctx, ns),
-            )
-            for g in workers:
-                out.append(
-                    Path(peers[g.name], dst, port, f"the {g.name} pods' requests to {dst.what}", "the benchmark hangs")
-                )
-        # CoreDNS as kubeadm and most distributions deploy it carries k8s-app=kube-dns and its
-        # ReplicaSet's pod-template-hash: taken as its whole label set, so the other policies of
-        # kube-system (selecting other pods) do not turn every DNS path into "cannot tell"
-        dns = Peer(
-            "kube-dns pods",
-            DNS_NAMESPACE,
-            Labels(dict(DNS_LABELS), open_prefixes=("pod-template-hash",)),
-            _ns_labels(ctx, DNS_NAMESPACE),
+        out += _service_paths(ctx, workers, peers)
+        out += _dns_paths(ctx, workers, peers)
+        out += _operator_paths(ctx, groups, peers)
+    out += _peer_paths(ctx, groups, peers)
+    if wl.facts.collective:
+        out += _collective_paths(groups, peers)
+    return out
+
+
+def _service_paths(ctx: CheckContext, workers: list[PodGroup], peers: dict[str, Peer]) -> list[Path]:
+    """The workers' requests to the pods behind each in-cluster endpoint Service, on its targetPort."""
+    out: list[Path] = []
+    for url in endpoint_urls(ctx.workload.obj):
+        svc_ns = service_of(url)
+        if svc_ns is None:
+            continue
+        svc, ns = svc_ns
+        obj = ctx.view.get_cached("services", ns, svc) if ctx.view is not None else None
+        if obj is None:
+            continue  # Endpoint Service reports it
+        spec = obj.get("spec") or {}
+        if spec.get("type") == "ExternalName":
+            continue
+        port = _target_port(spec, url_port(url))
+        dst = Peer(
+            f'Service "{svc}" in "{ns}"',
+            ns,
+            Labels({str(k): str(v) for k, v in (spec.get("selector") or {}).items()}, complete=False),
+            _ns_labels(ctx, ns),
         )
-        if any(service_of(u) for u in endpoint_urls(wl.obj)):
-            for g in workers:
+        for g in workers:
+            out.append(
+                Path(peers[g.name], dst, port, f"the {g.name} pods' requests to {dst.what}", "the benchmark hangs")
+            )
+    return out
+
+
+def _dns_paths(ctx: CheckContext, workers: list[PodGroup], peers: dict[str, Peer]) -> list[Path]:
+    """The workers' DNS lookups (UDP 53 to kube-dns), when an endpoint is an in-cluster Service name."""
+    # CoreDNS as kubeadm and most distributions deploy it carries k8s-app=kube-dns and its
+    # ReplicaSet's pod-template-hash: taken as its whole label set, so the other policies of
+    # kube-system (selecting other pods) do not turn every DNS path into "cannot tell"
+    dns = Peer(
+        "kube-dns pods",
+        DNS_NAMESPACE,
+        Labels(dict(DNS_LABELS), open_prefixes=("pod-template-hash",)),
+        _ns_labels(ctx, DNS_NAMESPACE),
+    )
+    if not any(service_of(u) for u in endpoint_urls(ctx.workload.obj)):
+        return []
+    return [
+        Path(
+            peers[g.name],
+            dns,
+            Port(53, "dns", "UDP"),
+            f"the {g.name} pods' DNS lookups (kube-dns in kube-system)",
+            "the endpoint's name does not resolve",
+        )
+        for g in workers
+    ]
+
+
+def _operator_paths(ctx: CheckContext, groups: list[PodGroup], peers: dict[str, Peer]) -> list[Path]:
+    """The AIPerf operator's requests to the ports named in OPERATOR_PORTS of the job's pods."""
+    # the operator polls the controller pod's API (progress) and its results sidecar
+    # (AIPerf 0.13.0 operator/progress_client.py: <jobset>-controller-0-0.<jobset>.<ns>.svc)
+    op = ctx.settings.controllers.aiperf.namespace
+    operator = Peer(
+        f'the AIPerf operator (namespace "{op}")',
+        op,
+        Labels(dict(OPERATOR_LABELS), complete=False),
+        _ns_labels(ctx, op),
+    )
+    out: list[Path] = []
+    for g in groups:
+        for port in serving_ports(g):
+            if port.name in OPERATOR_PORTS:
                 out.append(
                     Path(
+                        operator,
                         peers[g.name],
-                        dns,
-                        Port(53, "dns", "UDP"),
-                        f"the {g.name} pods' DNS lookups (kube-dns in kube-system)",
-                        "the endpoint's name does not resolve",
+                        port,
+                        f"the AIPerf operator's requests to the {g.name} pods",
+                        "the operator cannot read the job's progress or results",
                     )
                 )
-        # the operator polls the controller pod's API (progress) and its results sidecar
-        # (AIPerf 0.13.0 operator/progress_client.py: <jobset>-controller-0-0.<jobset>.<ns>.svc)
-        op = ctx.settings.controllers.aiperf.namespace
-        operator = Peer(
-            f'the AIPerf operator (namespace "{op}")',
-            op,
-            Labels(dict(OPERATOR_LABELS), complete=False),
-            _ns_labels(ctx, op),
-        )
-        for g in groups:
-            for port in serving_ports(g):
-                if port.name in OPERATOR_PORTS:
-                    out.append(
-                        Path(
-                            operator,
-                            peers[g.name],
-                            port,
-                            f"the AIPerf operator's requests to the {g.name} pods",
-                            "the operator cannot read the job's progress or results",
-                        )
-                    )
-    consequence = wl.facts.peer_consequence
+    return out
+
+
+def _peer_paths(ctx: CheckContext, groups: list[PodGroup], peers: dict[str, Peer]) -> list[Path]:
+    """The job's pods' traffic to each other on the ports they serve (a group to itself when it has two pods;
+    in a TrainJob, between groups only from the groups that train)."""
+    facts = ctx.workload.facts
+    out: list[Path] = []
     for dst_g in groups:
         for port in serving_ports(dst_g):
-            if wl.facts.operator_ports and port.name in OPERATOR_PORTS:
+            if facts.operator_ports and port.name in OPERATOR_PORTS:
                 continue  # the operator's, above
             for src_g in groups:
                 if src_g is dst_g and src_g.pods < 2:
                     continue
-                if wl.facts.collective and src_g is not dst_g and not _talks(src_g):
+                if facts.collective and src_g is not dst_g and not _talks(src_g):
                     continue
                 out.append(
                     Path(
@@ -210,25 +243,31 @@ def job_paths(ctx: CheckContext) -> list[Path]:
                         peers[dst_g.name],
                         port,
                         f"the {src_g.name} pods' traffic to the {dst_g.name} pods",
-                        consequence,
+                        facts.peer_consequence,
                     )
                 )
-    if wl.facts.collective:
-        talking = [g for g in groups if _talks(g)]
-        if sum(g.pods for g in talking) > 1:
-            for a in talking:
-                for b in talking:
-                    if a is b and a.pods < 2:
-                        continue
-                    out.append(
-                        Path(
-                            peers[a.name],
-                            peers[b.name],
-                            Port(None, any_port=True),
-                            f"the {a.name} pods' collective traffic to the {b.name} pods",
-                            "NCCL, Gloo and MPI open connections on ports of their own choosing",
-                        )
-                    )
+    return out
+
+
+def _collective_paths(groups: list[PodGroup], peers: dict[str, Peer]) -> list[Path]:
+    """A TrainJob's collective traffic on any port between the groups that train, when they have two pods."""
+    talking = [g for g in groups if _talks(g)]
+    if sum(g.pods for g in talking) <= 1:
+        return []
+    out: list[Path] = []
+    for a in talking:
+        for b in talking:
+            if a is b and a.pods < 2:
+                continue
+            out.append(
+                Path(
+                    peers[a.name],
+                    peers[b.name],
+                    Port(None, any_port=True),
+                    f"the {a.name} pods' collective traffic to the {b.name} pods",
+                    "NCCL, Gloo and MPI open connections on ports of their own choosing",
+                )
+            )
     return out
 
 
@@ -263,6 +302,8 @@ class NetworkPolicies(Check):
     )
 
     async def run(self, ctx: CheckContext) -> CheckResult:
+        """Steps: build (`job_paths`) → dispatch (the policies of the paths' namespaces) → classify
+        (`_judge_path`: both sides of each path, webhook.models.netpol.direction) → message (`_message`)."""
         assert ctx.view is not None
         view = ctx.view
         paths = job_paths(ctx)
@@ -280,48 +321,21 @@ class NetworkPolicies(Check):
                 ctx,
                 "networkpolicies",
             )
-        dropped: list[str] = []
-        unsure: list[str] = []
-        passed = 0
+        found = _Flows()
         seen: set[tuple[str, str, str]] = set()
         for path in paths:
             key = (path.src.what, path.dst.what, path.port.text())
             if key in seen:
                 continue
             seen.add(key)
-            eg = direction(policies[path.src.namespace], path.src.namespace, "Egress", path.src, path.dst, path.port)
-            ing = direction(policies[path.dst.namespace], path.dst.namespace, "Ingress", path.dst, path.src, path.port)
-            flow = f"{path.what} ({path.port.text()})"
-            if eg.allowed is False or ing.allowed is False:
-                why = []
-                if eg.allowed is False:
-                    why.append(
-                        f"{_names(eg.isolating)} in {_q(path.src.namespace)} isolate{'s' if len(eg.isolating) == 1 else ''} "
-                        "their egress and no rule allows it"
-                    )
-                if ing.allowed is False:
-                    why.append(
-                        f"{_names(ing.isolating)} in {_q(path.dst.namespace)} isolate{'s' if len(ing.isolating) == 1 else ''} "
-                        f"the ingress of {'those pods' if path.dst.what.startswith('Service') else 'the ' + path.dst.what} "
-                        "and no rule allows it"
-                    )
-                fix_ns = path.src.namespace if eg.allowed is False else path.dst.namespace
-                way = "an egress" if eg.allowed is False else "an ingress"
-                dropped.append(
-                    f"NetworkPolicies drop {flow}: {'; '.join(why)}, so {path.consequence}. "
-                    f"Fix: add {way} rule allowing it to a NetworkPolicy in {_q(fix_ns)}"
-                )
-            elif eg.allowed is None or ing.allowed is None:
-                names = list(dict.fromkeys(eg.unsure + ing.unsure))
-                unsure.append(
-                    f"Cannot tell whether NetworkPolicies allow {flow}: {_names(names)} select by labels, named ports "
-                    "or ipBlocks the webhook cannot resolve"
-                )
-            else:
-                passed += 1
+            _judge_path(path, policies, found)
+        return self._message(ctx, namespaces, found)
+
+    def _message(self, ctx: CheckContext, namespaces: list[str], found: _Flows) -> CheckResult:
+        """WARN with the paths dropped and those that cannot be told, else PASS counting the paths allowed."""
         note = "judged from the policy objects; enforcement depends on the cluster's CNI"
-        if dropped or unsure:
-            lines = dropped + unsure
+        if found.dropped or found.unsure:
+            lines = found.dropped + found.unsure
             return with_stale(
                 CheckResult(self.name, Status.WARN, "; ".join(lines), details=lines + [note]),
                 ctx,
@@ -332,13 +346,63 @@ class NetworkPolicies(Check):
             CheckResult(
                 self.name,
                 Status.PASS,
-                f"The NetworkPolicies of {', '.join(map(_q, namespaces))} allow the job's {passed} connection paths",
+                f"The NetworkPolicies of {', '.join(map(_q, namespaces))} allow the job's {found.passed} connection "
+                "paths",
                 details=[note],
             ),
             ctx,
             "networkpolicies",
             "namespaces",
         )
+
+
+@dataclass
+class _Flows:
+    """The verdicts on the job's distinct paths."""
+
+    dropped: list[str] = field(default_factory=list)
+    unsure: list[str] = field(default_factory=list)
+    passed: int = 0
+
+
+def _judge_path(path: Path, policies: dict[str, list[dict[str, Any]]], found: _Flows) -> None:
+    """One path: the egress of its source and the ingress of its destination under their namespaces' policies;
+    dropped when either side is isolated and no rule allows it, unsure when either side cannot tell."""
+    eg = direction(policies[path.src.namespace], path.src.namespace, "Egress", path.src, path.dst, path.port)
+    ing = direction(policies[path.dst.namespace], path.dst.namespace, "Ingress", path.dst, path.src, path.port)
+    flow = f"{path.what} ({path.port.text()})"
+    if eg.allowed is False or ing.allowed is False:
+        found.dropped.append(_dropped(path, eg, ing, flow))
+    elif eg.allowed is None or ing.allowed is None:
+        names = list(dict.fromkeys(eg.unsure + ing.unsure))
+        found.unsure.append(
+            f"Cannot tell whether NetworkPolicies allow {flow}: {_names(names)} select by labels, named ports "
+            "or ipBlocks the webhook cannot resolve"
+        )
+    else:
+        found.passed += 1
+
+
+def _dropped(path: Path, eg: Side, ing: Side, flow: str) -> str:
+    """The warning on a path a side drops: which policies isolate it, what follows, where to add the rule."""
+    why = []
+    if eg.allowed is False:
+        why.append(
+            f"{_names(eg.isolating)} in {_q(path.src.namespace)} isolate{'s' if len(eg.isolating) == 1 else ''} "
+            "their egress and no rule allows it"
+        )
+    if ing.allowed is False:
+        why.append(
+            f"{_names(ing.isolating)} in {_q(path.dst.namespace)} isolate{'s' if len(ing.isolating) == 1 else ''} "
+            f"the ingress of {'those pods' if path.dst.what.startswith('Service') else 'the ' + path.dst.what} "
+            "and no rule allows it"
+        )
+    fix_ns = path.src.namespace if eg.allowed is False else path.dst.namespace
+    way = "an egress" if eg.allowed is False else "an ingress"
+    return (
+        f"NetworkPolicies drop {flow}: {'; '.join(why)}, so {path.consequence}. "
+        f"Fix: add {way} rule allowing it to a NetworkPolicy in {_q(fix_ns)}"
+    )
 
 
 def _q(ns: str) -> str:
