@@ -12,6 +12,7 @@ The peak itself (controller + heaviest child) is what the other checks see as po
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.checks.base import AIPERFSWEEP, Check, CheckContext
@@ -203,6 +204,9 @@ class SweepChildQuotas(Check):
     summary = "Every child of an AIPerfSweep fits each ResourceQuota next to the sweep-controller pod (children run one at a time)."
 
     async def run(self, ctx: CheckContext) -> CheckResult:
+        """Steps: the namespace's quotas and the sweep-controller pod as admission sees it (`_Peak`), each
+        distinct child shape evaluated once next to it (`_children`), the objects every run leaves behind
+        (`_kept_objects`), then the verdict (`_verdict`)."""
         assert ctx.view is not None
         wl = ctx.workload
         if not isinstance(wl, SweepWorkload) or not wl.children or not wl.pod_groups:
@@ -218,6 +222,7 @@ class SweepChildQuotas(Check):
         limit_ranges, _, default_pc = admission_inputs(view, wl.namespace)
         controller = wl.pod_groups[0]
         ctl_spec = admitted_pod(_slim(controller.pod_spec), limit_ranges, default_pc)
+        peak = _Peak(wl, quotas, limit_ranges, default_pc, controller, ctl_spec)
         rendered = worst_first([c for c in wl.children if c.workload.pod_groups and not c.workload.render_errors])
         if any(pod_level_resources(g.pod_spec) for c in rendered for g in c.workload.pod_groups):
             return CheckResult(
@@ -225,49 +230,52 @@ class SweepChildQuotas(Check):
                 Status.WARN,
                 "Cannot verify the children against ResourceQuotas: pod-level resources are not modelled",
             )
-        cache: dict[str, list[tuple[str, str]]] = {}
-        failing: dict[str, list[tuple[SweepChild, str]]] = {}
         try:
-            for child in rendered:
-                slims = [(g, _slim(g.pod_spec)) for g in child.workload.pod_groups]
-                key = json.dumps([(g.pods, s) for g, s in slims], sort_keys=True)
-                if key not in cache:
-                    cache[key] = self._evaluate(
-                        wl, child, quotas, controller, ctl_spec, slims, limit_ranges, default_pc
-                    )
-                for qname, text in cache[key]:
-                    failing.setdefault(qname, []).append((child, text))
+            fit = self._children(peak, rendered)
         except ValueError as exc:
             return CheckResult(self.name, Status.WARN, f"Could not compute the children's resources: {exc}")
-        kept = self._kept_objects(wl, quotas)
-        if kept:
-            failing.setdefault("", [])
+        fit.kept = self._kept_objects(wl, quotas)
+        if fit.kept:
+            fit.failing.setdefault("", [])
+        return with_stale(self._verdict(wl, fit), ctx, "resourcequotas", "limitranges")
+
+    def _children(self, peak: _Peak, rendered: list[SweepChild]) -> _Fit:
+        """Each rendered child, worst first, against every quota; children whose pods request the same
+        resources share one evaluation. Raises ValueError."""
+        cache: dict[str, list[tuple[str, str]]] = {}
+        fit = _Fit(rendered=len(rendered))
+        for child in rendered:
+            slims = [(g, _slim(g.pod_spec)) for g in child.workload.pod_groups]
+            key = json.dumps([(g.pods, s) for g, s in slims], sort_keys=True)
+            if key not in cache:
+                cache[key] = self._evaluate(peak, child, slims)
+            for qname, text in cache[key]:
+                fit.failing.setdefault(qname, []).append((child, text))
+        fit.shapes = len(cache)
+        return fit
+
+    def _verdict(self, wl: SweepWorkload, fit: _Fit) -> CheckResult:
+        """Every rendered child fits: PASS (WARN, timed out, when the render left children out); else FAIL
+        naming, per quota, the children that do not fit and the first to fail, after the kept objects' lines."""
         left = unrendered_note(wl)
-        if not failing and left:
-            return with_stale(
-                CheckResult(
-                    self.name,
-                    Status.WARN,
-                    f"All {len(rendered)} rendered children fit the ResourceQuotas of namespace \"{wl.namespace}\"; "
-                    + left,
-                    timed_out=True,
-                ),
-                ctx, "resourcequotas", "limitranges",
-            )  # fmt: skip
-        if not failing:
-            return with_stale(
-                CheckResult(
-                    self.name,
-                    Status.PASS,
-                    f"All {len(rendered)} rendered children fit the ResourceQuotas of namespace \"{wl.namespace}\" "
-                    f"next to the sweep-controller pod ({len(cache)} distinct shapes evaluated)",
-                ),
-                ctx, "resourcequotas", "limitranges",
-            )  # fmt: skip
+        if not fit.failing and left:
+            return CheckResult(
+                self.name,
+                Status.WARN,
+                f'All {fit.rendered} rendered children fit the ResourceQuotas of namespace "{wl.namespace}"; ' + left,
+                timed_out=True,
+            )
+        if not fit.failing:
+            return CheckResult(
+                self.name,
+                Status.PASS,
+                f'All {fit.rendered} rendered children fit the ResourceQuotas of namespace "{wl.namespace}" '
+                f"next to the sweep-controller pod ({fit.shapes} distinct shapes evaluated)",
+            )
         lines: list[str] = []
         details: list[str] = []
-        lines += kept
-        for qname, hits in failing.items():
+        lines += fit.kept
+        for qname, hits in fit.failing.items():
             if not hits:
                 continue
             first = min(hits, key=lambda h: h[0].variation)[0]
@@ -282,9 +290,7 @@ class SweepChildQuotas(Check):
             details += [f"{c.describe()}: {t}" for c, t in hits]
         if left:
             lines.append(left)
-        return with_stale(
-            CheckResult(self.name, Status.FAIL, " ".join(lines), details=details), ctx, "resourcequotas", "limitranges"
-        )
+        return CheckResult(self.name, Status.FAIL, " ".join(lines), details=details)
 
     @staticmethod
     def _kept_objects(wl: SweepWorkload, quotas: list[dict[str, Any]]) -> list[str]:
@@ -322,20 +328,21 @@ class SweepChildQuotas(Check):
 
     @staticmethod
     def _evaluate(
-        wl: SweepWorkload, child: SweepChild, quotas: list[dict[str, Any]], controller: PodGroup, ctl_spec: dict[str, Any],
-        slims: list[tuple[PodGroup, dict[str, Any]]], limit_ranges: list[dict[str, Any]], default_pc: str,
-    ) -> list[tuple[str, str]]:  # fmt: skip
-        cwl = child.workload
-        peak = Workload(
+        peak: _Peak, child: SweepChild, slims: list[tuple[PodGroup, dict[str, Any]]]
+    ) -> list[tuple[str, str]]:
+        """(quota, what is over) of each quota the controller pod and this child's pods and objects exceed."""
+        wl, cwl, controller = peak.wl, child.workload, peak.controller
+        peak_wl = Workload(
             kind=wl.kind, api_version=wl.api_version, name=wl.name, namespace=wl.namespace, obj=wl.obj, facts=wl.facts,
             pod_groups=[controller, *cwl.pod_groups],
             derived={"jobSet": cwl.derived.get("jobSet") or {}, "configMap": cwl.derived.get("configMap") or {},
                      "sweepJobSet": wl.derived.get("jobSet") or {}},
         )  # fmt: skip
-        specs = [(controller, ctl_spec)] + [(g, admitted_pod(s, limit_ranges, default_pc)) for g, s in slims]
+        specs = [(controller, peak.ctl_spec)]
+        specs += [(g, admitted_pod(s, peak.limit_ranges, peak.default_pc)) for g, s in slims]
         out: list[tuple[str, str]] = []
-        for q in quotas:
-            p = project(q, peak, specs)
+        for q in peak.quotas:
+            p = project(q, peak_wl, specs)
             over = p.exceeded()
             if over:
                 parts = [
@@ -345,6 +352,30 @@ class SweepChildQuotas(Check):
                 ]
                 out.append((p.name, "; ".join(parts)))
         return out
+
+
+@dataclass
+class _Peak:
+    """What every child is judged next to: the sweep, its namespace's ResourceQuotas by name, what admission
+    reads besides the pod (LimitRanges, the globalDefault PriorityClass), and the sweep-controller pod admitted."""
+
+    wl: SweepWorkload
+    quotas: list[dict[str, Any]]
+    limit_ranges: list[dict[str, Any]]
+    default_pc: str
+    controller: PodGroup
+    ctl_spec: dict[str, Any]
+
+
+@dataclass
+class _Fit:
+    """The children judged: per quota name the (child, what is over) that do not fit, worst first ("" for
+    the kept objects' lines alone), those lines, how many children were rendered and distinct shapes evaluated."""
+
+    rendered: int
+    failing: dict[str, list[tuple[SweepChild, str]]] = field(default_factory=dict)
+    kept: list[str] = field(default_factory=list)
+    shapes: int = 0
 
 
 #: quota resource → what each child run leaves behind
