@@ -93,6 +93,35 @@ def _quotas(obj: dict[str, Any], label: str, issues: list[str]) -> dict[FR, Quot
     return out
 
 
+def _queue_node(cq: dict[str, Any], name: str, parent: str, issues: list[str]) -> Node:
+    """A ClusterQueue's node: its quotas and its reservation."""
+    return Node("ClusterQueue", name, parent, _quotas(cq, f'ClusterQueue "{name}"', issues), _flavor_usage(cq), [])
+
+
+@dataclass(frozen=True)
+class _Index:
+    """What the tree is built from: the other ClusterQueues by cohort, the Cohort objects by name, and the
+    Cohorts' names by parent."""
+
+    by_cohort: dict[str, list[dict[str, Any]]]
+    objs: dict[str, dict[str, Any]]
+    sub_cohorts: dict[str, list[str]]
+
+    @classmethod
+    def of(cls, cq_name: str, all_cqs: list[dict[str, Any]], cohorts: list[dict[str, Any]] | None) -> _Index:
+        """The index of every ClusterQueue in a cohort but `cq_name`, and of the Cohort objects."""
+        by_cohort: dict[str, list[dict[str, Any]]] = {}
+        for other in all_cqs:
+            if (other.get("metadata") or {}).get("name") != cq_name and _cohort(other):
+                by_cohort.setdefault(_cohort(other), []).append(other)
+        objs = {str((c.get("metadata") or {}).get("name")): c for c in cohorts or []}
+        sub_cohorts: dict[str, list[str]] = {}
+        for name, c in objs.items():
+            if _parent(c):
+                sub_cohorts.setdefault(_parent(c), []).append(name)
+        return cls(by_cohort, objs, sub_cohorts)
+
+
 class CohortTree:
     """The ClusterQueue's cohort tree as Kueue v0.17.0 builds it (pkg/cache/hierarchy/manager.go,
     pkg/cache/scheduler/resource_node.go): ClusterQueues under their spec.cohortName, Cohort
@@ -105,28 +134,15 @@ class CohortTree:
     """
 
     def __init__(self, cq: dict[str, Any], all_cqs: list[dict[str, Any]], cohorts: list[dict[str, Any]] | None) -> None:
+        """Steps: index the cluster's queues and Cohorts (`_Index.of`) → the ClusterQueue's node → its
+        ancestors (`_walk_up`, hierarchy/manager.go: a missing parent, a cycle) → every node under the root
+        (`_build`)."""
         self.issues: list[str] = []
         self._subtree: dict[tuple[int, FR], Decimal] = {}
         self._usage: dict[tuple[int, FR], Decimal] = {}
         cq_name = str((cq.get("metadata") or {}).get("name", "?"))
-        by_cohort: dict[str, list[dict[str, Any]]] = {}
-        for other in all_cqs:
-            if (other.get("metadata") or {}).get("name") != cq_name and _cohort(other):
-                by_cohort.setdefault(_cohort(other), []).append(other)
-        objs = {str((c.get("metadata") or {}).get("name")): c for c in cohorts or []}
-        sub_cohorts: dict[str, list[str]] = {}
-        for name, c in objs.items():
-            if _parent(c):
-                sub_cohorts.setdefault(_parent(c), []).append(name)
-
-        self.cq = Node(
-            "ClusterQueue",
-            cq_name,
-            _cohort(cq),
-            _quotas(cq, f'ClusterQueue "{cq_name}"', self.issues),
-            _flavor_usage(cq),
-            [],
-        )
+        index = _Index.of(cq_name, all_cqs, cohorts)
+        self.cq = _queue_node(cq, cq_name, _cohort(cq), self.issues)
         self.path: list[Node] = []  # the ClusterQueue's ancestors, nearest first
         if not self.cq.parent:
             return
@@ -134,6 +150,14 @@ class CohortTree:
             self.issues.append(
                 f'the Cohort objects of cohort "{self.cq.parent}" cannot be read (cached cohorts have not synced)'
             )
+        self._walk_up(index.objs, cohorts is not None)
+        if not any("cycle" in i for i in self.issues):
+            self.path[0].children.append(self.cq)
+            self._build(index, self.path[-1], 0)
+
+    def _walk_up(self, objs: dict[str, dict[str, Any]], readable: bool) -> None:
+        """The ClusterQueue's ancestors into `path`, nearest first: each Cohort object (a named Cohort without
+        one is an empty implicit Cohort), up to the root or to a cycle of parentName references."""
         seen: set[str] = set()
         name, child = self.cq.parent, self.cq.name
         while name:
@@ -144,7 +168,7 @@ class CohortTree:
                 break
             seen.add(name)
             obj = objs.get(name)
-            if obj is None and self.path and cohorts is not None:
+            if obj is None and self.path and readable:
                 self.issues.append(f'Cohort "{name}" (parentName of Cohort "{child}") does not exist')
             node = Node(
                 "Cohort",
@@ -157,37 +181,25 @@ class CohortTree:
             self.path.append(node)
             child, name = name, node.parent
 
-        # every node under the root, built once (a cycle below the path cannot happen: names are unique)
-        def build(cohort: Node, depth: int) -> None:
-            if depth > 64:
-                self.issues.append(f'the cohort tree under "{cohort.name}" is deeper than 64 levels')
-                return
-            for c in by_cohort.get(cohort.name, []):
-                n = str((c.get("metadata") or {}).get("name", "?"))
-                cohort.children.append(
-                    Node(
-                        "ClusterQueue",
-                        n,
-                        cohort.name,
-                        _quotas(c, f'ClusterQueue "{n}"', self.issues),
-                        _flavor_usage(c),
-                        [],
-                    )
-                )
-            for sub in sorted(sub_cohorts.get(cohort.name, [])):
-                on_path = next((p for p in self.path if p.name == sub), None)
-                if on_path is not None:
-                    cohort.children.append(on_path)
-                    build(on_path, depth + 1)
-                    continue
-                o = objs[sub]
-                node = Node("Cohort", sub, cohort.name, _quotas(o, f'Cohort "{sub}"', self.issues), {}, [])
-                cohort.children.append(node)
-                build(node, depth + 1)
-
-        if not any("cycle" in i for i in self.issues):
-            self.path[0].children.append(self.cq)
-            build(self.path[-1], 0)
+    def _build(self, index: _Index, cohort: Node, depth: int) -> None:
+        """Every node under `cohort`, built once (a cycle below the path cannot happen: names are unique): its
+        ClusterQueues, then its sub-Cohorts by name (the path's own node where the path goes down)."""
+        if depth > 64:
+            self.issues.append(f'the cohort tree under "{cohort.name}" is deeper than 64 levels')
+            return
+        for c in index.by_cohort.get(cohort.name, []):
+            n = str((c.get("metadata") or {}).get("name", "?"))
+            cohort.children.append(_queue_node(c, n, cohort.name, self.issues))
+        for sub in sorted(index.sub_cohorts.get(cohort.name, [])):
+            on_path = next((p for p in self.path if p.name == sub), None)
+            if on_path is not None:
+                cohort.children.append(on_path)
+                self._build(index, on_path, depth + 1)
+                continue
+            o = index.objs[sub]
+            node = Node("Cohort", sub, cohort.name, _quotas(o, f'Cohort "{sub}"', self.issues), {}, [])
+            cohort.children.append(node)
+            self._build(index, node, depth + 1)
 
     @property
     def cohort_names(self) -> list[str]:
