@@ -257,7 +257,7 @@ async def test_many_containers_are_counted_not_listed():
 #: issue 25: "a/" repeated with no final name part held the event loop for 18.4 s at N = 64,000
 #: (docker-image-py's backtracking regex); "a.", "a-" and "a_" behaved the same. The parse is now
 #: linear: each of these is answered in milliseconds (the timeout only catches a return of the old
-#: behaviour; the measured times are in docs/benchmarks.md, "Parsers under adversarial input").
+#: behaviour; the measured times are in docs/benchmarks/fuzz-parsers.md, "Parsers under adversarial input").
 @pytest.mark.timeout(10)
 @pytest.mark.parametrize("sep", ["a/", "a.", "a-", "a_"])
 async def test_a_long_hostile_image_is_refused_in_linear_time_and_quoted_short(sep):

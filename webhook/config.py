@@ -335,7 +335,7 @@ class Settings(_Model):
     body_timeout_seconds: float = Field(10.0, gt=0, le=300, alias="bodyTimeoutSeconds")
     #: a kept-alive connection with no request closes after this long idle
     idle_timeout_seconds: float = Field(60.0, gt=0, le=3600, alias="idleTimeoutSeconds")
-    #: open connections at most (the memory one costs: docs/benchmarks.md, "Slow clients"); when they
+    #: open connections at most (the memory one costs: docs/benchmarks/hostile.md, "Slow clients"); when they
     #: are all open, a new connection closes the oldest one still waiting for a request (then the
     #: oldest kept-alive idle one, then the oldest still receiving its body), and is refused only
     #: when every open connection is working on a request

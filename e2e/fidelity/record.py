@@ -231,7 +231,7 @@ class Record:
     #: the stack digest the last run that wrote the record saw (informational: each entry's digest
     #: already covers it)
     stack: str = ""
-    #: timings of the last run that rewrote the whole record (docs/fidelity.md "This run")
+    #: timings of the last run that rewrote the whole record (docs/fidelity.md, "The run that wrote the record")
     timings: dict[str, float] = field(default_factory=dict)
 
     def matching(self, digests: Mapping[str, str]) -> dict[str, Entry]:
