@@ -557,7 +557,7 @@ fetch_openreports() {
 # crds/*.yaml): e2e/harness/kyverno.py runs it on the node, out of cluster. Built in a copy of the
 # module (its go.mod replaces k8s.io/pod-security-admission: a dependency's replace is ignored), with
 # the upstream Makefile's LD_FLAGS (-s -w -X .../pkg/version.BuildVersion) plus -trimpath, in the
-# shared Go build cache. Cold: see docs/development.md's build table.
+# shared Go build cache. Cold: see docs/benchmarks/build-and-test-times.md.
 KYVERNO_DEST="$CACHE_ROOT/kyverno-$KYVERNO_VERSION"
 build_kyverno() {
     # its own lock (its own directory, modules no other piece uses): a `kyverno` build need not
@@ -567,7 +567,7 @@ build_kyverno() {
         --lock "$KYVERNO_DEST/.lock" --src "$KYVERNO_DEST/src" \
         --gomod "copy github.com/kyverno/kyverno@$KYVERNO_VERSION" --pkg ./cmd/kyverno \
         --ldflags "-s -w -X github.com/kyverno/kyverno/pkg/version.BuildVersion=$KYVERNO_VERSION" \
-        --hint "see docs/development.md; Go 1.26.6 or newer, kyverno's go.mod" --then kyverno_crds
+        --hint "see docs/benchmarks/build-and-test-times.md; Go 1.26.6 or newer, kyverno's go.mod" --then kyverno_crds
 }
 # kyverno_crds <module copy>: its CRDs (config/crds/**) into crds/, next to bin/kyverno
 kyverno_crds() {
@@ -665,7 +665,7 @@ main() {
                     # e2e/test_prometheus_local.py and test_prometheus_scrape.py (make conformance)
                     build_prometheus
                     # the fidelity matrix's policy engine for its kyverno-* rows (make conformance; make test
-                    # judges them where it is built); its cold build is long (docs/development.md,
+                    # judges them where it is built); its cold build is long (docs/harness.md,
                     # "Kyverno on the node"); warm, a stamp check under its own lock
                     build_kyverno
                 fi
