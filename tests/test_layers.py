@@ -49,6 +49,8 @@ LAYER_OF = {
     "webhook.results": FOUNDATION,
     "webhook.deadline": FOUNDATION,
     "webhook.quantity": FOUNDATION,
+    # typed views (TypedDicts) of the Kubernetes objects the checks read: no project imports
+    "webhook.objects": FOUNDATION,
     # the apiserver's own limits on what it reads (request body, labels, annotations): numbers and rules
     "webhook.apilimits": FOUNDATION,
     "webhook.tls": FOUNDATION,
