@@ -18,10 +18,11 @@ only casts of these types in the project.
 
 from __future__ import annotations
 
-from typing import Any, TypedDict, cast
+from typing import Any, Literal, TypedDict, cast
 
 __all__ = [
     "ResourceList",
+    "ContainerListKey",
     "OwnerReference",
     "ObjectMeta",
     "ResourceClaim",
@@ -63,6 +64,11 @@ __all__ = [
 #: core/v1 ResourceList: resource name → Quantity. A Quantity is a string in the apiserver's JSON, but
 #: users write plain numbers too (`cpu: 1`), so the value stays Any (webhook.quantity parses both).
 ResourceList = dict[str, Any]
+
+
+#: the PodSpec fields that hold a list of Containers (ephemeralContainers hold EphemeralContainers):
+#: a loop over them with this type reads and writes the typed lists
+ContainerListKey = Literal["initContainers", "containers"]
 
 
 class OwnerReference(TypedDict, total=False):

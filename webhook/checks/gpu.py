@@ -14,6 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 from webhook.checks.base import Check, CheckContext
+from webhook.objects import Container
 from webhook.quantity import format_quantity, is_extended_resource, parse_quantity
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import KindFacts
@@ -51,7 +52,7 @@ def _parse(raw: Any) -> Decimal | None:
         return None
 
 
-def container_findings(facts: KindFacts, group: str, container: dict[str, Any], is_init: bool) -> list[tuple[str, str]]:
+def container_findings(facts: KindFacts, group: str, container: Container, is_init: bool) -> list[tuple[str, str]]:
     """(what, fix) for every non-overcommittable resource of one container that Kubernetes would reject."""
     res = container.get("resources") or {}
     requests = res.get("requests") or {}
@@ -129,8 +130,6 @@ class AcceleratorLimits(Check):
             inits = group.pod_spec.get("initContainers") or []
             for is_init, containers in ((True, inits), (False, group.pod_spec.get("containers") or [])):
                 for c in containers:
-                    if not isinstance(c, dict):
-                        continue
                     res = c.get("resources") or {}
                     if _plain(res.get("requests")) and _plain(res.get("limits")):
                         continue  # most containers: only cpu/memory, nothing this check judges

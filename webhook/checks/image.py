@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from webhook.checks.base import Check, CheckContext
 from webhook.imageref import parse_or_explain as parse_image
 from webhook.imageref import quoted
+from webhook.objects import PodSpec
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import Workload
 
@@ -76,7 +76,7 @@ def _combine(name: str, status: Status, findings: list[tuple[str, str]]) -> Chec
     return CheckResult(name, status, message, details=[f"{w}. Fix: {f}" for w, f in findings])
 
 
-def _has_pull_secrets(pod_spec: dict[str, Any], ctx: CheckContext) -> bool:
+def _has_pull_secrets(pod_spec: PodSpec, ctx: CheckContext) -> bool:
     if any(isinstance(s, dict) and s.get("name") for s in pod_spec.get("imagePullSecrets") or []):
         return True
     # a ServiceAccount's imagePullSecrets are added by the apiserver; visible only with a cluster

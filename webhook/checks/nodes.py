@@ -49,6 +49,7 @@ from webhook.models.nodes import (
     tolerates,
     toleration_text,
 )
+from webhook.objects import Toleration
 from webhook.quantity import format_quantity
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import PodGroup, Workload
@@ -289,12 +290,10 @@ class Tolerations(Check):
     async def run(self, ctx: CheckContext) -> CheckResult:
         assert ctx.view is not None
         wl = ctx.workload
-        users: dict[str, tuple[dict[str, Any], list[str]]] = {}
+        users: dict[str, tuple[Toleration, list[str]]] = {}
         any_tol = False
         for g in wl.pod_groups:
             for tol in g.pod_spec.get("tolerations") or []:
-                if not isinstance(tol, dict):
-                    continue
                 any_tol = True
                 key = tol.get("key") or ""
                 if (tol.get("operator") == "Exists" and not key) or key.startswith(_CONDITION_TAINT_PREFIX):

@@ -63,6 +63,7 @@ from webhook.models.podsecurity import (
     parse_version,
     policy_to_evaluate,
 )
+from webhook.objects import ContainerListKey, ObjectMeta, PodSpec
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import PodGroup
 
@@ -104,13 +105,14 @@ def defaults_policy(ps: PodSecuritySettings) -> Policy:
     return Policy(lv(d.enforce, d.enforce_version), lv(d.audit, d.audit_version), lv(d.warn, d.warn_version))
 
 
-def as_created(spec: dict[str, Any]) -> dict[str, Any]:
+def as_created(spec: PodSpec) -> PodSpec:
     """pkg/apis/core/v1/defaults.go SetDefaults_Pod (defaultHostNetworkPorts): with hostNetwork, a
     container port's hostPort 0 becomes its containerPort. The one pod defaulting Pod Security reads."""
     if spec.get("hostNetwork") is not True:
         return spec
-    out = dict(spec)
-    for key in ("containers", "initContainers"):
+    out = spec.copy()
+    keys: tuple[ContainerListKey, ...] = ("containers", "initContainers")
+    for key in keys:
         items = out.get(key)
         if not isinstance(items, list):
             continue
@@ -216,8 +218,8 @@ class PodSecurity(Check):
         nsp: _Namespace,
         g: PodGroup,
         ev: _Evaluator,
-        meta: dict[str, Any],
-        spec: dict[str, Any],
+        meta: ObjectMeta,
+        spec: PodSpec,
     ) -> list[str]:
         """What the warn and audit levels say of a group the enforce level admits: they never refuse a pod."""
         notes: list[str] = []
@@ -317,7 +319,7 @@ class _Evaluator:
     relax: bool
     library: int
 
-    def failing(self, lv: LevelVersion, meta: dict[str, Any], spec: dict[str, Any]) -> list[Result]:
+    def failing(self, lv: LevelVersion, meta: ObjectMeta, spec: PodSpec) -> list[Result]:
         """The checks of level `lv` the pod fails."""
         return failing(evaluate_pod(lv, meta, spec, relax_user_namespaces=self.relax, library=self.library))
 

@@ -30,6 +30,7 @@ from webhook.models.quota import (
     quota_hard,
     quota_scopes,
 )
+from webhook.objects import PodSpec
 from webhook.quantity import format_quantity, parse_quantity
 from webhook.results import CheckResult, Status
 from webhook.workloads.aiperf_sweep import RUN_TIME_SAMPLED, SweepChild, SweepWorkload, worst_first
@@ -170,7 +171,7 @@ def _mib(v: Any) -> str:
     return f"{int(v) // (1024 * 1024)}Mi"
 
 
-def _slim(pod_spec: dict[str, Any]) -> dict[str, Any]:
+def _slim(pod_spec: PodSpec) -> dict[str, Any]:
     """What ResourceQuota admission reads of a pod: everything but the containers' other fields."""
     out = {k: v for k, v in pod_spec.items() if k not in ("containers", "initContainers", "volumes")}
     for key in ("containers", "initContainers"):

@@ -11,12 +11,13 @@ filter) with k8s.io/api core/v1 toleration.go ToleratesTaint.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from itertools import compress
 from operator import is_
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from webhook.objects import PodSpec
 from webhook.quantity import format_quantity, parse_quantity
 from webhook.workloads.base import Workload
 
@@ -59,7 +60,7 @@ def _dict(v: Any) -> dict[str, Any]:
     return v if isinstance(v, dict) else {}
 
 
-def required_terms(pod_spec: dict[str, Any]) -> list[dict[str, Any]] | None:
+def required_terms(pod_spec: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     aff = _dict(_dict(pod_spec.get("affinity")).get("nodeAffinity")).get(
         "requiredDuringSchedulingIgnoredDuringExecution"
     )
@@ -101,7 +102,7 @@ def term_matches(term: dict[str, Any], node: dict[str, Any]) -> bool:
     return all(_requirement(f, node_name(node) if f.get("key") == "metadata.name" else None) for f in fields)
 
 
-def selects(pod_spec: dict[str, Any], node: dict[str, Any]) -> bool:
+def selects(pod_spec: PodSpec, node: dict[str, Any]) -> bool:
     """nodeSelector (exact labels) and required node affinity (terms ORed)."""
     labels = node_labels(node)
     sel = pod_spec.get("nodeSelector")
@@ -114,7 +115,7 @@ def selects(pod_spec: dict[str, Any], node: dict[str, Any]) -> bool:
     return True
 
 
-def tolerates(toleration: dict[str, Any], taint: dict[str, Any]) -> bool:
+def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
     """k8s.io/api core/v1 toleration.go ToleratesTaint."""
     effect = toleration.get("effect") or ""
     if effect and effect != (taint.get("effect") or ""):
@@ -128,7 +129,7 @@ def tolerates(toleration: dict[str, Any], taint: dict[str, Any]) -> bool:
     return op == "Exists"
 
 
-def blocking_taints(pod_spec: dict[str, Any], node: dict[str, Any]) -> list[dict[str, Any]]:
+def blocking_taints(pod_spec: PodSpec, node: dict[str, Any]) -> list[dict[str, Any]]:
     """NoSchedule/NoExecute taints of the node that no toleration of the pod tolerates."""
     tols = pod_spec.get("tolerations") or []
     return [
@@ -141,7 +142,7 @@ def blocking_taints(pod_spec: dict[str, Any], node: dict[str, Any]) -> list[dict
 # --- wording ------------------------------------------------------------------------------
 
 
-def selection_text(pod_spec: dict[str, Any]) -> str:
+def selection_text(pod_spec: PodSpec) -> str:
     parts = []
     sel = _dict(pod_spec.get("nodeSelector"))
     if sel:
@@ -165,7 +166,7 @@ def taint_text(t: dict[str, Any]) -> str:
     return f"{kv}:{t.get('effect', '')}"
 
 
-def toleration_text(t: dict[str, Any]) -> str:
+def toleration_text(t: Mapping[str, Any]) -> str:
     key = t.get("key") or "*"
     if (t.get("operator") or "Equal") == "Equal" and t.get("value"):
         key += f"={t['value']}"
@@ -219,7 +220,7 @@ def _static_shape(node: dict[str, Any]) -> tuple[Any, ...]:
     return shape
 
 
-def selection_keys(pod_spec: dict[str, Any]) -> tuple[tuple[str, ...], bool] | None:
+def selection_keys(pod_spec: Mapping[str, Any]) -> tuple[tuple[str, ...], bool] | None:
     """(the label keys the pod's node selection reads, whether a term reads the node's name), or
     None when the selection is not plain enough to group nodes by (then each node is judged)."""
     keys: list[str] = []
@@ -250,7 +251,7 @@ def node_shape(node: dict[str, Any], keys: tuple[str, ...], by_name: bool) -> tu
 
 
 def _walk(
-    nodes: list[dict[str, Any]], pod_spec: dict[str, Any], need: dict[str, Decimal]
+    nodes: list[dict[str, Any]], pod_spec: PodSpec, need: dict[str, Decimal]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """The nodes (in cache order) that are usable and selected; of those, the ones whose taints the
     pods tolerate; of those, the ones whose allocatable fits `need`. Nodes of one shape
@@ -263,7 +264,7 @@ def _walk(
 
 def _by_shape(
     nodes: list[dict[str, Any]],
-    pod_spec: dict[str, Any],
+    pod_spec: PodSpec,
     judge: Callable[[dict[str, Any]], tuple[bool, ...]],
     width: int,
 ) -> list[list[dict[str, Any]]]:
@@ -289,7 +290,7 @@ def _by_shape(
     return out
 
 
-def eligible_nodes(nodes: list[dict[str, Any]], pod_spec: dict[str, Any]) -> list[dict[str, Any]]:
+def eligible_nodes(nodes: list[dict[str, Any]], pod_spec: PodSpec) -> list[dict[str, Any]]:
     """The usable nodes (Ready, not cordoned) the pod selects and whose taints it tolerates, in listing
     order: one judgement per node shape (:func:`_by_shape`). `nodes`: :func:`node_listing`'s, so that the
     grouping is kept from review to review. A kept list: read it, never change it."""
@@ -300,7 +301,7 @@ def eligible_nodes(nodes: list[dict[str, Any]], pod_spec: dict[str, Any]) -> lis
     return _by_shape(nodes, pod_spec, judge, 1)[0]
 
 
-def _selected_and_usable(pod_spec: dict[str, Any]) -> Callable[[dict[str, Any]], tuple[bool, bool]]:
+def _selected_and_usable(pod_spec: PodSpec) -> Callable[[dict[str, Any]], tuple[bool, bool]]:
     """Node Selector Match's two questions of a node: does the pod select it; is it also usable."""
 
     def judge(node: dict[str, Any]) -> tuple[bool, bool]:
@@ -322,7 +323,7 @@ def _distinct_taints(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return kept.taints
 
 
-def _answer(pod_spec: dict[str, Any], need: dict[str, Decimal], node: dict[str, Any]) -> tuple[bool, bool, bool]:
+def _answer(pod_spec: PodSpec, need: dict[str, Decimal], node: dict[str, Any]) -> tuple[bool, bool, bool]:
     """(usable and selected, and tolerated, and fits) for one node."""
     sel = _usable(node) and selects(pod_spec, node)
     elig = sel and not blocking_taints(pod_spec, node)
@@ -350,7 +351,7 @@ def node_listing(view: ClusterView) -> list[dict[str, Any]]:
 
 def per_shape(
     nodes: list[dict[str, Any]],
-    pod_spec: dict[str, Any] | None,
+    pod_spec: PodSpec | None,
     judge: Callable[[dict[str, Any]], _T],
     labels: tuple[str, ...] = (),
 ) -> list[_T]:

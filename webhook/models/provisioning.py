@@ -39,7 +39,7 @@ instead of denying: unknown is never a deny.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +48,7 @@ from webhook.kube import ApiError, Permission
 from webhook.models.apis import KUEUE_API
 from webhook.models.context import CheckContext, before_deadline
 from webhook.models.nodes import label_values, node_listing, tolerates
+from webhook.objects import PodSpec
 
 KARPENTER_API = "karpenter.sh/v1"
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
@@ -219,7 +220,7 @@ def from_expressions(exprs: list[dict[str, Any]]) -> Requirements:
     )
 
 
-def pod_requirement_options(pod_spec: dict[str, Any]) -> list[Requirements]:
+def pod_requirement_options(pod_spec: PodSpec) -> list[Requirements]:
     """The pod's node selection as Karpenter reads it (newPodRequirements): nodeSelector plus
     one required nodeSelectorTerm at a time (Karpenter relaxes to the next term when one
     cannot be met), so one Requirements per term; matchFields are not labels and are ignored."""
@@ -261,7 +262,7 @@ def incompatibility(offered: Requirements, wanted: Requirements, *, allow_well_k
 # --- taints --------------------------------------------------------------------------------
 
 
-def untolerated(taints: list[dict[str, Any]], tolerations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def untolerated(taints: list[dict[str, Any]], tolerations: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Karpenter's Taints.Tolerates: every taint of a template (any effect) must be tolerated."""
     return [t for t in taints if isinstance(t, dict) and not any(tolerates(tol, t) for tol in tolerations)]
 
@@ -305,7 +306,7 @@ def _nodepool_template(np: dict[str, Any]) -> tuple[Requirements, list[dict[str,
     return reqs, list(tspec.get("taints") or [])
 
 
-def nodepools_for(pod_spec: dict[str, Any], nodepools: list[dict[str, Any]]) -> list[str]:
+def nodepools_for(pod_spec: PodSpec, nodepools: list[dict[str, Any]]) -> list[str]:
     """Names of the NodePools that could launch a node for this pod."""
     options = pod_requirement_options(pod_spec)
     tolerations = [t for t in pod_spec.get("tolerations") or [] if isinstance(t, dict)]
@@ -320,7 +321,7 @@ def nodepools_for(pod_spec: dict[str, Any], nodepools: list[dict[str, Any]]) -> 
 
 
 def flavors_for(
-    pod_spec: dict[str, Any], flavors: list[dict[str, Any]], nodes: list[dict[str, Any]] | None = None
+    pod_spec: PodSpec, flavors: list[dict[str, Any]], nodes: list[dict[str, Any]] | None = None
 ) -> list[str]:
     """Names of the ResourceFlavors that stand for nodes not there yet and that could take this pod.
 
@@ -386,7 +387,7 @@ def _carried(nodes: list[dict[str, Any]], flavors: list[dict[str, Any]]) -> Call
     return carried
 
 
-async def provisioning_for(ctx: CheckContext, pod_spec: dict[str, Any]) -> Provisioning:
+async def provisioning_for(ctx: CheckContext, pod_spec: PodSpec) -> Provisioning:
     """Ask every source whether it could add a node for a pod with `pod_spec`."""
     assert ctx.view is not None
     view = ctx.view

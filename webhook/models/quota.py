@@ -6,7 +6,7 @@ what a pod is charged, and the stages of a job whose pod groups start one after 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -108,7 +108,7 @@ def limit_range_defaults(limit_range: dict[str, Any]) -> tuple[dict[str, Any], d
 
 
 def admitted_pod(
-    pod_spec: dict[str, Any], limit_ranges: Iterable[dict[str, Any]] = (), default_priority_class: str = ""
+    pod_spec: Mapping[str, Any], limit_ranges: Iterable[dict[str, Any]] = (), default_priority_class: str = ""
 ) -> dict[str, Any]:
     """The pod spec ResourceQuota admission sees (see the module docstring, step 1).
 
@@ -141,7 +141,7 @@ def admitted_pod(
     return spec
 
 
-def pod_level_resources(pod_spec: dict[str, Any]) -> bool:
+def pod_level_resources(pod_spec: Mapping[str, Any]) -> bool:
     """spec.resources set (PodLevelResources, on by default since 1.34): not modelled here."""
     res = pod_spec.get("resources") or {}
     return bool(res.get("requests") or res.get("limits"))
@@ -154,7 +154,7 @@ def _positive(values: dict[str, Any] | None) -> bool:
     return any(parse_quantity(v) > 0 for r, v in (values or {}).items() if r in ("cpu", "memory"))
 
 
-def best_effort(pod_spec: dict[str, Any]) -> bool:
+def best_effort(pod_spec: Mapping[str, Any]) -> bool:
     """QoS BestEffort (pkg/apis/core/v1/helper/qos): no positive cpu or memory request or limit."""
     for _, c in all_containers(pod_spec):
         res = c.get("resources") or {}
@@ -163,7 +163,7 @@ def best_effort(pod_spec: dict[str, Any]) -> bool:
     return True
 
 
-def _cross_namespace_affinity(pod_spec: dict[str, Any]) -> bool:
+def _cross_namespace_affinity(pod_spec: Mapping[str, Any]) -> bool:
     aff = pod_spec.get("affinity") or {}
     for kind in ("podAffinity", "podAntiAffinity"):
         a = aff.get(kind) or {}
@@ -176,7 +176,7 @@ def _cross_namespace_affinity(pod_spec: dict[str, Any]) -> bool:
     return False
 
 
-def scope_matches(scope: str, operator: str, values: list[str], pod_spec: dict[str, Any]) -> bool:
+def scope_matches(scope: str, operator: str, values: list[str], pod_spec: Mapping[str, Any]) -> bool:
     """pods.go podMatchesScopeFunc: does one quota scope (or scopeSelector expression) match?"""
     if scope in ("Terminating", "NotTerminating"):
         ads = pod_spec.get("activeDeadlineSeconds")
@@ -215,7 +215,7 @@ def quota_hard(quota: dict[str, Any]) -> dict[str, Any]:
     return dict((quota.get("spec") or {}).get("hard") or {})
 
 
-def covers(quota: dict[str, Any], pod_spec: dict[str, Any]) -> bool:
+def covers(quota: dict[str, Any], pod_spec: Mapping[str, Any]) -> bool:
     """generic.Matches with the pod evaluator: a tracked hard resource, and every scope matches."""
     if not any(tracked(r) for r in quota_hard(quota)):
         return False
@@ -225,7 +225,7 @@ def covers(quota: dict[str, Any], pod_spec: dict[str, Any]) -> bool:
 # --- 3. must-specify ------------------------------------------------------------------------
 
 
-def missing_by_resource(quota: dict[str, Any], pod_spec: dict[str, Any]) -> dict[str, list[str]]:
+def missing_by_resource(quota: dict[str, Any], pod_spec: Mapping[str, Any]) -> dict[str, list[str]]:
     """pods.go Constraints: {quota resource: containers that do not set it}, for the quota's
     cpu/memory resources. Empty when pod-level resources are set (they replace the rule)."""
     required = {r for r in quota_hard(quota) if r in VALIDATION_SET}
@@ -240,7 +240,7 @@ def missing_by_resource(quota: dict[str, Any], pod_spec: dict[str, Any]) -> dict
     return {r: sorted(set(cs)) for r, cs in sorted(out.items())}
 
 
-def constraint_error(quota: dict[str, Any], pod_spec: dict[str, Any]) -> str:
+def constraint_error(quota: dict[str, Any], pod_spec: Mapping[str, Any]) -> str:
     """The apiserver's own text (`must specify limits.cpu for: a,b; ...`), or ""."""
     missing = missing_by_resource(quota, pod_spec)
     if not missing:
@@ -251,7 +251,7 @@ def constraint_error(quota: dict[str, Any], pod_spec: dict[str, Any]) -> str:
 # --- 4. what a pod is charged ---------------------------------------------------------------
 
 
-def pod_usage(pod_spec: dict[str, Any], *, finished: bool = False) -> dict[str, Decimal]:
+def pod_usage(pod_spec: Mapping[str, Any], *, finished: bool = False) -> dict[str, Decimal]:
     """pods.go PodUsageFunc of an admitted pod: count/pods always, the rest while it runs.
 
     Raises ValueError on an unparseable quantity."""

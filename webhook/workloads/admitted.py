@@ -45,9 +45,10 @@ import copy
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from webhook.kube import WARNINGS_KEY
+from webhook.objects import ObjectMeta, PodSpec, as_pod_spec
 from webhook.quantity import parse_quantity
 from webhook.workloads.base import PodGroup, Workload
 
@@ -320,8 +321,8 @@ def judged_spec(sent: Mapping[str, Any], admitted: Mapping[str, Any], template: 
 class AdmittedGroup:
     """One pod group as admission creates its pods: the judged spec and metadata, and what changed."""
 
-    spec: dict[str, Any]
-    metadata: dict[str, Any]
+    spec: PodSpec
+    metadata: ObjectMeta
     changes: list[Change]
 
 
@@ -338,11 +339,12 @@ def admitted_group(
     found += warned(admitted)
     meta = copy.deepcopy(group.pod_metadata or {})
     a_meta, s_meta = admitted.get("metadata") or {}, sent.get("metadata") or {}
-    for field in ("labels", "annotations"):
+    fields: tuple[Literal["labels", "annotations"], ...] = ("labels", "annotations")
+    for field in fields:
         added = {k: v for k, v in (a_meta.get(field) or {}).items() if (s_meta.get(field) or {}).get(k) != v}
         if added:
             meta[field] = {**(meta.get(field) or {}), **added}
-    return AdmittedGroup(judged_spec(sent, admitted, group.pod_spec), meta, found)
+    return AdmittedGroup(as_pod_spec(judged_spec(sent, admitted, group.pod_spec)), meta, found)
 
 
 def admitted_workload(wl: Workload, groups: Mapping[str, AdmittedGroup]) -> Workload:

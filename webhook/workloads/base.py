@@ -3,7 +3,8 @@
 An adapter turns one Kubernetes object (plain JSON dict) into a Workload: its pod
 groups (a replicatedJob of the JobSet: how many pods, and the PodSpec each pod gets)
 and the objects the job's controller would derive (the JobSet, a ConfigMap).
-Kubernetes objects stay plain dicts; only this envelope is typed.
+Kubernetes objects stay plain dicts; a pod group's PodSpec and pod metadata are read through
+the typed views of webhook/objects.py (the same dicts, typed as core/v1 declares them).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from webhook.objects import Container, ObjectMeta, PodSpec
 
 
 @dataclass(frozen=True)
@@ -43,8 +46,8 @@ class PodGroup:
 
     name: str
     pods: int
-    pod_spec: dict[str, Any]
-    pod_metadata: dict[str, Any] = field(default_factory=dict)
+    pod_spec: PodSpec
+    pod_metadata: ObjectMeta = field(default_factory=ObjectMeta)
     # role of the group for messages: "controller", "workers", "trainer", "dataset-initializer", ...
     role: str = ""
     # JobSet `dependsOn` of this replicatedJob: (group name, "Ready" | "Complete") pairs. Its pods
@@ -56,7 +59,7 @@ class PodGroup:
     # carries no queue label: only its children queue)
     queued: bool = True
 
-    def containers(self, *, init: bool = True) -> list[dict[str, Any]]:
+    def containers(self, *, init: bool = True) -> list[Container]:
         out = list(self.pod_spec.get("containers") or [])
         if init:
             out = list(self.pod_spec.get("initContainers") or []) + out

@@ -13,7 +13,7 @@ plain PodSpec dict.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from decimal import Decimal
 from typing import Any, NamedTuple
 
@@ -266,7 +266,7 @@ class SecretRef(NamedTuple):
         return describe_path(self.field_path)
 
 
-def all_containers(pod_spec: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+def all_containers(pod_spec: Mapping[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     """(`initContainers` | `containers`, container) for every container, init first."""
     for kind in ("initContainers", "containers"):
         for c in pod_spec.get(kind) or []:
@@ -274,7 +274,7 @@ def all_containers(pod_spec: dict[str, Any]) -> Iterator[tuple[str, dict[str, An
                 yield kind, c
 
 
-def containers_copy(pod_spec: dict[str, Any], *, resources: bool = False) -> dict[str, Any]:
+def containers_copy(pod_spec: Mapping[str, Any], *, resources: bool = False) -> dict[str, Any]:
     """`pod_spec` with a new dict, new container lists and new container dicts (and with
     `resources`, new `resources` maps two levels deep), the rest shared: for code that changes
     containers, or their requests and limits, without deep-copying the whole pod."""
@@ -337,7 +337,7 @@ _PLUGIN_SECRETS: tuple[tuple[str, str], ...] = (
 )
 
 
-def mounted_volumes(pod_spec: dict[str, Any]) -> set[str]:
+def mounted_volumes(pod_spec: Mapping[str, Any]) -> set[str]:
     """Names of the volumes some init or app container mounts (volumeMounts) or uses as a device
     (volumeDevices): the only volumes the kubelet sets up (k8s.io/kubernetes
     pkg/volume/util/util.go GetPodVolumeNames; the volume manager skips every other volume,
@@ -362,7 +362,7 @@ def _plugin_unused(source: str, src: dict[str, Any], vname: str) -> str:
     return ""
 
 
-def secret_refs(pod_spec: dict[str, Any]) -> list[SecretRef]:
+def secret_refs(pod_spec: Mapping[str, Any]) -> list[SecretRef]:
     """Every Secret the pod references, in PodSpec order.
 
     The same references as k8s.io/kubernetes pkg/api/v1/pod/util.go VisitPodSecretNames:
@@ -421,7 +421,7 @@ def secret_refs(pod_spec: dict[str, Any]) -> list[SecretRef]:
     return refs
 
 
-def config_map_refs(pod_spec: dict[str, Any]) -> list[tuple[str, bool, str]]:
+def config_map_refs(pod_spec: Mapping[str, Any]) -> list[tuple[str, bool, str]]:
     """(name, optional, field path) of every ConfigMap the pod references."""
     refs: list[tuple[str, bool, str]] = []
     for vol in pod_spec.get("volumes") or []:
@@ -459,13 +459,13 @@ def config_map_refs(pod_spec: dict[str, Any]) -> list[tuple[str, bool, str]]:
     return refs
 
 
-def service_account(pod_spec: dict[str, Any]) -> str | None:
+def service_account(pod_spec: Mapping[str, Any]) -> str | None:
     """The ServiceAccount the pod runs as, if one is named (None means `default`)."""
     sa = pod_spec.get("serviceAccountName") or pod_spec.get("serviceAccount")
     return sa if isinstance(sa, str) and sa else None
 
 
-def pod_requests(pod_spec: dict[str, Any]) -> dict[str, Decimal]:
+def pod_requests(pod_spec: Mapping[str, Any]) -> dict[str, Decimal]:
     """Effective pod requests, as the scheduler and quota count them.
 
     max(sum of app containers + restartable (sidecar) init containers, the peak of each
@@ -475,7 +475,7 @@ def pod_requests(pod_spec: dict[str, Any]) -> dict[str, Decimal]:
     return quantity.pod_resources(pod_spec, "requests")
 
 
-def pod_limits(pod_spec: dict[str, Any]) -> dict[str, Decimal]:
+def pod_limits(pod_spec: Mapping[str, Any]) -> dict[str, Decimal]:
     """Effective pod limits with the same init/sidecar rule, over the limits each container sets."""
     return quantity.pod_resources(pod_spec, "limits")
 
@@ -528,10 +528,10 @@ class PodClaim(NamedTuple):
     used_by: tuple[str, ...] = ()
 
 
-def resource_claims(pod_spec: dict[str, Any]) -> list[PodClaim]:
+def resource_claims(pod_spec: Mapping[str, Any]) -> list[PodClaim]:
     """The pod's DRA claims, in spec order, each with the containers that use it."""
     users: dict[str, list[str]] = {}
-    holders: list[tuple[str, dict[str, Any]]] = [(str(c.get("name", "?")), c) for _, c in all_containers(pod_spec)]
+    holders: list[tuple[str, Mapping[str, Any]]] = [(str(c.get("name", "?")), c) for _, c in all_containers(pod_spec)]
     holders.append(("pod", pod_spec))
     for who, holder in holders:
         res = holder.get("resources")

@@ -64,8 +64,8 @@ def collect(wl: Workload) -> list[Claim]:
     claims: dict[tuple[str, str], Claim] = {}
     for g in wl.pod_groups:
         volumes = g.pod_spec.get("volumes")
-        for vol in volumes if isinstance(volumes, list) else []:
-            vol = _dict(vol)
+        for item in volumes if isinstance(volumes, list) else []:
+            vol = _dict(item)
             vname = _str(vol.get("name"))
             pvc = vol.get("persistentVolumeClaim")
             eph = vol.get("ephemeral")

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
+from webhook.objects import ObjectMeta, PodSpec
+
 # ----------------------------------------------------------------------------- Go-like reads
 
 
@@ -43,7 +45,7 @@ def _sc(c: dict[str, Any]) -> dict[str, Any] | None:
     return _d(c.get("securityContext"))
 
 
-def _containers(spec: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def _containers(spec: Spec) -> Iterator[dict[str, Any]]:
     """policy/visitor.go visitContainers: init containers, containers, ephemeral containers."""
     for key in ("initContainers", "containers", "ephemeralContainers"):
         for c in _l(spec.get(key)):
@@ -97,8 +99,8 @@ class Result(NamedTuple):
 
 _OK = Result("", True)
 
-Meta = dict[str, Any]
-Spec = dict[str, Any]
+Meta = ObjectMeta
+Spec = PodSpec
 CheckFn = Callable[[Meta, Spec, bool], Result]
 
 

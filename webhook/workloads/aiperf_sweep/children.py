@@ -17,6 +17,7 @@ from typing import Any
 from webhook.config import Settings
 from webhook.deadline import render_time_left, rendering_for_review
 from webhook.kube import placeholder_uid
+from webhook.objects import Container, ContainerListKey, ObjectMeta
 from webhook.workloads import aiperf
 from webhook.workloads.aiperf.jobset import shared_pod_templates
 from webhook.workloads.aiperf_sweep.expansion import Variation
@@ -177,8 +178,17 @@ def _release_configmap(c: SweepChild) -> None:
         c.workload.derived["configMap"] = {k: v for k, v in cm.items() if k != "data"}
 
 
-#: what a container keeps in a slimmed child: what quota admission and the plan's requests read
-_CONTAINER_KEEP = ("name", "resources", "restartPolicy")
+def _slim_container(c: Container) -> Container:
+    """What a container keeps in a slimmed child: what quota admission and the plan's requests read
+    (its name, resources and restartPolicy, in that order)."""
+    out = Container()
+    if "name" in c:
+        out["name"] = c["name"]
+    if "resources" in c:
+        out["resources"] = c["resources"]
+    if "restartPolicy" in c:
+        out["restartPolicy"] = c["restartPolicy"]
+    return out
 
 
 def _slim(c: SweepChild) -> None:
@@ -209,8 +219,13 @@ def _slim(c: SweepChild) -> None:
 
 
 def _slim_group(g: PodGroup) -> PodGroup:
-    pod = {k: v for k, v in g.pod_spec.items() if k not in ("containers", "initContainers", "volumes")}
-    for key in ("containers", "initContainers"):
-        if isinstance(g.pod_spec.get(key), list):
-            pod[key] = [{k: c[k] for k in _CONTAINER_KEEP if k in c} for c in g.pod_spec[key] if isinstance(c, dict)]
-    return dataclasses.replace(g, pod_spec=pod, pod_metadata={})
+    pod = g.pod_spec.copy()
+    pod.pop("containers", None)
+    pod.pop("initContainers", None)
+    pod.pop("volumes", None)
+    keys: tuple[ContainerListKey, ...] = ("containers", "initContainers")
+    for key in keys:
+        items = g.pod_spec.get(key)
+        if isinstance(items, list):
+            pod[key] = [_slim_container(c) for c in items if isinstance(c, dict)]
+    return dataclasses.replace(g, pod_spec=pod, pod_metadata=ObjectMeta())

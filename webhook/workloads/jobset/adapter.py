@@ -16,6 +16,7 @@ from typing import Any
 
 from webhook.config import Settings
 from webhook.kube import JOBSET_API_VERSION, MULTIKUEUE, QUEUE_LABEL
+from webhook.objects import as_object_meta, as_pod_spec
 from webhook.workloads.base import AdapterError, KindFacts, PodGroup, RuntimeLookup, Workload
 from webhook.workloads.kinds import judged_owners
 from webhook.workloads.podspec import clean_pod_spec
@@ -136,8 +137,10 @@ def build(
             PodGroup(
                 name=rj_name,
                 pods=(1 if replicas is None else replicas) * pods_per_job(job_spec, f"{path}.template.spec"),
-                pod_spec=pod_spec,
-                pod_metadata=mapping(pod_template.get("metadata"), f"{path}.template.spec.template.metadata"),
+                pod_spec=as_pod_spec(pod_spec),
+                pod_metadata=as_object_meta(
+                    mapping(pod_template.get("metadata"), f"{path}.template.spec.template.metadata")
+                ),
                 role=rj_name,
                 depends_on=[(str(d.get("name")), str(d.get("status"))) for d in depends if isinstance(d, dict)],
             )

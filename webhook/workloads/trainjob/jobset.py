@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.kube import JOBSET_API_VERSION
+from webhook.objects import as_object_meta, as_pod_spec
 from webhook.workloads import podspec
 from webhook.workloads.base import PodGroup, Workload
 from webhook.workloads.shape import clean
@@ -58,8 +59,8 @@ def render(wl: Workload, spec: dict[str, Any], patches: list[Any], rt_spec: dict
             PodGroup(
                 name=str(rj.get("name")),
                 pods=replicas * job_spec["parallelism"],
-                pod_spec=pod_spec(rj),
-                pod_metadata=job_spec["template"].get("metadata") or {},
+                pod_spec=as_pod_spec(pod_spec(rj)),
+                pod_metadata=as_object_meta(job_spec["template"].get("metadata") or {}),
                 role=role_of(rj) or str(rj.get("name")),
                 depends_on=[(str(d.get("name")), str(d.get("status"))) for d in rj.get("dependsOn") or []],
             )
