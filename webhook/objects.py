@@ -12,8 +12,8 @@ read; a nested structure they do not look into stays `dict[str, Any]`. A value t
 user or the apiserver is still checked with `isinstance` where the code reads it: the view says
 what the field is meant to hold, not that the input honours it.
 
-Raw JSON becomes a view in one place each, `as_pod_spec`, `as_object_meta` and `as_node`: the
-only casts of these types in the project.
+Raw JSON becomes a view in one place each, `as_pod_spec`, `as_object_meta`, `as_node` and
+`as_nodes`: the only casts of these types in the project.
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ __all__ = [
     "as_pod_spec",
     "as_object_meta",
     "as_node",
+    "as_nodes",
 ]
 
 #: core/v1 ResourceList: resource name → Quantity. A Quantity is a string in the apiserver's JSON, but
@@ -428,7 +429,10 @@ class NodeStatus(TypedDict, total=False):
     allocatable: ResourceList
     phase: str
     conditions: list[NodeCondition]
+    addresses: list[dict[str, Any]]
     nodeInfo: NodeSystemInfo
+    runtimeHandlers: list[dict[str, Any]]
+    declaredFeatures: list[str]
 
 
 class Node(TypedDict, total=False):
@@ -455,3 +459,9 @@ def as_object_meta(raw: dict[str, Any]) -> ObjectMeta:
 def as_node(raw: dict[str, Any]) -> Node:
     """A Node view of a Node read from the apiserver (the same dict)."""
     return cast(Node, raw)
+
+
+def as_nodes(raw: list[dict[str, Any]]) -> list[Node]:
+    """Node views of the cluster view's cached Nodes (ClusterView.list_cached("nodes")): the same list,
+    not copied, so that a listing kept per cache version stays the one object."""
+    return cast(list[Node], raw)

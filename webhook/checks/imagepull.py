@@ -43,7 +43,7 @@ from webhook.kube import ApiError
 from webhook.models.context import before_deadline
 from webhook.models.grants import grant_fix, not_granted
 from webhook.models.nodes import node_listing, per_shape, selects
-from webhook.objects import PodSpec
+from webhook.objects import Node, PodSpec
 from webhook.registry import client as registry
 from webhook.registry.keyring import Credential, Keyring, PullSecret
 from webhook.registry.platform import ARCH_LABEL, OS_LABEL, node_platform, text
@@ -418,7 +418,7 @@ def _anonymous(asked: _Asked, status: int, ns: str) -> _Verdict:
     )
 
 
-def eligible_platforms(nodes: list[dict[str, Any]], pod_spec: PodSpec) -> set[tuple[str, str]]:
+def eligible_platforms(nodes: list[Node], pod_spec: PodSpec) -> set[tuple[str, str]]:
     """The (os, arch) of the nodes `pod_spec`'s node selection selects (nodes without the
     well-known labels are left out), judged once per kind of node (nodes.per_shape: the
     selection's labels and the platform labels), not once per Node."""
@@ -427,7 +427,7 @@ def eligible_platforms(nodes: list[dict[str, Any]], pod_spec: PodSpec) -> set[tu
     }
 
 
-def _selected_platform(pod_spec: PodSpec, node: dict[str, Any]) -> tuple[str, str] | None:
+def _selected_platform(pod_spec: PodSpec, node: Node) -> tuple[str, str] | None:
     return node_platform(node) if selects(pod_spec, node) else None
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
 
 from webhook.checks.base import Check, CheckContext, Permission
 from webhook.checks.common import cached, fail_and_warn, plural, with_stale
@@ -49,7 +48,7 @@ from webhook.models.nodes import (
     tolerates,
     toleration_text,
 )
-from webhook.objects import Toleration
+from webhook.objects import Node, Toleration
 from webhook.quantity import format_quantity
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import PodGroup, Workload
@@ -193,7 +192,7 @@ class PerNodeSchedulability(_ProvisionableNodeCheck):
 
     @staticmethod
     async def _group(
-        ctx: CheckContext, g: PodGroup, nodes: list[dict[str, Any]], need: dict[str, Decimal], found: _Found
+        ctx: CheckContext, g: PodGroup, nodes: list[Node], need: dict[str, Decimal], found: _Found
     ) -> None:
         """One pod group: no node selects it (Node Selector Match says why), every node it selects has a taint
         it does not tolerate, it fits one of the eligible nodes, or none of them alone can fit it."""
@@ -264,7 +263,7 @@ class _Found:
     unselected: list[str] = field(default_factory=list)
 
 
-def _most_offered(need: dict[str, Decimal], eligible: list[dict[str, Any]]) -> str:
+def _most_offered(need: dict[str, Decimal], eligible: list[Node]) -> str:
     """Per resource short on every eligible node, the most one of them offers (or: none has all of it at once)."""
     short = []
     for r, v in sorted(need.items()):

@@ -17,7 +17,7 @@ from itertools import compress
 from operator import is_
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from webhook.objects import PodSpec
+from webhook.objects import Node, PodSpec, Taint, as_nodes
 from webhook.quantity import format_quantity, parse_quantity
 from webhook.workloads.base import Workload
 
@@ -29,26 +29,26 @@ _T = TypeVar("_T")
 # --- node facts ---------------------------------------------------------------------------
 
 
-def node_name(node: dict[str, Any]) -> str:
+def node_name(node: Node) -> str:
     return str((node.get("metadata") or {}).get("name", "?"))
 
 
-def node_labels(node: dict[str, Any]) -> dict[str, str]:
+def node_labels(node: Node) -> dict[str, str]:
     return dict((node.get("metadata") or {}).get("labels") or {})
 
 
-def is_ready(node: dict[str, Any]) -> bool:
+def is_ready(node: Node) -> bool:
     for c in (node.get("status") or {}).get("conditions") or []:
         if c.get("type") == "Ready":
             return c.get("status") == "True"
     return False
 
 
-def is_cordoned(node: dict[str, Any]) -> bool:
+def is_cordoned(node: Node) -> bool:
     return bool((node.get("spec") or {}).get("unschedulable"))
 
 
-def taints(node: dict[str, Any]) -> list[dict[str, Any]]:
+def taints(node: Node) -> list[Taint]:
     return list((node.get("spec") or {}).get("taints") or [])
 
 
@@ -90,7 +90,7 @@ def _requirement(req: dict[str, Any], value: str | None) -> bool:
     return False
 
 
-def term_matches(term: dict[str, Any], node: dict[str, Any]) -> bool:
+def term_matches(term: dict[str, Any], node: Node) -> bool:
     """A nodeSelectorTerm: every expression and field must match; an empty term matches nothing."""
     exprs = [e for e in term.get("matchExpressions") or [] if isinstance(e, dict)]
     fields = [f for f in term.get("matchFields") or [] if isinstance(f, dict)]
@@ -102,7 +102,7 @@ def term_matches(term: dict[str, Any], node: dict[str, Any]) -> bool:
     return all(_requirement(f, node_name(node) if f.get("key") == "metadata.name" else None) for f in fields)
 
 
-def selects(pod_spec: PodSpec, node: dict[str, Any]) -> bool:
+def selects(pod_spec: PodSpec, node: Node) -> bool:
     """nodeSelector (exact labels) and required node affinity (terms ORed)."""
     labels = node_labels(node)
     sel = pod_spec.get("nodeSelector")
@@ -129,7 +129,7 @@ def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
     return op == "Exists"
 
 
-def blocking_taints(pod_spec: PodSpec, node: dict[str, Any]) -> list[dict[str, Any]]:
+def blocking_taints(pod_spec: PodSpec, node: Node) -> list[Taint]:
     """NoSchedule/NoExecute taints of the node that no toleration of the pod tolerates."""
     tols = pod_spec.get("tolerations") or []
     return [
@@ -161,7 +161,7 @@ def selection_text(pod_spec: PodSpec) -> str:
     return " and ".join(parts)
 
 
-def taint_text(t: dict[str, Any]) -> str:
+def taint_text(t: Mapping[str, Any]) -> str:
     kv = t.get("key", "") + (f"={t['value']}" if t.get("value") else "")
     return f"{kv}:{t.get('effect', '')}"
 
@@ -182,7 +182,7 @@ def _fmt_resources(req: dict[str, Decimal]) -> str:
     return ", ".join(f"{r} {format_quantity(v, r)}" for r, v in sorted(req.items()) if v > 0) or "no requests"
 
 
-def _usable(node: dict[str, Any]) -> bool:
+def _usable(node: Node) -> bool:
     return is_ready(node) and not is_cordoned(node)
 
 
@@ -199,7 +199,7 @@ def _usable(node: dict[str, Any]) -> bool:
 _STATIC: dict[tuple[str, str], tuple[Any, ...]] = {}
 
 
-def _static_shape(node: dict[str, Any]) -> tuple[Any, ...]:
+def _static_shape(node: Node) -> tuple[Any, ...]:
     """Readiness, cordon, taints and allocatable, as a hashable value; kept per resourceVersion
     (a Node without one, as only a test builds, is read each time)."""
     rv = (node.get("metadata") or {}).get("resourceVersion")
@@ -244,15 +244,13 @@ def selection_keys(pod_spec: Mapping[str, Any]) -> tuple[tuple[str, ...], bool] 
     return tuple(dict.fromkeys(keys)), by_name
 
 
-def node_shape(node: dict[str, Any], keys: tuple[str, ...], by_name: bool) -> tuple[Any, ...]:
+def node_shape(node: Node, keys: tuple[str, ...], by_name: bool) -> tuple[Any, ...]:
     labels = (node.get("metadata") or {}).get("labels") or {}
     values = tuple(labels.get(k) for k in keys) if isinstance(labels, dict) else (repr(labels),)
     return (_static_shape(node), values, node_name(node) if by_name else None)
 
 
-def _walk(
-    nodes: list[dict[str, Any]], pod_spec: PodSpec, need: dict[str, Decimal]
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+def _walk(nodes: list[Node], pod_spec: PodSpec, need: dict[str, Decimal]) -> tuple[list[Node], list[Node], list[Node]]:
     """The nodes (in cache order) that are usable and selected; of those, the ones whose taints the
     pods tolerate; of those, the ones whose allocatable fits `need`. Nodes of one shape
     (:func:`node_shape`) are judged once, and the grouping into shapes is kept while the Node
@@ -263,11 +261,11 @@ def _walk(
 
 
 def _by_shape(
-    nodes: list[dict[str, Any]],
+    nodes: list[Node],
     pod_spec: PodSpec,
-    judge: Callable[[dict[str, Any]], tuple[bool, ...]],
+    judge: Callable[[Node], tuple[bool, ...]],
     width: int,
-) -> list[list[dict[str, Any]]]:
+) -> list[list[Node]]:
     """For each of the `width` answers of `judge` (a function of a node's shape for this pod
     spec), the nodes in listing order that answer True; one node per shape is judged. The lists
     may be kept ones: read them, never change them."""
@@ -278,7 +276,7 @@ def _by_shape(
     kept = _grouping(nodes, plan)
     shapes = kept.plans[plan]
     per_shape = [judge(rep) for rep in shapes.reps]
-    out: list[list[dict[str, Any]]] = []
+    out: list[list[Node]] = []
     for k in range(width):
         flags = tuple(a[k] for a in per_shape)
         got = kept.lists.get((plan, flags))
@@ -290,32 +288,32 @@ def _by_shape(
     return out
 
 
-def eligible_nodes(nodes: list[dict[str, Any]], pod_spec: PodSpec) -> list[dict[str, Any]]:
+def eligible_nodes(nodes: list[Node], pod_spec: PodSpec) -> list[Node]:
     """The usable nodes (Ready, not cordoned) the pod selects and whose taints it tolerates, in listing
     order: one judgement per node shape (:func:`_by_shape`). `nodes`: :func:`node_listing`'s, so that the
     grouping is kept from review to review. A kept list: read it, never change it."""
 
-    def judge(node: dict[str, Any]) -> tuple[bool]:
+    def judge(node: Node) -> tuple[bool]:
         return (_usable(node) and selects(pod_spec, node) and not blocking_taints(pod_spec, node),)
 
     return _by_shape(nodes, pod_spec, judge, 1)[0]
 
 
-def _selected_and_usable(pod_spec: PodSpec) -> Callable[[dict[str, Any]], tuple[bool, bool]]:
+def _selected_and_usable(pod_spec: PodSpec) -> Callable[[Node], tuple[bool, bool]]:
     """Node Selector Match's two questions of a node: does the pod select it; is it also usable."""
 
-    def judge(node: dict[str, Any]) -> tuple[bool, bool]:
+    def judge(node: Node) -> tuple[bool, bool]:
         matches = selects(pod_spec, node)
         return matches, matches and _usable(node)
 
     return judge
 
 
-def _distinct_taints(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _distinct_taints(nodes: list[Node]) -> list[Taint]:
     """Every taint of the listing, each distinct one once (kept with the listing's grouping)."""
     kept = _grouping(nodes, None)
     if kept.taints is None:
-        seen: dict[str, dict[str, Any]] = {}
+        seen: dict[str, Taint] = {}
         for n in kept.nodes:
             for t in taints(n):
                 seen.setdefault(repr(sorted(t.items())) if isinstance(t, dict) else repr(t), t)
@@ -323,36 +321,36 @@ def _distinct_taints(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return kept.taints
 
 
-def _answer(pod_spec: PodSpec, need: dict[str, Decimal], node: dict[str, Any]) -> tuple[bool, bool, bool]:
+def _answer(pod_spec: PodSpec, need: dict[str, Decimal], node: Node) -> tuple[bool, bool, bool]:
     """(usable and selected, and tolerated, and fits) for one node."""
     sel = _usable(node) and selects(pod_spec, node)
     elig = sel and not blocking_taints(pod_spec, node)
     return sel, elig, elig and _fits(need, node)
 
 
-def _listing(view: ClusterView) -> list[dict[str, Any]]:
+def _listing(view: ClusterView) -> list[Node]:
     """The cached Nodes: the kept listing while the Node cache's version is the one it was read at
     (no copy of 5,000 Nodes per review), else a new one. Read it, never change it."""
     version = view.cache_version("nodes")
     kept = _KEPT[0] if _KEPT else None
     if version is not None and kept is not None and kept.version == version:
         return kept.nodes
-    nodes = view.list_cached("nodes")
+    nodes = as_nodes(view.list_cached("nodes"))
     kept = _grouping(nodes, None)
     kept.version = version
     return kept.nodes
 
 
-def node_listing(view: ClusterView) -> list[dict[str, Any]]:
+def node_listing(view: ClusterView) -> list[Node]:
     """The cached Nodes as the placement checks read them, kept per Node-cache version
     (ClusterView.cache_version): for the other checks that read Nodes. Read it, never change it."""
     return _listing(view)
 
 
 def per_shape(
-    nodes: list[dict[str, Any]],
+    nodes: list[Node],
     pod_spec: PodSpec | None,
-    judge: Callable[[dict[str, Any]], _T],
+    judge: Callable[[Node], _T],
     labels: tuple[str, ...] = (),
 ) -> list[_T]:
     """`judge` of one node of each shape present in `nodes`, in no set order; node by node when
@@ -370,12 +368,12 @@ def per_shape(
     return [judge(shapes.reps[i]) for i in shapes.present()]
 
 
-def label_values(nodes: list[dict[str, Any]], keys: tuple[str, ...]) -> set[tuple[Any, ...]]:
+def label_values(nodes: list[Node], keys: tuple[str, ...]) -> set[tuple[Any, ...]]:
     """The distinct values `nodes` hold for `keys` (None where a node lacks a label), one tuple
     per kind of node: e.g. whether some node carries every nodeLabel of a Kueue ResourceFlavor."""
 
-    def values(node: dict[str, Any]) -> tuple[Any, ...]:
-        labels = (node.get("metadata") or {}).get("labels") or {}
+    def values(node: Node) -> tuple[Any, ...]:
+        labels: object = (node.get("metadata") or {}).get("labels") or {}  # a hand-made Node's may be anything
         if not isinstance(labels, dict):
             return (None,) * len(keys)
         # label values are strings; anything else (only a hand-made Node has it) as its repr, hashable
@@ -389,7 +387,7 @@ class _Shapes:
 
     def __init__(self) -> None:
         self.of_node: list[int] = []  # each node's shape index, in listing order
-        self.reps: list[dict[str, Any]] = []  # one node per shape
+        self.reps: list[Node] = []  # one node per shape
         self.index: dict[tuple[Any, ...], int] = {}  # shape -> its index
         self._packed: bytes | None = None  # of_node as bytes, while there are fewer than 256 shapes
         self._present: list[int] | None = None  # the shape indexes some node of the listing has
@@ -401,7 +399,7 @@ class _Shapes:
             self._present = sorted(set(self.of_node))
         return self._present
 
-    def select(self, nodes: list[dict[str, Any]], flags: tuple[bool, ...]) -> list[dict[str, Any]]:
+    def select(self, nodes: list[Node], flags: tuple[bool, ...]) -> list[Node]:
         """The nodes whose shape's flag is True, in listing order (C loops only: the shape indexes
         as bytes, translated to 0/1, when there are fewer than 256 shapes)."""
         if all(flags):
@@ -415,7 +413,7 @@ class _Shapes:
             return list(compress(nodes, mask))
         return list(compress(nodes, map(flags.__getitem__, self.of_node)))
 
-    def place(self, node: dict[str, Any], plan: tuple[tuple[str, ...], bool]) -> int:
+    def place(self, node: Node, plan: tuple[tuple[str, ...], bool]) -> int:
         """The shape index of `node`, a new shape when none is alike."""
         key = node_shape(node, *plan)
         try:
@@ -431,9 +429,9 @@ class _Shapes:
     @classmethod
     def of(
         cls,
-        nodes: list[dict[str, Any]],
+        nodes: list[Node],
         plan: tuple[tuple[str, ...], bool],
-        before: tuple[list[dict[str, Any]], _Shapes] | None = None,
+        before: tuple[list[Node], _Shapes] | None = None,
     ) -> _Shapes:
         """`nodes` grouped by `plan`. With `before` (the previous listing, whose nodes are still
         alive so that an id names one object, and its shapes under the same plan), a node that was
@@ -483,23 +481,23 @@ class _Grouping:
     MAX_PLANS = 64
     MAX_LISTS = 256
 
-    def __init__(self, nodes: list[dict[str, Any]], before: _Grouping | None = None) -> None:
+    def __init__(self, nodes: list[Node], before: _Grouping | None = None) -> None:
         self.nodes = nodes
         self.before = before
         #: the Node cache's version this listing was read at (ClusterView.cache_version), if known
         self.version: tuple[int, int] | None = None
         self.plans: dict[tuple[tuple[str, ...], bool], _Shapes] = {}
         #: (plan, one answer per shape) -> the nodes, in listing order, whose shape answers True
-        self.lists: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+        self.lists: dict[tuple[Any, ...], list[Node]] = {}
         #: every distinct taint of the listing (Tolerations)
-        self.taints: list[dict[str, Any]] | None = None
+        self.taints: list[Taint] | None = None
 
 
 #: the grouping of the last Node listing a review read (one: there is one Node cache)
 _KEPT: list[_Grouping] = []
 
 
-def _grouping(nodes: list[dict[str, Any]], plan: tuple[tuple[str, ...], bool] | None) -> _Grouping:
+def _grouping(nodes: list[Node], plan: tuple[tuple[str, ...], bool] | None) -> _Grouping:
     """The kept grouping of this listing, with `plan`'s shapes in it; a new one for a new listing.
 
     The listing is the kept one when it holds the same objects in the same order (a C loop,
@@ -532,7 +530,7 @@ def _grouping(nodes: list[dict[str, Any]], plan: tuple[tuple[str, ...], bool] | 
     return kept
 
 
-def _alloc(node: dict[str, Any], resource: str) -> Decimal:
+def _alloc(node: Node, resource: str) -> Decimal:
     raw = ((node.get("status") or {}).get("allocatable") or {}).get(resource)
     if raw is None:
         return Decimal(0)
@@ -542,5 +540,5 @@ def _alloc(node: dict[str, Any], resource: str) -> Decimal:
         return Decimal(0)
 
 
-def _fits(need: dict[str, Decimal], node: dict[str, Any]) -> bool:
+def _fits(need: dict[str, Decimal], node: Node) -> bool:
     return all(_alloc(node, r) >= v for r, v in need.items())

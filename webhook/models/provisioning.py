@@ -48,7 +48,7 @@ from webhook.kube import ApiError, Permission
 from webhook.models.apis import KUEUE_API
 from webhook.models.context import CheckContext, before_deadline
 from webhook.models.nodes import label_values, node_listing, tolerates
-from webhook.objects import PodSpec
+from webhook.objects import Node, PodSpec
 
 KARPENTER_API = "karpenter.sh/v1"
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
@@ -320,9 +320,7 @@ def nodepools_for(pod_spec: PodSpec, nodepools: list[dict[str, Any]]) -> list[st
     return out
 
 
-def flavors_for(
-    pod_spec: PodSpec, flavors: list[dict[str, Any]], nodes: list[dict[str, Any]] | None = None
-) -> list[str]:
+def flavors_for(pod_spec: PodSpec, flavors: list[dict[str, Any]], nodes: list[Node] | None = None) -> list[str]:
     """Names of the ResourceFlavors that stand for nodes not there yet and that could take this pod.
 
     A flavor without `nodeLabels`, or one some node in `nodes` already carries every label of,
@@ -351,7 +349,7 @@ def flavors_for(
     return out
 
 
-def _carried(nodes: list[dict[str, Any]], flavors: list[dict[str, Any]]) -> Callable[[dict[str, Any]], bool]:
+def _carried(nodes: list[Node], flavors: list[dict[str, Any]]) -> Callable[[dict[str, Any]], bool]:
     """Whether some node carries every label of a flavor's `nodeLabels`. The nodes are read once
     per kind of node for the label keys the flavors name (nodes.label_values, kept per Node
     listing), not once per Node and flavor; none are read when no flavor names a label."""

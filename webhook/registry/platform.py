@@ -17,6 +17,8 @@ import json
 import re
 from typing import Any
 
+from webhook.objects import Node
+
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -57,7 +59,7 @@ def index_platforms(body: bytes) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def node_platform(node: dict[str, Any]) -> tuple[str, str] | None:
+def node_platform(node: Node) -> tuple[str, str] | None:
     """(os, arch) from a Node's well-known labels; None when either is missing."""
     labels = (node.get("metadata") or {}).get("labels") or {}
     os_, arch = labels.get(OS_LABEL), labels.get(ARCH_LABEL)

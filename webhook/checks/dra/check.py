@@ -21,6 +21,7 @@ from webhook.models import provisioning
 from webhook.models.dra.allocate import Claim, Device, DeviceID, Fit, Request, SliceIndex, _attribute, fit, selectable
 from webhook.models.dra.cel import outside_subset
 from webhook.models.nodes import eligible_nodes, node_listing, node_name, term_matches
+from webhook.objects import Node
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import PodGroup, Workload
 from webhook.workloads.podspec import PodClaim, resource_claims
@@ -153,7 +154,7 @@ def _read_group(wl: Workload, g: PodGroup, pcs: list[PodClaim], ctx: CheckContex
     return out
 
 
-def _eligible(g: _GroupClaims, nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _eligible(g: _GroupClaims, nodes: list[Node]) -> list[Node]:
     """Ready, schedulable nodes the pods select and tolerate (as the placement checks read them, nodes
     alike judged once: webhook.models.nodes.eligible_nodes), within the nodeSelector of every claim
     already allocated. Read it, never change it."""
@@ -304,7 +305,7 @@ class _Findings:
 class _Cluster:
     """What every group is judged against: the nodes, their ResourceSlices, the devices already allocated."""
 
-    nodes: list[dict[str, Any]]
+    nodes: list[Node]
     slices: SliceIndex
     in_use: set[DeviceID]
     #: each node's devices and its pools' notes, read once per review
@@ -360,7 +361,7 @@ async def _judge_group(ctx: CheckContext, gc: _GroupClaims, cluster: _Cluster, f
     _all_pods(gc, walk, found)
 
 
-def _walk(gc: _GroupClaims, claims: list[Claim], eligible: list[dict[str, Any]], cluster: _Cluster) -> _Walk:
+def _walk(gc: _GroupClaims, claims: list[Claim], eligible: list[Node], cluster: _Cluster) -> _Walk:
     """The eligible nodes in order, each judged as the allocator would (`_Shapes`) for the pods still to place;
     the devices they take greedily are taken from the groups after. Stops once every pod is placed and three
     nodes fit."""

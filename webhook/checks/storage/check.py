@@ -28,6 +28,7 @@ from webhook.checks.storage.match import NODE_AFFINITY, Want, _bound_to, _pv_nam
 from webhook.cluster.view import ClusterView
 from webhook.kube import ApiError, Permission
 from webhook.models.context import before_deadline
+from webhook.objects import Node, as_nodes
 from webhook.results import CheckResult, Status
 
 _SHOWN_PVS = 3  # near misses named in a message
@@ -58,7 +59,7 @@ class _Need:
 class _Cluster:
     classes: list[dict[str, Any]] | None
     pvs: list[dict[str, Any]] | None
-    nodes: list[dict[str, Any]] | None
+    nodes: list[Node] | None
     class_reason: str = "not permitted to list storageclasses.storage.k8s.io"
     pv_reason: str = "not permitted to list persistentvolumes"
 
@@ -313,7 +314,7 @@ def _cluster(view: ClusterView) -> _Cluster:
     return _Cluster(
         classes=view.list_cached("storageclasses") if view.cache_age("storageclasses") is not None else None,
         pvs=view.list_cached("persistentvolumes") if view.cache_age("persistentvolumes") is not None else None,
-        nodes=view.list_cached("nodes") if view.cache_age("nodes") is not None else None,
+        nodes=as_nodes(view.list_cached("nodes")) if view.cache_age("nodes") is not None else None,
     )
 
 

@@ -17,6 +17,7 @@ from webhook.checks.storage.classes import (
     pv_class,
 )
 from webhook.models.nodes import term_matches
+from webhook.objects import Node
 from webhook.quantity import format_quantity, parse_quantity
 
 
@@ -82,7 +83,7 @@ def _bound_to(pv: dict[str, Any], want: Want) -> bool:
     return not ref.get("uid") or ref.get("uid") == want.uid
 
 
-def mismatch(pv: dict[str, Any], want: Want, nodes: list[dict[str, Any]] | None, *, delayed: bool = False) -> str:
+def mismatch(pv: dict[str, Any], want: Want, nodes: list[Node] | None, *, delayed: bool = False) -> str:
     """Why `pv` cannot bind the claim ("" when it can), in FindMatchingVolume's order.
 
     `delayed` (WaitForFirstConsumer) is the scheduler's path (binder.go findMatchingVolumes): only
@@ -160,7 +161,7 @@ def _selects(selector: dict[str, Any], labels: dict[str, Any]) -> bool:
     return True
 
 
-def _node_ok(pv: dict[str, Any], nodes: list[dict[str, Any]] | None) -> bool:
+def _node_ok(pv: dict[str, Any], nodes: list[Node] | None) -> bool:
     """helpers.go CheckNodeAffinity against any node; True when nodes cannot be read."""
     required = _dict(_dict(_dict(pv.get("spec")).get("nodeAffinity")).get("required"))
     terms = [t for t in required.get("nodeSelectorTerms") or [] if isinstance(t, dict)] if required else None

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.models.dra.cel import matches_grouped
+from webhook.objects import Node
 
 __all__ = ["Device", "Request", "Claim", "node_devices", "SliceIndex", "fit", "Fit", "MAX_STEPS"]
 
@@ -99,7 +100,7 @@ class Fit:
 # ----------------------------------------------------------------------------- pools
 
 
-def _node_selector_matches(selector: Any, node: dict[str, Any], term_matches: Callable[..., bool]) -> bool:
+def _node_selector_matches(selector: Any, node: Node, term_matches: Callable[..., bool]) -> bool:
     terms = (selector or {}).get("nodeSelectorTerms") if isinstance(selector, dict) else None
     return any(term_matches(t, node) for t in terms or [] if isinstance(t, dict))
 
@@ -114,7 +115,7 @@ def _generation(s: dict[str, Any]) -> int:
     return int(((s.get("spec") or {}).get("pool") or {}).get("generation") or 0)
 
 
-def _targets(s: dict[str, Any], node: dict[str, Any], name: Any, term_matches: Callable[..., bool]) -> bool:
+def _targets(s: dict[str, Any], node: Node, name: Any, term_matches: Callable[..., bool]) -> bool:
     """Whether slice `s` offers devices on `node` (GatherPools' switch)."""
     spec = s.get("spec") or {}
     if spec.get("sharedCounters") or spec.get("perDeviceNodeSelection"):
@@ -173,7 +174,7 @@ def _gather(
 
 
 def node_devices(
-    slices: list[dict[str, Any]], node: dict[str, Any], term_matches: Callable[..., bool]
+    slices: list[dict[str, Any]], node: Node, term_matches: Callable[..., bool]
 ) -> tuple[list[Device], list[str]]:
     """The devices of complete pools whose slices target `node` (GatherPools), and notes on the
     pools left out (incomplete: the allocator skips them too). One pass over every slice: the
@@ -227,7 +228,7 @@ class SliceIndex:
         self._devices: dict[int, list[Device]] = {}
         #: node name -> (the node object read, its devices and notes): a kept index answers a node again
         #: while the node is the same object (the cache replaces a node's dict on every change)
-        self._answers: dict[str, tuple[dict[str, Any], tuple[list[Device], list[str]]]] = {}
+        self._answers: dict[str, tuple[Node, tuple[list[Device], list[str]]]] = {}
         live = {k for k in (self._version(s) for s in slices) if k is not None}
         if len(_PREPARED) > 2 * len(live) + 64:  # versions gone from the cache
             for k in [k for k in _PREPARED if k not in live]:
@@ -254,7 +255,7 @@ class SliceIndex:
             self._devices[pos] = got
         return got
 
-    def devices(self, node: dict[str, Any], term_matches: Callable[..., bool]) -> tuple[list[Device], list[str]]:
+    def devices(self, node: Node, term_matches: Callable[..., bool]) -> tuple[list[Device], list[str]]:
         """The devices of complete pools on `node`, and notes on the incomplete ones. Read them, never change them."""
         name = (node.get("metadata") or {}).get("name")
         kept = self._answers.get(name) if isinstance(name, str) else None
@@ -265,9 +266,7 @@ class SliceIndex:
             self._answers[name] = (node, answer)
         return answer
 
-    def _read(
-        self, node: dict[str, Any], name: Any, term_matches: Callable[..., bool]
-    ) -> tuple[list[Device], list[str]]:
+    def _read(self, node: Node, name: Any, term_matches: Callable[..., bool]) -> tuple[list[Device], list[str]]:
         chosen = [t for t in self.other if _targets(t[2], node, name, term_matches)]
         if isinstance(name, str) and name in self.by_node:
             chosen = sorted(chosen + self.by_node[name], key=lambda t: t[1]) if chosen else self.by_node[name]
