@@ -3,6 +3,8 @@ webhook.models.context.before_deadline): the permissions a cached resource needs
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from webhook.checks.base import CheckContext
 from webhook.kube import Permission
 from webhook.results import CheckResult, Status
@@ -54,6 +56,15 @@ def no_quota(check: str, ctx: CheckContext) -> CheckResult:
         ctx,
         "resourcequotas",
     )
+
+
+@dataclass
+class Findings:
+    """A check's lines so far, pod group by pod group: FAIL, WARN and PASS (see `fail_and_warn`)."""
+
+    fails: list[str] = field(default_factory=list)
+    warns: list[str] = field(default_factory=list)
+    passes: list[str] = field(default_factory=list)
 
 
 def fail_and_warn(

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from webhook.checks.base import Check, CheckContext, Permission
-from webhook.checks.common import cached, fail_and_warn, plural, with_stale
+from webhook.checks.common import Findings, cached, fail_and_warn, plural, with_stale
 from webhook.config import Settings
 from webhook.models import provisioning
 from webhook.models.nodes import (
@@ -253,12 +253,9 @@ class PerNodeSchedulability(_ProvisionableNodeCheck):
 
 
 @dataclass
-class _Found:
+class _Found(Findings):
     """What Per-Node Schedulability found, pod group by pod group."""
 
-    fails: list[str] = field(default_factory=list)
-    warns: list[str] = field(default_factory=list)
-    passes: list[str] = field(default_factory=list)
     #: the pod groups no Ready, schedulable node selects (left to Node Selector Match)
     unselected: list[str] = field(default_factory=list)
 

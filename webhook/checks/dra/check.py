@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.checks.base import Check, CheckContext
-from webhook.checks.common import cached, plural, with_stale
+from webhook.checks.common import Findings, cached, plural, with_stale
 from webhook.models import provisioning
 from webhook.models.dra.allocate import Claim, Device, DeviceID, Fit, Request, SliceIndex, _attribute, fit, selectable
 from webhook.models.dra.cel import outside_subset
@@ -293,15 +293,6 @@ def _per_pod_min(claims: list[Claim]) -> tuple[int, bool]:
 
 
 @dataclass
-class _Findings:
-    """The check's lines so far, group by group: FAIL, WARN and PASS."""
-
-    fails: list[str] = field(default_factory=list)
-    warns: list[str] = field(default_factory=list)
-    passes: list[str] = field(default_factory=list)
-
-
-@dataclass
 class _Cluster:
     """What every group is judged against: the nodes, their ResourceSlices, the devices already allocated."""
 
@@ -335,7 +326,7 @@ class _Walk:
     any_device: bool = False
 
 
-async def _judge_group(ctx: CheckContext, gc: _GroupClaims, cluster: _Cluster, found: _Findings) -> None:
+async def _judge_group(ctx: CheckContext, gc: _GroupClaims, cluster: _Cluster, found: Findings) -> None:
     """The finding on one group: its claims fit at once, cannot be allocated on any node (`_none_fits`), or
     all its pods cannot hold theirs together (`_all_pods`); a warning when that cannot be verified."""
     g = gc.group
@@ -401,7 +392,7 @@ def _walk(gc: _GroupClaims, claims: list[Claim], eligible: list[Node], cluster: 
     return w
 
 
-async def _none_fits(ctx: CheckContext, gc: _GroupClaims, walk: _Walk, notes: list[str], found: _Findings) -> None:
+async def _none_fits(ctx: CheckContext, gc: _GroupClaims, walk: _Walk, notes: list[str], found: Findings) -> None:
     """No eligible node can allocate the group's claims at once (the scheduler: cannot allocate all claims): a
     FAIL when provisioning surely adds no such node, else a warning (also when a selector or a pool is not read)."""
     g = gc.group
@@ -423,7 +414,7 @@ async def _none_fits(ctx: CheckContext, gc: _GroupClaims, walk: _Walk, notes: li
         (found.fails if prov.certain_none else found.warns).append(line)
 
 
-def _all_pods(gc: _GroupClaims, walk: _Walk, found: _Findings) -> None:
+def _all_pods(gc: _GroupClaims, walk: _Walk, found: Findings) -> None:
     """Some node fits the group's claims: do all its pods hold theirs at once? A FAIL when the eligible nodes
     hold devices for fewer pods than the group (the JobSet's pods would wait for each other forever)."""
     g = gc.group
@@ -479,7 +470,7 @@ class DeviceAllocation(Check):
         groups = [(g, pcs) for g, pcs in groups if pcs]
         if not groups:
             return CheckResult(self.name, Status.SKIP, "No pod uses a DRA ResourceClaim")
-        found = _Findings()
+        found = Findings()
         read = [_read_group(wl, g, pcs, ctx, found.fails) for g, pcs in groups]
         if found.fails:
             return self._result(found.fails, found.warns, found.passes, ctx)
