@@ -70,6 +70,22 @@ def test_serve_offline_import_set_leaves_kubernetes_asyncio_out():
     assert heavy_modules(code) == []
 
 
+def test_the_cel_library_is_loaded_on_the_first_compile_only():
+    """webhook/celsubset.py imports `cel` (whose __init__ loads its command line, prompt_toolkit: 12.3 MiB) when
+    an expression is first compiled: the serve import set leaves it out, a compile brings it in."""
+    code = (
+        "import sys\n"
+        "import webhook.cli, webhook.cli.serve, webhook.server, webhook.schema.rules, webhook.models.dra.cel\n"
+        "from webhook.workloads import import_adapters; import_adapters()\n"
+        "before = 'cel' in sys.modules\n"
+        "from webhook.celsubset import compile_within, run\n"
+        "got = compile_within('x > 1', frozenset({'_>_'}))\n"
+        "print(before, 'cel' in sys.modules, run(got.program, x=2))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["False", "True", "True"], out.stderr
+
+
 def test_check_offline_leaves_kubernetes_asyncio_out():
     code = "import sys\nfrom webhook.cli import main\nrc = main(sys.argv[1:])\n"
     assert heavy_modules(code, "check", "--offline", "-f", str(SAMPLE), "-o", "json") == []

@@ -7,6 +7,10 @@ The library has none of Kubernetes' CEL libraries (k8s.io/apiserver pkg/cel/libr
 semver, ...), so each caller names the functions its subset allows; an expression that calls
 another, or that does not parse here, is not evaluated and the caller says why in its own words.
 A compile is cached by (expression, allowed functions).
+
+The library is imported on the first compile, not with this module: its package `__init__` imports
+its command line (`cel.cli`, prompt_toolkit and rich), 12.3 MiB of RSS that a webhook whose reviews
+never meet a CEL rule or selector does not hold (bench/import_weight.py, issue 38 item 3).
 """
 
 from __future__ import annotations
@@ -14,8 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
-
-import cel
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,8 @@ class Compiled:
 def compile_within(expression: str, allowed: frozenset[str]) -> Compiled:
     """`expression` compiled, if it parses here and calls only `allowed` functions (as the `cel`
     package names them)."""
+    import cel
+
     try:
         program = cel.compile(expression)
     except Exception:  # the library raises its own parse errors
@@ -44,6 +48,8 @@ def compile_within(expression: str, allowed: frozenset[str]) -> Compiled:
 
 def run(program: Any, **variables: Any) -> Any:
     """The program's value with `variables` bound; raises what the library raises on a runtime error."""
+    import cel
+
     ctx = cel.Context()
     for name, value in variables.items():
         ctx.add_variable(name, value)
