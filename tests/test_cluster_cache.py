@@ -321,3 +321,32 @@ def test_the_live_view_freezes_after_lists_only_when_asked() -> None:
     plain = LiveClusterView(Settings(), client=None, checks=[])  # type: ignore[arg-type]
     assert frozen._after_list is freeze_heap
     assert plain._after_list is None
+
+
+async def test_each_list_page_is_slimmed_as_it_arrives_not_once_the_list_is_complete() -> None:
+    """A resource is never held unslimmed whole (the peak, and the heap it fragmented): when the
+    second page is asked for, the first page's objects have lost their managedFields and last-applied
+    annotation already; the cache holds the slimmed objects themselves, slimmed once."""
+    spec = SPECS_BY_RESOURCE["serviceaccounts"]
+    ann = {LAST_APPLIED: "{}", "team": "a"}
+    first = obj("sa1", "a")
+    first["metadata"].update(managedFields=[{"manager": "kubectl"}], annotations=dict(ann))
+    first["secrets"] = [{"name": "sa1-token"}]
+    second = obj("sa2", "a")
+    seen_at_second: list[dict[str, Any]] = []
+
+    class Paged(FakeClient):
+        async def request(self, *a: Any, query: dict[str, Any], **kw: Any) -> dict[str, Any]:
+            if query.get("continue"):
+                seen_at_second.append(dict(first["metadata"]) | {"secrets": "secrets" in first})
+                return {"metadata": {"resourceVersion": "7"}, "items": [second]}
+            return {"metadata": {"resourceVersion": "7", "continue": "p2"}, "items": [first]}
+
+    client = Paged([], [])
+    r = Reflector(spec, client, rand=lambda: 0.0)
+    await r.list_once()
+    assert seen_at_second == [
+        {"name": "sa1", "namespace": "a", "resourceVersion": "1", "annotations": {"team": "a"}, "secrets": False}
+    ]
+    assert r.cache.get("a", "sa1") is first
+    assert sorted(o["metadata"]["name"] for o in r.cache.objects("a")) == ["sa1", "sa2"]

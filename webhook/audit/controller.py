@@ -148,12 +148,12 @@ class NotifyingCache(ResourceCache):
         if event_type in ("ADDED", "MODIFIED", "DELETED"):
             self.listener(event_type, obj)
 
-    def replace(self, items: list[dict[str, Any]], rv: str | None) -> None:
+    def replace(self, items: list[dict[str, Any]], rv: str | None, *, slimmed: bool = False) -> None:
         was_synced = self.synced
         before: dict[Key, tuple[str | None, dict[str, Any]]] = {}
         if was_synced:
             before = {k: (resource_version(o), o) for o in self.objects() if (k := key_of(o)) is not None}
-        super().replace(items, rv)
+        super().replace(items, rv, slimmed=slimmed)
         if not was_synced:
             return
         for obj in self.objects():
@@ -175,10 +175,10 @@ class TrimmingCache(NotifyingCache):
         super().__init__(resource, listener)
         self.trim = trim
 
-    def _put(self, obj: dict[str, Any]) -> None:
+    def _put(self, obj: dict[str, Any], *, slimmed: bool = False) -> None:
         if self.trim(obj):
             obj = {k: obj[k] for k in ("apiVersion", "kind", "metadata") if k in obj}
-        super()._put(obj)
+        super()._put(obj, slimmed=slimmed)
 
 
 def job_spec(spec: KindSpec) -> CacheSpec:
