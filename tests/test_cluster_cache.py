@@ -15,6 +15,7 @@ from webhook.cluster.cache import (
     backoff_delay,
     event_action,
     freeze_heap,
+    share_map,
     slim,
 )
 from webhook.cluster.view import ApiError
@@ -325,8 +326,8 @@ def test_the_live_view_freezes_after_lists_only_when_asked() -> None:
 
 async def test_each_list_page_is_slimmed_as_it_arrives_not_once_the_list_is_complete() -> None:
     """A resource is never held unslimmed whole (the peak, and the heap it fragmented): when the
-    second page is asked for, the first page's objects have lost their managedFields and last-applied
-    annotation already; the cache holds the slimmed objects themselves, slimmed once."""
+    second page is asked for, the first page's objects have been projected already (no managedFields,
+    annotations, token Secrets); the cache holds the slimmed objects themselves, slimmed once."""
     spec = SPECS_BY_RESOURCE["serviceaccounts"]
     ann = {LAST_APPLIED: "{}", "team": "a"}
     first = obj("sa1", "a")
@@ -345,8 +346,56 @@ async def test_each_list_page_is_slimmed_as_it_arrives_not_once_the_list_is_comp
     client = Paged([], [])
     r = Reflector(spec, client, rand=lambda: 0.0)
     await r.list_once()
-    assert seen_at_second == [
-        {"name": "sa1", "namespace": "a", "resourceVersion": "1", "annotations": {"team": "a"}, "secrets": False}
-    ]
+    assert seen_at_second == [{"name": "sa1", "namespace": "a", "resourceVersion": "1", "secrets": False}]
     assert r.cache.get("a", "sa1") is first
     assert sorted(o["metadata"]["name"] for o in r.cache.objects("a")) == ["sa1", "sa2"]
+
+
+def test_the_projected_kinds_keep_what_their_readers_read_and_nothing_else() -> None:
+    """cache.PROJECTIONS: name, namespace, resourceVersion (the dry-run probe's cache versions, the audit
+    relist diff) and the fields the checks read; a Namespace keeps its labels, nothing of its status."""
+    meta = {"name": "default", "namespace": "team-a", "resourceVersion": "9", "uid": "u", "labels": {"x": "y"},
+            "creationTimestamp": "2026-01-01T00:00:00Z", "annotations": {"a": "b"}}  # fmt: skip
+    sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": dict(meta), "secrets": [{"name": "t"}],
+          "imagePullSecrets": [{"name": "regcred"}], "automountServiceAccountToken": False}  # fmt: skip
+    kept = {"name": "default", "namespace": "team-a", "resourceVersion": "9"}
+    assert slim("serviceaccounts", sa) == {"metadata": kept, "imagePullSecrets": [{"name": "regcred"}]}
+    svc = {"metadata": dict(meta), "spec": {"type": "ClusterIP", "ports": [{"port": 80}], "selector": {"app": "llm"},
+           "clusterIP": "10.0.0.1", "sessionAffinity": "None"}, "status": {"loadBalancer": {}}}  # fmt: skip
+    assert slim("services", svc) == {
+        "metadata": kept,
+        "spec": {"type": "ClusterIP", "ports": [{"port": 80}], "selector": {"app": "llm"}, "clusterIP": "10.0.0.1"},
+    }
+    rq = {"metadata": dict(meta), "spec": {"hard": {"pods": "10"}, "scopes": ["NotBestEffort"]},
+          "status": {"hard": {"pods": "10"}, "used": {"pods": "1"}}}  # fmt: skip
+    assert slim("resourcequotas", rq) == {"metadata": kept, "spec": rq["spec"], "status": rq["status"]}
+    lr = {"metadata": dict(meta), "spec": {"limits": [{"type": "Container", "default": {"cpu": "1"}}]}}
+    assert slim("limitranges", lr) == {
+        "metadata": kept,
+        "spec": {"limits": [{"type": "Container", "default": {"cpu": "1"}}]},
+    }
+    ns = {"metadata": {**meta, "namespace": ""}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}
+    assert slim("namespaces", ns) == {"metadata": {"name": "default", "resourceVersion": "9", "labels": {"x": "y"}}}
+
+
+def test_identical_small_maps_are_held_once_and_read_as_before() -> None:
+    """Two Nodes of one shape share their capacity and allocatable maps, two quotas of one template their
+    hard and used maps; a map that differs is its own; values that are not strings are left alone."""
+
+    def node(name: str, cpu: str) -> dict[str, Any]:
+        return {"metadata": {"name": name, "labels": {"pool": "gpu"}},
+                "status": {"capacity": {"cpu": cpu, "pods": "110"}, "allocatable": {"cpu": cpu, "pods": "110"}}}  # fmt: skip
+
+    a, b, c = slim("nodes", node("a", "96")), slim("nodes", node("b", "96")), slim("nodes", node("c", "64"))
+    assert a["status"]["capacity"] is b["status"]["capacity"] == {"cpu": "96", "pods": "110"}
+    assert a["metadata"]["labels"] is b["metadata"]["labels"] is c["metadata"]["labels"] == {"pool": "gpu"}
+    assert (
+        c["status"]["capacity"] == {"cpu": "64", "pods": "110"}
+        and c["status"]["capacity"] is not a["status"]["capacity"]
+    )
+    q1, q2 = (slim("resourcequotas", {"metadata": {"name": "q", "namespace": ns}, "spec": {"hard": {"pods": "5"}},
+                                      "status": {"hard": {"pods": "5"}, "used": {"pods": "0"}}}) for ns in ("x", "y"))  # fmt: skip
+    assert q1["spec"]["hard"] is q2["spec"]["hard"] is q1["status"]["hard"]
+    assert q1["status"]["used"] is q2["status"]["used"] == {"pods": "0"}
+    odd = {"k": True}
+    assert share_map(odd) is odd and share_map({"k": "1"}) is not odd

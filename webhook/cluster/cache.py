@@ -113,23 +113,111 @@ def _slim_metadata(meta: dict[str, Any]) -> dict[str, Any]:
     return meta
 
 
+#: kinds held as a projection on what their readers read, (metadata fields, top-level fields): who
+#: reads them (grep `cached("<kind>"`): Service Account and Image Pull/Reference read a ServiceAccount's
+#: existence and imagePullSecrets; Endpoint Service and Network Policies a Service's spec; the quota model
+#: (webhook/models/quota.py) a ResourceQuota's spec and status, the LimitRange defaults its spec; Pod
+#: Security, Network Policies, Kueue and the namespace mode a Namespace's labels; the dry-run probe's
+#: cache versions (checks/dryrun.py) and the audit controller's relist diff the resourceVersion of each
+_NS_META = ("name", "namespace", "resourceVersion")
+PROJECTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "serviceaccounts": (_NS_META, ("imagePullSecrets",)),
+    "services": (_NS_META, ("spec",)),
+    "resourcequotas": (_NS_META, ("spec", "status")),
+    "limitranges": (_NS_META, ("spec",)),
+    "namespaces": (("name", "resourceVersion", "labels"), ()),
+}
+
+
+def _project(resource: str, obj: dict[str, Any]) -> dict[str, Any]:
+    """`obj` on the fields PROJECTIONS keeps for its kind: the same dict, emptied of the others."""
+    meta_keys, keys = PROJECTIONS[resource]
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        kept_meta = {k: meta[k] for k in meta_keys if k in meta}
+        if isinstance(kept_meta.get("namespace"), str):  # five kinds' objects in each namespace name it
+            kept_meta["namespace"] = sys.intern(kept_meta["namespace"])
+        if isinstance(kept_meta.get("name"), str) and resource != "namespaces":  # "default" in each one
+            kept_meta["name"] = sys.intern(kept_meta["name"])
+        if isinstance(kept_meta.get("labels"), dict):
+            kept_meta["labels"] = share_map(kept_meta["labels"])
+    kept = {k: obj[k] for k in keys if k in obj}
+    obj.clear()
+    if isinstance(meta, dict):
+        obj["metadata"] = kept_meta
+    obj.update(kept)
+    return obj
+
+
+#: identical small flat maps (labels, a quota's hard and used, a node's capacity) held once; keyed by
+#: their items in order (a shared map iterates as each copy did); cleared when full, so it stays bounded
+_MAPS: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
+MAPS_MAX = 4096
+_SHARED_MAP_MAX = 16
+
+
+def share_map(m: dict[str, Any]) -> dict[str, Any]:
+    """The one held copy of a small map of strings to strings: an equal map held before, else a copy of
+    `m` with its keys and short values interned (so even a map seen once shares its strings). Cached
+    objects are never mutated, so a map read by several is safe. Anything else is returned as it is."""
+    if len(m) > _SHARED_MAP_MAX:
+        return m
+    items: list[tuple[str, str]] = []
+    for k, v in m.items():
+        if type(k) is not str or type(v) is not str:
+            return m
+        items.append((sys.intern(k), sys.intern(v) if len(v) <= 64 else v))
+    key = tuple(items)
+    got = _MAPS.get(key)
+    if got is None:
+        if len(_MAPS) >= MAPS_MAX:
+            _MAPS.clear()
+        got = _MAPS[key] = dict(items)
+    return got
+
+
+def _share_node(obj: dict[str, Any]) -> None:
+    """A Node's labels, capacity and allocatable: the same few shapes across a pool of nodes."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict) and isinstance(meta.get("labels"), dict):
+        meta["labels"] = share_map(meta["labels"])
+    status = obj.get("status")
+    if isinstance(status, dict):
+        for k in ("capacity", "allocatable"):
+            if isinstance(status.get(k), dict):
+                status[k] = share_map(status[k])
+
+
+def _share_quota(obj: dict[str, Any]) -> None:
+    for part, keys in (("spec", ("hard",)), ("status", ("hard", "used"))):
+        d = obj.get(part)
+        if isinstance(d, dict):
+            for k in keys:
+                if isinstance(d.get(k), dict):
+                    d[k] = share_map(d[k])
+
+
 def slim(resource: str, obj: dict[str, Any]) -> dict[str, Any]:
     """Drop what no check reads and what costs the most memory. Mutates and returns `obj`."""
     meta = obj.get("metadata")
     if isinstance(meta, dict):
         _slim_metadata(meta)
+    if resource in PROJECTIONS:
+        _project(resource, obj)
     if resource == "nodes":
+        _share_node(obj)
         status = obj.get("status")
         if isinstance(status, dict):
             for big in ("images", "volumesInUse", "volumesAttached", "daemonEndpoints", "config", "features"):
                 status.pop(big, None)
-    elif resource == "serviceaccounts":
-        obj.pop("secrets", None)  # token Secret references; imagePullSecrets are kept
     elif resource == "services":
         spec = obj.get("spec")
         if isinstance(spec, dict):
             obj["spec"] = {k: spec[k] for k in ("type", "ports", "selector", "clusterIP", "externalName") if k in spec}
-        obj.pop("status", None)
+            if isinstance(obj["spec"].get("selector"), dict):
+                obj["spec"]["selector"] = share_map(obj["spec"]["selector"])
+    elif resource == "resourcequotas":
+        _share_quota(obj)
     elif resource == "nodepools":
         spec = obj.get("spec")
         if isinstance(spec, dict):
@@ -145,8 +233,6 @@ def slim(resource: str, obj: dict[str, Any]) -> dict[str, Any]:
         status = obj.get("status")
         if isinstance(status, dict):
             obj["status"] = {k: status[k] for k in ("phase",) if k in status}
-    elif resource == "namespaces":
-        obj.pop("spec", None)  # finalizers only
     elif resource == "resourceslices":
         _slim_slice(obj)
     elif resource == "resourceclaims":
