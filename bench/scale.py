@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/scale.py                   # 1 % and 10 % (~25 min on 2 shared cores)
     .venv/bin/python bench/scale.py --scale 1,10,100  # the issue's full run (hours: 150,000 Pods)
+    .venv/bin/python bench/scale.py --memory --no-pods --scale 10,100 --repeat 2 --waiting-jobs 10000
+                                                      # memory only (issue 38): ~15 min to 100 %
     make bench-scale [SCALE=1,10,100]
 
 The thresholds are sig-scalability's (kubernetes/community sig-scalability/configs-and-limits/
@@ -45,6 +47,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.audit_scale import _populate as populate_waiting_jobs  # the audit controller's scale bench's jobs
 from bench.cluster_bench import (
     QUOTA_HARD,
     SAMPLE_SELECTOR,
@@ -463,8 +466,8 @@ def target(kind: str, percent: float) -> int:
     return max(1, int(round(n)))
 
 
-async def grow(cp: ControlPlane, have: dict[str, int], percent: float) -> dict[str, float]:
-    """Create what is missing to reach `percent` of every threshold; seconds per kind."""
+async def grow(cp: ControlPlane, have: dict[str, int], percent: float, skip: tuple[str, ...] = ()) -> dict[str, float]:
+    """Create what is missing to reach `percent` of every threshold (but the kinds in `skip`); seconds per kind."""
     took: dict[str, float] = {}
     async with Admin(cp, connections=48) as admin:
         if not have.get("flavors"):
@@ -482,6 +485,8 @@ async def grow(cp: ControlPlane, have: dict[str, int], percent: float) -> dict[s
             await admin.bulk(dra_prereqs())
             have["dra"] = 1
         for kind in ORDER:
+            if kind in skip:
+                continue
             lo, hi = have.get(kind, 0), target(kind, percent)
             if kind == "namespaces":
                 hi = max(hi, target("serviceaccounts", percent) // 3 + 1, target("services", percent))
@@ -579,6 +584,12 @@ def through_apiserver(cp: ControlPlane, job: dict[str, Any], requests: int) -> t
 
 def audit_controller(cp: ControlPlane) -> tuple[float, float]:
     """(seconds until the audit controller's first full scan ended, its RSS MiB then)."""
+    took, rss, _ = audit_controller_memory(cp)
+    return took, rss
+
+
+def audit_controller_memory(cp: ControlPlane) -> tuple[float, float, float]:
+    """(seconds until the audit controller's first full scan ended, its RSS and its peak VmHWM in MiB then)."""
     assert cp.kubeconfig is not None
     (port,) = free_ports(1)
     t0 = time.perf_counter()
@@ -612,7 +623,7 @@ def audit_controller(cp: ControlPlane) -> tuple[float, float]:
             return any(n == "preflight_audit_last_full_scan_timestamp_seconds" and v > 0 for (n, _), v in m.items())
 
         wait_until("the audit controller's first full scan", scanned, timeout=WAIT, every=0.5)
-        return time.perf_counter() - t0, rss_mib(proc.pid)
+        return time.perf_counter() - t0, rss_mib(proc.pid), rss_mib(proc.pid, "VmHWM")
     finally:
         proc.terminate()
         proc.wait(timeout=60)
@@ -671,13 +682,85 @@ def measure(cp: ControlPlane, percent: float, args: argparse.Namespace) -> dict[
     return out
 
 
+def memory(cp: ControlPlane, percent: float, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """--memory: `--repeat` fresh webhooks and audit controllers on the cluster as grown: the webhook's RSS
+    when ready, then its peak (VmHWM) after `--reviews` reviews of the sample TrainJob and of the DRA
+    TrainJob (4 connections: the DRA check builds its index over the slices); the audit controller's RSS
+    and peak at the end of its first full scan."""
+    out: list[dict[str, Any]] = []
+    for _ in range(args.repeat):
+        row: dict[str, Any] = {"percent": percent, "load": load()}
+        t0 = time.perf_counter()
+        with RunningWebhook(
+            cp, config={}, namespace_selector=SAMPLE_SELECTOR, probe_namespace="demo-bench", log_level="warning"
+        ) as hook:
+            row["ready_s"] = time.perf_counter() - t0
+            assert hook.pid is not None
+            row["rss_ready"], row["hwm_ready"] = rss_mib(hook.pid), rss_mib(hook.pid, "VmHWM")
+            for reviewed in (sample("trainjob-good"), dra_trainjob()):
+                asyncio.run(
+                    run_load(
+                        f"{hook.url}/validate?timeout=10s",
+                        review(reviewed),
+                        ssl_context=hook_ssl(hook),
+                        connections=4,
+                        requests=args.reviews,
+                        duration=120,
+                        warmup=4,
+                    )
+                )
+            row["rss_after"], row["hwm"] = rss_mib(hook.pid), rss_mib(hook.pid, "VmHWM")
+        if not args.no_audit:
+            row["audit_s"], row["audit_rss"], row["audit_hwm"] = audit_controller_memory(cp)
+        print(f"scale: memory {row}", file=sys.stderr, flush=True)
+        out.append(row)
+    return out
+
+
+def render_memory(rows: list[dict[str, Any]], grew: list[str], command: str, jobs: int) -> str:
+    lines = [
+        *header(command),
+        "Objects created per level: " + "; ".join(grew) + (f"; {jobs:,} waiting (suspended) TrainJobs" if jobs else ""),
+        "",
+        "| level | load | webhook ready (s) | RSS ready / peak then (MiB) | after the reviews: RSS / peak (MiB) "
+        "| audit: first full scan (s) | audit RSS / peak (MiB) |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        audit = (
+            (f"{r['audit_s']:.1f}", f"{r['audit_rss']:.0f} / {r['audit_hwm']:.0f}") if "audit_s" in r else ("-", "-")
+        )
+        lines.append(
+            f"| {r['percent']:g} % | {r['load']} | {r['ready_s']:.1f} | {r['rss_ready']:.0f} / {r['hwm_ready']:.0f} "
+            f"| {r['rss_after']:.0f} / {r['hwm']:.0f} | {audit[0]} | {audit[1]} |"
+        )
+    return "\n".join(lines)
+
+
+def bench_memory(cp: ControlPlane, args: argparse.Namespace, command: str) -> str:
+    levels = [float(x) for x in args.scale.split(",") if x.strip()]
+    have: dict[str, int] = {}
+    rows: list[dict[str, Any]] = []
+    grew: list[str] = []
+    jobs = 0
+    for p in levels:
+        took = asyncio.run(grow(cp, have, p, skip=("pods",) if args.no_pods else ()))
+        grew.append(f"{p:g} %: " + ", ".join(f"{k} {v:.0f} s" for k, v in took.items()))
+        if args.waiting_jobs and not jobs:
+            jobs = args.waiting_jobs
+            took_jobs = populate_waiting_jobs(cp, jobs, max(1, jobs // 10))
+            print(f"scale: {jobs} waiting TrainJobs in {took_jobs:.0f}s", file=sys.stderr, flush=True)
+        rows += memory(cp, p, args)
+    return render_memory(rows, grew, command, jobs)
+
+
 def bench_scale(cp: ControlPlane, args: argparse.Namespace, command: str) -> str:
     levels = [float(x) for x in args.scale.split(",") if x.strip()]
     have: dict[str, int] = {}
     rows: list[dict[str, Any]] = []
     grew: list[str] = []
     for p in levels:
-        took = asyncio.run(grow(cp, have, p))
+        took = asyncio.run(grow(cp, have, p, skip=("pods",) if args.no_pods else ()))
         grew.append(f"{p:g} %: " + ", ".join(f"{k} {v:.0f} s" for k, v in took.items()))
         m = measure(cp, p, args)
         print(f"scale: {m}", file=sys.stderr, flush=True)
@@ -1039,6 +1122,28 @@ def main() -> int:
         help="only the CPU per review in process against every object the run creates at P %% (no control plane), "
         "and a full garbage collection over that heap, as is and frozen",
     )
+    p.add_argument(
+        "--no-pods",
+        action="store_true",
+        help="create no Pods: they serve only the 'no Pod list at start' target, and take 12 of the 35 minutes to 100 %%",
+    )
+    p.add_argument(
+        "--memory",
+        action="store_true",
+        help="only the memory: grow each level once, then start --repeat fresh webhooks and audit controllers on it "
+        "(RSS when ready, peak after --reviews reviews of the sample and the DRA TrainJob, the audit controller's "
+        "RSS and peak after its first full scan); prints, writes nothing",
+    )
+    p.add_argument("--repeat", type=int, default=1, help="--memory: processes started per level (default 1)")
+    p.add_argument("--no-audit", action="store_true", help="--memory: the webhook only")
+    p.add_argument(
+        "--waiting-jobs",
+        type=int,
+        default=0,
+        metavar="N",
+        help="--memory: also create N suspended TrainJobs (10 a namespace, bench/audit_scale.py's) for the audit "
+        "controller to judge, after the first level's growth",
+    )
     args = p.parse_args()
     if args.in_process_objects:
         print(review_whole_in_process([float(x) for x in args.in_process_objects.split(",")]))
@@ -1062,6 +1167,11 @@ def main() -> int:
         print(text, flush=True)
         if not args.no_write:
             write_section("cluster-dra-scale", text)
+        return 0
+    if args.memory:
+        with ControlPlane(service_cidr=SERVICE_CIDR) as cp:
+            setup_samples(cp)
+            print(bench_memory(cp, args, command), flush=True)
         return 0
     with ControlPlane(service_cidr=SERVICE_CIDR) as cp:
         setup_samples(cp)
