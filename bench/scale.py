@@ -32,6 +32,7 @@ import argparse
 import asyncio
 import base64
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -935,6 +936,102 @@ def _cluster_objects(percent: float) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
+def _realistic(obj: dict[str, Any], rv: int) -> dict[str, Any]:
+    """`obj` with the metadata the apiserver adds: uid, creationTimestamp, a unique resourceVersion and
+    one managedFields entry naming every field set (what a client's create leaves)."""
+
+    def fields(o: Any) -> Any:
+        return {f"f:{k}": fields(v) for k, v in o.items()} if isinstance(o, dict) else {}
+
+    meta = obj["metadata"]
+    managed = {"manager": "scale-bench", "operation": "Update", "apiVersion": "v1", "time": "2026-12-06T02:30:00Z",
+               "fieldsType": "FieldsV1", "fieldsV1": fields({k: v for k, v in obj.items() if k != "status"})}  # fmt: skip
+    meta.update(uid=str(uuid.UUID(int=rv)), creationTimestamp="2026-12-06T02:30:00Z", resourceVersion=str(rv))
+    meta["managedFields"] = [managed]
+    return obj
+
+
+def write_list_pages(percent: float, into: Path) -> dict[str, int]:
+    """Every cached resource at `percent` as the apiserver's list pages of 500 (JSON files); pages per resource."""
+    rv = 100_000
+    pages: dict[str, int] = {}
+    for resource, objs in _cluster_objects(percent).items():
+        for n, i in enumerate(range(0, len(objs), 500)):
+            items = []
+            for o in objs[i : i + 500]:
+                rv += 1
+                items.append(_realistic(o, rv))
+            doc = {"kind": "List", "metadata": {"resourceVersion": "99"}, "items": items}
+            (into / f"{resource}.{n}.json").write_text(json.dumps(doc))
+            pages[resource] = n + 1
+    return pages
+
+
+def replay_lists_child(directory: Path) -> dict[str, Any]:
+    """In a fresh process: what serve imports, then one Reflector per resource lists its pages from
+    `directory` concurrently, as the webhook's do at start (read as bytes, decoded with json.loads as
+    KubeClient does, the heap frozen after each list). RSS before, after, and the peak in between."""
+    import gc
+
+    import webhook.checks  # (what serve holds anyway)
+    import webhook.server  # noqa: F401
+    from webhook.cluster.cache import SPECS_BY_RESOURCE, Reflector, freeze_heap, trim_heap
+
+    def status(field: str) -> float:
+        return rss_mib(os.getpid(), field)
+
+    class Pages:
+        def __init__(self, resource: str) -> None:
+            self.resource, self.n = resource, 0
+
+        async def request(self, *_: Any, **__: Any) -> dict[str, Any]:
+            raw = (directory / f"{self.resource}.{self.n}.json").read_bytes()
+            await asyncio.sleep(0)  # another reflector's page may arrive meanwhile
+            doc: dict[str, Any] = json.loads(raw)
+            del raw
+            self.n += 1
+            if (directory / f"{self.resource}.{self.n}.json").exists():
+                doc["metadata"]["continue"] = str(self.n)
+            return doc
+
+    resources = sorted({p.name.split(".")[0] for p in directory.glob("*.json")})
+    gc.collect()
+    trim_heap()
+    Path("/proc/self/clear_refs").write_text("5")  # VmHWM from here
+    base = status("VmRSS")
+
+    async def go() -> list[Reflector]:
+        refl = [Reflector(SPECS_BY_RESOURCE[r], Pages(r), after_list=freeze_heap) for r in resources]
+        await asyncio.gather(*(r.list_once() for r in refl))
+        return refl
+
+    reflectors = asyncio.run(go())
+    out = {"base": base, "after": status("VmRSS"), "peak": status("VmHWM")}
+    trim_heap()
+    out["trimmed"] = status("VmRSS")
+    out["objects"] = sum(len(r.cache) for r in reflectors)
+    return out
+
+
+def replay_lists(percents: list[float]) -> str:
+    rows = [
+        "| level | cached objects | RSS before (MiB) | + after the lists | + peak | + after malloc_trim |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for p in percents:
+        with tempfile.TemporaryDirectory(prefix="pfw-pages-") as d:
+            write_list_pages(p, Path(d))
+            got = subprocess.run(
+                [sys.executable, __file__, "--replay-child", d], check=True, capture_output=True, text=True
+            )
+            r = json.loads(got.stdout.strip().splitlines()[-1])
+        rows.append(
+            f"| {p:g} % | {r['objects']:,} | {r['base']:.0f} | {r['after'] - r['base']:.0f} "
+            f"| {r['peak'] - r['base']:.0f} | {r['trimmed'] - r['base']:.0f} |"
+        )
+    return "\n".join(rows)
+
+
 def review_in_process(node_counts: list[int], reviews: int = 20) -> str:
     """CPU per review of the sample TrainJob (its runtime, Dry Run off) and of :func:`dra_trainjob`
     (4 pods, 8 H100s each by DRA) against a cluster view that holds N of :func:`real_node`'s Nodes and,
@@ -1144,7 +1241,20 @@ def main() -> int:
         help="--memory: also create N suspended TrainJobs (10 a namespace, bench/audit_scale.py's) for the audit "
         "controller to judge, after the first level's growth",
     )
+    p.add_argument(
+        "--replay-lists",
+        metavar="P,P",
+        help="only the caches' memory in process (no control plane): every resource at P %% as list pages of 500 "
+        "with the apiserver's metadata, listed by concurrent Reflectors in a fresh process; RSS before, after, peak",
+    )
+    p.add_argument("--replay-child", metavar="DIR", help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.replay_child:
+        print(json.dumps(replay_lists_child(Path(args.replay_child))))
+        return 0
+    if args.replay_lists:
+        print(replay_lists([float(x) for x in args.replay_lists.split(",")]))
+        return 0
     if args.in_process_objects:
         print(review_whole_in_process([float(x) for x in args.in_process_objects.split(",")]))
         return 0
