@@ -101,6 +101,7 @@ bench: install ## the load and in-process benchmarks (~20 min; QUICK=1: a smoke 
 	$(PY) bench/fuzz_parsers.py $(BENCH_WRITE)
 	$(PY) bench/cli_input.py $(BENCH_WRITE)
 	$(PY) bench/sweep.py $(BENCH_WRITE)
+	$(PY) bench/kueue_wait.py $(BENCH_WRITE)
 	$(PY) bench/audit_reports.py $(BENCH_WRITE)
 	$(PY) bench/node_readers.py $(if $(QUICK),--quick,)
 
