@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from e2e.fidelity import record as rec
-from e2e.fidelity.run import DOC, MatrixRun, render_record, run_on_node
+from e2e.fidelity.run import BAD, DOC, MatrixRun, render_record, run_on_node
 from e2e.fidelity.scenarios import SCENARIOS
 from e2e.harness.node import Node
 
@@ -68,7 +68,7 @@ def test_every_scenario_ran_for_real_and_is_recorded(matrix: MatrixRun) -> None:
 
 
 def test_no_miss_and_no_false_deny(matrix: MatrixRun) -> None:
-    bad = [r for r in matrix.rows if r.result in ("miss", "false-deny")]
+    bad = [r for r in matrix.rows if r.result in BAD]
     assert not bad, f"{len(bad)} wrong verdicts:\n" + "\n".join(
         f"{r.scenario}: {r.result}: {r.outcome.kind} ({r.outcome.detail[:200]}) / "
         f"{'admitted' if r.verdict.allowed else 'denied: ' + r.verdict.message[:300]}"

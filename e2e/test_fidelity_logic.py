@@ -20,9 +20,12 @@ from e2e.fidelity.imagepull_scenarios import (
 )
 from e2e.fidelity.jobset_scenarios import JOBSET_SCENARIOS
 from e2e.fidelity.run import (
+    AFTER_HELD,
     BOUND_SECONDS,
     JOBSET_LABEL,
+    WHILE_HELD,
     Outcome,
+    QueueOrder,
     Verdict,
     _aiperfjob_outcome,
     _jobset_outcome,
@@ -33,7 +36,7 @@ from e2e.fidelity.run import (
     select,
     with_registry,
 )
-from e2e.fidelity.scenarios import KNOWN_LIMITATIONS, SCENARIOS, WORKLOAD_IMAGE
+from e2e.fidelity.scenarios import KNOWN_LIMITATIONS, SCENARIOS, WORKLOAD_IMAGE, by_name
 from e2e.harness.aiperf_manifests import tokenizer_configmap
 
 ADMITTED = Verdict(True, "preflight", "")
@@ -372,3 +375,98 @@ def test_an_aiperfjob_with_a_pod_never_created_is_not_started_at_the_bound() -> 
     both = [_phased_pod("c-0", "Running"), _phased_pod("w-0", "Running")]
     res = _aiperfjob_outcome(job, both, jobset, last=True, events=[])
     assert res is not None and res[1].startswith("pods started, benchmark not done") and crashed_after_start(res)
+
+
+WAIT_WARNING = '[Kueue Capacity] TrainJob "train" will wait in ClusterQueue "cq": it needs cpu 100m, 0 free now'
+WARNED = Verdict(True, "preflight", "", [WAIT_WARNING])
+
+
+@pytest.mark.parametrize(
+    ("verdict", "admission", "want"),
+    [
+        (ADMITTED, WHILE_HELD, "ok"),
+        (WARNED, AFTER_HELD, "ok"),
+        (WARNED, WHILE_HELD, "wrong-wait"),  # warned, and Kueue admitted it at once: noise
+        (ADMITTED, AFTER_HELD, "wrong-wait"),  # not warned, and it waited
+        (Verdict(True, "preflight", "", ["[Kueue Capacity] other"]), AFTER_HELD, "wrong-wait"),
+        (WARNED, "", "ok"),  # no order seen (no before jobs): nothing to compare
+    ],
+)
+def test_a_job_behind_a_held_queue_is_warned_that_it_will_wait_exactly_when_it_does(
+    verdict: Verdict, admission: str, want: str
+) -> None:
+    assert classify(verdict, Outcome("runs", "", 0.0, admission), None) == want
+
+
+def _wl(owner: str, *conditions: tuple[str, str, str], cq: str = "fx-cq", kind: str = "TrainJob") -> dict[str, Any]:
+    status: dict[str, Any] = {"conditions": [{"type": t, "status": st, "message": m} for t, st, m in conditions]}
+    if any(t == "Admitted" and st == "True" for t, st, _ in conditions):
+        status["admission"] = {"clusterQueue": cq}
+    meta = {"name": f"trainjob-{owner}-x", "ownerReferences": [{"kind": kind, "name": owner}]}
+    return {"metadata": meta, "status": status}
+
+
+def _cq(borrowed: str = "0") -> dict[str, dict[str, Any]]:
+    res = [{"name": "cpu", "total": "200m", "borrowed": borrowed}, {"name": "memory", "total": "128Mi"}]
+    return {"fx-cq": {"status": {"flavorsReservation": [{"name": "fx-default", "resources": res}]}}}
+
+
+PENDING = ("QuotaReserved", "False", "couldn't assign flavors to pod set node: insufficient unused quota for cpu")
+ADMITTED_WL = (("QuotaReserved", "True", ""), ("Admitted", "True", ""))
+
+
+def test_the_runner_sees_a_job_kept_pending_behind_the_before_jobs_then_admitted_after_they_end() -> None:
+    s = by_name()["kueue-waits-behind-running"]
+    order = QueueOrder(s, created=100.0)
+    hold = _wl("hold", *ADMITTED_WL)
+    assert not order.see([hold], _cq(), 101.0)  # Kueue has not made the job's Workload yet
+    assert not order.see([hold, _wl("train")], _cq(), 102.0)  # made, not tried yet
+    assert order.see([hold, _wl("train", PENDING)], _cq(), 104.0)  # kept pending: end the before jobs
+    order.released = 104.0
+    assert not order.see([hold, _wl("train", PENDING)], _cq(), 106.0)
+    assert [order.gone] == [None]  # not yet gone
+    assert not order.see([_wl("train", PENDING)], _cq(), 108.0)
+    assert order.gone == 108.0
+    order.see([_wl("train", *ADMITTED_WL)], _cq(), 110.0)
+    assert order.admission == AFTER_HELD
+    assert order.text() == (
+        'Kueue kept it pending while TrainJob "hold" held the queue (couldn\'t assign flavors to pod set node: '
+        'insufficient unused quota for cpu); the runner ended TrainJob "hold" at +4 s, gone at +8 s; '
+        "Kueue admitted it at +10 s"
+    )
+
+
+def test_the_runner_sees_a_job_admitted_while_the_before_jobs_hold_the_queue_and_what_it_borrows() -> None:
+    s = by_name()["kueue-borrows-beside-running"]
+    order = QueueOrder(s, created=50.0)
+    hold = _wl("hold", *ADMITTED_WL)
+    assert not order.see([hold, _wl("train", *ADMITTED_WL)], _cq(), 53.0)
+    assert not order.see([hold, _wl("train", *ADMITTED_WL)], _cq(borrowed="100m"), 55.0)
+    assert order.admission == WHILE_HELD and order.released is None
+    assert order.text() == (
+        'Kueue admitted it at +3 s while TrainJob "hold" held the queue, its ClusterQueue borrowing cpu 100m '
+        'of flavor "fx-default" from its cohort'
+    )
+    never = QueueOrder(s, created=0.0)
+    never.see([hold, _wl("train")], _cq(), 1.0)
+    assert never.admission == ""
+
+
+def test_the_rows_with_jobs_that_hold_their_queue_first() -> None:
+    held = [s for s in SCENARIOS if s.before]
+    assert [s.name for s in held] == [
+        "kueue-fits-beside-running",
+        "kueue-waits-behind-running",
+        "kueue-borrows-beside-running",
+    ]
+    for s in held:
+        queue = s.job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
+        for obj in s.before_objects():
+            assert obj["kind"] == "TrainJob" and obj["metadata"]["namespace"] == s.namespace
+            assert obj["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == queue
+            assert obj["metadata"]["name"] != s.job["metadata"]["name"]
+            env = {e["name"]: e["value"] for e in obj["spec"]["trainer"]["env"]}
+            assert float(env["WORKLOAD_SLEEP_SECONDS"]) > bound_of(s, BOUND_SECONDS)  # held until ended
+    # a row declares the words of its warnings only for the checks it declares
+    for s in SCENARIOS:
+        assert [w[1 : w.index("]")] for w in s.says] == ([*s.warns] if s.says else [])

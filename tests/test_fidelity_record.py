@@ -194,3 +194,24 @@ def test_save_and_load(tmp_path: Path, path: str) -> None:
     rec.save(record, tmp_path / path)
     assert rec.load(tmp_path / path).to_json() == record.to_json()
     assert rec.load(tmp_path / "none.json").entries == {}
+
+
+def test_jobs_that_hold_the_queue_first_count_and_leave_every_other_digest_as_it_was() -> None:
+    """Scenario.before changes a job's outcome (it meets a queue in use): it is in the digest, and only
+    for a scenario that has some, so adding the field kept every recorded digest."""
+    s = named("kueue-waits-behind-running")
+    material = rec.scenario_material(s, observation(s))
+    assert material["before"] == s.before_objects() and material["before"][0]["metadata"]["namespace"] == s.namespace
+    assert digest(dataclasses.replace(s, before=[])) != digest(s)
+    assert "before" not in rec.scenario_material(named("kueue-good"), observation(named("kueue-good")))
+    assert digest(dataclasses.replace(s, says=("[Kueue Capacity] other",))) == digest(s)
+
+
+def test_the_order_of_admission_is_recorded_only_where_there_is_one() -> None:
+    held = dataclasses.replace(_entry("d1"), admission="after-held")
+    text = rec.Record({"a": _entry("d2"), "z": held}).to_json()
+    assert text.count('"admission"') == 1
+    again = rec.Record.from_json(text)
+    assert (again.entries["z"].admission, again.entries["a"].admission) == ("after-held", "")
+    rows, _ = rows_from_record(again, [dataclasses.replace(named("kueue-waits-behind-running"), name="z")])
+    assert rows[0].outcome.admission == "after-held"

@@ -174,15 +174,19 @@ def stack_digest(root: Path = ROOT, patterns: Iterable[str] = STACK_FILES, piece
 
 def scenario_material(s: Scenario, observation: Mapping[str, Any]) -> dict[str, Any]:
     """What of ``s`` can change its real outcome: its name (its namespace), its job, its namespace
-    and prerequisites (:meth:`Scenario.objects`), and ``observation`` (how long the runner watches
+    and prerequisites (:meth:`Scenario.objects`), the jobs that hold its queue first (``before``, when
+    it has some), and ``observation`` (how long the runner watches
     it, how often it is run again: e2e/fidelity/run.py ``observation``). Not its note, ``covers``,
-    ``known`` or ``warns``: they describe the scenario, the job does not meet them."""
-    return {
+    ``known``, ``warns`` or ``says``: they describe the scenario, the job does not meet them."""
+    material: dict[str, Any] = {
         "name": s.name,
         "job": s.job_object(),
         "objects": s.objects(),
         "observation": dict(observation),
     }
+    if s.before:  # only when there are some: every other scenario's digest stays what it was
+        material["before"] = s.before_objects()
+    return material
 
 
 def scenario_digest(s: Scenario, observation: Mapping[str, Any], stack: str) -> str:
@@ -218,6 +222,9 @@ class Entry:
     commit: str
     #: the webhook's verdict on that run (run.Verdict as a dict): informational, docs/fidelity.md shows it
     verdict: dict[str, Any] = field(default_factory=dict)
+    #: for a scenario with ``before`` jobs, the order of admission the runner saw (run.Outcome.admission:
+    #: ``while-held`` or ``after-held``); "" for the others, and then not written
+    admission: str = ""
 
     def provenance(self) -> str:
         """``observed 2026-12-05 on abc1234`` (the commit shortened, ``+dirty`` kept)."""
@@ -256,6 +263,7 @@ class Record:
                     "commit": e.commit,
                     "verdict": e.verdict,
                 }
+                | ({"admission": e.admission} if e.admission else {})
                 for name, e in sorted(self.entries.items())
             },
         }

@@ -57,8 +57,23 @@ stand-in endpoint; the scenarios are TrainJobs, JobSets applied directly and AIP
    again, up to ``AIPERF_RERUNS`` more times, and the last run is its outcome (the detail keeps
    the earlier ones): the whole matrix shares one 2-core node;
 4. each scenario is classified: denied and the job would have run = **false deny**; admitted
-   and the job fails or never starts = **miss**; a scenario carrying a known limitation is
-   listed under its name and not counted.
+   and the job fails or never starts = **miss**; admitted, runs, and its order of admission (below)
+   contradicts the verdict = **wrong wait**; a scenario carrying a known limitation is listed under
+   its name and not counted.
+
+**Jobs that run first and hold the queue** (``Scenario.before``, issue 39): a Kueue row whose job
+meets a ClusterQueue already in use names the jobs that use it. After step 1's setup, and before the
+webhook starts, the runner creates them and waits (``BEFORE_TIMEOUT``) until each holds its queue:
+Kueue admitted its Workload, a pod of it is Running, and the ClusterQueue's status counts it
+(status.admittedWorkloads: the view the webhook reads), so every verdict meets the queue as Kueue
+reports it. They sleep far past any bound (``WORKLOAD_SLEEP_SECONDS``) and are never judged. In step 3
+the runner reads the job's Workload and its ClusterQueue on every poll (``QueueOrder``): when Kueue
+tried the job and kept it pending (QuotaReserved=False), the runner ends the ``before`` jobs (deletes
+them) and waits for Kueue to admit it; a job Kueue admits while they still hold the queue did not wait
+(what its ClusterQueue borrowed from its cohort then is kept), and they are ended once its outcome is
+in. The outcome carries that order (``while-held`` or ``after-held``, with the seconds from the job's
+create) and the record keeps it; the webhook's "will wait" warning must be given exactly when the
+order is ``after-held``.
 """
 
 from __future__ import annotations
@@ -68,6 +83,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -151,6 +167,22 @@ class Outcome:
     kind: str  # runs | fails | never-starts | refused
     detail: str
     seconds: float
+    #: a scenario with ``before`` jobs: the order of admission seen (WHILE_HELD, AFTER_HELD); else ""
+    admission: str = ""
+
+
+#: Kueue admitted the job while the scenario's ``before`` jobs still held the queue: it did not wait
+WHILE_HELD = "while-held"
+#: Kueue kept the job pending while they held it and admitted it only after they had ended: it waited
+AFTER_HELD = "after-held"
+#: the start of Kueue Capacity's "will wait" warning as kubectl shows it (webhook/models/kueue/wait.py
+#: wait_message: '<Kind> "<name>" will wait in ClusterQueue ...')
+WILL_WAIT = re.compile(r'^\[Kueue Capacity\] \S+ "[^"]+" will wait in ClusterQueue ')
+
+
+def predicts_wait(verdict: Verdict) -> bool:
+    """Whether the webhook told the user the job will wait in its ClusterQueue."""
+    return any(WILL_WAIT.match(w) for w in verdict.warnings)
 
 
 @dataclass
@@ -178,8 +210,14 @@ class Row:
         return self.outcome.kind == "runs"
 
 
+#: the results that fail the matrix
+BAD = ("miss", "false-deny", "wrong-wait")
+
+
 def classify(verdict: Verdict, outcome: Outcome, known: str | None) -> str:
-    """ok | miss | false-deny, or known:<limitation> when a known limitation disagrees."""
+    """ok | miss | false-deny | wrong-wait, or known:<limitation> when a known limitation disagrees.
+    wrong-wait: a job admitted that runs, whose order of admission (a scenario with ``before`` jobs)
+    contradicts the verdict: warned "will wait" and admitted at once, or not warned and kept waiting."""
     would_run = outcome.kind == "runs"
     if verdict.by != "preflight" or outcome.kind == "refused":
         # the apiserver (or another webhook) refuses the job itself: the user sees it at apply
@@ -188,6 +226,9 @@ def classify(verdict: Verdict, outcome: Outcome, known: str | None) -> str:
         res = "ok" if would_run else "miss"
     else:
         res = "false-deny" if would_run else "ok"
+    if res == "ok" and outcome.admission and predicts_wait(verdict) != (outcome.admission == AFTER_HELD):
+        # the order of admission says whether the job waited: "will wait" exactly when it did
+        res = "wrong-wait"
     if known is not None:
         return f"known:{known}" if res != "ok" else "ok"
     return res
@@ -261,6 +302,163 @@ def _by_ns(items: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     for it in items:
         out.setdefault(it["metadata"].get("namespace", ""), []).append(it)
     return out
+
+
+# --------------------------------------------------------------------------- jobs that hold the queue
+
+#: how long the runner waits for the ``before`` jobs to hold their queue (admitted, pods running, counted)
+BEFORE_TIMEOUT = 180.0
+
+
+def _owned(items: list[dict[str, Any]], kind: str, name: str) -> list[dict[str, Any]]:
+    """The objects among ``items`` whose ownerReferences name ``kind``/``name`` (Kueue's Workload of a job)."""
+    return [
+        i
+        for i in items
+        if any(r.get("kind") == kind and r.get("name") == name for r in (i["metadata"].get("ownerReferences") or []))
+    ]
+
+
+def _admitted(wl: dict[str, Any]) -> bool:
+    return _cond(wl, "Admitted") is not None
+
+
+def _pending_message(wl: dict[str, Any]) -> str | None:
+    """Kueue's message when its scheduler tried the Workload and kept it pending (QuotaReserved=False)."""
+    for c in (wl.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "QuotaReserved" and c.get("status") == "False":
+            return str(c.get("message") or c.get("reason") or "pending")
+    return None
+
+
+def _not_holding(
+    s: Scenario, wls: list[dict[str, Any]], pods: list[dict[str, Any]], cqs: dict[str, dict[str, Any]]
+) -> str:
+    """Why the ``before`` jobs of ``s`` do not hold their queue yet ("" when they do): each Workload
+    Admitted, a pod of each Running, and each ClusterQueue's status (Kueue's own view, what the webhook
+    reads) counting them in status.admittedWorkloads."""
+    per_cq: dict[str, int] = {}
+    for obj in s.before:
+        kind, name = obj["kind"], obj["metadata"]["name"]
+        wl = next(iter(_owned(wls, kind, name)), None)
+        if wl is None or not _admitted(wl):
+            return f'Kueue has not admitted {kind} "{name}"'
+        if not any(
+            (p["metadata"].get("labels") or {}).get(JOBSET_LABEL) == name
+            and (p.get("status") or {}).get("phase") == "Running"
+            for p in pods
+        ):
+            return f'no pod of {kind} "{name}" is Running'
+        cq = str(((wl.get("status") or {}).get("admission") or {}).get("clusterQueue") or "")
+        per_cq[cq] = per_cq.get(cq, 0) + 1
+    for cq, n in per_cq.items():
+        counted = int(((cqs.get(cq) or {}).get("status") or {}).get("admittedWorkloads") or 0)
+        if counted < n:
+            return f'ClusterQueue "{cq}" status counts {counted} admitted workloads, not {n}'
+    return ""
+
+
+def start_before(cp: ControlPlane, scenarios: Sequence[Scenario], timeout: float = BEFORE_TIMEOUT) -> None:
+    """Create every scenario's ``before`` jobs (Scenario.before) and wait until they hold their queue
+    (:func:`_not_holding`), before the webhook starts: it lists the ClusterQueues as Kueue reports them
+    with these jobs admitted, and it judges none of them."""
+    held = [s for s in scenarios if s.before]
+    if not held:
+        return
+    for s in held:
+        cp.kubectl("create", "-f", "-", input=yaml.safe_dump_all(s.before_objects()))
+    deadline = time.monotonic() + timeout
+    while True:
+        wls = _by_ns(kubectl_json(cp, "workloads.kueue.x-k8s.io", "-A").get("items", []))
+        pods = _by_ns(kubectl_json(cp, "pods", "-A").get("items", []))
+        cqs = {c["metadata"]["name"]: c for c in kubectl_json(cp, "clusterqueues.kueue.x-k8s.io").get("items", [])}
+        why = {s.name: _not_holding(s, wls.get(s.namespace, []), pods.get(s.namespace, []), cqs) for s in held}
+        waiting = {n: w for n, w in why.items() if w}
+        if not waiting:
+            print(f"==> fidelity: the before jobs of {len(held)} scenarios hold their queues", file=sys.stderr)
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"before jobs not holding their queue after {timeout:.0f}s: {waiting}")
+        time.sleep(1.0)  # polling the cluster for a condition (Kueue's admission, the pods, its status)
+
+
+def end_before(cp: ControlPlane, s: Scenario) -> None:
+    """End the scenario's ``before`` jobs: delete them (not waited for; Kueue releases their quota)."""
+    cp.kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-", input=yaml.safe_dump_all(s.before_objects()))
+
+
+@dataclass
+class QueueOrder:
+    """What the runner sees, poll by poll, of a scenario's job and the ``before`` jobs holding its queue:
+    whether Kueue kept the job pending while they held it, when they were ended and gone, when the job
+    was admitted, and what its ClusterQueue borrowed from its cohort while the job was admitted."""
+
+    scenario: Scenario
+    created: float
+    pending: str | None = None
+    released: float | None = None
+    gone: float | None = None
+    admitted: float | None = None
+    admitted_while_held: bool = False
+    borrowed: str = ""
+
+    def see(self, wls: list[dict[str, Any]], cqs: dict[str, dict[str, Any]], now: float) -> bool:
+        """Take one poll's Workloads of the namespace and the ClusterQueues; True when the ``before`` jobs
+        are to be ended now: Kueue tried the job and kept it pending while they held the queue."""
+        s = self.scenario
+        holders = [w for o in s.before for w in _owned(wls, o["kind"], o["metadata"]["name"])]
+        if self.released is not None and self.gone is None:
+            if all(w["metadata"].get("deletionTimestamp") or _cond(w, "Finished") for w in holders):
+                self.gone = now
+        job = next(iter(_owned(wls, s.kind, s.job["metadata"]["name"])), None)
+        if job is None:
+            return False
+        if self.admitted is None and _admitted(job):
+            self.admitted, self.admitted_while_held = now, self.released is None
+        if self.admitted is not None and self.released is None:
+            cq = cqs.get(str(((job.get("status") or {}).get("admission") or {}).get("clusterQueue") or "")) or {}
+            self.borrowed = _borrowed(cq) or self.borrowed
+        if self.admitted is None and self.released is None and self.pending is None:
+            self.pending = _pending_message(job)
+            return self.pending is not None
+        return False
+
+    @property
+    def admission(self) -> str:
+        if self.admitted is None:
+            return ""
+        if self.admitted_while_held:
+            return WHILE_HELD
+        return AFTER_HELD if self.pending is not None and self.gone is not None else ""
+
+    def text(self) -> str:
+        """The order of admission, for the row's detail (seconds from the job's create)."""
+        names = " and ".join(f'{o["kind"]} "{o["metadata"]["name"]}"' for o in self.scenario.before)
+
+        def at(t: float | None) -> str:
+            return f"+{t - self.created:.0f} s" if t is not None else "never"
+
+        if self.admission == WHILE_HELD:
+            out = f"Kueue admitted it at {at(self.admitted)} while {names} held the queue"
+            if self.borrowed:
+                out += f", its ClusterQueue borrowing {self.borrowed} from its cohort"
+            return out
+        return (
+            f"Kueue kept it pending while {names} held the queue ({clip(self.pending or 'never seen pending', 160)}); "
+            f"the runner ended {names} at {at(self.released)}, gone at {at(self.gone)}; "
+            f"Kueue admitted it at {at(self.admitted)}"
+        )
+
+
+def _borrowed(cq: dict[str, Any]) -> str:
+    """What the ClusterQueue borrows from its cohort, by its status.flavorsReservation
+    (apis/kueue/v1beta2/clusterqueue_types.go ResourceUsage.borrowed): ``cpu 100m of flavor "f"``."""
+    out = []
+    for f in (cq.get("status") or {}).get("flavorsReservation") or []:
+        for r in f.get("resources") or []:
+            if str(r.get("borrowed") or "0") != "0":
+                out.append(f'{r.get("name")} {r.get("borrowed")} of flavor "{f.get("name")}"')
+    return ", ".join(out)
 
 
 def _stuck_detail(pods: list[dict[str, Any]], workloads: list[dict[str, Any]], events: list[dict[str, Any]]) -> str:
@@ -410,8 +608,11 @@ def observe(
     outcomes: dict[str, Outcome] = {}
     t0 = time.monotonic()
     started: dict[str, float] = {}
+    orders: dict[str, QueueOrder] = {}  # the scenarios with before jobs holding their queue
     for s in scenarios:
         started[s.name] = time.monotonic()
+        if s.before:
+            orders[s.name] = QueueOrder(s, started[s.name])
         proc = cp.kubectl("create", "-f", "-", input=yaml.safe_dump(s.job_object()), check=False)
         if proc.returncode != 0:
             outcomes[s.name] = Outcome("refused", proc.stderr.strip().removeprefix("Error from server"), 0.0)
@@ -438,8 +639,16 @@ def observe(
         ai_done = any(s.kind == "AIPerfJob" and _aiperf_terminal(ajs.get(s.namespace, [])) for s in pending)
         wls: dict[str, list[dict[str, Any]]] = {}
         evs: dict[str, list[dict[str, Any]]] = {}
-        if lasts:
+        held = [s for s in pending if s.name in orders]
+        if lasts or held:
             wls = _by_ns(kubectl_json(cp, "workloads.kueue.x-k8s.io", "-A").get("items", []))
+        if held:
+            # the order of admission: each poll, the jobs' Workloads and their ClusterQueues' status
+            cqs = {c["metadata"]["name"]: c for c in kubectl_json(cp, "clusterqueues.kueue.x-k8s.io").get("items", [])}
+            for s in held:
+                if orders[s.name].see(wls.get(s.namespace, []), cqs, now):
+                    end_before(cp, s)
+                    orders[s.name].released = now
         if lasts or ai_done:
             evs = _by_ns(kubectl_json(cp, "events", "-A").get("items", []))
         still = []
@@ -457,6 +666,11 @@ def observe(
                 js = next((j for j in jss.get(ns, []) if j["metadata"]["name"] == name), {})
                 ps = [p for p in pods.get(ns, []) if (p["metadata"].get("labels") or {}).get(JOBSET_LABEL) == name]
                 res = _jobset_outcome(js, ps, last, evs.get(ns, []))
+            elif s.name in orders:  # the namespace holds the before jobs too: only the job's own objects
+                name = s.job["metadata"]["name"]
+                tj = next((j for j in tjs.get(ns, []) if j["metadata"]["name"] == name), {})
+                ps = [p for p in pods.get(ns, []) if (p["metadata"].get("labels") or {}).get(JOBSET_LABEL) == name]
+                res = _trainjob_outcome(tj, ps, last, _owned(wls.get(ns, []), s.kind, name), evs.get(ns, []))
             else:
                 tj = next(iter(tjs.get(ns, [])), {})
                 res = _trainjob_outcome(tj, pods.get(ns, []), last, wls.get(ns, []), evs.get(ns, []))
@@ -470,11 +684,15 @@ def observe(
                 deadlines[s.name] = time.monotonic() + bound_of(s, bound, aiperf_bound)
                 still.append(s)
             else:
-                detail = res[1]
+                detail, admission = res[1], ""
                 if s.name in rerun:
                     earlier = "; ".join(f"run {i + 1}: {d}" for i, d in enumerate(rerun[s.name]))
                     detail += f" (run {len(rerun[s.name]) + 1}; {earlier})"
-                outcomes[s.name] = Outcome(res[0], detail, time.monotonic() - started[s.name])
+                if (order := orders.get(s.name)) is not None:
+                    detail, admission = f"{detail}; {order.text()}", order.admission
+                    if order.released is None:
+                        end_before(cp, s)  # the outcome is in: they hold nothing any more
+                outcomes[s.name] = Outcome(res[0], detail, time.monotonic() - started[s.name], admission)
         pending = still
         if pending:
             time.sleep(2.0)  # polling the cluster: one list of each kind for all scenarios
@@ -650,8 +868,9 @@ def run_matrix(
     config: dict[str, Any] | None = None,
     recorded: dict[str, Outcome] | None = None,
 ) -> list[Row]:
-    """Set up every scenario, ask the webhook for every verdict, observe the real outcome of each
-    scenario not in ``recorded`` (the record's outcomes, by scenario name), classify every one."""
+    """Set up every scenario, start the jobs that hold a queue first (``before``), ask the webhook for
+    every verdict, observe the real outcome of each scenario not in ``recorded`` (the record's outcomes,
+    by scenario name), classify every one."""
     cluster_objects = [o for s in scenarios for o in s.cluster_prereqs]
     with contextlib.ExitStack() as engines:
         # a real policy engine when a scenario has its policies: Kyverno's CRDs before the
@@ -660,6 +879,7 @@ def run_matrix(
         setup(cp, scenarios)
         if kyverno is not None:
             kyverno.wait_policies(dict.fromkeys(policy_names(cluster_objects)))
+        start_before(cp, scenarios)
         return _judge_and_observe(cp, scenarios, bound, aiperf_bound, config or WEBHOOK_CONFIG, recorded or {})
 
 
@@ -714,7 +934,7 @@ def render(rows: Sequence[Row], timings: dict[str, float], missing: Sequence[str
     """docs/fidelity.md: ``rows`` (each outcome with its provenance), ``timings`` of the run that
     observed them, and the scenarios ``missing`` from the record."""
     v = versions()
-    counts = {k: sum(1 for r in rows if r.result == k) for k in ("ok", "miss", "false-deny")}
+    counts = {k: sum(1 for r in rows if r.result == k) for k in ("ok", "miss", "false-deny", "wrong-wait")}
     known = sum(1 for r in rows if r.result.startswith("known:"))
     runs = sum(1 for r in rows if r.would_run)
     denied = sum(1 for r in rows if not r.verdict.allowed)
@@ -746,15 +966,18 @@ def render(rows: Sequence[Row], timings: dict[str, float], missing: Sequence[str
         "a JobSet: Completed or Failed; pods running at the bound count as running) or "
         f"{AIPERF_BOUND_SECONDS:.0f} s (an AIPerfJob: runs = the operator's phase Completed, fails = "
         "Failed or Cancelled, never starts = anything else at the bound, pods running or not). **miss**: "
-        "admitted, and the job fails or never starts. **false deny**: denied, and the job runs. Every "
+        "admitted, and the job fails or never starts. **false deny**: denied, and the job runs. A scenario "
+        "with jobs that run first and hold its Kueue queue (`Scenario.before`) also shows the order of "
+        "admission the runner saw: **wrong wait**: the job was warned that it will wait and Kueue admitted it "
+        "at once, or it was not warned and Kueue kept it pending until they ended. Every "
         "warning is shown: a job carries only the warnings about itself that its scenario declares "
         "(`Scenario.warns`), and `e2e/test_fidelity.py` fails on any other (the images' registry "
         "`localhost` is configured in `publicRegistries`; Dry Run reaches every admission layer behind "
         "Kueue's webhooks, see dry-run-blinded below).",
         "",
         f"**{len(rows)} scenarios: {runs} run, {len(rows) - runs} fail or never start; the webhook denies "
-        f"{denied}. {counts['miss']} misses, {counts['false-deny']} false denies, {known} known "
-        f"limitations.**",
+        f"{denied}. {counts['miss']} misses, {counts['false-deny']} false denies, {counts['wrong-wait']} wrong "
+        f"waits, {known} known limitations.**",
         "",
         "| scenario | what | real outcome | observed | verdict (enforce) | |",
         "|---|---|---|---|---|---|",
@@ -773,7 +996,9 @@ def render(rows: Sequence[Row], timings: dict[str, float], missing: Sequence[str
         else:
             verdict = "refused by the apiserver before the webhook's answer counts: " + _cell(r.verdict.message, 200)
         outcome = f"**{r.outcome.kind}** ({r.outcome.seconds:.0f} s): {_cell(r.outcome.detail, 300)}"
-        mark = {"ok": "ok", "miss": "**MISS**", "false-deny": "**FALSE DENY**"}.get(r.result, r.result)
+        mark = {"ok": "ok", "miss": "**MISS**", "false-deny": "**FALSE DENY**", "wrong-wait": "**WRONG WAIT**"}.get(
+            r.result, r.result
+        )
         seen = r.provenance.removeprefix("observed ") or "this run"
         out.append(f"| `{r.scenario}` | {_cell(r.note, 160)} | {outcome} | {seen} | {verdict} | {mark} |")
     if missing:
@@ -890,6 +1115,7 @@ class MatrixRun:
                 observed=when,
                 commit=commit,
                 verdict=verdict,
+                admission=r.outcome.admission,
             )
         timings = dict(self.timings) if rewrite else record.timings
         return rec.Record(entries, self.stack or record.stack, timings)
@@ -909,7 +1135,7 @@ def rows_from_record(
             missing.append(s.name)
             continue
         v = Verdict(**e.verdict) if e.verdict else Verdict(True, "preflight", "", [])
-        o = Outcome(e.kind, e.detail, e.seconds)
+        o = Outcome(e.kind, e.detail, e.seconds, e.admission)
         stale = now is not None and now.get(s.name) != e.digest
         prov = e.provenance() + (" (stale: the scenario or the stack changed since)" if stale else "")
         rows.append(Row(s.name, s.note, s.covers, v, o, classify(v, o, s.known), s.known, s.warns, "record", prov))
@@ -943,7 +1169,7 @@ def run_on_node(
     # of the scenarios as the table holds them: before the registry's address is substituted
     digest = digests(scenarios, bound, aiperf_bound, stack_digest)
     matching = record.matching(digest) if record is not None else {}
-    recorded = {n: Outcome(e.kind, e.detail, e.seconds) for n, e in matching.items()}
+    recorded = {n: Outcome(e.kind, e.detail, e.seconds, e.admission) for n, e in matching.items()}
     stack = Stack(node, aiperf=True).start()
     timings = {f"stack {k}": v for k, v in stack.timings.items()}
     t1 = time.monotonic()
@@ -1024,7 +1250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         rec.save(record)
         DOC.write_text(render_record(record))
         print(f"wrote {rec.RECORD} and {DOC}", file=sys.stderr)
-    bad = [r for r in run.rows if r.result in ("miss", "false-deny")]
+    bad = [r for r in run.rows if r.result in BAD]
     return 1 if bad else 0
 
 

@@ -133,6 +133,26 @@ def local_queue(name: str, cq: str) -> dict[str, Any]:
 QUEUED = {"kueue.x-k8s.io/queue-name": "lq"}
 SMALL = requests(cpu="100m", memory="64Mi")
 
+
+def holder(name: str = "hold") -> dict[str, Any]:
+    """A TrainJob that runs first and holds its queue (``Scenario.before``): on LocalQueue ``lq``, the
+    same 100m CPU and 64Mi as the row's job, sleeping far past any bound (the workload's
+    WORKLOAD_SLEEP_SECONDS) until the runner ends it."""
+    return trainjob(name, labels=QUEUED, resources=SMALL, env=[{"name": "WORKLOAD_SLEEP_SECONDS", "value": "3600"}])
+
+
+#: Kueue Capacity's "will wait" warning for kueue-waits-behind-running, word for word: what Kueue's own
+#: ClusterQueue status says with the before job admitted (webhook/models/kueue/wait.py wait_message);
+#: the node's Kueue serves no visibility API (e2e/harness/stack.py leaves its APIService out), so the
+#: count ahead is the status's, and the message says so
+WILL_WAIT_BEHIND_RUNNING = (
+    '[Kueue Capacity] TrainJob "train" will wait in ClusterQueue "fx-cq-full": it needs cpu 100m, 0 free now '
+    '(flavor "fx-default": 100m of 100m in use and 0 reserved), and 0 workloads are pending ahead of it '
+    "(ClusterQueue status.pendingWorkloads, every priority: visibility.kueue.x-k8s.io/v1beta2 is not served); "
+    'ClusterQueue "fx-cq-full" is in no cohort: it cannot borrow; it preempts nothing (withinClusterQueue Never). '
+    "Fix: nothing to fix; to start sooner, it starts once cpu is released (ClusterQueue status as watched {s}s ago)."
+)
+
 RESTRICTED_POD = {"securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}}
 RESTRICTED_CONTAINER = {
     "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True}
@@ -397,6 +417,44 @@ TRAINJOB_SCENARIOS: list[Scenario] = [
             cluster_queue("fx-cq-checked", cpu="1", checks=["fx-never"]),
         ],
         covers="Kueue admission checks",
+    ),
+    # ---- Kueue: a queue already in use (issue 39): a job runs first and holds it (Scenario.before)
+    Scenario(
+        "kueue-fits-beside-running",
+        "the ClusterQueue's nominal cpu 200m, a running job holds 100m; the job asks the 100m left: "
+        "no warning, Kueue admits it at once",
+        trainjob(labels=QUEUED, resources=SMALL),
+        prereqs=[local_queue("lq", "fx-cq-room")],
+        cluster_prereqs=[flavor("fx-default"), cluster_queue("fx-cq-room", cpu="200m")],
+        before=[holder()],
+        covers="Kueue wait",
+    ),
+    Scenario(
+        "kueue-waits-behind-running",
+        "the ClusterQueue's nominal cpu 100m, held by a running job; the job asks 100m: warned that it "
+        "will wait, Kueue admits it once that job ends",
+        trainjob(labels=QUEUED, resources=SMALL),
+        prereqs=[local_queue("lq", "fx-cq-full")],
+        cluster_prereqs=[flavor("fx-default"), cluster_queue("fx-cq-full", cpu="100m")],
+        before=[holder()],
+        covers="Kueue wait",
+        bound=180.0,  # it waits for the runner to end the job ahead of it, then runs
+        warns=("Kueue Capacity",),
+        says=(WILL_WAIT_BEHIND_RUNNING,),
+    ),
+    Scenario(
+        "kueue-borrows-beside-running",
+        "the ClusterQueue's nominal cpu 100m, held by a running job; its cohort lends 1 cpu; the job asks "
+        "100m: no warning, Kueue admits it at once, borrowing",
+        trainjob(labels=QUEUED, resources=SMALL),
+        prereqs=[local_queue("lq", "fx-cq-borrows")],
+        cluster_prereqs=[
+            flavor("fx-default"),
+            cluster_queue("fx-cq-borrows", cpu="100m", cohort="fx-cohort-lends"),
+            cluster_queue("fx-cq-lends", cpu="1", cohort="fx-cohort-lends"),
+        ],
+        before=[holder()],
+        covers="Kueue wait",
     ),
     # ---- placement
     Scenario(

@@ -37,6 +37,15 @@ class Scenario:
     bound: float | None = None
     #: the checks whose warnings are about this job (the only ones it may carry; e2e/test_fidelity.py)
     warns: tuple[str, ...] = ()
+    #: the warnings the job gets, word for word as kubectl shows them (``[Check] text``), ``{s}`` standing
+    #: for a whole number of seconds (a cache's age); e2e/test_fidelity.py asserts each row that declares them
+    says: tuple[str, ...] = ()
+    #: jobs that run first and hold the queue (TrainJobs or JobSets, in the scenario's namespace): the
+    #: runner creates them after the prerequisites and waits until Kueue has admitted each, its pods run
+    #: and its ClusterQueue's status counts it, before any verdict; it ends them (deletes them) once Kueue
+    #: has kept the scenario's job pending, or once the job's outcome is in, and records the order of
+    #: admission it saw (e2e/fidelity/run.py ``QueueOrder``). None of them is judged.
+    before: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def kind(self) -> str:
@@ -58,6 +67,13 @@ class Scenario:
         for obj in copy.deepcopy(self.prereqs):
             obj.setdefault("metadata", {})["namespace"] = self.namespace
             out.append(obj)
+        return out
+
+    def before_objects(self) -> list[dict[str, Any]]:
+        """The ``before`` jobs, in the scenario's namespace."""
+        out = copy.deepcopy(self.before)
+        for obj in out:
+            obj.setdefault("metadata", {})["namespace"] = self.namespace
         return out
 
     def job_object(self) -> dict[str, Any]:
