@@ -15,6 +15,8 @@ Every figure is the resident set (VmRSS of /proc/PID/status) of a fresh process,
 - the idle offline webhook: `python -m webhook serve --offline` on a trustme certificate (as
   tests/conftest.py makes them), after /readyz answered 200 and one AdmissionReview (the sample
   AIPerfJob) was answered;
+- what serve defers until it is used (DEFERRED: cel, cryptography, the other commands, jsonschema,
+  kubernetes_asyncio), each as what importing it adds over serve's online import set;
 - with `--cluster`: the idle webhook against a local control plane (e2e/harness/controlplane.py,
   etcd + kube-apiserver, no Node; its CRDs and nothing else, so the caches are small), after
   /readyz (caches synced) and the probe review the apiserver sends it (e2e/harness/runner.py).
@@ -73,18 +75,33 @@ IMPORT_SETS: list[tuple[str, str]] = [
 #: the online import set, step by step in the order serve reaches it: (label, statement)
 STEPS: list[tuple[str, str]] = [
     ("asyncio, ssl, json, logging (stdlib)", "import asyncio, ssl, json, logging, argparse"),
+    ("webhook.cli (the command table; a command's module loads when it runs)", "import webhook.cli"),
     ("yaml", "import yaml"),
     ("pydantic", "import pydantic"),
     ("webhook.config (pydantic models)", "import webhook.config"),
     ("aiohttp", "import aiohttp, aiohttp.web"),
-    ("cel (its __init__ imports cel.cli: prompt_toolkit)", "import cel"),
-    ("jsonschema", "import jsonschema"),
-    ("webhook.cli (the checks, policy, admission)", "import webhook.cli"),
-    ("cryptography (webhook.tls)", "import webhook.tls"),
+    ("webhook.cli.serve (the checks, policy, admission)", "import webhook.cli.serve"),
+    ("webhook.tls (the SSL context; cryptography only to generate a pair)", "import webhook.tls"),
     ("prometheus_client (webhook.metrics)", "import webhook.metrics"),
     ("webhook.server, webhook.listener", "import webhook.server, webhook.listener"),
     ("the workload adapters", "from webhook.workloads import import_adapters; import_adapters()"),
     ("webhook.cluster.live (the view, caches, client, kubeconfig loader)", "import webhook.cluster.live"),
+]
+
+#: what serve leaves out until it is used (tests/test_import_weight.py holds each): (label, statement),
+#: each measured on top of serve's online import set
+DEFERRED: list[tuple[str, str]] = [
+    ("cel: the first CEL compile (its __init__ imports cel.cli: prompt_toolkit)", "import cel"),
+    (
+        "cryptography: generating a pair (serve --self-signed, certs)",
+        "import cryptography.x509, cryptography.hazmat.primitives.asymmetric.ec",
+    ),
+    (
+        "the check and plan commands (the manifest reader, the report formats)",
+        "import webhook.cli.check, webhook.cli.plan",
+    ),
+    ("jsonschema: check --offline's CRD schemas", "import jsonschema"),
+    ("kubernetes_asyncio: certs manage, an auth-provider kubeconfig user", "import kubernetes_asyncio"),
 ]
 
 RSS_FN = (
@@ -120,6 +137,15 @@ def steps_rss() -> list[float]:
         lines.append("_out.append(_rss())")
     lines.append("print(' '.join(f'{x:.2f}' for x in _out))")
     return [float(x) for x in python("\n".join(lines)).split()]
+
+
+def deferred_rss() -> list[float]:
+    """What each of DEFERRED adds over serve's online import set, each in its own process."""
+    out = []
+    for _, stmt in DEFERRED:
+        code = f"{RSS_FN}{SERVE_ONLINE}\n_before = _rss()\n{stmt}\nprint(_rss() - _before)"
+        out.append(float(python(code).split()[-1]))
+    return out
 
 
 def top_importtime(code: str, n: int = 15) -> list[tuple[str, float, int]]:
@@ -280,6 +306,7 @@ def main() -> int:
         deltas = [r[i + 1] - r[i] for r in step_runs]
         step_rows.append((label, median(deltas), median([r[i + 1] for r in step_runs])))
     base = median([r[0] for r in step_runs])
+    deferred_runs = [deferred_rss() for _ in range(runs)]
     times = top_importtime(SERVE_ONLINE)
 
     lines = [
@@ -312,6 +339,15 @@ def main() -> int:
         "|---|---:|---:|",
     ]
     lines += [f"| {label} | {d:.1f} | {after:.1f} |" for label, d, after in step_rows]
+    lines += [
+        "",
+        "What `serve` does not import until it is used (tests/test_import_weight.py), and what importing it "
+        f"adds over the online import set (median of {runs}):",
+        "",
+        "| deferred | + MiB |",
+        "|---|---:|",
+    ]
+    lines += [f"| {label} | {median([r[i] for r in deferred_runs]):.1f} |" for i, (label, _) in enumerate(DEFERRED)]
     lines += [
         "",
         "Where the online import set's time goes (`python -X importtime`, one run; the own time of every "

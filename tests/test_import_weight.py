@@ -8,6 +8,11 @@ The webhook uses it for its configuration and transport only, which webhook/clus
 and KubeClient now do themselves: neither a webhook (offline or not) nor the audit controller loads
 it; only `certs manage` and a kubeconfig user with an auth-provider (gcp, oidc) still do. Each check here runs in a fresh interpreter, since this
 test process may have imported anything.
+
+The idle offline webhook (issue 38: ≤ 60 MiB) also defers, one test each: the `cel` library (to the
+first CEL compile), `cryptography` (to generating a certificate: serving reads its certificate's
+serial, validity and subject from the DER itself) and the other commands of the command line (the
+manifest reader and report formats of `check` and `plan`, the audit report, `certs`).
 """
 
 from __future__ import annotations
@@ -30,16 +35,26 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "tests" / "oracle" / "samples" / "aiperfjob.yaml"
 HEAVY = "kubernetes_asyncio"
 
-#: prints, at exit, the loaded modules of the package HEAVY (a JSON list) as the last line
-REPORT_AT_EXIT = (
-    "import atexit, json, sys\n"
-    f"atexit.register(lambda: print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == {HEAVY!r}))))\n"
-)
+#: what a serving webhook defers until it is used: the packages and modules (with their submodules)
+DEFERRED = (HEAVY, "cryptography", "cel", "webhook.manifests", "webhook.cli.check", "webhook.cli.certs")
 
 
-def heavy_modules(code: str, *argv: str) -> list[str]:
+def report_at_exit(*names: str) -> str:
+    """Code that prints, at exit, the loaded modules that are `names` or under them (a JSON list) as the last line."""
+    return (
+        "import atexit, json, sys\n"
+        f"_names = {names!r}\n"
+        "atexit.register(lambda: print(json.dumps(sorted(m for m in sys.modules "
+        "if any(m == n or m.startswith(n + '.') for n in _names)))))\n"
+    )
+
+
+REPORT_AT_EXIT = report_at_exit(HEAVY)
+
+
+def heavy_modules(code: str, *argv: str, names: tuple[str, ...] = (HEAVY,)) -> list[str]:
     out = subprocess.run(
-        [sys.executable, "-c", REPORT_AT_EXIT + code, *argv],
+        [sys.executable, "-c", report_at_exit(*names) + code, *argv],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -86,6 +101,35 @@ def test_the_cel_library_is_loaded_on_the_first_compile_only():
     assert out.stdout.split() == ["False", "True", "True"], out.stderr
 
 
+def test_the_serving_certificate_is_loaded_without_cryptography(tmp_path: Path):
+    """webhook/tls.py imports cryptography to generate a pair only: `serve` with a given pair reads its
+    serial, validity and subject from the DER (tests/test_tls.py compares them with cryptography's)."""
+    ca = trustme.CA()
+    leaf = ca.issue_cert("127.0.0.1")
+    crt, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    leaf.cert_chain_pems[0].write_to_path(str(crt))
+    leaf.private_key_pem.write_to_path(str(key))
+    code = (
+        "import sys\n"
+        "from webhook.tls import CertReloader, server_context\n"
+        "ctx = server_context(sys.argv[1], sys.argv[2])\n"
+        "print(CertReloader(ctx, sys.argv[1], sys.argv[2]).load_initial().serial)\n"
+    )
+    assert heavy_modules(code, str(crt), str(key), names=("cryptography",)) == []
+    certs = "from webhook.tls import generate_ca\ngenerate_ca()\n"
+    assert "cryptography.x509" in heavy_modules(certs, names=("cryptography",))  # the detector is not blind
+
+
+def test_a_command_loads_no_other_command():
+    """webhook/cli/__init__.py imports a command's module when that command runs: `serve` parses its
+    arguments without the manifest reader and report formats of `check` and `plan`, or `certs`."""
+    code = "from webhook.cli import main\nmain(['serve', '--offline', '--tls-cert', 'missing.crt', '--tls-key', 'k'])\n"
+    loaded = heavy_modules(code, names=("webhook.cli", "webhook.manifests"))
+    assert loaded == ["webhook.cli", "webhook.cli.serve"]
+    everything = heavy_modules("from webhook.cli import build_parser\nbuild_parser()\n", names=("webhook.cli",))
+    assert {"webhook.cli.check", "webhook.cli.certs", "webhook.cli.report"} <= set(everything)  # --help lists all
+
+
 def test_check_offline_leaves_kubernetes_asyncio_out():
     code = "import sys\nfrom webhook.cli import main\nrc = main(sys.argv[1:])\n"
     assert heavy_modules(code, "check", "--offline", "-f", str(SAMPLE), "-o", "json") == []
@@ -114,7 +158,8 @@ def _free_port() -> int:
 
 
 def test_a_serving_offline_webhook_never_loads_kubernetes_asyncio(tmp_path: Path):
-    """The real command: ready, one AdmissionReview answered, SIGTERM; then its modules are read."""
+    """The real command: ready, one AdmissionReview answered, SIGTERM; then its modules are read: nothing
+    of DEFERRED (kubernetes_asyncio, cryptography, cel, the other commands) was loaded."""
     ca = trustme.CA()
     leaf = ca.issue_cert("127.0.0.1", "localhost")
     crt, key = tmp_path / "tls.crt", tmp_path / "tls.key"
@@ -126,7 +171,7 @@ def test_a_serving_offline_webhook_never_loads_kubernetes_asyncio(tmp_path: Path
     code = "import sys\nfrom webhook.cli import main\nrc = main(sys.argv[1:])\n"
     argv = ["serve", "--offline", "--host", "127.0.0.1", "--port", str(port), "--tls-cert", str(crt)]
     proc = subprocess.Popen(
-        [sys.executable, "-c", REPORT_AT_EXIT + code, *argv, "--tls-key", str(key)],
+        [sys.executable, "-c", report_at_exit(*DEFERRED) + code, *argv, "--tls-key", str(key)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

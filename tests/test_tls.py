@@ -282,3 +282,83 @@ async def test_an_expired_or_future_pair_is_refused_and_the_old_certificate_kept
     )  # `serve` (webhook/cli/serve.py) counts these in preflight_webhook_certificate_reloads{result="error"}
     assert server.reloader.info.serial == old_serial
     assert await _peer_serial(server.port, client_ssl) == old_serial
+
+
+# --------------------------------------------------------------------------- reading a certificate without cryptography
+
+
+def _made(subject: x509.Name, serial: int, not_before: dt.datetime, not_after: dt.datetime) -> bytes:
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(x509.Name([x509.NameAttribute(x509.NameOID.COMMON_NAME, "issuer")]))
+        .public_key(key.public_key())
+        .serial_number(serial)
+        .not_valid_before(not_before)
+        .not_valid_after(not_after)
+    )
+    return builder.sign(key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM)
+
+
+def _name(*rdns: list[tuple[x509.ObjectIdentifier, str, Any]]) -> x509.Name:
+    out = []
+    for rdn in rdns:
+        attrs = [
+            x509.NameAttribute(oid, value, _type=kind) if kind else x509.NameAttribute(oid, value)
+            for oid, value, kind in rdn
+        ]
+        out.append(x509.RelativeDistinguishedName(attrs))
+    return x509.Name(out)
+
+
+_OID = x509.NameOID
+_ST = x509.name._ASN1Type
+_SUBJECTS = [
+    _name([(_OID.COMMON_NAME, "preflight-webhook.preflight-system.svc", None)]),
+    _name([(_OID.COUNTRY_NAME, "DE", None)], [(_OID.ORGANIZATION_NAME, 'a, b + c; <d> "e" \\f', None)]),
+    _name([(_OID.ORGANIZATION_NAME, "#lead", None)], [(_OID.COMMON_NAME, " both ", None)]),
+    _name([(_OID.COMMON_NAME, "x", None), (_OID.ORGANIZATIONAL_UNIT_NAME, "multi", None)]),
+    _name([(_OID.DOMAIN_COMPONENT, "example", None)], [(_OID.USER_ID, "jdoe", None)]),
+    _name([(_OID.SERIAL_NUMBER, "1234", None)], [(_OID.EMAIL_ADDRESS, "a@b.c", None)]),
+    _name([(_OID.COMMON_NAME, "ünïcödé ✓", None)], [(_OID.LOCALITY_NAME, "bmp ✓", _ST.BMPString)]),
+    _name(
+        [(_OID.STATE_OR_PROVINCE_NAME, "printable", _ST.PrintableString)], [(_OID.STREET_ADDRESS, "ia5", _ST.IA5String)]
+    ),
+    _name([(_OID.COMMON_NAME, "uni ✓", _ST.UniversalString)]),
+    _name(),
+]
+
+
+@pytest.mark.parametrize("subject", _SUBJECTS, ids=lambda n: n.rfc4514_string() or "empty")
+def test_cert_info_reads_what_cryptography_reads(subject: x509.Name) -> None:
+    """webhook.tls.cert_info parses the DER itself (cryptography is not imported to serve): the same
+    serial, validity and RFC 4514 subject as cryptography's own parser, UTCTime and GeneralizedTime."""
+    from webhook.tls import cert_info
+
+    cases = [
+        (1, dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC), dt.datetime(2049, 12, 31, 23, 59, 59, tzinfo=dt.UTC)),
+        (2**159 - 1, dt.datetime(1999, 6, 1, tzinfo=dt.UTC), dt.datetime(2050, 1, 1, tzinfo=dt.UTC)),
+        (0x80, dt.datetime(1950, 1, 1, tzinfo=dt.UTC), dt.datetime(2100, 2, 28, 12, tzinfo=dt.UTC)),
+    ]
+    for serial, before, after in cases:
+        pem = _made(subject, serial, before, after)
+        theirs = x509.load_pem_x509_certificate(pem)
+        ours = cert_info(b"leading text\n" + pem + pem)
+        assert (ours.serial, ours.not_before, ours.not_after, ours.subject) == (
+            theirs.serial_number,
+            theirs.not_valid_before_utc,
+            theirs.not_valid_after_utc,
+            theirs.subject.rfc4514_string(),
+        )
+
+
+@pytest.mark.parametrize("pem", [b"", b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"])
+def test_cert_info_refuses_what_is_not_a_certificate(pem: bytes) -> None:
+    from webhook.tls import cert_info
+
+    with pytest.raises(ValueError):
+        cert_info(pem)

@@ -7,7 +7,10 @@ on a scratch context from a private copy of the bytes, so a half-written rotatio
 (new cert, old key) never leaves the live context without a usable key.
 
 The generators are plain functions returning PEM bytes; `certs init`, `serve
---self-signed` and the self-managed rotation (webhook/certmanager/) all use them.
+--self-signed` and the self-managed rotation (webhook/certmanager/) all use them. They import
+`cryptography` when first called: serving a given pair needs only the serial, validity and subject
+of its certificate, which `cert_info` reads from the DER itself (the rust bindings cost 9.2 MiB of
+resident memory, docs/benchmarks/import-weight.md).
 """
 
 from __future__ import annotations
@@ -24,11 +27,11 @@ import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+if TYPE_CHECKING:
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import ec
 
 log = logging.getLogger(__name__)
 
@@ -71,15 +74,137 @@ class CertInfo:
     serial: int
     not_after: dt.datetime
     subject: str
+    not_before: dt.datetime | None = None
 
     def __str__(self) -> str:
         return f"serial {self.serial:x}, subject {self.subject}, expires {self.not_after.isoformat()}"
 
 
 def cert_info(cert_pem: bytes) -> CertInfo:
-    """The leaf certificate's serial, expiry and subject (for logs and metrics; no key material)."""
-    cert = x509.load_pem_x509_certificate(cert_pem)
-    return CertInfo(cert.serial_number, cert.not_valid_after_utc, cert.subject.rfc4514_string())
+    """The leaf certificate's serial, validity and subject (for logs and metrics; no key material).
+
+    Read from the first PEM block's DER with the standard library, as cryptography's
+    `load_pem_x509_certificate` gives them (`serial_number`, `not_valid_before_utc`,
+    `not_valid_after_utc`, `subject.rfc4514_string()`; tests/test_tls.py compares the two).
+    Raises ValueError on what is not a certificate.
+    """
+    try:
+        tbs = _tbs_fields(ssl.PEM_cert_to_DER_cert(_first_pem_block(cert_pem)))
+        serial = int.from_bytes(tbs[0], "big", signed=True)
+        not_before, not_after = (_der_time(tag, value) for tag, value in _der_items(tbs[2]))
+        return CertInfo(serial, not_after, _rfc4514(tbs[3]), not_before)
+    except IndexError as exc:  # a DER element that ends early
+        raise ValueError("truncated DER") from exc
+
+
+# --------------------------------------------------------------------------- reading a certificate (RFC 5280)
+
+#: cryptography/x509/name.py `_NAMEOID_TO_NAME`: the short names rfc4514_string uses; other OIDs are dotted
+_DN_NAMES = {
+    "2.5.4.3": "CN",
+    "2.5.4.7": "L",
+    "2.5.4.8": "ST",
+    "2.5.4.10": "O",
+    "2.5.4.11": "OU",
+    "2.5.4.6": "C",
+    "2.5.4.9": "STREET",
+    "0.9.2342.19200300.100.1.25": "DC",
+    "0.9.2342.19200300.100.1.1": "UID",
+}
+#: the string types of a DirectoryString and their codecs (UTF8, Printable, IA5, Teletex, Visible,
+#: Numeric, Universal, BMP)
+_DN_CODECS = {12: "utf-8", 19: "ascii", 22: "ascii", 20: "latin-1", 26: "ascii", 18: "ascii", 28: "utf-32-be"}
+_DN_CODECS[30] = "utf-16-be"
+
+
+def _first_pem_block(pem: bytes) -> str:
+    text = pem.decode("ascii")
+    begin = text.find("-----BEGIN CERTIFICATE-----")
+    end = text.find("-----END CERTIFICATE-----", begin)
+    if begin < 0 or end < 0:
+        raise ValueError("no PEM certificate block")
+    return text[begin : end + len("-----END CERTIFICATE-----")]
+
+
+def _der_items(data: bytes) -> list[tuple[int, bytes]]:
+    """The (tag, contents) of each DER element in `data`, in order (definite lengths only)."""
+    out, i = [], 0
+    while i < len(data):
+        tag, length, i = data[i], data[i + 1], i + 2
+        if length & 0x80:
+            n = length & 0x7F
+            if not 0 < n <= 4:
+                raise ValueError("bad DER length")
+            length, i = int.from_bytes(data[i : i + n], "big"), i + n
+        if i + length > len(data):
+            raise ValueError("truncated DER")
+        out.append((tag, data[i : i + length]))
+        i += length
+    return out
+
+
+def _tbs_fields(der: bytes) -> list[bytes]:
+    """serialNumber, signature, issuer, validity, subject: TBSCertificate's fields after the version."""
+    ((cert_tag, cert),) = _der_items(der)
+    tbs_tag, tbs = _der_items(cert)[0]
+    if cert_tag != 0x30 or tbs_tag != 0x30:
+        raise ValueError("not an X.509 certificate")
+    fields = [(tag, value) for tag, value in _der_items(tbs) if tag != 0xA0]  # [0] EXPLICIT version
+    if len(fields) < 5 or fields[0][0] != 0x02:
+        raise ValueError("not an X.509 certificate")
+    return [fields[0][1], fields[1][1], fields[3][1], fields[4][1]]  # serial, sigalg, validity, subject
+
+
+def _der_time(tag: int, value: bytes) -> dt.datetime:
+    """UTCTime (YYMMDDHHMMSSZ, 50-99 are 19xx) or GeneralizedTime (YYYYMMDDHHMMSSZ), RFC 5280 4.1.2.5."""
+    text = value.decode("ascii")
+    if tag == 0x17 and len(text) == 13:
+        year = int(text[:2])
+        text = f"{1900 + year if year >= 50 else 2000 + year}{text[2:]}"
+    elif tag != 0x18 or len(text) != 15:
+        raise ValueError("bad certificate time")
+    return dt.datetime.strptime(text, "%Y%m%d%H%M%SZ").replace(tzinfo=dt.UTC)
+
+
+def _oid(value: bytes) -> str:
+    arcs, n = [], 0
+    for byte in value:
+        n = (n << 7) | (byte & 0x7F)
+        if not byte & 0x80:
+            arcs.append(n)
+            n = 0
+    first = min(arcs[0] // 40, 2)
+    return ".".join(str(a) for a in [first, arcs[0] - 40 * first, *arcs[1:]])
+
+
+def _rfc4514(name: bytes) -> str:
+    """cryptography's `Name.rfc4514_string()`: the RDNs last first, joined by ",", attributes by "+"."""
+    rdns = []
+    for _, rdn in _der_items(name):
+        attrs = []
+        for _, pair in _der_items(rdn):
+            (_, oid), (tag, raw) = _der_items(pair)
+            dotted = _oid(oid)
+            value: str | bytes = raw.decode(_DN_CODECS[tag]) if tag in _DN_CODECS else raw[1:] if tag == 3 else raw
+            attrs.append(f"{_DN_NAMES.get(dotted, dotted)}={_escape_dn_value(value)}")
+        rdns.append("+".join(attrs))
+    return ",".join(reversed(rdns))
+
+
+def _escape_dn_value(val: str | bytes) -> str:
+    """cryptography/x509/name.py `_escape_dn_value` (RFC 4514 section 2.4)."""
+    if not val:
+        return ""
+    if isinstance(val, bytes):
+        return "#" + val.hex()
+    for special in ("\\", '"', "+", ",", ";", "<", ">"):
+        val = val.replace(special, "\\" + special)
+    val = val.replace("\0", "\\00")
+    if val[0] == "#" or (val[0] == " " and len(val) > 1):
+        val = "\\" + val
+    if val[-1] == " ":
+        val = val[:-1] + "\\ "
+    return val
 
 
 class CertReloader:
@@ -134,7 +259,7 @@ class CertReloader:
                 return False
             info = cert_info(cert_pem)
             if not force:  # at start-up there is no previous pair to keep: serve and let the logs say
-                _require_valid_now(cert_pem, info)
+                _require_valid_now(info)
             _load_pair_bytes(self.ctx, cert_pem, key_pem)
         except Exception as exc:  # a bad rotation never takes the server down
             self.last_error = f"{type(exc).__name__}: {exc}"
@@ -168,17 +293,16 @@ class CertificateNotValid(ValueError):
     """A rotated certificate outside its validity period: the previous pair is kept."""
 
 
-def _require_valid_now(cert_pem: bytes, info: CertInfo) -> None:
+def _require_valid_now(info: CertInfo) -> None:
     """An expired (or not yet valid) pair would fail every apiserver handshake; keep the old one instead."""
-    cert = x509.load_pem_x509_certificate(cert_pem)
     now = dt.datetime.now(dt.UTC)
-    if cert.not_valid_after_utc <= now:
+    if info.not_after <= now:
         raise CertificateNotValid(
-            f"the certificate (serial {info.serial:x}) is expired since {cert.not_valid_after_utc.isoformat()}"
+            f"the certificate (serial {info.serial:x}) is expired since {info.not_after.isoformat()}"
         )
-    if cert.not_valid_before_utc > now:
+    if info.not_before is not None and info.not_before > now:
         raise CertificateNotValid(
-            f"the certificate (serial {info.serial:x}) is not yet valid until {cert.not_valid_before_utc.isoformat()}"
+            f"the certificate (serial {info.serial:x}) is not yet valid until {info.not_before.isoformat()}"
         )
 
 
@@ -207,10 +331,14 @@ class KeyPair:
 
 
 def _new_key() -> ec.EllipticCurvePrivateKey:
+    from cryptography.hazmat.primitives.asymmetric import ec
+
     return ec.generate_private_key(ec.SECP256R1())
 
 
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
     return key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
@@ -226,6 +354,8 @@ def _builder(
     """What every certificate here shares: subject and issuer, a random serial, valid from five
     minutes ago (clock skew) for `days`, and the basic constraints and key usage of a CA (signs
     certificates, no intermediates) or of a leaf (signs nothing)."""
+    from cryptography import x509
+
     now = _now()
     return (
         x509.CertificateBuilder()
@@ -255,6 +385,10 @@ def _builder(
 
 def generate_ca(common_name: str = "preflight-webhook-ca", days: int = 3650) -> KeyPair:
     """A self-signed CA (ECDSA P-256) valid for `days`, able to sign serving certificates only."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.x509.oid import NameOID
+
     key = _new_key()
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     cert = (
@@ -277,6 +411,10 @@ def issue_cert(
     days: int = 365,
 ) -> KeyPair:
     """A leaf certificate signed by `ca`: serving (SANs) and/or client (`organizations` = groups)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
     ca_cert = x509.load_pem_x509_certificate(ca.cert_pem)
     ca_key = serialization.load_pem_private_key(ca.key_pem, password=None)
     key = _new_key()

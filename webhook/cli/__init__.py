@@ -7,13 +7,16 @@ module `webhook.cli.<name>`, listed in COMMANDS, exposing:
     def run(args: argparse.Namespace) -> int                # the exit code
 
 A command module imports what only running it needs inside its functions, so `--help`
-stays fast. Every subcommand also gets `--log-level` and `--log-format text|json`. Logs
+stays fast, and a command's module is imported only when that command runs (or `--help`
+lists them all): `serve` never loads what `check`, `plan` or `certs` need (the manifest
+reader, the report formats, cryptography), issue 38's idle webhook. Every subcommand also gets `--log-level` and `--log-format text|json`. Logs
 go to stderr, so stdout stays clean for machine-readable output.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import sys
@@ -23,10 +26,9 @@ from typing import Any
 
 from webhook import __version__
 from webhook._compat import parser_dests
-from webhook.cli import audit, capabilities, certs, check, plan, report, serve
 
-#: the subcommands, in --help order
-COMMANDS = (serve, audit, check, plan, capabilities, certs, report)
+#: the subcommands (modules of webhook.cli), in --help order
+COMMANDS = ("serve", "audit", "check", "plan", "capabilities", "certs", "report")
 
 
 class JsonFormatter(logging.Formatter):
@@ -100,7 +102,9 @@ def _add_logging_options(p: argparse.ArgumentParser) -> None:
         )
 
 
-def build_parser(prog: str = "preflight-webhook") -> argparse.ArgumentParser:
+def build_parser(prog: str = "preflight-webhook", only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with `only` (one of COMMANDS), the top level and that command alone,
+    which parses that command's arguments the same way without importing the other commands."""
     parser = argparse.ArgumentParser(
         prog=prog,
         description=(
@@ -110,7 +114,8 @@ def build_parser(prog: str = "preflight-webhook") -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for mod in COMMANDS:
+    for name in COMMANDS if only is None else (only,):
+        mod = importlib.import_module(f"webhook.cli.{name}")
         p = mod.add_parser(sub)
         _add_logging_options(p)
         if p.get_default("func") is None:
@@ -125,7 +130,10 @@ def kubectl_main() -> int:
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "preflight-webhook") -> int:
-    parser = build_parser(prog)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # the top level has options only before the command (-h, --version): a first word that names a
+    # command is that command, and only its module is loaded
+    parser = build_parser(prog, only=argv[0] if argv and argv[0] in COMMANDS else None)
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)
     if func is None:
