@@ -326,7 +326,7 @@ _GENERATIONS = itertools.count(1)
 
 
 class ResourceCache:
-    """Objects of one resource by (namespace, name), with a per-namespace index.
+    """Objects of one resource by namespace, then name; `objects()` lists them namespace by namespace.
 
     `synced` turns True after the first complete list and stays True (later outages keep
     the last state). `last_ok` is the monotonic time of the last evidence that the data
@@ -336,8 +336,10 @@ class ResourceCache:
     def __init__(self, resource: str, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.resource = resource
         self._clock = clock
-        self._items: dict[Key, dict[str, Any]] = {}
+        #: namespace ("" for a cluster-scoped object) -> name -> object: the one index (a second one by
+        #: (namespace, name) cost ~6 MiB at Kubernetes' thresholds, its keys and its table)
         self._by_ns: dict[str, dict[str, dict[str, Any]]] = {}
+        self._count = 0
         self.resource_version: str | None = None
         self.synced = False
         self.last_ok: float | None = None
@@ -352,15 +354,16 @@ class ResourceCache:
         self.listeners: list[Callable[[], None]] = []
 
     def __len__(self) -> int:
-        return len(self._items)
+        return self._count
 
     # --- reads
     def get(self, namespace: str | None, name: str) -> dict[str, Any] | None:
-        return self._items.get((namespace or "", name))
+        names = self._by_ns.get(namespace or "")
+        return None if names is None else names.get(name)
 
     def objects(self, namespace: str | None = None) -> list[dict[str, Any]]:
         if namespace is None:
-            return list(self._items.values())
+            return [o for names in self._by_ns.values() for o in names.values()]
         return list(self._by_ns.get(namespace, {}).values())
 
     def age(self) -> float | None:
@@ -374,8 +377,8 @@ class ResourceCache:
     def replace(self, items: list[dict[str, Any]], rv: str | None, *, slimmed: bool = False) -> None:
         """The result of a complete list: the new truth, whatever was there before. `slimmed`: the
         items went through :func:`slim` already (the reflector slims each page as it arrives)."""
-        self._items.clear()
         self._by_ns.clear()
+        self._count = 0
         for obj in items:
             self._put(obj, slimmed=slimmed)
         self.resource_version = rv
@@ -396,10 +399,9 @@ class ResourceCache:
             self.changes += 1
             key = key_of(obj)
             if key is not None:
-                self._items.pop(key, None)
                 ns = self._by_ns.get(key[0])
-                if ns is not None:
-                    ns.pop(key[1], None)
+                if ns is not None and ns.pop(key[1], None) is not None:
+                    self._count -= 1
                     if not ns:
                         del self._by_ns[key[0]]
         elif event_type != "BOOKMARK":
@@ -419,8 +421,10 @@ class ResourceCache:
             return
         if not slimmed:
             obj = slim(self.resource, obj)
-        self._items[key] = obj
-        self._by_ns.setdefault(key[0], {})[key[1]] = obj
+        names = self._by_ns.setdefault(key[0], {})
+        if key[1] not in names:
+            self._count += 1
+        names[key[1]] = obj
 
 
 # --------------------------------------------------------------------------- backoff
