@@ -1248,6 +1248,11 @@ def main() -> int:
         "with the apiserver's metadata, listed by concurrent Reflectors in a fresh process; RSS before, after, peak",
     )
     p.add_argument("--replay-child", metavar="DIR", help=argparse.SUPPRESS)
+    p.add_argument(
+        "--no-build",
+        action="store_true",
+        help="use the control plane binaries already in the cache (no e2e/build.sh: while another build runs)",
+    )
     args = p.parse_args()
     if args.replay_child:
         print(json.dumps(replay_lists_child(Path(args.replay_child))))
@@ -1279,11 +1284,11 @@ def main() -> int:
             write_section("cluster-dra-scale", text)
         return 0
     if args.memory:
-        with ControlPlane(service_cidr=SERVICE_CIDR) as cp:
+        with ControlPlane(service_cidr=SERVICE_CIDR, build=not args.no_build) as cp:
             setup_samples(cp)
             print(bench_memory(cp, args, command), flush=True)
         return 0
-    with ControlPlane(service_cidr=SERVICE_CIDR) as cp:
+    with ControlPlane(service_cidr=SERVICE_CIDR, build=not args.no_build) as cp:
         setup_samples(cp)
         text = bench_scale(cp, args, command)
     print(text, flush=True)
