@@ -98,6 +98,10 @@ class DigestMemo:
     def __len__(self) -> int:
         return len(self._digests)
 
+    def memoized(self, memo_key: tuple[Any, ...] | None, own_uid: str | None) -> bool:
+        """Whether :meth:`digest` of this key answers from the memo (no serializing, no hashing)."""
+        return memo_key is not None and not (own_uid is not None and len(own_uid) < 8) and memo_key in self._digests
+
     def digest(
         self, memo_key: tuple[Any, ...] | None, kind: str, namespace: str, body: dict[str, Any], own_uid: str | None
     ) -> bytes:
