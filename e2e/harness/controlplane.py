@@ -116,6 +116,27 @@ ADMISSION_PLUGINS = ",".join(
 )
 
 
+#: the name on the aggregation layer's client certificate (kubeadm's FrontProxyClientCertCommonName)
+FRONT_PROXY_CLIENT = "front-proxy-client"
+
+
+def aggregation_layer_flags(pki: Path) -> list[str]:
+    """kube-apiserver's aggregation-layer flags, each as kubeadm sets it (cmd/kubeadm/app/phases/controlplane/
+    manifests.go ``getAPIServerCommand``; the Kubernetes task "Configure the Aggregation Layer"): the CA
+    and name that authenticate a front proxy's X-Remote-* headers, and the client certificate the
+    apiserver proxies with. No ``--enable-aggregator-routing``: the apiserver reaches an APIService's
+    Service by its ClusterIP through kube-proxy, the path its calls to webhooks take on the node."""
+    return [
+        f"--requestheader-client-ca-file={pki / 'front-proxy-ca.crt'}",
+        f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+        "--requestheader-group-headers=X-Remote-Group",
+        "--requestheader-username-headers=X-Remote-User",
+        f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
+        f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
+    ]
+
+
 class ControlPlaneError(RuntimeError):
     """The control plane could not be built, started or used."""
 
@@ -347,6 +368,7 @@ class ControlPlane:
         bind_address: str = "127.0.0.1",
         service_cidr: str = SERVICE_CLUSTER_IP_RANGE,
         kubelet_client: bool = False,
+        aggregation_layer: bool = False,
         die_with_parent: bool | None = None,
     ) -> None:
         self._given_state_dir = Path(state_dir).resolve() if state_dir is not None else None
@@ -362,6 +384,10 @@ class ControlPlane:
         self.service_cidr = service_cidr
         # e2e/harness/node.py: a client certificate for the apiserver's calls to kubelets (logs, exec)
         self.kubelet_client = kubelet_client
+        # e2e/harness/node.py: the aggregation layer's front-proxy certificates and flags, as kubeadm
+        # configures them (:data:`FRONT_PROXY_CLIENT`), so an extension apiserver a pod serves
+        # (Kueue's visibility API) is proxied to with the caller's identity
+        self.aggregation_layer = aggregation_layer
         # None: only a temp control plane dies with its parent; e2e/harness/node.py's temp node asks for it explicitly
         self._die_with_parent = die_with_parent
         #: e2e/harness/node.py sets it: a kube-controller-manager runs beside this apiserver, so its
@@ -547,6 +573,8 @@ class ControlPlane:
             )
             _write(pki / "kubelet-client.crt", kc.cert_pem, 0o644)
             _write(pki / "kubelet-client.key", kc.key_pem)
+        if self.aggregation_layer:
+            self._write_front_proxy_pki(pki)
         self.audit_policy_path = _write(
             self.state_dir / "audit-policy.yaml", yaml.safe_dump(AUDIT_POLICY, sort_keys=False), 0o644
         )
@@ -555,6 +583,18 @@ class ControlPlane:
         self._write_admission_config(pki)
         with contextlib.suppress(FileNotFoundError):
             self.audit_log_path.unlink()  # a reused state dir: no events from an earlier cluster
+
+    def _write_front_proxy_pki(self, pki: Path) -> None:
+        """The aggregation layer's certificates as kubeadm makes them (cmd/kubeadm/app/phases/certs/certlist.go
+        ``KubeadmCertFrontProxyCA``, ``KubeadmCertFrontProxyClient``): a CA of its own, ``front-proxy-ca``,
+        which the apiserver and every extension apiserver trust for requests carrying X-Remote-* headers,
+        and the client certificate ``front-proxy-client`` the apiserver presents when it proxies a request
+        to an APIService. A CA apart from the cluster's: no user's client certificate may assert headers."""
+        ca = generate_ca("front-proxy-ca", days=30)
+        client = issue_cert(ca, FRONT_PROXY_CLIENT, server=False, client=True, days=30)
+        _write(pki / "front-proxy-ca.crt", ca.cert_pem, 0o644)
+        _write(pki / "front-proxy-client.crt", client.cert_pem, 0o644)
+        _write(pki / "front-proxy-client.key", client.key_pem)
 
     def _write_admission_config(self, pki: Path) -> None:
         """An AdmissionConfiguration whose kubeConfigFile gives the apiserver a client certificate
@@ -752,6 +792,7 @@ class ControlPlane:
                     if self.kubelet_client
                     else []
                 ),
+                *(aggregation_layer_flags(pki) if self.aggregation_layer else []),
                 *self.extra_apiserver_args,
             ]
             self._spawn("kube-apiserver", argv)

@@ -515,6 +515,7 @@ class Node:
             bind_address=self.bridge_ip,
             service_cidr=self.service_cidr,
             kubelet_client=True,
+            aggregation_layer=True,  # Kueue's visibility API is an APIService its controller serves
             verbose=self.verbose,
             die_with_parent=self._given_state_dir is None,
         )

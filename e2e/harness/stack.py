@@ -26,11 +26,16 @@ On top of :class:`e2e.harness.node.Node` (which it leaves unchanged), :class:`St
   the controller images replaced by the local ones (``imagePullPolicy: IfNotPresent``); the
   Trainer overlay's ``third-party/jobset`` (a remote URL) left out, as its own comment says to
   when JobSet is installed, since JobSet comes from its own module here; Kueue's visibility
-  ``APIService`` left out (the harness's apiserver has no aggregation-layer proxy certificates,
-  so the APIService would stay unavailable and block namespace deletion);
+  ``APIService`` objects (``v1beta1`` and ``v1beta2.visibility.kueue.x-k8s.io``,
+  ``insecureSkipTLSVerify``, served by its controller on port 8082 behind the Service
+  ``kueue-visibility-server``) applied as rendered: the node's apiserver has the aggregation
+  layer's front-proxy certificates and flags (``aggregation_layer=True`` in
+  :class:`e2e.harness.node.Node`, kubeadm's, :func:`e2e.harness.controlplane.aggregation_layer_flags`);
 * waits until each Deployment is Available and each component's own admission webhook answers
   (its cert-controller wrote the Secret and injected the caBundle): a server-side dry run of an
-  object its webhook judges succeeds;
+  object its webhook judges succeeds; and until each APIService a component renders is
+  ``Available`` (an unavailable aggregated API would make the namespace controller's discovery
+  fail, and so every namespace deletion stay ``Terminating``);
 * installs Trainer's own ClusterTrainingRuntimes (``manifests/overlays/runtimes``) with every
   image replaced by the workload image;
 * with ``aiperf=True``, the AIPerf operator and its stand-in endpoint
@@ -275,9 +280,6 @@ class Stack:
     def manifests(self, name: str) -> list[dict[str, Any]]:
         assert self.cache is not None
         docs = [d for d in yaml.safe_load_all((self.cache / "manifests" / f"{name}.yaml").read_text()) if d]
-        if name == "kueue":
-            # no aggregation-layer proxy certificates on the harness's apiserver: see the module docstring
-            docs = [d for d in docs if d.get("kind") != "APIService"]
         ref = image_ref(name)
         return localize(docs, lambda _old: ref)
 
@@ -293,6 +295,18 @@ class Stack:
             self._wait(f"Deployment {ns}/{dep} Available", lambda d=dep: self._available(ns, d), self.timeout)
         probe = _WEBHOOK_PROBES[name]
         self._wait(f"the {name} webhook answering", lambda: self._dry_run_ok(probe), self.timeout)
+        for svc in (d["metadata"]["name"] for d in docs if d.get("kind") == "APIService"):
+            self._wait(f"APIService {svc} Available", lambda s=svc: self._api_service_available(s), self.timeout)
+
+    def _api_service_available(self, name: str) -> bool | str:
+        """True once the aggregator reports the APIService ``Available`` (kube-aggregator
+        pkg/controllers/status: its Service has a ready endpoint and answers discovery), else why not."""
+        proc = self.kubectl("get", "apiservice", name, "-o", "json", check=False)
+        if proc.returncode != 0:
+            return proc.stderr.strip()[-200:]
+        conds = {c["type"]: c for c in (json.loads(proc.stdout).get("status") or {}).get("conditions") or []}
+        available = conds.get("Available") or {}
+        return True if available.get("status") == "True" else f"{available.get('reason')}: {available.get('message')}"
 
     def deploy_dns(self) -> None:
         """CoreDNS from Kubernetes' addon manifest (:func:`dns_manifests`), its Service at the
