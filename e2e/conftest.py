@@ -45,7 +45,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 #: the session fixture the node modules share (e2e/test_audit_stack.py, test_audit_quota_node.py,
-#: test_dryrun_stack.py, test_jobset_node.py)
+#: test_dryrun_stack.py, test_jobset_node.py, test_kueue_visibility_node.py)
 SHARED_STACK = "shared_stack"
 
 

@@ -35,6 +35,9 @@ CONFORMANCE: dict[str, str] = {
     "e2e/test_dryrun_stack.py": "Dry Run behind the real Kueue/JobSet/Trainer webhooks on the shared node; make "
     "test reaches the same webhooks through the fidelity matrix's verdicts",
     "e2e/test_jobset_node.py": "JobSets run to their real outcome on the shared node",
+    "e2e/test_kueue_visibility_node.py": "Kueue's visibility API on the shared node: a ClusterQueue held full by a "
+    "running JobSet, the will-wait count and the audit controller's positions against it; make test judges Kueue "
+    "jobs on the control plane (test_kueue_wait_live.py) and through the fidelity matrix",
     "e2e/test_dns_live.py": "CoreDNS deployed on the node (~2 min): a component make test does not start",
     "e2e/test_dra_node.py": "the real scheduler and kubelet allocate DRA devices (a job run to its outcome)",
     "e2e/test_imagepull_node.py": "containerd pulls from the registry (a pod run to its outcome); make test "
