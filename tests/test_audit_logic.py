@@ -387,6 +387,27 @@ def test_notifying_cache_reports_each_change_also_across_a_relist() -> None:
     assert seen == [("DELETED", "b")]
 
 
+def test_a_trigger_watch_keeps_only_what_names_a_version_and_still_reports_each_change() -> None:
+    """VersionCache (the trigger watches: Secrets, ConfigMaps, ServiceAccounts, ...): namespace, name and
+    resourceVersion of each object, nothing else of its metadata; changes are reported as NotifyingCache's."""
+    from webhook.audit.controller import VersionCache
+
+    seen: list[tuple[str, str]] = []
+    cache = VersionCache("configmaps", lambda t, o: seen.append((t, o["metadata"]["resourceVersion"])))
+
+    def obj(name: str, rv: str) -> dict[str, Any]:
+        meta = {"name": name, "namespace": "ns", "resourceVersion": rv, "uid": "u-" + name,
+                "labels": {"app": "x"}, "annotations": {"a": "b"}, "creationTimestamp": "2026-01-01T00:00:00Z"}  # fmt: skip
+        return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta}
+
+    cache.replace([obj("a", "1")], "1")
+    assert cache.objects() == [{"metadata": {"name": "a", "namespace": "ns", "resourceVersion": "1"}}]
+    cache.apply("MODIFIED", obj("a", "2"))
+    assert cache.get("ns", "a") == {"metadata": {"name": "a", "namespace": "ns", "resourceVersion": "2"}}
+    cache.replace([obj("a", "3"), obj("b", "3")], "3")
+    assert seen == [("MODIFIED", "2"), ("MODIFIED", "3"), ("ADDED", "3")] and len(cache) == 2
+
+
 async def test_recording_view_records_each_read_and_passes_the_rest_through() -> None:
     inner = FakeView({"limitranges": [], "namespaces": [{"metadata": {"name": "ns"}}]})
     view = RecordingView(inner)

@@ -167,6 +167,22 @@ class NotifyingCache(ResourceCache):
             self.listener("DELETED", obj)
 
 
+class VersionCache(NotifyingCache):
+    """A NotifyingCache that keeps of each object only what names one version of it (namespace, name,
+    resourceVersion): the trigger watches' objects are read for nothing else (`_on_dependency`,
+    `view_has_seen`, `version_of`), and a cluster holds one of them for every Secret, ConfigMap,
+    ServiceAccount, Service and Namespace."""
+
+    def _put(self, obj: dict[str, Any], *, slimmed: bool = False) -> None:
+        meta = obj.get("metadata")
+        if isinstance(meta, dict):
+            kept = {k: meta[k] for k in ("name", "namespace", "resourceVersion") if k in meta}
+            if isinstance(kept.get("namespace"), str):
+                kept["namespace"] = sys.intern(kept["namespace"])
+            obj = {"metadata": kept}
+        super()._put(obj, slimmed=True)
+
+
 class TrimmingCache(NotifyingCache):
     """A NotifyingCache that keeps only the metadata of an object `trim` says is no job of its own (a
     JobSet a judged job owns, `KindSpec.skips`: only whether it exists is read, for its owner's state)."""
@@ -214,12 +230,20 @@ class NamespacedReflector(Reflector):
     list/watch only per namespace (the chart's rbac.jobNamespaces, a RoleBinding each), a
     cluster-wide watch is refused. Synced once every namespace's first list arrived."""
 
-    def __init__(self, spec: CacheSpec, client: Any, namespaces: Sequence[str], listener: Listener) -> None:
+    def __init__(
+        self,
+        spec: CacheSpec,
+        client: Any,
+        namespaces: Sequence[str],
+        listener: Listener,
+        *,
+        versions_only: bool = False,
+    ) -> None:
         super().__init__(spec, client)
         self.parts: dict[str, Reflector] = {}
         for ns in namespaces:
             r = self.parts[ns] = Reflector(spec, client, namespace=ns)
-            r.cache = NotifyingCache(spec.resource, listener)
+            r.cache = (VersionCache if versions_only else NotifyingCache)(spec.resource, listener)
         self.cache = JoinedCache(spec.resource, {ns: r.cache for ns, r in self.parts.items()})
 
     def start(self) -> None:
@@ -408,6 +432,7 @@ class AuditController:
         *,
         metadata: bool,
         trim: Callable[[dict[str, Any]], bool] | None = None,
+        versions_only: bool = False,
     ) -> None:
         if spec.resource in self.reflectors or not self.view.served(spec.group_version):
             return
@@ -418,14 +443,15 @@ class AuditController:
             return
         if namespaces is None:
             r = Reflector(spec, client)
-            r.cache = (
-                NotifyingCache(spec.resource, listener)
-                if trim is None
-                else TrimmingCache(spec.resource, listener, trim)
-            )
+            if trim is not None:
+                r.cache = TrimmingCache(spec.resource, listener, trim)
+            elif versions_only:
+                r.cache = VersionCache(spec.resource, listener)
+            else:
+                r.cache = NotifyingCache(spec.resource, listener)
         else:
             log.info("audit: watching %s in %d job namespace(s) (jobNamespaces)", spec.resource, len(namespaces))
-            r = NamespacedReflector(spec, client, namespaces, listener)
+            r = NamespacedReflector(spec, client, namespaces, listener, versions_only=versions_only)
         self.reflectors[spec.resource] = r
         r.start()
 
@@ -449,7 +475,7 @@ class AuditController:
         for spec in TRIGGER_SPECS:
             self._start_reflector(
                 spec, lambda t, o, res=spec.resource: self._on_dependency(res, t, o),  # type: ignore[misc]
-                metadata=True,
+                metadata=True, versions_only=True,
             )  # fmt: skip
 
     def watch_discovery(self) -> None:
