@@ -141,16 +141,16 @@ def holder(name: str = "hold") -> dict[str, Any]:
     return trainjob(name, labels=QUEUED, resources=SMALL, env=[{"name": "WORKLOAD_SLEEP_SECONDS", "value": "3600"}])
 
 
-#: Kueue Capacity's "will wait" warning for kueue-waits-behind-running, word for word: what Kueue's own
-#: ClusterQueue status says with the before job admitted (webhook/models/kueue/wait.py wait_message);
-#: the node's Kueue serves no visibility API (e2e/harness/stack.py leaves its APIService out), so the
-#: count ahead is the status's, and the message says so
+#: Kueue Capacity's "will wait" warning for kueue-waits-behind-running, word for word: Kueue's own view
+#: with the before job admitted (webhook/models/kueue/wait.py wait_message): the ClusterQueue status's
+#: usage, and the count ahead from Kueue's visibility API, which the node serves (e2e/harness/stack.py
+#: applies its APIServices): nothing pending, the job's priority 0 (no PriorityClass)
 WILL_WAIT_BEHIND_RUNNING = (
     '[Kueue Capacity] TrainJob "train" will wait in ClusterQueue "fx-cq-full": it needs cpu 100m, 0 free now '
-    '(flavor "fx-default": 100m of 100m in use and 0 reserved), and 0 workloads are pending ahead of it '
-    "(ClusterQueue status.pendingWorkloads, every priority: visibility.kueue.x-k8s.io/v1beta2 is not served); "
-    'ClusterQueue "fx-cq-full" is in no cohort: it cannot borrow; it preempts nothing (withinClusterQueue Never). '
-    "Fix: nothing to fix; to start sooner, it starts once cpu is released (ClusterQueue status as watched {s}s ago)."
+    '(flavor "fx-default": 100m of 100m in use and 0 reserved), and 0 workloads of priority ≥ 0 (no priority '
+    'class) are pending ahead of it (Kueue\'s visibility API, read within 5s); ClusterQueue "fx-cq-full" is in no '
+    "cohort: it cannot borrow; it preempts nothing (withinClusterQueue Never). Fix: nothing to fix; to start "
+    "sooner, it starts once cpu is released (ClusterQueue status as watched {s}s ago)."
 )
 
 RESTRICTED_POD = {"securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}}
