@@ -50,6 +50,7 @@ import contextlib
 import json
 import shlex
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -96,6 +97,8 @@ PULL_LISTS = {
     "AIPerfJob": "request.object.spec.podTemplate.imagePullSecrets || `[]`",
     "AIPerfSweep": "request.object.spec.podTemplate.imagePullSecrets || `[]`",
 }
+#: the warm-up requests bench/cluster_bench.py direct_dry_runs sends per client before the measured ones
+WARMUP_PER_CLIENT = 2
 GOALS = "our p99 below Kyverno's at every client count; our p99 at 8 clients within 2x the no-op's"
 
 
@@ -326,12 +329,14 @@ def main() -> int:
         print(yaml.safe_dump(policy(), sort_keys=False))
         return 0
     levels = [int(c) for c in args.clients.split(",")]
-    command = " ".join([".venv/bin/python bench/vs_kyverno.py", *(shlex.quote(a) for a in sys.argv[1:])])
+    command = " ".join([interpreter(), "bench/vs_kyverno.py", *(shlex.quote(a) for a in sys.argv[1:])])
     modes = [NONE, NOOP, KYVERNO, OURS]
     cache: dict[str, list[float]] = {}
     checks: dict[str, dict[str, list[float]]] = {}
     cpu: dict[str, float] = {}
     calls: dict[str, int] = {}
+    #: per mode, per round: [CPU seconds of the process over the measured requests, reviews sent in them]
+    windows: dict[str, dict[int, list[float]]] = {}
     stacks: Counter[str] = Counter()
     with ControlPlane() as cp:
         setup_samples(cp)
@@ -374,13 +379,27 @@ def main() -> int:
                 if profiler is not None and args.profile:
                     (profiler.start if mode == OURS else profiler.stop)()
                 current[0] = mode
+                switches[0] += 1
                 cpu_mark(mode, start=True)
+
+            switches = [0]
+
+            def windowed(name: str, c: int) -> tuple[list[float], int]:
+                """measure(), with the process's CPU over the requests alone (no registration, no scrape)."""
+                pid = pids.get(current[0])
+                cpu0 = cpu_seconds(pid) if pid else 0.0
+                out = measure(cp, name, c, args.per_client)
+                if pid:
+                    rnd = windows.setdefault(current[0], {}).setdefault((switches[0] - 1) // len(modes), [0.0, 0])
+                    rnd[0] += cpu_seconds(pid) - cpu0
+                    rnd[1] += len(out[0]) + out[1] + WARMUP_PER_CLIENT * c
+                return out
 
             def measured(name: str, c: int) -> tuple[list[float], int]:
                 if current[0] != OURS:
-                    return measure(cp, name, c, args.per_client)
+                    return windowed(name, c)
                 before, times0 = render_cache_counts(ours), check_times(ours)
-                out = measure(cp, name, c, args.per_client)
+                out = windowed(name, c)
                 after, times1 = render_cache_counts(ours), check_times(ours)
                 acc = cache.setdefault(name, [0.0, 0.0])
                 acc[0] += after[0] - before[0]
@@ -405,7 +424,7 @@ def main() -> int:
             kyverno_rss = _rss_mib(kyverno.proc.pid if kyverno.proc else 0)
             ours_rss = _rss_mib(ours.proc.pid if ours.proc else 0)
     text = render(command, levels, modes, measured_all, answered, cache, args, (kyverno_rss, ours_rss))
-    text += "\n\n" + cpu_line(cpu, calls)
+    text += "\n\n" + cpu_line(cpu, calls) + "\n\n" + window_cpu_line(windows)
     text += "\n\n" + "\n".join(where_time_goes(checks) + ([""] + profile_summary(stacks) if args.profile else []))
     print(text, flush=True)
     if not args.no_write:
@@ -424,6 +443,44 @@ def cpu_line(cpu: dict[str, float], calls: dict[str, int]) -> str:
         "warm-up requests and registration probes, so an upper bound; it does not move with the machine's load): "
         + "; ".join(parts)
         + "."
+    )
+
+
+def interpreter() -> str:
+    """The Python that ran this (and so the webhook and the no-op): .venv's, or another environment's path."""
+    exe = Path(sys.executable)
+    if exe.is_relative_to(ROOT):  # not resolved: .venv/bin/python is a symlink out of the tree
+        return str(exe.relative_to(ROOT))
+    return str(exe)
+
+
+def event_loop() -> str:
+    """Which event loop the webhook and the no-op run (webhook/cli/serve.py `_install_uvloop`)."""
+    import os
+
+    try:
+        import uvloop
+    except ImportError:
+        return "Event loop: asyncio's own (uvloop is not installed here; the image installs it, the `fast` extra)."
+    if os.environ.get("PREFLIGHT_WEBHOOK_LOOP", "auto") == "asyncio":
+        return "Event loop: asyncio's own (PREFLIGHT_WEBHOOK_LOOP=asyncio)."
+    return f"Event loop: uvloop {uvloop.__version__}, as in the image (the `fast` extra)."
+
+
+def window_cpu_line(windows: dict[str, dict[int, list[float]]]) -> str:
+    """CPU per review over the measured requests only, per round: the median and the range of the rounds."""
+    parts = []
+    for mode, rounds in windows.items():
+        per = [1000 * cpu / n for cpu, n in (rounds[r] for r in sorted(rounds)) if n]
+        if per:
+            shown = ", ".join(f"{x:.2f}" for x in per)
+            parts.append(
+                f"{mode} {statistics.median(per):.2f} ms (rounds: {shown}; range {min(per):.2f}–{max(per):.2f})"
+            )
+    return (
+        "CPU per review over the measured requests alone (each process's user + system from /proc from the first "
+        "to the last request of each sample and client count, warm-up requests counted; registration, probes and "
+        "metrics scrapes left out; median of the rounds): " + "; ".join(parts) + "."
     )
 
 
@@ -467,7 +524,7 @@ def render(
     lines = [
         f"## Side by side: added apply latency, Kyverno {kyverno_version()} vs preflight vs a no-op webhook",
         "",
-        *header(command),
+        *header(command, event_loop()),
         f"Clients: bench/loadgen.py POSTing the sample to its collection with `?dryRun=All` through the real "
         f"kube-apiserver (admin client certificate, keep-alive TLS), {args.per_client} requests per client per "
         f"round and level, {args.rounds} round(s). One mode registered at a time. Kyverno: the ClusterPolicy "
