@@ -643,6 +643,8 @@ def audit_controller_memory(
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+        if config:
+            shutil.rmtree(Path(config[1]).parent, ignore_errors=True)
 
 
 def measure(cp: ControlPlane, percent: float, args: argparse.Namespace) -> dict[str, Any]:
