@@ -21,6 +21,7 @@ import yaml
 from e2e.conftest import SAMPLES_DIR
 from e2e.harness.runner import RunningWebhook
 from e2e.harness.runner import stored as exists
+from webhook.quantity import parse_quantity
 
 HOOK = "preflight.webhook.io"
 
@@ -70,8 +71,12 @@ def test_a_broken_job_with_1001_models_is_judged_in_full(sample_webhook: Running
     assert not exists(sample_webhook.cp, obj)
 
 
+CHART_VALUES = Path(__file__).resolve().parents[1] / "charts" / "preflight-webhook" / "values.yaml"
 #: the chart's webhook memory limit (charts/preflight-webhook/values.yaml resources.limits.memory: 800Mi)
-CHART_LIMIT_MIB = 800
+#: the chart's webhook memory limit (charts/preflight-webhook/values.yaml resources.limits.memory), in MiB
+CHART_LIMIT_MIB = float(
+    parse_quantity(yaml.safe_load(CHART_VALUES.read_text())["resources"]["limits"]["memory"]) / 2**20
+)
 
 
 def padded_broken_sweep(name: str, size: int) -> dict[str, Any]:
