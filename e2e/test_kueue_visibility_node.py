@@ -267,8 +267,7 @@ async def test_the_will_wait_count_is_the_visibility_apis(stack: Stack, queue: d
         f'JobSet "{NEW}" will wait in ClusterQueue "{CQ}": it needs cpu 100m, 0 free now (flavor "{FLAVOR}": 100m of '
         f"100m in use and 0 reserved), and {len(after)} workloads of priority ≥ 0 (no priority class) are pending ahead "
         f'of it (Kueue\'s visibility API, read within 5s); ClusterQueue "{CQ}" is in no cohort: it cannot borrow; it '
-        "preempts nothing (withinClusterQueue Never). Fix: nothing to fix; to start sooner, it starts once cpu is "
-        "released"
+        "preempts nothing (withinClusterQueue Never). Fix: nothing to fix; it starts once cpu is released"
     )
     assert age.endswith("s ago).")
     assert len(after) == len(WAITING_JOBS)

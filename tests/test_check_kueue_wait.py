@@ -108,7 +108,7 @@ async def test_the_count_ahead_from_the_visibility_api_at_the_jobs_priority() ->
         Status.WARN,
         WAIT_HEAD + '3 workloads of priority ≥ 100 (PriorityClass "team-high") are pending ahead of it (Kueue\'s '
         "visibility API, read within 5s)" + NO_COHORT + "it preempts nothing (withinClusterQueue Never). Fix: nothing "
-        "to fix; to start sooner, it starts once nvidia.com/gpu is released (ClusterQueue status as watched 1s ago).",
+        "to fix; it starts once nvidia.com/gpu is released (ClusterQueue status as watched 1s ago).",
     )
     assert view.object_reads == [PENDING]
 
@@ -172,8 +172,8 @@ async def test_preemption_and_a_local_queue_where_it_fits_now() -> None:
     assert r.message.endswith(
         "0 workloads of priority ≥ 0 (no priority class) are pending ahead of it (Kueue's visibility API, read within "
         '5s); ClusterQueue "a100" is in no cohort: it cannot borrow; Kueue may preempt admitted workloads of priority < 0 '
-        'in ClusterQueue "a100" for it. Fix: nothing to fix; to start sooner, it starts once nvidia.com/gpu is released, '
-        'or use LocalQueue "spot" (ClusterQueue "spot"), where it fits now (ClusterQueue status as watched 1s ago).'
+        'in ClusterQueue "a100" for it. Fix: nothing to fix; it starts once nvidia.com/gpu is released; to start '
+        'sooner, use LocalQueue "spot" (ClusterQueue "spot"), where it fits now (ClusterQueue status as watched 1s ago).'
     )
 
 

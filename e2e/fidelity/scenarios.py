@@ -149,8 +149,8 @@ WILL_WAIT_BEHIND_RUNNING = (
     '[Kueue Capacity] TrainJob "train" will wait in ClusterQueue "fx-cq-full": it needs cpu 100m, 0 free now '
     '(flavor "fx-default": 100m of 100m in use and 0 reserved), and 0 workloads of priority ≥ 0 (no priority '
     'class) are pending ahead of it (Kueue\'s visibility API, read within 5s); ClusterQueue "fx-cq-full" is in no '
-    "cohort: it cannot borrow; it preempts nothing (withinClusterQueue Never). Fix: nothing to fix; to start "
-    "sooner, it starts once cpu is released (ClusterQueue status as watched {s}s ago)."
+    "cohort: it cannot borrow; it preempts nothing (withinClusterQueue Never). Fix: nothing to fix; it starts "
+    "once cpu is released (ClusterQueue status as watched {s}s ago)."
 )
 
 RESTRICTED_POD = {"securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}}

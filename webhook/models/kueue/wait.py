@@ -269,13 +269,18 @@ def wait_message(
         borrow = f"borrowing from cohort {names} leaves {format_quantity(free, r)} free, not enough"
     else:
         borrow = f'ClusterQueue "{cq_name}" is in no cohort: it cannot borrow'
-    sooner = f"ask for at most {format_quantity(free, r)} {r}" if free > ZERO else f"it starts once {r} is released"
+    # free now: a smaller ask would start at once; none free: it starts when some is released, and only
+    # another LocalQueue where it fits now would start it sooner
+    ways = [f"ask for at most {format_quantity(free, r)} {r}"] if free > ZERO else []
     if others:
-        sooner += f", or use {' or '.join(others)}, where it fits now"
+        ways.append(f"use {' or '.join(others)}, where it fits now")
+    sooner = f"to start sooner, {', or '.join(ways)}" if ways else ""
+    if free <= ZERO:
+        sooner = f"it starts once {r} is released" + (f"; {sooner}" if sooner else "")
     cache_age = ctx.view.cache_age("clusterqueues")
     fresh = f"ClusterQueue status as watched {cache_age:.0f}s ago" if cache_age is not None else "ClusterQueue status"
     return (
         f'{wl.kind} "{wl.name}" {verb} in ClusterQueue "{cq_name}": {who} {r} '
         f"{format_quantity(v, r)}, {format_quantity(free, r)} free now ({per_flavor}), and {pending}; {borrow}; "
-        f"{preemption_text(cq, bool(tree.path), prio)}. Fix: nothing to fix; to start sooner, {sooner} ({fresh})."
+        f"{preemption_text(cq, bool(tree.path), prio)}. Fix: nothing to fix; {sooner} ({fresh})."
     ), details
