@@ -647,6 +647,21 @@ def audit_controller_memory(
             shutil.rmtree(Path(config[1]).parent, ignore_errors=True)
 
 
+def reviews_at(hook: RunningWebhook, reviewed: dict[str, Any], requests: int, warmup: int) -> Any:
+    """`requests` reviews of `reviewed` sent to `hook`'s /validate over 4 connections (at most 120 s)."""
+    return asyncio.run(
+        run_load(
+            f"{hook.url}/validate?timeout=10s",
+            review(reviewed),
+            ssl_context=hook_ssl(hook),
+            connections=4,
+            requests=requests,
+            duration=120,
+            warmup=warmup,
+        )
+    )
+
+
 def measure(cp: ControlPlane, percent: float, args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"percent": percent, "load": load()}
     quiet0 = requests_total(cp)
@@ -672,17 +687,7 @@ def measure(cp: ControlPlane, percent: float, args: argparse.Namespace) -> dict[
             out["pod_reads"] = apiserver_count(cp, "pods", "LIST") + apiserver_count(cp, "pods", "WATCH") - pods0
             job = sample("trainjob-good")
             for key, reviewed in (("inproc", job), ("inproc_dra", dra_trainjob())):
-                res = asyncio.run(
-                    run_load(
-                        f"{hook.url}/validate?timeout=10s",
-                        review(reviewed),
-                        ssl_context=hook_ssl(hook),
-                        connections=4,
-                        requests=args.reviews,
-                        duration=120,
-                        warmup=16,
-                    )
-                )
+                res = reviews_at(hook, reviewed, args.reviews, warmup=16)
                 out[key] = (res.percentile(50), res.percentile(99), res.errors)
             out["apiserver"] = through_apiserver(cp, job, args.reviews)
             r0, c0 = requests_total(cp), cpu_seconds(pid)
@@ -716,17 +721,7 @@ def memory(cp: ControlPlane, percent: float, args: argparse.Namespace, audit: bo
             assert hook.pid is not None
             row["rss_ready"], row["hwm_ready"] = rss_mib(hook.pid), rss_mib(hook.pid, "VmHWM")
             for reviewed in (sample("trainjob-good"), dra_trainjob()):
-                asyncio.run(
-                    run_load(
-                        f"{hook.url}/validate?timeout=10s",
-                        review(reviewed),
-                        ssl_context=hook_ssl(hook),
-                        connections=4,
-                        requests=args.reviews,
-                        duration=120,
-                        warmup=4,
-                    )
-                )
+                reviews_at(hook, reviewed, args.reviews, warmup=4)
             row["rss_after"], row["hwm"] = rss_mib(hook.pid), rss_mib(hook.pid, "VmHWM")
         print(f"scale: memory {row}", file=sys.stderr, flush=True)
         if audit:
