@@ -8,7 +8,7 @@ to raise; `dry_run_errors` maps (kind, name) to the ApiError a dry-run create ra
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from webhook.cluster.view import ApiError, ClusterView
@@ -58,6 +58,10 @@ class FakeView:
         #: live LISTs: (resource, namespace, labelSelector) -> objects, or an ApiError to raise
         self.lists = dict(lists or {})
         self.object_reads: list[tuple[str, str | None, str]] = []
+        #: the query of each live GET, in order (None: none)
+        self.object_queries: list[dict[str, str] | None] = []
+        #: pages a paged read may take (ClusterView.max_pages): 1 as at apply; an audit test sets more
+        self.max_pages = 1
         #: every secret read and dry run, for assertions
         self.secret_reads: list[tuple[str, str]] = []
         self.dry_runs: list[tuple[str, str, str, dict[str, Any]]] = []
@@ -125,14 +129,22 @@ class FakeView:
         *,
         ttl: float = 0.0,
         subresource: str = "",
+        query: Mapping[str, str] | None = None,
     ) -> dict[str, Any] | None:
         if subresource:  # keyed "clusterqueues/pendingworkloads"
             resource = f"{resource}/{subresource}"
         self.object_reads.append((resource, namespace, name))
+        self.object_queries.append(None if query is None else dict(query))
         got = self.live.get((resource, namespace, name))
         if isinstance(got, ApiError):
             raise got
-        return copy.deepcopy(got)
+        got = copy.deepcopy(got)
+        if got is not None and subresource == "pendingworkloads":
+            # the whole queue is kept; Kueue v0.17.0 answers items [offset, offset+limit), limit 1000 unless
+            # asked (apis/visibility/v1beta2/defaults.go, pkg/visibility/storage/pending_workloads_cq.go)
+            offset, limit = int((query or {}).get("offset", 0)), int((query or {}).get("limit", 0)) or 1000
+            got["items"] = (got.get("items") or [])[offset : offset + limit]
+        return got
 
     async def list_objects(
         self,

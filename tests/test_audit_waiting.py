@@ -145,3 +145,139 @@ def test_what_blocks_is_read_back_from_the_latest_waiting_event() -> None:
     assert {k: blocking_of(m) for k, (_, m) in waiting.items()} == {"u-1": GPU}
     assert latest_states(events) == {"u-1": (PASSED, "")}  # the failed/passed sequence is its own
     assert waiting_to_write(GPU, waiting_of(_judgement(GPU, "9"))) is None
+
+
+# --------------------------------------------------------------------------- past Kueue's first page
+
+
+def _queue(n: int, mine: int | None = None) -> dict[str, Any]:
+    """A ClusterQueue's whole pending queue of `n` (FakeView answers it page by page, as Kueue v0.17.0
+    does: limit 1000 unless asked, positions those in the whole queue); the job's own at `mine`."""
+    return {"items": [_item(f"wl-{i}", i, "u-1" if i == mine else f"u-{i}x") for i in range(n)]}
+
+
+def _paged_view(queue: dict[str, Any], pages: int) -> FakeView:
+    view = FakeView(served=SERVED, live={PENDING: queue})
+    view.add("namespaces", {"metadata": meta("team-a")})
+    view.add("localqueues", _lq("main", "a100"))
+    view.add("clusterqueues", FULL)
+    view.max_pages = pages
+    return view
+
+
+def _page(offset: int) -> dict[str, str]:
+    return {"offset": str(offset), "limit": "1000"}
+
+
+async def test_a_job_past_the_first_page_gets_its_position_from_the_second() -> None:
+    from webhook.models.kueue.wait import AUDIT_PENDING_PAGES
+
+    view = _paged_view(_queue(1500, mine=1200), AUDIT_PENDING_PAGES)
+    r = await run_check(KueueCapacity(), _existing_job(), view)
+    assert r.message.startswith(
+        'TrainJob "llama-ft" waits at position 1201 in ClusterQueue "a100": it needs nvidia.com/gpu 16, 0 free now '
+        '(flavor "a100-80g": 56 of 64 in use and 8 reserved), and 1200 workloads are ahead of it (Kueue\'s '
+        "visibility API, 2 pages read within 5s);"
+    )
+    assert r.details[1] == 'position: 1201 in ClusterQueue "a100", 1201 in LocalQueue "main"'
+    assert view.object_queries == [None, _page(1000)]
+
+
+async def test_a_short_page_ends_the_paging_and_the_count_is_exact() -> None:
+    from webhook.models.kueue.wait import AUDIT_PENDING_PAGES
+
+    view = _paged_view(_queue(1500), AUDIT_PENDING_PAGES)  # the job's Workload is not pending (yet)
+    r = await run_check(KueueCapacity(), _existing_job(), view)
+    assert (
+        "and 1500 workloads of priority ≥ 0 (no priority class) are pending ahead of it (Kueue's visibility API, "
+        "2 pages read within 5s);" in r.message
+    )
+    assert r.message.startswith('TrainJob "llama-ft" will wait in ClusterQueue "a100"')
+    assert [d for d in r.details if d.startswith("position: ")] == []
+    assert view.object_queries == [None, _page(1000)]
+
+
+async def test_past_the_page_bound_the_count_stays_a_lower_bound() -> None:
+    from webhook.models.kueue.wait import AUDIT_PENDING_PAGES
+
+    assert AUDIT_PENDING_PAGES == 10
+    view = _paged_view(_queue(10_500, mine=10_200), AUDIT_PENDING_PAGES)
+    r = await run_check(KueueCapacity(), _existing_job(), view)
+    assert (
+        "and at least 10000 workloads of priority ≥ 0 (no priority class) are pending ahead of it (Kueue's "
+        "visibility API, 10 pages read within 5s);" in r.message
+    )
+    assert [d for d in r.details if d.startswith("position: ")] == []
+    assert view.object_queries == [None, *(_page(k * 1000) for k in range(1, 10))]
+
+
+async def test_the_apply_path_reads_one_page() -> None:
+    """A review's view allows one page (its deadline): an update of a job waiting past 1000 says "at least"."""
+    view = _paged_view(_queue(1500, mine=1200), 1)
+    r = await run_check(KueueCapacity(), _existing_job(), view)
+    assert (
+        "and at least 1000 workloads of priority ≥ 0 (no priority class) are pending ahead of it (Kueue's "
+        "visibility API, read within 5s);" in r.message
+    )
+    assert view.object_queries == [None]
+
+
+async def test_a_failed_later_page_keeps_what_was_read() -> None:
+    from webhook.kube import ApiError
+
+    class FailsPageTwo(FakeView):
+        async def get_object(self, *args: Any, **kw: Any) -> dict[str, Any] | None:
+            if kw.get("query"):
+                raise ApiError(0, "timed out")
+            return await super().get_object(*args, **kw)
+
+    view = FailsPageTwo(served=SERVED, live={PENDING: _queue(1500)})
+    view.add("namespaces", {"metadata": meta("team-a")})
+    view.add("localqueues", _lq("main", "a100"))
+    view.add("clusterqueues", FULL)
+    view.max_pages = 10
+    r = await run_check(KueueCapacity(), _existing_job(), view)
+    assert (
+        "and at least 1000 workloads of priority ≥ 0 (no priority class) are pending ahead of it (Kueue's "
+        "visibility API, read within 5s);" in r.message
+    )
+
+
+async def test_each_page_is_a_request_paced_by_the_audit_clients_qps(monkeypatch: Any) -> None:
+    """The audit controller's client (AuditClient) takes a token of its audit.qps bucket for every
+    request, so each page is a budgeted read; a page is reused PENDING_TTL by its own query."""
+    from kubernetes_asyncio import client as k8s_client
+
+    from tests.test_cluster_scope import LOCK
+    from webhook.audit.client import AuditClient, TokenBucket
+    from webhook.checks import all_checks
+    from webhook.cluster.client import KubeClient
+    from webhook.cluster.live import LiveClusterView
+    from webhook.deadline import Deadline
+    from webhook.models.kueue.wait import PENDING_TTL, VISIBILITY_API
+
+    sent: list[tuple[str, dict[str, Any] | None]] = []
+
+    async def answer(self: Any, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        sent.append((path, kw.get("query")))
+        return {"items": []}
+
+    monkeypatch.setattr(KubeClient, "request", answer)
+    cfg = k8s_client.Configuration()
+    cfg.host = "https://127.0.0.1:1"
+    client = AuditClient(cfg, 16, qps=1, burst=40)
+    client.limiter = TokenBucket(1, 40, clock=lambda: 0.0)  # no refill: the tokens taken stay counted
+    try:
+        v = LiveClusterView(LOCK, client, checks=all_checks(), own_ns="preflight-system")
+        assert v.max_pages == 1  # a review's view: one page; the audit's runner sets AUDIT_PENDING_PAGES
+        for _ in range(2):
+            for query in (None, _page(1000), _page(2000)):
+                await v.get_object(
+                    VISIBILITY_API, "clusterqueues", None, "a100", Deadline(5), ttl=PENDING_TTL,
+                    subresource="pendingworkloads", query=query,
+                )  # fmt: skip
+        path = "/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/a100/pendingworkloads"
+        assert sent == [(path, None), (path, _page(1000)), (path, _page(2000))]
+        assert client.limiter.reserve() == 0.0 and client.limiter._tokens == 40 - 3 - 1
+    finally:
+        await client.close()

@@ -54,7 +54,7 @@ _READS: dict[str, Callable[..., Iterable[tuple[str, str | None, str]]]] = {
         ("limitranges", namespace, ANY),
         ("resourcequotas", namespace, ANY),
     ],
-    "get_object": lambda api_version, resource, namespace, name, deadline, *, ttl=0.0, subresource="": [
+    "get_object": lambda api_version, resource, namespace, name, deadline, *, ttl=0.0, subresource="", query=None: [
         (resource, namespace, name)
     ],
     "list_objects": lambda api_version, resource, namespace, label_selector, deadline, ttl=0.0: [
@@ -63,7 +63,7 @@ _READS: dict[str, Callable[..., Iterable[tuple[str, str | None, str]]]] = {
 }
 #: The ClusterView's members that read no object (discovery, capabilities, life cycle): passed through.
 _NOT_READS = frozenset(
-    {"cache_age", "served", "server_version", "check_capability", "ready", "ready_reason", "capabilities"}
+    {"cache_age", "served", "server_version", "check_capability", "ready", "ready_reason", "capabilities", "max_pages"}
 )
 
 

@@ -22,6 +22,7 @@ from webhook.cluster.client import load_configuration
 from webhook.cluster.live import LiveClusterView
 from webhook.cluster.reads import own_namespace
 from webhook.config import Settings
+from webhook.models.kueue.wait import AUDIT_PENDING_PAGES
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,19 @@ def fresh_reads(settings: Settings) -> Settings:
     return settings.model_copy(
         update={"secret_ttl_seconds": 0.0, "endpoint_slice_ttl_seconds": 0.0, "dry_run_cache_seconds": 0.0}
     )
+
+
+def _audit_view(
+    settings: Settings, client: AuditClient, checks: Sequence[Check], discovery_refresh_seconds: float
+) -> LiveClusterView:
+    """The controller's cluster view: its caches frozen as serve's (cache.freeze_heap), and more pages of
+    a paged read (a waiting job's position past Kueue's first page of pending workloads), each one a
+    request paced by audit.qps like every read here; the webhook reads one (its deadline)."""
+    view = LiveClusterView(
+        settings, client, checks=checks, discovery_refresh_seconds=discovery_refresh_seconds, freeze_after_lists=True
+    )
+    view.max_pages = AUDIT_PENDING_PAGES
+    return view
 
 
 class AuditRun:
@@ -70,13 +84,7 @@ class AuditRun:
         client = AuditClient(
             cfg, settings.api_concurrency, qps=a.qps, burst=a.burst, watches=watch_connections(settings)
         )
-        view = LiveClusterView(
-            settings,
-            client,
-            checks=checks,
-            discovery_refresh_seconds=discovery_refresh_seconds,
-            freeze_after_lists=True,  # the shared cluster view's caches, as serve's (cache.freeze_heap)
-        )
+        view = _audit_view(settings, client, checks, discovery_refresh_seconds)
         await view.start(sync_timeout)
         await view.wait_synced(sync_timeout)
         events = EventSink(client, settings, instance=identity)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -95,7 +95,10 @@ class LiveClusterView:
         self._secret_at: dict[tuple[str, str], tuple[str, frozenset[str]]] = {}
         self._secret_reads: Coalescer[frozenset[str] | None] = Coalescer()
         self._object_reads: Coalescer[dict[str, Any] | None] = Coalescer()
-        #: on-demand reads reused for their `ttl` (get_object by path, list_objects by path?selector)
+        #: pages of a paged on-demand read a model may read (ClusterView.max_pages): 1 for a review (its
+        #: deadline); the audit controller sets more (webhook/audit/runner.py: its reads are paced by audit.qps)
+        self.max_pages = 1
+        #: on-demand reads reused for their `ttl` (get_object by path?query, list_objects by path?selector)
         self._read_ttl: dict[str, tuple[float, Any]] = {}
         self._list_reads: Coalescer[list[dict[str, Any]]] = Coalescer()
         self._startup_task: asyncio.Task[None] | None = None
@@ -381,9 +384,11 @@ class LiveClusterView:
         *,
         ttl: float = 0.0,
         subresource: str = "",
+        query: Mapping[str, str] | None = None,
     ) -> dict[str, Any] | None:
         """One object by name, or None when it does not exist (or cannot: an invalid name or namespace).
         `subresource`: a GET of that subresource instead (Kueue's visibility API: clusterqueues/<name>/pendingworkloads).
+        `query`: its query parameters (a page of that list: `offset`, `limit`); each query is its own read.
 
         `ttl` > 0 reuses an answer (found or not found; never an error) for that long: the
         Controllers check reads a few Deployments and Leases per review, and a burst of reviews
@@ -401,12 +406,16 @@ class LiveClusterView:
         if namespace:
             path += f"/namespaces/{_q(namespace)}"
         path += f"/{resource}/{_q(name)}" + (f"/{_q(subresource)}" if subresource else "")
-        if ttl > 0 and (hit := self._reused(path)) is not None:
+        params = dict(sorted((query or {}).items()))
+        key = path + ("?" + "&".join(f"{k}={_q(v)}" for k, v in params.items()) if params else "")
+        if ttl > 0 and (hit := self._reused(key)) is not None:
             return None if hit[0] is None else dict(hit[0])
 
         async def fetch(timeout: float) -> dict[str, Any] | None:
             try:
-                doc = await self.client.request("GET", path, timeout=timeout, kind=f"GET {resource}")
+                doc = await self.client.request(
+                    "GET", path, timeout=timeout, query=params or None, kind=f"GET {resource}"
+                )
             except ApiError as exc:
                 if exc.status == 404:
                     return None
@@ -417,8 +426,8 @@ class LiveClusterView:
             (doc.get("metadata") or {}).pop("managedFields", None)
             return doc
 
-        got = await self._object_reads.run(path, deadline.timeout(LIVE_CALL_CEILING), fetch)
-        self._reuse(path, got, ttl)
+        got = await self._object_reads.run(key, deadline.timeout(LIVE_CALL_CEILING), fetch)
+        self._reuse(key, got, ttl)
         return got
 
     def _reused(self, key: str) -> tuple[Any] | None:

@@ -7,6 +7,7 @@ Unit tests of pure check logic may use a small in-memory implementation of this 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from webhook.config import Settings
@@ -45,6 +46,13 @@ class CheckNeeds(Protocol):
 
 
 class ClusterView(Protocol):
+    @property
+    def max_pages(self) -> int:
+        """Pages a paged on-demand read may take (Kueue's pending workloads, webhook/models/kueue/wait.py):
+        1 at apply (the admission deadline); the audit controller's view, whose every request is paced
+        by audit.qps, allows more (webhook/audit/runner.py)."""
+        ...
+
     # --- cached (watch-backed) objects; plain dicts ---
     def list_cached(self, resource: str, namespace: str | None = None) -> list[dict[str, Any]]:
         """Objects of a cached resource ("resourcequotas", "nodes", "localqueues", ...)."""
@@ -89,10 +97,12 @@ class ClusterView(Protocol):
         *,
         ttl: float = 0.0,
         subresource: str = "",
+        query: Mapping[str, str] | None = None,
     ) -> dict[str, Any] | None:
         """A live GET of one object (None on 404); for things not cached (e.g. a Lease).
         `ttl` > 0: an answer (found or not found) is reused that many seconds.
-        `subresource`: that subresource of the object (e.g. clusterqueues/<name>/pendingworkloads)."""
+        `subresource`: that subresource of the object (e.g. clusterqueues/<name>/pendingworkloads).
+        `query`: its query parameters (one page of it: `offset`, `limit`), each query its own read."""
         ...
 
     async def list_objects(

@@ -46,6 +46,11 @@ PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 #: the visibility API's page when no limit is asked (apis/visibility/v1beta2/defaults.go): a full
 #: page may hide more pending workloads behind it
 PENDING_PAGE = 1000
+#: pages of PENDING_PAGE the audit controller reads at most to find a waiting job's position (its
+#: view's max_pages, webhook/audit/runner.py), each one request paced by audit.qps like every audit
+#: read: 10,000 pending workloads; past them the count ahead stays "at least". The apply path reads
+#: one page (its deadline).
+AUDIT_PENDING_PAGES = 10
 
 FR = tuple[str, str]
 
@@ -89,20 +94,19 @@ def _owned_by(item: dict[str, Any], uid: str) -> bool:
     return bool(uid) and any(isinstance(r, dict) and r.get("uid") == uid for r in refs)
 
 
-async def pending_ahead(ctx: CheckContext, cq: dict[str, Any], priority: int | None) -> Ahead:
-    """The count of pending workloads ahead: the visibility API when served and permitted, else the
-    ClusterQueue's status (every priority). Never raises: a failed read is the stated fallback.
-
-    A job that exists already (the audit controller's) and whose Workload is in the list (its
-    ownerReferences carry the job's uid, pkg/visibility/storage/utils.go newPendingWorkload) has
-    its own position: the workloads ahead are exactly those before it."""
+async def _pending_pages(ctx: CheckContext, name: str, uid: str) -> tuple[list[dict[str, Any]], int] | None:
+    """The pending workloads of ClusterQueue `name`, page by page (None: the API does not know it):
+    the first page as the apply path reads it; then, up to `ctx.view.max_pages` pages (1 at apply:
+    its deadline; AUDIT_PENDING_PAGES in the audit controller, whose every request is paced by
+    audit.qps), the next one (`offset`, `limit`: Kueue v0.17.0 pkg/visibility/storage/pending_workloads_cq.go,
+    whose positions stay those in the whole queue) while the job's own Workload is not found and the
+    last page was full. A failed read of a later page ends the paging: what was read stands.
+    Returns (the items read, the pages read)."""
     assert ctx.view is not None
-    name = str((cq.get("metadata") or {}).get("name", "?"))
-    status_count = int((cq.get("status") or {}).get("pendingWorkloads") or 0)
-    why = ""
-    if not ctx.view.served(VISIBILITY_API):
-        why = f"{VISIBILITY_API} is not served"
-    else:
+    pages = 0
+    items: list[dict[str, Any]] = []
+    while True:
+        query = {"offset": str(pages * PENDING_PAGE), "limit": str(PENDING_PAGE)} if pages else None
         try:
             doc = await ctx.view.get_object(
                 VISIBILITY_API,
@@ -112,21 +116,53 @@ async def pending_ahead(ctx: CheckContext, cq: dict[str, Any], priority: int | N
                 ctx.deadline,
                 ttl=PENDING_TTL,
                 subresource="pendingworkloads",
+                query=query,
             )
+        except ApiError:
+            if not pages:
+                raise
+            return items, pages
+        if doc is None:
+            return (items, pages) if pages else None
+        page = [i for i in doc.get("items") or [] if isinstance(i, dict)]
+        items += page
+        pages += 1
+        found = any(_owned_by(i, uid) for i in page)
+        if found or len(page) < PENDING_PAGE or pages >= max(1, ctx.view.max_pages):
+            return items, pages
+
+
+async def pending_ahead(ctx: CheckContext, cq: dict[str, Any], priority: int | None) -> Ahead:
+    """The count of pending workloads ahead: the visibility API when served and permitted, else the
+    ClusterQueue's status (every priority). Never raises: a failed read is the stated fallback.
+
+    A job that exists already (the audit controller's) and whose Workload is in the list (its
+    ownerReferences carry the job's uid, pkg/visibility/storage/utils.go newPendingWorkload) has
+    its own position: the workloads ahead are exactly those before it. The audit controller reads
+    past the first page to find it (`_pending_pages`); past its last page, the count is a lower bound."""
+    assert ctx.view is not None
+    name = str((cq.get("metadata") or {}).get("name", "?"))
+    status_count = int((cq.get("status") or {}).get("pendingWorkloads") or 0)
+    why = ""
+    uid = str((ctx.workload.obj.get("metadata") or {}).get("uid") or "")
+    if not ctx.view.served(VISIBILITY_API):
+        why = f"{VISIBILITY_API} is not served"
+    else:
+        try:
+            got = await _pending_pages(ctx, name, uid)
         except ApiError as exc:
             why = f"not permitted to get {PENDING_PERMISSION.what}" if exc.forbidden else exc.message
         else:
-            if doc is not None:
-                items = [i for i in doc.get("items") or [] if isinstance(i, dict)]
-                uid = str((ctx.workload.obj.get("metadata") or {}).get("uid") or "")
+            if got is not None:
+                items, pages = got
+                read = f"{pages} pages read" if pages > 1 else "read"
+                source = f"Kueue's visibility API, {read} within {PENDING_TTL:.0f}s"
                 mine = next((i for i in items if _owned_by(i, uid)), None)
                 if mine is not None:
                     at = int(mine.get("positionInClusterQueue") or 0)
                     lq = (int(mine.get("positionInLocalQueue") or 0), str(mine.get("localQueueName") or ""))
-                    source = f"Kueue's visibility API, read within {PENDING_TTL:.0f}s"
                     return Ahead(at, source, False, (at, lq[1], lq[0]))
-                source = f"Kueue's visibility API, read within {PENDING_TTL:.0f}s"
-                full = len(items) >= PENDING_PAGE
+                full = len(items) >= pages * PENDING_PAGE
                 if priority is None:
                     return Ahead(len(items), source, False, at_least=full)
                 ahead = sum(1 for i in items if int(i.get("priority") or 0) >= priority)
@@ -223,6 +259,18 @@ def alternatives(
     return out
 
 
+def _sooner(r: str, free: Decimal, others: list[str]) -> str:
+    """What would start the job sooner. Free now: a smaller ask would start at once; none free: it
+    starts when some is released, and only another LocalQueue where it fits now would start it sooner."""
+    ways = [f"ask for at most {format_quantity(free, r)} {r}"] if free > ZERO else []
+    if others:
+        ways.append(f"use {' or '.join(others)}, where it fits now")
+    sooner = f"to start sooner, {', or '.join(ways)}" if ways else ""
+    if free <= ZERO:
+        sooner = f"it starts once {r} is released" + (f"; {sooner}" if sooner else "")
+    return sooner
+
+
 def wait_message(
     ctx: CheckContext,
     cq: dict[str, Any],
@@ -269,14 +317,7 @@ def wait_message(
         borrow = f"borrowing from cohort {names} leaves {format_quantity(free, r)} free, not enough"
     else:
         borrow = f'ClusterQueue "{cq_name}" is in no cohort: it cannot borrow'
-    # free now: a smaller ask would start at once; none free: it starts when some is released, and only
-    # another LocalQueue where it fits now would start it sooner
-    ways = [f"ask for at most {format_quantity(free, r)} {r}"] if free > ZERO else []
-    if others:
-        ways.append(f"use {' or '.join(others)}, where it fits now")
-    sooner = f"to start sooner, {', or '.join(ways)}" if ways else ""
-    if free <= ZERO:
-        sooner = f"it starts once {r} is released" + (f"; {sooner}" if sooner else "")
+    sooner = _sooner(r, free, others)
     cache_age = ctx.view.cache_age("clusterqueues")
     fresh = f"ClusterQueue status as watched {cache_age:.0f}s ago" if cache_age is not None else "ClusterQueue status"
     return (
