@@ -1048,6 +1048,92 @@ def replay_lists(percents: list[float]) -> str:
     return "\n".join(rows)
 
 
+def replay_audit_child(directory: Path) -> dict[str, Any]:
+    """In a fresh process: the view's caches listed from `directory` as in :func:`replay_lists_child`, then the
+    audit controller's watches started on them (`AuditController.start_watches`, its own Reflectors listing the
+    same pages; a kind without pages, the view's or the controller's, lists empty), synced. The objects the
+    controller's own watches hold, the bytes tracemalloc saw allocated by its start, the RSS it added."""
+    import gc
+    import tracemalloc
+
+    import webhook.checks  # (what the audit process holds anyway)
+    from webhook.audit.controller import AuditController
+    from webhook.cluster.cache import SPECS_BY_RESOURCE, Reflector, freeze_heap, trim_heap
+    from webhook.config import Settings
+
+    class Pages:
+        """The apiserver as a Reflector sees it: each list answers `directory`'s pages of its resource (none:
+        an empty list), each watch stays open and says nothing."""
+
+        async def request(self, _method: str, path: str, query: dict[str, Any], **__: Any) -> dict[str, Any]:
+            resource, n = path.rsplit("/", 1)[-1], int(query.get("continue") or 0)
+            page = directory / f"{resource}.{n}.json"
+            await asyncio.sleep(0)
+            if not page.exists():
+                return {"items": [], "metadata": {"resourceVersion": "99"}}
+            doc: dict[str, Any] = json.loads(page.read_bytes())
+            if (directory / f"{resource}.{n + 1}.json").exists():
+                doc["metadata"]["continue"] = str(n + 1)
+            return doc
+
+        async def stream(self, *_: Any, **__: Any) -> Any:
+            await asyncio.Event().wait()
+            yield {}
+
+    class View:
+        """What AuditController reads of the view: its client, what is served, its caches, what it never reads."""
+
+        def __init__(self, reflectors: dict[str, Reflector]) -> None:
+            self.client, self.reflectors, self.never_read = Pages(), reflectors, set[str]()
+
+        def served(self, _group_version: str) -> bool:
+            return True
+
+    async def go() -> dict[str, Any]:
+        view = View({r: Reflector(spec, Pages(), after_list=freeze_heap) for r, spec in SPECS_BY_RESOURCE.items()})
+        await asyncio.gather(*(r.list_once() for r in view.reflectors.values()))
+        gc.collect()
+        trim_heap()
+        out: dict[str, Any] = {"view_objects": sum(len(r.cache) for r in view.reflectors.values())}
+        out["base"] = rss_mib(os.getpid(), "VmRSS")
+        tracemalloc.start()
+        c = AuditController(Settings(), view, checks=webhook.checks.all_checks(), sinks=[])  # type: ignore[arg-type]
+        c.start_watches()
+        assert await c.wait_synced(600)
+        gc.collect()
+        out["traced"] = tracemalloc.get_traced_memory()[0] / 2**20
+        tracemalloc.stop()
+        trim_heap()
+        out["rss"] = rss_mib(os.getpid(), "VmRSS") - out["base"]
+        out["watches"] = len(c.reflectors)
+        out["objects"] = sum(len(r.cache) for r in c.reflectors.values())
+        out["followed"] = sorted(getattr(c, "followed", {}))
+        await c.close()
+        return out
+
+    return asyncio.run(go())
+
+
+def replay_audit(percents: list[float]) -> str:
+    rows = [
+        "| level | view's cached objects | controller's own watches | objects they hold | traced MiB | RSS added (MiB) |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for p in percents:
+        with tempfile.TemporaryDirectory(prefix="pfw-pages-") as d:
+            write_list_pages(p, Path(d))
+            got = subprocess.run(
+                [sys.executable, __file__, "--replay-audit-child", d], check=True, capture_output=True, text=True
+            )
+            r = json.loads(got.stdout.strip().splitlines()[-1])
+        rows.append(
+            f"| {p:g} % | {r['view_objects']:,} | {r['watches']} | {r['objects']:,} | {r['traced']:.1f} "
+            f"| {r['rss']:.0f} |"
+        )
+        rows.append(f"<!-- following the view's caches: {', '.join(r['followed']) or 'none'} -->")
+    return "\n".join(rows)
+
+
 def review_in_process(node_counts: list[int], reviews: int = 20) -> str:
     """CPU per review of the sample TrainJob (its runtime, Dry Run off) and of :func:`dra_trainjob`
     (4 pods, 8 H100s each by DRA) against a cluster view that holds N of :func:`real_node`'s Nodes and,
@@ -1283,6 +1369,14 @@ def main() -> int:
     )
     p.add_argument("--replay-child", metavar="DIR", help=argparse.SUPPRESS)
     p.add_argument(
+        "--replay-audit",
+        metavar="P,P",
+        help="only the audit controller's own watches in process (no control plane): the view's caches listed from "
+        "pages as --replay-lists, then the controller's watches started and synced on the same pages; the objects "
+        "they hold, the bytes tracemalloc saw, the RSS added",
+    )
+    p.add_argument("--replay-audit-child", metavar="DIR", help=argparse.SUPPRESS)
+    p.add_argument(
         "--no-build",
         action="store_true",
         help="use the control plane binaries already in the cache (no e2e/build.sh: while another build runs)",
@@ -1290,6 +1384,12 @@ def main() -> int:
     args = p.parse_args()
     if args.replay_child:
         print(json.dumps(replay_lists_child(Path(args.replay_child))))
+        return 0
+    if args.replay_audit_child:
+        print(json.dumps(replay_audit_child(Path(args.replay_audit_child))))
+        return 0
+    if args.replay_audit:
+        print(replay_audit([float(x) for x in args.replay_audit.split(",")]))
         return 0
     if args.replay_lists:
         print(replay_lists([float(x) for x in args.replay_lists.split(",")]))

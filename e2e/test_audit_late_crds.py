@@ -66,12 +66,12 @@ async def test_kinds_whose_crds_are_installed_after_start_are_watched_and_judged
     try:
         c = run.controller
         await until("the controller leads and scanned once", lambda: c.is_leader and c.scans >= 1)
-        assert WATCHED_LATE.isdisjoint(c.reflectors)  # not served: not watched
-        assert {"secrets", "resourcequotas"} <= set(c.reflectors)
+        assert WATCHED_LATE.isdisjoint(c.watched)  # not served: not watched
+        assert {"secrets", "resourcequotas"} <= c.watched  # resourcequotas: on the view's cache
 
         await asyncio.to_thread(bare.install_crds)
         await asyncio.to_thread(bare.apply, _job())  # created before or after the watch starts: judged either way
-        await until("every new kind is watched", lambda: WATCHED_LATE <= set(c.reflectors), timeout=60)
+        await until("every new kind is watched", lambda: WATCHED_LATE <= c.watched, timeout=60)
         got = await until(
             "a PreflightFailed Event on the AIPerfJob", lambda: asyncio.to_thread(_events, bare), timeout=60
         )

@@ -20,6 +20,7 @@ from webhook.audit.client import AuditClient
 from webhook.audit.controller import (
     JOB_NAMESPACE_WATCHES,
     MAX_NAMESPACED_WATCHES,
+    OWN_TRIGGER_SPECS,
     TRIGGER_SPECS,
     AuditController,
     JoinedCache,
@@ -167,7 +168,9 @@ async def test_the_audit_clients_pool_holds_every_watch_besides_the_requests() -
     watch to end. The pool now counts them (e2e/test_audit_job_namespaces_live.py counts the real ones)."""
     base = watch_connections(Settings.model_validate({"jobNamespaces": None}))
     # the JobSets' watch is the JobSet kind's job watch
-    assert base == len(CACHE_SPECS) + len(job_kinds()) + 1 + len(TRIGGER_SPECS)
+    # the kinds the view caches come from its caches, not from a watch of the controller's own
+    assert base == len(CACHE_SPECS) + len(job_kinds()) + 1 + len(OWN_TRIGGER_SPECS)
+    assert {sp.resource for sp in OWN_TRIGGER_SPECS} == {"secrets", "configmaps", "persistentvolumeclaims"}
     assert watch_connections(Settings.model_validate({"jobNamespaces": ["a", "b", "c", "a"]})) == base + 2
     assert watch_connections(Settings.model_validate({"jobNamespaces": []})) == base - 1
     many = [f"ns-{i}" for i in range(MAX_NAMESPACED_WATCHES + 1)]
@@ -179,3 +182,38 @@ async def test_the_audit_clients_pool_holds_every_watch_besides_the_requests() -
         assert cfg.connection_pool_maxsize == 16 + base + 2
     finally:
         await client.close()
+
+
+async def test_kinds_the_view_caches_are_followed_on_its_cache_not_watched_again() -> None:
+    """Issue 38: the controller's own watch of a kind the view already caches held every object a second
+    time (~65,000 at Kubernetes' thresholds). It follows the view's cache (`ResourceCache.object_listeners`):
+    each change, also across a relist, reaches `_on_dependency` once the view holds it; the rest is watched."""
+    client = _Client()
+    seen: list[tuple[str, str, str]] = []
+    c = await _started(None, client, seen, namespaces=["team-a"])
+    view_ns = c.view.reflectors["namespaces"].cache
+    try:
+        assert "/api/v1/namespaces" not in client.lists and "namespaces" not in c.reflectors
+        assert c.followed["namespaces"][0] is view_ns and "namespaces" in c.watched
+        assert {"secrets", "configmaps", "serviceaccounts", "resourcequotas"} <= c.watched
+        view_ns.apply("ADDED", {"metadata": {"name": "team-b", "resourceVersion": "2"}})
+        view_ns.apply("BOOKMARK", {"metadata": {"resourceVersion": "3"}})
+        view_ns.replace([{"metadata": {"name": "team-b", "resourceVersion": "4"}}], "4")  # a relist: a gone, b changed
+        assert seen == [("namespaces", "ADDED", "team-b"), ("namespaces", "MODIFIED", "team-b"),
+                        ("namespaces", "DELETED", "team-a")]  # fmt: skip
+        assert c.version_of(Dep("namespaces", "", "team-b")) == "4"  # the view's cache versions what it holds
+        # the view's cache dropped (its API no longer served): let go, and watched by the controller itself
+        del c.view.reflectors["namespaces"]
+        c.start_watches()
+        assert await c.wait_synced(5)
+        assert "namespaces" not in c.followed and view_ns.object_listeners == []
+        assert "/api/v1/namespaces" in client.lists and "namespaces" in c.reflectors
+        # the view caches it again: followed again, the controller's own watch stopped
+        r = Reflector(CacheSpec("namespaces", "", "v1", False), client)
+        r.cache.replace([], "1")
+        c.view.reflectors["namespaces"] = r
+        c.start_watches()
+        assert "namespaces" not in c.reflectors and c.followed["namespaces"][0] is r.cache
+    finally:
+        await c.close()
+    assert r.cache.object_listeners == []

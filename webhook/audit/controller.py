@@ -27,8 +27,10 @@
   those are unchanged (`audit.requestChecksReuseSeconds` at most).
 - Only the leader (webhook/audit/lease.py) judges and writes; the others keep their watches
   warm to take over at once.
-- The objects that trigger re-checks (Secrets, ConfigMaps, PVCs, ...) are watched as metadata
-  only (PartialObjectMetadata): a Secret's values never reach this process; its keys are read
+- The kinds jobs read that the view caches (ServiceAccounts, Services, Namespaces, quotas, ...) trigger
+  re-checks from the view's own caches (`ResourceCache.object_listeners`): one watch and one copy a kind,
+  as client-go's shared informers share one among handlers. The others (Secrets, ConfigMaps, PVCs:
+  `OWN_TRIGGER_SPECS`) are watched by the controller as metadata only (PartialObjectMetadata): a Secret's values never reach this process; its keys are read
   live by the Secrets check, as for the webhook. Where the chart grants Secrets only in the job
   namespaces (`jobNamespaces` listed: rbac.jobNamespaces, a RoleBinding each) they are watched
   namespace by namespace (`NamespacedReflector`, at most `MAX_NAMESPACED_WATCHES`), else cluster-wide.
@@ -70,8 +72,8 @@ from webhook.cluster.cache import (
     CACHE_SPECS,
     META_LIST,
     META_WATCH,
+    SPECS_BY_RESOURCE,
     CacheSpec,
-    Key,
     Reflector,
     ResourceCache,
     key_of,
@@ -107,6 +109,11 @@ TRIGGER_SPECS: tuple[CacheSpec, ...] = (
     CacheSpec("trainingruntimes", "trainer.kubeflow.org", "v1alpha1", True),
     CacheSpec("clustertrainingruntimes", "trainer.kubeflow.org", "v1alpha1", False),
 )
+#: the kinds jobs read that the cluster view never caches (webhook/cluster/cache.py CACHE_SPECS): the controller's
+#: own watches. The others follow the view's caches (`ResourceCache.object_listeners`), one watch a kind: a second
+#: one held ~65,000 more objects at Kubernetes' thresholds (docs/benchmarks/cluster.md, issue 38); the controller
+#: watches one itself only while the view holds no cache of it
+OWN_TRIGGER_SPECS: tuple[CacheSpec, ...] = tuple(s for s in TRIGGER_SPECS if s.resource not in SPECS_BY_RESOURCE)
 #: the trigger watches the chart grants only where jobs live (pw.auditJobRules, webhook/audit/rbac.py
 #: JOB_NAMESPACE_PERMISSIONS): with `jobNamespaces` listed, watched namespace by namespace
 JOB_NAMESPACE_WATCHES = frozenset({"secrets"})
@@ -137,34 +144,13 @@ class MetadataClient:
 
 class NotifyingCache(ResourceCache):
     """A ResourceCache that tells `listener` of every object that changed: ADDED, MODIFIED,
-    DELETED, also across a relist (by resourceVersion), never for the first list."""
+    DELETED, also across a relist (by resourceVersion), never for the first list
+    (`ResourceCache.object_listeners`)."""
 
     def __init__(self, resource: str, listener: Listener) -> None:
         super().__init__(resource)
         self.listener = listener
-
-    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
-        super().apply(event_type, obj)
-        if event_type in ("ADDED", "MODIFIED", "DELETED"):
-            self.listener(event_type, obj)
-
-    def replace(self, items: list[dict[str, Any]], rv: str | None, *, slimmed: bool = False) -> None:
-        was_synced = self.synced
-        before: dict[Key, tuple[str | None, dict[str, Any]]] = {}
-        if was_synced:
-            before = {k: (resource_version(o), o) for o in self.objects() if (k := key_of(o)) is not None}
-        super().replace(items, rv, slimmed=slimmed)
-        if not was_synced:
-            return
-        for obj in self.objects():
-            k = key_of(obj)
-            old = before.pop(k, None) if k is not None else None
-            if old is None:
-                self.listener("ADDED", obj)
-            elif old[0] != resource_version(obj):
-                self.listener("MODIFIED", obj)
-        for _, obj in before.values():
-            self.listener("DELETED", obj)
+        self.object_listeners.append(listener)
 
 
 class VersionCache(NotifyingCache):
@@ -287,13 +273,13 @@ def watch_namespaces(resource: str, job_namespaces: list[str] | None, existing: 
 
 
 def watch_connections(settings: Settings) -> int:
-    """The watch streams an audit process holds at most: the view's caches, this controller's watches, and
-    a Secret watch per job namespace. Each holds a connection of the client's pool (webhook/cluster/client.py),
+    """The watch streams an audit process holds at most: the view's caches, this controller's watches (of what
+    the view does not cache: `OWN_TRIGGER_SPECS`), and a Secret watch per job namespace. Each holds a connection of the client's pool (webhook/cluster/client.py),
     which gets them on top of `apiConcurrency`: else requests wait for a watch to end (50-70 s)."""
     n = None if settings.job_namespaces is None else len(set(settings.job_namespaces))
     secrets = 1 if n is None else (n if n <= MAX_NAMESPACED_WATCHES else 0)
     jobs = {k.plural for k in job_kinds()} | {JOBSETS.resource, WORKLOADS.resource}
-    return len(CACHE_SPECS) + len(jobs) + len(TRIGGER_SPECS) - 1 + secrets
+    return len(CACHE_SPECS) + len(jobs) + len(OWN_TRIGGER_SPECS) - 1 + secrets
 
 
 def _meta(obj: dict[str, Any]) -> dict[str, Any]:
@@ -406,6 +392,8 @@ class AuditController:
         #: the jobs whose last judgement was partial: the request pass of the scan judges them again
         self.partial: set[JobKey] = set()
         self.reflectors: dict[str, Reflector] = {}
+        #: the kinds jobs read whose changes come from the view's own cache: resource -> (that cache, the listener)
+        self.followed: dict[str, tuple[ResourceCache, Listener]] = {}
         self.is_leader = False
         self._lead_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -473,10 +461,43 @@ class AuditController:
         self._start_reflector(JOBSETS, self._on_jobset, metadata=True)
         self._start_reflector(WORKLOADS, self._on_workload, metadata=False)
         for spec in TRIGGER_SPECS:
+            if self._follow_view(spec.resource):
+                continue
             self._start_reflector(
                 spec, lambda t, o, res=spec.resource: self._on_dependency(res, t, o),  # type: ignore[misc]
                 metadata=True, versions_only=True,
             )  # fmt: skip
+
+    @property
+    def watched(self) -> set[str]:
+        """The kinds whose changes reach this controller: its own watches and the view's caches it follows."""
+        return set(self.reflectors) | set(self.followed)
+
+    def _follow_view(self, resource: str) -> bool:
+        """Follow the view's cache of `resource` (its `object_listeners`) when the view holds one, instead of
+        a watch of its own (stopped if it had one); whether it does. The view's cache, replaced or dropped
+        (its API no longer served), is let go; a watch of its own takes over where the view holds none."""
+        vr: Reflector | None = getattr(self.view, "reflectors", {}).get(resource)
+        held = self.followed.get(resource)
+        if held is not None and (vr is None or vr.cache is not held[0]):
+            self._unfollow(resource)
+            held = None
+        if vr is None:
+            return False
+        if held is None:
+            listener: Listener = lambda t, o: self._on_dependency(resource, t, o)  # noqa: E731
+            vr.cache.object_listeners.append(listener)
+            self.followed[resource] = (vr.cache, listener)
+        own = self.reflectors.pop(resource, None)
+        if own is not None:
+            log.info("audit: the view caches %s now: following its cache, not watching it", resource)
+            self._spawn(own.stop())
+        return True
+
+    def _unfollow(self, resource: str) -> None:
+        held = self.followed.pop(resource, None)
+        if held is not None and held[1] in held[0].object_listeners:
+            held[0].object_listeners.remove(held[1])
 
     def watch_discovery(self) -> None:
         """Follow the apiserver's discovery (webhook/cluster/discovery.py, refreshed every
@@ -499,10 +520,11 @@ class AuditController:
                 log.warning("audit: %s is no longer served: no longer watching %s", spec.group_version, spec.resource)
                 del self.reflectors[spec.resource]
                 self._spawn(r.stop())
-        before = set(self.reflectors)
+        before = self.watched
         self.start_watches()
-        for res in sorted(set(self.reflectors) - before):
-            log.info("audit: %s is served now: watching it", res)
+        for res in sorted(self.watched - before):
+            log.info("audit: %s is served now: %s", res, "following the view's cache" if res in self.followed
+                     else "watching it")  # fmt: skip
             if kind_by_resource(res) is not None:  # the jobs its first list finds are judged once it synced
                 self._spawn(self._judge_when_synced(res))
 
@@ -980,6 +1002,8 @@ class AuditController:
             await asyncio.gather(dispatch, return_exceptions=True)
 
     async def close(self) -> None:
+        for resource in list(self.followed):
+            self._unfollow(resource)
         self.stop_leading()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await asyncio.gather(*(r.stop() for r in self.reflectors.values()))

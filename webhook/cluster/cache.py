@@ -352,6 +352,12 @@ class ResourceCache:
         self.generation = next(_GENERATIONS)
         #: called after every change (list or event); used to wait for a state, never polled
         self.listeners: list[Callable[[], None]] = []
+        #: called after `listeners` with (event type, object) for each object a change ADDED, MODIFIED or
+        #: DELETED: every watch event, and across a relist the difference by resourceVersion (never for the
+        #: first list). One watch, many handlers, as client-go's shared informers
+        #: (k8s.io/client-go tools/cache/shared_informer.go AddEventHandler): the audit controller follows
+        #: the view's caches this way instead of a second watch of the same kind
+        self.object_listeners: list[Callable[[str, dict[str, Any]], None]] = []
 
     def __len__(self) -> int:
         return self._count
@@ -377,6 +383,7 @@ class ResourceCache:
     def replace(self, items: list[dict[str, Any]], rv: str | None, *, slimmed: bool = False) -> None:
         """The result of a complete list: the new truth, whatever was there before. `slimmed`: the
         items went through :func:`slim` already (the reflector slims each page as it arrives)."""
+        before = self._versions() if self.synced and self.object_listeners else None
         self._by_ns.clear()
         self._count = 0
         for obj in items:
@@ -388,6 +395,27 @@ class ResourceCache:
         self.synced = True
         self.touch()
         self._notify()
+        if before is not None:
+            self._tell_relisted(before)
+
+    def _versions(self) -> dict[tuple[str, str], tuple[str | None, dict[str, Any]]]:
+        return {(ns, n): (resource_version(o), o) for ns, names in self._by_ns.items() for n, o in names.items()}
+
+    def _tell_relisted(self, before: dict[tuple[str, str], tuple[str | None, dict[str, Any]]]) -> None:
+        """Tell `object_listeners` what a relist changed: created, changed (another resourceVersion), deleted."""
+        for ns, names in list(self._by_ns.items()):
+            for n, obj in list(names.items()):
+                old = before.pop((ns, n), None)
+                if old is None:
+                    self._tell("ADDED", obj)
+                elif old[0] != resource_version(obj):
+                    self._tell("MODIFIED", obj)
+        for _, obj in before.values():
+            self._tell("DELETED", obj)
+
+    def _tell(self, event_type: str, obj: dict[str, Any]) -> None:
+        for fn in list(self.object_listeners):
+            fn(event_type, obj)
 
     def apply(self, event_type: str, obj: dict[str, Any]) -> None:
         """One watch event (ADDED, MODIFIED, DELETED, BOOKMARK). ERROR is the reflector's job."""
@@ -410,6 +438,8 @@ class ResourceCache:
             self.resource_version = rv
         self.touch()
         self._notify()
+        if event_type != "BOOKMARK":
+            self._tell(event_type, obj)
 
     def _notify(self) -> None:
         for fn in list(self.listeners):
