@@ -1029,18 +1029,23 @@ def replay_lists_child(directory: Path) -> dict[str, Any]:
     return out
 
 
+def _replayed(percent: float, child: str) -> dict[str, Any]:
+    """The list pages of `percent` written to a temporary directory, replayed by this script's `child`
+    mode in a fresh process: the JSON object it prints last."""
+    with tempfile.TemporaryDirectory(prefix="pfw-pages-") as d:
+        write_list_pages(percent, Path(d))
+        got = subprocess.run([sys.executable, __file__, child, d], check=True, capture_output=True, text=True)
+    out: dict[str, Any] = json.loads(got.stdout.strip().splitlines()[-1])
+    return out
+
+
 def replay_lists(percents: list[float]) -> str:
     rows = [
         "| level | cached objects | RSS before (MiB) | + after the lists | + peak | + after malloc_trim |",
         "|---|---:|---:|---:|---:|---:|",
     ]
     for p in percents:
-        with tempfile.TemporaryDirectory(prefix="pfw-pages-") as d:
-            write_list_pages(p, Path(d))
-            got = subprocess.run(
-                [sys.executable, __file__, "--replay-child", d], check=True, capture_output=True, text=True
-            )
-            r = json.loads(got.stdout.strip().splitlines()[-1])
+        r = _replayed(p, "--replay-child")
         rows.append(
             f"| {p:g} % | {r['objects']:,} | {r['base']:.0f} | {r['after'] - r['base']:.0f} "
             f"| {r['peak'] - r['base']:.0f} | {r['trimmed'] - r['base']:.0f} |"
@@ -1120,12 +1125,7 @@ def replay_audit(percents: list[float]) -> str:
         "|---|---:|---:|---:|---:|---:|",
     ]
     for p in percents:
-        with tempfile.TemporaryDirectory(prefix="pfw-pages-") as d:
-            write_list_pages(p, Path(d))
-            got = subprocess.run(
-                [sys.executable, __file__, "--replay-audit-child", d], check=True, capture_output=True, text=True
-            )
-            r = json.loads(got.stdout.strip().splitlines()[-1])
+        r = _replayed(p, "--replay-audit-child")
         rows.append(
             f"| {p:g} % | {r['view_objects']:,} | {r['watches']} | {r['objects']:,} | {r['traced']:.1f} "
             f"| {r['rss']:.0f} |"
