@@ -140,12 +140,13 @@ async def test_caches_follow_create_update_delete(cluster: ControlPlane, admin_v
     )
     assert await view.wait_for("resourcequotas", lambda v: "q2" in _names(v, "resourcequotas", NS), 30)
 
-    cluster.kubectl("label", "resourcequota", "q2", "-n", NS, "tier=gold")
+    # an update: the quota's spec (the cache holds a quota's spec and status, not its labels: cache.PROJECTIONS)
+    cluster.kubectl(
+        "patch", "resourcequota", "q2", "-n", NS, "--type", "merge", "-p", '{"spec":{"hard":{"requests.cpu":"8"}}}'
+    )
     assert await view.wait_for(
         "resourcequotas",
-        lambda v: (
-            (v.get_cached("resourcequotas", NS, "q2") or {}).get("metadata", {}).get("labels", {}).get("tier") == "gold"
-        ),
+        lambda v: (v.get_cached("resourcequotas", NS, "q2") or {}).get("spec", {}).get("hard") == {"requests.cpu": "8"},
         30,
     )
 
