@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -24,6 +26,7 @@ from e2e.fidelity.run import (
     BOUND_SECONDS,
     JOBSET_LABEL,
     WHILE_HELD,
+    ClusterQueueWatch,
     Outcome,
     QueueOrder,
     Verdict,
@@ -38,6 +41,8 @@ from e2e.fidelity.run import (
 )
 from e2e.fidelity.scenarios import KNOWN_LIMITATIONS, SCENARIOS, WORKLOAD_IMAGE, by_name
 from e2e.harness.aiperf_manifests import tokenizer_configmap
+from e2e.harness.controlplane import ControlPlane
+from e2e.harness.registry import PUSHED_LABEL, pushed_config
 
 ADMITTED = Verdict(True, "preflight", "")
 DENIED = Verdict(False, "preflight", "TrainJob ... failed 1 preflight check")
@@ -406,9 +411,11 @@ def _wl(owner: str, *conditions: tuple[str, str, str], cq: str = "fx-cq", kind: 
     return {"metadata": meta, "status": status}
 
 
-def _cq(borrowed: str = "0") -> dict[str, dict[str, Any]]:
+def _cq(borrowed: str = "0", reserving: int = 1, name: str = "fx-cq") -> dict[str, Any]:
+    """A version of a ClusterQueue as the watch reads it (ClusterQueueWatch)."""
     res = [{"name": "cpu", "total": "200m", "borrowed": borrowed}, {"name": "memory", "total": "128Mi"}]
-    return {"fx-cq": {"status": {"flavorsReservation": [{"name": "fx-default", "resources": res}]}}}
+    status = {"reservingWorkloads": reserving, "flavorsReservation": [{"name": "fx-default", "resources": res}]}
+    return {"metadata": {"name": name}, "status": status}
 
 
 PENDING = ("QuotaReserved", "False", "couldn't assign flavors to pod set node: insufficient unused quota for cpu")
@@ -419,15 +426,15 @@ def test_the_runner_sees_a_job_kept_pending_behind_the_before_jobs_then_admitted
     s = by_name()["kueue-waits-behind-running"]
     order = QueueOrder(s, created=100.0)
     hold = _wl("hold", *ADMITTED_WL)
-    assert not order.see([hold], _cq(), 101.0)  # Kueue has not made the job's Workload yet
-    assert not order.see([hold, _wl("train")], _cq(), 102.0)  # made, not tried yet
-    assert order.see([hold, _wl("train", PENDING)], _cq(), 104.0)  # kept pending: end the before jobs
+    assert not order.see([hold], 101.0)  # Kueue has not made the job's Workload yet
+    assert not order.see([hold, _wl("train")], 102.0)  # made, not tried yet
+    assert order.see([hold, _wl("train", PENDING)], 104.0)  # kept pending: end the before jobs
     order.released = 104.0
-    assert not order.see([hold, _wl("train", PENDING)], _cq(), 106.0)
+    assert not order.see([hold, _wl("train", PENDING)], 106.0)
     assert [order.gone] == [None]  # not yet gone
-    assert not order.see([_wl("train", PENDING)], _cq(), 108.0)
+    assert not order.see([_wl("train", PENDING)], 108.0)
     assert order.gone == 108.0
-    order.see([_wl("train", *ADMITTED_WL)], _cq(), 110.0)
+    order.see([_wl("train", *ADMITTED_WL)], 110.0)
     assert order.admission == AFTER_HELD
     assert order.text() == (
         'Kueue kept it pending while TrainJob "hold" held the queue (couldn\'t assign flavors to pod set node: '
@@ -440,16 +447,49 @@ def test_the_runner_sees_a_job_admitted_while_the_before_jobs_hold_the_queue_and
     s = by_name()["kueue-borrows-beside-running"]
     order = QueueOrder(s, created=50.0)
     hold = _wl("hold", *ADMITTED_WL)
-    assert not order.see([hold, _wl("train", *ADMITTED_WL)], _cq(), 53.0)
-    assert not order.see([hold, _wl("train", *ADMITTED_WL)], _cq(borrowed="100m"), 55.0)
+    assert not order.see([hold, _wl("train", *ADMITTED_WL)], 53.0)
     assert order.admission == WHILE_HELD and order.released is None
+    assert (order.cq, order.holders) == ("fx-cq", 1)
+    # the watch's versions: the holder alone (no borrowing), another queue borrowing, then the job's
+    # ClusterQueue reserving for both and borrowing; the poll that saw the admission read none of it
+    order.take_borrowing(
+        [(49.0, _cq()), (52.0, _cq("1", reserving=3, name="other")), (54.0, _cq("100m", reserving=2)), (58.0, _cq())]
+    )
     assert order.text() == (
         'Kueue admitted it at +3 s while TrainJob "hold" held the queue, its ClusterQueue borrowing cpu 100m '
         'of flavor "fx-default" from its cohort'
     )
     never = QueueOrder(s, created=0.0)
-    never.see([hold, _wl("train")], _cq(), 1.0)
+    never.see([hold, _wl("train")], 1.0)
     assert never.admission == ""
+
+
+def test_only_what_the_queue_borrowed_for_the_job_while_the_before_jobs_held_it_counts() -> None:
+    s = by_name()["kueue-waits-behind-running"]
+    hold = _wl("hold", *ADMITTED_WL)
+    alone = QueueOrder(s, created=0.0)
+    alone.see([hold, _wl("train", *ADMITTED_WL)], 2.0)
+    alone.take_borrowing([(1.0, _cq("100m", reserving=1))])  # the holder's own borrowing, not the job's
+    assert alone.borrowed == ""
+    ended = QueueOrder(s, created=0.0)
+    assert ended.see([hold, _wl("train", PENDING)], 2.0)
+    ended.released = 2.0
+    ended.see([_wl("train", *ADMITTED_WL)], 6.0)
+    ended.take_borrowing([(7.0, _cq("100m", reserving=2))])  # after the runner ended them
+    assert ended.borrowed == "" and ended.admission == AFTER_HELD
+
+
+def test_the_cluster_queue_watch_reads_each_version_kubectl_prints(tmp_path: Path) -> None:
+    """kubectl get -w -o json prints whole objects, indented, one after another: each is a version."""
+    script = tmp_path / "kubectl"
+    versions = [_cq(), _cq("100m", reserving=2)]
+    script.write_text("#!/bin/sh\ncat <<'EOF'\n" + "".join(json.dumps(v, indent=4) + "\n" for v in versions)
+                      + "EOF\nexec sleep 600\n")  # fmt: skip
+    script.chmod(0o755)
+    cp = SimpleNamespace(kubectl_path=script, kubeconfig=tmp_path / "kubeconfig")
+    with ClusterQueueWatch(cast(ControlPlane, cp)) as watch:
+        assert watch.listed(2)
+        assert [v for _, v in watch.versions()] == versions
 
 
 def test_the_rows_with_jobs_that_hold_their_queue_first() -> None:
@@ -470,3 +510,22 @@ def test_the_rows_with_jobs_that_hold_their_queue_first() -> None:
     # a row declares the words of its warnings only for the checks it declares
     for s in SCENARIOS:
         assert [w[1 : w.index("]")] for w in s.says] == ([*s.warns] if s.says else [])
+
+
+def test_the_registry_copy_of_an_archive_has_an_image_id_of_its_own() -> None:
+    """push_docker_archive's config: the archive's platform, layers and labels, one label more, so
+    another digest (the image ID containerd reports), which the kubelet's pull records key on."""
+    config = {
+        "architecture": "amd64",
+        "os": "linux",
+        "config": {"Entrypoint": ["/pause"], "Labels": {"io.buildah.version": "1.28.2"}},
+        "rootfs": {"type": "layers", "diff_ids": ["sha256:" + "a" * 64]},
+    }
+    raw = json.dumps(config).encode()
+    pushed = json.loads(pushed_config(raw, "fidelity/workload"))
+    assert pushed["config"]["Labels"] == {"io.buildah.version": "1.28.2", PUSHED_LABEL: "fidelity/workload"}
+    assert {k: v for k, v in pushed.items() if k != "config"} == {k: v for k, v in config.items() if k != "config"}
+    assert pushed["config"]["Entrypoint"] == ["/pause"]
+    assert json.loads(pushed_config(json.dumps({"os": "linux", "config": {"Labels": None}}).encode(), "r"))[
+        "config"
+    ] == {"Labels": {PUSHED_LABEL: "r"}}

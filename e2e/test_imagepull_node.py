@@ -19,7 +19,7 @@ import trustme
 import yaml
 
 from e2e.harness.live import live_evaluate, result_of
-from e2e.harness.node import Node, build_images
+from e2e.harness.node import PAUSE_IMAGE, Node, build_images
 from e2e.harness.registry import Registry, containerd_hosts, push_docker_archive
 from webhook.checks import all_checks
 from webhook.cluster.live import open_cluster_view
@@ -31,8 +31,8 @@ NS = "imgpull-node"
 USER, PASSWORD = "puller", "node-pull-5e8d1c"
 
 
-def _pod(name: str, image: str, secret: str | None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"containers": [{"name": "c", "image": image, "imagePullPolicy": "Always"}],
+def _pod(name: str, image: str, secret: str | None, policy: str = "Always") -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": image, "imagePullPolicy": policy}],
                             "terminationGracePeriodSeconds": 0}  # fmt: skip
     if secret:
         spec["imagePullSecrets"] = [{"name": secret}]
@@ -103,3 +103,20 @@ async def _agree(node: Node, reg: Registry, archive: Path) -> None:
             assert (name, want_pod, want_check) == seen[-1], r.message
     finally:
         await view.close()
+    await _preloaded_still_starts(node)
+
+
+async def _preloaded_still_starts(node: Node) -> None:
+    """The image the archive holds, loaded into containerd under its own name (the node's
+    ``PAUSE_IMAGE``), still starts without credentials after "right-credentials" pulled the pushed
+    copy with a Secret. The kubelet keys its pull records by image ID (k8s.io/kubernetes v1.37
+    pkg/kubelet/images/pullmanager/image_pull_manager.go writePulledRecordIfChanged, MustAttemptImagePull;
+    KEP-2535, on by default since 1.35): had the pushed copy the archive's own config, hence its image
+    ID, that ID would count as pulled by the kubelet with regcred, no longer preloaded
+    (image_pull_policies.go NeverVerifyPreloadedPullPolicy), and this pod would have to pull
+    ``localhost/...`` again, where no registry answers (ErrImagePull). push_docker_archive gives the
+    pushed copy a config, so an image ID, of its own."""
+    assert node.cp is not None
+    node.cp.kubectl("apply", "-f", "-", input=json.dumps(_pod("preloaded", PAUSE_IMAGE, None, "IfNotPresent")))
+    outcome = _outcome(node, "preloaded")
+    assert outcome == "Running", node.describe(NS)

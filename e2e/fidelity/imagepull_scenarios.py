@@ -8,7 +8,11 @@ registry's address where the placeholder is, and sets the webhook's ``registryAc
 that registry (``allowlist``, its CA as ``caFile``): every other scenario's ``localhost/`` image is
 not asked, so they carry no Image Pull finding. Nothing of the workload image is loaded under the
 registry's name: containerd must pull it, with the pods' pull Secret, as the kubelet does
-(kuberuntime_image.go PullImage).
+(kuberuntime_image.go PullImage). What is pushed is a copy with an image ID of its own (its config
+carries one more label, e2e/harness/registry.py pushed_config): the kubelet records the credentials it
+pulled an image with by image ID (k8s.io/kubernetes pkg/kubelet/images/pullmanager, KEP-2535, on by
+default since 1.35), and a pull of the workload's own ID with a Secret made every later pod of the
+matrix naming ``localhost/preflight/workload:local`` without it pull that again (ImagePullBackOff).
 
 - a TrainJob whose image tag is not in the registry: the kubelet's pull fails (ErrImagePull, then
   ImagePullBackOff), the job never starts; the webhook denies with

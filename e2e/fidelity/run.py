@@ -67,11 +67,12 @@ webhook starts, the runner creates them and waits (``BEFORE_TIMEOUT``) until eac
 Kueue admitted its Workload, a pod of it is Running, and the ClusterQueue's status counts it
 (status.admittedWorkloads: the view the webhook reads), so every verdict meets the queue as Kueue
 reports it. They sleep far past any bound (``WORKLOAD_SLEEP_SECONDS``) and are never judged. In step 3
-the runner reads the job's Workload and its ClusterQueue on every poll (``QueueOrder``): when Kueue
+the runner reads the job's Workload on every poll (``QueueOrder``): when Kueue
 tried the job and kept it pending (QuotaReserved=False), the runner ends the ``before`` jobs (deletes
 them) and waits for Kueue to admit it; a job Kueue admits while they still hold the queue did not wait
-(what its ClusterQueue borrowed from its cohort then is kept), and they are ended once its outcome is
-in. The outcome carries that order (``while-held`` or ``after-held``, with the seconds from the job's
+(what its ClusterQueue borrowed from its cohort then is kept: read from a watch of the ClusterQueues
+started before the first create, ``ClusterQueueWatch``, not from a poll), and they are ended once its
+outcome is in. The outcome carries that order (``while-held`` or ``after-held``, with the seconds from the job's
 create) and the record keeps it; the webhook's "will wait" warning must be given exactly when the
 order is ``after-held``.
 """
@@ -84,7 +85,9 @@ import dataclasses
 import json
 import os
 import re
+import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -391,7 +394,9 @@ def end_before(cp: ControlPlane, s: Scenario) -> None:
 class QueueOrder:
     """What the runner sees, poll by poll, of a scenario's job and the ``before`` jobs holding its queue:
     whether Kueue kept the job pending while they held it, when they were ended and gone, when the job
-    was admitted, and what its ClusterQueue borrowed from its cohort while the job was admitted."""
+    was admitted (and to which ClusterQueue, beside how many of them); and, from the ClusterQueues'
+    watch (:class:`ClusterQueueWatch`, :meth:`take_borrowing`), what its ClusterQueue borrowed from its
+    cohort while it held the job and they still held the queue."""
 
     scenario: Scenario
     created: float
@@ -400,11 +405,14 @@ class QueueOrder:
     gone: float | None = None
     admitted: float | None = None
     admitted_while_held: bool = False
+    #: the ClusterQueue Kueue admitted the job to, and how many ``before`` jobs it held then
+    cq: str = ""
+    holders: int = 0
     borrowed: str = ""
 
-    def see(self, wls: list[dict[str, Any]], cqs: dict[str, dict[str, Any]], now: float) -> bool:
-        """Take one poll's Workloads of the namespace and the ClusterQueues; True when the ``before`` jobs
-        are to be ended now: Kueue tried the job and kept it pending while they held the queue."""
+    def see(self, wls: list[dict[str, Any]], now: float) -> bool:
+        """Take one poll's Workloads of the namespace; True when the ``before`` jobs are to be ended now:
+        Kueue tried the job and kept it pending while they held the queue."""
         s = self.scenario
         holders = [w for o in s.before for w in _owned(wls, o["kind"], o["metadata"]["name"])]
         if self.released is not None and self.gone is None:
@@ -415,13 +423,25 @@ class QueueOrder:
             return False
         if self.admitted is None and _admitted(job):
             self.admitted, self.admitted_while_held = now, self.released is None
-        if self.admitted is not None and self.released is None:
-            cq = cqs.get(str(((job.get("status") or {}).get("admission") or {}).get("clusterQueue") or "")) or {}
-            self.borrowed = _borrowed(cq) or self.borrowed
+            self.cq = _cluster_queue(job)
+            self.holders = sum(1 for w in holders if _admitted(w) and _cluster_queue(w) == self.cq)
         if self.admitted is None and self.released is None and self.pending is None:
             self.pending = _pending_message(job)
             return self.pending is not None
         return False
+
+    def take_borrowing(self, versions: Sequence[tuple[float, dict[str, Any]]]) -> None:
+        """What the job's ClusterQueue borrowed from its cohort while it held the job beside the
+        ``before`` jobs, from every version of it the watch read (time read, object): the first version
+        read before the runner ended them (if it did) whose status reserves quota for more workloads
+        than those (status.reservingWorkloads: the job too) and borrows (:func:`_borrowed`)."""
+        for t, cq in versions:
+            if cq["metadata"]["name"] != self.cq or (self.released is not None and t >= self.released):
+                continue
+            reserving = int((cq.get("status") or {}).get("reservingWorkloads") or 0)
+            if reserving > self.holders and (borrowed := _borrowed(cq)):
+                self.borrowed = borrowed
+                return
 
     @property
     def admission(self) -> str:
@@ -450,6 +470,10 @@ class QueueOrder:
         )
 
 
+def _cluster_queue(wl: dict[str, Any]) -> str:
+    return str(((wl.get("status") or {}).get("admission") or {}).get("clusterQueue") or "")
+
+
 def _borrowed(cq: dict[str, Any]) -> str:
     """What the ClusterQueue borrows from its cohort, by its status.flavorsReservation
     (apis/kueue/v1beta2/clusterqueue_types.go ResourceUsage.borrowed): ``cpu 100m of flavor "f"``."""
@@ -459,6 +483,68 @@ def _borrowed(cq: dict[str, Any]) -> str:
             if str(r.get("borrowed") or "0") != "0":
                 out.append(f'{r.get("name")} {r.get("borrowed")} of flavor "{f.get("name")}"')
     return ", ".join(out)
+
+
+class ClusterQueueWatch:
+    """Every version of every ClusterQueue, each with the time it was read: ``kubectl get
+    clusterqueues -w -o json`` (a list, then a watch from its resourceVersion) read by a thread, started
+    before the jobs are created. What a ClusterQueue borrowed while it held a job is then seen whatever
+    the moment of the runner's polls (:meth:`QueueOrder.take_borrowing`).
+
+    Why a watch: in the whole matrix (102 jobs, each poll lists every kind), the poll that first saw
+    kueue-borrows-beside-running's Workload admitted (+63 s) read a ClusterQueue status that did not
+    count the job yet (Kueue updates it after the Workload), and by the next poll the job had completed
+    and its quota was released: the row's detail had the admission and not the borrowing."""
+
+    def __init__(self, cp: ControlPlane, timeout: float = 30.0) -> None:
+        self.cp, self.timeout = cp, timeout
+        self._versions: list[tuple[float, dict[str, Any]]] = []
+        self._read_one = threading.Condition()
+        self._proc: subprocess.Popen[str] | None = None
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> ClusterQueueWatch:
+        argv = [str(self.cp.kubectl_path), f"--kubeconfig={self.cp.kubeconfig}",
+                "get", "clusterqueues.kueue.x-k8s.io", "--watch", "-o", "json"]  # fmt: skip
+        self._proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self._thread = threading.Thread(target=self._read, args=(self._proc,), daemon=True)
+        self._thread.start()
+        # the list comes first (the scenarios' ClusterQueues exist since setup): the watch follows it
+        if not self.listed(1):
+            self.__exit__()
+            raise RuntimeError(f"kubectl get clusterqueues --watch listed nothing in {self.timeout:.0f}s")
+        return self
+
+    def _read(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        decoder, text = json.JSONDecoder(), ""
+        for line in proc.stdout:  # the objects come indented, one after another
+            text += line
+            try:
+                obj, end = decoder.raw_decode(text.lstrip())
+            except ValueError:
+                continue  # not a whole object yet
+            text = text.lstrip()[end:]
+            with self._read_one:
+                self._versions.append((time.monotonic(), obj))
+                self._read_one.notify_all()
+
+    def listed(self, n: int) -> bool:
+        """Whether ``n`` versions were read within the timeout (waits on the reader, no polling)."""
+        with self._read_one:
+            return self._read_one.wait_for(lambda: len(self._versions) >= n, self.timeout)
+
+    def versions(self) -> list[tuple[float, dict[str, Any]]]:
+        """The versions read so far, in order: (time.monotonic() when read, the ClusterQueue)."""
+        with self._read_one:
+            return list(self._versions)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            self._proc.wait(10)
+        if self._thread is not None:
+            self._thread.join(10)
 
 
 def _stuck_detail(pods: list[dict[str, Any]], workloads: list[dict[str, Any]], events: list[dict[str, Any]]) -> str:
@@ -604,7 +690,16 @@ def observe(
     passes. Each poll lists each kind once for all scenarios: TrainJobs, AIPerfJobs, pods (and
     JobSets while an AIPerfJob is pending); Kueue Workloads and events only when a job reaches its
     bound, or an AIPerfJob is terminal (its Warning events go with the detail). A JobSet applied
-    directly is read from the same list of JobSets and its pods (label ``JOBSET_LABEL``)."""
+    directly is read from the same list of JobSets and its pods (label ``JOBSET_LABEL``). With
+    ``before`` jobs, the ClusterQueues are watched from before the first create (:class:`ClusterQueueWatch`)."""
+    with contextlib.ExitStack() as stack:
+        watch = stack.enter_context(ClusterQueueWatch(cp)) if any(s.before for s in scenarios) else None
+        return _observe(cp, scenarios, bound, aiperf_bound, watch)
+
+
+def _observe(
+    cp: ControlPlane, scenarios: Sequence[Scenario], bound: float, aiperf_bound: float, watch: ClusterQueueWatch | None
+) -> dict[str, Outcome]:
     outcomes: dict[str, Outcome] = {}
     t0 = time.monotonic()
     started: dict[str, float] = {}
@@ -642,13 +737,10 @@ def observe(
         held = [s for s in pending if s.name in orders]
         if lasts or held:
             wls = _by_ns(kubectl_json(cp, "workloads.kueue.x-k8s.io", "-A").get("items", []))
-        if held:
-            # the order of admission: each poll, the jobs' Workloads and their ClusterQueues' status
-            cqs = {c["metadata"]["name"]: c for c in kubectl_json(cp, "clusterqueues.kueue.x-k8s.io").get("items", [])}
-            for s in held:
-                if orders[s.name].see(wls.get(s.namespace, []), cqs, now):
-                    end_before(cp, s)
-                    orders[s.name].released = now
+        for s in held:  # the order of admission: each poll, the jobs' Workloads
+            if orders[s.name].see(wls.get(s.namespace, []), now):
+                end_before(cp, s)
+                orders[s.name].released = now
         if lasts or ai_done:
             evs = _by_ns(kubectl_json(cp, "events", "-A").get("items", []))
         still = []
@@ -689,6 +781,8 @@ def observe(
                     earlier = "; ".join(f"run {i + 1}: {d}" for i, d in enumerate(rerun[s.name]))
                     detail += f" (run {len(rerun[s.name]) + 1}; {earlier})"
                 if (order := orders.get(s.name)) is not None:
+                    assert watch is not None
+                    order.take_borrowing(watch.versions())
                     detail, admission = f"{detail}; {order.text()}", order.admission
                     if order.released is None:
                         end_before(cp, s)  # the outcome is in: they hold nothing any more
@@ -840,7 +934,12 @@ def image_registry(
 def push_images(reg: Registry, workload_archive: Path) -> None:
     """What the Image Pull rows pull: the workload image as ``REGISTRY_TAG``, its manifest again under
     each credential row's own tag, and two OCI indexes: one over a hand-made manifest for an
-    architecture other than the workload's (the node's) only, one over the workload's manifest and that."""
+    architecture other than the workload's (the node's) only, one over the workload's manifest and that.
+
+    The pushed workload image is a copy with a config, hence an image ID, of its own (push_docker_archive,
+    e2e/harness/registry.py pushed_config): the kubelet keys the credentials it pulled an image with by
+    image ID (k8s.io/kubernetes pkg/kubelet/images/pullmanager, KEP-2535), so a row pulling the copy with
+    its Secret leaves every other row's ``localhost/preflight/workload:local`` preloaded."""
     repo = REGISTRY_REPOSITORY
     push_docker_archive(reg, repo, REGISTRY_TAG, workload_archive)
     for tag in (NO_CREDENTIALS_TAG, WRONG_CREDENTIALS_TAG):

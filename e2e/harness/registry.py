@@ -491,10 +491,40 @@ def containerd_hosts(reg: Registry, config_path: Path) -> Path:
     return ca
 
 
+#: the label :func:`push_docker_archive` adds to the config of the image it pushes (its value: the
+#: repository it was pushed to), so the pushed copy has an image ID of its own
+PUSHED_LABEL = "preflight.webhook.io/e2e-pushed-to"
+
+
+def pushed_config(config: bytes, repo: str) -> bytes:
+    """``config`` (a Docker or OCI image config) with :data:`PUSHED_LABEL` added to ``config.Labels``:
+    the same platform, rootfs and layers (its ``diff_ids``), another digest, hence another image ID on
+    the node (containerd's CRI reports the config digest as the image's id).
+
+    Why: the kubelet keys its records of the images it pulled by that ID (k8s.io/kubernetes v1.37
+    pkg/kubelet/images/pullmanager/image_pull_manager.go, writePulledRecordIfChanged: one
+    ImagePulledRecord per imageRef, with the credentials each image name was pulled with). Under the
+    default imagePullCredentialsVerificationPolicy, NeverVerifyPreloadedImages (image_pull_policies.go
+    NeverVerifyPreloadedPullPolicy), an image ID with such a record is no longer "preloaded": a pod naming
+    any image with that ID must then present credentials recorded for its own name, or pull again
+    (MustAttemptImagePull, called by pkg/kubelet/images/image_manager.go EnsureImageExists). Were the
+    pushed copy the archive's image itself, a pod pulling it from the registry with a Secret would make
+    every later pod naming the copy loaded under ``localhost/`` pull ``localhost/...`` again, where no
+    registry answers (KEP-2535, beta and on by default since 1.35)."""
+    doc = json.loads(config)
+    inner = doc.get("config") or {}
+    inner["Labels"] = {**(inner.get("Labels") or {}), PUSHED_LABEL: repo}
+    doc["config"] = inner
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
 def push_docker_archive(reg: Registry, repo: str, tag: str, archive: Path) -> str:
-    """Push the first image of a `docker save` archive (the node's pause image) as an OCI image: its
-    config as is (the OCI config is the Docker config's format), its layers uncompressed
-    (application/vnd.oci.image.layer.v1.tar: the digest is the config's diff_id). Returns its digest."""
+    """Push the first image of a `docker save` archive (the node's pause or workload image) as an OCI
+    image: its config with :data:`PUSHED_LABEL` added (:func:`pushed_config`: the OCI config is the
+    Docker config's format; the label gives the pushed copy an image ID of its own, so pulling it with
+    credentials leaves the copy loaded on the node preloaded for the kubelet), its layers as they are,
+    uncompressed (application/vnd.oci.image.layer.v1.tar: the digest is the config's diff_id). Returns
+    its digest."""
     with tarfile.open(archive) as tar:
 
         def member(name: str) -> bytes:
@@ -503,7 +533,7 @@ def push_docker_archive(reg: Registry, repo: str, tag: str, archive: Path) -> st
             return f.read()
 
         entry = json.loads(member("manifest.json"))[0]
-        config = member(entry["Config"])
+        config = pushed_config(member(entry["Config"]), repo)
         layers = [member(name) for name in entry["Layers"]]
     manifest = {
         "schemaVersion": 2,
