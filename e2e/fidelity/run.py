@@ -491,10 +491,14 @@ class ClusterQueueWatch:
     before the jobs are created. What a ClusterQueue borrowed while it held a job is then seen whatever
     the moment of the runner's polls (:meth:`QueueOrder.take_borrowing`).
 
-    Why a watch: in the whole matrix (102 jobs, each poll lists every kind), the poll that first saw
-    kueue-borrows-beside-running's Workload admitted (+63 s) read a ClusterQueue status that did not
-    count the job yet (Kueue updates it after the Workload), and by the next poll the job had completed
-    and its quota was released: the row's detail had the admission and not the borrowing."""
+    Why a watch: in the whole matrix (make conformance on 02a65f4: 102 jobs, each poll lists every kind,
+    seconds apart), the polls saw kueue-borrows-beside-running's Workload admitted at +63 s and the job
+    complete at +71 s, and none read a ClusterQueue status borrowing for it. A poll reads the
+    ClusterQueue once, after the Workloads; Kueue updates that status after it admits the Workload, and
+    releases the job's quota once it completes: a status read a moment too early or too late shows no
+    borrowing (which of the two it was, the record does not say). The watch sees every version. It lasts
+    as long as the apiserver keeps a watch open (--min-request-timeout, 30 to 60 min), longer than
+    the observation of the whole matrix."""
 
     def __init__(self, cp: ControlPlane, timeout: float = 30.0) -> None:
         self.cp, self.timeout = cp, timeout
