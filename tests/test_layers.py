@@ -69,6 +69,7 @@ LAYER_OF = {
     "webhook.checks": "checks",
     "webhook.models": "models",
     "webhook.engine": "domain",
+    "webhook.checkmemo": "domain",
     "webhook.policy": "domain",
     "webhook.preflight": "domain",
     "webhook.manifests": "domain",

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence, Set
 
 import aiohttp
 
+from webhook.checkmemo import CheckMemo
 from webhook.checks.base import Check, CheckContext, applies_to
 from webhook.cluster.view import ClusterView
 from webhook.config import Settings
@@ -121,11 +122,16 @@ def _precondition(check: Check, ctx: CheckContext) -> CheckResult | None:
     return None
 
 
-async def _run_one(check: Check, ctx: CheckContext) -> list[CheckResult]:
+async def _run_one(check: Check, ctx: CheckContext, memo: CheckMemo | None = None) -> list[CheckResult]:
+    """The check's results (an exception contained as one), each with its duration; `memo`: a synchronous
+    check's results kept for the same render and unchanged caches (webhook/checkmemo.py)."""
     start = time.perf_counter()
     try:
-        out = await check.run(ctx)
-        results = out if isinstance(out, list) else [out]
+        if memo is not None and check.synchronous:
+            results = memo.lookup(check, ctx) or await memo.run(check, ctx)
+        else:
+            out = await check.run(ctx)
+            results = out if isinstance(out, list) else [out]
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # contained: a check never takes the request down
@@ -150,22 +156,24 @@ async def run_checks(
     deadline: Deadline,
     view: ClusterView | None = None,
     found: dict[str, list[CheckResult]] | None = None,
+    memo: CheckMemo | None = None,
 ) -> PreflightResults:
     """Run `checks` (already filtered for the workload) and return every result, in registry order.
 
     `found`: filled with each check's results as they come in, so a caller whose own timeout
-    ends the run still has the failures found by then (`so_far`)."""
+    ends the run still has the failures found by then (`so_far`). `memo`: the synchronous checks'
+    results kept for the same render while the caches they read are unchanged (the webhook's)."""
     ctx = CheckContext(workload=workload, deadline=deadline, settings=settings, view=view)
     by_check: dict[str, list[CheckResult]] = {} if found is None else found
     runnable = _preconditions(checks, ctx, by_check)
     blocking = [c for c in runnable if c.blocking]
     rest = [c for c in runnable if not c.blocking]
-    stopped_by = await _run_blocking(blocking, ctx, by_check)
+    stopped_by = await _run_blocking(blocking, ctx, by_check, memo)
     if stopped_by is not None:
         for c in rest:
             by_check[c.name] = [_not_run(c, stopped_by)]
     elif rest:
-        await _run_rest(rest, ctx, by_check)
+        await _run_rest(rest, ctx, by_check, memo)
     changed = await judge_admitted(ctx, checks, rest, by_check) if stopped_by is None else {}
     out = _ordered(checks, by_check)
     out.admitted = {name: [c.said() for c in a.changes] for name, a in changed.items()}
@@ -198,7 +206,7 @@ def _late(name: str, deadline: Deadline) -> CheckResult:
 
 
 async def _run_blocking(
-    blocking: Sequence[Check], ctx: CheckContext, by_check: dict[str, list[CheckResult]]
+    blocking: Sequence[Check], ctx: CheckContext, by_check: dict[str, list[CheckResult]], memo: CheckMemo | None
 ) -> str | None:
     """Run the blocking checks one by one: the name of the first that failed (the others are not run), or None."""
     stopped_by: str | None = None
@@ -207,7 +215,7 @@ async def _run_blocking(
             by_check[c.name] = [_not_run(c, stopped_by)]
             continue
         if c.synchronous:  # never suspends: a task would only add its own cost
-            res = await _run_one(c, ctx)
+            res = await _run_one(c, ctx, memo)
         else:
             task = asyncio.ensure_future(_run_one(c, ctx))
             res = [_late(c.name, ctx.deadline)] if await wait_until(ctx.deadline, {task}) else task.result()
@@ -217,7 +225,9 @@ async def _run_blocking(
     return stopped_by
 
 
-async def _run_rest(rest: Sequence[Check], ctx: CheckContext, by_check: dict[str, list[CheckResult]]) -> None:
+async def _run_rest(
+    rest: Sequence[Check], ctx: CheckContext, by_check: dict[str, list[CheckResult]], memo: CheckMemo | None
+) -> None:
     """Run the checks that do not block, cheap before heavy, each reported by the deadline.
 
     The checks that await I/O run as tasks, and get to send their requests first (one yield); the
@@ -237,7 +247,7 @@ async def _run_rest(rest: Sequence[Check], ctx: CheckContext, by_check: dict[str
     heavy = [c for c in rest if not c.synchronous and c.heavy]
     if tasks:
         await asyncio.sleep(0)
-    await _run_synchronous(rest, ctx, by_check)
+    await _run_synchronous(rest, ctx, by_check, memo)
     if heavy:
         await _cheap_answered(cheap, ctx.deadline)
         for c in heavy:
@@ -248,7 +258,9 @@ async def _run_rest(rest: Sequence[Check], ctx: CheckContext, by_check: dict[str
             by_check[c.name] = t.result() if t not in pending else [_late(c.name, ctx.deadline)]
 
 
-async def _run_synchronous(rest: Sequence[Check], ctx: CheckContext, by_check: dict[str, list[CheckResult]]) -> None:
+async def _run_synchronous(
+    rest: Sequence[Check], ctx: CheckContext, by_check: dict[str, list[CheckResult]], memo: CheckMemo | None
+) -> None:
     """Run the synchronous checks of `rest` back to back, giving the loop a turn every YIELD_AFTER_SECONDS."""
     slice_start = time.perf_counter()
     for c in rest:
@@ -259,7 +271,7 @@ async def _run_synchronous(rest: Sequence[Check], ctx: CheckContext, by_check: d
                 r.duration_ms = 0.0
                 by_check[c.name] = [r]
                 continue
-            by_check[c.name] = await _run_one(c, ctx)
+            by_check[c.name] = await _run_one(c, ctx, memo)
             if time.perf_counter() - slice_start > YIELD_AFTER_SECONDS:
                 # a large workload: let the loop answer the others between checks (a small one, ~1 ms
                 # for all of them, never yields here)

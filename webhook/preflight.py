@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.checkmemo import CheckMemo
 from webhook.checks import all_checks
 from webhook.checks.base import Check
 from webhook.checks.render import JobRender
@@ -298,6 +299,7 @@ async def evaluate(
     off_loop: bool = False,
     within_limit: bool = False,
     progress: Progress | None = None,
+    memo: CheckMemo | None = None,
 ) -> Evaluation:
     """Evaluate one object. One its adapter cannot read as its kind is denied (`unreadable`).
 
@@ -313,6 +315,9 @@ async def evaluate(
     that already failed on the old object never blocks (it becomes a warning), so a user
     can always cancel, suspend or fix a job.
 
+    `memo` (the server's): the synchronous checks' results kept for the same render while every cache
+    they read is unchanged (webhook/checkmemo.py).
+
     Steps: build (`_build`: the Workload, or the Object Size / unreadable verdict) → dispatch
     (`_dispatch`: the engine runs the checks) → classify (`_failing_before`: the ratchet; policy.decide)
     → message (the Decision policy wrote).
@@ -321,6 +326,7 @@ async def evaluate(
         obj, settings, deadline, view, operation, old_obj, namespace, off_loop, within_limit, progress,
         checks=all_checks() if checks is None else checks,
         runtime_lookup=view_runtime_lookup(view) if runtime_lookup is None and view is not None else runtime_lookup,
+        memo=memo,
     )  # fmt: skip
     if req.updating and _spec_of(old_obj) == _spec_of(obj):
         # status, labels, finalizers: nothing the checks judge changed
@@ -356,6 +362,7 @@ class _Request:
     progress: Progress | None
     checks: list[Check]
     runtime_lookup: RuntimeLookup | None
+    memo: CheckMemo | None = None
 
     @property
     def updating(self) -> bool:
@@ -435,7 +442,9 @@ async def _dispatch(
     if req.progress is not None:
         req.progress.workload, req.progress.checks, req.progress.mode, req.progress.notes = wl, todo, mode, notes
         so_far_found = req.progress.found
-    return await run_checks(wl, todo, settings=req.settings, deadline=req.deadline, view=req.view, found=so_far_found)
+    return await run_checks(
+        wl, todo, settings=req.settings, deadline=req.deadline, view=req.view, found=so_far_found, memo=req.memo
+    )
 
 
 async def _failing_before(req: _Request, results: PreflightResults, skip: set[str]) -> set[str]:

@@ -58,6 +58,7 @@ from webhook.admission import (
     review_response,
     split_old_object,
 )
+from webhook.checkmemo import CheckMemo
 from webhook.checks import all_checks
 from webhook.checks.base import Check, describe
 from webhook.cluster.view import ClusterView
@@ -291,6 +292,8 @@ class WebhookApp:
         self.large_reviews = ByteGate(large_review_bytes)
         self.view = view
         self.checks = all_checks() if checks is None else list(checks)
+        #: the synchronous checks' results kept for the same render and unchanged caches (webhook/checkmemo.py)
+        self.memo = CheckMemo()
         self.kinds = frozenset(known_kinds())
         self.metrics = metrics or Metrics(known_kinds=sorted(self.kinds))
         self.loads, self.dumps, self.json_name = json_codec(json_choice)
@@ -560,6 +563,7 @@ class WebhookApp:
                     off_loop=off_loop,
                     within_limit=True,  # _too_big_to_parse measured the object as the apiserver wrote it
                     progress=progress,
+                    memo=self.memo,
                 )
         except TimeoutError:
             if not outer.expired():

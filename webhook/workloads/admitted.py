@@ -349,8 +349,10 @@ def admitted_group(
 
 def admitted_workload(wl: Workload, groups: Mapping[str, AdmittedGroup]) -> Workload:
     """A copy of `wl` whose pod groups named in `groups` are their pods as admitted (the rest as written).
-    A shallow copy: everything else (derived objects, a sweep's children and sources) is the same."""
+    A shallow copy: everything else (derived objects, a sweep's children and sources) is the same, but
+    for its render_id: it is not the render's Workload."""
     out = copy.copy(wl)
+    out.render_id = None  # not that render: its pods are these (the check memo, webhook/checkmemo.py, keys by it)
     out.pod_groups = [
         PodGroup(
             name=g.name, pods=g.pods, pod_spec=a.spec, pod_metadata=a.metadata, role=g.role,
