@@ -316,3 +316,76 @@ async def test_the_memo_is_bounded() -> None:
     for rid in range(10):
         await _run(check, _wl(render_id=rid), view, settings, memo)
     assert len(memo) == 3
+
+
+class _Awaits(_Counting):
+    """A check that awaits between two reads of the quota cache (Check.reads_only_the_view)."""
+
+    name = "Awaits"
+    synchronous = False
+    reads_only_the_view = True
+    between: ClassVar[list[Any]] = []
+
+    async def run(self, ctx: CheckContext) -> CheckResult | list[CheckResult]:
+        import asyncio
+
+        assert ctx.view is not None
+        type(self).runs.append(ctx.workload.name)
+        n = len(ctx.view.list_cached("resourcequotas", ctx.workload.namespace))
+        await asyncio.sleep(0)
+        for change in type(self).between:  # another task changes the caches meanwhile
+            change()
+        nodes = len(ctx.view.list_cached("nodes"))
+        return CheckResult(self.name, Status.PASS, f"{n} quota(s), {nodes} node(s)")
+
+
+class _Live(_Awaits):
+    name = "Live"
+
+    async def run(self, ctx: CheckContext) -> CheckResult | list[CheckResult]:
+        assert ctx.view is not None
+        type(self).runs.append(ctx.workload.name)
+        got = await ctx.view.get_object("v1", "configmaps", "demo-train", "x", ctx.deadline, ttl=5.0)
+        return CheckResult(self.name, Status.PASS, f"found: {got is not None}")
+
+
+class _NotDeclared(_Awaits):
+    name = "Not declared"
+    reads_only_the_view = False
+
+
+async def test_a_check_that_awaits_and_reads_only_caches_is_kept_and_answered_without_a_task() -> None:
+    check, view, settings, memo = _Awaits(), _view(), Settings(), CheckMemo()
+    _Awaits.runs.clear()
+    _Awaits.between = []
+    first = await _run(check, _wl(), view, settings, memo)
+    second = await _run(check, _wl(), view, settings, memo)
+    assert len(_Awaits.runs) == 1 and [r.message for r in second] == [r.message for r in first] == [
+        "1 quota(s), 1 node(s)"
+    ]
+    view.add("nodes", {"metadata": meta("node-b"), "status": {}})
+    third = await _run(check, _wl(), view, settings, memo)
+    assert len(_Awaits.runs) == 2 and third[0].message == "1 quota(s), 2 node(s)"
+
+
+async def test_a_cache_changed_while_a_check_awaited_is_not_kept() -> None:
+    check, view, settings, memo = _Awaits(), _view(), Settings(), CheckMemo()
+    _Awaits.runs.clear()
+    _Awaits.between = [lambda: view.add("resourcequotas", {"metadata": meta("late", namespace="demo-train")})]
+    try:
+        got = await _run(check, _wl(), view, settings, memo)
+        assert got[0].message == "1 quota(s), 1 node(s)"  # read before the change: not what the caches hold now
+        _Awaits.between = []
+        again = await _run(check, _wl(), view, settings, memo)
+        assert len(_Awaits.runs) == 2 and again[0].message == "2 quota(s), 1 node(s)"
+    finally:
+        _Awaits.between = []
+
+
+@pytest.mark.parametrize("check", [_Live(), _NotDeclared()], ids=lambda c: c.name)
+async def test_a_live_read_or_a_check_with_inputs_of_its_own_is_never_kept(check: _Awaits) -> None:
+    view, settings, memo = _view(), Settings(), CheckMemo()
+    type(check).runs.clear()
+    for _ in range(3):
+        await _run(check, _wl(), view, settings, memo)
+    assert len(type(check).runs) == 3 and memo.hits == 0

@@ -1,7 +1,9 @@
-"""The check memo: a synchronous check's results for one render, kept while every cache it read is unchanged.
+"""The check memo: a check's results for one render, kept while every cache it read is unchanged.
 
 A synchronous check (Check.synchronous: run() never awaits) reads only the Workload, the settings and
-the watch caches. The same render (Workload.render_id, webhook/workloads/render_cache.py: one id per
+the watch caches; so does a check whose every other input is a read of the view (Check.reads_only_the_view:
+the node checks, which ask what could provision a node only when none fits) in a run that read only
+caches. The same render (Workload.render_id, webhook/workloads/render_cache.py: one id per
 content, namespace, settings and runtime) judged again, with the same settings object and caches that
 have not changed since, gets the same results: the webhook answers them from here instead of
 judging again (issue 38: the same spec applied again, a dry run and the apply after it, a controller's
@@ -12,9 +14,11 @@ What a result stands on is written down as it is made, by the one recorder of re
 (webhook/cluster/recording.py `RecordingView`, the audit controller's too):
 
 - each cache it read, by its version (ClusterView.cache_version: it changes with every added, changed or
-  deleted object and every relist). A read of anything without a version (a resource the view does not
-  cache), or of any member that reads no object other than a cache's age (discovery: `served`,
-  `server_version`), makes the result not memoizable;
+  deleted object and every relist), the same at each read and at the end (a check that awaits may read on
+  either side of a change: then it is not kept). A read of anything without a version (a resource the
+  view does not cache, a live read: a Secret's keys, a GET kept for a ttl), or of any member that reads
+  no object other than a cache's age (discovery: `served`, `server_version`), makes the result not
+  memoizable;
 - each cache whose age it looked at (`cache_age`, the stale-cache note, webhook/checks/common.py): a
   result is kept only when none of them was stale, and stands only while none of them is (the note
   depends on the time, so a result that would carry it is judged again, and says it).
@@ -41,6 +45,8 @@ from webhook.results import CheckResult
 MEMO_ENTRIES = 4096
 #: the one member that reads no object a memoizable check may ask: the age of a cache (its stale note)
 _AGE = "cache_age"
+#: the members of the view a kept result may have read: the watch caches'
+_CACHE_READS = frozenset({"list_cached", "get_cached", "cache_version"})
 #: kept instead of results for a check that read what has no version on this render (discovery, a resource
 #: not cached) or named the job's uid: it is run as it is from then on, without recording its reads
 _NEVER = object()
@@ -54,6 +60,13 @@ class _Entry:
     #: the caches whose age the check looked at (none of them stale when kept)
     aged: tuple[str, ...]
     results: tuple[CheckResult, ...]
+
+
+def covers(check: Check) -> bool:
+    """The check's results may be kept: it is synchronous (its run reads only the Workload and the caches), or
+    every input its run has besides the Workload and the settings is a read of the view
+    (Check.reads_only_the_view: a run that then read only the caches is kept like a synchronous one's)."""
+    return check.synchronous or check.reads_only_the_view
 
 
 def _copy(r: CheckResult) -> CheckResult:
@@ -94,7 +107,7 @@ class CheckMemo:
     def lookup(self, check: Check, ctx: CheckContext) -> list[CheckResult] | None:
         """The kept results of `check` on this render, copied, if every read they stand on is unchanged; else None."""
         rid, view = ctx.workload.render_id, ctx.view
-        if rid is None or view is None or not check.synchronous:
+        if rid is None or view is None or not covers(check):
             return None
         entry = self._entries.get((check, rid))
         if entry is _NEVER:
@@ -114,10 +127,11 @@ class CheckMemo:
     async def run(self, check: Check, ctx: CheckContext) -> list[CheckResult]:
         """`check`'s results, run with the view recording its reads; kept when they are memoizable."""
         rid, view = ctx.workload.render_id, ctx.view
-        if rid is None or view is None or not check.synchronous or self._entries.get((check, rid)) is _NEVER:
+        if rid is None or view is None or not covers(check) or self._entries.get((check, rid)) is _NEVER:
             out = await check.run(ctx)
             return out if isinstance(out, list) else [out]
-        recording = RecordingView(view)
+        # each read stamped with its cache's version then: a check that awaits may read on either side of a change
+        recording = RecordingView(view, stamp=lambda dep: repr(view.cache_version(dep.resource)))
         out = await check.run(dataclasses.replace(ctx, view=recording))
         results = out if isinstance(out, list) else [out]
         entry = self._entry(recording, results, ctx)
@@ -133,6 +147,8 @@ class CheckMemo:
         view = recording.inner
         if ctx.deadline.expired or any(r.timed_out for r in results):
             return None
+        if not recording.methods <= _CACHE_READS:
+            return _NEVER  # a live read (a Secret's keys, a GET with a ttl): no version to hold it to
         aged: list[str] = []
         for member, args in recording.passed:
             if member != _AGE or len(args) != 1:
@@ -144,6 +160,11 @@ class CheckMemo:
             if version is None:
                 return _NEVER
             versions.append((resource, version))
+        now = dict(versions)
+        stamps = (item for reads in recording.by_reader.values() for item in reads.items())
+        if any(seen != repr(now[dep.resource]) for dep, seen in stamps):
+            return None  # a cache changed while it ran: what it read is not one version
+
         uid = (ctx.workload.obj.get("metadata") or {}).get("uid")
         if _names_uid(results, uid if isinstance(uid, str) else ""):
             return _NEVER

@@ -77,7 +77,7 @@ async def wait_until(
     cancelled and reaped (so nothing is left pending on the loop) and returned. The one bounded
     gather of the project: the engine (margin 0), Secrets' reads and Dry Run's requests
     (margin REPORT_MARGIN, so the check itself names what it could not read)."""
-    if not tasks:
+    if all(t.done() for t in tasks):  # answered already (from the caches): no waiter, timer or turn of the loop
         return set()
     _, pending = await asyncio.wait(tasks, timeout=max(0.0, deadline.remaining() - margin))
     for t in pending:

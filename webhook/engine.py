@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence, Set
 
 import aiohttp
 
-from webhook.checkmemo import CheckMemo
+from webhook.checkmemo import CheckMemo, covers
 from webhook.checks.base import Check, CheckContext, applies_to
 from webhook.cluster.view import ClusterView
 from webhook.config import Settings
@@ -127,7 +127,7 @@ async def _run_one(check: Check, ctx: CheckContext, memo: CheckMemo | None = Non
     check's results kept for the same render and unchanged caches (webhook/checkmemo.py)."""
     start = time.perf_counter()
     try:
-        if memo is not None and check.synchronous:
+        if memo is not None and covers(check):
             results = memo.lookup(check, ctx) or await memo.run(check, ctx)
         else:
             out = await check.run(ctx)
@@ -232,30 +232,45 @@ async def _run_rest(
 
     The checks that await I/O run as tasks, and get to send their requests first (one yield); the
     synchronous ones then run here, in this task, while that I/O is in flight; the heavy ones start
-    last, once the others have answered (or half the time left is gone)."""
+    last, once the others have answered (or half the time left is gone). A check whose results `memo`
+    kept for this render and these caches gets them without a task."""
     cheap = _cheap()
 
-    def start(c: Check) -> asyncio.Future[list[CheckResult]]:
-        task = asyncio.ensure_future(_run_one(c, ctx))
+    def start(c: Check) -> asyncio.Future[list[CheckResult]] | None:
+        if memo is not None and (kept := _kept(c, ctx, memo)) is not None:
+            by_check[c.name] = kept  # the same render, the same caches: no task to find that out
+            return None
+        task = asyncio.ensure_future(_run_one(c, ctx, memo))
         task.add_done_callback(lambda t: _record(by_check, c.name, t))  # found as soon as it answers
         if not c.heavy:
             cheap.enter()
             task.add_done_callback(lambda _: cheap.leave())
         return task
 
-    tasks = {start(c): c for c in rest if not c.synchronous and not c.heavy}
+    tasks = {t: c for c in rest if not c.synchronous and not c.heavy and (t := start(c)) is not None}
     heavy = [c for c in rest if not c.synchronous and c.heavy]
     if tasks:
         await asyncio.sleep(0)
     await _run_synchronous(rest, ctx, by_check, memo)
     if heavy:
         await _cheap_answered(cheap, ctx.deadline)
-        for c in heavy:
-            tasks[start(c)] = c
+        tasks.update((t, c) for c in heavy if (t := start(c)) is not None)
     if tasks:
         pending = await wait_until(ctx.deadline, tasks.keys())
         for t, c in tasks.items():
             by_check[c.name] = t.result() if t not in pending else [_late(c.name, ctx.deadline)]
+
+
+def _kept(check: Check, ctx: CheckContext, memo: CheckMemo) -> list[CheckResult] | None:
+    """A check's results kept in `memo` for this render and unchanged caches (each with the lookup's duration), or None."""
+    start = time.perf_counter()
+    kept = memo.lookup(check, ctx)
+    if kept:
+        ms = (time.perf_counter() - start) * 1000.0
+        for r in kept:
+            if r.duration_ms is None:
+                r.duration_ms = ms
+    return kept or None
 
 
 async def _run_synchronous(
@@ -283,6 +298,8 @@ async def _cheap_answered(cheap: _Cheap, deadline: Deadline) -> None:
     """Wait until no cheap check is in flight, at the latest until HEAVY_RESERVE (or half the time left) remains.
 
     The cheap ones first, this review's and the others': a heavy check's CPU and requests must not starve them."""
+    if cheap.idle.is_set():  # none in flight: no task, timer or turn of the loop to find that out
+        return
     left = deadline.remaining()
     try:
         await asyncio.wait_for(cheap.idle.wait(), timeout=left - min(HEAVY_RESERVE, left / 2))

@@ -55,6 +55,10 @@ class Check:
     #: runs it in the request's own task instead of a task per check (that costs more than most
     #: checks do). A check that awaits I/O must leave this False so the deadline can cut it off.
     synchronous: ClassVar[bool] = False
+    #: every input run() has besides the Workload and the settings is a read of ctx.view (no registry, no state
+    #: of its own, not the Dry Run's outcomes): when a run read only the watch caches, the webhook's check memo
+    #: (webhook/checkmemo.py) keeps its results like a synchronous check's. A synchronous check is so anyway.
+    reads_only_the_view: ClassVar[bool] = False
     #: its requests are heavy for our loop and the apiserver (bodies in proportion to the pod specs: the
     #: Dry Run's writes). The engine starts it once the other checks have answered (or half the time left
     #: has passed), so it never starves a cheap check that can deny (issue 33: a Secrets read waiting

@@ -95,6 +95,8 @@ class _ProvisionableNodeCheck(Check):
     default_action = "deny"
     needs_cluster = True
     local_capacity = True
+    # the node cache and, when nothing fits, what could provision a node: all of it read through the view
+    reads_only_the_view = True
     permissions = NODE_PERMISSIONS
     optional_permissions = provisioning.PERMISSIONS
     apis = ("v1",)

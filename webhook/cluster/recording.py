@@ -89,6 +89,8 @@ class RecordingView:
         #: the members that read no object it was asked, in order: (member, its positional arguments), `()`
         #: for an attribute (the check memo needs to know which caches' ages a verdict looked at)
         self.passed: list[tuple[str, tuple[Any, ...]]] = []
+        #: the reading members it was asked (a cache's, or a live read: the check memo keeps only the former)
+        self.methods: set[str] = set()
 
     def __getattr__(self, attr: str) -> Any:
         if attr in _NOT_READS:
@@ -113,6 +115,7 @@ class RecordingView:
 
         @functools.wraps(target)
         def recorded(*args: Any, **kw: Any) -> Any:
+            self.methods.add(attr)
             reader = self.by_reader.setdefault(READER.get(), {})
             for resource, namespace, name in names(*args, **kw):
                 dep = Dep(resource, namespace or "", name)
