@@ -18,6 +18,7 @@ STUDIES = {
     "apply-latency": "apply-latency",
     "admitted-latency": "admitted-latency",
     "inproc": "inproc",
+    "vs-kyverno": "vs-kyverno",
     "loop-stall": "large-objects",
     "large": "large-objects",
     "fuzz-parsers": "fuzz-parsers",
