@@ -420,12 +420,53 @@ class _IndexedView:
         return self.index.get(key)
 
 
-async def in_process(jobs: int, namespaces: int) -> dict[str, Any]:
+class _Answered:
+    """The apiserver as the Event and Report sinks see it in process: every write accepted, every read empty."""
+
+    async def request(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        body = kw.get("body")
+        return body if isinstance(body, dict) and method != "GET" else {"items": [], "metadata": {}}
+
+
+def _in_process_census(c: Any, per_job: int, snapshot: Any) -> str:
+    """What the in-process controller holds after its scans, part by part (deep sizes, an object shared by two
+    parts counted in the first; per job), and the traced allocations still live by the line that made them."""
+    from webhook.audit import passes
+    from webhook.workloads import render_cache
+
+    seen: set[int] = {id(x) for x in (c, c.view, c.view.fake, *c.sinks)}
+    parts: list[tuple[str, Any]] = [(f"controller watch {r}", rf.cache) for r, rf in sorted(c.reflectors.items())
+                                    if r == "trainjobs"]  # fmt: skip
+    parts += [(f"controller {a}", getattr(c, a)) for a in ("kept", "judged", "published", "complete", "partial",
+                                                           "index", "_locks", "debouncer", "_tasks")]  # fmt: skip
+    for sink in c.sinks:
+        parts += [(f"{type(sink).__name__}.{k}", v) for k, v in vars(sink).items() if k not in ("client", "settings")]
+    parts += [("kept results/reads tables", (passes._RESULTS, passes._READS)), ("render cache", render_cache.CACHE)]
+    sizes = [(name, _deep(obj, seen)) for name, obj in parts]
+    lines = [f"{size / 2**20:8.2f} MiB {size / per_job:8.0f} B/job  {name}" for name, size in
+             sorted(sizes, key=lambda x: -x[1]) if size > 2**14]  # fmt: skip
+    total = sum(s for _, s in sizes)
+    lines.append(f"{total / 2**20:8.2f} MiB {total / per_job:8.0f} B/job  all the parts above")
+    stats = snapshot.statistics("lineno")
+    traced = sum(st.size for st in stats)
+    lines.append(f"traced and still live: {traced / 2**20:.1f} MiB ({traced / per_job:.0f} B/job); the top lines:")
+    lines += [f"{st.size / 2**20:8.2f} MiB {st.size / per_job:8.0f} B/job {st.count:8d}  {st.traceback[0]}"
+              for st in stats[:25]]  # fmt: skip
+    return "\n".join(lines)
+
+
+async def in_process(jobs: int, namespaces: int, census: bool = False) -> dict[str, Any]:
     """The controller on a fake view (no apiserver): the cheap pass's CPU and memory at `jobs`, and the
-    requests the request pass sends per job (its time at audit.qps follows from them)."""
+    requests the request pass sends per job (its time at audit.qps follows from them). `census`: the Event
+    and Report sinks too (writes answered at once), and what the controller holds after the scans, by part
+    and by the line that allocated it (tracemalloc from the controller's start: slower, figures not written)."""
+    import tracemalloc
+
     from tests.fakeview import FakeView
-    from webhook.audit.controller import AuditController
+    from webhook.audit.controller import AuditController, JobCache
+    from webhook.audit.events import EventSink
     from webhook.audit.metrics import AuditMetrics
+    from webhook.audit.reports import ReportSink
     from webhook.cluster.cache import ResourceCache
 
     rss0 = _rss_mib()
@@ -448,11 +489,17 @@ async def in_process(jobs: int, namespaces: int) -> dict[str, Any]:
     view = _IndexedView(FakeView({}, served=served), {k: v for k, v in objs.items() if k != "trainjobs"})
     view.fake.client, view.fake.never_read = None, set()
     settings = Settings()
-    c = AuditController(settings, view, checks=all_checks(), sinks=[AuditMetrics(settings)])  # type: ignore[arg-type]
+    if census:
+        tracemalloc.start()
+    sinks: list[Any] = [AuditMetrics(settings)]
+    if census:
+        sinks = [EventSink(_Answered(), settings, instance="bench"), ReportSink(_Answered(), settings), *sinks]
+    c = AuditController(settings, view, checks=all_checks(), sinks=sinks)  # type: ignore[arg-type]
 
     class _R:
         def __init__(self, resource: str, items: list[dict[str, Any]]) -> None:
-            self.cache = ResourceCache(resource)
+            # the jobs in the cache of the controller's own job watch, as start_watches makes it
+            self.cache = JobCache(resource, lambda *_: None) if resource == "trainjobs" else ResourceCache(resource)
             self.cache.replace(items, "1")
             self.denied = ""
 
@@ -470,6 +517,15 @@ async def in_process(jobs: int, namespaces: int) -> dict[str, Any]:
     view.requests.clear()
     w1, t1 = time.monotonic(), time.process_time()
     await c.full_scan("period")
+    if census:
+        for sink in c.sinks:
+            idle = getattr(sink, "idle", None)
+            if idle is not None:
+                await idle()
+        gc.collect()
+        print(f"--- after both scans (RSS {_rss_mib():.0f} MiB)\n{_in_process_census(c, jobs, tracemalloc.take_snapshot())}",
+              file=sys.stderr, flush=True)  # fmt: skip
+        tracemalloc.stop()
     return {
         "jobs": len(c.judged), "cheap_s": c.last_cheap_pass_seconds, "scan_wall_s": wall,
         "cpu_s": cpu, "rss_mib": _rss_mib(), "rss0_mib": rss0, "requests": first,
@@ -730,7 +786,7 @@ def _main_churn(args: argparse.Namespace) -> int:
 
 
 def _main_in_process(args: argparse.Namespace) -> int:
-    r = asyncio.run(in_process(args.jobs, args.namespaces))
+    r = asyncio.run(in_process(args.jobs, args.namespaces, census=args.census))
     load = os.getloadavg()[0]
     total = sum(r["requests"].values())
     qps = Settings().audit.qps

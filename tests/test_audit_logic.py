@@ -103,7 +103,7 @@ def test_a_jobset_applied_directly_is_judged_while_it_waits() -> None:
 def test_a_jobset_a_judged_job_owns_is_no_job_and_keeps_its_metadata_only() -> None:
     """Its owner is judged (the chart's not-owned-by-a-judged-job says the same at apply); the audit
     controller's JobSet watch keeps only its metadata, all its owner's state reads of it."""
-    from webhook.audit.controller import TrimmingCache
+    from webhook.audit.controller import JobCache
 
     [spec] = [k for k in job_kinds() if k.kind == "JobSet"]
     owner = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "ft", "uid": "t1"}
@@ -111,7 +111,7 @@ def test_a_jobset_a_judged_job_owns_is_no_job_and_keeps_its_metadata_only() -> N
     mine = {"metadata": {"name": "direct", "namespace": "ns"}, "spec": {"suspend": True}}
     assert spec.skipped(owned) and not spec.skipped(mine)
     seen: list[str] = []
-    cache = TrimmingCache("jobsets", lambda t, o: seen.append(o["metadata"]["name"]), spec.skipped)
+    cache = JobCache("jobsets", lambda t, o: seen.append(o["metadata"]["name"]), spec.skipped)
     cache.replace([copy.deepcopy(owned), copy.deepcopy(mine)], "1")
     assert cache.get("ns", "ft") == {"metadata": owned["metadata"]}
     assert cache.get("ns", "direct") == mine

@@ -43,6 +43,7 @@ import contextlib
 import copy
 import datetime as dt
 import hashlib
+import json
 import logging
 import sys
 import time
@@ -78,6 +79,8 @@ from webhook.cluster.cache import (
     ResourceCache,
     key_of,
     resource_version,
+    share_map,
+    slim,
     trim_heap,
 )
 from webhook.cluster.live import LiveClusterView
@@ -122,7 +125,7 @@ JOB_NAMESPACE_WATCHES = frozenset({"secrets"})
 MAX_NAMESPACED_WATCHES = 200
 #: whether a job started: its JobSet (same name) and its Kueue Workload (KindSpec.reads). The JobSets are
 #: watched as metadata only, unless JobSet is a judged kind: then its job watch is the one (JobSets a
-#: judged job owns keep their metadata only there: `TrimmingCache`)
+#: judged job owns keep their metadata only there: `JobCache`)
 JOBSETS = CacheSpec("jobsets", "jobset.x-k8s.io", "v1alpha2", True)
 WORKLOADS = CacheSpec("workloads", "kueue.x-k8s.io", "v1beta2", True)
 
@@ -169,18 +172,52 @@ class VersionCache(NotifyingCache):
         super()._put(obj, slimmed=True)
 
 
-class TrimmingCache(NotifyingCache):
-    """A NotifyingCache that keeps only the metadata of an object `trim` says is no job of its own (a
-    JobSet a judged job owns, `KindSpec.skips`: only whether it exists is read, for its owner's state)."""
+#: at most this many distinct job specs are shared (`share_spec`); the table is cleared when full, as share_map's
+SPECS_MAX = 4096
+_SPECS: dict[bytes, dict[str, Any]] = {}
 
-    def __init__(self, resource: str, listener: Listener, trim: Callable[[dict[str, Any]], bool]) -> None:
+
+def share_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """The one held copy of a job's spec: an equal spec held before (equal by `==`, found by a digest of its
+    JSON), else `spec`. Jobs made from one template (a team's sweep, the same fine-tune in every namespace) differ
+    in their names, not their specs: 10,000 waiting TrainJobs held 10,000 equal specs (issue 38). Cached objects
+    are never mutated (the controller judges a deep copy), so a spec read by several jobs is safe."""
+    try:
+        text = json.dumps(spec, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return spec
+    key = hashlib.blake2b(text.encode(), digest_size=16).digest()
+    held = _SPECS.get(key)
+    if held is not None and held == spec:
+        return held
+    if len(_SPECS) >= SPECS_MAX:
+        _SPECS.clear()
+    _SPECS[key] = spec
+    return spec
+
+
+class JobCache(NotifyingCache):
+    """The cache of a judged kind's watch: a NotifyingCache whose jobs share equal specs, labels and annotations
+    (`share_spec`, `share_map`), and that keeps only the metadata of an object `trim` says is no job of its own
+    (a JobSet a judged job owns, `KindSpec.skips`: only whether it exists is read, for its owner's state)."""
+
+    def __init__(self, resource: str, listener: Listener, trim: Callable[[dict[str, Any]], bool] | None = None) -> None:
         super().__init__(resource, listener)
         self.trim = trim
 
     def _put(self, obj: dict[str, Any], *, slimmed: bool = False) -> None:
-        if self.trim(obj):
+        if not slimmed:
+            obj = slim(self.resource, obj)
+        if self.trim is not None and self.trim(obj):
             obj = {k: obj[k] for k in ("apiVersion", "kind", "metadata") if k in obj}
-        super()._put(obj, slimmed=slimmed)
+        meta = obj.get("metadata")
+        if isinstance(meta, dict):
+            for m in ("labels", "annotations"):
+                if isinstance(meta.get(m), dict):
+                    meta[m] = share_map(meta[m])
+        if isinstance(obj.get("spec"), dict):
+            obj["spec"] = share_spec(obj["spec"])
+        super()._put(obj, slimmed=True)
 
 
 def job_spec(spec: KindSpec) -> CacheSpec:
@@ -410,6 +447,8 @@ class AuditController:
         self._ready = asyncio.Event()
         #: when the last full scan started (the loop's clock): the period runs from there
         self.last_scan_started: float | None = None
+        #: resource -> the state of the cache a cluster-wide list's digest was made at, and that digest
+        self._list_versions: dict[str, tuple[tuple[int, int], str]] = {}
 
     # ------------------------------------------------------------------ watches
 
@@ -421,6 +460,7 @@ class AuditController:
         metadata: bool,
         trim: Callable[[dict[str, Any]], bool] | None = None,
         versions_only: bool = False,
+        jobs: bool = False,
     ) -> None:
         if spec.resource in self.reflectors or not self.view.served(spec.group_version):
             return
@@ -431,8 +471,8 @@ class AuditController:
             return
         if namespaces is None:
             r = Reflector(spec, client)
-            if trim is not None:
-                r.cache = TrimmingCache(spec.resource, listener, trim)
+            if jobs:
+                r.cache = JobCache(spec.resource, listener, trim)
             elif versions_only:
                 r.cache = VersionCache(spec.resource, listener)
             else:
@@ -457,6 +497,7 @@ class AuditController:
                 lambda t, o, res=jk.resource: self._on_job(res, t, o),  # type: ignore[misc]
                 metadata=False,
                 trim=jk.skips,
+                jobs=True,
             )
         self._start_reflector(JOBSETS, self._on_jobset, metadata=True)
         self._start_reflector(WORKLOADS, self._on_workload, metadata=False)
@@ -725,14 +766,28 @@ class AuditController:
         if isinstance(r.cache, JoinedCache) and (dep.namespace or "") not in r.cache.parts:
             return None  # not watched there (a namespace without the grant, or a cluster-wide list)
         if dep.name == ANY:
-            members = sorted(
-                f"{m.get('namespace') or ''}/{m.get('name') or ''}@{m.get('resourceVersion') or ''}"
-                for m in (_meta(o) for o in r.cache.objects(dep.namespace or None))
-            )
-            # interned: the jobs of a namespace (and every job, for a cluster-wide list) keep one string
-            return sys.intern(hashlib.sha256("\n".join(members).encode()).hexdigest())
+            return self._list_version(r.cache, dep.namespace)
         obj = r.cache.get(dep.namespace or None, dep.name)
         return "" if obj is None else (resource_version(obj) or "")
+
+    def _list_version(self, cache: ResourceCache, namespace: str) -> str:
+        """A digest of the names and versions of what `cache` holds in `namespace` ("": everywhere). A cluster-wide
+        one is computed once a state of the cache ((generation, changes) names one: webhook/cluster/cache.py):
+        every job's checks read the 5,000 Nodes' list at Kubernetes' thresholds, and digesting it again for each
+        job and reader made the first scan of 10,000 jobs take longer than 15 minutes (issue 38)."""
+        state = None if isinstance(cache, JoinedCache) or namespace else (cache.generation, cache.changes)
+        memo = self._list_versions.get(cache.resource) if state is not None else None
+        if memo is not None and memo[0] == state:
+            return memo[1]
+        members = sorted(
+            f"{m.get('namespace') or ''}/{m.get('name') or ''}@{m.get('resourceVersion') or ''}"
+            for m in (_meta(o) for o in cache.objects(namespace or None))
+        )
+        # interned: the jobs of a namespace (and every job, for a cluster-wide list) keep one string
+        digest = sys.intern(hashlib.sha256("\n".join(members).encode()).hexdigest())
+        if state is not None:
+            self._list_versions[cache.resource] = (state, digest)
+        return digest
 
     async def judge(self, key: JobKey, reason: str, *, cheap: bool = False) -> str:
         """Judge one job now (unless it started); the state it was found in.

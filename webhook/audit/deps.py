@@ -28,13 +28,31 @@ def touched(resource: str, namespace: str, name: str) -> tuple[Dep, ...]:
     return tuple(out)
 
 
+class _Group:
+    """The jobs whose reads are exactly `deps` (one frozenset every such job holds)."""
+
+    __slots__ = ("deps", "jobs")
+
+    def __init__(self, deps: frozenset[Dep]) -> None:
+        self.deps = deps
+        self.jobs: set[Hashable] = set()
+
+
 class ReverseIndex:
-    """Dep -> the jobs that read it, and job -> its Deps (to replace them on the next judgement)."""
+    """Dep -> the jobs that read it, and job -> its Deps (to replace them on the next judgement).
+
+    Jobs that read the same objects (the jobs of one namespace made from one template) are one group: one
+    frozenset of Deps for all of them, and each Dep names the groups that read it, not every job. At 10,000
+    jobs a frozenset a job and a set entry a job and read held ~1.7 KiB a job (bench/audit_scale.py
+    --in-process --census, issue 38); a group costs a set entry a job."""
 
     def __init__(self) -> None:
-        self._jobs: dict[Dep, set[Hashable]] = {}
         self._deps: dict[Hashable, frozenset[Dep]] = {}
-        #: each Dep of `_jobs` -> itself: the object `canonical` answers
+        #: each distinct set of reads -> its group
+        self._groups: dict[frozenset[Dep], _Group] = {}
+        #: each Dep -> the groups whose reads hold it
+        self._holders: dict[Dep, set[_Group]] = {}
+        #: each Dep of `_holders` -> itself: the object `canonical` answers
         self._canon: dict[Dep, Dep] = {}
 
     def __len__(self) -> int:
@@ -47,39 +65,52 @@ class ReverseIndex:
 
     def replace(self, job: Hashable, deps: Iterable[Dep]) -> None:
         """The job's reads are now exactly `deps` (its last evaluation's)."""
-        new = frozenset(deps)
-        old = self._deps.get(job, frozenset())
-        for d in old - new:
-            self._drop(d, job)
-        for d in new - old:
-            self._link(d, job)
-        self._deps[job] = new
+        self._set(job, frozenset(deps))
 
     def add(self, job: Hashable, dep: Dep) -> None:
         """The job reads `dep` too (a read of its evaluation in flight; `replace` settles it at the end)."""
         deps = self._deps.get(job, frozenset())
         if dep not in deps:
-            self._deps[job] = deps | {dep}
-            self._link(dep, job)
+            self._set(job, deps | {dep})
 
-    def _link(self, d: Dep, job: Hashable) -> None:
-        jobs = self._jobs.get(d)
-        if jobs is None:
-            jobs = self._jobs[d] = set()
-            self._canon[d] = d
-        jobs.add(job)
+    def _set(self, job: Hashable, deps: frozenset[Dep]) -> None:
+        old = self._deps.get(job)
+        if old is not None:
+            if old == deps:
+                return
+            self._leave(job, old)
+        group = self._groups.get(deps)
+        if group is None:
+            group = self._groups[deps] = _Group(deps)
+            for d in deps:
+                holders = self._holders.get(d)
+                if holders is None:
+                    holders = self._holders[d] = set()
+                    self._canon[d] = d
+                holders.add(group)
+        group.jobs.add(job)
+        self._deps[job] = group.deps
+
+    def _leave(self, job: Hashable, deps: frozenset[Dep]) -> None:
+        group = self._groups.get(deps)
+        if group is None:
+            return
+        group.jobs.discard(job)
+        if group.jobs:
+            return
+        del self._groups[deps]
+        for d in deps:
+            holders = self._holders.get(d)
+            if holders is not None:
+                holders.discard(group)
+                if not holders:
+                    del self._holders[d]
+                    self._canon.pop(d, None)
 
     def drop(self, job: Hashable) -> None:
-        for d in self._deps.pop(job, frozenset()):
-            self._drop(d, job)
-
-    def _drop(self, d: Dep, job: Hashable) -> None:
-        jobs = self._jobs.get(d)
-        if jobs is not None:
-            jobs.discard(job)
-            if not jobs:
-                del self._jobs[d]
-                self._canon.pop(d, None)
+        old = self._deps.pop(job, None)
+        if old is not None:
+            self._leave(job, old)
 
     def deps_of(self, job: Hashable) -> frozenset[Dep]:
         return self._deps.get(job, frozenset())
@@ -88,5 +119,6 @@ class ReverseIndex:
         """The jobs to re-check when the object (resource, namespace, name) changed."""
         out: set[Hashable] = set()
         for d in touched(resource, namespace, name):
-            out |= self._jobs.get(d, set())
+            for group in self._holders.get(d, ()):
+                out |= group.jobs
         return out

@@ -49,6 +49,7 @@ from webhook.checks.base import Check, CheckContext
 from webhook.config import Settings
 from webhook.kube import Permission
 from webhook.results import CheckResult, Status
+from webhook.workloads.admitted import Admission
 
 #: what a check the cheap pass did not run says in a partial judgement (reports, `report`)
 PENDING_TEXT = "not judged yet: this check sends requests (paced by audit.qps) and runs after every job's cheap checks"
@@ -167,11 +168,30 @@ class _AdmittedResults(list[CheckResult]):
         self.admission = admission
 
 
+#: the admissions that saw no pod changed (`Admission.pods` empty), by what they saw: one object for every job
+_ADMISSIONS: weakref.WeakValueDictionary[tuple[tuple[str, ...], tuple[str, ...]], Admission] = (
+    weakref.WeakValueDictionary()
+)
+
+
+def _shared_admission(admission: Any) -> Any:
+    """`admission`, or the equal one another job's kept Dry Run holds when it holds no pod (the pods as admitted
+    name the job: those stay its own). Nothing changes an Admission (engine.judge_admitted reads it)."""
+    if not isinstance(admission, Admission) or admission.pods:
+        return admission
+    key = (tuple(admission.seen), tuple(admission.unseen))
+    got = _ADMISSIONS.get(key)
+    if got is None:
+        got = _ADMISSIONS[key] = admission
+    return got
+
+
 def shared_results(results: list[CheckResult]) -> list[CheckResult]:
     """`results`, or the equal list another kept result already holds (webhook/results.py CheckResult's fields).
-    The Dry Run's with the job's admission (`_AdmittedResults`) stay the job's own."""
+    The Dry Run's with the job's admission (`_AdmittedResults`) are a list of the job's own, of shared results
+    and an admission shared when it holds no pod (`_shared_admission`)."""
     if isinstance(results, _AdmittedResults):
-        return results
+        return _AdmittedResults(shared_results(list(results)), _shared_admission(results.admission))
     key = tuple(_result_key(r) for r in results)
     got = _RESULTS.get(key)
     if got is None:
