@@ -275,8 +275,11 @@ def uninstrument() -> None:
         setattr(mod, attr, fn)
 
 
-def report(result: dict[str, Any], n: int, clients: int, load: tuple[float, ...], no_memo: bool = False) -> str:
+def report(
+    result: dict[str, Any], n: int, clients: int, load: tuple[float, ...], no_memo: bool = False, section: str = ""
+) -> str:
     flags = f"-n {n} --clients {clients}" + (" --no-memo" if no_memo else "")
+    flags += f" --section {section}" if section and section != "vs-kyverno-review-cpu" else ""
     lines = [
         f"Command: `{Path(sys.executable).parent.parent}/bin/python bench/review_cpu.py {flags} --write`",
         "",
@@ -341,7 +344,7 @@ def main() -> int:
         result = asyncio.run(
             serve_and_measure(str(cp.kubeconfig), args.kind.split(","), args.n, args.clients, not args.no_memo)
         )
-    table = report(result, args.n, args.clients, load, args.no_memo)
+    table = report(result, args.n, args.clients, load, args.no_memo, args.section)
     print(json.dumps(result, indent=1) if args.json else table)
     if args.write:
         from bench.common import write_section
