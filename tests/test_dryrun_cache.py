@@ -8,6 +8,7 @@ concurrent reviews of the same content share one request.
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from typing import Any
 
 import pytest
@@ -450,3 +451,36 @@ async def test_a_review_of_a_memoized_render_with_kept_outcomes_gives_the_loop_n
     assert steps(second) == 0
     monkeypatch.setattr(dryrun, "DIGESTS", DigestMemo())  # the same outcomes kept, every digest hashed again
     assert steps(second) == len(dryrun._plan(second).probes)
+
+
+def test_the_probes_of_a_render_are_built_once_and_stand_for_each_create_of_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """plan_of keeps a render's probes: the second create of the same spec gets the first's (built once), whose
+    bodies carry the first create's uid with the probe's uid equal to it, so each body's digest is the one the
+    second create's own body has (body_digest reads that uid as "this job"); another spec is planned anew; at
+    most PLAN_ENTRIES are kept, the least recently used dropped first."""
+    from webhook.checks import dryrun
+
+    monkeypatch.setattr(dryrun, "_PLANS", OrderedDict())
+    built: list[int | None] = []
+    plain = dryrun._plan
+
+    def counting(wl: Any) -> Any:
+        built.append(wl.render_id)
+        return plain(wl)
+
+    monkeypatch.setattr(dryrun, "_plan", counting)
+    first = _create("aaaa-1111-2222-3333", "2026-01-01T00:00:00Z")
+    second = _create("bbbb-4444-5555-6666", "2026-01-01T00:05:00Z")
+    kept = dryrun.plan_of(first)
+    assert dryrun.plan_of(second) is kept and built == [first.render_id]
+    own = plain(second)
+    assert [p.uid for p in kept.probes] == ["aaaa-1111-2222-3333"] * len(kept.probes)
+    for mine, theirs in zip(own.probes, kept.probes, strict=True):
+        assert body_digest(mine.kind, "demo-bench", mine.body, mine.uid) == body_digest(
+            theirs.kind, "demo-bench", theirs.body, theirs.uid
+        )
+    monkeypatch.setattr(dryrun, "PLAN_ENTRIES", 1)
+    other = _create("cccc-7777-8888-9999", "2026-01-01T00:06:00Z", image="registry.example/aiperf:other")
+    assert dryrun.plan_of(other) is not kept and built == [first.render_id, other.render_id]
+    dryrun.plan_of(first)  # dropped when `other` came in over the bound of one
+    assert built == [first.render_id, other.render_id, first.render_id] and list(dryrun._PLANS) == [first.render_id]
