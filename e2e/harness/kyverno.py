@@ -202,7 +202,7 @@ class Kyverno(Managed):
         self.cp.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}, config_map()])
         self.workdir = self.workdir or Path(tempfile.mkdtemp(prefix="preflight-kyverno-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
-        (self.port,) = free_ports(1)
+        self.port, metrics_port = free_ports(2)
         self.log_path = self.workdir / "kyverno.log"
         self._log = open(self.log_path, "ab")
         argv = [
@@ -214,8 +214,14 @@ class Kyverno(Managed):
             f"--caSecretName={CA_SECRET}",
             f"--tlsSecretName={SERVICE}.{NAMESPACE}.svc.kyverno-tls-pair",
             "--servicePort=443",
-            # nothing else listens: no metrics, controller-runtime metrics or profiling server
+            # nothing else listens beyond loopback: metrics export off, but Kyverno v1.19.1 starts its
+            # Prometheus server whatever --disableMetrics says (cmd/internal/metrics.go SetupMetrics, otel
+            # "prometheus"), on [metricsHost]:metricsPort, all interfaces and 8000 by default: so on loopback and
+            # a free port (two Kyvernos on one machine collided on 8000); no controller-runtime metrics or
+            # profiling server
             "--disableMetrics=true",
+            "--metricsHost=127.0.0.1",
+            f"--metricsPort={metrics_port}",
             "--controllerRuntimeMetricsAddress=0",
             "--loggingFormat=text",
             "--disableLogColor=true",
