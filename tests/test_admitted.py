@@ -236,7 +236,7 @@ async def test_a_refused_pod_is_judged_as_written_and_said_once() -> None:
 async def test_the_audit_controller_reusing_a_dry_run_judges_the_pods_as_admitted_as_that_run_did() -> None:
     """webhook/audit/passes.py: a kept Dry Run (`Remembered`) gives its admission back to the engine, so a scan
     that sends no dry run does not fall back to the templates (a false deny one scan out of two)."""
-    from webhook.audit.passes import Remembered, Tracked, shared_results
+    from webhook.audit.passes import Remembered, Tracked, admission_of, shared_results
 
     quota = {"resourcequotas": [_quota({"limits.cpu": "4", "limits.memory": "8Gi"})]}
     view = _view(quota)
@@ -247,7 +247,10 @@ async def test_the_audit_controller_reusing_a_dry_run_judges_the_pods_as_admitte
     assert _by(first, "Resource Quotas").status is Status.PASS
 
     quiet = _view(quota)  # would answer nothing of admission: the kept answer must be used
-    again = await _run(wl, quiet, [ResourceQuotas(), Remembered(DryRun(), shared_results(ran["Dry Run"]))])
+    kept = ran["Dry Run"]  # as the controller keeps it: the shared results, the admission beside them
+    assert admission_of(kept) is not None
+    remembered = Remembered(DryRun(), shared_results(kept), admission_of(kept))
+    again = await _run(wl, quiet, [ResourceQuotas(), remembered])
     assert quiet.dry_runs == []
     assert _by(again, "Resource Quotas").status is Status.PASS
     assert _by(again, "Dry Run").details == _by(first, "Dry Run").details

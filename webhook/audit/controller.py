@@ -64,7 +64,16 @@ from webhook.audit.jobs import (
     owned_by,
     uid_of,
 )
-from webhook.audit.passes import Kept, Remembered, checks_for, shared_reads, shared_results
+from webhook.audit.passes import (
+    NOTHING_KEPT,
+    JobKept,
+    Kept,
+    Remembered,
+    admission_of,
+    checks_for,
+    shared_reads,
+    shared_results,
+)
 from webhook.audit.queue import Debouncer
 from webhook.audit.sink import FindingSink, JobRef, Judgement
 from webhook.audit.sweeps import RemainingChild, child_of_sweep, remaining_children
@@ -423,7 +432,7 @@ class AuditController:
         #: what was published for each judged job: the job itself, or a sweep's remaining children
         self.published: dict[JobKey, dict[str, JobRef]] = {}
         #: per published job (`_ref_key`): each request-sending check's kept results (webhook/audit/passes.py)
-        self.kept: dict[str, dict[str, Kept]] = {}
+        self.kept: dict[str, JobKept] = {}
         #: the published jobs (`_ref_key`) whose last published judgement is complete: a partial one never replaces it
         self.complete: set[str] = set()
         #: the jobs whose last judgement was partial: the request pass of the scan judges them again
@@ -887,7 +896,7 @@ class AuditController:
         )
         pending: set[str] = set()
         ran: dict[str, list[CheckResult]] = {}
-        kept = self.kept.get(tk, {})
+        kept = self.kept.get(tk, NOTHING_KEPT)
         checks = checks_for(
             self.checks, kept, cheap=p.cheap, pending=pending, ran=ran, job_version=p.version,
             version_of=self.version_of, now=self._clock(), max_age=self.audit.request_checks_reuse_seconds,
@@ -910,10 +919,10 @@ class AuditController:
         if ran:
             at = self._clock()
             fresh = {
-                n: Kept(p.version, shared_reads(recording.by_reader.get(n, {})), at, shared_results(r))
+                n: Kept(p.version, shared_reads(recording.by_reader.get(n, {})), at, shared_results(r), admission_of(r))
                 for n, r in ran.items()
             }
-            self.kept[tk] = {**kept, **fresh}
+            self.kept[tk] = kept.merged(fresh, p.version)
         complete = not pending
         if not complete and tk in self.complete:
             return False  # the last complete judgement stands until the request pass gives the next one

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import copy
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,16 +110,20 @@ class Tracked(_StandIn):
 
 
 class Remembered(_StandIn):
-    """Answers, without a request, what `inner` found the last time on the same inputs."""
+    """Answers, without a request, what `inner` found the last time on the same inputs (and gives back what
+    it learnt of the pods as admission creates them, `admission`: the engine judges them as it did then)."""
 
-    def __init__(self, inner: Check, results: list[CheckResult]) -> None:
+    def __init__(self, inner: Check, results: list[CheckResult], admission: Any = None) -> None:
         super().__init__(inner)
         self.__dict__["synchronous"] = True
+        if isinstance(results, _AdmittedResults):  # what `Tracked` left in `ran`
+            admission = results.admission if admission is None else admission
         self.results = results
+        self.admission = admission
 
     async def run(self, ctx: CheckContext) -> CheckResult | list[CheckResult]:
-        if isinstance(self.results, _AdmittedResults):  # the engine judges the pods as admitted, as it did then
-            ctx.admission = self.results.admission
+        if self.admission is not None:  # the engine judges the pods as admitted, as it did then
+            ctx.admission = self.admission
         return copy.deepcopy(list(self.results))
 
 
@@ -159,9 +163,10 @@ def _result_key(r: CheckResult) -> tuple[Any, ...]:
 
 class _AdmittedResults(list[CheckResult]):
     """The Dry Run's results on one job with what it learnt of its pods as admission creates them
-    (CheckContext.admission, webhook.workloads.admitted.Admission): `Remembered` gives that back to the
-    engine, so a scan that reuses the Dry Run judges the pods as admitted as the run it stands for did
-    (webhook/engine.py judge_admitted). Never shared: the admission is the job's own."""
+    (CheckContext.admission, webhook.workloads.admitted.Admission), as `Tracked` leaves them in `ran` for
+    one judgement. What is kept is the results, shared, and the admission beside them (`Kept.admission`):
+    `Remembered` gives that back to the engine, so a scan that reuses the Dry Run judges the pods as admitted
+    as the run it stands for did (webhook/engine.py judge_admitted)."""
 
     def __init__(self, results: list[CheckResult], admission: Any) -> None:
         super().__init__(results)
@@ -188,10 +193,8 @@ def _shared_admission(admission: Any) -> Any:
 
 def shared_results(results: list[CheckResult]) -> list[CheckResult]:
     """`results`, or the equal list another kept result already holds (webhook/results.py CheckResult's fields).
-    The Dry Run's with the job's admission (`_AdmittedResults`) are a list of the job's own, of shared results
-    and an admission shared when it holds no pod (`_shared_admission`)."""
-    if isinstance(results, _AdmittedResults):
-        return _AdmittedResults(shared_results(list(results)), _shared_admission(results.admission))
+    The Dry Run's with the job's admission (`_AdmittedResults`): the results are shared all the same, and the
+    admission is not part of what is compared (`admission_of` keeps it beside them)."""
     key = tuple(_result_key(r) for r in results)
     got = _RESULTS.get(key)
     if got is None:
@@ -208,6 +211,12 @@ def shared_reads(reads: Mapping[Dep, str | None]) -> Mapping[Dep, str | None]:
     return got
 
 
+def admission_of(results: list[CheckResult]) -> Any:
+    """What a check's run learnt of the job's pods as admission creates them (`Tracked`: the Dry Run's), shared
+    when it names no pod (`_shared_admission`), or None."""
+    return _shared_admission(results.admission) if isinstance(results, _AdmittedResults) else None
+
+
 @dataclass(frozen=True, slots=True)
 class Kept:
     """A request-sending check's results on one job, and the inputs they were found on."""
@@ -220,6 +229,8 @@ class Kept:
     #: when (the controller's clock)
     at: float
     results: list[CheckResult]
+    #: what the run learnt of the pods as admission creates them (`admission_of`), given back by `Remembered`
+    admission: Any = None
 
     def holds(self, job_version: str, version_of: Callable[[Dep], str | None], now: float, max_age: float) -> bool:
         """Whether these results still stand: same job, every read at the same version, young enough.
@@ -227,6 +238,72 @@ class Kept:
         if job_version != self.job_version or now - self.at >= max_age:
             return False
         return all(was is not None and version_of(dep) == was for dep, was in self.reads.items())
+
+
+#: the tuples of check names the jobs' `JobKept` hold: one tuple for every job with the same checks kept
+_NAMES: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
+def _one_or_all(values: tuple[Any, ...]) -> Any:
+    """`values` as one value when every one is equal (a judgement's checks share the job's version and
+    the time), else the tuple."""
+    first = values[0]
+    return first if all(v == first for v in values) else values
+
+
+class JobKept(Mapping[str, Kept]):
+    """One job's kept results, check name -> `Kept`, in one record (issue 38: 10,000 waiting jobs each keep
+    ~7 checks' results; a dict of `Kept` objects cost ~1.4 KiB a job, this ~0.3). The names tuple is shared by
+    every job that keeps the same checks; the job's version and the time are held once when the checks share
+    them; reads and results are the shared objects (`shared_reads`, `shared_results`). A `Kept` is made when
+    asked for. Never changed: `merged` gives the next one."""
+
+    __slots__ = ("_admissions", "_ats", "_names", "_reads", "_results", "_versions")
+
+    def __init__(self, kept: Mapping[str, Kept]) -> None:
+        items = tuple(kept.values())
+        names = tuple(kept)
+        self._names = _NAMES.setdefault(names, names) if len(_NAMES) < 4096 or names in _NAMES else names
+        self._versions: str | tuple[str, ...] = _one_or_all(tuple(k.job_version for k in items)) if items else ""
+        self._ats: float | tuple[float, ...] = _one_or_all(tuple(k.at for k in items)) if items else 0.0
+        self._reads = tuple(k.reads for k in items)
+        self._results = tuple(k.results for k in items)
+        admissions = tuple(k.admission for k in items)
+        self._admissions = admissions if any(a is not None for a in admissions) else None
+
+    def _at(self, i: int) -> Kept:
+        v, at, adm = self._versions, self._ats, self._admissions
+        return Kept(
+            v if isinstance(v, str) else v[i],
+            self._reads[i],
+            at if isinstance(at, float) else at[i],
+            self._results[i],
+            None if adm is None else adm[i],
+        )
+
+    def __getitem__(self, name: str) -> Kept:
+        try:
+            i = self._names.index(name)
+        except ValueError:
+            raise KeyError(name) from None
+        return self._at(i)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def merged(self, fresh: Mapping[str, Kept], job_version: str) -> JobKept:
+        """These results with `fresh` in place of the checks it ran again, without those found on another
+        version of the job (resourceVersions only move on: they never hold again)."""
+        out = {n: self._at(i) for i, n in enumerate(self._names) if n not in fresh}
+        out = {n: k for n, k in out.items() if k.job_version == job_version}
+        return JobKept({**out, **fresh})
+
+
+#: a job nothing is kept for
+NOTHING_KEPT = JobKept({})
 
 
 def checks_for(
@@ -252,7 +329,7 @@ def checks_for(
         if free:
             out.append(c)
         elif k is not None and k.holds(job_version, version_of, now, max_age):
-            out.append(Remembered(c, k.results))
+            out.append(Remembered(c, k.results, k.admission))
         else:
             out.append(Pending(c, pending) if cheap else Tracked(c, ran))
     return out
