@@ -95,8 +95,12 @@ def test_os_environ_keeps_its_data(monkeypatch: pytest.MonkeyPatch) -> None:
     assert isinstance(getattr(os.environ, "_data", None), dict), why
     before = _compat.environ_key()
     assert before is not None and before == _compat.environ_key(), why
+    assert _compat.environ_key() is before  # unchanged: one object for every holder (the render cache's entries)
     monkeypatch.setenv("PREFLIGHT_COMPAT_PROBE", "1")
-    assert _compat.environ_key() != before, why  # a change of the environment changes the key
+    changed = _compat.environ_key()
+    assert changed != before, why  # a change of the environment changes the key
+    monkeypatch.delenv("PREFLIGHT_COMPAT_PROBE")
+    assert _compat.environ_key() == before and _compat.environ_key() is not changed
 
 
 def test_pyyaml_keeps_its_libyaml_parser() -> None:
