@@ -225,6 +225,36 @@ async def test_a_full_scan_judges_with_audit_workers_tasks_in_order_not_a_task_a
     assert sorted(n for n, complete, *_ in rec.log if complete) == order
 
 
+async def test_one_job_is_judged_by_one_evaluation_at_a_time_and_no_lock_outlives_its_users() -> None:
+    """AuditController._lock: two judgements of one job run one after the other (the second waits for the first),
+    another job's does not wait; once none holds or waits, no lock is kept (10,000 jobs kept 10,000 locks)."""
+    import asyncio
+
+    c, *_ = _controller([_job("ft-0", "uid-0"), _job("ft-1", "uid-1")])
+    log: list[str] = []
+    release = asyncio.Event()
+
+    async def hold(key: Any, name: str) -> None:
+        async with c._lock(key):
+            log.append(f"{name} in")
+            await release.wait()
+            log.append(f"{name} out")
+
+    a = asyncio.ensure_future(hold(("trainjobs", NS, "ft-0"), "a"))
+    b = asyncio.ensure_future(hold(("trainjobs", NS, "ft-0"), "b"))
+    other = asyncio.ensure_future(hold(("trainjobs", NS, "ft-1"), "other"))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert log == ["a in", "other in"]  # b waits for a; the other job does not
+    assert c._locks[("trainjobs", NS, "ft-0")].users == 2
+    release.set()
+    await asyncio.gather(a, b, other)
+    assert log.index("b in") > log.index("a out")
+    assert c._locks == {}
+    await c.full_scan("scan")
+    assert c._locks == {}
+
+
 async def test_each_full_scan_gives_the_freed_heap_back(monkeypatch: pytest.MonkeyPatch) -> None:
     import webhook.audit.controller as controller
     from webhook.cluster.cache import trim_heap
@@ -413,7 +443,12 @@ def test_a_jobs_kept_results_merge_the_fresh_and_drop_what_another_version_found
     # the Dry Run ran again on the same version, later: the Secrets' entry stays, each with its own time
     same = old.merged({"Dry Run": Kept("10", {}, 2.0, [], None)}, "10")
     assert dict(same) == {"Secrets": Kept("10", reads, 1.0, []), "Dry Run": Kept("10", {}, 2.0, [], None)}
-    assert same._ats == (1.0, 2.0) and same._versions == "10" and same._admissions is None
+    assert same._ats == (1.0, 2.0) and same._versions == "10" and same._admission_at == -1
+    assert old._admission_at == 1 and old._admission == "admitted"
+    several = JobKept(
+        {"A": Kept("10", {}, 1.0, [], "a"), "B": Kept("10", {}, 1.0, []), "C": Kept("10", {}, 1.0, [], "c")}
+    )
+    assert [several[n].admission for n in "ABC"] == ["a", None, "c"]
     # the job changed: what the old version found can never hold again, and is not kept
     moved = same.merged({"Dry Run": Kept("11", {}, 3.0, [])}, "11")
     assert dict(moved) == {"Dry Run": Kept("11", {}, 3.0, [])}

@@ -48,7 +48,7 @@ import logging
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -373,6 +373,16 @@ def view_has_seen(cache: ResourceCache, event_type: str, obj: dict[str, Any]) ->
     return h is not None and h > w
 
 
+class _KeyLock:
+    """One job's lock (`AuditController._lock`) and how many hold or wait for it."""
+
+    __slots__ = ("lock", "users")
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.users = 0
+
+
 class _ViewWait:
     """One changed object's re-checks waiting for the view's cache: its latest change and every job to re-check."""
 
@@ -426,7 +436,8 @@ class AuditController:
         self.index = ReverseIndex()
         self.debouncer = Debouncer(self.audit.debounce_seconds)
         self._wake = asyncio.Event()
-        self._locks: dict[JobKey, asyncio.Lock] = {}
+        #: per job being judged or waiting to be: its lock and how many hold or wait for it (`_lock`)
+        self._locks: dict[JobKey, _KeyLock] = {}
         self._workers = asyncio.Semaphore(self.audit.workers)
         self.judged: dict[JobKey, JobRef] = {}
         #: what was published for each judged job: the job itself, or a sweep's remaining children
@@ -739,11 +750,21 @@ class AuditController:
 
     # ------------------------------------------------------------------ judging
 
-    def _lock(self, key: JobKey) -> asyncio.Lock:
-        lock = self._locks.get(key)
-        if lock is None:
-            lock = self._locks[key] = asyncio.Lock()
-        return lock
+    @contextlib.asynccontextmanager
+    async def _lock(self, key: JobKey) -> AsyncIterator[None]:
+        """At most one evaluation of a job at a time. The lock lives while someone holds or waits for it:
+        a lock kept for every job ever judged cost ~220 B a job (issue 38: 10,000 waiting jobs)."""
+        entry = self._locks.get(key)
+        if entry is None:
+            entry = self._locks[key] = _KeyLock()
+        entry.users += 1
+        try:
+            async with entry.lock:
+                yield
+        finally:
+            entry.users -= 1
+            if entry.users == 0 and self._locks.get(key) is entry:
+                del self._locks[key]
 
     def state_of(self, resource: str, obj: dict[str, Any]) -> tuple[str, str]:
         """(judged | running | finished, why) for one job object: its kind's state reader (KindSpec.state),
@@ -946,8 +967,6 @@ class AuditController:
             self.kept.pop(k, None)
             self.complete.discard(k)
         self.index.drop(key)
-        if why == "deleted":
-            self._locks.pop(key, None)
         if not self.is_leader:
             return
         for ref in published.values():

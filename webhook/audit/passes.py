@@ -258,7 +258,7 @@ class JobKept(Mapping[str, Kept]):
     them; reads and results are the shared objects (`shared_reads`, `shared_results`). A `Kept` is made when
     asked for. Never changed: `merged` gives the next one."""
 
-    __slots__ = ("_admissions", "_ats", "_names", "_reads", "_results", "_versions")
+    __slots__ = ("_admission", "_admission_at", "_ats", "_names", "_reads", "_results", "_versions")
 
     def __init__(self, kept: Mapping[str, Kept]) -> None:
         items = tuple(kept.values())
@@ -268,17 +268,26 @@ class JobKept(Mapping[str, Kept]):
         self._ats: float | tuple[float, ...] = _one_or_all(tuple(k.at for k in items)) if items else 0.0
         self._reads = tuple(k.reads for k in items)
         self._results = tuple(k.results for k in items)
-        admissions = tuple(k.admission for k in items)
-        self._admissions = admissions if any(a is not None for a in admissions) else None
+        # the one check that learnt the pods as admitted (the Dry Run) by its index, else -1 (none) or -2 (several:
+        # `_admission` is then the tuple of every check's)
+        admitted = [i for i, k in enumerate(items) if k.admission is not None]
+        self._admission_at = admitted[0] if len(admitted) == 1 else -1 if not admitted else -2
+        self._admission: Any = (
+            items[admitted[0]].admission
+            if len(admitted) == 1
+            else tuple(k.admission for k in items)
+            if admitted
+            else None
+        )
 
     def _at(self, i: int) -> Kept:
-        v, at, adm = self._versions, self._ats, self._admissions
+        v, at, adm_at = self._versions, self._ats, self._admission_at
         return Kept(
             v if isinstance(v, str) else v[i],
             self._reads[i],
             at if isinstance(at, float) else at[i],
             self._results[i],
-            None if adm is None else adm[i],
+            self._admission if adm_at == i else self._admission[i] if adm_at == -2 else None,
         )
 
     def __getitem__(self, name: str) -> Kept:
