@@ -432,6 +432,12 @@ async def test_equal_kept_results_and_reads_are_one_object_and_a_remembered_answ
     assert a["Dry Run"].admission is not None and a["Secrets"].admission is None
 
 
+def test_a_published_job_is_named_by_its_uid_and_a_remaining_child_by_its_sweeps_uid_and_its_name() -> None:
+    sweep = JobRef("aiperf.nvidia.com/v1alpha1", "AIPerfSweep", NS, "sw", "uid-sw")
+    child = JobRef("aiperf.nvidia.com/v1alpha1", "AIPerfJob", NS, "sw-0", "", parent=sweep)
+    assert (sweep.key, child.key) == ("uid-sw", "uid-sw/sw-0")
+
+
 def test_a_jobs_kept_results_merge_the_fresh_and_drop_what_another_version_found() -> None:
     """webhook/audit/passes.py JobKept: what `merged` gives back, and the Kept it answers, field for field."""
     reads: dict[Dep, str | None] = {("secrets", NS, "s"): "5"}

@@ -333,11 +333,6 @@ def _meta(obj: dict[str, Any]) -> dict[str, Any]:
     return m if isinstance(m, dict) else {}
 
 
-def _ref_key(ref: JobRef) -> str:
-    """A published job's key: its uid, or its sweep's uid and its name (it has no uid yet)."""
-    return ref.uid if ref.parent is None else f"{ref.parent.uid}/{ref.name}"
-
-
 def _rv_int(rv: str | None) -> int | None:
     return int(rv) if rv is not None and rv.isdigit() else None
 
@@ -441,11 +436,11 @@ class AuditController:
         self._workers = asyncio.Semaphore(self.audit.workers)
         self.judged: dict[JobKey, JobRef] = {}
         #: what was published for each judged job: the job itself, or a sweep's remaining children (a tuple: a
-        #: dict of one entry a job cost ~170 B more at 10,000 jobs; `_ref_key` names each)
+        #: dict of one entry a job cost ~170 B more at 10,000 jobs; `JobRef.key` names each)
         self.published: dict[JobKey, tuple[JobRef, ...]] = {}
-        #: per published job (`_ref_key`): each request-sending check's kept results (webhook/audit/passes.py)
+        #: per published job (`JobRef.key`): each request-sending check's kept results (webhook/audit/passes.py)
         self.kept: dict[str, JobKept] = {}
-        #: the published jobs (`_ref_key`) whose last published judgement is complete: a partial one never replaces it
+        #: the published jobs (`JobRef.key`) whose last published judgement is complete: a partial one never replaces it
         self.complete: set[str] = set()
         #: the jobs whose last judgement was partial: the request pass of the scan judges them again
         self.partial: set[JobKey] = set()
@@ -894,7 +889,7 @@ class AuditController:
         pass_ = _Pass(key, index, reads, version, generation, reason, why, cheap)
         for target, tref in targets:
             complete = await self._judge_target(pass_, target, tref)
-            now[_ref_key(tref)] = tref
+            now[tref.key] = tref
             partial = partial or not complete
         index.replace(key, reads)
         self.published[key] = tuple(now.values())
@@ -903,7 +898,7 @@ class AuditController:
         else:
             self.partial.discard(key)
         for gone in before:  # a child created meanwhile (judged as an AIPerfJob now), or the sweep
-            k = _ref_key(gone)
+            k = gone.key
             if k not in now:
                 self.kept.pop(k, None)
                 self.complete.discard(k)
@@ -912,7 +907,7 @@ class AuditController:
     async def _judge_target(self, p: _Pass, target: dict[str, Any], tref: JobRef) -> bool:
         """Evaluate one target with its kept results standing for the checks not run, and publish the
         judgement (a partial one only when no complete one stands); whether it was complete."""
-        tk = _ref_key(tref)
+        tk = tref.key
         index, key = p.index, p.key
         recording = RecordingView(
             self.view, on_read=lambda dep: index.add(key, dep), stamp=self.version_of, canonical=index.canonical
@@ -966,7 +961,7 @@ class AuditController:
         published = self.published.pop(key, ())
         self.partial.discard(key)
         for ref in published:
-            k = _ref_key(ref)
+            k = ref.key
             self.kept.pop(k, None)
             self.complete.discard(k)
         self.index.drop(key)

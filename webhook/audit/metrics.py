@@ -117,15 +117,15 @@ class AuditMetrics:
         # most jobs have the same findings: they share one tuple (bounded: the cache starts over when full)
         if len(self._found) >= FOUND_CACHE:
             self._found.clear()
-        self._jobs[_key(job)] = (job.namespace, kind, self._found.setdefault(found, found))
+        self._jobs[job.key] = (job.namespace, kind, self._found.setdefault(found, found))
         if judgement.complete:
-            self._partial.discard(_key(job))
+            self._partial.discard(job.key)
         else:
-            self._partial.add(_key(job))
+            self._partial.add(job.key)
 
     async def forget(self, job: JobRef, why: str) -> None:
-        self._jobs.pop(_key(job), None)
-        self._partial.discard(_key(job))
+        self._jobs.pop(job.key, None)
+        self._partial.discard(job.key)
 
     async def scan_done(self, judged: int, not_judged: dict[str, int]) -> None:
         if self._scan_start is not None:
@@ -137,7 +137,3 @@ class AuditMetrics:
         for state, n in not_judged.items():
             self.jobs_watched.labels(state).set(n)
         self._not_judged = dict(not_judged)
-
-
-def _key(job: JobRef) -> str:
-    return job.uid if job.parent is None else f"{job.parent.uid}/{job.name}"

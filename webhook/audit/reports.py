@@ -411,8 +411,8 @@ class ReportSink:
         job = judgement.job
         new = self._share(findings(judgement.evaluation, self.settings))
         jobs = self._entries.setdefault(job.namespace, {})
-        old = jobs.get(_key(job))
-        jobs[_key(job)] = (job, new)
+        old = jobs.get(job.key)
+        jobs[job.key] = (job, new)
         if old is None or old[1] != new:
             self._dirty(job.namespace)
 
@@ -434,7 +434,7 @@ class ReportSink:
 
     async def forget(self, job: JobRef, why: str) -> None:
         jobs = self._entries.get(job.namespace, {})
-        if jobs.pop(_key(job), None) is not None:
+        if jobs.pop(job.key, None) is not None:
             self._dirty(job.namespace)
 
     async def scan_done(self, judged: int, not_judged: dict[str, int]) -> None:
@@ -596,10 +596,6 @@ class ReportSink:
                 continue
             self._remote.pop(ns, None)  # read it whole now: its resourceVersion and content
             await self._flush_or_retry(ns)
-
-
-def _key(job: JobRef) -> str:
-    return job.uid if job.parent is None else f"{job.parent.uid}/{job.name}"
 
 
 async def reports_served(client: Requester) -> bool:

@@ -26,6 +26,12 @@ class JobRef:
     uid: str
     parent: JobRef | None = None
 
+    @property
+    def key(self) -> str:
+        """What names the job in what is kept of it (the controller's kept results, a report's entries): its
+        uid, or its sweep's uid and its name (a remaining child has no uid yet)."""
+        return self.uid if self.parent is None else f"{self.parent.uid}/{self.name}"
+
 
 @dataclass(frozen=True, slots=True)
 class Judgement:
