@@ -215,7 +215,7 @@ async def test_a_quota_lowered_under_a_waiting_sweep_on_the_node_names_the_child
     ctl = a.controller
     key = ("aiperfsweeps", SWEEP_NS, SWEEP)
     await until("the controller leads and published each remaining child",
-                lambda: ctl.is_leader and set(ctl.published.get(key, {})) == {f"{uid}/conc-v00", f"{uid}/conc-v01"},
+                lambda: ctl.is_leader and {r.key for r in ctl.published.get(key, ())} == {f"{uid}/conc-v00", f"{uid}/conc-v01"},
                 timeout=WAIT)  # fmt: skip
     assert key in ctl.index.jobs_for("resourcequotas", SWEEP_NS, "sweep-quota")
     await until("the Report passes both children",
@@ -260,7 +260,11 @@ async def test_a_quota_lowered_under_a_waiting_sweep_on_the_node_names_the_child
 
     # the first child created as the sweep controller would: one child remains; the created one is an AIPerfJob
     await asyncio.to_thread(cp.apply, sweep_child(sweep, "conc-v00", uid))
-    await until("only conc-v01 remains", lambda: set(ctl.published.get(key, {})) == {f"{uid}/conc-v01"}, timeout=WAIT)
+    await until(
+        "only conc-v01 remains",
+        lambda: {r.key for r in ctl.published.get(key, ())} == {f"{uid}/conc-v01"},
+        timeout=WAIT,
+    )
     await until("the created child is judged", lambda: ("aiperfjobs", SWEEP_NS, "conc-v00") in ctl.judged, timeout=WAIT)
     await until(
         "the Report has the created child as an AIPerfJob",

@@ -100,7 +100,10 @@ async def test_a_sweep_is_judged_per_child_and_a_lowered_quota_names_the_child_t
     a = await start_audit("sweep-a")
     await until("the controller leads and scanned once", lambda: a.controller.is_leader and a.controller.scans >= 1)
     key = ("aiperfsweeps", NS, SWEEP)
-    assert set(a.controller.published[key]) == {f"{uid}/conc-v00", f"{uid}/conc-v01"}  # each remaining child
+    assert {r.key for r in a.controller.published[key]} == {
+        f"{uid}/conc-v00",
+        f"{uid}/conc-v01",
+    }  # each remaining child
     assert key in a.controller.index.jobs_for("resourcequotas", NS, "sweep-quota")
     await until("the Report passes both children", lambda: report_says(cp, ("conc-v01", "Resource Quotas"), "pass"))
     assert await events(cp, SWEEP) == []  # both fit: nothing to say
@@ -141,10 +144,12 @@ async def test_a_sweep_is_judged_per_child_and_a_lowered_quota_names_the_child_t
     await until("the Report passes again", lambda: report_says(cp, ("conc-v01", "Resource Quotas"), "pass"))
 
     # the sweep controller creates the first child: one child remains; the created one is an AIPerfJob now
-    child = a.controller.published[key][f"{uid}/conc-v00"]
+    child = next(r for r in a.controller.published[key] if r.key == f"{uid}/conc-v00")
     assert child.parent is not None and child.parent.uid == uid
     await asyncio.to_thread(cp.apply, sweep_child(_sweep(), "conc-v00", uid))
-    await until("only conc-v01 remains", lambda: set(a.controller.published.get(key, {})) == {f"{uid}/conc-v01"})
+    await until(
+        "only conc-v01 remains", lambda: {r.key for r in a.controller.published.get(key, ())} == {f"{uid}/conc-v01"}
+    )
     await until("the created child is judged", lambda: ("aiperfjobs", NS, "conc-v00") in a.controller.judged)
     await until(
         "the Report has the created child as an AIPerfJob",
