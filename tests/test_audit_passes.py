@@ -233,19 +233,21 @@ async def test_one_job_is_judged_by_one_evaluation_at_a_time_and_no_lock_outlive
     c, *_ = _controller([_job("ft-0", "uid-0"), _job("ft-1", "uid-1")])
     log: list[str] = []
     release = asyncio.Event()
+    inside = {name: asyncio.Event() for name in ("a", "b", "other")}
 
     async def hold(key: Any, name: str) -> None:
         async with c._lock(key):
             log.append(f"{name} in")
+            inside[name].set()
             await release.wait()
             log.append(f"{name} out")
 
     a = asyncio.ensure_future(hold(("trainjobs", NS, "ft-0"), "a"))
     b = asyncio.ensure_future(hold(("trainjobs", NS, "ft-0"), "b"))
     other = asyncio.ensure_future(hold(("trainjobs", NS, "ft-1"), "other"))
-    for _ in range(5):
-        await asyncio.sleep(0)
-    assert log == ["a in", "other in"]  # b waits for a; the other job does not
+    # tasks start in the order made: once the last one is inside its lock, b has asked for a's
+    await inside["other"].wait()
+    assert log == ["a in", "other in"] and not inside["b"].is_set()  # b waits for a; the other job does not
     assert c._locks[("trainjobs", NS, "ft-0")].users == 2
     release.set()
     await asyncio.gather(a, b, other)

@@ -116,8 +116,6 @@ class Remembered(_StandIn):
     def __init__(self, inner: Check, results: list[CheckResult], admission: Any = None) -> None:
         super().__init__(inner)
         self.__dict__["synchronous"] = True
-        if isinstance(results, _AdmittedResults):  # what `Tracked` left in `ran`
-            admission = results.admission if admission is None else admission
         self.results = results
         self.admission = admission
 
@@ -268,17 +266,17 @@ class JobKept(Mapping[str, Kept]):
         self._ats: float | tuple[float, ...] = _one_or_all(tuple(k.at for k in items)) if items else 0.0
         self._reads = tuple(k.reads for k in items)
         self._results = tuple(k.results for k in items)
-        # the one check that learnt the pods as admitted (the Dry Run) by its index, else -1 (none) or -2 (several:
-        # `_admission` is then the tuple of every check's)
+        # the check that learnt the pods as admitted (`Check.admits`: the Dry Run alone today) by its index and its
+        # admission; -1: none. Several (-2): `_admission` is the tuple of every check's.
         admitted = [i for i, k in enumerate(items) if k.admission is not None]
-        self._admission_at = admitted[0] if len(admitted) == 1 else -1 if not admitted else -2
-        self._admission: Any = (
-            items[admitted[0]].admission
-            if len(admitted) == 1
-            else tuple(k.admission for k in items)
-            if admitted
-            else None
-        )
+        self._admission_at = -1
+        self._admission: Any = None
+        if len(admitted) == 1:
+            self._admission_at = admitted[0]
+            self._admission = items[admitted[0]].admission
+        elif admitted:
+            self._admission_at = -2
+            self._admission = tuple(k.admission for k in items)
 
     def _at(self, i: int) -> Kept:
         v, at, adm_at = self._versions, self._ats, self._admission_at
@@ -306,9 +304,9 @@ class JobKept(Mapping[str, Kept]):
     def merged(self, fresh: Mapping[str, Kept], job_version: str) -> JobKept:
         """These results with `fresh` in place of the checks it ran again, without those found on another
         version of the job (resourceVersions only move on: they never hold again)."""
-        out = {n: self._at(i) for i, n in enumerate(self._names) if n not in fresh}
-        out = {n: k for n, k in out.items() if k.job_version == job_version}
-        return JobKept({**out, **fresh})
+        names = self._names
+        kept = {n: k for i, n in enumerate(names) if n not in fresh and (k := self._at(i)).job_version == job_version}
+        return JobKept({**kept, **fresh})
 
 
 #: a job nothing is kept for
