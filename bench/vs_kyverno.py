@@ -320,6 +320,13 @@ def main() -> int:
     p.add_argument("--quick", action="store_true", help="a smoke run: 1 client, 3 requests, writes nothing")
     p.add_argument("--profile", action="store_true", help="sample the webhook with py-spy during its phase")
     p.add_argument("--print-policy", action="store_true", help="print the Kyverno ClusterPolicy (YAML) and exit")
+    p.add_argument(
+        "--config",
+        type=json.loads,
+        default={},
+        metavar="JSON",
+        help='settings for our webhook instead of the defaults, as JSON (e.g. \'{"dryRunCacheSeconds": 0}\')',
+    )
     args = p.parse_args()
     if args.quick:
         args.clients, args.per_client, args.rounds, args.no_write = "1", 3, 1, True
@@ -347,7 +354,7 @@ def main() -> int:
             common: dict[str, Any] = {"namespace_selector": SAMPLE_SELECTOR, "probe_namespace": "demo-bench"}
             noop = stack.enter_context(NoopWebhook(cp, vwc_name="vs-kyverno-noop", **common))
             ours = stack.enter_context(
-                RunningWebhook(cp, vwc_name="vs-kyverno-preflight", config={}, log_level="warning", **common)
+                RunningWebhook(cp, vwc_name="vs-kyverno-preflight", config=args.config, log_level="warning", **common)
             )
             hooks: dict[str, RunningWebhook] = {NOOP: noop, OURS: ours}
             switch = KyvernoSwitch(cp, kyverno)
@@ -529,7 +536,8 @@ def render(
         f"kube-apiserver (admin client certificate, keep-alive TLS), {args.per_client} requests per client per "
         f"round and level, {args.rounds} round(s). One mode registered at a time. Kyverno: the ClusterPolicy "
         f"`{POLICY_NAME}` (`bench/vs_kyverno.py --print-policy`), Enforce, failurePolicy Fail. preflight: the "
-        "default config (every check, Dry Run on). Added = the mode's percentile minus the no-webhook "
+        + ("default config" if not args.config else f"default config with `{json.dumps(args.config)}`")
+        + " (every check, Dry Run on). Added = the mode's percentile minus the no-webhook "
         "percentile; vs no-op = the mode's p99 over the no-op's p99.",
         "",
         "| sample | clients | mode | calls | p50 | p99 | added p50 | added p99 | p99 vs no-op | errors |",

@@ -436,3 +436,66 @@ async def test_live_list_by_label_and_get_with_ttl(cluster: ControlPlane, open_v
     again = await view.get_object("coordination.k8s.io/v1", "leases", ns, "leader", Deadline(10), ttl=60)
     assert again == first
     assert await view.get_object("coordination.k8s.io/v1", "leases", ns, "leader", Deadline(10)) is None
+
+
+async def test_live_reads_in_use_are_read_again_ahead_of_their_expiry(cluster: ControlPlane, open_view: Any) -> None:
+    """A kept answer used in the last quarter of its TTL answers that review at once and is read again in the
+    background (webhook/reused.py): the next review sees what the apiserver holds now, and no review waits for
+    an expiry. Each kind of on-demand read: a named GET, a list by label, a Secret's keys (and a Secret
+    deleted meanwhile is forgotten, not kept: a 404 is never kept)."""
+    from webhook.deadline import Deadline
+
+    ns = "chk10-renew"
+    cluster.ensure_namespace(ns)
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "token", "namespace": ns},
+        "data": {"a": "eA=="},
+    }
+    cluster.apply([_lease(ns, "leader", 1), _slice(ns, True), secret])
+    view = await open_view(
+        Settings.model_validate(
+            {"controllers": {"jobset": {"namespace": ns, "lease": "leader"}}, "secretTtlSeconds": 60}
+        )
+    )
+    now = [1000.0]
+    view._read_ttl.clock = view._secret_ttl.clock = lambda: now[0]  # the lifetimes' clock, moved by hand
+
+    async def holder() -> str:
+        got = await view.get_object("coordination.k8s.io/v1", "leases", ns, "leader", Deadline(10), ttl=60)
+        assert got is not None
+        return str(got["spec"]["holderIdentity"])
+
+    async def ready() -> list[bool]:
+        got = await view.list_objects(
+            "discovery.k8s.io/v1", "endpointslices", ns, "kubernetes.io/service-name=llm", Deadline(10), ttl=60
+        )
+        return [e["conditions"]["ready"] for s in got for e in s["endpoints"]]
+
+    async def keys() -> set[str] | None:
+        return await view.secret_keys(ns, "token", Deadline(10))
+
+    assert (await holder(), await ready(), await keys()) == ("leader-pod_1", [True], {"a"})
+    lease = _lease(ns, "leader", 1)
+    lease["spec"]["holderIdentity"] = "leader-pod_2"
+    secret["data"]["b"] = "eQ=="
+    cluster.apply([lease, _slice(ns, False), secret])
+    now[0] += 44  # before the last quarter: the kept answers, nothing read
+    assert (await holder(), await ready(), await keys()) == ("leader-pod_1", [True], {"a"})
+    assert (view._read_ttl.renewals, view._secret_ttl.renewals) == (0, 0)
+    now[0] += 1  # 45 of 60 s: the kept answers still, each read again in the background
+    assert (await holder(), await ready(), await keys()) == ("leader-pod_1", [True], {"a"})
+    await view._read_ttl.renewed()
+    await view._secret_ttl.renewed()
+    assert (view._read_ttl.renewals, view._secret_ttl.renewals) == (2, 1)
+    assert (await holder(), await ready(), await keys()) == ("leader-pod_2", [False], {"a", "b"})
+    # the new answers have lifetimes of their own: past the first ones' end they stand, and nothing is read
+    now[0] += 20
+    cluster.kubectl("delete", "secret", "token", "-n", ns)
+    assert (await holder(), await ready(), await keys()) == ("leader-pod_2", [False], {"a", "b"})
+    # a Secret deleted meanwhile: the read ahead finds none and the kept keys are forgotten at once
+    now[0] += 30
+    assert await keys() == {"a", "b"}
+    await view._secret_ttl.renewed()
+    assert await keys() is None

@@ -157,6 +157,56 @@ async def test_settled_reads_a_kept_outcome_without_waiting() -> None:
     assert DryRunCache(0, clock).settled("k") is None
 
 
+async def test_an_outcome_used_in_its_last_quarter_is_asked_again_in_the_background_and_replaced() -> None:
+    """No review waits for a lifetime's end under steady use: the kept outcome answers it (still within its
+    lifetime) while the same dry run is asked again, once; its outcome then stands for a lifetime of its own."""
+    clock = Clock()
+    cache = DryRunCache(10, clock)
+    await cache.run("k", Calls())
+    again = Calls(ApiError(422, "spec.x: Invalid value", "Invalid"))  # the cluster changed meanwhile
+    clock.now += 7.49
+    assert cache.settled_answer("k", again) == (None, None)
+    assert cache.renewals == 0  # not yet in the last quarter
+    clock.now += 0.01
+    assert cache.settled_answer("k", again) == (None, None)  # answered from what is kept, at once
+    assert cache.settled_answer("k", again) == (None, None)  # one renewal in flight per key
+    await cache.renewed()
+    assert (again.count, cache.renewals) == (1, 1)
+    got = cache.settled_answer("k")
+    assert got is not None and isinstance(got[0], ApiError) and got[0].message == "spec.x: Invalid value"
+    clock.now += 9.9  # past the first outcome's end, within the new one's (asked at 7.5)
+    assert cache.settled("k") is not None
+    assert again.count == 1
+
+
+async def test_a_renewal_that_fails_transiently_leaves_the_kept_outcome_to_expire_as_it_would_have() -> None:
+    clock = Clock()
+    cache = DryRunCache(10, clock)
+    await cache.run("k", Calls())
+    flaky = Calls(ApiError(503, "unavailable", "ServiceUnavailable"))
+    clock.now += 9
+    assert cache.settled_answer("k", flaky) == (None, None)
+    await cache.renewed()
+    assert flaky.count == 1
+    assert cache.settled("k") == (None,)
+    clock.now += 1
+    assert cache.settled_answer("k", flaky) is None  # expired: the next review asks for itself
+    assert flaky.count == 1
+
+
+async def test_no_renewal_without_a_lifetime_or_a_call() -> None:
+    clock = Clock()
+    cache = DryRunCache(10, clock)
+    await cache.run("k", Calls())
+    clock.now += 9
+    assert cache.settled_answer("k") == (None, None)
+    assert cache.renewals == 0
+    off, call = DryRunCache(0, clock), Calls()
+    await off.run("k", call)
+    assert off.settled_answer("k", call) is None
+    assert call.count == 1
+
+
 def test_key_covers_content_and_versions() -> None:
     body = {"spec": {"containers": [{"image": "a"}]}}
     versions = [("namespaces", "team-a", "1")]
@@ -278,6 +328,26 @@ async def test_check_reuses_a_rejection_with_the_same_message() -> None:
     assert first.status is Status.FAIL
     assert second.message == first.message
     assert len(view.dry_runs) == 3
+
+
+async def test_check_asks_again_ahead_of_expiry_and_no_review_waits_for_it() -> None:
+    """Through the check: a review in the last quarter of the outcomes' lifetime is answered from them and
+    the same three dry runs are sent again in the background; a review past the first outcomes' end is
+    answered from the new ones, with no dry run of its own."""
+    from webhook.checks import dryrun
+
+    clock = Clock()
+    view = _view()
+    cache = dryrun._CACHES[view] = DryRunCache(Settings().dry_run_cache_seconds, clock)
+    assert (await run_check(DryRun(), _wl(), view)).status is Status.PASS
+    assert len(view.dry_runs) == 3
+    clock.now += 8
+    assert (await run_check(DryRun(), _wl(), view)).status is Status.PASS
+    await cache.renewed()
+    assert [kind for _, kind, _, _ in view.dry_runs] == ["JobSet", "Pod", "Job"] * 2
+    clock.now += 4  # 12 s after the first dry runs, 4 after the renewals
+    assert (await run_check(DryRun(), _wl(), view)).status is Status.PASS
+    assert len(view.dry_runs) == 6
 
 
 async def test_check_with_the_cache_off_dry_runs_every_time() -> None:

@@ -64,6 +64,9 @@ LAYER_OF = {
     # loop stall): no project imports
     "webhook.jsonslices": FOUNDATION,
     "webhook.heap": FOUNDATION,
+    # answers kept for a TTL and read again ahead of their expiry while in use (asyncio only): the view's
+    # on-demand reads and the Dry Run's outcomes
+    "webhook.reused": FOUNDATION,
     "webhook.workloads": "workloads",
     "webhook.cluster": "cluster",
     "webhook.checks": "checks",

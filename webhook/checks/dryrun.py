@@ -42,13 +42,13 @@ import json
 import re
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from webhook.checks.base import Check, CheckContext
 from webhook.cluster.view import ClusterView
-from webhook.deadline import REPORT_MARGIN, wait_until
+from webhook.deadline import REPORT_MARGIN, Deadline, wait_until
 from webhook.kube import JOBSET_API_VERSION, ApiError, Permission
 from webhook.models.dryrun_cache import TWIN_MEMO_SECONDS, DigestMemo, DryRunCache, TwinMemo, keyed, twin_key
 from webhook.models.dryrun_probe import job_for, jobset_for, pod_for, twin_of
@@ -56,6 +56,8 @@ from webhook.results import CheckResult, Status
 from webhook.workloads.admitted import Admission, kept_answer
 from webhook.workloads.base import PodGroup, Workload
 
+#: how long a dry run asked again ahead of its outcome's expiry may take (a review's own calls are bounded by its deadline)
+RENEW_SECONDS = 10.0
 _RBAC_DENIED = re.compile(r"cannot create resource")
 _WEBHOOK = re.compile(r'admission webhook "([^"]+)" denied the request')
 #: words with which a policy says an owner is absent or unknown (next to "ownerReference")
@@ -664,11 +666,16 @@ async def _dry_run_all(
     concurrently. `answers`: filled with each accepted Pod that admission changed, as admitted
     (webhook.workloads.admitted.kept_answer), by index."""
 
-    async def ask(av: str, kind: str, body: dict[str, Any]) -> dict[str, Any] | None:
-        return kept_answer(kind, body, await view.dry_run_create(av, kind, ns, body, ctx.deadline))
+    async def ask(av: str, kind: str, body: dict[str, Any], deadline: Deadline) -> dict[str, Any] | None:
+        return kept_answer(kind, body, await view.dry_run_create(av, kind, ns, body, deadline))
 
     def dry_run(av: str, kind: str, body: dict[str, Any], key: str) -> Any:
-        return cache.run(key, lambda: ask(av, kind, body))
+        return cache.run(key, lambda: ask(av, kind, body, ctx.deadline))
+
+    def renew(av: str, kind: str, body: dict[str, Any]) -> Callable[[], Awaitable[Any]]:
+        """The same dry run asked again ahead of the kept outcome's expiry, on a deadline of its own
+        (no review waits for it: webhook/models/dryrun_cache.py)."""
+        return lambda: ask(av, kind, body, Deadline(RENEW_SECONDS))
 
     outcomes: dict[int, BaseException | None] = {}
     tasks: dict[asyncio.Future[Any], int] = {}
@@ -677,7 +684,7 @@ async def _dry_run_all(
         # its sweep's review and from its own have the same key
         hashed = not DIGESTS.memoized(memo_key, own_uid)
         key = keyed(DIGESTS.digest(memo_key, kind, ns, body, own_uid), read_versions(view, ns, [body]))
-        kept = cache.settled_answer(key)
+        kept = cache.settled_answer(key, renew(av, kind, body))
         if kept is not None:
             outcomes[i] = kept[0]
             if kept[1] is not None and answers is not None:

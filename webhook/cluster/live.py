@@ -16,8 +16,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from webhook.cluster.cache import CACHE_SPECS, SPECS_BY_RESOURCE, CacheSpec, Reflector, backoff_delay, freeze_heap
@@ -43,6 +43,7 @@ from webhook.config import Settings
 from webhook.deadline import Deadline
 from webhook.kube import WARNINGS_KEY, ApiError, Permission
 from webhook.registry.keyring import PullSecret, read_pull_secret
+from webhook.reused import Reused
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,9 @@ log = logging.getLogger(__name__)
 LIVE_CALL_CEILING = 10.0
 #: Secret key sets remembered (found Secrets only; a 404 is never cached)
 SECRET_CACHE_MAX = 4096
+
+
+R = TypeVar("R")
 
 
 def _q(part: str) -> str:
@@ -87,7 +91,8 @@ class LiveClusterView:
         self._clock = clock
         self.never_read = never_read_namespaces(settings, own_ns if own_ns is not None else own_namespace())
         self.declared = DeclaredReads(required_permissions(checks), named_permissions(checks, settings))
-        self._secret_ttl: dict[tuple[str, str], tuple[float, frozenset[str]]] = {}
+        #: Secret key sets read on demand, kept for secretTtlSeconds (read again ahead of expiry while in use)
+        self._secret_ttl: Reused[frozenset[str]] = Reused(clock, SECRET_CACHE_MAX)
         #: the current resourceVersion of a Secret as a watch holds it ("" absent, None not watched): set by
         #: the audit controller, whose metadata watch of Secrets knows it; keys read at that version are
         #: reused while the watch still holds it (`secret_keys`)
@@ -99,7 +104,7 @@ class LiveClusterView:
         #: deadline); the audit controller sets more (webhook/audit/runner.py: its reads are paced by audit.qps)
         self.max_pages = 1
         #: on-demand reads reused for their `ttl` (get_object by path?query, list_objects by path?selector)
-        self._read_ttl: dict[str, tuple[float, Any]] = {}
+        self._read_ttl: Reused[Any] = Reused(clock, SECRET_CACHE_MAX)
         self._list_reads: Coalescer[list[dict[str, Any]]] = Coalescer()
         self._startup_task: asyncio.Task[None] | None = None
         self._first_attempt = asyncio.Event()
@@ -126,7 +131,12 @@ class LiveClusterView:
         if self._startup_task is not None:
             self._startup_task.cancel()
             await asyncio.gather(self._startup_task, return_exceptions=True)
-        await asyncio.gather(*(r.stop() for r in self.reflectors.values()), self.discovery.stop())
+        await asyncio.gather(
+            *(r.stop() for r in self.reflectors.values()),
+            self.discovery.stop(),
+            self._secret_ttl.close(),
+            self._read_ttl.close(),
+        )
         await self.client.close()
 
     async def _startup(self) -> None:
@@ -302,10 +312,6 @@ class LiveClusterView:
                 403, f'the webhook does not read Secrets in namespace "{namespace}" (never-read namespace)', "Forbidden"
             )
         key = (namespace, name)
-        now = self._clock()
-        hit = self._secret_ttl.get(key)
-        if hit is not None and hit[0] > now:
-            return set(hit[1])
         watched = self.secret_version(namespace, name) if self.secret_version is not None else None
         if watched:
             at = self._secret_at.get(key)
@@ -325,22 +331,18 @@ class LiveClusterView:
             doc.clear()  # values go now, not whenever the GC gets to them
             if self.secret_version is not None and version:
                 self._remember_secret_at(key, version, keys)
-            ttl = self.settings.secret_ttl_seconds
-            if ttl > 0:
-                self._remember_secret(key, keys, ttl)
+            self._secret_ttl.put(key, keys, self.settings.secret_ttl_seconds)
             return keys
 
+        async def renew() -> None:
+            if await self._secret_reads.run(key, LIVE_CALL_CEILING, fetch) is None:
+                self._secret_ttl.forget(key)  # deleted since: the next review reads it (a 404 is never kept)
+
+        hit = self._secret_ttl.get(key, renew)
+        if hit is not None:
+            return set(hit[0])
         found = await self._secret_reads.run(key, deadline.timeout(LIVE_CALL_CEILING), fetch)
         return None if found is None else set(found)
-
-    def _remember_secret(self, key: tuple[str, str], keys: frozenset[str], ttl: float) -> None:
-        now = self._clock()
-        if len(self._secret_ttl) >= SECRET_CACHE_MAX:
-            for k in [k for k, (exp, _) in self._secret_ttl.items() if exp <= now]:
-                del self._secret_ttl[k]
-            if len(self._secret_ttl) >= SECRET_CACHE_MAX:
-                self._secret_ttl.pop(next(iter(self._secret_ttl)))
-        self._secret_ttl[key] = (now + ttl, keys)
 
     def _remember_secret_at(self, key: tuple[str, str], version: str, keys: frozenset[str]) -> None:
         """Keys read at `version`. A Secret's keys change only with its resourceVersion (a re-created
@@ -408,8 +410,6 @@ class LiveClusterView:
         path += f"/{resource}/{_q(name)}" + (f"/{_q(subresource)}" if subresource else "")
         params = dict(sorted((query or {}).items()))
         key = path + ("?" + "&".join(f"{k}={_q(v)}" for k, v in params.items()) if params else "")
-        if ttl > 0 and (hit := self._reused(key)) is not None:
-            return None if hit[0] is None else dict(hit[0])
 
         async def fetch(timeout: float) -> dict[str, Any] | None:
             try:
@@ -426,22 +426,28 @@ class LiveClusterView:
             (doc.get("metadata") or {}).pop("managedFields", None)
             return doc
 
-        got = await self._object_reads.run(key, deadline.timeout(LIVE_CALL_CEILING), fetch)
-        self._reuse(key, got, ttl)
+        if ttl > 0 and (hit := self._reused(key, ttl, self._object_reads, fetch)) is not None:
+            return None if hit[0] is None else dict(hit[0])
+        return await self._read_kept(key, ttl, self._object_reads, fetch, deadline.timeout(LIVE_CALL_CEILING))
+
+    def _reused(
+        self, key: str, ttl: float, reads: Coalescer[R], fetch: Callable[[float], Awaitable[R]]
+    ) -> tuple[R] | None:
+        """(the answer,) of an on-demand read still within its ttl, else None (a None answer is `(None,)`);
+        one in the last quarter of its lifetime is read again in the background (webhook/reused.py)."""
+        got: tuple[R] | None = self._read_ttl.get(
+            key, lambda: self._read_kept(key, ttl, reads, fetch, LIVE_CALL_CEILING)
+        )
         return got
 
-    def _reused(self, key: str) -> tuple[Any] | None:
-        """(the answer,) of an on-demand read still within its ttl, else None (a None answer is `(None,)`)."""
-        hit = self._read_ttl.get(key)
-        return (hit[1],) if hit is not None and hit[0] > self._clock() else None
-
-    def _reuse(self, key: str, answer: Any, ttl: float) -> None:
-        """Keep an on-demand read's answer for `ttl` seconds (errors are never kept: they raise first)."""
-        if ttl <= 0:
-            return
-        if len(self._read_ttl) >= SECRET_CACHE_MAX:
-            self._read_ttl.clear()
-        self._read_ttl[key] = (self._clock() + ttl, answer)
+    async def _read_kept(
+        self, key: str, ttl: float, reads: Coalescer[R], fetch: Callable[[float], Awaitable[R]], timeout: float
+    ) -> R:
+        """Read (identical reads in flight share one call) and keep the answer for `ttl` seconds (errors
+        are never kept: they raise first)."""
+        got = await reads.run(key, timeout, fetch)
+        self._read_ttl.put(key, got, ttl)
+        return got
 
     async def list_objects(
         self,
@@ -462,8 +468,6 @@ class LiveClusterView:
         self.declared.check_list(api_version, resource)
         path = f"{gv_path(api_version)}/namespaces/{_q(namespace)}/{resource}"
         key = f"{path}?{label_selector}"
-        if ttl > 0 and (hit := self._reused(key)) is not None:
-            return [dict(i) for i in hit[0]]
 
         async def fetch(timeout: float) -> list[dict[str, Any]]:
             doc = await self.client.request(
@@ -478,9 +482,9 @@ class LiveClusterView:
                 (i.get("metadata") or {}).pop("managedFields", None)
             return items
 
-        got = await self._list_reads.run(key, deadline.timeout(LIVE_CALL_CEILING), fetch)
-        self._reuse(key, got, ttl)
-        return got
+        if ttl > 0 and (hit := self._reused(key, ttl, self._list_reads, fetch)) is not None:
+            return [dict(i) for i in hit[0]]
+        return await self._read_kept(key, ttl, self._list_reads, fetch, deadline.timeout(LIVE_CALL_CEILING))
 
     async def dry_run_create(
         self, api_version: str, kind: str, namespace: str, body: dict[str, Any], deadline: Deadline

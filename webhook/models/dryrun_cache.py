@@ -17,6 +17,12 @@ Only definitive outcomes are kept: the apiserver's acceptance, or its rejection
 (a non-transient ApiError). A timeout, a 5xx or any other error is forgotten at once, so
 the next review asks again. Concurrent reviews of the same content share one request
 (single flight): the first caller's request is shielded from the others' cancellation.
+
+An outcome used in the last quarter of its lifetime is asked again in the background, once
+(`settled_answer`'s `renew`, as webhook/reused.py does for the view's reads): the review
+is answered from the kept outcome, still within its lifetime, and the new outcome replaces it
+when it lands. Under steady reviews no review waits for a lifetime's end (at 32 clients every
+review in flight did, docs/benchmarks/vs-kyverno.md); an outcome is never older than before.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.kube import ApiError
+from webhook.reused import RENEW_AT
 
 #: entries kept at most (oldest dropped first); a few KiB each at most (a future and a key)
 MAX_ENTRIES = 4096
@@ -128,6 +135,7 @@ def cacheable(exc: BaseException | None) -> bool:
 class _Entry:
     expires: float
     future: asyncio.Future[Any]
+    renew_at: float
 
 
 class DryRunCache:
@@ -137,8 +145,11 @@ class DryRunCache:
         self.ttl = ttl
         self.clock = clock
         self._entries: dict[str, _Entry] = {}
+        #: outcomes asked again ahead of their expiry, in flight
+        self._renewing: dict[str, asyncio.Future[Any]] = {}
         self.hits = 0
         self.misses = 0
+        self.renewals = 0
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -149,19 +160,45 @@ class DryRunCache:
         got = self.settled_answer(key)
         return None if got is None else (got[0],)
 
-    def settled_answer(self, key: str) -> tuple[BaseException | None, Any] | None:
+    def settled_answer(
+        self, key: str, renew: Callable[[], Awaitable[Any]] | None = None
+    ) -> tuple[BaseException | None, Any] | None:
         """`settled`, with what the call returned when it was accepted (the Dry Run keeps a Pod as
-        admission mutated it, else None): (the rejection or None, the answer or None)."""
+        admission mutated it, else None): (the rejection or None, the answer or None). In the last
+        quarter of the outcome's lifetime, `renew` (the same call, on a deadline of its own) is
+        started in the background unless it runs already; its definitive outcome replaces this one."""
         if self.ttl <= 0:
             return None
         entry = self._entries.get(key)
-        if entry is None or entry.expires <= self.clock() or not entry.future.done() or entry.future.cancelled():
+        now = self.clock()
+        if entry is None or entry.expires <= now or not entry.future.done() or entry.future.cancelled():
             return None
         exc = entry.future.exception()
         if not cacheable(exc):  # about to be forgotten (its done callback has not run yet)
             return None
         self.hits += 1
+        if renew is not None and now >= entry.renew_at and key not in self._renewing:
+            self._renew(key, renew, now)
         return (exc, None if exc is not None else entry.future.result())
+
+    def _renew(self, key: str, call: Callable[[], Awaitable[Any]], now: float) -> None:
+        future: asyncio.Future[Any] = asyncio.ensure_future(call())
+        self._renewing[key] = future
+        self.renewals += 1
+
+        def done(f: asyncio.Future[Any]) -> None:
+            if self._renewing.get(key) is f:
+                del self._renewing[key]
+            if not f.cancelled() and cacheable(f.exception()):
+                self._entries.pop(key, None)
+                self._evict(self.clock())
+                self._entries[key] = _Entry(now + self.ttl, f, now + self.ttl * RENEW_AT)
+
+        future.add_done_callback(done)
+
+    async def renewed(self) -> None:
+        """Wait for the outcomes asked again in the background to land (kept when definitive)."""
+        await asyncio.gather(*self._renewing.values(), return_exceptions=True)
 
     async def run(self, key: str, call: Callable[[], Awaitable[Any]]) -> Any:
         """``await call()`` once per key and lifetime; returns what it returned, raises what it raised
@@ -178,7 +215,7 @@ class DryRunCache:
         self.misses += 1
         self._evict(now)
         future: asyncio.Future[Any] = asyncio.ensure_future(call())
-        entry = _Entry(now + self.ttl, future)
+        entry = _Entry(now + self.ttl, future, now + self.ttl * RENEW_AT)
         self._entries[key] = entry
         future.add_done_callback(lambda f: self._settled(key, entry, f))
         return await asyncio.shield(future)
