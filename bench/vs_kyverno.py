@@ -325,7 +325,7 @@ def main() -> int:
         type=json.loads,
         default={},
         metavar="JSON",
-        help='settings for our webhook instead of the defaults, as JSON (e.g. \'{"dryRunCacheSeconds": 0}\')',
+        help="settings for our webhook instead of the defaults, as JSON (e.g. '{\"dryRunCacheSeconds\": 0}')",
     )
     args = p.parse_args()
     if args.quick:
