@@ -554,3 +554,42 @@ def test_the_probes_of_a_render_are_built_once_and_stand_for_each_create_of_it(m
     assert dryrun.plan_of(other) is not kept and built == [first.render_id, other.render_id]
     dryrun.plan_of(first)  # dropped when `other` came in over the bound of one
     assert built == [first.render_id, other.render_id, first.render_id] and list(dryrun._PLANS) == [first.render_id]
+
+
+async def test_the_dry_run_awaits_its_turn_only_for_what_it_must_build_hash_or_send(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A heavy check awaits its turn (the engine's wait for the cheap checks in flight) before its heavy part:
+    the first create of a render builds its probes (and hashes and sends them); a second create of the same
+    render, its probes kept, its digests memoized and its outcomes kept, takes no turn at all. With the probes
+    and digests kept but the outcomes gone (their lifetime over), it waits before sending them again."""
+    from webhook.checks import dryrun
+    from webhook.checks.base import CheckContext
+    from webhook.deadline import Deadline
+
+    monkeypatch.setattr(dryrun, "DIGESTS", DigestMemo())
+    monkeypatch.setattr(dryrun, "_PLANS", OrderedDict())
+    clock = Clock()
+    view = FakeView()
+    view.add("namespaces", {"metadata": meta("demo-bench", resourceVersion="10")})
+    dryrun._CACHES[view] = DryRunCache(Settings().dry_run_cache_seconds, clock)
+    turns: list[int] = []
+
+    async def review(wl: Any) -> list[int]:
+        """The number of dry runs sent when the check took its turn (one entry per turn taken)."""
+        turns.clear()
+
+        async def turn() -> None:
+            turns.append(len(view.dry_runs))
+
+        ctx = CheckContext(workload=wl, deadline=Deadline(5.0), settings=Settings(), view=view, heavy_turn=turn)
+        res = await DryRun().run(ctx)
+        assert not isinstance(res, list) and res.status is Status.PASS
+        return list(turns)
+
+    assert await review(_create("aaaa-1111-2222-3333", "2026-01-01T00:00:00Z")) == [0]  # before building
+    sent = len(view.dry_runs)
+    assert await review(_create("bbbb-4444-5555-6666", "2026-01-01T00:05:00Z")) == []
+    assert len(view.dry_runs) == sent
+    clock.now += Settings().dry_run_cache_seconds
+    assert await review(_create("cccc-7777-8888-9999", "2026-01-01T00:10:00Z")) == [sent]  # before sending again

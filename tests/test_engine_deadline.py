@@ -120,15 +120,43 @@ async def test_a_heavy_check_starts_once_the_cheap_ones_have_answered() -> None:
         return CheckResult("Cheap", Status.PASS, "ok")
 
     async def heavy(ctx: CheckContext) -> CheckResult:
+        await heavy_turn(ctx)  # before its heavy part
         seen.append(answered.is_set())
+        await heavy_turn(ctx)  # once a review: the second returns at once
         return CheckResult("Heavy", Status.PASS, "ok")
 
     from webhook.engine import run_checks
+    from webhook.models.context import heavy_turn
 
     checks = [make("Heavy", heavy, heavy=True), make("Cheap", cheap)]
     res = await run_checks(wl(), checks, settings=Settings(), deadline=Deadline(30.0))
     assert [r.name for r in res.checks] == ["Heavy", "Cheap"]  # registry order kept
     assert seen == [True]
+
+
+async def test_a_heavy_check_with_nothing_heavy_to_do_answers_with_the_cheap_ones() -> None:
+    """Its heavy part done already (the Dry Run of a render seen before, every outcome kept), a heavy check
+    does not await its turn and answers at once: at 32 clients, waiting for a moment when no cheap check of
+    any review was in flight held every review's Dry Run (docs/benchmarks/vs-kyverno.md)."""
+    from tests.test_engine import make, wl
+    from webhook.engine import run_checks
+
+    release = asyncio.Event()
+    seen: list[bool] = []
+
+    async def cheap(ctx: CheckContext) -> CheckResult:
+        await release.wait()  # in flight until the heavy check has answered
+        return CheckResult("Cheap", Status.PASS, "ok")
+
+    async def heavy(ctx: CheckContext) -> CheckResult:
+        seen.append(release.is_set())
+        release.set()
+        return CheckResult("Heavy", Status.PASS, "kept")
+
+    checks = [make("Heavy", heavy, heavy=True), make("Cheap", cheap)]
+    res = await run_checks(wl(), checks, settings=Settings(), deadline=Deadline(30.0))
+    assert [(r.name, r.message) for r in res.checks] == [("Heavy", "kept"), ("Cheap", "ok")]
+    assert seen == [False]
 
 
 # --------------------------------------------------------------------------- a sweep slower than its budget

@@ -11,6 +11,7 @@ check is contained: transient → warn, otherwise fail, with the error text.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import weakref
@@ -231,10 +232,14 @@ async def _run_rest(
     """Run the checks that do not block, cheap before heavy, each reported by the deadline.
 
     The checks that await I/O run as tasks, and get to send their requests first (one yield); the
-    synchronous ones then run here, in this task, while that I/O is in flight; the heavy ones start
-    last, once the others have answered (or half the time left is gone). A check whose results `memo`
-    kept for this render and these caches gets them without a task."""
+    synchronous ones then run here, in this task, while that I/O is in flight. A heavy check starts with
+    them, and awaits its turn (`ctx.heavy_turn`) before its heavy part: once the cheap ones have answered
+    (or half the time left is gone). What it answers without that part (the Dry Run of a render seen
+    before, every outcome kept) it answers at once: at 32 clients, waiting for the moment no cheap check
+    of any review was in flight held every review's Dry Run (docs/benchmarks/vs-kyverno.md). A check whose
+    results `memo` kept for this render and these caches gets them without a task."""
     cheap = _cheap()
+    ctx.heavy_turn = functools.partial(_cheap_answered, cheap, ctx.deadline)
 
     def start(c: Check) -> asyncio.Future[list[CheckResult]] | None:
         if memo is not None and (kept := _kept(c, ctx, memo)) is not None:
@@ -247,14 +252,10 @@ async def _run_rest(
             task.add_done_callback(lambda _: cheap.leave())
         return task
 
-    tasks = {t: c for c in rest if not c.synchronous and not c.heavy and (t := start(c)) is not None}
-    heavy = [c for c in rest if not c.synchronous and c.heavy]
+    tasks = {t: c for c in rest if not c.synchronous and (t := start(c)) is not None}
     if tasks:
         await asyncio.sleep(0)
     await _run_synchronous(rest, ctx, by_check, memo)
-    if heavy:
-        await _cheap_answered(cheap, ctx.deadline)
-        tasks.update((t, c) for c in heavy if (t := start(c)) is not None)
     if tasks:
         pending = await wait_until(ctx.deadline, tasks.keys())
         for t, c in tasks.items():

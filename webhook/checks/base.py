@@ -60,9 +60,11 @@ class Check:
     #: (webhook/checkmemo.py) keeps its results like a synchronous check's. A synchronous check is so anyway.
     reads_only_the_view: ClassVar[bool] = False
     #: its requests are heavy for our loop and the apiserver (bodies in proportion to the pod specs: the
-    #: Dry Run's writes). The engine starts it once the other checks have answered (or half the time left
-    #: has passed), so it never starves a cheap check that can deny (issue 33: a Secrets read waiting
-    #: behind three dry runs of 17 MB JobSets timed out, and timeoutAction warn admitted the job)
+    #: Dry Run's writes). Before that heavy part it awaits `heavy_turn(ctx)` (webhook/models/context.py): until
+    #: the other checks have answered (or half the time left has passed), so it never starves a cheap check
+    #: that can deny (issue 33: a Secrets read waiting behind three dry runs of 17 MB JobSets timed out, and
+    #: timeoutAction warn admitted the job). What it answers without that part (a render seen before, every
+    #: outcome kept) it answers at once, with the cheap checks
     heavy: ClassVar[bool] = False
     #: it dry-runs the pods and sets CheckContext.admission: the engine judges the pods as admitted after it
     admits: ClassVar[bool] = False

@@ -50,6 +50,7 @@ from webhook.checks.base import Check, CheckContext
 from webhook.cluster.view import ClusterView
 from webhook.deadline import REPORT_MARGIN, Deadline, wait_until
 from webhook.kube import JOBSET_API_VERSION, ApiError, Permission
+from webhook.models.context import heavy_turn
 from webhook.models.dryrun_cache import TWIN_MEMO_SECONDS, DigestMemo, DryRunCache, TwinMemo, keyed, twin_key
 from webhook.models.dryrun_probe import job_for, jobset_for, pod_for, twin_of
 from webhook.results import CheckResult, Status
@@ -317,6 +318,8 @@ class DryRun(Check):
         """Steps: build (`_plan`: the probes) → dispatch (`_dry_run`: each probe, then the twins of those refused
         for their owner) → classify (`_classify`: each probe's outcome) → message (`_message`)."""
         assert ctx.view is not None
+        if not plan_kept(ctx.workload):
+            await heavy_turn(ctx)  # building the probes is in proportion to the pod specs
         plan = plan_of(ctx.workload)
         if not plan.probes:
             return CheckResult(self.name, Status.SKIP, "Nothing to dry-run: the job derives no JobSet and no pods")
@@ -379,6 +382,11 @@ class _Plan:
 #: the plans kept (`plan_of`), the least recently used dropped first: an AIPerfJob's five probes are ~100 KB
 PLAN_ENTRIES = 64
 _PLANS: OrderedDict[int, _Plan] = OrderedDict()
+
+
+def plan_kept(wl: Workload) -> bool:
+    """Whether `plan_of` answers from what it kept (nothing to build)."""
+    return wl.render_id is not None and wl.render_id in _PLANS
 
 
 def plan_of(wl: Workload) -> _Plan:
@@ -683,6 +691,8 @@ async def _dry_run_all(
         # what this object's admission reads, not the others': the same child's objects from
         # its sweep's review and from its own have the same key
         hashed = not DIGESTS.memoized(memo_key, own_uid)
+        if hashed:
+            await heavy_turn(ctx)  # hashing the body is in proportion to the pod spec
         key = keyed(DIGESTS.digest(memo_key, kind, ns, body, own_uid), read_versions(view, ns, [body]))
         kept = cache.settled_answer(key, renew(av, kind, body))
         if kept is not None:
@@ -690,6 +700,7 @@ async def _dry_run_all(
             if kept[1] is not None and answers is not None:
                 answers[i] = kept[1]
         else:
+            await heavy_turn(ctx)  # sending the body: serialized on this loop
             tasks[asyncio.ensure_future(dry_run(av, kind, body, key))] = i
         if hashed:
             # a digest of a large pod spec costs tens of milliseconds: the loop gets a turn between two

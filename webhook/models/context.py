@@ -7,7 +7,7 @@ it too; webhook.checks.base names it for the checks.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -31,6 +31,19 @@ class CheckContext:
     #: what the Dry Run learnt of the pods as admission creates them (webhook.workloads.admitted.Admission),
     #: set by it for the engine, which then judges the pods as admitted (engine.judge_admitted)
     admission: Any = None
+    #: a heavy check (Check.heavy) awaits its turn (`heavy_turn`) right before its heavy part: the engine's wait
+    #: for the cheap checks in flight in the process; None (outside the engine, or once taken): no wait
+    heavy_turn: Callable[[], Awaitable[None]] | None = None
+
+
+async def heavy_turn(ctx: CheckContext) -> None:
+    """Wait for a heavy check's turn (CheckContext.heavy_turn) before building, hashing or sending what is in
+    proportion to the pod specs; once a review: later calls return at once. A heavy check whose heavy part is
+    done already (a render seen before, its outcomes kept) never calls it, and answers with the cheap ones."""
+    turn = ctx.heavy_turn
+    if turn is not None:
+        ctx.heavy_turn = None
+        await turn()
 
 
 async def before_deadline(ctx: CheckContext, call: Awaitable[_T]) -> _T:
