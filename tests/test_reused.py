@@ -11,16 +11,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from tests.test_dryrun_cache import Clock
 from webhook.kube import ApiError
 from webhook.reused import RENEW_AT, Reused
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Reads:
@@ -45,6 +38,17 @@ class Reads:
         if self.error is not None:
             raise self.error
         self.kept.put("k", self.answer, 10)
+
+
+def gated(at: float) -> tuple[Clock, Reused[str], Reads]:
+    """ "old" kept under "k" for 10 s, the clock `at` seconds into its lifetime, and a read that waits for its gate."""
+    clock = Clock()
+    kept: Reused[str] = Reused(clock, 16)
+    reads = Reads(kept)
+    reads.gate = asyncio.Event()
+    kept.put("k", "old", 10)
+    clock.now += at
+    return clock, kept, reads
 
 
 def test_an_answer_is_served_within_its_ttl_only() -> None:
@@ -77,12 +81,8 @@ async def test_no_read_before_the_last_quarter_of_the_lifetime() -> None:
 
 
 async def test_a_use_in_the_last_quarter_reads_again_once_and_the_new_answer_replaces_the_kept_one() -> None:
-    clock = Clock()
-    kept: Reused[str] = Reused(clock, 16)
-    reads = Reads(kept)
-    reads.gate = asyncio.Event()
-    kept.put("k", "old", 10)
-    clock.now += 10 * RENEW_AT
+    clock, kept, reads = gated(10 * RENEW_AT)
+    assert reads.gate is not None
     # the review is answered from what is kept, at once; the read runs in the background
     assert kept.get("k", reads) == ("old",)
     assert kept.get("k", reads) == ("old",)  # one read in flight per key, however many use it meanwhile
@@ -131,12 +131,7 @@ def test_the_expired_entries_go_first_when_full_then_the_oldest() -> None:
 
 
 async def test_close_cancels_the_reads_in_flight() -> None:
-    clock = Clock()
-    kept: Reused[str] = Reused(clock, 16)
-    reads = Reads(kept)
-    reads.gate = asyncio.Event()
-    kept.put("k", "old", 10)
-    clock.now += 9
+    _, kept, reads = gated(9)
     kept.get("k", reads)
     await reads.started.wait()
     await kept.close()
