@@ -350,6 +350,40 @@ async def test_check_asks_again_ahead_of_expiry_and_no_review_waits_for_it() -> 
     assert len(view.dry_runs) == 6
 
 
+async def test_a_renewal_sends_its_body_only_in_the_turn_of_a_heavy_part() -> None:
+    """Asking again sends a body as a review's own dry run does (issue 33: a large one must not starve a cheap
+    check that can deny): the renewal waits for the heavy turn the engine gives the review, then sends."""
+    from webhook.checks import dryrun
+    from webhook.checks.base import CheckContext
+    from webhook.deadline import Deadline
+
+    clock = Clock()
+    view = _view()
+    cache = dryrun._CACHES[view] = DryRunCache(Settings().dry_run_cache_seconds, clock)
+    assert (await run_check(DryRun(), _wl(), view)).status is Status.PASS
+    clock.now += 8
+    cheap_answered = asyncio.Event()
+    waiting: list[int] = []
+
+    async def turn() -> None:
+        waiting.append(len(view.dry_runs))
+        await cheap_answered.wait()
+
+    # the review's own heavy part (this stand-in render is not kept: its probes are built again) had its turn
+    ctx = CheckContext(
+        workload=_wl(), deadline=Deadline(5.0), settings=Settings(), view=view, heavy_turn=turn, heavy_taken=True
+    )
+    res = await DryRun().run(ctx)
+    assert not isinstance(res, list) and res.status is Status.PASS  # answered from the kept outcomes
+    assert cache.renewals == 3
+    renewing = asyncio.ensure_future(cache.renewed())
+    await asyncio.sleep(0)  # a turn of the loop: each renewal task has taken its first step (to its turn)
+    assert waiting == [3, 3, 3] and len(view.dry_runs) == 3  # all three at their turn, none sent
+    cheap_answered.set()
+    await renewing
+    assert len(view.dry_runs) == 6
+
+
 async def test_check_with_the_cache_off_dry_runs_every_time() -> None:
     view = _view()
     settings = Settings(dryRunCacheSeconds=0)

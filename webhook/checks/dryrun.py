@@ -680,10 +680,19 @@ async def _dry_run_all(
     def dry_run(av: str, kind: str, body: dict[str, Any], key: str) -> Any:
         return cache.run(key, lambda: ask(av, kind, body, ctx.deadline))
 
+    # a renewal sends a body too: in the background, it waits for the turn a heavy part waits for
+    turn = ctx.heavy_turn
+
     def renew(av: str, kind: str, body: dict[str, Any]) -> Callable[[], Awaitable[Any]]:
-        """The same dry run asked again ahead of the kept outcome's expiry, on a deadline of its own
-        (no review waits for it: webhook/models/dryrun_cache.py)."""
-        return lambda: ask(av, kind, body, Deadline(RENEW_SECONDS))
+        """The same dry run asked again ahead of the kept outcome's expiry, once the cheap checks in flight
+        have answered, on a deadline of its own (no review waits for it: webhook/models/dryrun_cache.py)."""
+
+        async def again() -> dict[str, Any] | None:
+            if turn is not None:
+                await turn()
+            return await ask(av, kind, body, Deadline(RENEW_SECONDS))
+
+        return again
 
     outcomes: dict[int, BaseException | None] = {}
     tasks: dict[asyncio.Future[Any], int] = {}

@@ -32,18 +32,19 @@ class CheckContext:
     #: set by it for the engine, which then judges the pods as admitted (engine.judge_admitted)
     admission: Any = None
     #: a heavy check (Check.heavy) awaits its turn (`heavy_turn`) right before its heavy part: the engine's wait
-    #: for the cheap checks in flight in the process; None (outside the engine, or once taken): no wait
+    #: for the cheap checks in flight in the process; None (outside the engine): no wait
     heavy_turn: Callable[[], Awaitable[None]] | None = None
+    #: the review's heavy part has had its turn (`heavy_turn` returns at once from then on)
+    heavy_taken: bool = False
 
 
 async def heavy_turn(ctx: CheckContext) -> None:
     """Wait for a heavy check's turn (CheckContext.heavy_turn) before building, hashing or sending what is in
     proportion to the pod specs; once a review: later calls return at once. A heavy check whose heavy part is
     done already (a render seen before, its outcomes kept) never calls it, and answers with the cheap ones."""
-    turn = ctx.heavy_turn
-    if turn is not None:
-        ctx.heavy_turn = None
-        await turn()
+    if ctx.heavy_turn is not None and not ctx.heavy_taken:
+        ctx.heavy_taken = True
+        await ctx.heavy_turn()
 
 
 async def before_deadline(ctx: CheckContext, call: Awaitable[_T]) -> _T:
