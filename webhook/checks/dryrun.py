@@ -661,6 +661,36 @@ def _refuser(text: str) -> str:
     return f'admission webhook "{m.group(1)}"' if m else "the apiserver"
 
 
+@dataclass
+class _Asker:
+    """One review's dry runs of its objects in `ns`: within the review's deadline, or asked again in the
+    background ahead of a kept outcome's expiry."""
+
+    view: ClusterView
+    ns: str
+    ctx: CheckContext
+
+    async def _ask(self, av: str, kind: str, body: dict[str, Any], deadline: Deadline) -> dict[str, Any] | None:
+        return kept_answer(kind, body, await self.view.dry_run_create(av, kind, self.ns, body, deadline))
+
+    def now(self, av: str, kind: str, body: dict[str, Any]) -> Callable[[], Awaitable[Any]]:
+        """The dry run this review waits for (the cache shares it with the reviews of the same content)."""
+        return lambda: self._ask(av, kind, body, self.ctx.deadline)
+
+    def renewal(self, av: str, kind: str, body: dict[str, Any]) -> Callable[[], Awaitable[Any]]:
+        """The same dry run asked again ahead of the kept outcome's expiry: it sends a body too, so it first waits
+        for the turn a heavy part waits for, then goes on a deadline of its own (no review waits for it:
+        webhook/models/dryrun_cache.py)."""
+        turn = self.ctx.heavy_turn
+
+        async def again() -> dict[str, Any] | None:
+            if turn is not None:
+                await turn()
+            return await self._ask(av, kind, body, Deadline(RENEW_SECONDS))
+
+        return again
+
+
 async def _dry_run_all(
     view: ClusterView,
     cache: DryRunCache,
@@ -673,27 +703,7 @@ async def _dry_run_all(
     accepted; an index missing = timed out. Kept outcomes are read at once; the others are asked
     concurrently. `answers`: filled with each accepted Pod that admission changed, as admitted
     (webhook.workloads.admitted.kept_answer), by index."""
-
-    async def ask(av: str, kind: str, body: dict[str, Any], deadline: Deadline) -> dict[str, Any] | None:
-        return kept_answer(kind, body, await view.dry_run_create(av, kind, ns, body, deadline))
-
-    def dry_run(av: str, kind: str, body: dict[str, Any], key: str) -> Any:
-        return cache.run(key, lambda: ask(av, kind, body, ctx.deadline))
-
-    # a renewal sends a body too: in the background, it waits for the turn a heavy part waits for
-    turn = ctx.heavy_turn
-
-    def renew(av: str, kind: str, body: dict[str, Any]) -> Callable[[], Awaitable[Any]]:
-        """The same dry run asked again ahead of the kept outcome's expiry, once the cheap checks in flight
-        have answered, on a deadline of its own (no review waits for it: webhook/models/dryrun_cache.py)."""
-
-        async def again() -> dict[str, Any] | None:
-            if turn is not None:
-                await turn()
-            return await ask(av, kind, body, Deadline(RENEW_SECONDS))
-
-        return again
-
+    asker = _Asker(view, ns, ctx)
     outcomes: dict[int, BaseException | None] = {}
     tasks: dict[asyncio.Future[Any], int] = {}
     for i, (av, kind, body, own_uid, memo_key) in enumerate(sent):
@@ -703,14 +713,14 @@ async def _dry_run_all(
         if hashed:
             await heavy_turn(ctx)  # hashing the body is in proportion to the pod spec
         key = keyed(DIGESTS.digest(memo_key, kind, ns, body, own_uid), read_versions(view, ns, [body]))
-        kept = cache.settled_answer(key, renew(av, kind, body))
+        kept = cache.settled_answer(key, asker.renewal(av, kind, body))
         if kept is not None:
             outcomes[i] = kept[0]
             if kept[1] is not None and answers is not None:
                 answers[i] = kept[1]
         else:
             await heavy_turn(ctx)  # sending the body: serialized on this loop
-            tasks[asyncio.ensure_future(dry_run(av, kind, body, key))] = i
+            tasks[asyncio.ensure_future(cache.run(key, asker.now(av, kind, body)))] = i
         if hashed:
             # a digest of a large pod spec costs tens of milliseconds: the loop gets a turn between two
             # (the other reviews' reads are answered meanwhile); one from the memo costs nothing, and a
