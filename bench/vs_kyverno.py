@@ -311,6 +311,26 @@ def render_cache_counts(hook: RunningWebhook) -> tuple[float, float]:
     )
 
 
+def accepted_connections(hook: RunningWebhook) -> float:
+    """Connections our listener accepted so far (each a TLS handshake)."""
+    return hook.metrics().get(("preflight_webhook_connections_total", frozenset({("result", "accepted")})), 0.0)
+
+
+def connections_line(opened: dict[int, list[float]]) -> str:
+    """Connections the apiserver opened to our webhook per 100 reviews, by client count: the apiserver keeps
+    at most 25 idle connections per webhook (client-go transport/cache.go idleConnsPerHost) and speaks
+    HTTP/1.1 to ours, so more reviews at once than that cost a TLS handshake each."""
+    parts = [
+        f"{c} client{'s' if c != 1 else ''}: {n / max(reviews, 1) * 100:.1f} ({n:.0f} in {reviews:.0f} reviews)"
+        for c, (n, reviews) in sorted(opened.items())
+    ]
+    return (
+        "Connections opened to our webhook per 100 reviews (TLS handshakes; warm-ups included): "
+        + "; ".join(parts)
+        + "."
+    )
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--clients", default="1,8,32", help="comma-separated concurrent clients (default 1,8,32)")
@@ -345,6 +365,8 @@ def main() -> int:
     #: per mode, per round: [CPU seconds of the process over the measured requests, reviews sent in them]
     windows: dict[str, dict[int, list[float]]] = {}
     stacks: Counter[str] = Counter()
+    #: per client count: [connections our listener accepted while measuring, reviews sent then]
+    opened: dict[int, list[float]] = {}
     with ControlPlane() as cp:
         setup_samples(cp)
         with contextlib.ExitStack() as stack:
@@ -405,9 +427,12 @@ def main() -> int:
             def measured(name: str, c: int) -> tuple[list[float], int]:
                 if current[0] != OURS:
                     return windowed(name, c)
-                before, times0 = render_cache_counts(ours), check_times(ours)
+                before, times0, opened0 = render_cache_counts(ours), check_times(ours), accepted_connections(ours)
                 out = windowed(name, c)
-                after, times1 = render_cache_counts(ours), check_times(ours)
+                after, times1, opened1 = render_cache_counts(ours), check_times(ours), accepted_connections(ours)
+                got_c = opened.setdefault(c, [0.0, 0])
+                got_c[0] += opened1 - opened0
+                got_c[1] += len(out[0]) + out[1] + WARMUP_PER_CLIENT * c
                 acc = cache.setdefault(name, [0.0, 0.0])
                 acc[0] += after[0] - before[0]
                 acc[1] += after[1] - before[1]
@@ -431,7 +456,7 @@ def main() -> int:
             kyverno_rss = _rss_mib(kyverno.proc.pid if kyverno.proc else 0)
             ours_rss = _rss_mib(ours.proc.pid if ours.proc else 0)
     text = render(command, levels, modes, measured_all, answered, cache, args, (kyverno_rss, ours_rss))
-    text += "\n\n" + cpu_line(cpu, calls) + "\n\n" + window_cpu_line(windows)
+    text += "\n\n" + cpu_line(cpu, calls) + "\n\n" + window_cpu_line(windows) + "\n\n" + connections_line(opened)
     text += "\n\n" + "\n".join(where_time_goes(checks) + ([""] + profile_summary(stacks) if args.profile else []))
     print(text, flush=True)
     if not args.no_write:

@@ -227,6 +227,7 @@ def _exported() -> dict[str, set[str]]:
     m.cert_expiry.set(1.0)
     m.cert_reloads.labels("ok").inc()
     m.track_caches(lambda: [("nodes", 1.0)])
+    m.track_connections(lambda: {"accepted": 1})
     out: dict[str, set[str]] = {}
     for family in m.registry.collect():
         for s in family.samples:

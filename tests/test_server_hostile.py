@@ -236,7 +236,7 @@ async def test_a_new_connection_is_refused_only_when_every_slot_is_working(
     caplog.clear()
     reader, writer = await connect(server, client_ssl)
     assert await closed_by_server(reader)
-    assert server.rejected_connections == 1 and server.evicted_connections == 0
+    assert server.connection_counts() == {"accepted": 2, "refused": 1, "evicted": 0, "timed_out": 0}
     assert log_lines(caplog) == [
         ("webhook.server", "WARNING", f"connection from 127.0.0.1 refused: {why}, every one working on a request; "
          "1 refused so far"),
@@ -267,7 +267,10 @@ async def test_a_new_connection_takes_the_slot_of_the_oldest_idle_one(
     status, _, answer = await read_response(reader)
     assert (status, answer["response"]["uid"]) == (200, "newcomer")
     assert await closed_by_server(held[0][0])  # the oldest idle one made room
-    assert server.rejected_connections == 0 and server.evicted_connections == 1
+    assert server.connection_counts() == {"accepted": 3, "refused": 0, "evicted": 1, "timed_out": 0}
+    text = server.webhook.metrics.render()[0].decode()
+    assert 'preflight_webhook_connections_total{result="accepted"} 3.0' in text
+    assert 'preflight_webhook_connections_total{result="evicted"} 1.0' in text
     assert log_lines(caplog) == [
         ("webhook.server", "WARNING", "connection from 127.0.0.1 closed to make room for one from 127.0.0.1: "
          "2 connections are open (maxConnections), and it was waiting for its next request; 1 closed so far"),

@@ -232,6 +232,7 @@ class _Connection(RequestHandler):
             transport.abort()  # type: ignore[attr-defined]
             return
         self._counted = True
+        owner.accepted_connections += 1
         super().connection_made(transport)
         self._arm(owner.first_head_timeout, "first request head")
 
@@ -384,8 +385,10 @@ class WebhookServer:
             ssl_context.load_verify_locations(cafile=self.client_auth.ca_file)
             ssl_context.verify_mode = ssl.CERT_OPTIONAL  # see tls.server_context
         self.connections = Slots(s.max_connections, s.max_connections_per_peer, s.trusted_networks)
+        self.accepted_connections = 0
         self.rejected_connections = 0
         self.timed_out_connections = 0
+        webhook.metrics.track_connections(self.connection_counts)
         self._all_closed = asyncio.Event()
         self._listener: asyncio.base_events.Server | None = None
         webhook.app.middlewares.append(self._track_request)
@@ -408,6 +411,15 @@ class WebhookServer:
     @property
     def evicted_connections(self) -> int:
         return self.connections.evicted
+
+    def connection_counts(self) -> dict[str, int]:
+        """Connections so far by result (preflight_webhook_connections_total)."""
+        return {
+            "accepted": self.accepted_connections,
+            "refused": self.rejected_connections,
+            "evicted": self.evicted_connections,
+            "timed_out": self.timed_out_connections,
+        }
 
     def _forget(self, conn: _Connection) -> None:
         self.connections.forget(conn)

@@ -198,6 +198,10 @@ class Metrics:
         the cache was last known in sync, None while never synced) for each cached resource."""
         self.registry.register(_CacheCollector(ages))
 
+    def track_connections(self, counts: Callable[[], dict[str, int]]) -> None:
+        """Export the listener's connections by result, read at scrape time (_ConnectionsCollector)."""
+        self.registry.register(_ConnectionsCollector(counts))
+
     def render(self) -> tuple[bytes, str]:
         """(body, content type) for GET /metrics."""
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
@@ -231,6 +235,34 @@ class _CacheCollector(Collector):
                 age.add_metric([resource], seconds)
         yield synced
         yield age
+
+
+class _ConnectionsCollector(Collector):
+    """preflight_webhook_connections_total{result}: connections the listener accepted, refused (no slot), closed
+    to make room (evicted) or cut for a missed head or body bound (timed_out), read at scrape time from
+    `counts` (webhook/listener.py WebhookServer.connection_counts).
+
+    Each accepted connection is a TLS handshake. The apiserver speaks HTTP/1.1 to this listener and keeps
+    at most 25 idle connections per webhook host (k8s.io/client-go transport/cache.go idleConnsPerHost): more
+    requests at once than that open new connections, closed again once they idle, so a steady rise here
+    under a steady load is handshakes paid per review (docs/benchmarks/vs-kyverno.md)."""
+
+    def __init__(self, counts: Callable[[], dict[str, int]]) -> None:
+        self.counts = counts
+
+    def describe(self) -> Iterable[Metric]:
+        return self.collect()
+
+    def collect(self) -> Iterable[Metric]:
+        family = CounterMetricFamily(
+            "preflight_webhook_connections",
+            "Connections by result: accepted, refused (no slot), evicted (closed to make room), timed_out "
+            "(a head or body bound missed).",
+            labels=["result"],
+        )
+        for result, n in self.counts().items():
+            family.add_metric([result], float(n))
+        yield family
 
 
 class _RenderCacheCollector(Collector):
