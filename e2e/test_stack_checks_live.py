@@ -499,3 +499,61 @@ async def test_live_reads_in_use_are_read_again_ahead_of_their_expiry(cluster: C
     assert await keys() == {"a", "b"}
     await view._secret_ttl.renewed()
     assert await keys() is None
+
+
+async def test_kept_answers_are_given_without_a_request_until_their_end(cluster: ControlPlane, open_view: Any) -> None:
+    """ClusterView.kept: what each live read would answer now without a request or a wait (the engine's kept-only
+    run, webhook/models/context.py read_live). Nothing before the first read; the read's own answer within its
+    ttl, read again in the background in its last quarter (as the read itself does); nothing once it ended; and
+    a name no object can have is answered at once, as the read answers it."""
+    from webhook.deadline import Deadline
+
+    ns = "chk10-kept"
+    cluster.ensure_namespace(ns)
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "token", "namespace": ns},
+        "data": {"a": "eA=="},
+    }
+    cluster.apply([_lease(ns, "leader", 1), _slice(ns, True), secret])
+    view = await open_view(
+        Settings.model_validate(
+            {"controllers": {"jobset": {"namespace": ns, "lease": "leader"}}, "secretTtlSeconds": 60}
+        )
+    )
+    now = [1000.0]
+    view._read_ttl.clock = view._secret_ttl.clock = lambda: now[0]
+    lease = ("coordination.k8s.io/v1", "leases", ns, "leader", Deadline(10))
+    slices = ("discovery.k8s.io/v1", "endpointslices", ns, "kubernetes.io/service-name=llm", Deadline(10))
+    token = (ns, "token", Deadline(10))
+
+    def kept() -> tuple[Any, ...]:
+        return (
+            view.kept("get_object", *lease, ttl=60),
+            view.kept("list_objects", *slices, ttl=60),
+            view.kept("secret_keys", *token),
+        )
+
+    assert kept() == (None, None, None)
+    await view.get_object(*lease, ttl=60)
+    await view.list_objects(*slices, ttl=60)
+    await view.secret_keys(*token)
+    calls = (view._object_reads.calls, view._list_reads.calls, view._secret_reads.calls)
+    got = kept()
+    assert got[0][0]["spec"]["holderIdentity"] == "leader-pod_1" and got[2] == ({"a"},)
+    assert [e["conditions"]["ready"] for s in got[1][0] for e in s["endpoints"]] == [True]
+    assert view.kept("get_object", *lease) is None  # no ttl asked: never kept
+    now[0] += 45  # the last quarter: still the kept answers, each read again in the background
+    assert kept()[2] == ({"a"},)
+    await view._read_ttl.renewed()
+    await view._secret_ttl.renewed()
+    assert (view._read_ttl.renewals, view._secret_ttl.renewals) == (2, 1)
+    assert (view._object_reads.calls, view._list_reads.calls, view._secret_reads.calls) == tuple(c + 1 for c in calls)
+    now[0] += 61  # past the renewed answers' end: nothing kept, nothing read
+    assert kept() == (None, None, None)
+    # names no object can have: answered at once, as the reads answer them
+    assert view.kept("get_object", "apps/v1", "deployments", ns, "Not_A_Name", Deadline(10), ttl=60) == (None,)
+    assert view.kept("list_objects", "discovery.k8s.io/v1", "endpointslices", "Bad_NS", "x=y", Deadline(10)) == ([],)
+    assert view.kept("secret_keys", ns, "a..b", Deadline(10)) == (None,)
+    assert view.kept("dry_run_create", "v1", "Pod", ns, {}, Deadline(10)) is None  # never kept

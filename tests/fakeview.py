@@ -8,6 +8,7 @@ to raise; `dry_run_errors` maps (kind, name) to the ApiError a dry-run create ra
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -67,6 +68,10 @@ class FakeView:
         self.dry_runs: list[tuple[str, str, str, dict[str, Any]]] = []
         #: what admission makes of an accepted dry run: (kind, body) -> the object as admitted (None: not told)
         self.admit: Callable[[str, dict[str, Any]], dict[str, Any] | None] | None = None
+        #: the live reads this view answers as kept (ClusterView.kept): "secret_keys", "get_object", "list_objects"
+        self.keeps: set[str] = set()
+        #: each kept answer given: (read, its first arguments)
+        self.kept_reads: list[tuple[Any, ...]] = []
 
     def add(self, resource: str, obj: dict[str, Any]) -> None:
         self.objects.setdefault(resource, []).append(obj)
@@ -160,6 +165,21 @@ class FakeView:
             raise got
         return copy.deepcopy(got)
 
+    def kept(self, read: str, *args: Any, **kw: Any) -> tuple[Any] | None:
+        """The reads named in `keeps` are answered from the same stores as kept (an error never is: None);
+        the others are not kept, and made (and written down in the lists above)."""
+        if read not in self.keeps:
+            return None
+        self.kept_reads.append((read, *args[:4]))
+        if read == "secret_keys":
+            got: Any = self.secrets.get((args[0], args[1]))
+            return None if isinstance(got, ApiError) else (None if got is None else set(got),)
+        if read == "get_object":
+            got = self.live.get((args[1], args[2], args[3]))
+        else:
+            got = self.lists.get((args[1], args[2], args[3]), [])
+        return None if isinstance(got, ApiError) else (copy.deepcopy(got),)
+
     # --- discovery ---
     def served(self, group_version: str) -> bool:
         return group_version in self._served
@@ -251,8 +271,29 @@ async def run_check_all(check: Any, wl: Any, view: Any, settings: Any = None, bu
     from webhook.config import Settings
 
     ctx = CheckContext(workload=wl, deadline=Deadline(budget), settings=settings or Settings(), view=view)
+    kept = _kept_run(check, ctx)
     out = await check.run(ctx)
-    return out if isinstance(out, list) else [out]
+    results = out if isinstance(out, list) else [out]
+    if kept is not None:
+        # the engine's first try, every live read kept, says the same as the run that made them
+        assert [dataclasses.replace(r, duration_ms=None) for r in kept] == results
+    return results
+
+
+def _kept_run(check: Any, ctx: Any) -> list[Any] | None:
+    """A Check.kept_reads check run as the engine first tries it, with a view that keeps every read it can (an
+    error is never kept: then None, as for a check that does not keep its reads)."""
+    from webhook.engine import _answered_from_kept
+
+    view = ctx.view
+    if not check.kept_reads or type(view) is not FakeView or view.keeps:  # a subclass reads its own way
+        return None
+    view.keeps = {"secret_keys", "get_object", "list_objects"}
+    try:
+        return _answered_from_kept(check, ctx)
+    finally:
+        view.keeps = set()
+        view.kept_reads.clear()
 
 
 async def run_check(check: Any, wl: Any, view: Any, settings: Any = None, budget: float = 5.0) -> Any:

@@ -245,6 +245,9 @@ async def _run_rest(
         if memo is not None and (kept := _kept(c, ctx, memo)) is not None:
             by_check[c.name] = kept  # the same render, the same caches: no task to find that out
             return None
+        if (answered := _answered_from_kept(c, ctx)) is not None:
+            by_check[c.name] = answered  # every live read it makes is kept: no task either
+            return None
         task = asyncio.ensure_future(_run_one(c, ctx, memo))
         task.add_done_callback(lambda t: _record(by_check, c.name, t))  # found as soon as it answers
         if not c.heavy:
@@ -260,6 +263,34 @@ async def _run_rest(
         pending = await wait_until(ctx.deadline, tasks.keys())
         for t, c in tasks.items():
             by_check[c.name] = t.result() if t not in pending else [_late(c.name, ctx.deadline)]
+
+
+def _answered_from_kept(check: Check, ctx: CheckContext) -> list[CheckResult] | None:
+    """A Check.kept_reads check run kept-only, in this task and one step: its results when every live read it
+    makes is one the view keeps (each with the run's duration), else None (then it runs as usual, as a task)."""
+    if not check.kept_reads or ctx.view is None:
+        return None
+    start = time.perf_counter()
+    ctx.kept_only = True
+    run = check.run(ctx)
+    try:
+        run.send(None)
+    except StopIteration as done:
+        out = done.value
+    except Exception:  # NotKept, or what the run as usual raises again and the engine contains there
+        return None
+    else:  # it awaited something else: a bug of the check, never a reason to lose its verdict
+        run.close()
+        log.error("check %s awaited outside read_live in a kept-only run; it runs as usual", check.name)
+        return None
+    finally:
+        ctx.kept_only = False
+    results: list[CheckResult] = out if isinstance(out, list) else [out]
+    ms = (time.perf_counter() - start) * 1000.0
+    for r in results:
+        if r.duration_ms is None:
+            r.duration_ms = ms
+    return results
 
 
 def _kept(check: Check, ctx: CheckContext, memo: CheckMemo) -> list[CheckResult] | None:
@@ -376,7 +407,10 @@ async def _judge_again(
     actx = CheckContext(workload=admitted, deadline=ctx.deadline, settings=ctx.settings, view=ctx.view)
     again = [c for c in rest if not c.heavy and not c.admits]
     got: dict[str, list[CheckResult]] = {}
-    tasks = {asyncio.ensure_future(_run_one(c, actx)): c for c in again if not c.synchronous}
+    for c in again:
+        if not c.synchronous and (answered := _answered_from_kept(c, actx)) is not None:
+            got[c.name] = answered
+    tasks = {asyncio.ensure_future(_run_one(c, actx)): c for c in again if not c.synchronous and c.name not in got}
     if tasks:
         await asyncio.sleep(0)
     for c in again:

@@ -25,7 +25,6 @@ this check never denies on its own (default action warn).
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -34,7 +33,7 @@ from typing import Any
 from webhook.checks.base import Check, CheckContext, Permission
 from webhook.config import ControllerRef, Settings
 from webhook.kube import MULTIKUEUE, ApiError
-from webhook.models.context import before_deadline
+from webhook.models.context import LiveRead, read_live
 from webhook.models.kueue.queue import find_queue
 from webhook.results import CheckResult, Status
 
@@ -164,6 +163,7 @@ class Controllers(Check):
     # the Deployment and Lease of each controller in settings.controllers, by name (a Role each):
     # lowered only when not one of them may be read
     named_permissions_required = True
+    kept_reads = True
     summary = (
         "The controllers the job needs (JobSet; Trainer for TrainJobs; the AIPerf operator for AIPerfJobs; Kueue "
         "when queued) are running: leader-election Lease renewed within its duration, or Deployment Ready."
@@ -178,29 +178,27 @@ class Controllers(Check):
         return settings.controllers.ttl_seconds > 0
 
     async def run(self, ctx: CheckContext) -> CheckResult:
-        assert ctx.view is not None
-        view = ctx.view
         ttl = ctx.settings.controllers.ttl_seconds
-
-        async def read(api: str, resource: str, ns: str, name: str) -> Any:
-            if not name:
-                return None
-            try:
-                return await before_deadline(ctx, view.get_object(api, resource, ns, name, ctx.deadline, ttl=ttl))
-            except ApiError as exc:
-                return exc
-
         wanted = needed(ctx)
-        reads = await asyncio.gather(
-            *(
-                asyncio.gather(
-                    read("coordination.k8s.io/v1", "leases", ref.namespace, ref.lease),
-                    read("apps/v1", "deployments", ref.namespace, ref.deployment),
-                )
-                for _, ref in wanted
+        reads = [
+            LiveRead("get_object", (api, resource, ref.namespace, name, ctx.deadline), {"ttl": ttl})
+            for _, ref in wanted
+            for api, resource, name in (
+                ("coordination.k8s.io/v1", "leases", ref.lease),
+                ("apps/v1", "deployments", ref.deployment),
             )
-        )
-        verdicts = [judge(label, ref, lease, dep, ttl) for (label, ref), (lease, dep) in zip(wanted, reads)]
+            if name
+        ]
+        answers = iter(await read_live(ctx, reads))
+        # a controller without a Lease (or a Deployment) configured: None, as not found
+        reads_of = [
+            (next(answers) if ref.lease else None, next(answers) if ref.deployment else None) for _, ref in wanted
+        ]
+        for lease, dep in reads_of:
+            for got in (lease, dep):
+                if isinstance(got, BaseException) and not isinstance(got, ApiError):
+                    raise got  # not an answer of the apiserver: the engine reports it
+        verdicts = [judge(label, ref, lease, dep, ttl) for (label, ref), (lease, dep) in zip(wanted, reads_of)]
         down = [v for v in verdicts if v.running is False]
         unknown = [v for v in verdicts if v.running is None]
         if not down and not unknown:

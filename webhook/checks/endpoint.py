@@ -20,7 +20,7 @@ from typing import Any
 from webhook.checks.base import AIPERFJOB, AIPERFSWEEP, Check, CheckContext
 from webhook.checks.common import cached, plural, with_stale
 from webhook.kube import ApiError, Permission
-from webhook.models.context import before_deadline
+from webhook.models.context import LiveRead, read_live
 from webhook.models.endpoint import endpoint_urls, service_of, url_port
 from webhook.results import CheckResult, Status
 
@@ -54,6 +54,7 @@ class EndpointService(Check):
     kinds = frozenset({AIPERFJOB, AIPERFSWEEP})
     needs_cluster = True
     needs_pod_groups = False
+    kept_reads = True
     permissions = cached("services")
     optional_permissions = (Permission("list", "endpointslices", "discovery.k8s.io"),)
     apis = ("v1",)
@@ -117,22 +118,16 @@ class EndpointService(Check):
     @staticmethod
     async def _endpoints(ctx: CheckContext, svc: str, ns: str, spec: dict[str, Any]) -> str:
         """A warning line when the Service has no ready endpoint (or its slices cannot be read); "" when it has."""
-        assert ctx.view is not None
-        try:
-            slices = await before_deadline(
-                ctx,
-                ctx.view.list_objects(
-                    DISCOVERY_API,
-                    "endpointslices",
-                    ns,
-                    f"{SERVICE_NAME_LABEL}={svc}",
-                    ctx.deadline,
-                    ttl=ctx.settings.endpoint_slice_ttl_seconds,
-                ),
-            )
-        except ApiError as exc:
-            why = "not permitted to list endpointslices" if exc.forbidden else exc.message
+        selector = f"{SERVICE_NAME_LABEL}={svc}"
+        ttl = ctx.settings.endpoint_slice_ttl_seconds
+        (slices,) = await read_live(
+            ctx, [LiveRead("list_objects", (DISCOVERY_API, "endpointslices", ns, selector, ctx.deadline), {"ttl": ttl})]
+        )
+        if isinstance(slices, ApiError):
+            why = "not permitted to list endpointslices" if slices.forbidden else slices.message
             return f'Cannot verify the endpoints of Service "{svc}" in "{ns}" ({why})'
+        if isinstance(slices, BaseException):
+            raise slices  # not an answer of the apiserver: the engine reports it
         ready, total = ready_endpoints(slices)
         if ready:
             return ""

@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from webhook.checks.base import Check, CheckContext
 from webhook.checks.common import fail_and_warn
 from webhook.cluster.names import is_dns1123_subdomain
-from webhook.deadline import REPORT_MARGIN, wait_until
 from webhook.imageref import parse
 from webhook.kube import ApiError, Permission
+from webhook.models.context import LiveRead, read_live
 from webhook.models.grants import grant_fix, not_granted
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import Workload
@@ -200,6 +200,7 @@ def _cannot_verify(name: str, ns: str, exc: BaseException) -> str:
 class Secrets(Check):
     name = "Secrets"
     needs_cluster = True
+    kept_reads = True
     permissions = (Permission("get", "secrets"),)
     apis = ("v1",)
     summary = (
@@ -223,12 +224,10 @@ class Secrets(Check):
         if not to_read:
             return _none_required(self.name, uses, not_read)
 
-        view = ctx.view
-        tasks = {asyncio.ensure_future(view.secret_keys(ns, u.name, ctx.deadline)): u for u in to_read}
-        pending = await wait_until(ctx.deadline, tasks.keys(), margin=REPORT_MARGIN)
+        answers = await read_live(ctx, [LiveRead("secret_keys", (ns, u.name, ctx.deadline)) for u in to_read])
         found = _Reads(ns, ctx.settings.private_registries)
-        for task, use in sorted(tasks.items(), key=lambda kv: kv[1].name):
-            found.judge(use, None if task in pending else task)
+        for answer, use in sorted(zip(answers, to_read), key=lambda kv: kv[1].name):
+            found.judge(use, answer)
 
         # the cannot-verify are reported next to the failures, never instead of them
         out = fail_and_warn(
@@ -265,19 +264,16 @@ class _Reads:
     unknown: list[str] = field(default_factory=list)
     denied: bool = False  # a 403 of RBAC: the fix is to grant the namespace
 
-    def judge(self, use: _Use, task: asyncio.Future[set[str] | None] | None) -> None:
-        """One Secret's read (None: not answered by the deadline): cannot verify, missing (a missing pull
-        Secret as `_missing_pull_secret` judges it), or the keys its references need that it lacks."""
+    def judge(self, use: _Use, answer: set[str] | BaseException | None) -> None:
+        """One Secret's read (its keys, None when not found, or the error it raised: ApiError(0, "timed out") when
+        not answered by the deadline): cannot verify, missing (a missing pull Secret as `_missing_pull_secret`
+        judges it), or the keys its references need that it lacks."""
         ns = self.ns
-        if task is None:
-            self.unknown.append(_cannot_verify(use.name, ns, TimeoutError()))
+        if isinstance(answer, BaseException) and not (isinstance(answer, ApiError) and answer.not_found):
+            self.unknown.append(_cannot_verify(use.name, ns, answer))
+            self.denied = self.denied or not_granted(answer)
             return
-        exc = task.exception()
-        if exc is not None and not (isinstance(exc, ApiError) and exc.not_found):
-            self.unknown.append(_cannot_verify(use.name, ns, exc))
-            self.denied = self.denied or not_granted(exc)
-            return
-        keys = task.result() if exc is None else None
+        keys = None if isinstance(answer, BaseException) else answer
         if keys is None:
             if use.blocking:
                 self.fails.append(_missing_secret(use, ns))

@@ -56,6 +56,40 @@ SECRET_CACHE_MAX = 4096
 R = TypeVar("R")
 
 
+#: the parameters of the live reads `kept` answers for, in order, with their defaults (_NEEDED: none)
+_NEEDED = object()
+_SECRET_KEYS = (("namespace", _NEEDED), ("name", _NEEDED), ("deadline", None))
+_GET_OBJECT = (
+    ("api_version", _NEEDED),
+    ("resource", _NEEDED),
+    ("namespace", _NEEDED),
+    ("name", _NEEDED),
+    ("deadline", None),
+    ("ttl", 0.0),
+    ("subresource", ""),
+    ("query", None),
+)
+_LIST_OBJECTS = (
+    ("api_version", _NEEDED),
+    ("resource", _NEEDED),
+    ("namespace", _NEEDED),
+    ("label_selector", _NEEDED),
+    ("deadline", None),
+    ("ttl", 0.0),
+)
+
+
+def _bind(params: tuple[tuple[str, Any], ...], args: tuple[Any, ...], kw: dict[str, Any]) -> list[Any]:
+    """A read's arguments, positional and by keyword, as the list of its parameters (defaults filled in)."""
+    out = list(args[: len(params)])
+    for name, default in params[len(out) :]:
+        value = kw.get(name, default)
+        if value is _NEEDED:
+            raise TypeError(f"missing argument {name!r}")
+        out.append(value)
+    return out
+
+
 def _q(part: str) -> str:
     return quote(part, safe="")
 
@@ -305,18 +339,43 @@ class LiveClusterView:
         into a URL (`.` would turn the GET into a LIST of the namespace's Secrets). A
         namespace in `never_read` is refused as not permitted, without a request.
         """
-        if not is_dns1123_label(namespace) or not is_dns1123_subdomain(name):
-            return None
-        if namespace in self.never_read:
+        if namespace in self.never_read and is_dns1123_label(namespace) and is_dns1123_subdomain(name):
             raise ApiError(
                 403, f'the webhook does not read Secrets in namespace "{namespace}" (never-read namespace)', "Forbidden"
             )
+        hit = self._kept_secret_keys(namespace, name)
+        if hit is not None:
+            return hit[0]
+        found = await self._secret_reads.run(
+            (namespace, name), deadline.timeout(LIVE_CALL_CEILING), self._secret_fetch(namespace, name)
+        )
+        return None if found is None else set(found)
+
+    def _kept_secret_keys(self, namespace: str, name: str) -> tuple[set[str] | None] | None:
+        """(the keys,) `secret_keys` answers without a request (a name no Secret can have, keys read at the version
+        the watch holds, or kept within secretTtlSeconds: read again ahead of expiry), else None."""
+        if not is_dns1123_label(namespace) or not is_dns1123_subdomain(name):
+            return (None,)
+        if namespace in self.never_read:
+            return None
         key = (namespace, name)
         watched = self.secret_version(namespace, name) if self.secret_version is not None else None
         if watched:
             at = self._secret_at.get(key)
             if at is not None and at[0] == watched:
-                return set(at[1])
+                return (set(at[1]),)
+        fetch = self._secret_fetch(namespace, name)
+
+        async def renew() -> None:
+            if await self._secret_reads.run(key, LIVE_CALL_CEILING, fetch) is None:
+                self._secret_ttl.forget(key)  # deleted since: the next review reads it (a 404 is never kept)
+
+        hit = self._secret_ttl.get(key, renew)
+        return None if hit is None else (set(hit[0]),)
+
+    def _secret_fetch(self, namespace: str, name: str) -> Callable[[float], Awaitable[frozenset[str] | None]]:
+        """The GET of one Secret, its values dropped on arrival: its key names (None: not found), kept."""
+        key = (namespace, name)
 
         async def fetch(timeout: float) -> frozenset[str] | None:
             path = f"/api/v1/namespaces/{_q(namespace)}/secrets/{_q(name)}"
@@ -334,15 +393,7 @@ class LiveClusterView:
             self._secret_ttl.put(key, keys, self.settings.secret_ttl_seconds)
             return keys
 
-        async def renew() -> None:
-            if await self._secret_reads.run(key, LIVE_CALL_CEILING, fetch) is None:
-                self._secret_ttl.forget(key)  # deleted since: the next review reads it (a 404 is never kept)
-
-        hit = self._secret_ttl.get(key, renew)
-        if hit is not None:
-            return set(hit[0])
-        found = await self._secret_reads.run(key, deadline.timeout(LIVE_CALL_CEILING), fetch)
-        return None if found is None else set(found)
+        return fetch
 
     def _remember_secret_at(self, key: tuple[str, str], version: str, keys: frozenset[str]) -> None:
         """Keys read at `version`. A Secret's keys change only with its resourceVersion (a re-created
@@ -399,6 +450,24 @@ class LiveClusterView:
         Only declared reads are sent (`DeclaredReads`). A 403 for an object whose namespace the
         namespaces cache does not hold is "not found": a named read's Role exists only where its
         namespace did at install, and an object cannot exist in a namespace that does not."""
+        read = self._object_read(api_version, resource, namespace, name, subresource, query)
+        if read is None:
+            return None
+        key, fetch = read
+        if ttl > 0 and (hit := self._reused(key, ttl, self._object_reads, fetch)) is not None:
+            return None if hit[0] is None else dict(hit[0])
+        return await self._read_kept(key, ttl, self._object_reads, fetch, deadline.timeout(LIVE_CALL_CEILING))
+
+    def _object_read(
+        self,
+        api_version: str,
+        resource: str,
+        namespace: str | None,
+        name: str,
+        subresource: str,
+        query: Mapping[str, str] | None,
+    ) -> tuple[str, Callable[[float], Awaitable[dict[str, Any] | None]]] | None:
+        """(the read's key, its GET) for `get_object`; None when no object can have that name or namespace."""
         if not is_dns1123_subdomain(name) or (namespace and not is_dns1123_label(namespace)):
             return None
         if resource == "secrets":
@@ -426,9 +495,7 @@ class LiveClusterView:
             (doc.get("metadata") or {}).pop("managedFields", None)
             return doc
 
-        if ttl > 0 and (hit := self._reused(key, ttl, self._object_reads, fetch)) is not None:
-            return None if hit[0] is None else dict(hit[0])
-        return await self._read_kept(key, ttl, self._object_reads, fetch, deadline.timeout(LIVE_CALL_CEILING))
+        return key, fetch
 
     def _reused(
         self, key: str, ttl: float, reads: Coalescer[R], fetch: Callable[[float], Awaitable[R]]
@@ -461,13 +528,17 @@ class LiveClusterView:
         """One namespace's objects matching `label_selector` (one page of at most 100): for what is
         read on demand instead of watched (a Service's EndpointSlices). Identical lists in flight
         share one request; `ttl` > 0: an answer is reused that many seconds (errors never)."""
-        if not is_dns1123_label(namespace):
+        key, fetch = self._list_read(api_version, resource, namespace, label_selector)
+        if not key:
             return []
-        if resource == "secrets":
-            raise ValueError("Secrets are never listed")
-        self.declared.check_list(api_version, resource)
-        path = f"{gv_path(api_version)}/namespaces/{_q(namespace)}/{resource}"
-        key = f"{path}?{label_selector}"
+        if ttl > 0 and (hit := self._reused(key, ttl, self._list_reads, fetch)) is not None:
+            return [dict(i) for i in hit[0]]
+        return await self._read_kept(key, ttl, self._list_reads, fetch, deadline.timeout(LIVE_CALL_CEILING))
+
+    def _list_read(
+        self, api_version: str, resource: str, namespace: str, label_selector: str
+    ) -> tuple[str, Callable[[float], Awaitable[list[dict[str, Any]]]]]:
+        """(the read's key, its LIST) for `list_objects`; key "" when no object can be in that namespace."""
 
         async def fetch(timeout: float) -> list[dict[str, Any]]:
             doc = await self.client.request(
@@ -482,9 +553,35 @@ class LiveClusterView:
                 (i.get("metadata") or {}).pop("managedFields", None)
             return items
 
-        if ttl > 0 and (hit := self._reused(key, ttl, self._list_reads, fetch)) is not None:
-            return [dict(i) for i in hit[0]]
-        return await self._read_kept(key, ttl, self._list_reads, fetch, deadline.timeout(LIVE_CALL_CEILING))
+        if not is_dns1123_label(namespace):
+            return "", fetch
+        if resource == "secrets":
+            raise ValueError("Secrets are never listed")
+        self.declared.check_list(api_version, resource)
+        path = f"{gv_path(api_version)}/namespaces/{_q(namespace)}/{resource}"
+        return f"{path}?{label_selector}", fetch
+
+    def kept(self, read: str, *args: Any, **kw: Any) -> tuple[Any] | None:
+        """(the answer,) the live read `read` (secret_keys, get_object, list_objects) with these arguments gives
+        without a request or a wait: a name no object can have, or an answer kept within its ttl (used in the last
+        quarter of its lifetime, it is read again in the background, as by the read itself); None otherwise."""
+        if read == "secret_keys":
+            return self._kept_secret_keys(*_bind(_SECRET_KEYS, args, kw)[:2])
+        if read == "get_object":
+            api_version, resource, namespace, name, _, ttl, subresource, query = _bind(_GET_OBJECT, args, kw)
+            got = self._object_read(api_version, resource, namespace, name, subresource, query)
+            if got is None:
+                return (None,)
+            hit = self._reused(got[0], ttl, self._object_reads, got[1]) if ttl > 0 else None
+            return None if hit is None else (None if hit[0] is None else dict(hit[0]),)
+        if read == "list_objects":
+            api_version, resource, namespace, selector, _, ttl = _bind(_LIST_OBJECTS, args, kw)
+            key, fetch = self._list_read(api_version, resource, namespace, selector)
+            if not key:
+                return ([],)
+            listed = self._reused(key, ttl, self._list_reads, fetch) if ttl > 0 else None
+            return None if listed is None else ([dict(i) for i in listed[0]],)
+        return None
 
     async def dry_run_create(
         self, api_version: str, kind: str, namespace: str, body: dict[str, Any], deadline: Deadline

@@ -52,6 +52,8 @@ _READS: dict[str, Callable[..., Iterable[tuple[str, str | None, str]]]] = {
         (resource, namespace, ANY)
     ],
 }
+# what the live read would have read: a kept answer stands on the same object
+_READS["kept"] = lambda read, *args, **kw: _READS[read](*args, **kw)
 #: The ClusterView's members that read no object (discovery, capabilities, life cycle): passed through.
 _NOT_READS = frozenset(
     {"cache_age", "served", "server_version", "check_capability", "ready", "ready_reason", "capabilities", "max_pages"}

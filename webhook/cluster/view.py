@@ -118,6 +118,12 @@ class ClusterView(Protocol):
         `ttl` > 0: an answer is reused that many seconds."""
         ...
 
+    def kept(self, read: str, *args: Any, **kw: Any) -> tuple[Any] | None:
+        """(the answer,) the live read `read` ("secret_keys", "get_object", "list_objects") with these arguments
+        gives now without a request or a wait (an answer kept within its ttl, a name no object can have), else
+        None (and always None for a view that keeps nothing). Raises what the read raises for the same mistake."""
+        ...
+
     # --- discovery and capabilities ---
     def served(self, group_version: str) -> bool: ...
 

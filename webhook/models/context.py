@@ -7,11 +7,11 @@ it too; webhook.checks.base names it for the checks.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from webhook.deadline import REPORT_MARGIN, Deadline
+from webhook.deadline import REPORT_MARGIN, Deadline, wait_until
 from webhook.kube import ApiError
 from webhook.workloads.base import Workload
 
@@ -36,6 +36,9 @@ class CheckContext:
     heavy_turn: Callable[[], Awaitable[None]] | None = None
     #: the review's heavy part has had its turn (`heavy_turn` returns at once from then on)
     heavy_taken: bool = False
+    #: a kept-only run (Check.kept_reads: the engine's first try): `read_live` answers from what the view keeps
+    #: or raises NotKept, and never awaits
+    kept_only: bool = False
 
 
 async def heavy_turn(ctx: CheckContext) -> None:
@@ -57,3 +60,59 @@ async def before_deadline(ctx: CheckContext, call: Awaitable[_T]) -> _T:
             return await call
     except TimeoutError:
         raise ApiError(0, "timed out") from None
+
+
+class NotKept(Exception):
+    """A kept-only run (CheckContext.kept_only) needs a live read the view does not keep: run the check as usual."""
+
+
+class LiveRead(NamedTuple):
+    """One live read of the ClusterView: its member ("secret_keys", "get_object", "list_objects") and arguments."""
+
+    read: str
+    args: tuple[Any, ...]
+    kw: dict[str, Any] | None = None
+
+    def call(self, view: ClusterView) -> Awaitable[Any]:
+        call: Awaitable[Any] = getattr(view, self.read)(*self.args, **(self.kw or {}))
+        return call
+
+    def kept(self, view: ClusterView) -> tuple[Any] | None:
+        return view.kept(self.read, *self.args, **(self.kw or {}))
+
+
+async def read_live(ctx: CheckContext, reads: Sequence[LiveRead]) -> list[Any]:
+    """Each read's answer, or the exception it raised (one not answered REPORT_MARGIN before the deadline:
+    ApiError(0, "timed out"), as `before_deadline` says it).
+
+    What the view keeps (ClusterView.kept: within its ttl) is answered at once, without a task or a timer; the
+    others are read concurrently. At 32 clients nearly every read is kept (read again ahead of its expiry,
+    webhook/reused.py), and a task and a gather per read cost more than the checks' own work
+    (docs/benchmarks/vs-kyverno.md). In a kept-only run (`ctx.kept_only`) a read not kept raises NotKept
+    instead: the engine then runs the check as usual."""
+    view = ctx.view
+    assert view is not None
+    out: list[Any] = [None] * len(reads)
+    missing: list[int] = []
+    for i, r in enumerate(reads):
+        hit = r.kept(view)
+        if hit is None:
+            missing.append(i)
+        else:
+            out[i] = hit[0]
+    if not missing:
+        return out
+    if ctx.kept_only:
+        raise NotKept(reads[missing[0]].read)
+    if len(missing) == 1:  # one read: no task, the timer of before_deadline
+        i = missing[0]
+        try:
+            out[i] = await before_deadline(ctx, reads[i].call(view))
+        except Exception as exc:  # handed to the check, as a gathered read's
+            out[i] = exc
+        return out
+    tasks = {asyncio.ensure_future(reads[i].call(view)): i for i in missing}
+    pending = await wait_until(ctx.deadline, tasks.keys(), margin=REPORT_MARGIN)
+    for t, i in tasks.items():
+        out[i] = ApiError(0, "timed out") if t in pending else (t.exception() or t.result())
+    return out
