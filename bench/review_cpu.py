@@ -144,6 +144,7 @@ def instrument() -> None:
     patch(preflight, "_dispatch", "engine: applicable, preconditions, tasks")
     patch(engine, "run_checks", "engine: applicable, preconditions, tasks")
     patch(engine, "_run_one", lambda check, *_: f"check: {check.name}")
+    patch(engine, "_answered_from_kept", lambda check, *_: f"check: {check.name}")  # a kept-only run
     patch(engine, "judge_admitted", "engine: pods as admitted")
     patch(preflight, "decide", "policy: decide + message")
     patch(server, "response_from_decision", "response: AdmissionReview answer")
