@@ -316,3 +316,25 @@ async def test_only_unused_references_pass_without_reads() -> None:
         Status.PASS,
         'No referenced Secret is required: Secret "chap" is not read: iscsi volume lun uses no CHAP authentication; optional: spare-tls',
     )
+
+
+async def test_the_references_of_a_render_are_collected_once(monkeypatch) -> None:
+    """A render's Secret references stand on its pod specs alone (a render cache hit fills in only the uid and the
+    run epoch): every create of it gets the first one's, walked once; a Workload of no cached render (the pods as
+    admitted, a render cut short) is walked each time."""
+    from dataclasses import replace
+
+    from webhook.checks import secrets
+    from webhook.workloads.render_cache import PerRender
+
+    monkeypatch.setattr(secrets, "_USES", PerRender(256))
+    walked = []
+    plain = secrets.collect
+    monkeypatch.setattr(secrets, "collect", lambda wl: walked.append(wl.render_id) or plain(wl))
+    view = FakeView(secrets={("team-a", "hf-token"): {"token"}, ("team-a", "ghcr-pull"): {".dockerconfigjson"}})
+    first, second = (replace(_trainjob(), render_id=41) for _ in range(2))
+    results = [await run_check(Secrets(), wl, view) for wl in (first, second, replace(first, render_id=None))]
+    assert [(r.status, r.message) for r in results] == [
+        (Status.PASS, "2 Secrets exist with the keys used: ghcr-pull, hf-token")
+    ] * 3
+    assert walked == [41, None, None]  # run_check runs each twice: kept-only first (tests/fakeview.py)

@@ -8,7 +8,6 @@ concurrent reviews of the same content share one request.
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
 from typing import Any
 
 import pytest
@@ -20,6 +19,7 @@ from webhook.config import Settings
 from webhook.models.dryrun_cache import DigestMemo, DryRunCache, body_digest, content_key, keyed
 from webhook.results import Status
 from webhook.workloads.base import PodGroup
+from webhook.workloads.render_cache import PerRender
 
 
 class Clock:
@@ -564,7 +564,7 @@ def test_the_probes_of_a_render_are_built_once_and_stand_for_each_create_of_it(m
     most PLAN_ENTRIES are kept, the least recently used dropped first."""
     from webhook.checks import dryrun
 
-    monkeypatch.setattr(dryrun, "_PLANS", OrderedDict())
+    monkeypatch.setattr(dryrun, "_PLANS", PerRender(dryrun.PLAN_ENTRIES, keep=dryrun._PLANS.keep))
     built: list[int | None] = []
     plain = dryrun._plan
 
@@ -583,11 +583,13 @@ def test_the_probes_of_a_render_are_built_once_and_stand_for_each_create_of_it(m
         assert body_digest(mine.kind, "demo-bench", mine.body, mine.uid) == body_digest(
             theirs.kind, "demo-bench", theirs.body, theirs.uid
         )
-    monkeypatch.setattr(dryrun, "PLAN_ENTRIES", 1)
+    monkeypatch.setattr(dryrun._PLANS, "entries", 1)
     other = _create("cccc-7777-8888-9999", "2026-01-01T00:06:00Z", image="registry.example/aiperf:other")
     assert dryrun.plan_of(other) is not kept and built == [first.render_id, other.render_id]
     dryrun.plan_of(first)  # dropped when `other` came in over the bound of one
-    assert built == [first.render_id, other.render_id, first.render_id] and list(dryrun._PLANS) == [first.render_id]
+    assert built == [first.render_id, other.render_id, first.render_id] and list(dryrun._PLANS._kept) == [
+        first.render_id
+    ]
 
 
 async def test_the_dry_run_awaits_its_turn_only_for_what_it_must_build_hash_or_send(
@@ -602,7 +604,7 @@ async def test_the_dry_run_awaits_its_turn_only_for_what_it_must_build_hash_or_s
     from webhook.deadline import Deadline
 
     monkeypatch.setattr(dryrun, "DIGESTS", DigestMemo())
-    monkeypatch.setattr(dryrun, "_PLANS", OrderedDict())
+    monkeypatch.setattr(dryrun, "_PLANS", PerRender(dryrun.PLAN_ENTRIES, keep=dryrun._PLANS.keep))
     clock = Clock()
     view = FakeView()
     view.add("namespaces", {"metadata": meta("demo-bench", resourceVersion="10")})

@@ -41,7 +41,6 @@ import asyncio
 import json
 import re
 import weakref
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -56,6 +55,7 @@ from webhook.models.dryrun_probe import job_for, jobset_for, pod_for, twin_of
 from webhook.results import CheckResult, Status
 from webhook.workloads.admitted import Admission, kept_answer
 from webhook.workloads.base import PodGroup, Workload
+from webhook.workloads.render_cache import PerRender
 
 #: how long a dry run asked again ahead of its outcome's expiry may take (a review's own calls are bounded by its deadline)
 RENEW_SECONDS = 10.0
@@ -381,12 +381,12 @@ class _Plan:
 
 #: the plans kept (`plan_of`), the least recently used dropped first: an AIPerfJob's five probes are ~100 KB
 PLAN_ENTRIES = 64
-_PLANS: OrderedDict[int, _Plan] = OrderedDict()
+_PLANS: PerRender[_Plan] = PerRender(PLAN_ENTRIES, keep=lambda plan: plan.render_id is not None)
 
 
 def plan_kept(wl: Workload) -> bool:
     """Whether `plan_of` answers from what it kept (nothing to build)."""
-    return wl.render_id is not None and wl.render_id in _PLANS
+    return wl in _PLANS
 
 
 def plan_of(wl: Workload) -> _Plan:
@@ -397,16 +397,7 @@ def plan_of(wl: Workload) -> _Plan:
     the kept probes carry the first create's, and everything that reads them treats that uid as "this job"
     (`body_digest`'s own_uid, which the probe's `uid` keeps equal to the uid its body holds), as the Dry Run
     cache already does for the outcomes it keeps. A sweep child's probes (render_id None) are built each time."""
-    rid = wl.render_id
-    if rid is not None and (kept := _PLANS.get(rid)) is not None:
-        _PLANS.move_to_end(rid)
-        return kept
-    plan = _plan(wl)
-    if plan.render_id is not None:
-        _PLANS[plan.render_id] = plan
-        while len(_PLANS) > PLAN_ENTRIES:
-            _PLANS.popitem(last=False)
-    return plan
+    return _PLANS.get(wl, _plan)
 
 
 def _plan(wl: Workload) -> _Plan:

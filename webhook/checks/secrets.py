@@ -38,6 +38,7 @@ from webhook.models.grants import grant_fix, not_granted
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import Workload
 from webhook.workloads.podspec import SecretRef, describe_path, secret_refs
+from webhook.workloads.render_cache import PerRender
 
 
 @dataclass
@@ -73,6 +74,17 @@ def _where(ref: SecretRef, group: str | None) -> str:
     if group is not None and (ref.field_path.startswith("imagePullSecrets") or ref.field_path.startswith("volumes")):
         text += f" of the {group} pods"
     return text
+
+
+#: each render's references (`collect`): they stand on the pod specs alone, the same for every create of a render
+#: (a hit fills in only the uid and the run epoch, never a Secret's name): walking an AIPerfJob's 41 containers and
+#: their env for them was the Secrets check's main cost (issue 38)
+_USES: PerRender[dict[str, _Use]] = PerRender(256)
+
+
+def uses_of(wl: Workload) -> dict[str, _Use]:
+    """`collect(wl)`, kept by the render (read it, never change it)."""
+    return _USES.get(wl, collect)
 
 
 def collect(wl: Workload) -> dict[str, _Use]:
@@ -215,7 +227,7 @@ class Secrets(Check):
         assert ctx.view is not None
         wl = ctx.workload
         ns = wl.namespace
-        uses = collect(wl)
+        uses = uses_of(wl)
         if not uses:
             skipped = f" ({len(wl.managed_secrets)} created by the job's controller)" if wl.managed_secrets else ""
             return CheckResult(self.name, Status.SKIP, f"No Secrets referenced{skipped}")

@@ -57,7 +57,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from webhook._compat import environ_key
 from webhook.config import Settings
@@ -253,6 +253,38 @@ def _environ() -> Hashable:
 
 #: the ids of the renders made (Workload.render_id): the same id is the same render
 _RENDER_IDS = itertools.count(1)
+
+_T = TypeVar("_T")
+
+
+class PerRender(Generic[_T]):
+    """What a check derives from a render alone (not its uid or run epoch, the only values a hit fills in:
+    `_Fill`), kept by Workload.render_id: at most `entries`, the least recently used dropped first. A Workload
+    without a render_id (cut short, not cached, the pods as admitted) is derived each time, and so is a value
+    `keep` refuses."""
+
+    def __init__(self, entries: int, keep: Callable[[_T], bool] | None = None) -> None:
+        self.entries = entries
+        self.keep = keep
+        self._kept: OrderedDict[int, _T] = OrderedDict()
+
+    def __contains__(self, wl: Workload) -> bool:
+        return wl.render_id is not None and wl.render_id in self._kept
+
+    def get(self, wl: Workload, make: Callable[[Workload], _T]) -> _T:
+        rid = wl.render_id
+        if rid is not None and rid in self._kept:
+            self._kept.move_to_end(rid)
+            return self._kept[rid]
+        value = make(wl)
+        if rid is not None and (self.keep is None or self.keep(value)):
+            self._kept[rid] = value
+            while len(self._kept) > self.entries:
+                self._kept.popitem(last=False)
+        return value
+
+    def clear(self) -> None:
+        self._kept.clear()
 
 
 def _cache_text(
