@@ -438,14 +438,9 @@ async def test_live_list_by_label_and_get_with_ttl(cluster: ControlPlane, open_v
     assert await view.get_object("coordination.k8s.io/v1", "leases", ns, "leader", Deadline(10)) is None
 
 
-async def test_live_reads_in_use_are_read_again_ahead_of_their_expiry(cluster: ControlPlane, open_view: Any) -> None:
-    """A kept answer used in the last quarter of its TTL answers that review at once and is read again in the
-    background (webhook/reused.py): the next review sees what the apiserver holds now, and no review waits for
-    an expiry. Each kind of on-demand read: a named GET, a list by label, a Secret's keys (and a Secret
-    deleted meanwhile is forgotten, not kept: a 404 is never kept)."""
-    from webhook.deadline import Deadline
-
-    ns = "chk10-renew"
+async def _kept_for_a_minute(cluster: ControlPlane, open_view: Any, ns: str) -> tuple[Any, dict[str, Any], list[float]]:
+    """A Lease, a ready EndpointSlice and a Secret in `ns`, and a view keeping what it reads for 60 s by a clock
+    moved by hand: (the view, the Secret, the clock's [now])."""
     cluster.ensure_namespace(ns)
     secret = {
         "apiVersion": "v1",
@@ -461,6 +456,18 @@ async def test_live_reads_in_use_are_read_again_ahead_of_their_expiry(cluster: C
     )
     now = [1000.0]
     view._read_ttl.clock = view._secret_ttl.clock = lambda: now[0]  # the lifetimes' clock, moved by hand
+    return view, secret, now
+
+
+async def test_live_reads_in_use_are_read_again_ahead_of_their_expiry(cluster: ControlPlane, open_view: Any) -> None:
+    """A kept answer used in the last quarter of its TTL answers that review at once and is read again in the
+    background (webhook/reused.py): the next review sees what the apiserver holds now, and no review waits for
+    an expiry. Each kind of on-demand read: a named GET, a list by label, a Secret's keys (and a Secret
+    deleted meanwhile is forgotten, not kept: a 404 is never kept)."""
+    from webhook.deadline import Deadline
+
+    ns = "chk10-renew"
+    view, secret, now = await _kept_for_a_minute(cluster, open_view, ns)
 
     async def holder() -> str:
         got = await view.get_object("coordination.k8s.io/v1", "leases", ns, "leader", Deadline(10), ttl=60)
@@ -509,21 +516,7 @@ async def test_kept_answers_are_given_without_a_request_until_their_end(cluster:
     from webhook.deadline import Deadline
 
     ns = "chk10-kept"
-    cluster.ensure_namespace(ns)
-    secret = {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": "token", "namespace": ns},
-        "data": {"a": "eA=="},
-    }
-    cluster.apply([_lease(ns, "leader", 1), _slice(ns, True), secret])
-    view = await open_view(
-        Settings.model_validate(
-            {"controllers": {"jobset": {"namespace": ns, "lease": "leader"}}, "secretTtlSeconds": 60}
-        )
-    )
-    now = [1000.0]
-    view._read_ttl.clock = view._secret_ttl.clock = lambda: now[0]
+    view, _, now = await _kept_for_a_minute(cluster, open_view, ns)
     lease = ("coordination.k8s.io/v1", "leases", ns, "leader", Deadline(10))
     slices = ("discovery.k8s.io/v1", "endpointslices", ns, "kubernetes.io/service-name=llm", Deadline(10))
     token = (ns, "token", Deadline(10))
