@@ -140,6 +140,8 @@ class LiveClusterView:
         #: on-demand reads reused for their `ttl` (get_object by path?query, list_objects by path?selector)
         self._read_ttl: Reused[Any] = Reused(clock, SECRET_CACHE_MAX)
         self._list_reads: Coalescer[list[dict[str, Any]]] = Coalescer()
+        #: each on-demand read's key and request by its arguments (`_spec`)
+        self._specs: dict[tuple[Any, ...], Any] = {}
         self._startup_task: asyncio.Task[None] | None = None
         self._first_attempt = asyncio.Event()
         self._probed = asyncio.Event()
@@ -467,6 +469,42 @@ class LiveClusterView:
         subresource: str,
         query: Mapping[str, str] | None,
     ) -> tuple[str, Callable[[float], Awaitable[dict[str, Any] | None]]] | None:
+        """`_make_object_read`, kept by its arguments (`_spec`)."""
+        args = (
+            "get",
+            api_version,
+            resource,
+            namespace,
+            name,
+            subresource,
+            tuple(sorted(query.items())) if query else (),
+        )
+        return self._spec(
+            args, lambda: self._make_object_read(api_version, resource, namespace, name, subresource, query)
+        )
+
+    def _spec(self, args: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+        """What `make` answers for a read's `args` (its key and request: they stand on the arguments alone and the
+        declared reads, fixed for the view's life), kept: a review asks the same few reads, and quoting, name rules
+        and the declared-read lookup cost more than the kept answer's own lookup. At most SECRET_CACHE_MAX, then
+        all dropped; what raises (an undeclared read, a Secret) raises each time."""
+        got = self._specs.get(args, _NEEDED)
+        if got is _NEEDED:
+            got = make()
+            if len(self._specs) >= SECRET_CACHE_MAX:
+                self._specs.clear()
+            self._specs[args] = got
+        return got
+
+    def _make_object_read(
+        self,
+        api_version: str,
+        resource: str,
+        namespace: str | None,
+        name: str,
+        subresource: str,
+        query: Mapping[str, str] | None,
+    ) -> tuple[str, Callable[[float], Awaitable[dict[str, Any] | None]]] | None:
         """(the read's key, its GET) for `get_object`; None when no object can have that name or namespace."""
         if not is_dns1123_subdomain(name) or (namespace and not is_dns1123_label(namespace)):
             return None
@@ -536,6 +574,16 @@ class LiveClusterView:
         return await self._read_kept(key, ttl, self._list_reads, fetch, deadline.timeout(LIVE_CALL_CEILING))
 
     def _list_read(
+        self, api_version: str, resource: str, namespace: str, label_selector: str
+    ) -> tuple[str, Callable[[float], Awaitable[list[dict[str, Any]]]]]:
+        """`_make_list_read`, kept by its arguments (`_spec`)."""
+        args = ("list", api_version, resource, namespace, label_selector)
+        got: tuple[str, Callable[[float], Awaitable[list[dict[str, Any]]]]] = self._spec(
+            args, lambda: self._make_list_read(api_version, resource, namespace, label_selector)
+        )
+        return got
+
+    def _make_list_read(
         self, api_version: str, resource: str, namespace: str, label_selector: str
     ) -> tuple[str, Callable[[float], Awaitable[list[dict[str, Any]]]]]:
         """(the read's key, its LIST) for `list_objects`; key "" when no object can be in that namespace."""
