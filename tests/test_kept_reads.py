@@ -162,3 +162,37 @@ async def test_a_check_that_awaits_outside_read_live_is_still_judged(caplog: pyt
     assert [m.getMessage() for m in caplog.records] == [
         "check Awaits awaited outside read_live in a kept-only run; it runs as usual"
     ]
+
+
+async def test_the_dry_run_of_a_render_seen_before_is_answered_without_a_task(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first create of a spec builds, hashes and sends its probes: it needs its heavy turn, which ends the
+    kept-only run, so it runs as a task. A second create of the same spec (its probes, digests and outcomes
+    kept) is answered in the kept-only run, with the same verdict and nothing sent."""
+    from tests.fakeview import meta
+    from tests.test_dryrun_cache import _create
+    from webhook import engine
+    from webhook.checks import dryrun
+    from webhook.checks.dryrun import DryRun
+    from webhook.models.dryrun_cache import DigestMemo
+
+    monkeypatch.setattr(dryrun, "DIGESTS", DigestMemo())
+    as_tasks: list[str] = []
+    plain = engine._run_one
+
+    def counted(check: Check, ctx: CheckContext, memo: Any = None) -> Any:
+        as_tasks.append(check.name)
+        return plain(check, ctx, memo)
+
+    monkeypatch.setattr(engine, "_run_one", counted)
+    view = FakeView(served={"v1", "batch/v1", "jobset.x-k8s.io/v1alpha2"})
+    view.add("namespaces", {"metadata": meta("demo-bench", resourceVersion="10")})
+    verdicts = []
+    for uid in ("aaaa-1111-2222-3333", "bbbb-4444-5555-6666"):
+        res = await run_checks(
+            _create(uid, "2026-01-01T00:00:00Z"), [DryRun()], settings=Settings(), deadline=Deadline(5), view=view
+        )
+        verdicts.append([(r.status, r.message) for r in res.checks])
+        if uid.startswith("aaaa"):
+            sent = len(view.dry_runs)
+    assert as_tasks == ["Dry Run"] and sent > 0 and len(view.dry_runs) == sent
+    assert verdicts[0] == verdicts[1] and verdicts[0][0][0] is Status.PASS

@@ -68,9 +68,10 @@ class Check:
     heavy: ClassVar[bool] = False
     #: it dry-runs the pods and sets CheckContext.admission: the engine judges the pods as admitted after it
     admits: ClassVar[bool] = False
-    #: every await of run() is a `read_live` (webhook/models/context.py) of the view's live reads: the engine
-    #: first runs it kept-only (CheckContext.kept_only), in its own task and one step, and only when a read is
-    #: not kept does it run it as usual, as a task (the reads the view keeps need neither)
+    #: every await of run() is a `read_live` (webhook/models/context.py) of the view's live reads, or comes after
+    #: a `heavy_turn` (both raise NotKept in a kept-only run): the engine first runs it kept-only
+    #: (CheckContext.kept_only), in the review's task and one step, and only when a read is not kept or the
+    #: heavy part is needed does it run it as usual, as a task (what is kept needs neither)
     kept_reads: ClassVar[bool] = False
     #: what the check cannot verify on any cluster, by design: (id, what and why). Said once, not
     #: on every apply: logged at start-up, at /capabilities, in the metric

@@ -289,6 +289,9 @@ class DryRun(Check):
     needs_cluster = True
     heavy = True  # its bodies are the pod specs: started after the cheap checks have answered (engine)
     admits = True  # sets CheckContext.admission: the engine judges the pods as admitted (engine.judge_admitted)
+    # a render seen before, its probes, digests and outcomes kept, is answered without a task; anything heavy
+    # (building, hashing, sending) comes after a heavy_turn, which ends a kept-only run
+    kept_reads = True
     local_capacity = True
     permissions = (
         Permission("create", "jobsets", "jobset.x-k8s.io"),

@@ -45,6 +45,8 @@ async def heavy_turn(ctx: CheckContext) -> None:
     """Wait for a heavy check's turn (CheckContext.heavy_turn) before building, hashing or sending what is in
     proportion to the pod specs; once a review: later calls return at once. A heavy check whose heavy part is
     done already (a render seen before, its outcomes kept) never calls it, and answers with the cheap ones."""
+    if ctx.kept_only:  # what is heavy is never kept: the engine runs the check as usual
+        raise NotKept("heavy turn")
     if ctx.heavy_turn is not None and not ctx.heavy_taken:
         ctx.heavy_taken = True
         await ctx.heavy_turn()
