@@ -139,6 +139,7 @@ def exported() -> dict[str, set[str]]:
     m.budget.observe(4.0)
     m.cert_reloads.labels("ok").inc()
     m.track_caches(lambda: [("nodes", 1.0)])
+    m.track_connections(lambda: {"accepted": 1})
     audit = AuditMetrics(Settings())
     audit.report_writes.labels("create").inc()
     audit.jobs_watched.labels("running").set(1)
