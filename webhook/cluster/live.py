@@ -479,9 +479,7 @@ class LiveClusterView:
             subresource,
             tuple(sorted(query.items())) if query else (),
         )
-        return self._spec(
-            args, lambda: self._make_object_read(api_version, resource, namespace, name, subresource, query)
-        )
+        return self._spec(args, lambda: self._make_object_read(args))
 
     def _spec(self, args: tuple[Any, ...], make: Callable[[], Any]) -> Any:
         """What `make` answers for a read's `args` (its key and request: they stand on the arguments alone and the
@@ -497,15 +495,11 @@ class LiveClusterView:
         return got
 
     def _make_object_read(
-        self,
-        api_version: str,
-        resource: str,
-        namespace: str | None,
-        name: str,
-        subresource: str,
-        query: Mapping[str, str] | None,
+        self, args: tuple[Any, ...]
     ) -> tuple[str, Callable[[float], Awaitable[dict[str, Any] | None]]] | None:
-        """(the read's key, its GET) for `get_object`; None when no object can have that name or namespace."""
+        """(the read's key, its GET) for `get_object` with `args` as `_object_read` puts them (the query as sorted
+        pairs); None when no object can have that name or namespace."""
+        _, api_version, resource, namespace, name, subresource, pairs = args
         if not is_dns1123_subdomain(name) or (namespace and not is_dns1123_label(namespace)):
             return None
         if resource == "secrets":
@@ -515,7 +509,7 @@ class LiveClusterView:
         if namespace:
             path += f"/namespaces/{_q(namespace)}"
         path += f"/{resource}/{_q(name)}" + (f"/{_q(subresource)}" if subresource else "")
-        params = dict(sorted((query or {}).items()))
+        params = dict(pairs)
         key = path + ("?" + "&".join(f"{k}={_q(v)}" for k, v in params.items()) if params else "")
 
         async def fetch(timeout: float) -> dict[str, Any] | None:
