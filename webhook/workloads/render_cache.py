@@ -283,9 +283,6 @@ class PerRender(Generic[_T]):
                 self._kept.popitem(last=False)
         return value
 
-    def clear(self) -> None:
-        self._kept.clear()
-
 
 def _cache_text(
     obj: dict[str, Any], group_kind: tuple[str, str], namespace: str | None
