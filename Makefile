@@ -112,6 +112,7 @@ bench-cluster: install build-cluster ## the cluster benchmarks on the local cont
 	$(PY) bench/audit_scale.py $(if $(QUICK),--quick,--write)
 	$(PY) bench/vs_kyverno.py $(if $(QUICK),--quick,--profile)
 	$(PY) bench/review_cpu.py $(if $(QUICK),--quick,--write)
+	$(PY) bench/gc_pauses.py $(if $(QUICK),--quick,)
 	$(PY) bench/import_weight.py --cluster $(if $(QUICK),--quick,--write)
 	$(if $(NODE),$(PY) bench/apply_latency.py --on node,)
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import functools
 import json
 import os
@@ -42,7 +43,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable, Generator
+from collections.abc import AsyncIterator, Callable, Generator
 from pathlib import Path
 from typing import Any
 
@@ -192,17 +193,22 @@ async def client(port: int, cafile: str, kind: str, count: int, start: int, clie
 
 
 async def drive(port: int, cafile: str, kind: str, count: int, start: int, clients: int) -> None:
+    """`count` reviews of `kind` from a client subprocess (its CPU is not the server's)."""
     argv = [sys.executable, __file__, "--client", f"{port},{cafile},{kind},{count},{start},{clients}"]
     proc = await asyncio.create_subprocess_exec(*argv)
     if await proc.wait() != 0:
         raise SystemExit(f"the client of {kind} failed (denied or not 200)")
 
 
-async def serve_and_measure(kubeconfig: str, kinds: list[str], n: int, clients: int, memo: bool) -> dict[str, Any]:
+@contextlib.asynccontextmanager
+async def serving(kubeconfig: str, *, memo: bool = True, freeze: bool = False) -> AsyncIterator[tuple[int, str]]:
+    """The webhook as ``serve`` runs it (the live view synced, WebhookApp behind WebhookServer on an
+    ephemeral 127.0.0.1 port, TLS): yields (port, the CA file a client trusts). ``freeze``: the start-up
+    objects frozen as serve freezes them (webhook/cli/serve.py ``_freeze_startup_objects``)."""
     from webhook.checks import all_checks
     from webhook.cluster.live import open_cluster_view
     from webhook.config import Settings
-    from webhook.listener import WebhookServer, loop_name
+    from webhook.listener import WebhookServer
     from webhook.server import WebhookApp
     from webhook.tls import generate_ca, generate_serving_cert, server_context, write_cert_files
 
@@ -215,28 +221,36 @@ async def serve_and_measure(kubeconfig: str, kinds: list[str], n: int, clients: 
     app = WebhookApp(settings, view=view)
     if not memo:
         app.memo = None  # type: ignore[assignment]
-    server = WebhookServer(
-        app,
-        ssl_context=server_context(files.cert, files.key),
-        host="127.0.0.1",
-        port=0,
-    )
+    server = WebhookServer(app, ssl_context=server_context(files.cert, files.key), host="127.0.0.1", port=0)
     await server.start()
-    port = server.port  # the ephemeral port it bound
-    out: dict[str, Any] = {"loop": loop_name(), "memo": memo, "kinds": {}}
+    if freeze:
+        from webhook.cli.serve import _freeze_startup_objects
+
+        _freeze_startup_objects()
     try:
+        yield server.port, str(files.ca_cert)  # the ephemeral port it bound
+    finally:
+        await server.shutdown()
+        await view.close()
+
+
+async def serve_and_measure(kubeconfig: str, kinds: list[str], n: int, clients: int, memo: bool) -> dict[str, Any]:
+    from webhook.listener import loop_name
+
+    out: dict[str, Any] = {"loop": loop_name(), "memo": memo, "kinds": {}}
+    async with serving(kubeconfig, memo=memo) as (port, cafile):
         start = 0
         for kind in kinds:
             row: dict[str, Any] = {}
             for wrapped in (False, True):
                 if wrapped:
                     instrument_once()
-                await drive(port, str(files.ca_cert), kind, 200, start, clients)  # warm-up
+                await drive(port, cafile, kind, 200, start, clients)  # warm-up
                 start += 200
                 SPENT.clear()
                 CALLS.clear()
                 c0 = CLOCK()
-                await drive(port, str(files.ca_cert), kind, n, start, clients)
+                await drive(port, cafile, kind, n, start, clients)
                 total = (CLOCK() - c0) * 1000.0 / n
                 start += n
                 row["wrapped" if wrapped else "bare"] = total
@@ -244,9 +258,6 @@ async def serve_and_measure(kubeconfig: str, kinds: list[str], n: int, clients: 
                     row["steps"] = {k: v * 1000.0 / n for k, v in SPENT.items()}
             out["kinds"][kind] = row
             uninstrument()
-    finally:
-        await server.shutdown()
-        await view.close()
     return out
 
 

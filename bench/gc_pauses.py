@@ -1,0 +1,116 @@
+"""What does CPython's cyclic collector cost a serving webhook, per review and in pauses, at given thresholds?
+
+    /tmp/pw/venv/bin/python bench/gc_pauses.py [-n 1500] [--clients 32] [--kind aiperfjob-good]
+        [--thresholds 700,10,10/20000,10,10] [--rounds 8] [--quick]
+
+Issue 38 (the p99 at 32 clients). The collector (docs.python.org/3/library/gc.html; CPython 3.11's
+Modules/gcmodule.c) collects generation 0 once the containers allocated minus those freed since its
+last collection pass ``threshold0`` (700 by default), runs inside whichever code allocates, and holds the
+event loop while it walks. A review decodes thousands of containers, so it sets off collections
+while other reviews wait.
+
+The webhook as ``serve`` runs it (bench/review_cpu.py ``serving``: the live view against a local
+control plane with the sample prerequisites, the TLS listener, the start-up objects frozen as serve
+freezes them), driven by review_cpu's client subprocess. Each round sets the next thresholds of
+``--thresholds`` (rounds alternate, so a change of the machine's load falls on both), sends ``-n``
+reviews and prints the server's CPU per review and, per generation, the collections (``gc.callbacks``):
+how many, their total and longest wall time, and what they freed. It writes nothing (the figures
+go to docs/benchmarks/vs-kyverno.md by hand, with the command); ``--quick`` is a smoke run of two
+rounds of 50.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.review_cpu import drive, serving  # noqa: E402
+
+#: (generation, wall ms, objects freed) of each collection while recording
+PAUSES: list[tuple[int, float, int]] = []
+_started = [0.0]
+
+
+def _record(phase: str, info: dict[str, Any]) -> None:
+    if phase == "start":
+        _started[0] = time.perf_counter()
+    else:
+        PAUSES.append((info["generation"], (time.perf_counter() - _started[0]) * 1000.0, info["collected"]))
+
+
+def summary(pauses: list[tuple[int, float, int]]) -> str:
+    """Per generation: collections, total ms, longest ms, objects freed."""
+    parts = []
+    for gen in sorted({g for g, _, _ in pauses}):
+        ms = [t for g, t, _ in pauses if g == gen]
+        freed = sum(c for g, _, c in pauses if g == gen)
+        parts.append(f"gen{gen} {len(ms)}× {sum(ms):.1f} ms (longest {max(ms):.1f}, freed {freed})")
+    return "; ".join(parts) or "no collection"
+
+
+async def rounds(
+    kubeconfig: str, kind: str, n: int, clients: int, thresholds: list[tuple[int, ...]], count: int
+) -> None:
+    async with serving(kubeconfig, freeze=True) as (port, cafile):
+        start = 0
+        await drive(port, cafile, kind, 200, start, clients)  # warm-up
+        start += 200
+        before = gc.get_threshold()
+        try:
+            for rnd in range(count):
+                gc.set_threshold(*thresholds[rnd % len(thresholds)])
+                PAUSES.clear()
+                gc.callbacks.append(_record)
+                t0, c0 = time.perf_counter(), time.process_time()
+                try:
+                    await drive(port, cafile, kind, n, start, clients)
+                finally:
+                    gc.callbacks.remove(_record)
+                wall, cpu = time.perf_counter() - t0, (time.process_time() - c0) * 1000.0 / n
+                start += n
+                print(
+                    f"round {rnd} thresholds {gc.get_threshold()}: {n} reviews in {wall:.1f} s, "
+                    f"{cpu:.3f} CPU ms a review; {summary(PAUSES)}",
+                    flush=True,
+                )
+        finally:
+            gc.set_threshold(*before)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-n", type=int, default=1500, help="reviews per round (default 1500)")
+    p.add_argument("--clients", type=int, default=32, help="keep-alive connections of the client (default 32)")
+    p.add_argument("--kind", default="aiperfjob-good", help="an e2e sample (e2e/samples/<kind>.yaml)")
+    p.add_argument("--thresholds", default="700,10,10/20000,10,10", help="gc thresholds per round, '/' between")
+    p.add_argument("--rounds", type=int, default=8, help="rounds, the thresholds in turn (default 8)")
+    p.add_argument("--quick", action="store_true", help="a smoke run: two rounds of 50 reviews")
+    args = p.parse_args()
+    if args.quick:
+        args.n, args.rounds = 50, 2
+    thresholds = [tuple(int(x) for x in t.split(",")) for t in args.thresholds.split("/")]
+    try:
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())  # as `serve` does (the image's `fast` extra)
+    except ImportError:
+        pass
+    from bench.cluster_bench import setup_samples
+    from e2e.harness.controlplane import ControlPlane
+
+    with ControlPlane() as cp:
+        setup_samples(cp)
+        asyncio.run(rounds(str(cp.kubeconfig), args.kind, args.n, args.clients, thresholds, args.rounds))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
