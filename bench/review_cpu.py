@@ -201,10 +201,13 @@ async def drive(port: int, cafile: str, kind: str, count: int, start: int, clien
 
 
 @contextlib.asynccontextmanager
-async def serving(kubeconfig: str, *, memo: bool = True, freeze: bool = False) -> AsyncIterator[tuple[int, str]]:
+async def serving(
+    kubeconfig: str, *, memo: bool = True, freeze: bool = False, settings: Any = None
+) -> AsyncIterator[tuple[int, str]]:
     """The webhook as ``serve`` runs it (the live view synced, WebhookApp behind WebhookServer on an
     ephemeral 127.0.0.1 port, TLS): yields (port, the CA file a client trusts). ``freeze``: the start-up
-    objects frozen as serve freezes them (webhook/cli/serve.py ``_freeze_startup_objects``)."""
+    objects frozen as serve freezes them (webhook/cli/serve.py ``_freeze_startup_objects``); ``settings``: a
+    webhook.config.Settings other than the default."""
     from webhook.checks import all_checks
     from webhook.cluster.live import open_cluster_view
     from webhook.config import Settings
@@ -212,7 +215,7 @@ async def serving(kubeconfig: str, *, memo: bool = True, freeze: bool = False) -
     from webhook.server import WebhookApp
     from webhook.tls import generate_ca, generate_serving_cert, server_context, write_cert_files
 
-    settings = Settings()
+    settings = settings or Settings()
     view = await open_cluster_view(settings, kubeconfig=kubeconfig, checks=all_checks())
     await view.wait_synced(60)
     tmp = Path(tempfile.mkdtemp(prefix="preflight-review-cpu-"))

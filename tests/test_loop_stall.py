@@ -107,6 +107,45 @@ def test_a_decoder_that_raises_gives_the_collector_back(thawed: Any) -> None:
     assert gc.isenabled()
 
 
+def test_what_reviews_in_flight_hold_sets_off_no_young_collection_once_tuned() -> None:
+    """Issue 38: ~5,000 containers alive at once (what 32 reviews in flight hold: a render is thousands)
+    set off collections at CPython's threshold of 700 and none at the webhook's, which keeps the
+    older generations' thresholds."""
+    seen: list[int] = []
+
+    def watch(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            seen.append(info["generation"])
+
+    before = gc.get_threshold()
+    try:
+        for young, collected in ((700, True), (heap.YOUNG_THRESHOLD, False)):
+            assert heap.tune_collector(young)[1:] == before[1:]
+            gc.collect()  # every generation's count back to zero
+            seen.clear()
+            gc.callbacks.append(watch)
+            try:
+                held = [{"spec": {"containers": [{"name": f"c{i}", "env": [{"name": "A"}]}]}} for i in range(1_200)]
+            finally:
+                gc.callbacks.remove(watch)
+            assert bool(seen) is collected, (young, seen)
+            assert gc.get_threshold() == (young, *before[1:])
+            del held
+    finally:
+        gc.set_threshold(*before)
+
+
+def test_serve_gives_the_young_generation_room_after_its_start_up(thawed: Any) -> None:
+    from webhook.cli.serve import _freeze_startup_objects
+
+    before = gc.get_threshold()
+    try:
+        _freeze_startup_objects()
+        assert gc.get_threshold() == (heap.YOUNG_THRESHOLD, *before[1:])
+    finally:
+        gc.set_threshold(*before)
+
+
 def _review_body(obj: dict[str, Any]) -> bytes:
     return json.dumps(
         {

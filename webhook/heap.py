@@ -61,4 +61,26 @@ def loads_untracked(decode: Callable[[bytes], T], body: bytes) -> T:
                 gc.enable()
 
 
-__all__ = ["MANY_CONTAINERS", "containers_at_most", "loads_untracked"]
+#: generation 0's threshold in a serving process, where CPython's default is 700 (see tune_collector)
+YOUNG_THRESHOLD = 10_000
+
+
+def tune_collector(young: int = YOUNG_THRESHOLD) -> tuple[int, int, int]:
+    """Collect generation 0 after `young` net new containers instead of 700; the older generations'
+    thresholds stay. Returns the thresholds as they were.
+
+    The collector (Modules/gcmodule.c, `gc_alloc`/`collect_generations` in CPython 3.11) counts the
+    containers allocated minus those freed since generation 0's last collection and collects once the
+    count passes threshold0, inside whatever allocates, holding the event loop. A review decodes
+    thousands of containers and 32 reviews in flight hold tens of thousands, so at 700 the webhook collected
+    ~350 times per 1,500 AIPerfJob reviews, a tenth of them generation 1 as well, and freed nothing: a
+    review's JSON holds no reference cycle, reference counting frees it (bench/gc_pauses.py,
+    docs/benchmarks/vs-kyverno.md). At 10,000 the in-flight reviews stay under the threshold and a
+    collection runs only when something keeps growing. What cycles there are (an exception kept with its
+    traceback) are still collected, later: at most `young` containers of them wait."""
+    before = gc.get_threshold()
+    gc.set_threshold(young, before[1], before[2])
+    return before
+
+
+__all__ = ["MANY_CONTAINERS", "YOUNG_THRESHOLD", "containers_at_most", "loads_untracked", "tune_collector"]

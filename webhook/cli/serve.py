@@ -152,15 +152,18 @@ def _freeze_startup_objects() -> None:
     Without it every full collection walks all of them, once every few hundred reviews, which
     lands in the p99 (docs/benchmarks.md has the measurement). Reference counting still frees frozen objects
     (a cache entry that is replaced goes away as before). The adapters are imported first,
-    as they otherwise load on the first review.
+    as they otherwise load on the first review. Then generation 0 is given room for the reviews in flight
+    (webhook.heap.tune_collector).
     """
     import gc
 
+    from webhook.heap import tune_collector
     from webhook.workloads import import_adapters
 
     import_adapters()
     gc.collect()
     gc.freeze()
+    tune_collector()
 
 
 async def _serve(args: argparse.Namespace, settings: Settings, ctx: ssl.SSLContext, reloader: Any) -> int:
