@@ -68,7 +68,7 @@ ORACLES = PREFLIGHT_ORACLE_PYTHON="$$(bash tests/oracle/setup.sh)" \
 	PREFLIGHT_DRA_ORACLE="$$(bash tests/oracle/dra/build.sh)"
 
 test: install lint build-test oracle ## what CI runs (.ci/run): lint, unit, server, the oracles, the control-plane e2e, the node smoke, the fidelity verdicts against the record (≤ 20 min warm)
-	$(ORACLES) $(PY) -m pytest tests e2e -q -m "not conformance" --durations=25
+	$(ORACLES) scripts/test.sh $(PY)
 
 conformance: install lint build-cluster oracle ## the long real-stack runs: every fidelity scenario run for real (rewrites e2e/fidelity/outcomes.json, docs/fidelity.md), every other node e2e (root)
 	$(ORACLES) $(PY) -m pytest e2e -q -m conformance --durations=25
