@@ -13,8 +13,9 @@ The webhook as ``serve`` runs it (bench/review_cpu.py ``serving``: the live view
 control plane with the sample prerequisites, the TLS listener, the start-up objects frozen as serve
 freezes them), driven by review_cpu's client subprocess. Each round sets the next thresholds of
 ``--thresholds`` (rounds alternate, so a change of the machine's load falls on both), sends ``-n``
-reviews and prints the server's CPU per review and, per generation, the collections (``gc.callbacks``):
-how many, their total and longest wall time, and what they freed. It writes nothing (the figures
+reviews and prints the server's CPU per review, the client's p50 and p99 (ms, the first 2 × clients left
+out), and, per generation, the collections (``gc.callbacks``): how many, their total and longest wall
+time, and what they freed; at the end each threshold's median p50 and p99 over its rounds. It writes nothing (the figures
 go to docs/benchmarks/vs-kyverno.md by hand, with the command); ``--quick`` is a smoke run of two
 rounds of 50.
 """
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -32,6 +34,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.cluster_bench import pct  # noqa: E402
 from bench.review_cpu import drive, serving  # noqa: E402
 
 #: (generation, wall ms, objects freed) of each collection while recording
@@ -64,6 +67,7 @@ async def rounds(
         await drive(port, cafile, kind, 200, start, clients)  # warm-up
         start += 200
         before = gc.get_threshold()
+        per: dict[int, list[tuple[float, float]]] = {}
         try:
             for rnd in range(count):
                 gc.set_threshold(*thresholds[rnd % len(thresholds)])
@@ -71,15 +75,22 @@ async def rounds(
                 gc.callbacks.append(_record)
                 t0, c0 = time.perf_counter(), time.process_time()
                 try:
-                    await drive(port, cafile, kind, n, start, clients)
+                    took = await drive(port, cafile, kind, n, start, clients)
                 finally:
                     gc.callbacks.remove(_record)
                 wall, cpu = time.perf_counter() - t0, (time.process_time() - c0) * 1000.0 / n
                 start += n
+                p50, p99 = pct(took, 50), pct(took, 99)
+                per.setdefault(gc.get_threshold()[0], []).append((p50, p99))
                 print(
                     f"round {rnd} thresholds {gc.get_threshold()}: {n} reviews in {wall:.1f} s, "
-                    f"{cpu:.3f} CPU ms a review; {summary(PAUSES)}",
+                    f"{cpu:.3f} CPU ms a review, p50 {p50:.1f} p99 {p99:.1f} ms; {summary(PAUSES)}",
                     flush=True,
+                )
+            for young, xs in per.items():
+                print(
+                    f"threshold0 {young}: median p50 {statistics.median(x[0] for x in xs):.1f} ms, "
+                    f"median p99 {statistics.median(x[1] for x in xs):.1f} ms over {len(xs)} rounds"
                 )
         finally:
             gc.set_threshold(*before)

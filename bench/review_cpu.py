@@ -171,33 +171,42 @@ def bodies(kind: str, count: int, start: int) -> list[bytes]:
 
 
 async def client(port: int, cafile: str, kind: str, count: int, start: int, clients: int) -> int:
-    """The client's side (run in a subprocess): `count` reviews over `clients` keep-alive connections."""
+    """The client's side (run in a subprocess): `count` reviews over `clients` keep-alive connections. Prints
+    the latencies in ms as one JSON list, in the order the answers came, after the first 2 × `clients` (their
+    connections' TLS handshakes, as bench/loadgen.py's warm-up leaves out)."""
     import aiohttp
 
     todo = bodies(kind, count, start)
     ctx = ssl.create_default_context(cafile=cafile)
     url = f"https://127.0.0.1:{port}/validate?timeout=10s"
     bad = 0
+    took: list[float] = []
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx, limit=clients)) as session:
 
         async def worker() -> None:
             nonlocal bad
             while todo:
                 body = todo.pop()
+                t0 = time.perf_counter()
                 async with session.post(url, data=body, headers={"Content-Type": "application/json"}) as r:
                     answer = await r.json()
                     bad += r.status != 200 or not answer["response"]["allowed"]
+                took.append((time.perf_counter() - t0) * 1000.0)
 
         await asyncio.gather(*(worker() for _ in range(clients)))
+    print(json.dumps([round(t, 3) for t in took[2 * clients :]]))
     return bad
 
 
-async def drive(port: int, cafile: str, kind: str, count: int, start: int, clients: int) -> None:
-    """`count` reviews of `kind` from a client subprocess (its CPU is not the server's)."""
+async def drive(port: int, cafile: str, kind: str, count: int, start: int, clients: int) -> list[float]:
+    """`count` reviews of `kind` from a client subprocess (its CPU is not the server's); their latencies
+    in ms (`client`)."""
     argv = [sys.executable, __file__, "--client", f"{port},{cafile},{kind},{count},{start},{clients}"]
-    proc = await asyncio.create_subprocess_exec(*argv)
-    if await proc.wait() != 0:
+    proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE)
+    out, _ = await proc.communicate()
+    if proc.returncode != 0:
         raise SystemExit(f"the client of {kind} failed (denied or not 200)")
+    return [float(t) for t in json.loads(out)]
 
 
 @contextlib.asynccontextmanager
