@@ -1,7 +1,7 @@
 """What does CPython's cyclic collector cost a serving webhook, per review and in pauses, at given thresholds?
 
     /tmp/pw/venv/bin/python bench/gc_pauses.py [-n 1500] [--clients 32] [--kind aiperfjob-good]
-        [--thresholds 700,10,10/20000,10,10] [--rounds 8] [--quick]
+        [--thresholds 700,10,10/10000,10,10] [--rounds 8] [--quick]
 
 Issue 38 (the p99 at 32 clients). The collector (docs.python.org/3/library/gc.html; CPython 3.11's
 Modules/gcmodule.c) collects generation 0 once the containers allocated minus those freed since its
@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.cluster_bench import pct  # noqa: E402
-from bench.review_cpu import drive, serving  # noqa: E402
+from bench.review_cpu import drive, load_arguments, sample_cluster, serving  # noqa: E402
 
 #: (generation, wall ms, objects freed) of each collection while recording
 PAUSES: list[tuple[int, float, int]] = []
@@ -98,28 +98,16 @@ async def rounds(
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-n", type=int, default=1500, help="reviews per round (default 1500)")
-    p.add_argument("--clients", type=int, default=32, help="keep-alive connections of the client (default 32)")
-    p.add_argument("--kind", default="aiperfjob-good", help="an e2e sample (e2e/samples/<kind>.yaml)")
-    p.add_argument("--thresholds", default="700,10,10/20000,10,10", help="gc thresholds per round, '/' between")
+    load_arguments(p, n=1500, per="reviews per round", clients=32, kind="aiperfjob-good")
+    p.add_argument("--thresholds", default="700,10,10/10000,10,10", help="gc thresholds per round, '/' between")
     p.add_argument("--rounds", type=int, default=8, help="rounds, the thresholds in turn (default 8)")
     p.add_argument("--quick", action="store_true", help="a smoke run: two rounds of 50 reviews")
     args = p.parse_args()
     if args.quick:
         args.n, args.rounds = 50, 2
     thresholds = [tuple(int(x) for x in t.split(",")) for t in args.thresholds.split("/")]
-    try:
-        import uvloop
-
-        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())  # as `serve` does (the image's `fast` extra)
-    except ImportError:
-        pass
-    from bench.cluster_bench import setup_samples
-    from e2e.harness.controlplane import ControlPlane
-
-    with ControlPlane() as cp:
-        setup_samples(cp)
-        asyncio.run(rounds(str(cp.kubeconfig), args.kind, args.n, args.clients, thresholds, args.rounds))
+    with sample_cluster() as kubeconfig:
+        asyncio.run(rounds(kubeconfig, args.kind, args.n, args.clients, thresholds, args.rounds))
     return 0
 
 

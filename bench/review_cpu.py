@@ -43,7 +43,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Generator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -336,11 +336,36 @@ def report(
     return "\n".join(lines)
 
 
+def load_arguments(p: argparse.ArgumentParser, *, n: int, per: str, clients: int, kind: str) -> None:
+    """-n, --clients and --kind, with their defaults (this script's and bench/gc_pauses.py's)."""
+    p.add_argument("-n", type=int, default=n, help=f"{per} (default {n})")
+    p.add_argument(
+        "--clients", type=int, default=clients, help=f"keep-alive connections of the client (default {clients})"
+    )
+    p.add_argument("--kind", default=kind, help=f"e2e sample(s) (e2e/samples/<kind>.yaml; default {kind})")
+
+
+@contextlib.contextmanager
+def sample_cluster() -> Iterator[str]:
+    """uvloop when installed, as `serve` installs it (the image's `fast` extra); a local control plane with
+    the sample prerequisites (bench/cluster_bench.py ``setup_samples``). Yields its kubeconfig's path."""
+    try:
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    except ImportError:
+        pass
+    from bench.cluster_bench import setup_samples
+    from e2e.harness.controlplane import ControlPlane
+
+    with ControlPlane() as cp:
+        setup_samples(cp)
+        yield str(cp.kubeconfig)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-n", type=int, default=2000, help="measured reviews per sample (default 2000)")
-    p.add_argument("--clients", type=int, default=8, help="keep-alive connections of the client (default 8)")
-    p.add_argument("--kind", default="aiperfjob-good,trainjob-good", help="e2e samples (e2e/samples/<kind>.yaml)")
+    load_arguments(p, n=2000, per="measured reviews per sample", clients=8, kind="aiperfjob-good,trainjob-good")
     p.add_argument("--json", action="store_true", help="the figures as one JSON object")
     p.add_argument("--no-memo", action="store_true", help="without the check memo (webhook/checkmemo.py)")
     p.add_argument("--write", action="store_true", help="the table into docs/benchmarks/vs-kyverno.md")
@@ -353,20 +378,10 @@ def main() -> int:
     if args.client:
         port, cafile, kind, count, start, clients = args.client.split(",")
         return 1 if asyncio.run(client(int(port), cafile, kind, int(count), int(start), int(clients))) else 0
-    try:
-        import uvloop
-
-        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())  # as `serve` does (the image's `fast` extra)
-    except ImportError:
-        pass
-    from bench.cluster_bench import setup_samples
-    from e2e.harness.controlplane import ControlPlane
-
     load = os.getloadavg()
-    with ControlPlane() as cp:
-        setup_samples(cp)
+    with sample_cluster() as kubeconfig:
         result = asyncio.run(
-            serve_and_measure(str(cp.kubeconfig), args.kind.split(","), args.n, args.clients, not args.no_memo)
+            serve_and_measure(kubeconfig, args.kind.split(","), args.n, args.clients, not args.no_memo)
         )
     table = report(result, args.n, args.clients, load, args.no_memo, args.section)
     print(json.dumps(result, indent=1) if args.json else table)
