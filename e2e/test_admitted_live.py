@@ -31,9 +31,9 @@ import pytest
 import yaml
 
 from e2e.fidelity.mutation_scenarios import kyverno_sidecar
+from e2e.fidelity.run import kyverno_installed
 from e2e.harness.controlplane import ControlPlane
 from e2e.harness.kyverno import Kyverno
-from e2e.harness.kyverno import built as kyverno_built
 from e2e.harness.vap import mutate_policy
 from e2e.test_quota_live import _quota, _used, _wait_cached
 from webhook.checks import all_checks
@@ -271,7 +271,7 @@ KYVERNO_SLUG = "e2e-sidecar"
 def kyverno(control_plane: ControlPlane) -> Any:
     """Kyverno's admission controller and its sidecar ClusterPolicy (e2e/fidelity/mutation_scenarios.py
     kyverno_sidecar: emitWarning, Pods only), removed afterwards (its webhook configurations with it)."""
-    if not kyverno_built():  # as the fidelity matrix's Kyverno rows (e2e/fidelity/run.py)
+    if not kyverno_installed():  # as the fidelity matrix's Kyverno rows (e2e/fidelity/run.py)
         pytest.skip("Kyverno is not built (`e2e/build.sh kyverno`; make conformance builds it, make test does not)")
     cp = control_plane
     policy = kyverno_sidecar(KYVERNO_SLUG)

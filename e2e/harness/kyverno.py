@@ -135,24 +135,13 @@ def kyverno_version() -> str:
     raise NodeError(f"{VERSIONS_FILE}: no KYVERNO_VERSION")
 
 
-def home() -> Path:
-    """Where ``e2e/build.sh kyverno`` puts Kyverno's bin/ and crds/."""
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "preflight-webhook"
-    return root / f"kyverno-{kyverno_version()}"
-
-
-def built() -> bool:
-    """Whether Kyverno's admission controller is built: ``make conformance`` builds it, ``make test`` does
-    not (10–16 min cold), so the tests of ``make test`` that need it run only where it is."""
-    return (home() / "bin" / "kyverno").is_file()
-
-
 def build() -> Path:
     """``e2e/build.sh kyverno`` (a stamp check when warm); returns the directory with bin/ and crds/."""
     proc = subprocess.run(["bash", str(BUILD_SCRIPT), "kyverno"], capture_output=True, text=True, timeout=3600)
     if proc.returncode != 0:
         raise NodeError(f"e2e/build.sh kyverno failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    out = home()
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "preflight-webhook"
+    out = root / f"kyverno-{kyverno_version()}"
     if not (out / "bin" / "kyverno").is_file():
         raise NodeError(f"e2e/build.sh kyverno left no {out / 'bin' / 'kyverno'}")
     return out
