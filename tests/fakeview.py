@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -289,11 +290,30 @@ def _kept_run(check: Any, ctx: Any) -> list[Any] | None:
     if not check.kept_reads or type(view) is not FakeView or view.keeps:  # a subclass reads its own way
         return None
     view.keeps = {"secret_keys", "get_object", "list_objects"}
+    broke: list[logging.LogRecord] = []
+    catch = _Catch(broke)
+    engine_log = logging.getLogger("webhook.engine")
+    engine_log.addHandler(catch)
     try:
         return _answered_from_kept(check, ctx)
     finally:
+        engine_log.removeHandler(catch)
         view.keeps = set()
         view.kept_reads.clear()
+        # the contract of Check.kept_reads: every await is a read_live, or comes after heavy_turn or needs_a_task
+        assert not broke, [r.getMessage() for r in broke]
+
+
+class _Catch(logging.Handler):
+    """The engine's complaint that a kept-only run awaited outside read_live (engine._answered_from_kept)."""
+
+    def __init__(self, into: list[logging.LogRecord]) -> None:
+        super().__init__(logging.ERROR)
+        self.into = into
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "kept-only run" in record.getMessage():
+            self.into.append(record)
 
 
 async def run_check(check: Any, wl: Any, view: Any, settings: Any = None, budget: float = 5.0) -> Any:

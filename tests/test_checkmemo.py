@@ -230,6 +230,21 @@ async def test_a_hit_is_a_copy() -> None:
     assert len(_Counting.runs) == 1 and (third.message, third.details) == ("1 quota(s)", [])
 
 
+def test_a_copy_has_every_field_and_lists_of_its_own() -> None:
+    """checkmemo._copy builds the copy field by field: a field CheckResult gains must be copied too."""
+    import dataclasses
+
+    from webhook.checkmemo import _copy
+
+    r = CheckResult("N", Status.WARN, "m", ["d"], ["h"], 1.5, ["c"], True)
+    assert {f.name for f in dataclasses.fields(r)} == {
+        "name", "status", "message", "details", "hints", "duration_ms", "caveats", "timed_out"
+    }  # fmt: skip
+    c = _copy(r)
+    assert c == r
+    assert all(getattr(c, f) is not getattr(r, f) for f in ("details", "hints", "caveats"))
+
+
 class _Discovery(_Counting):
     name = "Discovery"
 

@@ -196,3 +196,88 @@ async def test_the_dry_run_of_a_render_seen_before_is_answered_without_a_task(mo
             sent = len(view.dry_runs)
     assert as_tasks == ["Dry Run"] and sent > 0 and len(view.dry_runs) == sent
     assert verdicts[0] == verdicts[1] and verdicts[0][0][0] is Status.PASS
+
+
+# --------------------------------------------------------------------------- checks whose usual path awaits nothing
+
+
+def _tasks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the checks the engine runs as a task (engine._run_one), recorded."""
+    from webhook import engine
+
+    as_tasks: list[str] = []
+    plain = engine._run_one
+
+    def counted(check: Check, ctx: CheckContext, memo: Any = None) -> Any:
+        as_tasks.append(check.name)
+        return plain(check, ctx, memo)
+
+    monkeypatch.setattr(engine, "_run_one", counted)
+    return as_tasks
+
+
+def _aiperf(config_bytes: int) -> Any:
+    """An AIPerfJob of one pod whose derived ConfigMap holds `config_bytes` of data."""
+    job = workload([PodGroup("node", 1, pod(container("node")))])
+    job.kind = "AIPerfJob"
+    job.derived = {"configMap": {"metadata": {"name": "demo-config"}, "data": {"c": "x" * (config_bytes - 1)}}}
+    return job
+
+
+NO_QUEUE = 'Skipped: The job names no Kueue queue (kueue.x-k8s.io/queue-name) and namespace "team-a" has no LocalQueue "default"'
+
+
+def _served() -> FakeView:
+    return FakeView(served={"v1", "resource.k8s.io/v1", "kueue.x-k8s.io/v1beta2"})
+
+
+def _awaiting_checks() -> list[Check]:
+    """The checks that await only off their usual path (a worker thread, a registry, a read not kept)."""
+    from webhook.checks.configmap import ConfigMapSize
+    from webhook.checks.dra.check import DeviceAllocation
+    from webhook.checks.imagepull import ImagePull
+    from webhook.checks.kueue import KueueAdmissionChecks
+    from webhook.checks.kueue.capacity import KueueCapacity
+    from webhook.checks.storage.check import VolumeClaims
+
+    return [ConfigMapSize(), ImagePull(), VolumeClaims(), DeviceAllocation(), KueueCapacity(), KueueAdmissionChecks()]
+
+
+async def test_checks_with_nothing_to_await_are_answered_without_a_task(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ConfigMap Size within the limit, Image Pull with registry access off, Volume Claims without a named claim,
+    Device Allocation without claims, the Kueue checks without a queue: each answered in the review's task, with
+    what its run as a task says."""
+    as_tasks = _tasks(monkeypatch)
+    checks = _awaiting_checks()
+    res = await run_checks(_aiperf(2048), checks, settings=Settings(), deadline=Deadline(5), view=_served())
+    assert as_tasks == []
+    by_task = [await c.run(CheckContext(_aiperf(2048), Deadline(5), Settings(), _served())) for c in checks]
+    usual = [r for out in by_task for r in (out if isinstance(out, list) else [out])]
+    assert [(r.name, r.status, r.message) for r in res.checks] == [(r.name, r.status, r.message) for r in usual]
+    assert [(r.name, r.status, r.message) for r in res.checks] == [
+        ("ConfigMap Size", Status.PASS, 'ConfigMap "demo-config" is 2.0 KiB of the 1024 KiB limit'),
+        ("Image Pull", Status.SKIP, "Registry access is off (registryAccess.mode); images are not looked up"),
+        ("Volume Claims", Status.SKIP, "No PersistentVolumeClaims used by the pods"),
+        ("Device Allocation", Status.SKIP, "No pod uses a DRA ResourceClaim"),
+        ("Kueue Capacity", Status.SKIP, NO_QUEUE),
+        ("Kueue Admission Checks", Status.SKIP, NO_QUEUE),
+    ]
+
+
+async def test_what_must_be_awaited_ends_the_kept_only_run_and_runs_as_a_task(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ConfigMap over the limit (its largest parts measured in a worker thread) and an image to look up in a
+    registry: each check's kept-only run ends (NotKept, nothing logged) and it runs as a task, as before."""
+    from webhook.checks.configmap import CONFIGMAP_MAX_BYTES, ConfigMapSize
+    from webhook.checks.imagepull import ImagePull
+    from webhook.engine import _answered_from_kept
+
+    job = _aiperf(CONFIGMAP_MAX_BYTES + 1)
+    settings = Settings(registryAccess={"mode": "all"})
+    ctx = CheckContext(job, Deadline(5), settings, FakeView())
+    assert _answered_from_kept(ConfigMapSize(), ctx) is None and not ctx.kept_only
+    assert _answered_from_kept(ImagePull(), ctx) is None and not ctx.kept_only
+    as_tasks = _tasks(monkeypatch)
+    res = await run_checks(job, [ConfigMapSize()], settings=settings, deadline=Deadline(5), view=FakeView())
+    assert as_tasks == ["ConfigMap Size"]
+    assert res.checks[0].status is Status.FAIL
+    assert res.checks[0].message.startswith('ConfigMap "demo-config" that the AIPerf operator renders from this spec')

@@ -69,7 +69,7 @@ class Check:
     #: it dry-runs the pods and sets CheckContext.admission: the engine judges the pods as admitted after it
     admits: ClassVar[bool] = False
     #: every await of run() is a `read_live` (webhook/models/context.py) of the view's live reads, or comes after
-    #: a `heavy_turn` (both raise NotKept in a kept-only run): the engine first runs it kept-only
+    #: a `heavy_turn` or a `needs_a_task` (all raise NotKept in a kept-only run): the engine first runs it kept-only
     #: (CheckContext.kept_only), in the review's task and one step, and only when a read is not kept or the
     #: heavy part is needed does it run it as usual, as a task (what is kept needs neither)
     kept_reads: ClassVar[bool] = False

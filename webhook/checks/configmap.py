@@ -22,6 +22,7 @@ from webhook.checks.common import kib
 from webhook.config import Settings
 from webhook.deadline import Deadline
 from webhook.kube import CONFIGMAP_MAX_BYTES
+from webhook.models.context import needs_a_task
 from webhook.results import CheckResult, Status
 from webhook.workloads.base import JsonText, text_bytes
 
@@ -203,7 +204,9 @@ async def _parts_off_loop(configmap: dict[str, Any], deadline: Deadline) -> list
 class ConfigMapSize(Check):
     name = NAME
     # reads only the Workload; not `synchronous` because the largest parts of a ConfigMap over the limit are
-    # measured in a worker thread (_parts_off_loop), so it runs as a task of its own
+    # measured in a worker thread (_parts_off_loop): a ConfigMap within the limit is answered in the review's
+    # task (kept_reads), one over it as a task of its own
+    kept_reads = True
     kinds = frozenset({AIPERFJOB})
     summary = "The AIPerfJob's run-config ConfigMap fits the 1 MiB ConfigMap limit."
 
@@ -223,6 +226,7 @@ class ConfigMapSize(Check):
                 Status.PASS,
                 f'ConfigMap "{cm_name}" is {kib(size)} of the 1024 KiB limit',
             )
+        needs_a_task(ctx, "the largest parts, measured in a worker thread")
         parts = await _parts_off_loop(cm, ctx.deadline)
         if parts is None:
             parts, biggest = [], "not measured within the time left"

@@ -40,7 +40,7 @@ from webhook.config import RegistryAccessSettings
 from webhook.deadline import REPORT_MARGIN
 from webhook.imageref import ImageRef, parse
 from webhook.kube import ApiError
-from webhook.models.context import before_deadline
+from webhook.models.context import before_deadline, needs_a_task
 from webhook.models.grants import grant_fix, not_granted
 from webhook.models.nodes import node_listing, per_shape, selects
 from webhook.objects import Node, PodSpec
@@ -136,6 +136,8 @@ class _Verdict:
 class ImagePull(Check):
     name = NAME
     needs_cluster = True
+    #: registry access off, or no registry to ask: answered in the review's task; lookups run as a task
+    kept_reads = True
     permissions = (Permission("get", "secrets"),)
     apis = ("v1",)
     default_action = "deny"
@@ -206,6 +208,7 @@ class ImagePull(Check):
         # named in a detail (a JobSet of 2,000 images is 20 lookups, not 2,000 at once)
         over = asked[ra.max_images_per_review :]
         asked = asked[: ra.max_images_per_review]
+        needs_a_task(ctx, "registry lookups")
         names = sorted({s for n in asked for s in n.secrets})
         read = await asyncio.gather(*(self._read(ctx, s) for s in names))
         secrets = dict(zip(names, read, strict=True))

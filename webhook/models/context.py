@@ -68,6 +68,15 @@ class NotKept(Exception):
     """A kept-only run (CheckContext.kept_only) needs a live read the view does not keep: run the check as usual."""
 
 
+def needs_a_task(ctx: CheckContext, what: str) -> None:
+    """In a kept-only run (CheckContext.kept_only), raise NotKept(`what`). A Check.kept_reads check calls it right
+    before an await that is neither a `read_live` nor a `heavy_turn` (a worker thread, a registry, Kueue's visibility
+    API, provisioning): its usual path (nothing to await) is answered in the review's task, and the engine runs it
+    as usual, as a task, only when it gets there."""
+    if ctx.kept_only:
+        raise NotKept(what)
+
+
 class LiveRead(NamedTuple):
     """One live read of the ClusterView: its member ("secret_keys", "get_object", "list_objects") and arguments."""
 

@@ -18,6 +18,7 @@ from typing import Any
 from webhook.checks.base import Check, CheckContext
 from webhook.checks.common import Findings, cached, plural, with_stale
 from webhook.models import provisioning
+from webhook.models.context import needs_a_task
 from webhook.models.dra.allocate import Claim, Device, DeviceID, Fit, Request, SliceIndex, _attribute, fit, selectable
 from webhook.models.dra.cel import outside_subset
 from webhook.models.nodes import eligible_nodes, node_listing, node_name, term_matches
@@ -409,6 +410,7 @@ async def _none_fits(ctx: CheckContext, gc: _GroupClaims, walk: _Walk, notes: li
         why = walk.incomplete[0] if walk.incomplete else "no ResourceSlice offers devices on them yet"
         found.warns.append(f"Cannot verify the claims of the {g.name} pods: {why}"[:120])
     else:
+        needs_a_task(ctx, "provisioning")
         prov = await provisioning.provisioning_for(ctx, g.pod_spec)
         line = f"{finding}, {prov.clause()}. {fix}"
         (found.fails if prov.certain_none else found.warns).append(line)
@@ -443,6 +445,7 @@ class DeviceAllocation(Check):
     needs_cluster = True
     local_capacity = True
     synchronous = False  # asks provisioning (live reads) when nothing fits
+    kept_reads = True  # only then: a job without claims, or whose claims fit, is answered in the review's task
     permissions = tuple(p for r in _CACHES for p in cached(r, RESOURCE)) + cached("nodes")
     optional_permissions = provisioning.PERMISSIONS
     apis = ("resource.k8s.io/v1",)

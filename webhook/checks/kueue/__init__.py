@@ -39,6 +39,7 @@ from webhook.checks.kueue.capacity import KueueCapacity
 from webhook.config import Settings
 from webhook.kube import ApiError, Permission
 from webhook.models.apis import KUEUE_API
+from webhook.models.context import needs_a_task
 from webhook.models.kueue.queue import (
     GROUP,
     Queue,
@@ -251,6 +252,8 @@ class _Listed:
 
 class KueueAdmissionChecks(Check):
     name = "Kueue Admission Checks"
+    #: its one await is the Lease's read (kueue.admissionLease): without it, answered in the review's task
+    kept_reads = True
     needs_cluster = True
     needs_pod_groups = False
     permissions = (*cached("localqueues", GROUP), *cached("clusterqueues", GROUP), *cached("admissionchecks", GROUP))
@@ -285,6 +288,7 @@ class KueueAdmissionChecks(Check):
         gate = "the readmission gate is not proven: "
         self._controller(ctx.settings.kueue.admission_check_controller, found, gate)
         if ctx.settings.kueue.admission_lease and found.listed:
+            needs_a_task(ctx, "the admission controller's Lease")
             await self._lease(ctx, gate, found.fails, found.warns)
         cq_name, listed = found.cq_name, found.listed
         if not listed and not found.fails:

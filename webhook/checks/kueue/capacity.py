@@ -13,6 +13,7 @@ from typing import Any
 from webhook.checks.base import Check, CheckContext
 from webhook.checks.common import cached, with_stale
 from webhook.config import Settings
+from webhook.models.context import needs_a_task
 from webhook.models.kueue.cohort import ZERO, CohortTree, flavor_limits
 from webhook.models.kueue.queue import GROUP, resolve_queue
 from webhook.models.kueue.wait import PENDING_PERMISSION, alternatives, job_priority, pending_ahead, wait_message
@@ -30,6 +31,8 @@ class KueueCapacity(Check):
     name = "Kueue Capacity"
     #: a job that waits: Kueue's visibility API is read (reused PENDING_TTL seconds) for who is ahead
     synchronous = False
+    #: only a job that waits reads it: the others are answered in the review's task
+    kept_reads = True
     needs_cluster = True
     permissions = (*cached("localqueues", GROUP), *cached("clusterqueues", GROUP))
     #: the cohort tree (without it a "never" verdict for a ClusterQueue in a cohort is only a warning); the
@@ -93,6 +96,7 @@ class KueueCapacity(Check):
         wait = _shortfall(tree, total, podsets, covered_by, free=True)
         if wait is not None:
             priority = job_priority(ctx.workload, ctx)
+            needs_a_task(ctx, "the pending workloads ahead")
             ahead = await pending_ahead(ctx, cq, priority[0])
             others = alternatives(ctx, cq_name, lambda other: _fits_now(ctx, other))
             message, details = wait_message(ctx, cq, tree, wait, covered_by[wait[0]], ahead, priority, others)

@@ -27,7 +27,7 @@ from webhook.checks.storage.classes import (
 from webhook.checks.storage.match import NODE_AFFINITY, Want, _bound_to, _pv_name, mismatch, pick
 from webhook.cluster.view import ClusterView
 from webhook.kube import ApiError, Permission
-from webhook.models.context import before_deadline
+from webhook.models.context import before_deadline, needs_a_task
 from webhook.objects import Node, as_nodes
 from webhook.results import CheckResult, Status
 
@@ -258,6 +258,8 @@ def _missing(claim: Claim, ns: str) -> Verdict:
 class VolumeClaims(Check):
     name = "Volume Claims"
     needs_cluster = True
+    #: a job with no named claim (none, or ephemeral ones only) is answered in the review's task
+    kept_reads = True
     local_capacity = True  # a MultiKueue job's claims are bound in the worker cluster
     permissions = (Permission("get", "persistentvolumeclaims"),)
     #: the caches the binding rules read; without one the verdicts that need it are "cannot verify"
@@ -280,6 +282,8 @@ class VolumeClaims(Check):
             return CheckResult(self.name, Status.SKIP, "No PersistentVolumeClaims used by the pods")
         cl = _cluster(ctx.view)
         named = [c for c in claims if c.kind != "ephemeral"]
+        if named:
+            needs_a_task(ctx, "the named claims")
         got = dict(zip((c.name for c in named), await asyncio.gather(*(_read(ctx, c) for c in named))))
         plans = [_plan_for(c, got, cl, ns) for c in claims]
         needs = [p for p in plans if isinstance(p, _Need)]
