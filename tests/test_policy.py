@@ -218,6 +218,9 @@ def test_a_finding_that_fits_is_one_warning_a_longer_one_goes_on_word_for_word()
     assert wrap(fits, "[X] ") == ["[X] " + fits]
     assert wrap(fits + " z", "[X] ") == ["[X] " + fits, "[X] … z"]
     assert wrap("", "[X] ") == ["[X] "] and wrap(" a \n b\t", "[X] ") == ["[X] a b"]
+    # the lines are kept per finding (policy.WRAPPED): each call still gets a list of its own
+    long.append("changed by a caller")
+    assert [len(line) for line in wrap("word " * 200, "[X] ")] == [253, 255, 255, 255]
 
 
 def test_findings_annotation_stays_valid_json_when_bounded():
