@@ -170,20 +170,12 @@ async def test_the_dry_run_of_a_render_seen_before_is_answered_without_a_task(mo
     kept) is answered in the kept-only run, with the same verdict and nothing sent."""
     from tests.fakeview import meta
     from tests.test_dryrun_cache import _create
-    from webhook import engine
     from webhook.checks import dryrun
     from webhook.checks.dryrun import DryRun
     from webhook.models.dryrun_cache import DigestMemo
 
     monkeypatch.setattr(dryrun, "DIGESTS", DigestMemo())
-    as_tasks: list[str] = []
-    plain = engine._run_one
-
-    def counted(check: Check, ctx: CheckContext, memo: Any = None) -> Any:
-        as_tasks.append(check.name)
-        return plain(check, ctx, memo)
-
-    monkeypatch.setattr(engine, "_run_one", counted)
+    as_tasks = _tasks(monkeypatch)
     view = FakeView(served={"v1", "batch/v1", "jobset.x-k8s.io/v1alpha2"})
     view.add("namespaces", {"metadata": meta("demo-bench", resourceVersion="10")})
     verdicts = []
