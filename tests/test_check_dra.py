@@ -225,9 +225,7 @@ async def test_the_walk_over_the_nodes_stops_once_every_pod_is_placed_and_three_
         Status.PASS,
         "DRA claims can be allocated: all 2 node pods' claims fit at once on node-1, node-2, node-3",
     )
-    # two nodes place the two pods; the third is the last one the message names. Twice: run_check runs the check
-    # kept-only first, as the engine does (Check.kept_reads), then as usual
-    assert walked == names[:3] * 2
+    assert walked == names[:3]  # two nodes place the two pods; the third is the last one the message names
 
 
 async def test_selector_outside_subset_warns_never_denies() -> None:

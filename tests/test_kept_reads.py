@@ -273,3 +273,25 @@ async def test_what_must_be_awaited_ends_the_kept_only_run_and_runs_as_a_task(mo
     assert as_tasks == ["ConfigMap Size"]
     assert res.checks[0].status is Status.FAIL
     assert res.checks[0].message.startswith('ConfigMap "demo-config" that the AIPerf operator renders from this spec')
+
+
+async def test_a_check_that_must_run_as_a_task_does_nothing_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A named claim ends Volume Claims' kept-only run before it reads the caches (5,000 Nodes at the
+    thresholds): they are read once, by its run as a task."""
+    from webhook.checks.storage import check as storage
+
+    reads: list[int] = []
+    plain = storage._cluster
+
+    def counted(view: Any) -> Any:
+        reads.append(1)
+        return plain(view)
+
+    monkeypatch.setattr(storage, "_cluster", counted)
+    as_tasks = _tasks(monkeypatch)
+    spec = pod(container("node"))
+    spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
+    job = workload([PodGroup("node", 1, spec)])
+    res = await run_checks(job, [storage.VolumeClaims()], settings=Settings(), deadline=Deadline(5), view=_served())
+    assert as_tasks == ["Volume Claims"] and len(reads) == 1
+    assert res.checks[0].status is Status.FAIL and '"data"' in res.checks[0].message

@@ -136,7 +136,7 @@ class _Verdict:
 class ImagePull(Check):
     name = NAME
     needs_cluster = True
-    #: registry access off, or no registry to ask: answered in the review's task; lookups run as a task
+    #: registry access off (the default): answered in the review's task; on, it runs as a task
     kept_reads = True
     permissions = (Permission("get", "secrets"),)
     apis = ("v1",)
@@ -194,6 +194,8 @@ class ImagePull(Check):
                     self.name, Status.SKIP, "Registry access is off (registryAccess.mode); images are not looked up"
                 )
             ]
+        # registry access on: the images and the nodes' platforms are collected once, in a task
+        needs_a_task(ctx, "registry lookups")
         needs = collect(ctx)
         asked = [n for n in needs if ra.allows(n.ref.registry)]
         skipped = sorted({n.ref.registry for n in needs if not ra.allows(n.ref.registry)})
@@ -208,7 +210,6 @@ class ImagePull(Check):
         # named in a detail (a JobSet of 2,000 images is 20 lookups, not 2,000 at once)
         over = asked[ra.max_images_per_review :]
         asked = asked[: ra.max_images_per_review]
-        needs_a_task(ctx, "registry lookups")
         names = sorted({s for n in asked for s in n.secrets})
         read = await asyncio.gather(*(self._read(ctx, s) for s in names))
         secrets = dict(zip(names, read, strict=True))

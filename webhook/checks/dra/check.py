@@ -410,7 +410,6 @@ async def _none_fits(ctx: CheckContext, gc: _GroupClaims, walk: _Walk, notes: li
         why = walk.incomplete[0] if walk.incomplete else "no ResourceSlice offers devices on them yet"
         found.warns.append(f"Cannot verify the claims of the {g.name} pods: {why}"[:120])
     else:
-        needs_a_task(ctx, "provisioning")
         prov = await provisioning.provisioning_for(ctx, g.pod_spec)
         line = f"{finding}, {prov.clause()}. {fix}"
         (found.fails if prov.certain_none else found.warns).append(line)
@@ -445,7 +444,7 @@ class DeviceAllocation(Check):
     needs_cluster = True
     local_capacity = True
     synchronous = False  # asks provisioning (live reads) when nothing fits
-    kept_reads = True  # only then: a job without claims, or whose claims fit, is answered in the review's task
+    kept_reads = True  # a job without claims is answered in the review's task; one with claims runs as a task
     permissions = tuple(p for r in _CACHES for p in cached(r, RESOURCE)) + cached("nodes")
     optional_permissions = provisioning.PERMISSIONS
     apis = ("resource.k8s.io/v1",)
@@ -473,6 +472,9 @@ class DeviceAllocation(Check):
         groups = [(g, pcs) for g, pcs in groups if pcs]
         if not groups:
             return CheckResult(self.name, Status.SKIP, "No pod uses a DRA ResourceClaim")
+        # a walk over the nodes may end in provisioning's reads: a job with claims runs as a task from here,
+        # so no walk is done twice (in the kept-only run, then again as a task)
+        needs_a_task(ctx, "the claims' allocation")
         found = Findings()
         read = [_read_group(wl, g, pcs, ctx, found.fails) for g, pcs in groups]
         if found.fails:

@@ -31,7 +31,7 @@ class KueueCapacity(Check):
     name = "Kueue Capacity"
     #: a job that waits: Kueue's visibility API is read (reused PENDING_TTL seconds) for who is ahead
     synchronous = False
-    #: only a job that waits reads it: the others are answered in the review's task
+    #: a job without a queue is answered in the review's task; one in a queue runs as a task
     kept_reads = True
     needs_cluster = True
     permissions = (*cached("localqueues", GROUP), *cached("clusterqueues", GROUP))
@@ -60,6 +60,9 @@ class KueueCapacity(Check):
         resolved, reason = resolve_queue(ctx)
         if resolved is None:
             return CheckResult(self.name, Status.SKIP, f"Skipped: {reason}")
+        # a job in a queue may wait (the visibility API's read): it runs as a task from here, so its needs and
+        # the cohort tree are never computed twice (in the kept-only run, then again as a task)
+        needs_a_task(ctx, "the queue's capacity")
         cq = resolved.cluster_queue
         cq_name = (cq.get("metadata") or {}).get("name", "?")
         covered_by = _covered_by(cq)
@@ -96,7 +99,6 @@ class KueueCapacity(Check):
         wait = _shortfall(tree, total, podsets, covered_by, free=True)
         if wait is not None:
             priority = job_priority(ctx.workload, ctx)
-            needs_a_task(ctx, "the pending workloads ahead")
             ahead = await pending_ahead(ctx, cq, priority[0])
             others = alternatives(ctx, cq_name, lambda other: _fits_now(ctx, other))
             message, details = wait_message(ctx, cq, tree, wait, covered_by[wait[0]], ahead, priority, others)

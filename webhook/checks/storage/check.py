@@ -280,10 +280,10 @@ class VolumeClaims(Check):
         claims = collect(ctx.workload)
         if not claims:
             return CheckResult(self.name, Status.SKIP, "No PersistentVolumeClaims used by the pods")
-        cl = _cluster(ctx.view)
         named = [c for c in claims if c.kind != "ephemeral"]
-        if named:
+        if named:  # before the caches are read: a run that goes on as a task does none of it twice
             needs_a_task(ctx, "the named claims")
+        cl = _cluster(ctx.view)
         got = dict(zip((c.name for c in named), await asyncio.gather(*(_read(ctx, c) for c in named))))
         plans = [_plan_for(c, got, cl, ns) for c in claims]
         needs = [p for p in plans if isinstance(p, _Need)]
